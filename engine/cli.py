@@ -1,0 +1,244 @@
+"""The ``prunewarden`` command: ``main()`` parses and exits, ``run()`` does the work.
+
+``run(argv, stdout, stderr) -> int`` is what tests call in-process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import IO, Any, NoReturn
+
+import structlog
+from prunewarden import resources
+from prunewarden.__about__ import __version__
+from prunewarden.decision import Decision
+from prunewarden.engine import Engine
+from prunewarden.errors import InputError, PolicyError, Problem, PrunewardenError
+from prunewarden.policy import load_builtin_policy, load_policy
+from prunewarden.source import parse_json
+
+EXIT_OK = 0
+EXIT_REFUSED = 1
+EXIT_INPUT = 2
+EXIT_POLICY = 3
+EXIT_INTERNAL = 70
+
+EXIT_CODES = f"""\
+exit codes:
+  {EXIT_OK}   allowed, or every policy valid (a refusal in audit mode also exits 0)
+  {EXIT_REFUSED}   refused: deny or halt by an enforcing guard
+  {EXIT_INPUT}   usage error, or a malformed input document
+  {EXIT_POLICY}   invalid policy
+  {EXIT_INTERNAL}  internal error (a bug: please report it)
+"""
+
+
+class _UsageError(PrunewardenError):
+    exit_code = EXIT_INPUT
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse writing to the streams ``run`` was given, raising instead of exiting."""
+
+    stdout: IO[str] = sys.stdout
+
+    def _print_message(self, message: str, file: object = None) -> None:  # noqa: ARG002
+        if message:
+            self.stdout.write(message)
+
+    def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
+        if message:
+            self.stdout.write(message)
+        raise _ExitError(status)
+
+    def error(self, message: str) -> NoReturn:
+        raise _UsageError(f"{self.prog}: {message}")
+
+
+class _ExitError(Exception):
+    def __init__(self, status: int) -> None:
+        self.status = status
+
+
+def _parser(stdout: IO[str]) -> _Parser:
+    _Parser.stdout = stdout
+    parser = _Parser(
+        prog="prunewarden",
+        description="Policy-as-config guards for self-editing context windows.",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"prunewarden {__version__}")
+    commands = parser.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", parser_class=_Parser
+    )
+
+    validate = commands.add_parser(
+        "validate",
+        help="check policy files against the schema",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    validate.add_argument("files", nargs="+", metavar="FILE", help="policy YAML files")
+
+    evaluate = commands.add_parser(
+        "evaluate",
+        help="decide on one input document; prints the decision as JSON",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    evaluate.add_argument(
+        "input",
+        nargs="?",
+        default="-",
+        metavar="INPUT",
+        help="input JSON document, or - for standard input (the default)",
+    )
+    evaluate.add_argument(
+        "--policy", metavar="FILE", help="policy YAML (default: the bundled default policy)"
+    )
+    evaluate.add_argument(
+        "--format",
+        choices=["json", "text"],
+        default="json",
+        help="json: the decision document (default); text: a short summary",
+    )
+    evaluate.add_argument(
+        "--audit-log",
+        metavar="PATH",
+        help="append decision records (JSON lines) here instead of stderr",
+    )
+
+    schema = commands.add_parser("schema", help="print a bundled JSON Schema")
+    schema.add_argument("name", choices=["policy", "input", "decision"])
+    return parser
+
+
+def run(argv: list[str] | None, stdout: IO[str], stderr: IO[str]) -> int:
+    """Run the command line ``argv``; return the exit code."""
+    try:
+        args = _parser(stdout).parse_args(argv)
+        return int(_COMMANDS[args.command](args, stdout, stderr))
+    except _ExitError as done:
+        return done.status
+    except PolicyError as exc:
+        _report(exc.problems, stderr)
+        return EXIT_POLICY
+    except InputError as exc:
+        _report(exc.problems, stderr)
+        return EXIT_INPUT
+    except PrunewardenError as exc:
+        stderr.write(f"{exc}\n")
+        return exc.exit_code
+    except Exception as exc:  # noqa: BLE001 - never a traceback to the user
+        stderr.write(f"prunewarden: internal error: {type(exc).__name__}: {exc}\n")
+        return EXIT_INTERNAL
+
+
+def main() -> NoReturn:
+    sys.exit(run(sys.argv[1:], sys.stdout, sys.stderr))
+
+
+def _report(problems: tuple[Problem, ...], stderr: IO[str]) -> None:
+    for problem in problems:
+        stderr.write(f"{problem}\n")
+
+
+def _validate(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
+    status = EXIT_OK
+    for name in args.files:
+        try:
+            policy = load_policy(name)
+        except PolicyError as exc:
+            _report(exc.problems, stderr)
+            status = EXIT_POLICY
+            continue
+        stdout.write(f"{name}: valid ({policy.name}@{policy.version} {policy.digest})\n")
+    return status
+
+
+def _evaluate(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
+    policy = load_policy(args.policy) if args.policy else load_builtin_policy("default")
+    text, filename = _read_input(args.input)
+    parsed, problems = parse_json(text, filename)
+    if problems:
+        raise InputError(problems)
+    with _log_sink(args.audit_log, stderr) as sink:
+        engine = Engine(policy, logger=_json_logger(sink))
+        decision = engine.evaluate(parsed.data, filename=filename, text=text)
+    if args.format == "text":
+        stdout.write(render_text(decision))
+    else:
+        stdout.write(json.dumps(decision.to_dict(), indent=2, ensure_ascii=False) + "\n")
+    return EXIT_REFUSED if decision.blocks else EXIT_OK
+
+
+def render_text(decision: Decision) -> str:
+    """A few readable lines: the verdict, each reason, the remediations, the policy."""
+    binding = "enforced" if decision.enforced else "not enforced"
+    lines = [f"{decision.check}: {decision.outcome.upper()} ({binding})"]
+    lines += [f"  {reason.code}: {reason.message}" for reason in decision.reasons]
+    for action in decision.actions:
+        ids = f" {', '.join(action.ids)}" if action.ids else ""
+        lines.append(f"  -> {action.action}{ids}")
+    if decision.kept is not None and not decision.refused:
+        lines.append(f"  kept: {', '.join(decision.kept) or '-'}")
+        lines.append(f"  evicted: {', '.join(decision.evicted or ()) or '-'}")
+    policy = decision.policy
+    lines.append(f"  policy: {policy.name}@{policy.version} {policy.digest[:19]}")
+    return "\n".join(lines) + "\n"
+
+
+def _schema(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:  # noqa: ARG001
+    stdout.write(json.dumps(resources.schema(args.name), indent=2) + "\n")
+    return EXIT_OK
+
+
+_COMMANDS: dict[str, Any] = {"validate": _validate, "evaluate": _evaluate, "schema": _schema}
+
+
+def _read_input(name: str) -> tuple[str, str]:
+    if name == "-":
+        return sys.stdin.read(), "<stdin>"
+    try:
+        return Path(name).read_text(encoding="utf-8"), name
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+        raise InputError([Problem(name, 0, 0, "$", f"cannot read: {reason}")]) from None
+
+
+class _log_sink:  # noqa: N801 - used as a context manager, reads like one
+    def __init__(self, path: str | None, stderr: IO[str]) -> None:
+        self.path = path
+        self.stream: IO[str] = stderr
+
+    def __enter__(self) -> IO[str]:
+        if self.path:
+            try:
+                self.stream = Path(self.path).open("a", encoding="utf-8")
+            except OSError as exc:
+                raise _UsageError(f"cannot open audit log {self.path}: {exc.strerror}") from None
+        return self.stream
+
+    def __exit__(self, *exc: object) -> None:
+        if self.path:
+            self.stream.close()
+
+
+def _json_logger(stream: IO[str]) -> Any:
+    """A structlog logger writing one JSON object per line to ``stream``.
+
+    Built per run rather than configured globally, so an embedding application's structlog
+    configuration is never touched.
+    """
+    return structlog.wrap_logger(
+        structlog.WriteLogger(stream),  # type: ignore[arg-type]  # any text stream will do
+        processors=[
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.JSONRenderer(sort_keys=True),
+        ],
+    )

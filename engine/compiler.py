@@ -1,0 +1,78 @@
+"""Policy -> one check pipeline per guard.
+
+A pipeline binds a guard to its settings and mode, and turns the guard's verdict into a
+:class:`Decision` naming the policy. It is the one place that knows what ``audit`` and ``off`` mean,
+and the place where an error inside a guard becomes a refusal instead of a traceback.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from prunewarden.checks import GUARDS, Guard
+from prunewarden.decision import Action, Decision, Reason
+from prunewarden.inputs import CHECKS, Check, Request
+from prunewarden.policy import Mode, Policy, PolicyIdentity
+from prunewarden.verdict import Verdict
+
+
+@dataclass(frozen=True, slots=True)
+class Pipeline:
+    check: Check
+    mode: Mode
+    settings: Any
+    guard: Guard
+    policy: PolicyIdentity
+
+    def decide(self, request: Request) -> Decision:
+        if self.mode == "off":
+            verdict = Verdict(
+                False, [Reason("check_disabled", f"the {self.check} guard is off in this policy")]
+            )
+        else:
+            try:
+                verdict = self.guard.evaluate(self.settings, request)
+            except Exception as exc:  # noqa: BLE001 - fail closed: any guard error refuses
+                verdict = Verdict(
+                    True,
+                    [
+                        Reason(
+                            "internal_error",
+                            f"the {self.check} guard failed "
+                            f"({type(exc).__name__}: {exc}); refusing",
+                            {"error": type(exc).__name__},
+                        )
+                    ],
+                )
+        return self.to_decision(verdict)
+
+    def to_decision(self, verdict: Verdict) -> Decision:
+        return Decision(
+            check=self.check,
+            outcome=self.guard.refusal if verdict.refused else "allow",
+            enforced=self.mode == "enforce",
+            reasons=tuple(verdict.reasons),
+            actions=tuple(verdict.actions),
+            policy=self.policy,
+            kept=verdict.kept,
+            evicted=verdict.evicted,
+        )
+
+    def refuse(self, reason: Reason, actions: tuple[Action, ...] = ()) -> Decision:
+        """A refusal decided outside the guard (the log could not be written, ...)."""
+        return self.to_decision(Verdict(True, [reason], list(actions)))
+
+
+def compile_policy(policy: Policy) -> dict[Check, Pipeline]:
+    """One pipeline per check, bound to the policy's settings and identity."""
+    return {
+        check: Pipeline(
+            check=check,
+            mode=getattr(policy.spec, check).mode,
+            settings=getattr(policy.spec, check),
+            guard=GUARDS[check],
+            policy=policy.identity,
+        )
+        for check in CHECKS
+    }

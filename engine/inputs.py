@@ -1,0 +1,260 @@
+"""Input documents: validated against ``input.v1`` and the policy, then typed.
+
+A malformed document is an :class:`InputError`, never a decision. Beyond the schema, the checks
+here depend on the policy (the accepted score range) or on relations the schema cannot express:
+finite numbers, unique ids, increasing cycles and turns.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from prunewarden.errors import InputError, Problem, describe_value
+from prunewarden.policy import ScoreRange
+from prunewarden.source import Parsed, Path, locate
+from prunewarden.validation import schema_problems, validator
+
+Check = Literal["collapse", "eviction", "staleness"]
+CHECKS: tuple[Check, ...] = ("collapse", "eviction", "staleness")
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    cycle: int
+    scores: dict[str, float]
+    pinned: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class CollapseRequest:
+    history: tuple[Snapshot, ...]
+    baseline: dict[str, float] | None
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    id: str
+    kind: str
+    text: str
+    non_recoverable: bool
+    score_dependencies: tuple[str, ...]
+    tombstone_written: bool
+    tokens: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class EvictionRequest:
+    segment: Segment
+    score: float
+    perturbed_score: float | None
+    eviction_candidates: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    span_id: str
+    text: str
+    score: float | None
+    text_sha256: str
+    rewrite_count: int
+    derived_from: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TurnStats:
+    spans_modified: int
+    scores_invalidated: int
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    turn: int
+    mean_relevance: float
+    tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class StalenessRequest:
+    spans: tuple[Span, ...]
+    keep_top_k: int
+    turn: TurnStats | None
+    turns: tuple[Turn, ...]
+    tombstones: frozenset[str]
+    recompute_budget: int | None
+
+
+Request = CollapseRequest | EvictionRequest | StalenessRequest
+
+# A problem before it is located: the path, the message, and whether it belongs at the key.
+_Found = tuple[Path, str]
+
+
+def parse_request(
+    data: Any, scores: ScoreRange, *, filename: str = "<input>", text: str | None = None
+) -> tuple[Check, Request]:
+    """Validate ``data`` and return its check and typed request, or raise :class:`InputError`.
+
+    ``text`` is the document's source, used only to put line and column on errors.
+    """
+    if validator("input").is_valid(data):
+        found = list(_semantic_problems(data, scores))
+        if not found:
+            check: Check = data["check"]
+            return check, _BUILDERS[check](data)
+    else:
+        found = []
+    located = locate(text, filename) if text is not None else Parsed(data, filename)
+    located.data = data
+    problems = schema_problems("input", located)
+    problems += [located.problem(path, message) for path, message in found]
+    raise InputError(problems or [Problem(filename, 0, 0, "$", "invalid input document")])
+
+
+def _semantic_problems(data: dict[str, Any], scores: ScoreRange) -> Iterator[_Found]:
+    yield from _non_finite(data, ())
+    yield from _RELATIONS[data["check"]](data, _score_checker(scores))
+
+
+_ScoreCheck = Callable[[Path, Any], Iterator[_Found]]
+
+
+def _collapse_relations(data: dict[str, Any], check_score: _ScoreCheck) -> Iterator[_Found]:
+    cycles = [snapshot["cycle"] for snapshot in data["history"]]
+    yield from _increasing(cycles, "history", "cycle")
+    for i, snapshot in enumerate(data["history"]):
+        for entry, value in snapshot["scores"].items():
+            yield from check_score(("history", i, "scores", entry), value)
+    for entry, value in (data.get("baseline") or {}).items():
+        yield from check_score(("baseline", entry), value)
+
+
+def _eviction_relations(data: dict[str, Any], check_score: _ScoreCheck) -> Iterator[_Found]:
+    yield from check_score(("score",), data["score"])
+    if data.get("perturbed_score") is not None:
+        yield from check_score(("perturbed_score",), data["perturbed_score"])
+
+
+def _staleness_relations(data: dict[str, Any], check_score: _ScoreCheck) -> Iterator[_Found]:
+    first_at: dict[str, int] = {}
+    for i, span in enumerate(data["spans"]):
+        span_id = span["span_id"]
+        if span_id in first_at:
+            message = f"duplicate span id {span_id!r} (first at spans[{first_at[span_id]}])"
+            yield ("spans", i, "span_id"), message
+        first_at.setdefault(span_id, i)
+        if span["score"] is not None:
+            yield from check_score(("spans", i, "score"), span["score"])
+    turns = data.get("turns", [])
+    yield from _increasing([turn["turn"] for turn in turns], "turns", "turn")
+    for i, turn in enumerate(turns):
+        yield from check_score(("turns", i, "mean_relevance"), turn["mean_relevance"])
+
+
+_RELATIONS: dict[str, Callable[[dict[str, Any], _ScoreCheck], Iterator[_Found]]] = {
+    "collapse": _collapse_relations,
+    "eviction": _eviction_relations,
+    "staleness": _staleness_relations,
+}
+
+
+def _increasing(numbers: list[int], where: str, field: str) -> Iterator[_Found]:
+    for i in range(1, len(numbers)):
+        if numbers[i] <= numbers[i - 1]:
+            message = (
+                f"{numbers[i]} does not follow {field} {numbers[i - 1]}: {field}s must increase"
+            )
+            yield (where, i, field), message
+
+
+def _score_checker(scores: ScoreRange) -> _ScoreCheck:
+    low, high = scores.min, scores.max
+
+    def check(path: Path, value: Any) -> Iterator[_Found]:
+        if isinstance(value, int | float) and math.isfinite(value) and not low <= value <= high:
+            yield (
+                path,
+                f"{describe_value(value)} is outside the policy's score range [{low}, {high}]",
+            )
+
+    return check
+
+
+def _non_finite(value: Any, path: Path) -> Iterator[_Found]:
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            yield path, f"{describe_value(value)} is not a finite number"
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            yield from _non_finite(item, (*path, key))
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            yield from _non_finite(item, (*path, i))
+
+
+def _floats(scores: Mapping[str, Any]) -> dict[str, float]:
+    return {entry: float(value) for entry, value in scores.items()}
+
+
+def _collapse(data: dict[str, Any]) -> CollapseRequest:
+    history = tuple(
+        Snapshot(s["cycle"], _floats(s["scores"]), tuple(s.get("pinned", ())))
+        for s in data["history"]
+    )
+    baseline = data.get("baseline")
+    return CollapseRequest(history, _floats(baseline) if baseline is not None else None)
+
+
+def _eviction(data: dict[str, Any]) -> EvictionRequest:
+    seg = data["segment"]
+    segment = Segment(
+        id=seg["id"],
+        kind=seg["kind"],
+        text=seg.get("text", ""),
+        non_recoverable=seg.get("non_recoverable", False),
+        score_dependencies=tuple(seg.get("score_dependencies", ())),
+        tombstone_written=seg.get("tombstone_written", False),
+        tokens=seg.get("tokens"),
+    )
+    perturbed = data.get("perturbed_score")
+    return EvictionRequest(
+        segment,
+        float(data["score"]),
+        float(perturbed) if perturbed is not None else None,
+        frozenset(data.get("eviction_candidates", ())),
+    )
+
+
+def _staleness(data: dict[str, Any]) -> StalenessRequest:
+    spans = tuple(
+        Span(
+            span_id=s["span_id"],
+            text=s["text"],
+            score=float(s["score"]) if s["score"] is not None else None,
+            text_sha256=s["text_sha256"],
+            rewrite_count=s.get("rewrite_count", 0),
+            derived_from=tuple(s.get("derived_from", ())),
+        )
+        for s in data["spans"]
+    )
+    turn = data.get("turn")
+    turns = tuple(
+        Turn(t["turn"], float(t["mean_relevance"]), t["tokens"]) for t in data.get("turns", ())
+    )
+    return StalenessRequest(
+        spans=spans,
+        keep_top_k=data["keep_top_k"],
+        turn=TurnStats(turn["spans_modified"], turn["scores_invalidated"]) if turn else None,
+        turns=turns,
+        tombstones=frozenset(data.get("tombstones", ())),
+        recompute_budget=data.get("recompute_budget"),
+    )
+
+
+_BUILDERS: dict[Check, Callable[[dict[str, Any]], Request]] = {
+    "collapse": _collapse,
+    "eviction": _eviction,
+    "staleness": _staleness,
+}

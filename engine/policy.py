@@ -1,0 +1,185 @@
+"""Load and validate a YAML policy into a :class:`Policy` with a stable identity.
+
+A policy's identity is its ``name``, its ``version`` and its ``digest``: ``sha256:`` over the
+canonical JSON form of the validated document with every default filled in. Key order, comments,
+formatting and spelling a default out or leaving it implicit do not change the digest; any change
+in what the guards would do does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from prunewarden import resources
+from prunewarden.errors import PolicyError, Problem
+from prunewarden.source import parse_yaml
+from prunewarden.validation import apply_defaults, schema_problems
+
+Mode = Literal["enforce", "audit", "off"]
+
+
+@dataclass(frozen=True, slots=True)
+class ScoreRange:
+    min: float
+    max: float
+
+
+@dataclass(frozen=True, slots=True)
+class CollapseSettings:
+    mode: Mode
+    spread_floor: float
+    consecutive_cycles: int
+    canary_margin: float
+    on_insufficient_history: Literal["allow", "halt"]
+
+
+@dataclass(frozen=True, slots=True)
+class EvictionSettings:
+    mode: Mode
+    pinned_kinds: frozenset[str]
+    stability_delta: float
+    require_tombstone: bool
+    require_perturbation: bool
+
+
+@dataclass(frozen=True, slots=True)
+class StalenessSettings:
+    mode: Mode
+    max_rewrites_without_recompute: int
+    drift_tolerance: float
+    drift_consecutive_turns: int
+    recompute_hops: int
+
+
+@dataclass(frozen=True, slots=True)
+class Spec:
+    scores: ScoreRange
+    collapse: CollapseSettings
+    eviction: EvictionSettings
+    staleness: StalenessSettings
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyIdentity:
+    """What every decision names: which policy, which version, which exact content."""
+
+    name: str
+    version: str
+    digest: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"name": self.name, "version": self.version, "digest": self.digest}
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """A validated policy: its identity, its typed settings and its canonical document."""
+
+    identity: PolicyIdentity
+    spec: Spec
+    document: dict[str, Any]
+    source: str
+
+    @property
+    def name(self) -> str:
+        return self.identity.name
+
+    @property
+    def version(self) -> str:
+        return self.identity.version
+
+    @property
+    def digest(self) -> str:
+        return self.identity.digest
+
+    def canonical_json(self) -> str:
+        return canonical_json(self.document)
+
+
+def canonical_json(value: Any) -> str:
+    """One spelling per value: sorted keys, no spaces, UTF-8, no NaN."""
+    return json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )
+
+
+def sha256_digest(value: Any) -> str:
+    return "sha256:" + hashlib.sha256(canonical_json(value).encode("utf-8")).hexdigest()
+
+
+def load_policy(path: str | Path) -> Policy:
+    """Read, validate and compile the policy at ``path``; raise :class:`PolicyError` listing
+    every problem found."""
+    filename = str(path)
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as exc:
+        raise PolicyError([Problem(filename, 0, 0, "$", f"cannot read: {exc.strerror}")]) from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        msg = f"not UTF-8 text (byte {exc.start})"
+        raise PolicyError([Problem(filename, 0, 0, "$", msg)]) from None
+    return parse_policy(text, filename)
+
+
+def load_builtin_policy(name: str = "default") -> Policy:
+    """A policy bundled with prunewarden, by name (``default``)."""
+    return load_policy(resources.builtin_policy_path(name))
+
+
+def parse_policy(text: str, filename: str = "<policy>") -> Policy:
+    """Validate policy YAML text; raise :class:`PolicyError` listing every problem found."""
+    parsed, problems = parse_yaml(text, filename)
+    if parsed.built:
+        problems += schema_problems("policy", parsed)
+    if not problems:
+        problems = _semantic_problems(parsed.data, parsed.problem)
+    if problems:
+        raise PolicyError(problems)
+    document = _normalize(apply_defaults(resources.schema("policy"), parsed.data))
+    metadata = document["metadata"]
+    identity = PolicyIdentity(metadata["name"], metadata["version"], sha256_digest(document))
+    return Policy(identity, _spec(document["spec"]), document, filename)
+
+
+def _semantic_problems(data: dict[str, Any], problem: Any) -> list[Problem]:
+    scores = data.get("spec", {}).get("scores", {})
+    low, high = scores.get("min", 0.0), scores.get("max", 1.0)
+    if not low < high:
+        return [problem(("spec", "scores", "max"), f"{high!r} must be greater than min ({low!r})")]
+    return []
+
+
+# Fields the schema types as "number": normalized to float so that 1 and 1.0 digest alike.
+_FLOAT_FIELDS = {
+    "scores": ("min", "max"),
+    "collapse": ("spread_floor", "canary_margin"),
+    "eviction": ("stability_delta",),
+    "staleness": ("drift_tolerance",),
+}
+
+
+def _normalize(document: dict[str, Any]) -> dict[str, Any]:
+    spec = document["spec"]
+    for section, fields in _FLOAT_FIELDS.items():
+        for name in fields:
+            spec[section][name] = float(spec[section][name])
+    # A set in meaning: sorted so that order does not change the digest.
+    spec["eviction"]["pinned_kinds"] = sorted(spec["eviction"]["pinned_kinds"])
+    return document
+
+
+def _spec(spec: dict[str, Any]) -> Spec:
+    eviction = dict(spec["eviction"])
+    eviction["pinned_kinds"] = frozenset(eviction["pinned_kinds"])
+    return Spec(
+        scores=ScoreRange(**spec["scores"]),
+        collapse=CollapseSettings(**spec["collapse"]),
+        eviction=EvictionSettings(**eviction),
+        staleness=StalenessSettings(**spec["staleness"]),
+    )

@@ -1,0 +1,107 @@
+"""JSON Schema validation that reports every problem, located and sorted."""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError
+from prunewarden import resources
+from prunewarden.errors import Problem, describe_value
+from prunewarden.source import Parsed
+
+
+@cache
+def validator(name: str) -> Draft202012Validator:
+    """A compiled validator for a bundled schema (checked once against the meta-schema)."""
+    schema = resources.schema(name)
+    Draft202012Validator.check_schema(schema)
+    return Draft202012Validator(schema)
+
+
+def schema_problems(name: str, parsed: Parsed) -> list[Problem]:
+    """Every way ``parsed.data`` fails the schema ``name``, each pointing at the culprit."""
+    problems: list[Problem] = []
+    for error in validator(name).iter_errors(parsed.data):
+        problems.extend(_to_problems(error, parsed))
+    return problems
+
+
+def _leaves(error: ValidationError) -> list[ValidationError]:
+    # The useful message of an if/then or anyOf branch is in its deepest errors. When every
+    # alternative of an anyOf only failed on its type, one message naming the types is clearer.
+    if not error.context:
+        return [error]
+    if error.validator in ("anyOf", "oneOf") and all(
+        e.validator == "type" and e.absolute_path == error.absolute_path for e in error.context
+    ):
+        types = " or ".join(repr(e.validator_value) for e in error.context)
+        error.message = f"{describe_value(error.instance)} is not of type {types}"
+        return [error]
+    return [leaf for child in error.context for leaf in _leaves(child)]
+
+
+def _to_problems(error: ValidationError, parsed: Parsed) -> list[Problem]:
+    out: list[Problem] = []
+    for leaf in _leaves(error):
+        path = tuple(leaf.absolute_path)
+        if leaf.validator == "additionalProperties" and isinstance(leaf.instance, dict):
+            allowed = leaf.schema.get("properties", {}) if isinstance(leaf.schema, dict) else {}
+            for key in leaf.instance:
+                if key not in allowed:
+                    names = ", ".join(sorted(allowed))
+                    message = f"unknown field {key!r} (expected one of: {names})"
+                    out.append(parsed.problem((*path, key), message, at_key=True))
+            continue
+        out.append(parsed.problem(path, _message(leaf)))
+    return out
+
+
+def _message(error: ValidationError) -> str:
+    if error.validator == "const":
+        return f"{describe_value(error.instance)} should be {error.validator_value!r}"
+    if error.validator == "pattern":
+        hint = error.schema.get("description", "") if isinstance(error.schema, dict) else ""
+        short = hint.split(":")[0] if hint else f"match {error.validator_value!r}"
+        return f"{describe_value(error.instance)} is not valid here: {short}"
+    return error.message
+
+
+def apply_defaults(
+    schema: dict[str, Any], instance: Any, root: dict[str, Any] | None = None
+) -> Any:
+    """Fill every omitted property that has a ``default`` in the schema, recursively.
+
+    The schema is the single source of the defaults, so editors, docs and the engine agree.
+    """
+    root = root if root is not None else schema
+    schema = _resolve(schema, root)
+    if not isinstance(instance, dict):
+        return instance
+    filled = dict(instance)
+    for key, sub in schema.get("properties", {}).items():
+        sub_schema = _resolve(sub, root)
+        if key not in filled and "default" in sub_schema:
+            filled[key] = _copy(sub_schema["default"])
+        if key in filled:
+            filled[key] = apply_defaults(sub_schema, filled[key], root)
+    return filled
+
+
+def _resolve(schema: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
+    ref = schema.get("$ref")
+    if not ref:
+        return schema
+    target: Any = root
+    for part in ref.removeprefix("#/").split("/"):
+        target = target[part]
+    return {**target, **{k: v for k, v in schema.items() if k != "$ref"}}
+
+
+def _copy(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
+    return value
