@@ -27,9 +27,7 @@ class Pipeline:
 
     def decide(self, request: Request) -> Decision:
         if self.mode == "off":
-            verdict = Verdict(
-                False, [Reason("check_disabled", f"the {self.check} guard is off in this policy")]
-            )
+            verdict = self.guard.when_off(self.settings, request)
         else:
             try:
                 verdict = self.guard.evaluate(self.settings, request)

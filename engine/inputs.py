@@ -173,7 +173,9 @@ def _score_checker(scores: ScoreRange) -> _ScoreCheck:
     low, high = scores.min, scores.max
 
     def check(path: Path, value: Any) -> Iterator[_Found]:
-        if isinstance(value, int | float) and math.isfinite(value) and not low <= value <= high:
+        # Non-finite floats are reported on their own; ints compare exactly, however large.
+        finite = not isinstance(value, float) or math.isfinite(value)
+        if finite and not low <= value <= high:
             yield (
                 path,
                 f"{describe_value(value)} is outside the policy's score range [{low}, {high}]",
@@ -194,13 +196,18 @@ def _non_finite(value: Any, path: Path) -> Iterator[_Found]:
             yield from _non_finite(item, (*path, i))
 
 
+def _int_or_none(value: Any) -> int | None:
+    # JSON Schema's "integer" admits 3.0; the guards index and slice with it.
+    return None if value is None else int(value)
+
+
 def _floats(scores: Mapping[str, Any]) -> dict[str, float]:
     return {entry: float(value) for entry, value in scores.items()}
 
 
 def _collapse(data: dict[str, Any]) -> CollapseRequest:
     history = tuple(
-        Snapshot(s["cycle"], _floats(s["scores"]), tuple(s.get("pinned", ())))
+        Snapshot(int(s["cycle"]), _floats(s["scores"]), tuple(s.get("pinned", ())))
         for s in data["history"]
     )
     baseline = data.get("baseline")
@@ -216,7 +223,7 @@ def _eviction(data: dict[str, Any]) -> EvictionRequest:
         non_recoverable=seg.get("non_recoverable", False),
         score_dependencies=tuple(seg.get("score_dependencies", ())),
         tombstone_written=seg.get("tombstone_written", False),
-        tokens=seg.get("tokens"),
+        tokens=_int_or_none(seg.get("tokens")),
     )
     perturbed = data.get("perturbed_score")
     return EvictionRequest(
@@ -234,22 +241,25 @@ def _staleness(data: dict[str, Any]) -> StalenessRequest:
             text=s["text"],
             score=float(s["score"]) if s["score"] is not None else None,
             text_sha256=s["text_sha256"],
-            rewrite_count=s.get("rewrite_count", 0),
+            rewrite_count=int(s.get("rewrite_count", 0)),
             derived_from=tuple(s.get("derived_from", ())),
         )
         for s in data["spans"]
     )
     turn = data.get("turn")
     turns = tuple(
-        Turn(t["turn"], float(t["mean_relevance"]), t["tokens"]) for t in data.get("turns", ())
+        Turn(int(t["turn"]), float(t["mean_relevance"]), int(t["tokens"]))
+        for t in data.get("turns", ())
     )
     return StalenessRequest(
         spans=spans,
-        keep_top_k=data["keep_top_k"],
-        turn=TurnStats(turn["spans_modified"], turn["scores_invalidated"]) if turn else None,
+        keep_top_k=int(data["keep_top_k"]),
+        turn=TurnStats(int(turn["spans_modified"]), int(turn["scores_invalidated"]))
+        if turn
+        else None,
         turns=turns,
         tombstones=frozenset(data.get("tombstones", ())),
-        recompute_budget=data.get("recompute_budget"),
+        recompute_budget=_int_or_none(data.get("recompute_budget")),
     )
 
 

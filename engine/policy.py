@@ -155,7 +155,12 @@ def _semantic_problems(data: dict[str, Any], problem: Any) -> list[Problem]:
     return []
 
 
-# Fields the schema types as "number": normalized to float so that 1 and 1.0 digest alike.
+# Numbers normalized to one Python type, so that 1 and 1.0 digest alike and a whole-number
+# float (an "integer" to JSON Schema) can index and slice.
+_INT_FIELDS = {
+    "collapse": ("consecutive_cycles",),
+    "staleness": ("max_rewrites_without_recompute", "drift_consecutive_turns", "recompute_hops"),
+}
 _FLOAT_FIELDS = {
     "scores": ("min", "max"),
     "collapse": ("spread_floor", "canary_margin"),
@@ -166,9 +171,10 @@ _FLOAT_FIELDS = {
 
 def _normalize(document: dict[str, Any]) -> dict[str, Any]:
     spec = document["spec"]
-    for section, fields in _FLOAT_FIELDS.items():
-        for name in fields:
-            spec[section][name] = float(spec[section][name])
+    for kind, table in ((float, _FLOAT_FIELDS), (int, _INT_FIELDS)):
+        for section, fields in table.items():
+            for name in fields:
+                spec[section][name] = kind(spec[section][name])
     # A set in meaning: sorted so that order does not change the digest.
     spec["eviction"]["pinned_kinds"] = sorted(spec["eviction"]["pinned_kinds"])
     return document

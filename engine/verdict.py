@@ -7,6 +7,10 @@ from dataclasses import dataclass, field
 from prunewarden.decision import Action, Reason
 
 
+def disabled_reason(check: str) -> Reason:
+    return Reason("check_disabled", f"the {check} guard is off in this policy")
+
+
 @dataclass(slots=True)
 class Verdict:
     refused: bool

@@ -13,21 +13,30 @@ from typing import Any
 
 from prunewarden.checks import collapse, eviction, staleness
 from prunewarden.decision import Outcome
-from prunewarden.verdict import Verdict
+from prunewarden.verdict import Verdict, disabled_reason
 
-__all__ = ["GUARDS", "Guard", "Verdict"]
+__all__ = ["GUARDS", "Guard", "Verdict", "disabled_reason"]
+
+
+def _disabled(check: str) -> Callable[[Any, Any], Verdict]:
+    def allow(settings: Any, request: Any) -> Verdict:  # noqa: ARG001
+        return Verdict(False, [disabled_reason(check)])
+
+    return allow
 
 
 @dataclass(frozen=True, slots=True)
 class Guard:
-    """A guard's entry point, and what its refusal is called."""
+    """A guard's entry point, what its refusal is called, and what it answers when off."""
 
     evaluate: Callable[[Any, Any], Verdict]
     refusal: Outcome
+    when_off: Callable[[Any, Any], Verdict]
 
 
 GUARDS: dict[str, Guard] = {
-    "collapse": Guard(collapse.evaluate, "halt"),
-    "eviction": Guard(eviction.evaluate, "deny"),
-    "staleness": Guard(staleness.evaluate, "deny"),
+    "collapse": Guard(collapse.evaluate, "halt", _disabled("collapse")),
+    "eviction": Guard(eviction.evaluate, "deny", _disabled("eviction")),
+    # Off still answers the caller's question "what do I keep?", without checking bindings.
+    "staleness": Guard(staleness.evaluate, "deny", staleness.unguarded),
 }

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from prunewarden.decision import Action, Reason
 from prunewarden.inputs import Span, StalenessRequest
 from prunewarden.policy import StalenessSettings
-from prunewarden.verdict import Verdict
+from prunewarden.verdict import Verdict, disabled_reason
 
 
 def text_sha256(text: str) -> str:
@@ -48,6 +48,12 @@ def evaluate(settings: StalenessSettings, request: StalenessRequest) -> Verdict:
     return Verdict(
         True, found.reasons, _remedies(spans, request, settings, found), kept=all_ids, evicted=()
     )
+
+
+def unguarded(settings: StalenessSettings, request: StalenessRequest) -> Verdict:  # noqa: ARG001
+    """The guard is off: the plain top-k cut, spans without a score ranked last."""
+    kept, evicted = _top_k(request.spans, request.keep_top_k)
+    return Verdict(False, [disabled_reason("staleness")], kept=kept, evicted=evicted)
 
 
 def _check_bindings(spans: tuple[Span, ...], s: StalenessSettings, found: _Findings) -> None:
@@ -141,7 +147,8 @@ def _check_inflation(request: StalenessRequest, s: StalenessSettings, found: _Fi
     for before, after in pairs:
         shrank = after.tokens < before.tokens
         rise = after.mean_relevance - before.mean_relevance
-        if not (shrank and rise > s.drift_tolerance * before.mean_relevance):
+        # Relative to the magnitude, so a flat or falling mean never counts, whatever its sign.
+        if not (shrank and rise > 0 and rise > s.drift_tolerance * abs(before.mean_relevance)):
             return
     found.recompute_all = True
     found.reasons.append(
@@ -191,8 +198,12 @@ def _neighbourhood(spans: tuple[Span, ...], stale: set[int], hops: int) -> set[i
 
 
 def _top_k(spans: tuple[Span, ...], k: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    # sorted() is stable, so equal scores keep their input order.
-    ranked = sorted(range(len(spans)), key=lambda i: -(spans[i].score or 0.0))
+    # sorted() is stable, so equal scores keep their input order; absent scores rank last.
+    def rank(i: int) -> tuple[bool, float]:
+        score = spans[i].score
+        return (score is None, -score if score is not None else 0.0)
+
+    ranked = sorted(range(len(spans)), key=rank)
     keep = set(ranked[:k])
     kept = tuple(spans[i].span_id for i in ranked[:k])
     evicted = tuple(span.span_id for i, span in enumerate(spans) if i not in keep)
