@@ -402,10 +402,8 @@ class _Checker:
         return None
 
     def _function(self, node: Any, name: str, arity: int) -> None:
-        if name not in FUNCTIONS and name not in STANDARD_FUNCTIONS:
-            known = ", ".join(
-                sorted(n for n in {*FUNCTIONS, *STANDARD_FUNCTIONS} if n.isidentifier())
-            )
+        if name not in ENGINE_FUNCTIONS and name not in STANDARD_FUNCTIONS:
+            known = ", ".join(sorted({*ENGINE_FUNCTIONS, *STANDARD_FUNCTIONS}))
             self.fail(node, f"unknown function {name!r} (known: {known})")
             return
         expected = ARITY.get(name)
@@ -797,7 +795,9 @@ ENGINE_FUNCTIONS: dict[str, tuple[Callable[..., Any], int, str]] = {
 ARITY = {name: arity for name, (_, arity, _) in ENGINE_FUNCTIONS.items()}
 
 # cel-python's standard functions, methods and conversions (operators are not callable by name).
-STANDARD_FUNCTIONS = frozenset(name for name in base_functions if name.isidentifier())
+STANDARD_FUNCTIONS = frozenset(
+    name for name in base_functions if name.isidentifier() and not name.startswith("_")
+)
 
 FUNCTIONS: dict[str, Any] = {
     "_==_": _heterogeneous("_==_", lambda a, b: a == b),
