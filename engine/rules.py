@@ -21,7 +21,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from typing import TYPE_CHECKING, Any, Literal, cast
 
@@ -69,19 +69,17 @@ class Rule:
     message: str | None
     message_expression: cel.Expression | None
     timeout: float  # seconds, for one request (all items together)
+    # Derived from the expressions once, because the hot path asks for them on every request.
+    reads: frozenset[str] = field(init=False)
+    per_item: str | None = field(init=False)  # the per-item variable it reads, if any
 
-    @property
-    def per_item(self) -> str | None:
-        """The per-item variable this rule reads, if any."""
-        variable = PER_ITEM.get(self.check, "")
-        return variable if variable in self.reads else None
-
-    @property
-    def reads(self) -> frozenset[str]:
+    def __post_init__(self) -> None:
         names = set(self.when.reads)
         if self.message_expression is not None:
             names.update(self.message_expression.reads)
-        return frozenset(names)
+        variable = PER_ITEM.get(self.check, "")
+        object.__setattr__(self, "reads", frozenset(names))
+        object.__setattr__(self, "per_item", variable if variable in names else None)
 
 
 # --- variables and their schema ----------------------------------------------------------------

@@ -622,3 +622,42 @@ class TestVariables:
         assert set(variables) == set(schema("rule-variables")["$defs"][check]["properties"]) - (
             {"canary", "span"} - set(variables)
         )
+
+
+class TestDocumentation:
+    def test_every_example_condition_in_the_docs_compiles(self) -> None:
+        """The conditions shown in docs/rules.md load under some check."""
+        text = (ROOT / "docs" / "rules.md").read_text()
+        examples = text.split("## Examples", 1)[1]
+        conditions = [
+            line.split("when:", 1)[1].strip()
+            for line in examples.splitlines()
+            if line.startswith("when:")
+        ]
+        assert len(conditions) >= 6
+        params = "low_score: 0.2\nnegations: [never]\ncanary_floor: 0.3"
+        for condition in conditions:
+            loaded = []
+            for check, effect in (
+                ("eviction", "deny"),
+                ("collapse", "halt"),
+                ("staleness", "deny"),
+            ):
+                rule = (
+                    f"- {{name: r, check: {check}, when: {json.dumps(condition)},"
+                    f" effect: {effect}, message: m}}"
+                )
+                try:
+                    loaded.append(parse_policy(policy_text(rule, params)))
+                except PolicyError:
+                    continue
+            assert loaded, condition
+
+    def test_engine_functions_work_as_methods(self) -> None:
+        """scores.mean() is mean(scores)."""
+        rule = (
+            "- {name: r, check: collapse, when: 'scores.mean() == mean(scores)', effect: halt,"
+            " message: m}"
+        )
+        document = {"check": "collapse", "history": [{"cycle": 1, "scores": {"a": 0.2, "b": 0.4}}]}
+        assert decide(engine(rule), document).codes[0] == "rule:r"
