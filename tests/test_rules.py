@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
-from prunewarden import Decision, Engine, PolicyError, parse_policy
+from prunewarden import Decision, Engine, InputError, PolicyError, parse_policy
 from prunewarden.cli import run
 from prunewarden.inputs import parse_request
 from prunewarden.policy import ScoreRange
@@ -661,3 +661,64 @@ class TestDocumentation:
         )
         document = {"check": "collapse", "history": [{"cycle": 1, "scores": {"a": 0.2, "b": 0.4}}]}
         assert decide(engine(rule), document).codes[0] == "rule:r"
+
+
+CONTENT_PINS = ROOT / "examples" / "policies" / "content-pins.yaml"
+
+
+class TestContentPinsExample:
+    def test_cli_pins_the_untagged_constraint(self, tmp_path: Path) -> None:
+        """The default policy lets the untagged UTC constraint go; content-pins refuses it."""
+        document = str(EXAMPLES / "eviction-untagged-negation.json")
+        log = str(tmp_path / "audit.jsonl")
+        out, err = io.StringIO(), io.StringIO()
+        assert run(["evaluate", "--audit-log", log, document], out, err) == 0
+        out = io.StringIO()
+        code = run(
+            ["evaluate", "--policy", str(CONTENT_PINS), "--audit-log", log, document], out, err
+        )
+        decision = json.loads(out.getvalue())
+        assert code == 1
+        assert decision["reasons"][0]["code"] == "rule:pin-negations"
+        assert decision["actions"] == [{"action": "pin", "ids": ["turn-03"]}]
+        records = [json.loads(line) for line in Path(log).read_text().splitlines()]
+        assert records[-1]["reasons"] == ["rule:pin-negations", "authorized"]
+
+    @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(
+        name=st.sampled_from(sorted(EXAMPLES.glob("*.json"))),
+        path=st.lists(st.integers(0, 50), max_size=4),
+        value=st.none()
+        | st.booleans()
+        | st.floats(0, 1)
+        | st.text(max_size=12)
+        | st.lists(st.text(max_size=4), max_size=12)
+        | st.dictionaries(st.text(max_size=4), st.integers() | st.text(max_size=4), max_size=3),
+    )
+    def test_any_document_decides_or_is_an_input_error(
+        self, content_pins: Engine, name: Path, path: list[int], value: Any
+    ) -> None:
+        """With rules in play, a mutated example still gives a schema-valid decision or an
+        InputError, never another exception."""
+        document: Any = json.loads(name.read_text())
+        target = document
+        for step in path[:-1]:
+            if isinstance(target, dict) and target:
+                target = target[sorted(target)[step % len(target)]]
+            elif isinstance(target, list) and target:
+                target = target[step % len(target)]
+        if path and isinstance(target, dict) and target:
+            target[sorted(target)[path[-1] % len(target)]] = value
+        try:
+            decision = content_pins.evaluate(document)
+        except InputError as exc:
+            problems = exc.problems
+        else:
+            DECISION.validate(decision.to_dict())
+            return
+        assert problems
+
+
+@pytest.fixture(scope="module")
+def content_pins() -> Engine:
+    return Engine.from_file(CONTENT_PINS, logger=NullLogger())
