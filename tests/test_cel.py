@@ -204,7 +204,7 @@ class TestEvaluation:
         ],
     )
     def test_engine_functions(self, source: str, expected: bool) -> None:
-        """The aggregates and text helpers rules use instead of comprehensions."""
+        """The aggregates and text functions rules use instead of comprehensions."""
         value = run(source, candidates=["a"], segment={"text": "Never do that"}, params=PARAMS)
         assert bool(value) is expected
 
@@ -256,10 +256,19 @@ class TestEvaluation:
         with pytest.raises(cel.EvaluationError, match="ran out of stack"):
             deep(depth)
 
-    def test_the_deepest_allowed_expression_evaluates_at_the_default_limit(self) -> None:
-        """Limits keep an accepted expression within the default recursion limit, with room
-        left for the caller."""
-        source = "(" * cel.MAX_NESTING + "score" + ")" * cel.MAX_NESTING + " < 1.0"
+    @pytest.mark.parametrize(
+        "source",
+        [
+            "(" * cel.MAX_NESTING + "score" + ")" * cel.MAX_NESTING + " < 1.0",
+            " && ".join(["score < 1.0"] * 117),  # the longest chain within MAX_TREE_DEPTH
+        ],
+        ids=["deepest-nesting", "deepest-tree"],
+    )
+    def test_the_deepest_allowed_expression_evaluates_at_the_default_limit(
+        self, source: str
+    ) -> None:
+        """Limits keep an accepted expression within the default recursion limit, with 300
+        frames left for the caller."""
         expression = compile_eviction(source)
         values = {"score": cel.to_cel(0.5)}
 

@@ -722,3 +722,15 @@ class TestContentPinsExample:
 @pytest.fixture(scope="module")
 def content_pins() -> Engine:
     return Engine.from_file(CONTENT_PINS, logger=NullLogger())
+
+
+class TestSchemaCommand:
+    def test_schema_prints_the_rule_variables(self) -> None:
+        """prunewarden schema rule-variables prints the variables' schema."""
+        out, err = io.StringIO(), io.StringIO()
+        assert run(["schema", "rule-variables"], out, err) == 0
+        assert set(json.loads(out.getvalue())["properties"]) == {
+            "collapse",
+            "eviction",
+            "staleness",
+        }
