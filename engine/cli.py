@@ -113,7 +113,7 @@ def _parser(stdout: IO[str]) -> _Parser:
     )
 
     schema = commands.add_parser("schema", help="print a bundled JSON Schema")
-    schema.add_argument("name", choices=["policy", "input", "decision"])
+    schema.add_argument("name", choices=["policy", "input", "decision", "rule-variables"])
     return parser
 
 

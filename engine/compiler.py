@@ -7,13 +7,14 @@ and the place where an error inside a guard becomes a refusal instead of a trace
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from prunewarden.checks import GUARDS, Guard
 from prunewarden.decision import Action, Decision, Reason
 from prunewarden.inputs import CHECKS, Check, Request
 from prunewarden.policy import Mode, Policy, PolicyIdentity
+from prunewarden.rules import DEFAULT_CACHE_SIZE, RuleSet
 from prunewarden.verdict import Verdict
 
 
@@ -24,6 +25,7 @@ class Pipeline:
     settings: Any
     guard: Guard
     policy: PolicyIdentity
+    rules: RuleSet | None = field(default=None, compare=False)  # spec.rules of this check
 
     def decide(self, request: Request) -> Decision:
         if self.mode == "off":
@@ -43,6 +45,9 @@ class Pipeline:
                         )
                     ],
                 )
+            if self.rules:
+                # After the guard's verdict: rules only tighten, and never raise.
+                verdict = self.rules.apply(verdict, request)
         return self.to_decision(verdict)
 
     def to_decision(self, verdict: Verdict) -> Decision:
@@ -62,8 +67,11 @@ class Pipeline:
         return self.to_decision(Verdict(True, [reason], list(actions)))
 
 
-def compile_policy(policy: Policy) -> dict[Check, Pipeline]:
-    """One pipeline per check, bound to the policy's settings and identity."""
+def compile_policy(
+    policy: Policy, *, rule_cache_size: int = DEFAULT_CACHE_SIZE
+) -> dict[Check, Pipeline]:
+    """One pipeline per check, bound to the policy's settings, rules and identity."""
+    params = policy.document["spec"].get("params", {})
     return {
         check: Pipeline(
             check=check,
@@ -71,6 +79,7 @@ def compile_policy(policy: Policy) -> dict[Check, Pipeline]:
             settings=getattr(policy.spec, check),
             guard=GUARDS[check],
             policy=policy.identity,
+            rules=RuleSet(check, policy.rules, params, cache_size=rule_cache_size),
         )
         for check in CHECKS
     }

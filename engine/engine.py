@@ -18,6 +18,7 @@ from prunewarden.errors import (
 )
 from prunewarden.inputs import parse_request
 from prunewarden.policy import Policy, load_builtin_policy, load_policy
+from prunewarden.rules import DEFAULT_CACHE_SIZE
 
 _REFUSALS: dict[str, type[RefusedError]] = {
     "collapse": RelevanceCollapseError,
@@ -32,9 +33,11 @@ class Engine:
     Thread-safe: the compiled policy is immutable and each call keeps its state on the stack.
     """
 
-    def __init__(self, policy: Policy, *, logger: Any = None) -> None:
+    def __init__(
+        self, policy: Policy, *, logger: Any = None, rule_cache_size: int = DEFAULT_CACHE_SIZE
+    ) -> None:
         self.policy = policy
-        self._pipelines = compile_policy(policy)
+        self._pipelines = compile_policy(policy, rule_cache_size=rule_cache_size)
         self._logger = logger if logger is not None else get_logger()
 
     @classmethod

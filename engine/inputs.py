@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from prunewarden.errors import InputError, Problem, describe_value
@@ -43,6 +43,7 @@ class Segment:
     score_dependencies: tuple[str, ...]
     tombstone_written: bool
     tokens: int | None
+    metadata: dict[str, Any] = field(default_factory=dict)  # free-form, read only by rules
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,6 +225,7 @@ def _eviction(data: dict[str, Any]) -> EvictionRequest:
         score_dependencies=tuple(seg.get("score_dependencies", ())),
         tombstone_written=seg.get("tombstone_written", False),
         tokens=_int_or_none(seg.get("tokens")),
+        metadata=seg.get("metadata", {}),
     )
     perturbed = data.get("perturbed_score")
     return EvictionRequest(

@@ -12,12 +12,15 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from prunewarden import resources
 from prunewarden.errors import PolicyError, Problem
 from prunewarden.source import parse_yaml
 from prunewarden.validation import apply_defaults, schema_problems
+
+if TYPE_CHECKING:
+    from prunewarden.rules import Rule
 
 Mode = Literal["enforce", "audit", "off"]
 
@@ -83,6 +86,7 @@ class Policy:
     spec: Spec
     document: dict[str, Any]
     source: str
+    rules: tuple[Rule, ...] = ()  # spec.rules, compiled (see prunewarden.rules)
 
     @property
     def name(self) -> str:
@@ -134,9 +138,15 @@ def load_builtin_policy(name: str = "default") -> Policy:
 
 def parse_policy(text: str, filename: str = "<policy>") -> Policy:
     """Validate policy YAML text; raise :class:`PolicyError` listing every problem found."""
+    # rules imports decision, which imports this module: import it when it is needed.
+    from prunewarden import rules  # noqa: PLC0415
+
     parsed, problems = parse_yaml(text, filename)
+    compiled: tuple[Rule, ...] = ()
     if parsed.built:
         problems += schema_problems("policy", parsed)
+        compiled, rule_problems = rules.compile_rules(parsed)
+        problems += rule_problems
     if not problems:
         problems = _semantic_problems(parsed.data, parsed.problem)
     if problems:
@@ -144,7 +154,7 @@ def parse_policy(text: str, filename: str = "<policy>") -> Policy:
     document = _normalize(apply_defaults(resources.schema("policy"), parsed.data))
     metadata = document["metadata"]
     identity = PolicyIdentity(metadata["name"], metadata["version"], sha256_digest(document))
-    return Policy(identity, _spec(document["spec"]), document, filename)
+    return Policy(identity, _spec(document["spec"]), document, filename, compiled)
 
 
 def _semantic_problems(data: dict[str, Any], problem: Any) -> list[Problem]:
@@ -170,6 +180,8 @@ _FLOAT_FIELDS = {
 
 
 def _normalize(document: dict[str, Any]) -> dict[str, Any]:
+    from prunewarden import rules  # noqa: PLC0415 - see parse_policy
+
     spec = document["spec"]
     for kind, table in ((float, _FLOAT_FIELDS), (int, _INT_FIELDS)):
         for section, fields in table.items():
@@ -177,6 +189,7 @@ def _normalize(document: dict[str, Any]) -> dict[str, Any]:
                 spec[section][name] = kind(spec[section][name])
     # A set in meaning: sorted so that order does not change the digest.
     spec["eviction"]["pinned_kinds"] = sorted(spec["eviction"]["pinned_kinds"])
+    rules.normalize(spec)
     return document
 
 

@@ -24,4 +24,12 @@ echo "== The same seed narrowing under examples/policies/trial-audit.yaml (audit
 prunewarden evaluate --format text --policy examples/policies/trial-audit.yaml \
     --audit-log "$audit" examples/inputs/collapse-seed-narrowing.json || exit $?
 echo
+echo "== A constraint filed as an ordinary turn: allowed by default, pinned by a rule in"
+echo "   examples/policies/content-pins.yaml (custom conditions in CEL, docs/rules.md)"
+prunewarden evaluate --format text --audit-log "$audit" \
+    examples/inputs/eviction-untagged-negation.json || exit $?
+prunewarden evaluate --format text --policy examples/policies/content-pins.yaml \
+    --audit-log "$audit" examples/inputs/eviction-untagged-negation.json
+[ $? -le 1 ] || exit 1
+echo
 echo "$(wc -l < "$audit") decision records written to $audit"

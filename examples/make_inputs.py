@@ -90,6 +90,22 @@ def documents() -> dict[str, dict[str, Any]]:
             "perturbed_score": 0.31,
             "eviction_candidates": ["turn-09"],
         },
+        # The UTC constraint again, filed as an ordinary turn: the default policy lets it go;
+        # examples/policies/content-pins.yaml pins it by its wording.
+        "eviction-untagged-negation.json": {
+            "check": "eviction",
+            "segment": {
+                "id": "turn-03",
+                "kind": "turn",
+                "tokens": 18,
+                "text": "All timestamps must be UTC; never emit local time.",
+                "tombstone_written": True,
+                "metadata": {"source": "user", "turn": 3},
+            },
+            "score": 0.11,
+            "perturbed_score": 0.14,
+            "eviction_candidates": ["turn-03", "turn-17"],
+        },
         "eviction-unscoreable.json": {
             "check": "eviction",
             "segment": {
