@@ -167,12 +167,9 @@ def _decision_line(result: CaseResult) -> str:
     if decision is None:
         return "-"
     binding = "enforced" if decision.enforced else "not enforced"
-    actions = ", ".join(
-        action.action + (f" {list(action.ids)}" if action.ids else "")
-        for action in decision.actions
-    )
-    text = f"{decision.outcome} ({binding}), reasons {list(decision.codes)}"
-    return text + (f", actions {actions}" if actions else "")
+    reasons = json.dumps(list(decision.codes))
+    actions = json.dumps([action.to_dict() for action in decision.actions])
+    return f"{decision.outcome} ({binding}), reasons {reasons}, actions {actions}"
 
 
 def _pretty_coverage(coverage: Coverage) -> list[str]:

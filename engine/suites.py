@@ -414,7 +414,9 @@ class _Build:
             return None
         document = source.data
         problems = _input_problems(document, policy, source.locator)
-        problems += expectation_problems(body["expect"], document, policy, _Sub(at, ("expect",)))
+        if isinstance(document, dict):  # otherwise the input's own problem says so
+            expect_at = _Sub(at, ("expect",))
+            problems += expectation_problems(body["expect"], document, policy, expect_at)
         self.problems += problems
         if problems:
             return None
@@ -562,6 +564,11 @@ def _input_problems(document: Any, policy: Policy, at: Locator) -> list[Problem]
     try:
         parse_request(document, policy.spec.scores)
     except InputError as exc:
+        found = schema_problems("input", _Mapped(document, "", at))
+        if found:
+            return found
+        # Beyond the schema (score range, unique ids, increasing cycles): the problems carry
+        # rendered paths, mapped back to the document's own.
         paths = {json_path(path): path for path in _paths(document)}
         return [at.problem(paths.get(p.path, ()), p.message) for p in exc.problems]
     return []
