@@ -207,7 +207,8 @@ _SUMMARY: tuple[tuple[Status, str], ...] = (
 def _summary(report: Report) -> str:
     counts = ", ".join(f"{report.count(status)} {word}" for status, word in _SUMMARY)
     suites = len(report.suites)
-    text = f"{suites} suite{'s' * (suites != 1)}, {report.cases} cases: {counts}"
+    cases = report.cases
+    text = f"{suites} suite{'s' * (suites != 1)}, {cases} case{'s' * (cases != 1)}: {counts}"
     if report.invalid:
         text += f"; {len(report.invalid)} invalid suite file(s)"
     return f"{text} in {report.seconds:.2f}s"
