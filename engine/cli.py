@@ -262,8 +262,8 @@ def _add_test_command(commands: Any) -> None:
     test = commands.add_parser(
         "test",
         help="run policy test suites (*_test.yaml)",
-        description="Run the cases of policy test suites and report what each decision got "
-        "wrong, and which reason codes and rules each policy's cases exercised.",
+        description="Run the cases of policy test suites; report what each decision got wrong,\n"
+        "and which reason codes and rules each policy's cases exercised.",
         epilog=TEST_EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
