@@ -113,7 +113,9 @@ def _parser(stdout: IO[str]) -> _Parser:
     )
 
     schema = commands.add_parser("schema", help="print a bundled JSON Schema")
-    schema.add_argument("name", choices=["policy", "input", "decision", "rule-variables"])
+    schema.add_argument(
+        "name", choices=["policy", "input", "decision", "rule-variables", "test-suite"]
+    )
     _add_test_command(commands)
     return parser
 

@@ -193,9 +193,12 @@ class Vocabulary:
 @cache
 def vocabulary() -> Vocabulary:
     defs = resources.schema("decision")["$defs"]
+    # Codes with a name of their own; rule:NAME and rule_error:NAME are patterns, checked
+    # against the policy's rules instead.
     reasons = {
         entry["const"]: entry.get("description", "any:").split(":", 1)[0]
         for entry in defs["reason_code"]["oneOf"]
+        if "const" in entry
     }
     actions = frozenset(entry["const"] for entry in defs["action"]["properties"]["action"]["oneOf"])
     return Vocabulary(reasons, actions)

@@ -8,7 +8,6 @@ import re
 import shutil
 import textwrap
 import xml.etree.ElementTree as ET
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,18 +16,14 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
-from prunewarden import Decision, PolicyIdentity, Reason, load_builtin_policy
+from prunewarden import Decision, load_builtin_policy
 from prunewarden.cli import run
-from prunewarden.coverage import applicable_reasons, measure_coverage
+from prunewarden.coverage import applicable_reasons
 from prunewarden.errors import SuiteError
 from prunewarden.expectations import vocabulary
 from prunewarden.resources import schema
 from prunewarden.suite_report import render_junit, run_files
 from prunewarden.suites import (
-    Case,
-    CaseResult,
-    Suite,
-    SuiteResult,
     discover_suites,
     load_suite,
     quiet_engine,
@@ -100,10 +95,12 @@ class TestShippedSuites:
         assert (code, err) == (0, "")
         assert report["summary"]["failed"] == report["summary"]["errors"] == 0
         covered = {entry["policy"]["name"]: entry for entry in report["coverage"]}
-        assert set(covered) == {"default", "long-horizon", "trial-audit"}
+        assert set(covered) == {"default", "long-horizon", "trial-audit", "content-pins"}
         for entry in covered.values():
             assert entry["never_exercised"] == []
+            assert entry["rules_never_exercised"] == []
             assert entry["percent"] == 100.0
+        assert len(covered["content-pins"]["rules"]) == 5
 
     def test_shipped_suites_cover_every_guard_reason_code(self) -> None:
         """Every reason code a guard gives (the seeds' codes) is applicable to the shipped
@@ -1014,30 +1011,47 @@ class TestCoverage:
         assert applicable["internal_error"] is not None
         assert applicable["bound"] is None
 
-    def test_rules_are_covered_by_their_reason(self) -> None:
-        """A policy's spec.rules are listed, and a decision with rule:NAME exercises that rule."""
-        base = load_builtin_policy()
-        document = {
-            **base.document,
-            "spec": {
-                **base.document["spec"],
-                "rules": [
-                    {"name": "pin-negations", "check": "eviction"},
-                    {"name": "canary-floor", "check": "collapse"},
-                ],
-            },
-        }
-        policy = replace(base, document=document)
-        reasons = (Reason("rule:pin-negations", "matched"), Reason("pinned", "pinned"))
-        decision = Decision("eviction", "deny", True, reasons, (), PolicyIdentity("d", "1", "x"))
-        case = Case("c", {}, {"outcome": "deny"}, "f", 1)
-        suite = Suite("s", "f", policy, "builtin:default", (case,))
-        (coverage,) = measure_coverage(
-            [SuiteResult(suite, (CaseResult(case, "passed", 0.0, (), decision),))]
+    def test_rules_count_and_are_listed_when_never_exercised(self) -> None:
+        """A policy's spec.rules are covered by decisions carrying rule:NAME; the others are
+        listed and count against the threshold."""
+        suite = str(ROOT / "examples" / "policies" / "tests" / "content-pins_test.yaml")
+        report = run_files([suite], patterns=["pin-negations*"], coverage_threshold=50)
+        (coverage,) = report.coverage
+        assert coverage.rules["pin-negations"] > 0
+        assert coverage.rules_never_exercised == [
+            "pin-definitions",
+            "canary-floor",
+            "wide-summary",
+            "narrow-spread",
+        ]
+        assert coverage.total == 19 + 5
+        assert not report.passed
+
+    def test_expectations_name_only_rules_the_policy_has(self, tmp_path: Path) -> None:
+        """rule:NAME in an expectation must be a rule of the policy under test."""
+        write_suite(
+            tmp_path,
+            "cases:\n  - name: a\n    input: {file: doc.json}\n"
+            "    expect: {reasons_include: ['rule:pin-negations', 'rule:pin-negation']}\n",
+            policy=str(ROOT / "examples" / "policies" / "content-pins.yaml"),
         )
-        assert coverage.rules == {"pin-negations": 1, "canary-floor": 0}
-        assert coverage.rules_never_exercised == ["canary-floor"]
-        assert coverage.total == 19 + 2
+        shutil.copy(EXAMPLES / "eviction-untagged-negation.json", tmp_path / "doc.json")
+        (problem,) = problems_of(tmp_path / "demo_test.yaml")
+        assert problem.endswith(
+            "$.cases[0].expect.reasons_include[1]: content-pins@1.0.0 has no rule 'pin-negation' "
+            "(rules: canary-floor, narrow-spread, pin-definitions, pin-negations, wide-summary)"
+        )
+
+    def test_rules_of_a_guard_that_is_off_are_not_applicable(self, make_policy_text: Any) -> None:
+        """No rule runs under a guard in mode off, so it cannot count against coverage."""
+        from prunewarden.coverage import applicable_rules  # noqa: PLC0415
+
+        policy = make_policy_text(
+            "spec:\n  eviction: {mode: 'off'}\n  rules:\n"
+            "    - {name: a, check: eviction, when: 'score < 0.1', effect: pin, message: m}\n"
+            "    - {name: b, check: collapse, when: 'spread < 0.01', effect: warn, message: m}\n"
+        )
+        assert applicable_rules(policy) == ["b"]
 
     def test_every_reason_code_has_a_check(self) -> None:
         """The decision schema's descriptions name the check of each reason code."""
@@ -1217,3 +1231,9 @@ class TestSchema:
         shutil.copytree(ROOT / "examples", tmp_path / "examples")
         code, out, _ = cli("test", str(tmp_path / "examples"))
         assert code == 0, out
+
+    def test_schema_command_prints_the_suite_schema(self) -> None:
+        """prunewarden schema test-suite prints the bundled schema."""
+        code, out, _ = cli("schema", "test-suite")
+        assert code == 0
+        assert json.loads(out)["title"] == "prunewarden test suite v1"
