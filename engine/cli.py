@@ -249,7 +249,7 @@ def _json_logger(stream: IO[str]) -> Any:
 
 # --- prunewarden test: policy test suites (prunewarden.suites) ---------------------------------
 
-EXIT_TEST_FAILED = 4
+EXIT_TEST_FAILED = 4  # prunewarden.suite_report.EXIT_FAILED: a case failed, or coverage fell short
 
 TEST_EXIT_CODES = f"""\
 exit codes:
