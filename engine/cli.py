@@ -113,7 +113,10 @@ def _parser(stdout: IO[str]) -> _Parser:
     )
 
     schema = commands.add_parser("schema", help="print a bundled JSON Schema")
-    schema.add_argument("name", choices=["policy", "input", "decision", "rule-variables"])
+    schema.add_argument(
+        "name", choices=["policy", "input", "decision", "rule-variables", "test-suite"]
+    )
+    _add_test_command(commands)
     return parser
 
 
@@ -242,3 +245,107 @@ def _json_logger(stream: IO[str]) -> Any:
             structlog.processors.JSONRenderer(sort_keys=True),
         ],
     )
+
+
+# --- prunewarden test: policy test suites (prunewarden.suites) ---------------------------------
+
+EXIT_TEST_FAILED = 4  # prunewarden.suite_report.EXIT_FAILED: a case failed, or coverage fell short
+
+TEST_EXIT_CODES = f"""\
+exit codes:
+  {EXIT_OK}   every selected case passed (and coverage met --coverage-threshold)
+  {EXIT_INPUT}   usage error: a PATH does not exist, no suite found, no case selected
+  {EXIT_POLICY}   a suite file or the policy it names is invalid (the other suites still run)
+  {EXIT_TEST_FAILED}   a case failed or broke, or a policy's coverage is below the threshold
+"""
+
+
+def _add_test_command(commands: Any) -> None:
+    test = commands.add_parser(
+        "test",
+        help="run policy test suites (*_test.yaml)",
+        description="Run the cases of policy test suites; report what each decision got wrong,\n"
+        "and which reason codes and rules each policy's cases exercised.",
+        epilog=TEST_EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    test.add_argument(
+        "paths",
+        nargs="*",
+        metavar="PATH",
+        help="suite files, or directories searched recursively for *_test.yaml (default: .)",
+    )
+    test.add_argument(
+        "--filter",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="run only cases whose SUITE/CASE name contains PATTERN, or matches it as a glob "
+        "(*, ?, [...]) against the suite name, the case name or SUITE/CASE; case-insensitive; "
+        "repeat to add patterns",
+    )
+    test.add_argument(
+        "--format",
+        choices=["pretty", "json", "junit"],
+        default="pretty",
+        help="pretty: a readable tree (default); json: the whole report; junit: JUnit XML",
+    )
+    test.add_argument(
+        "--junit-xml",
+        metavar="FILE",
+        help="also write the JUnit XML report to FILE (for CI), whatever --format says",
+    )
+    test.add_argument(
+        "--coverage-threshold",
+        type=_percent,
+        metavar="N",
+        help="fail (exit 4) when a policy's cases exercise less than N%% of the reason codes "
+        "and rules it can produce",
+    )
+
+
+def _percent(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 100:
+        msg = f"{text!r} is not a percentage between 0 and 100"
+        raise argparse.ArgumentTypeError(msg)
+    return value
+
+
+def _test(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
+    from prunewarden import suite_report, suites  # noqa: PLC0415 - loaded when the verb runs
+
+    paths = args.paths or ["."]
+    try:
+        files = suites.discover_suites(paths)
+    except FileNotFoundError as exc:
+        raise _UsageError(f"prunewarden test: no such file or directory: {exc}") from None
+    if not files:
+        where = ", ".join(paths)
+        raise _UsageError(f"prunewarden test: no *{suites.SUITE_SUFFIX} suite under {where}")
+    report = suite_report.run_files(
+        files, patterns=args.filter, coverage_threshold=args.coverage_threshold
+    )
+    for invalid in report.invalid:
+        _report(invalid.problems, stderr)
+    if not report.invalid and not report.cases:
+        patterns = ", ".join(repr(p) for p in args.filter)
+        raise _UsageError(f"prunewarden test: no case matches --filter {patterns}")
+    render = {
+        "pretty": suite_report.render_pretty,
+        "json": suite_report.render_json,
+        "junit": suite_report.render_junit,
+    }[args.format]
+    stdout.write(render(report))
+    if args.junit_xml:
+        try:
+            Path(args.junit_xml).write_text(suite_report.render_junit(report), encoding="utf-8")
+        except OSError as exc:
+            raise _UsageError(f"cannot write {args.junit_xml}: {exc.strerror}") from None
+    return suite_report.exit_status(report)
+
+
+_COMMANDS["test"] = _test

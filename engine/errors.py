@@ -59,6 +59,12 @@ class InputError(ProblemsError):
     exit_code = 2
 
 
+class SuiteError(ProblemsError):
+    """A policy test suite is malformed, fails its schema, or names an invalid policy or input."""
+
+    exit_code = 3
+
+
 class RuleError(PrunewardenError):
     """A custom rule failed while it was evaluated."""
 

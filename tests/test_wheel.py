@@ -124,3 +124,23 @@ class TestWheel:
             check=True,
         )
         assert json.loads(schema.stdout)["title"] == "prunewarden decision v1"
+
+    def test_policy_suite_outside_the_repo(self, installed: Path, tmp_path: Path) -> None:
+        """prunewarden test runs a suite on the bundled default; the suite schema ships inside."""
+        (tmp_path / "doc.json").write_text(
+            (ROOT / "examples" / "inputs" / "eviction-utc-constraint.json").read_text()
+        )
+        (tmp_path / "default_test.yaml").write_text(
+            "apiVersion: prunewarden/v1\nkind: TestSuite\nname: wheel\npolicy: builtin:default\n"
+            "cases:\n  - name: utc constraint is pinned\n    input: {file: doc.json}\n"
+            "    expect: {outcome: deny, reasons: [pinned]}\n"
+        )
+        run = subprocess.run(
+            [str(installed / "prunewarden"), "test", "--format", "junit"],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            check=False,
+        )
+        assert run.returncode == 0, run.stderr
+        assert 'tests="1" failures="0" errors="0" skipped="0"' in run.stdout
