@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from prunewarden import resources
 from prunewarden.errors import PolicyError, Problem
+from prunewarden.limits import MAX_POLICY_BYTES
 from prunewarden.source import parse_yaml
 from prunewarden.validation import apply_defaults, schema_problems
 
@@ -120,15 +123,40 @@ def load_policy(path: str | Path) -> Policy:
     every problem found."""
     filename = str(path)
     try:
-        raw = Path(path).read_bytes()
+        raw = _read_policy_bytes(Path(path))
     except OSError as exc:
         raise PolicyError([Problem(filename, 0, 0, "$", f"cannot read: {exc.strerror}")]) from None
+    except _ReadError as exc:
+        raise PolicyError([Problem(filename, 0, 0, "$", str(exc))]) from None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         msg = f"not UTF-8 text (byte {exc.start})"
         raise PolicyError([Problem(filename, 0, 0, "$", msg)]) from None
     return parse_policy(text, filename)
+
+
+class _ReadError(Exception):
+    pass
+
+
+def _read_policy_bytes(path: Path) -> bytes:
+    """The file's bytes, read no further than the size limit, and refused if the file changed
+    while it was read: a policy rewritten in place could otherwise be read half old, half new,
+    or cut short into a different but valid policy. (Replace policies by renaming a complete
+    file over the old one: an open file keeps reading the old one whole.)"""
+    with path.open("rb") as stream:
+        before = os.fstat(stream.fileno())
+        raw = stream.read(MAX_POLICY_BYTES + 1)
+        after = os.fstat(stream.fileno())
+    if len(raw) > MAX_POLICY_BYTES:
+        msg = f"file is larger than the limit of {MAX_POLICY_BYTES} bytes"
+        raise _ReadError(msg)
+    changed = (before.st_size, before.st_mtime_ns) != (after.st_size, after.st_mtime_ns)
+    if stat.S_ISREG(after.st_mode) and (changed or len(raw) != after.st_size):
+        msg = "file changed while it was being read; not loaded (replace policies atomically)"
+        raise _ReadError(msg)
+    return raw
 
 
 def load_builtin_policy(name: str = "default") -> Policy:

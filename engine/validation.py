@@ -65,7 +65,45 @@ def _message(error: ValidationError) -> str:
         hint = error.schema.get("description", "") if isinstance(error.schema, dict) else ""
         short = hint.split(":")[0] if hint else f"match {error.validator_value!r}"
         return f"{describe_value(error.instance)} is not valid here: {short}"
+    if (limit := _limit_message(error)) is not None:
+        return limit
+    # jsonschema quotes the whole value; a long one is cut to a line.
+    quoted = repr(error.instance)
+    if len(quoted) > 80 and error.message.startswith(quoted):
+        return describe_value(error.instance) + error.message[len(quoted) :]
     return error.message
+
+
+def _limit_message(error: ValidationError) -> str | None:
+    """Size limits (prunewarden.limits) named as limits, without quoting the oversized value."""
+    limit, instance = error.validator_value, error.instance
+    if not isinstance(instance, str | list | dict):
+        return None
+    if error.validator == "maxItems":
+        return f"{len(instance)} items, more than the limit of {limit}"
+    if error.validator == "maxProperties":
+        return f"{len(instance)} entries, more than the limit of {limit}"
+    if error.validator == "maxLength":
+        return (
+            f"{describe_value(instance)} is {len(instance)} characters long, more than the "
+            f"limit of {limit}"
+        )
+    if error.validator == "uniqueItems" and isinstance(instance, list):
+        return _duplicate_message(instance)
+    return None
+
+
+def _duplicate_message(items: list[Any]) -> str | None:
+    seen: set[tuple[bool, Any]] = set()
+    for item in items:
+        key = (isinstance(item, bool), item)  # 1 and True differ, as in jsonschema
+        try:
+            if key in seen:
+                return f"{describe_value(item)} is listed more than once"
+            seen.add(key)
+        except TypeError:  # unhashable: keep jsonschema's message
+            return None
+    return None
 
 
 def apply_defaults(

@@ -1,0 +1,81 @@
+"""Every size limit prunewarden enforces, in one place.
+
+The limits keep a malformed or hostile policy or document from exhausting memory, the stack or
+time: each is checked where the input is read, and breaking one is a located problem
+(:class:`~prunewarden.errors.PolicyError` or :class:`~prunewarden.errors.InputError`) that names
+the limit, never a crash or a hang. ``docs/limits.md`` explains each one.
+
+The JSON Schemas state the limits on the shape of documents too (``maxItems``, ``maxLength``,
+``maxProperties``), so editors and other tools see them: :data:`SCHEMA_LIMITS` says where, and a
+test proves that every such keyword in the schemas appears there with the same value.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# --- Policies ------------------------------------------------------------------------------------
+
+#: Size of a policy file, in UTF-8 bytes.
+MAX_POLICY_BYTES: Final = 1024 * 1024
+#: Nesting of YAML mappings and sequences.
+MAX_YAML_DEPTH: Final = 64
+#: Values in one YAML document after alias expansion: a "billion laughs" stops here.
+MAX_YAML_NODES: Final = 200_000
+#: Custom rules in one policy (``spec.rules``).
+MAX_RULES: Final = 256
+#: Characters in one rule expression.
+MAX_EXPRESSION_CHARS: Final = 4096
+#: Characters in ``metadata.description``.
+MAX_DESCRIPTION_CHARS: Final = 4096
+#: Kinds listed in ``spec.eviction.pinned_kinds``.
+MAX_PINNED_KINDS: Final = 64
+
+# --- Input documents -----------------------------------------------------------------------------
+
+#: Characters of one input document's JSON text.
+MAX_INPUT_CHARS: Final = 64 * 1024 * 1024
+#: Nesting of arrays and objects in an input document. A valid document nests four deep; the
+#: limit keeps a malformed one from exhausting the stack while its errors are reported.
+MAX_INPUT_DEPTH: Final = 32
+#: Snapshots in a collapse ``history``.
+MAX_SNAPSHOTS: Final = 10_000
+#: Scores in one snapshot or baseline.
+MAX_ENTRIES: Final = 100_000
+#: Ids in one list: ``pinned``, ``eviction_candidates``, ``score_dependencies``,
+#: ``derived_from``, ``tombstones``.
+MAX_IDS: Final = 100_000
+#: Segments in one eviction pass (:meth:`Engine.authorize_evictions`).
+MAX_SEGMENTS: Final = 100_000
+#: Spans in one prune request.
+MAX_SPANS: Final = 100_000
+#: Turns in a prune request's ``turns``.
+MAX_TURNS: Final = 10_000
+#: Characters of an entry, segment or span id.
+MAX_ID_CHARS: Final = 256
+#: Characters of a segment ``kind`` (and of a pinned kind in a policy).
+MAX_KIND_CHARS: Final = 64
+#: Decimal digits of an integer in a document: Python's own limit for turning an integer into
+#: text (JSON text cannot carry a longer one; a document built in Python could).
+MAX_INTEGER_DIGITS: Final = 4300
+INTEGER_CEILING: Final = 10**MAX_INTEGER_DIGITS
+
+#: Where the schemas state a limit: (schema, JSON pointer to the keyword) -> value.
+SCHEMA_LIMITS: Final[dict[tuple[str, str], int]] = {
+    ("input", "/$defs/id/maxLength"): MAX_ID_CHARS,
+    ("input", "/$defs/ids/maxItems"): MAX_IDS,
+    ("input", "/$defs/scores/maxProperties"): MAX_ENTRIES,
+    ("input", "/$defs/collapse/properties/history/maxItems"): MAX_SNAPSHOTS,
+    ("input", "/$defs/segment/properties/kind/maxLength"): MAX_KIND_CHARS,
+    ("input", "/$defs/staleness/properties/spans/maxItems"): MAX_SPANS,
+    ("input", "/$defs/staleness/properties/turns/maxItems"): MAX_TURNS,
+    ("policy", "/properties/metadata/properties/description/maxLength"): MAX_DESCRIPTION_CHARS,
+    (
+        "policy",
+        "/properties/spec/properties/eviction/properties/pinned_kinds/maxItems",
+    ): MAX_PINNED_KINDS,
+    (
+        "policy",
+        "/properties/spec/properties/eviction/properties/pinned_kinds/items/maxLength",
+    ): MAX_KIND_CHARS,
+}
