@@ -8,11 +8,23 @@ finite numbers, unique ids, increasing cycles and turns.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from prunewarden.errors import InputError, Problem, describe_value
+from prunewarden.fastpath import accepts, collapse_scores
+from prunewarden.limits import (
+    INTEGER_CEILING,
+    MAX_ENTRIES,
+    MAX_IDS,
+    MAX_INPUT_DEPTH,
+    MAX_INTEGER_DIGITS,
+    MAX_SNAPSHOTS,
+    MAX_SPANS,
+    MAX_TURNS,
+)
 from prunewarden.policy import ScoreRange
 from prunewarden.source import Parsed, Path, locate
 from prunewarden.validation import schema_problems, validator
@@ -100,6 +112,21 @@ def parse_request(
 
     ``text`` is the document's source, used only to put line and column on errors.
     """
+    fast = _parse_fast(data, scores)
+    if fast is not None:
+        return fast
+    return parse_request_exact(data, scores, filename=filename, text=text)
+
+
+def parse_request_exact(
+    data: Any, scores: ScoreRange, *, filename: str = "<input>", text: str | None = None
+) -> tuple[Check, Request]:
+    """The exact path of :func:`parse_request`: JSON Schema and the semantic checks, slower,
+    able to say what is wrong and where. Taken whenever the fast path is not sure."""
+    refused = _unreadable(data) or _oversized(data)
+    if refused:
+        located = _locate(data, filename, text)
+        raise InputError([located.problem(path, message) for path, message in refused])
     if validator("input").is_valid(data):
         found = list(_semantic_problems(data, scores))
         if not found:
@@ -107,11 +134,102 @@ def parse_request(
             return check, _BUILDERS[check](data)
     else:
         found = []
-    located = locate(text, filename) if text is not None else Parsed(data, filename)
-    located.data = data
+    located = _locate(data, filename, text)
     problems = schema_problems("input", located)
     problems += [located.problem(path, message) for path, message in found]
     raise InputError(problems or [Problem(filename, 0, 0, "$", "invalid input document")])
+
+
+def _locate(data: Any, filename: str, text: str | None) -> Parsed:
+    located = locate(text, filename) if text is not None else Parsed(data, filename)
+    located.data = data
+    return located
+
+
+def _parse_fast(data: Any, scores: ScoreRange) -> tuple[Check, Request] | None:
+    """The fast path (:mod:`prunewarden.fastpath`): the typed request, or None when it is not
+    sure the document is valid."""
+    check = data.get("check") if type(data) is dict else None
+    if type(check) is str and check == "collapse":
+        screened = collapse_scores(data, scores.min, scores.max)
+        return None if screened is None else ("collapse", _collapse(data, screened))
+    if accepts(data, scores):
+        valid: Check = data["check"]
+        return valid, _BUILDERS[valid](data)
+    return None
+
+
+def _unreadable(data: Any) -> list[_Found]:
+    """A value that could not even be reported on: nested deeper than
+    :data:`~prunewarden.limits.MAX_INPUT_DEPTH` (reporting recurses) or an integer longer than
+    :data:`~prunewarden.limits.MAX_INTEGER_DIGITS` (Python refuses to print it)."""
+    stack: list[tuple[Any, Path]] = [(data, ())]
+    while stack:
+        value, path = stack.pop()
+        if isinstance(value, Mapping | list | tuple):
+            if len(path) >= MAX_INPUT_DEPTH:
+                return [(path, f"document refused: nested deeper than {MAX_INPUT_DEPTH} levels")]
+            items = value.items() if isinstance(value, Mapping) else enumerate(value)
+            stack.extend((item, (*path, key)) for key, item in items)
+        elif isinstance(value, int) and not -INTEGER_CEILING < value < INTEGER_CEILING:
+            return [(path, f"an integer of more than {MAX_INTEGER_DIGITS} digits")]
+    return []
+
+
+# The size limits of input.v1 (prunewarden.limits), by the path of the list or object they bound.
+# They are checked before the schema runs: jsonschema would validate every item of an oversized
+# list before saying that it is too long, which takes seconds at these sizes.
+_SIZE_LIMITS: dict[str, tuple[tuple[tuple[str, ...], int], ...]] = {
+    "collapse": ((("history",), MAX_SNAPSHOTS), (("baseline",), MAX_ENTRIES)),
+    "eviction": (
+        (("eviction_candidates",), MAX_IDS),
+        (("segment", "score_dependencies"), MAX_IDS),
+    ),
+    "staleness": (
+        (("spans",), MAX_SPANS),
+        (("turns",), MAX_TURNS),
+        (("tombstones",), MAX_IDS),
+    ),
+}
+_ITEM_SIZE_LIMITS: dict[str, tuple[str, tuple[tuple[str, int], ...]]] = {
+    "collapse": ("history", (("scores", MAX_ENTRIES), ("pinned", MAX_IDS))),
+    "staleness": ("spans", (("derived_from", MAX_IDS),)),
+}
+
+
+def _oversized(data: Any) -> list[_Found]:
+    check = data.get("check") if isinstance(data, Mapping) else None
+    if not isinstance(check, str) or check not in _SIZE_LIMITS:
+        return []
+    found = [
+        found
+        for path, limit in _SIZE_LIMITS[check]
+        if (found := _too_many(_at(data, path), path, limit)) is not None
+    ]
+    if check in _ITEM_SIZE_LIMITS and not found:
+        where, fields = _ITEM_SIZE_LIMITS[check]
+        items = data.get(where)
+        for i, item in enumerate(items if isinstance(items, list) else ()):
+            for name, limit in fields:
+                value = item.get(name) if isinstance(item, Mapping) else None
+                if (too_many := _too_many(value, (where, i, name), limit)) is not None:
+                    found.append(too_many)
+    return found
+
+
+def _at(data: Mapping[str, Any], path: tuple[str, ...]) -> Any:
+    value: Any = data
+    for key in path:
+        value = value.get(key) if isinstance(value, Mapping) else None
+    return value
+
+
+def _too_many(value: Any, path: Path, limit: int) -> _Found | None:
+    if isinstance(value, list) and len(value) > limit:
+        return path, f"{len(value)} items, more than the limit of {limit}"
+    if isinstance(value, Mapping) and len(value) > limit:
+        return path, f"{len(value)} entries, more than the limit of {limit}"
+    return None
 
 
 def _semantic_problems(data: dict[str, Any], scores: ScoreRange) -> Iterator[_Found]:
@@ -174,13 +292,17 @@ def _score_checker(scores: ScoreRange) -> _ScoreCheck:
     low, high = scores.min, scores.max
 
     def check(path: Path, value: Any) -> Iterator[_Found]:
-        # Non-finite floats are reported on their own; ints compare exactly, however large.
-        finite = not isinstance(value, float) or math.isfinite(value)
-        if finite and not low <= value <= high:
-            yield (
-                path,
-                f"{describe_value(value)} is outside the policy's score range [{low}, {high}]",
-            )
+        if isinstance(value, bool) or (isinstance(value, float) and not math.isfinite(value)):
+            return  # the schema or the finiteness check reports it
+        if isinstance(value, int | float):
+            # Compared as they are: float() would overflow on a long integer.
+            if not low <= value <= high:
+                yield (
+                    path,
+                    f"{describe_value(value)} is outside the policy's score range [{low}, {high}]",
+                )
+        elif isinstance(value, numbers.Number):
+            yield path, f"{describe_value(value)} is not a JSON number (int or float)"
 
     return check
 
@@ -203,19 +325,36 @@ def _int_or_none(value: Any) -> int | None:
 
 
 def _floats(scores: Mapping[str, Any]) -> dict[str, float]:
+    if list(map(type, scores.values())).count(float) == len(scores):
+        return dict(scores)  # a C-level copy: the common case, tens of thousands of scores
     return {entry: float(value) for entry, value in scores.items()}
 
 
-def _collapse(data: dict[str, Any]) -> CollapseRequest:
+def _collapse(
+    data: dict[str, Any],
+    screened: tuple[list[dict[str, float]], dict[str, float] | None] | None = None,
+) -> CollapseRequest:
+    if screened is None:
+        baseline = data.get("baseline")
+        screened = (
+            [_floats(s["scores"]) for s in data["history"]],
+            _floats(baseline) if baseline is not None else None,
+        )
+    scores, baseline_scores = screened
     history = tuple(
-        Snapshot(int(s["cycle"]), _floats(s["scores"]), tuple(s.get("pinned", ())))
-        for s in data["history"]
+        Snapshot(int(s["cycle"]), floats, tuple(s.get("pinned", ())))
+        for s, floats in zip(data["history"], scores, strict=True)
     )
-    baseline = data.get("baseline")
-    return CollapseRequest(history, _floats(baseline) if baseline is not None else None)
+    return CollapseRequest(history, baseline_scores)
 
 
 def _eviction(data: dict[str, Any]) -> EvictionRequest:
+    return eviction_request(data, frozenset(data.get("eviction_candidates", ())))
+
+
+def eviction_request(data: Mapping[str, Any], candidates: frozenset[str]) -> EvictionRequest:
+    """The typed request of a valid eviction document (or item of a pass) and the ids slated
+    for eviction with it."""
     seg = data["segment"]
     segment = Segment(
         id=seg["id"],
@@ -232,7 +371,7 @@ def _eviction(data: dict[str, Any]) -> EvictionRequest:
         segment,
         float(data["score"]),
         float(perturbed) if perturbed is not None else None,
-        frozenset(data.get("eviction_candidates", ())),
+        candidates,
     )
 
 
