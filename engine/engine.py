@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from prunewarden.auditlog import get_logger, log_decision
+from prunewarden.batch import parse_evictions
 from prunewarden.compiler import Pipeline, compile_policy
 from prunewarden.decision import Decision, Reason
 from prunewarden.errors import (
@@ -99,6 +100,22 @@ class Engine:
                 "eviction_candidates": list(eviction_candidates),
             }
         )
+
+    def authorize_evictions(
+        self,
+        evictions: Iterable[Mapping[str, Any]],
+        eviction_candidates: Iterable[str] | None = None,
+    ) -> tuple[Decision, ...]:
+        """Eviction guard for a whole pruning pass: one logged decision per item
+        ``{"segment", "score", "perturbed_score"}``, in order.
+
+        Every segment of the pass is an eviction candidate unless ``eviction_candidates`` says
+        otherwise. The pass is validated first, as a whole: a malformed item raises
+        :class:`InputError` (paths ``$.evictions[i]...``) before anything is decided or logged.
+        """
+        requests = parse_evictions(evictions, eviction_candidates, self.policy.spec.scores)
+        pipeline = self._pipelines["eviction"]
+        return tuple([self._log(pipeline, pipeline.decide(request)) for request in requests])
 
     def prune(  # noqa: PLR0913 - mirrors the staleness document's optional fields
         self,
