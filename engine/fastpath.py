@@ -25,7 +25,9 @@ from prunewarden.limits import (
     MAX_ENTRIES,
     MAX_ID_CHARS,
     MAX_IDS,
+    MAX_INPUT_DEPTH,
     MAX_KIND_CHARS,
+    MAX_METADATA_ENTRIES,
     MAX_SNAPSHOTS,
     MAX_SPANS,
     MAX_TURNS,
@@ -42,7 +44,16 @@ _COLLAPSE_KEYS = frozenset({"check", "history", "baseline"})
 _SNAPSHOT_KEYS = frozenset({"cycle", "scores", "pinned"})
 _EVICTION_KEYS = frozenset({"check", "segment", "score", "perturbed_score", "eviction_candidates"})
 _SEGMENT_KEYS = frozenset(
-    {"id", "kind", "text", "non_recoverable", "score_dependencies", "tombstone_written", "tokens"}
+    {
+        "id",
+        "kind",
+        "text",
+        "non_recoverable",
+        "score_dependencies",
+        "tombstone_written",
+        "tokens",
+        "metadata",
+    }
 )
 _STALENESS_KEYS = frozenset(
     {"check", "spans", "keep_top_k", "turn", "turns", "tombstones", "recompute_budget"}
@@ -191,7 +202,33 @@ def _segment(segment: Any) -> bool:
         and type(segment.get("tombstone_written", False)) is bool
         and ("score_dependencies" not in segment or accepts_ids(segment["score_dependencies"]))
         and ("tokens" not in segment or _count(segment["tokens"]))
+        and ("metadata" not in segment or _metadata(segment["metadata"]))
     )
+
+
+def _metadata(value: Any) -> bool:
+    """``segment.metadata``: an object of at most :data:`MAX_METADATA_ENTRIES` free-form JSON
+    values, nested within :data:`MAX_INPUT_DEPTH` (it sits two deep), every number finite and
+    every integer printable."""
+    if type(value) is not dict or len(value) > MAX_METADATA_ENTRIES:
+        return False
+    stack: list[tuple[Any, int]] = [(value, 2)]
+    while stack:
+        item, depth = stack.pop()
+        kind = type(item)
+        if kind is dict or kind is list:
+            if depth >= MAX_INPUT_DEPTH or (kind is dict and not set(map(type, item)) <= _STR):
+                return False
+            stack.extend((child, depth + 1) for child in (item.values() if kind is dict else item))
+        elif kind is float:
+            if not math.isfinite(item):
+                return False
+        elif kind is int:
+            if not -INTEGER_CEILING < item < INTEGER_CEILING:
+                return False
+        elif not (kind is str or kind is bool or item is None):
+            return False
+    return True
 
 
 def _eviction(data: dict[str, Any], low: float, high: float) -> bool:

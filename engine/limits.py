@@ -47,6 +47,8 @@ MAX_ENTRIES: Final = 100_000
 MAX_IDS: Final = 100_000
 #: Segments in one eviction pass (:meth:`Engine.authorize_evictions`).
 MAX_SEGMENTS: Final = 100_000
+#: Entries in a segment's free-form ``metadata`` (read only by rules).
+MAX_METADATA_ENTRIES: Final = 256
 #: Spans in one prune request.
 MAX_SPANS: Final = 100_000
 #: Turns in a prune request's ``turns``.
@@ -67,6 +69,7 @@ SCHEMA_LIMITS: Final[dict[tuple[str, str], int]] = {
     ("input", "/$defs/scores/maxProperties"): MAX_ENTRIES,
     ("input", "/$defs/collapse/properties/history/maxItems"): MAX_SNAPSHOTS,
     ("input", "/$defs/segment/properties/kind/maxLength"): MAX_KIND_CHARS,
+    ("input", "/$defs/segment/properties/metadata/maxProperties"): MAX_METADATA_ENTRIES,
     ("input", "/$defs/staleness/properties/spans/maxItems"): MAX_SPANS,
     ("input", "/$defs/staleness/properties/turns/maxItems"): MAX_TURNS,
     ("policy", "/properties/metadata/properties/description/maxLength"): MAX_DESCRIPTION_CHARS,

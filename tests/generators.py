@@ -25,92 +25,6 @@ def sha256(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-@st.composite
-def collapse_documents(draw: st.DrawFn) -> dict[str, Any]:
-    entries = draw(st.lists(ids, min_size=1, max_size=6, unique=True))
-    cycles = sorted(draw(st.sets(st.integers(0, 50), min_size=0, max_size=4)))
-    history = []
-    for cycle in cycles:
-        snapshot: dict[str, Any] = {
-            "cycle": cycle,
-            "scores": {e: draw(scores_in_range) for e in entries},
-        }
-        if draw(st.booleans()):
-            snapshot["pinned"] = draw(st.lists(st.sampled_from(entries), unique=True, max_size=2))
-        history.append(snapshot)
-    document: dict[str, Any] = {"check": "collapse", "history": history}
-    if draw(st.booleans()):
-        document["baseline"] = {e: draw(scores_in_range) for e in entries[:2]}
-    return document
-
-
-@st.composite
-def eviction_documents(draw: st.DrawFn) -> dict[str, Any]:
-    segment: dict[str, Any] = {
-        "id": draw(ids),
-        "kind": draw(st.sampled_from(["turn", "constraint", "summary", "negation"])),
-    }
-    for name, values in (
-        ("text", st.text(max_size=10)),
-        ("non_recoverable", st.booleans()),
-        ("score_dependencies", st.lists(ids, unique=True, max_size=3)),
-        ("tombstone_written", st.booleans()),
-        ("tokens", st.integers(0, 500)),
-    ):
-        if draw(st.booleans()):
-            segment[name] = draw(values)
-    document: dict[str, Any] = {"check": "eviction", "segment": segment}
-    document["score"] = draw(scores_in_range)
-    if draw(st.booleans()):
-        document["perturbed_score"] = draw(st.none() | scores_in_range)
-    if draw(st.booleans()):
-        document["eviction_candidates"] = draw(st.lists(ids, unique=True, max_size=4))
-    return document
-
-
-@st.composite
-def staleness_documents(draw: st.DrawFn) -> dict[str, Any]:
-    span_ids = draw(st.lists(ids, unique=True, max_size=5))
-    spans = []
-    for span_id in span_ids:
-        text = draw(st.text(max_size=12))
-        span: dict[str, Any] = {
-            "span_id": span_id,
-            "text": text,
-            "score": draw(st.none() | scores_in_range),
-            "text_sha256": draw(st.sampled_from([sha256(text), "", sha256(text + "x")])),
-        }
-        if draw(st.booleans()):
-            span["rewrite_count"] = draw(st.integers(0, 4))
-        if draw(st.booleans()):
-            span["derived_from"] = draw(st.lists(ids, unique=True, max_size=2))
-        spans.append(span)
-    document: dict[str, Any] = {
-        "check": "staleness",
-        "spans": spans,
-        "keep_top_k": draw(st.integers(0, 6)),
-    }
-    if draw(st.booleans()):
-        modified = draw(st.integers(0, 4))
-        document["turn"] = {
-            "spans_modified": modified,
-            "scores_invalidated": draw(st.integers(0, 4)),
-        }
-    if draw(st.booleans()):
-        turns = sorted(draw(st.sets(st.integers(0, 30), max_size=4)))
-        document["turns"] = [
-            {"turn": t, "mean_relevance": draw(scores_in_range), "tokens": draw(st.integers(0, 9))}
-            for t in turns
-        ]
-    if draw(st.booleans()):
-        document["tombstones"] = draw(st.lists(ids, unique=True, max_size=2))
-    if draw(st.booleans()):
-        document["recompute_budget"] = draw(st.integers(0, 5))
-    return document
-
-
-valid_documents = collapse_documents() | eviction_documents() | staleness_documents()
-
 # Values JSON text can carry, chosen at the validators' edges.
 edge_values = st.sampled_from(
     [
@@ -167,6 +81,95 @@ json_values = st.recursive(
     ),
     max_leaves=8,
 )
+
+
+@st.composite
+def collapse_documents(draw: st.DrawFn) -> dict[str, Any]:
+    entries = draw(st.lists(ids, min_size=1, max_size=6, unique=True))
+    cycles = sorted(draw(st.sets(st.integers(0, 50), min_size=0, max_size=4)))
+    history = []
+    for cycle in cycles:
+        snapshot: dict[str, Any] = {
+            "cycle": cycle,
+            "scores": {e: draw(scores_in_range) for e in entries},
+        }
+        if draw(st.booleans()):
+            snapshot["pinned"] = draw(st.lists(st.sampled_from(entries), unique=True, max_size=2))
+        history.append(snapshot)
+    document: dict[str, Any] = {"check": "collapse", "history": history}
+    if draw(st.booleans()):
+        document["baseline"] = {e: draw(scores_in_range) for e in entries[:2]}
+    return document
+
+
+@st.composite
+def eviction_documents(draw: st.DrawFn) -> dict[str, Any]:
+    segment: dict[str, Any] = {
+        "id": draw(ids),
+        "kind": draw(st.sampled_from(["turn", "constraint", "summary", "negation"])),
+    }
+    for name, values in (
+        ("text", st.text(max_size=10)),
+        ("non_recoverable", st.booleans()),
+        ("score_dependencies", st.lists(ids, unique=True, max_size=3)),
+        ("tombstone_written", st.booleans()),
+        ("tokens", st.integers(0, 500)),
+        ("metadata", st.dictionaries(st.text(max_size=4), json_values, max_size=3)),
+    ):
+        if draw(st.booleans()):
+            segment[name] = draw(values)
+    document: dict[str, Any] = {"check": "eviction", "segment": segment}
+    document["score"] = draw(scores_in_range)
+    if draw(st.booleans()):
+        document["perturbed_score"] = draw(st.none() | scores_in_range)
+    if draw(st.booleans()):
+        document["eviction_candidates"] = draw(st.lists(ids, unique=True, max_size=4))
+    return document
+
+
+@st.composite
+def staleness_documents(draw: st.DrawFn) -> dict[str, Any]:
+    span_ids = draw(st.lists(ids, unique=True, max_size=5))
+    spans = []
+    for span_id in span_ids:
+        text = draw(st.text(max_size=12))
+        span: dict[str, Any] = {
+            "span_id": span_id,
+            "text": text,
+            "score": draw(st.none() | scores_in_range),
+            "text_sha256": draw(st.sampled_from([sha256(text), "", sha256(text + "x")])),
+        }
+        if draw(st.booleans()):
+            span["rewrite_count"] = draw(st.integers(0, 4))
+        if draw(st.booleans()):
+            span["derived_from"] = draw(st.lists(ids, unique=True, max_size=2))
+        spans.append(span)
+    document: dict[str, Any] = {
+        "check": "staleness",
+        "spans": spans,
+        "keep_top_k": draw(st.integers(0, 6)),
+    }
+    if draw(st.booleans()):
+        modified = draw(st.integers(0, 4))
+        document["turn"] = {
+            "spans_modified": modified,
+            "scores_invalidated": draw(st.integers(0, 4)),
+        }
+    if draw(st.booleans()):
+        turns = sorted(draw(st.sets(st.integers(0, 30), max_size=4)))
+        document["turns"] = [
+            {"turn": t, "mean_relevance": draw(scores_in_range), "tokens": draw(st.integers(0, 9))}
+            for t in turns
+        ]
+    if draw(st.booleans()):
+        document["tombstones"] = draw(st.lists(ids, unique=True, max_size=2))
+    if draw(st.booleans()):
+        document["recompute_budget"] = draw(st.integers(0, 5))
+    return document
+
+
+valid_documents = collapse_documents() | eviction_documents() | staleness_documents()
+
 # What a document built in Python could hold besides: not JSON, but a Mapping is accepted.
 non_finite = st.sampled_from([math.nan, math.inf, -math.inf])
 python_values = st.sampled_from(

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections import OrderedDict
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -136,6 +139,16 @@ STALENESS: dict[str, Any] = {
     "recompute_budget": 2,
 }
 LONG, TOO_LONG = "i" * 256, "i" * 257
+
+
+def NESTED(levels: int) -> dict[str, Any]:  # noqa: N802 - reads as a constant in the table
+    """An object holding ``levels`` nested lists."""
+    value: Any = "leaf"
+    for _ in range(levels):
+        value = [value]
+    return {"a": value}
+
+
 # (base document, path, new value or DELETE, accepted?)
 EDGES: dict[str, tuple[dict[str, Any], tuple[Any, ...], Any, bool]] = {
     "collapse-valid": (COLLAPSE, (), COLLAPSE, True),
@@ -200,6 +213,14 @@ EDGES: dict[str, tuple[dict[str, Any], tuple[Any, ...], Any, bool]] = {
     "tokens-negative": (EVICTION, ("segment", "tokens"), -1, False),
     "tokens-integral-float": (EVICTION, ("segment", "tokens"), 2.0, True),
     "tokens-bool": (EVICTION, ("segment", "tokens"), False, False),
+    "metadata-free-form": (EVICTION, ("segment", "metadata"), {"a": [1, {"b": None}]}, True),
+    "metadata-not-object": (EVICTION, ("segment", "metadata"), [], False),
+    "metadata-256": (EVICTION, ("segment", "metadata"), dict.fromkeys(map(str, range(256))), True),
+    "metadata-257": (EVICTION, ("segment", "metadata"), dict.fromkeys(map(str, range(257))), False),
+    "metadata-nan": (EVICTION, ("segment", "metadata"), {"a": [float("nan")]}, False),
+    "metadata-long-integer": (EVICTION, ("segment", "metadata"), {"a": 10**5000}, False),
+    "metadata-at-depth-limit": (EVICTION, ("segment", "metadata"), NESTED(29), True),
+    "metadata-too-deep": (EVICTION, ("segment", "metadata"), NESTED(30), False),
     "score-missing": (EVICTION, ("score",), DELETE, False),
     "eviction-score-bool": (EVICTION, ("score",), False, False),
     "perturbed-null": (EVICTION, ("perturbed_score",), None, True),
@@ -270,3 +291,22 @@ class TestEdges:
         document = _edit(base, path, value)
         assert (exact(document, RANGES[0]) is not None) == accepted
         assert fast(document, RANGES[0]) == exact(document, RANGES[0])
+
+    @pytest.mark.parametrize(
+        ("path", "value"),
+        [
+            (("segment", "metadata"), {1: "a"}),
+            (("segment", "score_dependencies"), ("a",)),
+            (("segment",), OrderedDict(id="s", kind="turn")),
+            (("score",), Decimal("0.5")),
+        ],
+        ids=["integer-key", "tuple", "ordered-dict", "decimal"],
+    )
+    def test_python_only_values_take_the_exact_path(
+        self, path: tuple[str, ...], value: Any
+    ) -> None:
+        """What JSON text cannot hold, the fast path leaves to the exact path, which decides."""
+        document = _edit(EVICTION, path, value)
+        assert not accepts(document, RANGES[0])
+        with contextlib.suppress(InputError):
+            assert parse_request(document, RANGES[0]) == parse_request_exact(document, RANGES[0])
