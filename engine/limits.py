@@ -24,9 +24,16 @@ MAX_YAML_DEPTH: Final = 64
 MAX_YAML_NODES: Final = 200_000
 #: Custom rules in one policy (``spec.rules``).
 MAX_RULES: Final = 256
-#: Characters in one rule expression.
-MAX_EXPRESSION_CHARS: Final = 4096
-#: Characters in ``metadata.description``.
+#: Characters in one rule expression (``when``, ``message_expression``); enforced by
+#: :mod:`prunewarden.cel`, which states the same number (a test holds them equal), along with
+#: its limits on an expression's nesting.
+MAX_EXPRESSION_CHARS: Final = 2048
+#: Characters in a rule's ``message``.
+MAX_RULE_MESSAGE_CHARS: Final = 1024
+#: Named params in ``spec.params``, and items in one list param.
+MAX_PARAMS: Final = 256
+MAX_PARAM_ITEMS: Final = 1024
+#: Characters in ``metadata.description`` and in a rule's ``description``.
 MAX_DESCRIPTION_CHARS: Final = 4096
 #: Kinds listed in ``spec.eviction.pinned_kinds``.
 MAX_PINNED_KINDS: Final = 64
@@ -81,4 +88,9 @@ SCHEMA_LIMITS: Final[dict[tuple[str, str], int]] = {
         "policy",
         "/properties/spec/properties/eviction/properties/pinned_kinds/items/maxLength",
     ): MAX_KIND_CHARS,
+    ("policy", "/properties/spec/properties/params/maxProperties"): MAX_PARAMS,
+    ("policy", "/$defs/param/anyOf/1/maxItems"): MAX_PARAM_ITEMS,
+    ("policy", "/properties/spec/properties/rules/maxItems"): MAX_RULES,
+    ("policy", "/$defs/rule/properties/description/maxLength"): MAX_DESCRIPTION_CHARS,
+    ("policy", "/$defs/rule/properties/message/maxLength"): MAX_RULE_MESSAGE_CHARS,
 }
