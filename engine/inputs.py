@@ -7,6 +7,7 @@ finite numbers, unique ids, increasing cycles and turns.
 
 from __future__ import annotations
 
+import itertools
 import math
 import numbers
 from collections.abc import Callable, Iterator, Mapping
@@ -21,13 +22,14 @@ from prunewarden.limits import (
     MAX_IDS,
     MAX_INPUT_DEPTH,
     MAX_INTEGER_DIGITS,
+    MAX_PROBLEMS,
     MAX_SNAPSHOTS,
     MAX_SPANS,
     MAX_TURNS,
 )
 from prunewarden.policy import ScoreRange
 from prunewarden.source import Parsed, Path, locate
-from prunewarden.validation import schema_problems, validator
+from prunewarden.validation import capped, problems_of, validator
 
 Check = Literal["collapse", "eviction", "staleness"]
 CHECKS: tuple[Check, ...] = ("collapse", "eviction", "staleness")
@@ -127,16 +129,16 @@ def parse_request_exact(
     if refused:
         located = _locate(data, filename, text)
         raise InputError([located.problem(path, message) for path, message in refused])
-    if validator("input").is_valid(data):
-        found = list(_semantic_problems(data, scores))
-        if not found:
-            check: Check = data["check"]
-            return check, _BUILDERS[check](data)
-    else:
-        found = []
+    # One pass of the schema (a large document takes seconds), kept to locate the errors later.
+    errors = list(itertools.islice(validator("input").iter_errors(data), MAX_PROBLEMS + 1))
+    semantic = () if errors else _semantic_problems(data, scores)
+    found = list(itertools.islice(semantic, MAX_PROBLEMS + 1))
+    if not errors and not found:
+        check: Check = data["check"]
+        return check, _BUILDERS[check](data)
     located = _locate(data, filename, text)
-    problems = schema_problems("input", located)
-    problems += [located.problem(path, message) for path, message in found]
+    problems = problems_of(errors, located)
+    problems += capped((located.problem(path, message) for path, message in found), filename)
     raise InputError(problems or [Problem(filename, 0, 0, "$", "invalid input document")])
 
 

@@ -69,6 +69,12 @@ MAX_KIND_CHARS: Final = 64
 MAX_INTEGER_DIGITS: Final = 4300
 INTEGER_CEILING: Final = 10**MAX_INTEGER_DIGITS
 
+# --- Reports -------------------------------------------------------------------------------------
+
+#: Problems reported for one policy or document; a note says when more were found. Reporting a
+#: million bad values would take longer than any caller waits.
+MAX_PROBLEMS: Final = 100
+
 #: Where the schemas state a limit: (schema, JSON pointer to the keyword) -> value.
 SCHEMA_LIMITS: Final[dict[tuple[str, str], int]] = {
     ("input", "/$defs/id/maxLength"): MAX_ID_CHARS,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterable, Iterator
 from functools import cache
 from typing import Any
 
@@ -9,6 +11,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 from prunewarden import resources
 from prunewarden.errors import Problem, describe_value
+from prunewarden.limits import MAX_PROBLEMS
 from prunewarden.source import Parsed
 
 
@@ -21,11 +24,24 @@ def validator(name: str) -> Draft202012Validator:
 
 
 def schema_problems(name: str, parsed: Parsed) -> list[Problem]:
-    """Every way ``parsed.data`` fails the schema ``name``, each pointing at the culprit."""
-    problems: list[Problem] = []
-    for error in validator(name).iter_errors(parsed.data):
-        problems.extend(_to_problems(error, parsed))
-    return problems
+    """Every way ``parsed.data`` fails the schema ``name``, each pointing at the culprit; at
+    most :data:`~prunewarden.limits.MAX_PROBLEMS` of them."""
+    return problems_of(validator(name).iter_errors(parsed.data), parsed)
+
+
+def problems_of(errors: Iterable[ValidationError], parsed: Parsed) -> list[Problem]:
+    """Schema errors as located problems (capped as :func:`capped` says)."""
+    return capped((p for error in errors for p in _to_problems(error, parsed)), parsed.filename)
+
+
+def capped(problems: Iterable[Problem], filename: str) -> list[Problem]:
+    """The first :data:`~prunewarden.limits.MAX_PROBLEMS` problems, and a note if there were
+    more: a document with a million bad values is reported in the time a hundred take."""
+    shown = list(itertools.islice(problems, MAX_PROBLEMS + 1))
+    if len(shown) > MAX_PROBLEMS:
+        note = f"more problems not shown: at most {MAX_PROBLEMS} are reported"
+        shown[MAX_PROBLEMS:] = [Problem(filename, 0, 0, "$", note)]
+    return shown
 
 
 def _leaves(error: ValidationError) -> list[ValidationError]:
@@ -42,8 +58,7 @@ def _leaves(error: ValidationError) -> list[ValidationError]:
     return [leaf for child in error.context for leaf in _leaves(child)]
 
 
-def _to_problems(error: ValidationError, parsed: Parsed) -> list[Problem]:
-    out: list[Problem] = []
+def _to_problems(error: ValidationError, parsed: Parsed) -> Iterator[Problem]:
     for leaf in _leaves(error):
         path = tuple(leaf.absolute_path)
         if leaf.validator == "additionalProperties" and isinstance(leaf.instance, dict):
@@ -52,10 +67,9 @@ def _to_problems(error: ValidationError, parsed: Parsed) -> list[Problem]:
                 if key not in allowed:
                     names = ", ".join(sorted(allowed))
                     message = f"unknown field {key!r} (expected one of: {names})"
-                    out.append(parsed.problem((*path, key), message, at_key=True))
+                    yield parsed.problem((*path, key), message, at_key=True)
             continue
-        out.append(parsed.problem(path, _message(leaf)))
-    return out
+        yield parsed.problem(path, _message(leaf))
 
 
 def _message(error: ValidationError) -> str:
