@@ -173,7 +173,14 @@ def parse_policy(text: str, filename: str = "<policy>") -> Policy:
     compiled: tuple[Rule, ...] = ()
     if parsed.built:
         problems += schema_problems("policy", parsed)
-        compiled, rule_problems = rules.compile_rules(parsed)
+        try:
+            compiled, rule_problems = rules.compile_rules(parsed)
+        except Exception:
+            # The rule compiler reads rules the schema refused too, to report everything at
+            # once; a shape it does not expect there is already a schema problem.
+            if not problems:
+                raise
+            compiled, rule_problems = (), []
         problems += rule_problems
     if not problems:
         problems = _semantic_problems(parsed.data, parsed.problem)
