@@ -49,7 +49,10 @@ def engine() -> Engine:
     return Engine.default()
 
 
-ITEM: dict[str, Any] = {"segment": {"id": "a", "kind": "turn", "tombstone_written": True}, "score": 0.1}
+ITEM: dict[str, Any] = {
+    "segment": {"id": "a", "kind": "turn", "tombstone_written": True},
+    "score": 0.1,
+}
 
 
 class TestDecisions:
