@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import mmap
 import os
 import re
@@ -474,25 +473,25 @@ def iter_lines(path: Path) -> Iterator[tuple[int, bytes, bool]]:
                 yield number, raw, False
 
 
+_ROTATED = re.compile(r"(.*)\.(\d{6,})")
+
+
+def rotation_base(path: str | os.PathLike[str]) -> str:
+    """The log a file belongs to: ``NAME`` for ``NAME.000003`` and for ``NAME`` itself."""
+    found = _ROTATED.fullmatch(os.fspath(path))
+    return found.group(1) if found else os.fspath(path)
+
+
 def order_files(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
     """Files in rotation order: ``NAME.000001``, ``NAME.000002`` ... before ``NAME``; files of
     different logs keep the order given."""
     ordered = [Path(p) for p in paths]
-    pattern = re.compile(r"(.*)\.(\d{6,})")
 
-    def base(path: Path) -> tuple[str, float]:
-        found = pattern.fullmatch(str(path))
-        return (found.group(1), int(found.group(2))) if found else (str(path), float("inf"))
+    def sequence(path: Path) -> float:
+        found = _ROTATED.fullmatch(str(path))
+        return int(found.group(2)) if found else float("inf")
 
     first_seen: dict[str, int] = {}
     for index, path in enumerate(ordered):
-        first_seen.setdefault(base(path)[0], index)
-    return sorted(ordered, key=lambda p: (first_seen[base(p)[0]], base(p)[1]))
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        first_seen.setdefault(rotation_base(path), index)
+    return sorted(ordered, key=lambda p: (first_seen[rotation_base(p)], sequence(p)))

@@ -413,6 +413,35 @@ def record_ts(record: Mapping[str, Any]) -> str:
     return str(record.get("ts", ""))
 
 
+def authorization_header(decision: Mapping[str, Any], activation: Mapping[str, Any]) -> list[str]:
+    """Three lines saying which policy authorized a decision, for ``audit show-policy``."""
+    policy = policy_of(activation)
+    sources = policy.get("sources") or []
+    return [
+        f"policy {policy.get('name')}@{policy.get('version')} {policy.get('digest')}",
+        (
+            f"authorized decision {decision.get('decision_id')} ({decision.get('check')} "
+            f"{decision.get('outcome')}) at {decision.get('ts')}"
+        ),
+        "sources: "
+        + (", ".join(f"{s.get('path')} (sha256 {s.get('sha256')})" for s in sources) or "-"),
+    ]
+
+
+def report_key(record: Mapping[str, Any]) -> tuple[str, str, str, str, str]:
+    """What ``audit report`` counts by: policy name and version, check, outcome, primary
+    reason."""
+    policy = policy_of(record)
+    codes = reason_codes(record)
+    return (
+        str(policy.get("name")),
+        str(policy.get("version")),
+        str(record.get("check")),
+        str(record.get("outcome")),
+        codes[0] if codes else "",
+    )
+
+
 def describe(record: Mapping[str, Any]) -> dict[str, Any]:
     """The columns ``audit query`` prints for a decision record."""
     policy = policy_of(record)

@@ -31,6 +31,7 @@ exit codes:
   {EXIT_REFUSED}   refused: deny or halt by an enforcing guard
   {EXIT_INPUT}   usage error, or a malformed input document
   {EXIT_POLICY}   invalid policy
+  {auditcli.EXIT_UNVERIFIED}   audit verify: a log failed verification
   {EXIT_INTERNAL}  internal error (a bug: please report it)
 """
 
@@ -106,6 +107,8 @@ def _parser(stdout: IO[str]) -> _Parser:
         help="json: the decision document (default); text: a short summary",
     )
     auditcli.add_evaluate_options(evaluate)
+
+    auditcli.add_audit_command(commands)
 
     schema = commands.add_parser("schema", help="print a bundled JSON Schema")
     schema.add_argument(
@@ -198,6 +201,7 @@ def _schema(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int: 
 
 
 _COMMANDS: dict[str, Any] = {"validate": _validate, "evaluate": _evaluate, "schema": _schema}
+_COMMANDS["audit"] = auditcli.run_audit
 
 
 def _read_input(name: str) -> tuple[str, str]:
