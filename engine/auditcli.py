@@ -274,7 +274,7 @@ _QUERY_COLUMNS = (
     ("enforced", 8),
     ("policy", 20),
     ("session_id", 12),
-    ("reasons", 0),
+    ("reasons", 24),
     ("subject", 0),
 )
 
