@@ -23,6 +23,7 @@ import re
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -91,6 +92,7 @@ class AuditLog:
         else:
             self._stream = target
         self._lock = threading.Lock()
+        _SINKS.add(self)
         self._policies: dict[str, dict[str, Any]] = {}
         self._file: _FileState | None = None
         self._chain = _Chain()
@@ -149,6 +151,9 @@ class AuditLog:
                     self._write_file(record)
             except OSError as exc:
                 raise self._error(exc) from None
+            except ValueError as exc:  # a closed stream, a value JSON cannot hold
+                msg = f"cannot write audit log {self.name}: {exc}"
+                raise AuditError(msg) from None
 
     def close(self) -> None:
         """Sync what ``batch`` left unsynced and close the file."""
@@ -197,7 +202,9 @@ class AuditLog:
         state = self._file
         if state is not None and state.pid != os.getpid():
             # Inherited through fork: the open file description, and so the lock, is shared with
-            # the parent. Open our own.
+            # the parent. Open our own (closing our copy leaves the parent's lock alone).
+            with contextlib.suppress(OSError):
+                os.close(state.fd)
             self._file = state = None
         while True:
             if state is None:
@@ -341,6 +348,19 @@ class _FileState:
     chain: _Chain = field(default_factory=_Chain)
     unsynced: int = 0
     synced_at: float = field(default_factory=time.monotonic)
+
+
+# Every sink, so that a forked child gets fresh thread locks (one held by another thread of the
+# parent at fork time would never be released in the child).
+_SINKS: weakref.WeakSet[AuditLog] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for sink in list(_SINKS):
+        sink._lock = threading.Lock()  # noqa: SLF001 - the module's own class
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class _Writer:

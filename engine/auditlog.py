@@ -30,7 +30,7 @@ from prunewarden.__about__ import __version__
 from prunewarden.decision import Decision, utc_now
 from prunewarden.errors import AuditError
 from prunewarden.inputs import CollapseRequest, EvictionRequest, Request, StalenessRequest
-from prunewarden.policy import Policy, PolicyIdentity, sha256_digest
+from prunewarden.policy import Policy, PolicyIdentity, canonical_json, sha256_digest
 
 LOGGER_NAME = "prunewarden"
 RECORD_VERSION = 1
@@ -72,8 +72,13 @@ class DecisionContext:
 
 
 def input_digest(document: Any) -> str:
-    """``sha256:`` over the canonical JSON of an input document."""
-    return sha256_digest(document)
+    """``sha256:`` over the canonical JSON (UTF-8) of an input document.
+
+    JSON text may spell lone surrogates (``"\\ud800"``); they are hashed as their UTF-8-style
+    bytes rather than refused, so that such a document is still decided and logged.
+    """
+    encoded = canonical_json(document).encode("utf-8", "surrogatepass")
+    return "sha256:" + hashlib.sha256(encoded).hexdigest()
 
 
 def text_fields(text: str) -> dict[str, Any]:

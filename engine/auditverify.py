@@ -59,7 +59,7 @@ class FileReport:
                 f"({self.records} records before it verify)"
             )
         span = f", {self.first_ts} .. {self.last_ts}" if self.records else ""
-        return f"{self.file}: ok, {self.records} records{span}, head {self.head}"
+        return f"{self.file}: ok, {self.records} records{span}, head {self.head or '-'}"
 
 
 @dataclass(slots=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 from prunewarden import AuditError, AuditLog, Engine, InputError, parse_policy
+from prunewarden.auditlog import log_policy_reload_failed
+from prunewarden.auditverify import verify_files
 from prunewarden.policy import canonical_json, sha256_digest
 from prunewarden.resources import schema
 
@@ -164,6 +167,69 @@ class TestDecisionRecords:
         assert (record["kept"], record["evicted"]) == (["p2"], ["p0", "p1"])
 
 
+class TestOddInputs:
+    def test_lone_surrogates_are_decided_and_logged(self, log_path: Path) -> None:
+        """An id JSON can spell but UTF-8 cannot still gets a decision and a record."""
+        with AuditLog(log_path) as audit:
+            decision = Engine.default(audit=audit).evaluate(eviction("s\ud800", text="\udfff"))
+        assert decision.codes == ("authorized",)
+        record = records(log_path)[-1]
+        assert record["subject"]["segment"]["id"] == "s\ud800"
+        assert record["input_digest"].startswith("sha256:")
+        assert verify_files([log_path]).ok
+
+
+class TestOtherKinds:
+    def test_policy_reload_failed(self, log_path: Path) -> None:
+        """A reload failure is a chained, schema-valid record naming the policy kept in force."""
+        with AuditLog(log_path) as audit:
+            engine = Engine.default(audit=audit)
+            log_policy_reload_failed(
+                audit.logger,
+                "policies/prod.yaml",
+                ["prod.yaml:3:1: $.spec: bad"],
+                engine.policy.identity,
+            )
+            engine.evaluate(eviction())
+        failed = records(log_path)[0]
+        assert failed["kind"] == "policy_reload_failed"
+        assert failed["policy"]["digest"] == engine.policy.digest
+        assert failed["error"] == {
+            "path": "policies/prod.yaml",
+            "problems": ["prod.yaml:3:1: $.spec: bad"],
+        }
+        for record in records(log_path):
+            assert list(RECORD.iter_errors(record)) == []
+        assert verify_files([log_path]).ok
+
+
+class TestFork:
+    def test_a_forked_child_opens_its_own_file(self, log_path: Path) -> None:
+        """Parent and forked child share one AuditLog object yet lock each other out."""
+        audit = AuditLog(log_path)
+        engine = Engine.default(audit=audit)
+        engine.evaluate(eviction("before-fork"))
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child
+            code = 0
+            try:
+                for i in range(200):
+                    engine.evaluate(eviction(f"child-{i}"))
+                audit.close()
+            except BaseException:  # noqa: BLE001 - report through the exit status
+                code = 1
+            os._exit(code)
+        for i in range(200):
+            engine.evaluate(eviction(f"parent-{i}"))
+        _, status = os.waitpid(pid, 0)
+        audit.close()
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert verify_files([log_path]).ok
+        ids = [r["subject"]["segment"]["id"] for r in records(log_path) if r["kind"] == "decision"]
+        assert len(ids) == 401
+        assert sum(i.startswith("child-") for i in ids) == 200
+
+
 class TestPolicyActivation:
     def test_activation_precedes_the_first_decision_only(self, log_path: Path) -> None:
         """One policy_activated per digest per file, before its first decision."""
@@ -287,6 +353,13 @@ class TestFailClosed:
         (event,) = logged
         assert event["event"] == "audit_write_failed"
         assert event["decision_id"] == decision.decision_id
+
+    def test_a_closed_stream_refuses(self) -> None:
+        """A stream sink that can no longer be written refuses like a file."""
+        stream = io.StringIO()
+        engine = Engine.default(audit=AuditLog(stream))
+        stream.close()
+        assert engine.evaluate(eviction()).codes == ("audit_unavailable",)
 
     def test_a_policy_the_sink_does_not_know_refuses(self) -> None:
         """A record whose policy was never added cannot be written: the decision refuses."""
