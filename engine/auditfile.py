@@ -81,7 +81,7 @@ class AuditLog:
         self.required = required
         self.max_bytes = max_bytes
         self.masks: tuple[str, ...] | None = _masks(inputs)
-        self.key = _key(hmac_key_env)
+        self._hmac_key = _key(hmac_key_env)
         self.path: Path | None = None
         self._stream: IO[str] | None = None
         if isinstance(target, str | os.PathLike):
@@ -318,7 +318,7 @@ class AuditLog:
         lines: list[bytes] = []
         last, activated = chain.last, set()
         for record in records:
-            line, last = auditlog.seal(record, last, self.key)
+            line, last = auditlog.seal(record, last, self._hmac_key)
             lines.append(line)
             if auditlog.kind_of(record) == auditlog.POLICY_ACTIVATED:
                 activated.add(auditlog.policy_digest_of(record))

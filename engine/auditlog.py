@@ -69,6 +69,8 @@ class DecisionContext:
     session_id: str | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
     document: Any = None
+    # The request's segment and span text: never logged, only kept out of rule messages.
+    texts: tuple[str, ...] = ()
 
 
 def input_digest(document: Any) -> str:
@@ -85,6 +87,15 @@ def text_fields(text: str) -> dict[str, Any]:
     """What a record may say about a text: its length and its hash, never the text."""
     encoded = text.encode("utf-8", "surrogatepass")
     return {"text_length": len(text), "text_sha256": hashlib.sha256(encoded).hexdigest()}
+
+
+def texts_of(request: Request) -> tuple[str, ...]:
+    """The segment or span text of a request."""
+    if isinstance(request, EvictionRequest):
+        return (request.segment.text,) if request.segment.text else ()
+    if isinstance(request, StalenessRequest):
+        return tuple(span.text for span in request.spans if span.text)
+    return ()
 
 
 def subject_of(request: Request) -> dict[str, Any]:
@@ -123,7 +134,7 @@ def decision_record(
         "check": decision.check,
         "outcome": decision.outcome,
         "enforced": decision.enforced,
-        "reasons": [reason.to_dict() for reason in decision.reasons],
+        "reasons": _logged_reasons(decision, policy, context.texts),
         "actions": [action.to_dict() for action in decision.actions],
         "subject": context.subject,
         "session_id": context.session_id,
@@ -139,6 +150,59 @@ def decision_record(
     if masks is not None and context.document is not None:
         record["input"], record["input_erased"] = erase(context.document, masks)
     return record
+
+
+# A text shorter than this is not searched for in rule messages (it would match inside words).
+MIN_SCRUBBED_TEXT = 4
+TEXT_PLACEHOLDER = "[text]"
+_TEXT_VARIABLES = ("segment", "span", "spans")
+
+
+def _logged_reasons(
+    decision: Decision, policy: Policy, texts: tuple[str, ...]
+) -> list[dict[str, Any]]:
+    """Reasons as logged. The guards never put text in a reason, but a rule's
+    ``message_expression`` may: such a message is withheld when the expression reads a text
+    field, and any segment or span text found in a rule's message or detail is replaced."""
+    withheld = {
+        f"rule:{rule.name}"
+        for rule in policy.rules
+        if rule.message_expression is not None and _reads_text(rule.message_expression.reads)
+    }
+    scrubbed = sorted({t for t in texts if len(t) >= MIN_SCRUBBED_TEXT}, key=len, reverse=True)
+    logged = []
+    for reason in decision.reasons:
+        item = reason.to_dict()
+        if reason.code.startswith("rule"):
+            if reason.code in withheld:
+                name = reason.code.removeprefix("rule:")
+                item["message"] = (
+                    f"rule {name!r} matched (its message reads text, which is not logged)"
+                )
+            item = _scrub(item, scrubbed)
+        logged.append(item)
+    return logged
+
+
+def _reads_text(reads: Mapping[str, frozenset[str] | None]) -> bool:
+    for variable in _TEXT_VARIABLES:
+        if variable in reads:
+            fields = reads[variable]
+            if fields is None or "text" in fields:
+                return True
+    return False
+
+
+def _scrub(value: Any, texts: list[str]) -> Any:
+    if isinstance(value, str):
+        for text in texts:
+            value = value.replace(text, TEXT_PLACEHOLDER)
+        return value
+    if isinstance(value, dict):
+        return {key: _scrub(item, texts) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_scrub(item, texts) for item in value]
+    return value
 
 
 def policy_activated_record(policy: Policy) -> dict[str, Any]:

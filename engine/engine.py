@@ -15,6 +15,7 @@ from prunewarden.auditlog import (
     input_digest,
     log_decision,
     subject_of,
+    texts_of,
 )
 from prunewarden.compiler import Pipeline, compile_policy
 from prunewarden.decision import Decision, Reason
@@ -94,7 +95,12 @@ class Engine:
         decision = pipeline.decide(request)
         try:
             context = DecisionContext(
-                input_digest(data), subject_of(request), session_id, labels or {}, data
+                input_digest(data),
+                subject_of(request),
+                session_id,
+                labels or {},
+                data,
+                texts_of(request),
             )
         except Exception as exc:  # noqa: BLE001 - a record that cannot be built cannot be logged
             return self._refuse_unlogged(pipeline, decision, exc)

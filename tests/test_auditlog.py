@@ -15,7 +15,15 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
-from prunewarden import AuditError, AuditLog, Engine, InputError, parse_policy
+from prunewarden import (
+    AuditError,
+    AuditLog,
+    Engine,
+    InputError,
+    load_builtin_policy,
+    load_policy,
+    parse_policy,
+)
 from prunewarden.auditlog import log_policy_reload_failed
 from prunewarden.auditverify import verify_files
 from prunewarden.policy import canonical_json, sha256_digest
@@ -39,6 +47,31 @@ def eviction(segment_id: str = "s41", text: str = "", **segment: Any) -> dict[st
         "perturbed_score": 0.1,
         "eviction_candidates": [segment_id],
     }
+
+
+RULES_POLICY = """\
+apiVersion: prunewarden/v1
+kind: Policy
+metadata: {{name: rules, version: 1.0.0}}
+spec:
+  params: {{word: do not touch}}
+  rules:
+    - name: watch
+      check: eviction
+      when: segment.id == "s41"
+      effect: warn
+      {message}
+"""
+
+
+POLICIES = {
+    "default": load_builtin_policy("default"),
+    "content-pins": load_policy(ROOT / "examples" / "policies" / "content-pins.yaml"),
+    "quoting": parse_policy(
+        RULES_POLICY.format(message="message_expression: '\"quoting \" + segment.text'"),
+        "quoting.yaml",
+    ),
+}
 
 
 def staleness(*texts: str) -> dict[str, Any]:
@@ -270,16 +303,60 @@ class TestPolicyActivation:
 
 class TestRedaction:
     @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-    @given(text=st.text(max_size=40).map(lambda t: f"secret<{t}>"))
-    def test_no_text_in_a_default_log(self, text: str) -> None:
-        """Segment and span text never reach a default log, in any spelling."""
+    @given(
+        text=st.text(max_size=40).map(lambda t: f"secret<{t}>"),
+        negation=st.sampled_from(["", " never", " do not"]),
+        policy=st.sampled_from(["default", "content-pins", "quoting"]),
+    )
+    def test_no_text_in_a_default_log(self, text: str, negation: str, policy: str) -> None:
+        """Segment and span text never reach a default log, in any spelling, whatever rules
+        the policy has (content-pins pins by wording; quoting puts the text in its message)."""
+        text += negation
         stream = io.StringIO()
-        engine = Engine.default(audit=AuditLog(stream, inputs=True))
+        engine = Engine(POLICIES[policy], audit=AuditLog(stream, inputs=True))
         engine.evaluate(eviction(text=text))
         engine.evaluate(staleness(text, text + "!"))
         logged = stream.getvalue()
         for spelling in (text, json.dumps(text)[1:-1], json.dumps(text, ensure_ascii=False)[1:-1]):
             assert spelling not in logged
+
+    def test_rule_messages_that_read_text_are_withheld(self, log_path: Path) -> None:
+        """A rule may quote text in its message: the decision keeps it, the log does not."""
+        policy = parse_policy(
+            RULES_POLICY.format(message="message_expression: '\"quoting \" + segment.text'"),
+            "quoting.yaml",
+        )
+        with AuditLog(log_path) as audit:
+            decision = Engine(policy, audit=audit).evaluate(
+                eviction(text="do not touch the UTC rule")
+            )
+        (rule,) = [r for r in decision.reasons if r.code == "rule:watch"]
+        assert rule.message == "quoting do not touch the UTC rule"
+        (logged,) = [r for r in records(log_path)[-1]["reasons"] if r["code"] == "rule:watch"]
+        assert (
+            logged["message"]
+            == "rule 'watch' matched (its message reads text, which is not logged)"
+        )
+        assert "UTC rule" not in log_path.read_text()
+
+    def test_text_found_in_a_rule_message_is_replaced(self, log_path: Path) -> None:
+        """A message that reads no text but happens to spell it loses it in the log."""
+        policy = parse_policy(
+            RULES_POLICY.format(
+                message='message_expression: \'"found " + params.word + " in " + segment.id\''
+            ),
+            "params.yaml",
+        )
+        with AuditLog(log_path) as audit:
+            engine = Engine(policy, audit=audit)
+            engine.evaluate(eviction(text="do not touch"))
+            engine.evaluate(eviction(text="other"))
+        first, second = (
+            next(r["message"] for r in record["reasons"] if r["code"] == "rule:watch")
+            for record in records(log_path)[1:]
+        )
+        assert first == "found [text] in s41"
+        assert second == "found do not touch in s41"
 
     def test_default_masks_erase_text_from_logged_inputs(self, log_path: Path) -> None:
         """inputs=True logs the document without segment and span text, listing what it erased."""
