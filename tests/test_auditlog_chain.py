@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from prunewarden import AuditLog, Engine, Policy
+from prunewarden import AuditLog, Engine, Policy, auditfile
 from prunewarden.auditlog import GENESIS, policy_activated_record, seal
 from prunewarden.auditverify import Verification, verify_files
 from prunewarden.cli import run
@@ -348,6 +348,35 @@ class TestRecovery:
         assert result.ok
         assert [f for f in result.findings if not f.fatal] == []
         assert json.loads(lines_of(log)[-1])["kind"] == "decision"
+
+
+class TestCatchUp:
+    @pytest.mark.parametrize("mmap_from", [0, 1 << 30], ids=["mmap", "pread"])
+    def test_writers_learn_what_others_appended(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mmap_from: int
+    ) -> None:
+        """Two sinks alternate on one file, one leaving a torn tail: each reads the other's
+        records (through mmap or pread), activates each policy once and keeps one chain."""
+        monkeypatch.setattr(auditfile, "_MMAP_FROM", mmap_from)
+        log = tmp_path / "audit.jsonl"
+        first, second = AuditLog(log), AuditLog(log)
+        engines = [Engine.default(audit=first), Engine(_strict_policy(), audit=second)]
+        for i in range(6):
+            engines[i % 2].evaluate(eviction(f"s{i}"))
+            if i == 3:
+                log.write_bytes(log.read_bytes() + b'{"kind":"decis')
+        first.close()
+        second.close()
+        result = verify(log)
+        assert result.ok
+        kinds = [
+            json.loads(line)["kind"]
+            for line in lines_of(log)
+            if line.startswith(b'{"') and line.endswith(b"}\n")
+        ]
+        assert kinds.count("policy_activated") == 2
+        assert kinds.count("write_recovered") == 1
+        assert kinds.count("decision") == 6
 
 
 class TestStreams:
