@@ -11,8 +11,7 @@ import sys
 from pathlib import Path
 from typing import IO, Any, NoReturn
 
-import structlog
-from prunewarden import resources
+from prunewarden import auditcli, resources
 from prunewarden.__about__ import __version__
 from prunewarden.decision import Decision
 from prunewarden.engine import Engine
@@ -32,6 +31,7 @@ exit codes:
   {EXIT_REFUSED}   refused: deny or halt by an enforcing guard
   {EXIT_INPUT}   usage error, or a malformed input document
   {EXIT_POLICY}   invalid policy
+  {auditcli.EXIT_UNVERIFIED}   audit verify: a log failed verification
   {EXIT_INTERNAL}  internal error (a bug: please report it)
 """
 
@@ -106,15 +106,14 @@ def _parser(stdout: IO[str]) -> _Parser:
         default="json",
         help="json: the decision document (default); text: a short summary",
     )
-    evaluate.add_argument(
-        "--audit-log",
-        metavar="PATH",
-        help="append decision records (JSON lines) here instead of stderr",
-    )
+    auditcli.add_evaluate_options(evaluate)
+
+    auditcli.add_audit_command(commands)
 
     schema = commands.add_parser("schema", help="print a bundled JSON Schema")
     schema.add_argument(
-        "name", choices=["policy", "input", "decision", "rule-variables", "test-suite"]
+        "name",
+        choices=["policy", "input", "decision", "rule-variables", "test-suite", "audit-record"],
     )
     _add_test_command(commands)
     return parser
@@ -169,13 +168,14 @@ def _evaluate(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int
     parsed, problems = parse_json(text, filename)
     if problems:
         raise InputError(problems)
-    with _log_sink(args.audit_log, stderr) as sink:
-        engine = Engine(policy, logger=_json_logger(sink))
-        decision = engine.evaluate(parsed.data, filename=filename, text=text)
+    caller = auditcli.caller_fields(args)
+    with auditcli.evaluation_audit(args, stdout, stderr) as (audit, out):
+        engine = Engine(policy, audit=audit)
+        decision = engine.evaluate(parsed.data, filename=filename, text=text, **caller)
     if args.format == "text":
-        stdout.write(render_text(decision))
+        out.write(render_text(decision))
     else:
-        stdout.write(json.dumps(decision.to_dict(), indent=2, ensure_ascii=False) + "\n")
+        out.write(json.dumps(decision.to_dict(), indent=2, ensure_ascii=False) + "\n")
     return EXIT_REFUSED if decision.blocks else EXIT_OK
 
 
@@ -201,6 +201,7 @@ def _schema(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int: 
 
 
 _COMMANDS: dict[str, Any] = {"validate": _validate, "evaluate": _evaluate, "schema": _schema}
+_COMMANDS["audit"] = auditcli.run_audit
 
 
 def _read_input(name: str) -> tuple[str, str]:
@@ -211,40 +212,6 @@ def _read_input(name: str) -> tuple[str, str]:
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
         raise InputError([Problem(name, 0, 0, "$", f"cannot read: {reason}")]) from None
-
-
-class _log_sink:  # noqa: N801 - used as a context manager, reads like one
-    def __init__(self, path: str | None, stderr: IO[str]) -> None:
-        self.path = path
-        self.stream: IO[str] = stderr
-
-    def __enter__(self) -> IO[str]:
-        if self.path:
-            try:
-                self.stream = Path(self.path).open("a", encoding="utf-8")
-            except OSError as exc:
-                raise _UsageError(f"cannot open audit log {self.path}: {exc.strerror}") from None
-        return self.stream
-
-    def __exit__(self, *exc: object) -> None:
-        if self.path:
-            self.stream.close()
-
-
-def _json_logger(stream: IO[str]) -> Any:
-    """A structlog logger writing one JSON object per line to ``stream``.
-
-    Built per run rather than configured globally, so an embedding application's structlog
-    configuration is never touched.
-    """
-    return structlog.wrap_logger(
-        structlog.WriteLogger(stream),  # type: ignore[arg-type]  # any text stream will do
-        processors=[
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            structlog.processors.JSONRenderer(sort_keys=True),
-        ],
-    )
 
 
 # --- prunewarden test: policy test suites (prunewarden.suites) ---------------------------------
