@@ -166,7 +166,7 @@ def window() -> dict[str, Any]:
     a tool result was scored against another one the pass evicts, one turn's score is unstable."""
     utc = "All timestamps must be UTC; never emit local time."
     buf = "`buf` refers to the pre-compaction buffer, not the network buffer."
-    segments = [
+    segments: list[dict[str, Any]] = [
         {
             "id": "turn-03",
             "kind": "constraint",
