@@ -8,16 +8,20 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any, NoReturn
+from typing import IO, Any, NoReturn, TypeVar
 
 from prunewarden import auditcli, resources
 from prunewarden.__about__ import __version__
 from prunewarden.decision import Decision
 from prunewarden.engine import Engine
 from prunewarden.errors import InputError, PolicyError, Problem, PrunewardenError
+from prunewarden.planner import Plan
 from prunewarden.policy import load_builtin_policy, load_policy
 from prunewarden.source import parse_json
+
+_T = TypeVar("_T")
 
 EXIT_OK = 0
 EXIT_REFUSED = 1
@@ -116,6 +120,7 @@ def _parser(stdout: IO[str]) -> _Parser:
         choices=["policy", "input", "decision", "rule-variables", "test-suite", "audit-record"],
     )
     _add_test_command(commands)
+    _add_plan_command(commands)
     return parser
 
 
@@ -163,20 +168,33 @@ def _validate(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int
 
 
 def _evaluate(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
-    policy = load_policy(args.policy) if args.policy else load_builtin_policy("default")
-    text, filename = _read_input(args.input)
-    parsed, problems = parse_json(text, filename)
-    if problems:
-        raise InputError(problems)
-    caller = auditcli.caller_fields(args)
-    with auditcli.evaluation_audit(args, stdout, stderr) as (audit, out):
-        engine = Engine(policy, audit=audit)
-        decision = engine.evaluate(parsed.data, filename=filename, text=text, **caller)
+    def decide(engine: Engine, data: Any, filename: str, text: str) -> Decision:
+        caller = auditcli.caller_fields(args)
+        return engine.evaluate(data, filename=filename, text=text, **caller)
+
+    decision, out = _on_input(args, stdout, stderr, decide)
     if args.format == "text":
         out.write(render_text(decision))
     else:
         out.write(json.dumps(decision.to_dict(), indent=2, ensure_ascii=False) + "\n")
     return EXIT_REFUSED if decision.blocks else EXIT_OK
+
+
+def _on_input(
+    args: argparse.Namespace,
+    stdout: IO[str],
+    stderr: IO[str],
+    act: Callable[[Engine, Any, str, str], _T],
+) -> tuple[_T, IO[str]]:
+    """Load the policy, read the JSON input, and run ``act`` on an engine logging to the
+    audit sink the options chose; return its result and the stream results go to."""
+    policy = load_policy(args.policy) if args.policy else load_builtin_policy("default")
+    text, filename = _read_input(args.input)
+    parsed, problems = parse_json(text, filename)
+    if problems:
+        raise InputError(problems)
+    with auditcli.evaluation_audit(args, stdout, stderr) as (audit, out):
+        return act(Engine(policy, audit=audit), parsed.data, filename, text), out
 
 
 def render_text(decision: Decision) -> str:
@@ -316,3 +334,70 @@ def _test(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
 
 
 _COMMANDS["test"] = _test
+
+
+# --- plan ----------------------------------------------------------------------------------------
+
+
+def _add_plan_command(commands: Any) -> None:
+    plan = commands.add_parser(
+        "plan",
+        help="plan one pruning pass over a window; prints the plan as JSON",
+        description="Gate on collapse and staleness, then pick the lowest-scored segments the "
+        "eviction guard authorizes until the target (free_tokens or keep_top_k) is met. Exits 1 "
+        "when a gate freezes the pass.",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    plan.add_argument(
+        "input",
+        nargs="?",
+        default="-",
+        metavar="INPUT",
+        help="plan JSON document ($defs/plan of the input schema), or - for standard input",
+    )
+    plan.add_argument(
+        "--policy", metavar="FILE", help="policy YAML (default: the bundled default policy)"
+    )
+    plan.add_argument(
+        "--format",
+        choices=["json", "text"],
+        default="json",
+        help="json: the plan with its decisions (default); text: a short summary",
+    )
+    auditcli.add_evaluate_options(plan)
+
+
+def _plan(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
+    def plan_pass(engine: Engine, data: Any, filename: str, text: str) -> Plan:
+        caller = auditcli.caller_fields(args)
+        return engine.plan(data, filename=filename, text=text, **caller)
+
+    plan, out = _on_input(args, stdout, stderr, plan_pass)
+    if args.format == "text":
+        out.write(render_plan(plan))
+    else:
+        out.write(json.dumps(plan.to_dict(), indent=2, ensure_ascii=False) + "\n")
+    return EXIT_REFUSED if plan.frozen else EXIT_OK
+
+
+def render_plan(plan: Plan) -> str:
+    """The plan in a few lines: what to evict, what to keep, and the gates' verdicts."""
+    state = "FROZEN" if plan.frozen else ("target met" if plan.target_met else "target NOT met")
+    lines = [f"plan: {state}, {len(plan.evict)} to evict, {plan.freed_tokens} tokens freed"]
+    for label, ids in (
+        ("evict", plan.evict),
+        ("write tombstones for", plan.tombstones),
+        ("pinned", plan.pinned),
+        ("unscoreable", plan.unscoreable),
+        ("recompute", plan.recompute),
+    ):
+        if ids:
+            lines.append(f"  {label}: {', '.join(ids)}")
+    refusals = [d for d in plan.decisions if d.refused]
+    lines += [f"  {d.check} {d.outcome}: {', '.join(d.codes)}" for d in refusals]
+    lines.append(f"  decisions: {len(plan.decisions)} ({len(refusals)} refused)")
+    return "\n".join(lines) + "\n"
+
+
+_COMMANDS["plan"] = _plan

@@ -27,9 +27,12 @@ from prunewarden.errors import (
     StaleScoreError,
     UntrustedEvictionError,
 )
-from prunewarden.inputs import parse_request
+from prunewarden.inputs import Check, Request, parse_plan, parse_request
+from prunewarden.planner import Plan
 from prunewarden.policy import Policy, load_builtin_policy, load_policy
 from prunewarden.rules import DEFAULT_CACHE_SIZE
+from prunewarden.session import Session
+from prunewarden.verdict import Verdict
 
 _REFUSALS: dict[str, type[RefusedError]] = {
     "collapse": RelevanceCollapseError,
@@ -91,8 +94,52 @@ class Engine:
         _check_caller_fields(session_id, labels)
         data = dict(document) if isinstance(document, Mapping) else document
         check, request = parse_request(data, self.policy.spec.scores, filename=filename, text=text)
+        return self._decide(check, request, data, session_id=session_id, labels=labels)
+
+    def session(self, session_id: str, labels: Mapping[str, str] | None = None) -> Session:
+        """A stateful view for one agent session: feed it cycles and turns as they happen, ask it
+        to authorize, prune and plan with the history it kept (bounded by the policy)."""
+        _check_caller_fields(session_id, labels)
+        return Session(self, session_id, dict(labels or {}))
+
+    def plan(
+        self,
+        document: Mapping[str, Any],
+        *,
+        filename: str = "<input>",
+        text: str | None = None,
+        session_id: str | None = None,
+        labels: Mapping[str, str] | None = None,
+    ) -> Plan:
+        """Plan one pruning pass over a window (``prunewarden plan``): the collapse gate (on the
+        document's ``history``), the staleness gate, then authorized evictions up to the target.
+
+        ``session_id`` and ``labels`` override the document's own.
+        """
+        _check_caller_fields(session_id, labels)
+        data = dict(document) if isinstance(document, Mapping) else document
+        request = parse_plan(data, self.policy.spec.scores, filename=filename, text=text)
+        session = Session(
+            self,
+            session_id if session_id is not None else request.session_id,
+            dict(labels if labels is not None else request.labels),
+        )
+        return session.plan_request(request, data)
+
+    def _decide(  # noqa: PLR0913 - everything a logged decision is made of
+        self,
+        check: Check,
+        request: Request,
+        data: Any,
+        *,
+        session_id: str | None = None,
+        labels: Mapping[str, str] | None = None,
+        gate: Verdict | None = None,
+    ) -> Decision:
+        """Decide on a validated request and log it; ``gate`` refuses without running the guard
+        (pruning halted by an earlier collapse decision)."""
         pipeline = self._pipelines[check]
-        decision = pipeline.decide(request)
+        decision = pipeline.decide(request) if gate is None else pipeline.to_decision(gate)
         try:
             context = DecisionContext(
                 input_digest(data),

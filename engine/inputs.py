@@ -89,6 +89,32 @@ class StalenessRequest:
 
 Request = CollapseRequest | EvictionRequest | StalenessRequest
 
+
+@dataclass(frozen=True, slots=True)
+class WindowSegment:
+    """A segment of the window a pruning pass plans over, seen by both guards."""
+
+    segment: Segment
+    score: float
+    perturbed_score: float | None
+    span: Span  # the same segment as the staleness guard sees it
+
+
+@dataclass(frozen=True, slots=True)
+class PlanRequest:
+    segments: tuple[WindowSegment, ...]
+    free_tokens: int | None
+    keep_top_k: int | None
+    history: tuple[Snapshot, ...] | None
+    baseline: dict[str, float] | None
+    turn: TurnStats | None
+    turns: tuple[Turn, ...]
+    tombstones: frozenset[str]
+    recompute_budget: int | None
+    session_id: str | None
+    labels: dict[str, str]
+
+
 # A problem before it is located: the path, the message, and whether it belongs at the key.
 _Found = tuple[Path, str]
 
@@ -100,18 +126,49 @@ def parse_request(
 
     ``text`` is the document's source, used only to put line and column on errors.
     """
-    if validator("input").is_valid(data):
-        found = list(_semantic_problems(data, scores))
-        if not found:
-            check: Check = data["check"]
-            return check, _BUILDERS[check](data)
-    else:
-        found = []
+    found = _invalid(data, None, lambda: _semantic_problems(data, scores), filename, text)
+    if not found:
+        check: Check = data["check"]
+        return check, _BUILDERS[check](data)
+    raise found
+
+
+def parse_plan(
+    data: Any, scores: ScoreRange, *, filename: str = "<input>", text: str | None = None
+) -> PlanRequest:
+    """Validate a pruning-pass document (``$defs/plan`` of input.v1) and type it, or raise
+    :class:`InputError`."""
+
+    def relations() -> Iterator[_Found]:
+        yield from _non_finite(data, ())
+        yield from _plan_relations(data, _score_checker(scores))
+
+    found = _invalid(data, "plan", relations, filename, text)
+    if found:
+        raise found
+    return _plan(data)
+
+
+def _invalid(
+    data: Any,
+    definition: str | None,
+    relations: Callable[[], Iterator[_Found]],
+    filename: str,
+    text: str | None,
+) -> InputError | None:
+    """None when ``data`` is valid; else the error listing every problem, located in ``text``.
+
+    The schema runs once on the happy path; positions are only computed for a failure.
+    """
+    valid = validator("input", definition).is_valid(data)
+    found = list(relations()) if valid else []
+    if valid and not found:
+        return None
     located = locate(text, filename) if text is not None else Parsed(data, filename)
     located.data = data
-    problems = schema_problems("input", located)
+    problems = schema_problems("input", located, definition)
     problems += [located.problem(path, message) for path, message in found]
-    raise InputError(problems or [Problem(filename, 0, 0, "$", "invalid input document")])
+    return InputError(problems or [Problem(filename, 0, 0, "$", "invalid input document")])
 
 
 def _semantic_problems(data: dict[str, Any], scores: ScoreRange) -> Iterator[_Found]:
@@ -132,26 +189,47 @@ def _collapse_relations(data: dict[str, Any], check_score: _ScoreCheck) -> Itera
         yield from check_score(("baseline", entry), value)
 
 
-def _eviction_relations(data: dict[str, Any], check_score: _ScoreCheck) -> Iterator[_Found]:
-    yield from check_score(("score",), data["score"])
+def _eviction_relations(
+    data: dict[str, Any], check_score: _ScoreCheck, at: Path = ()
+) -> Iterator[_Found]:
+    yield from check_score((*at, "score"), data["score"])
     if data.get("perturbed_score") is not None:
-        yield from check_score(("perturbed_score",), data["perturbed_score"])
+        yield from check_score((*at, "perturbed_score"), data["perturbed_score"])
 
 
 def _staleness_relations(data: dict[str, Any], check_score: _ScoreCheck) -> Iterator[_Found]:
-    first_at: dict[str, int] = {}
-    for i, span in enumerate(data["spans"]):
-        span_id = span["span_id"]
-        if span_id in first_at:
-            message = f"duplicate span id {span_id!r} (first at spans[{first_at[span_id]}])"
-            yield ("spans", i, "span_id"), message
-        first_at.setdefault(span_id, i)
+    spans = data["spans"]
+    yield from _unique_ids([span["span_id"] for span in spans], "spans", "span_id", "span")
+    for i, span in enumerate(spans):
         if span["score"] is not None:
             yield from check_score(("spans", i, "score"), span["score"])
+    yield from _turn_relations(data, check_score)
+
+
+def _turn_relations(data: dict[str, Any], check_score: _ScoreCheck) -> Iterator[_Found]:
     turns = data.get("turns", [])
     yield from _increasing([turn["turn"] for turn in turns], "turns", "turn")
     for i, turn in enumerate(turns):
         yield from check_score(("turns", i, "mean_relevance"), turn["mean_relevance"])
+
+
+def _plan_relations(data: dict[str, Any], check_score: _ScoreCheck) -> Iterator[_Found]:
+    if "history" in data:
+        yield from _collapse_relations(data, check_score)
+    segments = data["segments"]
+    yield from _unique_ids([segment["id"] for segment in segments], "segments", "id", "segment")
+    for i, segment in enumerate(segments):
+        yield from _eviction_relations(segment, check_score, ("segments", i))
+    yield from _turn_relations(data, check_score)
+
+
+def _unique_ids(ids: list[str], where: str, field: str, noun: str) -> Iterator[_Found]:
+    first_at: dict[str, int] = {}
+    for i, item_id in enumerate(ids):
+        if item_id in first_at:
+            message = f"duplicate {noun} id {item_id!r} (first at {where}[{first_at[item_id]}])"
+            yield (where, i, field), message
+        first_at.setdefault(item_id, i)
 
 
 _RELATIONS: dict[str, Callable[[dict[str, Any], _ScoreCheck], Iterator[_Found]]] = {
@@ -206,18 +284,20 @@ def _floats(scores: Mapping[str, Any]) -> dict[str, float]:
     return {entry: float(value) for entry, value in scores.items()}
 
 
-def _collapse(data: dict[str, Any]) -> CollapseRequest:
-    history = tuple(
+def _snapshots(data: dict[str, Any]) -> tuple[Snapshot, ...]:
+    return tuple(
         Snapshot(int(s["cycle"]), _floats(s["scores"]), tuple(s.get("pinned", ())))
         for s in data["history"]
     )
+
+
+def _collapse(data: dict[str, Any]) -> CollapseRequest:
     baseline = data.get("baseline")
-    return CollapseRequest(history, _floats(baseline) if baseline is not None else None)
+    return CollapseRequest(_snapshots(data), _floats(baseline) if baseline is not None else None)
 
 
-def _eviction(data: dict[str, Any]) -> EvictionRequest:
-    seg = data["segment"]
-    segment = Segment(
+def _segment(seg: dict[str, Any]) -> Segment:
+    return Segment(
         id=seg["id"],
         kind=seg["kind"],
         text=seg.get("text", ""),
@@ -227,41 +307,77 @@ def _eviction(data: dict[str, Any]) -> EvictionRequest:
         tokens=_int_or_none(seg.get("tokens")),
         metadata=seg.get("metadata", {}),
     )
+
+
+def _eviction(data: dict[str, Any]) -> EvictionRequest:
     perturbed = data.get("perturbed_score")
     return EvictionRequest(
-        segment,
+        _segment(data["segment"]),
         float(data["score"]),
         float(perturbed) if perturbed is not None else None,
         frozenset(data.get("eviction_candidates", ())),
     )
 
 
-def _staleness(data: dict[str, Any]) -> StalenessRequest:
-    spans = tuple(
-        Span(
-            span_id=s["span_id"],
-            text=s["text"],
-            score=float(s["score"]) if s["score"] is not None else None,
-            text_sha256=s["text_sha256"],
-            rewrite_count=int(s.get("rewrite_count", 0)),
-            derived_from=tuple(s.get("derived_from", ())),
-        )
-        for s in data["spans"]
+def _span(s: dict[str, Any], span_id: str) -> Span:
+    return Span(
+        span_id=span_id,
+        text=s.get("text", ""),
+        score=float(s["score"]) if s["score"] is not None else None,
+        text_sha256=s.get("text_sha256", ""),
+        rewrite_count=int(s.get("rewrite_count", 0)),
+        derived_from=tuple(s.get("derived_from", ())),
     )
+
+
+def _turn_stats(data: dict[str, Any]) -> TurnStats | None:
     turn = data.get("turn")
-    turns = tuple(
+    if turn is None:
+        return None
+    return TurnStats(int(turn["spans_modified"]), int(turn["scores_invalidated"]))
+
+
+def _turns(data: dict[str, Any]) -> tuple[Turn, ...]:
+    return tuple(
         Turn(int(t["turn"]), float(t["mean_relevance"]), int(t["tokens"]))
         for t in data.get("turns", ())
     )
+
+
+def _staleness(data: dict[str, Any]) -> StalenessRequest:
     return StalenessRequest(
-        spans=spans,
+        spans=tuple(_span(s, s["span_id"]) for s in data["spans"]),
         keep_top_k=int(data["keep_top_k"]),
-        turn=TurnStats(int(turn["spans_modified"]), int(turn["scores_invalidated"]))
-        if turn
-        else None,
-        turns=turns,
+        turn=_turn_stats(data),
+        turns=_turns(data),
         tombstones=frozenset(data.get("tombstones", ())),
         recompute_budget=_int_or_none(data.get("recompute_budget")),
+    )
+
+
+def _plan(data: dict[str, Any]) -> PlanRequest:
+    segments = tuple(
+        WindowSegment(
+            _segment(s),
+            float(s["score"]),
+            float(s["perturbed_score"]) if s.get("perturbed_score") is not None else None,
+            _span(s, s["id"]),
+        )
+        for s in data["segments"]
+    )
+    baseline = data.get("baseline")
+    return PlanRequest(
+        segments=segments,
+        free_tokens=_int_or_none(data.get("free_tokens")),
+        keep_top_k=_int_or_none(data.get("keep_top_k")),
+        history=_snapshots(data) if "history" in data else None,
+        baseline=_floats(baseline) if baseline is not None else None,
+        turn=_turn_stats(data),
+        turns=_turns(data),
+        tombstones=frozenset(data.get("tombstones", ())),
+        recompute_budget=_int_or_none(data.get("recompute_budget")),
+        session_id=data.get("session_id"),
+        labels=dict(data.get("labels", {})),
     )
 
 
