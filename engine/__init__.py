@@ -7,6 +7,7 @@ bound to text a rewrite changed is stale). Their thresholds live in versioned YA
 """
 
 from prunewarden.__about__ import __version__
+from prunewarden.auditfile import AuditLog
 from prunewarden.decision import Action, Decision, Reason
 from prunewarden.engine import Engine
 from prunewarden.errors import (
@@ -32,6 +33,7 @@ from prunewarden.policy import (
 __all__ = [
     "Action",
     "AuditError",
+    "AuditLog",
     "Decision",
     "Engine",
     "InputError",

@@ -10,14 +10,16 @@ decided, with every problem located under ``$.evictions[i]`` or ``$.eviction_can
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from prunewarden.errors import InputError, Problem, describe_value
 from prunewarden.fastpath import accepts_eviction, accepts_ids
 from prunewarden.inputs import EvictionRequest, eviction_request, parse_request
 from prunewarden.limits import MAX_SEGMENTS
-from prunewarden.policy import ScoreRange
+from prunewarden.policy import ScoreRange, canonical_json
 from prunewarden.source import json_path
 
 #: The fields of one item of a pass: an eviction document without ``check`` and candidates.
@@ -26,12 +28,26 @@ _ITEM_KEYS = frozenset(ITEM_FIELDS)
 _FILENAME = "<input>"
 
 
+@dataclass(frozen=True, slots=True)
+class PassItem:
+    """One item of a pass: its typed request, the eviction document it stands for (the item with
+    ``check`` and the candidates) and that document's input digest."""
+
+    request: EvictionRequest
+    document: dict[str, Any]
+    digest: str | None
+
+
+Parsed = list[PassItem]
+
+
 def parse_evictions(
     evictions: Iterable[Mapping[str, Any]],
     eviction_candidates: Iterable[str] | None,
     scores: ScoreRange,
-) -> list[EvictionRequest]:
-    """The typed requests of a pass, or :class:`InputError` listing every problem.
+) -> Parsed:
+    """The typed request of each item of a pass, with the eviction document it stands for (the
+    item with ``check`` and the candidates), or :class:`InputError` listing every problem.
 
     ``eviction_candidates`` defaults to the ids of the pass's own segments.
     """
@@ -51,9 +67,34 @@ def parse_evictions(
     ):
         ids = [item["segment"]["id"] for item in items]
         if len(set(ids)) == len(ids):
-            shared = frozenset(ids if candidates is None else candidates)
-            return [eviction_request(item, shared) for item in items]
+            return _with_documents(items, ids if candidates is None else candidates)
     return _parse_exact(items, candidates, scores)
+
+
+def _with_documents(items: list[Any], candidates: list[str]) -> Parsed:
+    shared = frozenset(candidates)
+    # Every document shares the candidate list, which sorts right after "check": hash that
+    # prefix once and each item's own fields after it, instead of the whole list per item (a
+    # pass of n segments would hash n times n ids). The digest is input_digest's, byte for byte.
+    prefix = hashlib.sha256(
+        f'{{"check":"eviction","eviction_candidates":{canonical_json(candidates)},'.encode(
+            "utf-8", "surrogatepass"
+        )
+    )
+    parsed = []
+    for item in items:
+        document = {"check": "eviction", **item, "eviction_candidates": candidates}
+        parsed.append(PassItem(eviction_request(item, shared), document, _digest(prefix, item)))
+    return parsed
+
+
+def _digest(prefix: Any, item: Mapping[str, Any]) -> str | None:
+    digest = prefix.copy()
+    try:
+        digest.update(canonical_json(item)[1:].encode("utf-8", "surrogatepass"))
+    except (TypeError, ValueError):
+        return None  # the engine digests the document itself, and refuses if it cannot
+    return f"sha256:{digest.hexdigest()}"
 
 
 def _as_list(values: Any, name: str, what: str) -> list[Any]:
@@ -63,12 +104,10 @@ def _as_list(values: Any, name: str, what: str) -> list[Any]:
     return list(values)
 
 
-def _parse_exact(
-    items: list[Any], candidates: list[Any] | None, scores: ScoreRange
-) -> list[EvictionRequest]:
+def _parse_exact(items: list[Any], candidates: list[Any] | None, scores: ScoreRange) -> Parsed:
     """The exact path: slower, and able to say what is wrong and where."""
     problems: list[Problem] = []
-    requests: list[EvictionRequest] = []
+    valid: list[dict[str, Any]] = []
     first_at: dict[str, int] = {}
     for i, item in enumerate(items):
         where = ("evictions", i)
@@ -97,7 +136,7 @@ def _parse_exact(
             )
             problems.append(_problem((*where, "segment", "id"), message))
         first_at.setdefault(segment_id, i)
-        requests.append(request)
+        valid.append({k: v for k, v in item.items() if k in _ITEM_KEYS})
     if candidates is not None:
         # The candidates are checked as the eviction document would check them.
         document = {
@@ -112,8 +151,7 @@ def _parse_exact(
             problems += exc.problems
     if problems:
         raise InputError(problems)
-    shared = frozenset(first_at if candidates is None else candidates)
-    return [dataclasses.replace(r, eviction_candidates=shared) for r in requests]
+    return _with_documents(valid, list(first_at) if candidates is None else candidates)
 
 
 def _problem(path: tuple[str | int, ...], message: str) -> Problem:

@@ -8,17 +8,20 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any, NoReturn
+from typing import IO, Any, NoReturn, TypeVar
 
-import structlog
-from prunewarden import resources
+from prunewarden import auditcli, resources
 from prunewarden.__about__ import __version__
 from prunewarden.decision import Decision
 from prunewarden.engine import Engine
 from prunewarden.errors import InputError, PolicyError, Problem, PrunewardenError
+from prunewarden.planner import Plan
 from prunewarden.policy import load_builtin_policy, load_policy
 from prunewarden.source import parse_json
+
+_T = TypeVar("_T")
 
 EXIT_OK = 0
 EXIT_REFUSED = 1
@@ -32,6 +35,7 @@ exit codes:
   {EXIT_REFUSED}   refused: deny or halt by an enforcing guard
   {EXIT_INPUT}   usage error, or a malformed input document
   {EXIT_POLICY}   invalid policy
+  {auditcli.EXIT_UNVERIFIED}   audit verify: a log failed verification
   {EXIT_INTERNAL}  internal error (a bug: please report it)
 """
 
@@ -106,17 +110,17 @@ def _parser(stdout: IO[str]) -> _Parser:
         default="json",
         help="json: the decision document (default); text: a short summary",
     )
-    evaluate.add_argument(
-        "--audit-log",
-        metavar="PATH",
-        help="append decision records (JSON lines) here instead of stderr",
-    )
+    auditcli.add_evaluate_options(evaluate)
+
+    auditcli.add_audit_command(commands)
 
     schema = commands.add_parser("schema", help="print a bundled JSON Schema")
     schema.add_argument(
-        "name", choices=["policy", "input", "decision", "rule-variables", "test-suite"]
+        "name",
+        choices=["policy", "input", "decision", "rule-variables", "test-suite", "audit-record"],
     )
     _add_test_command(commands)
+    _add_plan_command(commands)
     return parser
 
 
@@ -164,19 +168,33 @@ def _validate(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int
 
 
 def _evaluate(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
+    def decide(engine: Engine, data: Any, filename: str, text: str) -> Decision:
+        caller = auditcli.caller_fields(args)
+        return engine.evaluate(data, filename=filename, text=text, **caller)
+
+    decision, out = _on_input(args, stdout, stderr, decide)
+    if args.format == "text":
+        out.write(render_text(decision))
+    else:
+        out.write(json.dumps(decision.to_dict(), indent=2, ensure_ascii=False) + "\n")
+    return EXIT_REFUSED if decision.blocks else EXIT_OK
+
+
+def _on_input(
+    args: argparse.Namespace,
+    stdout: IO[str],
+    stderr: IO[str],
+    act: Callable[[Engine, Any, str, str], _T],
+) -> tuple[_T, IO[str]]:
+    """Load the policy, read the JSON input, and run ``act`` on an engine logging to the
+    audit sink the options chose; return its result and the stream results go to."""
     policy = load_policy(args.policy) if args.policy else load_builtin_policy("default")
     text, filename = _read_input(args.input)
     parsed, problems = parse_json(text, filename)
     if problems:
         raise InputError(problems)
-    with _log_sink(args.audit_log, stderr) as sink:
-        engine = Engine(policy, logger=_json_logger(sink))
-        decision = engine.evaluate(parsed.data, filename=filename, text=text)
-    if args.format == "text":
-        stdout.write(render_text(decision))
-    else:
-        stdout.write(json.dumps(decision.to_dict(), indent=2, ensure_ascii=False) + "\n")
-    return EXIT_REFUSED if decision.blocks else EXIT_OK
+    with auditcli.evaluation_audit(args, stdout, stderr) as (audit, out):
+        return act(Engine(policy, audit=audit), parsed.data, filename, text), out
 
 
 def render_text(decision: Decision) -> str:
@@ -201,6 +219,7 @@ def _schema(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int: 
 
 
 _COMMANDS: dict[str, Any] = {"validate": _validate, "evaluate": _evaluate, "schema": _schema}
+_COMMANDS["audit"] = auditcli.run_audit
 
 
 def _read_input(name: str) -> tuple[str, str]:
@@ -211,40 +230,6 @@ def _read_input(name: str) -> tuple[str, str]:
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
         raise InputError([Problem(name, 0, 0, "$", f"cannot read: {reason}")]) from None
-
-
-class _log_sink:  # noqa: N801 - used as a context manager, reads like one
-    def __init__(self, path: str | None, stderr: IO[str]) -> None:
-        self.path = path
-        self.stream: IO[str] = stderr
-
-    def __enter__(self) -> IO[str]:
-        if self.path:
-            try:
-                self.stream = Path(self.path).open("a", encoding="utf-8")
-            except OSError as exc:
-                raise _UsageError(f"cannot open audit log {self.path}: {exc.strerror}") from None
-        return self.stream
-
-    def __exit__(self, *exc: object) -> None:
-        if self.path:
-            self.stream.close()
-
-
-def _json_logger(stream: IO[str]) -> Any:
-    """A structlog logger writing one JSON object per line to ``stream``.
-
-    Built per run rather than configured globally, so an embedding application's structlog
-    configuration is never touched.
-    """
-    return structlog.wrap_logger(
-        structlog.WriteLogger(stream),  # type: ignore[arg-type]  # any text stream will do
-        processors=[
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            structlog.processors.JSONRenderer(sort_keys=True),
-        ],
-    )
 
 
 # --- prunewarden test: policy test suites (prunewarden.suites) ---------------------------------
@@ -349,3 +334,70 @@ def _test(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
 
 
 _COMMANDS["test"] = _test
+
+
+# --- plan ----------------------------------------------------------------------------------------
+
+
+def _add_plan_command(commands: Any) -> None:
+    plan = commands.add_parser(
+        "plan",
+        help="plan one pruning pass over a window; prints the plan as JSON",
+        description="Gate on collapse and staleness, then pick the lowest-scored segments the "
+        "eviction guard authorizes until the target (free_tokens or keep_top_k) is met. Exits 1 "
+        "when a gate freezes the pass.",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    plan.add_argument(
+        "input",
+        nargs="?",
+        default="-",
+        metavar="INPUT",
+        help="plan JSON document ($defs/plan of the input schema), or - for standard input",
+    )
+    plan.add_argument(
+        "--policy", metavar="FILE", help="policy YAML (default: the bundled default policy)"
+    )
+    plan.add_argument(
+        "--format",
+        choices=["json", "text"],
+        default="json",
+        help="json: the plan with its decisions (default); text: a short summary",
+    )
+    auditcli.add_evaluate_options(plan)
+
+
+def _plan(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
+    def plan_pass(engine: Engine, data: Any, filename: str, text: str) -> Plan:
+        caller = auditcli.caller_fields(args)
+        return engine.plan(data, filename=filename, text=text, **caller)
+
+    plan, out = _on_input(args, stdout, stderr, plan_pass)
+    if args.format == "text":
+        out.write(render_plan(plan))
+    else:
+        out.write(json.dumps(plan.to_dict(), indent=2, ensure_ascii=False) + "\n")
+    return EXIT_REFUSED if plan.frozen else EXIT_OK
+
+
+def render_plan(plan: Plan) -> str:
+    """The plan in a few lines: what to evict, what to keep, and the gates' verdicts."""
+    state = "FROZEN" if plan.frozen else ("target met" if plan.target_met else "target NOT met")
+    lines = [f"plan: {state}, {len(plan.evict)} to evict, {plan.freed_tokens} tokens freed"]
+    for label, ids in (
+        ("evict", plan.evict),
+        ("write tombstones for", plan.tombstones),
+        ("pinned", plan.pinned),
+        ("unscoreable", plan.unscoreable),
+        ("recompute", plan.recompute),
+    ):
+        if ids:
+            lines.append(f"  {label}: {', '.join(ids)}")
+    refusals = [d for d in plan.decisions if d.refused]
+    lines += [f"  {d.check} {d.outcome}: {', '.join(d.codes)}" for d in refusals]
+    lines.append(f"  decisions: {len(plan.decisions)} ({len(refusals)} refused)")
+    return "\n".join(lines) + "\n"
+
+
+_COMMANDS["plan"] = _plan

@@ -22,6 +22,8 @@ from prunewarden.suites import SuiteResult
 FAIL_CLOSED = {
     "internal_error": "fail-closed path: a guard failed",
     "audit_unavailable": "fail-closed path: the decision could not be logged",
+    # Not fail-closed, but equally out of a single document's reach: it needs a session's state.
+    "pruning_halted": "session state: a halted collapse guard seen by Session or replay",
 }
 
 

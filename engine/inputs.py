@@ -22,7 +22,10 @@ from prunewarden.limits import (
     MAX_IDS,
     MAX_INPUT_DEPTH,
     MAX_INTEGER_DIGITS,
+    MAX_LABELS,
+    MAX_METADATA_ENTRIES,
     MAX_PROBLEMS,
+    MAX_SEGMENTS,
     MAX_SNAPSHOTS,
     MAX_SPANS,
     MAX_TURNS,
@@ -103,6 +106,32 @@ class StalenessRequest:
 
 Request = CollapseRequest | EvictionRequest | StalenessRequest
 
+
+@dataclass(frozen=True, slots=True)
+class WindowSegment:
+    """A segment of the window a pruning pass plans over, seen by both guards."""
+
+    segment: Segment
+    score: float
+    perturbed_score: float | None
+    span: Span  # the same segment as the staleness guard sees it
+
+
+@dataclass(frozen=True, slots=True)
+class PlanRequest:
+    segments: tuple[WindowSegment, ...]
+    free_tokens: int | None
+    keep_top_k: int | None
+    history: tuple[Snapshot, ...] | None
+    baseline: dict[str, float] | None
+    turn: TurnStats | None
+    turns: tuple[Turn, ...]
+    tombstones: frozenset[str]
+    recompute_budget: int | None
+    session_id: str | None
+    labels: dict[str, str]
+
+
 # A problem before it is located: the path, the message, and whether it belongs at the key.
 _Found = tuple[Path, str]
 
@@ -125,21 +154,57 @@ def parse_request_exact(
 ) -> tuple[Check, Request]:
     """The exact path of :func:`parse_request`: JSON Schema and the semantic checks, slower,
     able to say what is wrong and where. Taken whenever the fast path is not sure."""
-    refused = _unreadable(data) or _oversized(data)
-    if refused:
-        located = _locate(data, filename, text)
-        raise InputError([located.problem(path, message) for path, message in refused])
-    # One pass of the schema (a large document takes seconds), kept to locate the errors later.
-    errors = list(itertools.islice(validator("input").iter_errors(data), MAX_PROBLEMS + 1))
-    semantic = () if errors else _semantic_problems(data, scores)
-    found = list(itertools.islice(semantic, MAX_PROBLEMS + 1))
-    if not errors and not found:
+    found = _invalid(data, None, lambda: _semantic_problems(data, scores), filename, text)
+    if not found:
         check: Check = data["check"]
         return check, _BUILDERS[check](data)
+    raise found
+
+
+def parse_plan(
+    data: Any, scores: ScoreRange, *, filename: str = "<input>", text: str | None = None
+) -> PlanRequest:
+    """Validate a pruning-pass document (``$defs/plan`` of input.v1) and type it, or raise
+    :class:`InputError`."""
+
+    def relations() -> Iterator[_Found]:
+        yield from _non_finite(data, ())
+        yield from _plan_relations(data, _score_checker(scores))
+
+    found = _invalid(data, "plan", relations, filename, text)
+    if found:
+        raise found
+    return _plan(data)
+
+
+def _invalid(
+    data: Any,
+    definition: str | None,
+    relations: Callable[[], Iterator[_Found]],
+    filename: str,
+    text: str | None,
+) -> InputError | None:
+    """None when ``data`` is valid; else the error listing its problems (at most
+    :data:`~prunewarden.limits.MAX_PROBLEMS`), located in ``text``.
+
+    What could not even be reported on, and lists over their limit, are refused first. The
+    schema runs once (a large document takes seconds); positions are only computed for a
+    failure.
+    """
+    refused = _unreadable(data) or _oversized(data, definition)
+    if refused:
+        located = _locate(data, filename, text)
+        return InputError([located.problem(path, message) for path, message in refused])
+    errors = list(
+        itertools.islice(validator("input", definition).iter_errors(data), MAX_PROBLEMS + 1)
+    )
+    found = [] if errors else list(itertools.islice(relations(), MAX_PROBLEMS + 1))
+    if not errors and not found:
+        return None
     located = _locate(data, filename, text)
     problems = problems_of(errors, located)
     problems += capped((located.problem(path, message) for path, message in found), filename)
-    raise InputError(problems or [Problem(filename, 0, 0, "$", "invalid input document")])
+    return InputError(problems or [Problem(filename, 0, 0, "$", "invalid input document")])
 
 
 def _locate(data: Any, filename: str, text: str | None) -> Parsed:
@@ -178,60 +243,75 @@ def _unreadable(data: Any) -> list[_Found]:
     return []
 
 
-# The size limits of input.v1 (prunewarden.limits), by the path of the list or object they bound.
-# They are checked before the schema runs: jsonschema would validate every item of an oversized
-# list before saying that it is too long, which takes seconds at these sizes.
-_SIZE_LIMITS: dict[str, tuple[tuple[tuple[str, ...], int], ...]] = {
+# The size limits of input.v1 (prunewarden.limits), by document kind and the path of the list or
+# object they bound, then for the items of a list. They are checked before the schema runs:
+# jsonschema would validate every item of an oversized list before saying that it is too long,
+# which takes seconds at these sizes.
+_Limits = tuple[tuple[tuple[str, ...], int], ...]
+_SIZE_LIMITS: dict[str, _Limits] = {
     "collapse": ((("history",), MAX_SNAPSHOTS), (("baseline",), MAX_ENTRIES)),
     "eviction": (
         (("eviction_candidates",), MAX_IDS),
         (("segment", "score_dependencies"), MAX_IDS),
+        (("segment", "metadata"), MAX_METADATA_ENTRIES),
     ),
     "staleness": (
         (("spans",), MAX_SPANS),
         (("turns",), MAX_TURNS),
         (("tombstones",), MAX_IDS),
     ),
+    "plan": (
+        (("segments",), MAX_SEGMENTS),
+        (("history",), MAX_SNAPSHOTS),
+        (("baseline",), MAX_ENTRIES),
+        (("turns",), MAX_TURNS),
+        (("tombstones",), MAX_IDS),
+        (("labels",), MAX_LABELS),
+    ),
 }
-_ITEM_SIZE_LIMITS: dict[str, tuple[str, tuple[tuple[str, int], ...]]] = {
-    "collapse": ("history", (("scores", MAX_ENTRIES), ("pinned", MAX_IDS))),
-    "staleness": ("spans", (("derived_from", MAX_IDS),)),
+_SNAPSHOT_LIMITS: _Limits = ((("scores",), MAX_ENTRIES), (("pinned",), MAX_IDS))
+_ITEM_SIZE_LIMITS: dict[str, tuple[tuple[str, _Limits], ...]] = {
+    "collapse": (("history", _SNAPSHOT_LIMITS),),
+    "staleness": (("spans", ((("derived_from",), MAX_IDS),)),),
+    "plan": (
+        ("history", _SNAPSHOT_LIMITS),
+        (
+            "segments",
+            (
+                (("score_dependencies",), MAX_IDS),
+                (("derived_from",), MAX_IDS),
+                (("metadata",), MAX_METADATA_ENTRIES),
+            ),
+        ),
+    ),
 }
 
 
-def _oversized(data: Any) -> list[_Found]:
-    check = data.get("check") if isinstance(data, Mapping) else None
-    if not isinstance(check, str) or check not in _SIZE_LIMITS:
+def _oversized(data: Any, definition: str | None) -> list[_Found]:
+    if not isinstance(data, Mapping):
         return []
-    found = [
-        found
-        for path, limit in _SIZE_LIMITS[check]
-        if (found := _too_many(_at(data, path), path, limit)) is not None
-    ]
-    if check in _ITEM_SIZE_LIMITS and not found:
-        where, fields = _ITEM_SIZE_LIMITS[check]
+    kind = definition if definition is not None else data.get("check")
+    if not isinstance(kind, str) or kind not in _SIZE_LIMITS:
+        return []
+    found = _over(data, (), _SIZE_LIMITS[kind])
+    for where, limits in _ITEM_SIZE_LIMITS.get(kind, ()) if not found else ():
         items = data.get(where)
         for i, item in enumerate(items if isinstance(items, list) else ()):
-            for name, limit in fields:
-                value = item.get(name) if isinstance(item, Mapping) else None
-                if (too_many := _too_many(value, (where, i, name), limit)) is not None:
-                    found.append(too_many)
+            if isinstance(item, Mapping):
+                found += _over(item, (where, i), limits)
     return found
 
 
-def _at(data: Mapping[str, Any], path: tuple[str, ...]) -> Any:
-    value: Any = data
-    for key in path:
-        value = value.get(key) if isinstance(value, Mapping) else None
-    return value
-
-
-def _too_many(value: Any, path: Path, limit: int) -> _Found | None:
-    if isinstance(value, list) and len(value) > limit:
-        return path, f"{len(value)} items, more than the limit of {limit}"
-    if isinstance(value, Mapping) and len(value) > limit:
-        return path, f"{len(value)} entries, more than the limit of {limit}"
-    return None
+def _over(data: Mapping[str, Any], at: Path, limits: _Limits) -> list[_Found]:
+    found = []
+    for path, limit in limits:
+        value: Any = data
+        for key in path:
+            value = value.get(key) if isinstance(value, Mapping) else None
+        if isinstance(value, list | Mapping) and len(value) > limit:
+            noun = "items" if isinstance(value, list) else "entries"
+            found.append(((*at, *path), f"{len(value)} {noun}, more than the limit of {limit}"))
+    return found
 
 
 def _semantic_problems(data: dict[str, Any], scores: ScoreRange) -> Iterator[_Found]:
@@ -252,26 +332,47 @@ def _collapse_relations(data: dict[str, Any], check_score: _ScoreCheck) -> Itera
         yield from check_score(("baseline", entry), value)
 
 
-def _eviction_relations(data: dict[str, Any], check_score: _ScoreCheck) -> Iterator[_Found]:
-    yield from check_score(("score",), data["score"])
+def _eviction_relations(
+    data: dict[str, Any], check_score: _ScoreCheck, at: Path = ()
+) -> Iterator[_Found]:
+    yield from check_score((*at, "score"), data["score"])
     if data.get("perturbed_score") is not None:
-        yield from check_score(("perturbed_score",), data["perturbed_score"])
+        yield from check_score((*at, "perturbed_score"), data["perturbed_score"])
 
 
 def _staleness_relations(data: dict[str, Any], check_score: _ScoreCheck) -> Iterator[_Found]:
-    first_at: dict[str, int] = {}
-    for i, span in enumerate(data["spans"]):
-        span_id = span["span_id"]
-        if span_id in first_at:
-            message = f"duplicate span id {span_id!r} (first at spans[{first_at[span_id]}])"
-            yield ("spans", i, "span_id"), message
-        first_at.setdefault(span_id, i)
+    spans = data["spans"]
+    yield from _unique_ids([span["span_id"] for span in spans], "spans", "span_id", "span")
+    for i, span in enumerate(spans):
         if span["score"] is not None:
             yield from check_score(("spans", i, "score"), span["score"])
+    yield from _turn_relations(data, check_score)
+
+
+def _turn_relations(data: dict[str, Any], check_score: _ScoreCheck) -> Iterator[_Found]:
     turns = data.get("turns", [])
     yield from _increasing([turn["turn"] for turn in turns], "turns", "turn")
     for i, turn in enumerate(turns):
         yield from check_score(("turns", i, "mean_relevance"), turn["mean_relevance"])
+
+
+def _plan_relations(data: dict[str, Any], check_score: _ScoreCheck) -> Iterator[_Found]:
+    if "history" in data:
+        yield from _collapse_relations(data, check_score)
+    segments = data["segments"]
+    yield from _unique_ids([segment["id"] for segment in segments], "segments", "id", "segment")
+    for i, segment in enumerate(segments):
+        yield from _eviction_relations(segment, check_score, ("segments", i))
+    yield from _turn_relations(data, check_score)
+
+
+def _unique_ids(ids: list[str], where: str, field: str, noun: str) -> Iterator[_Found]:
+    first_at: dict[str, int] = {}
+    for i, item_id in enumerate(ids):
+        if item_id in first_at:
+            message = f"duplicate {noun} id {item_id!r} (first at {where}[{first_at[item_id]}])"
+            yield (where, i, field), message
+        first_at.setdefault(item_id, i)
 
 
 _RELATIONS: dict[str, Callable[[dict[str, Any], _ScoreCheck], Iterator[_Found]]] = {
@@ -332,33 +433,31 @@ def _floats(scores: Mapping[str, Any]) -> dict[str, float]:
     return {entry: float(value) for entry, value in scores.items()}
 
 
+def _snapshots(
+    data: dict[str, Any], scores: list[dict[str, float]] | None = None
+) -> tuple[Snapshot, ...]:
+    """The history's snapshots; ``scores`` are their scores as floats when already known."""
+    history = data["history"]
+    floats = scores if scores is not None else [_floats(s["scores"]) for s in history]
+    return tuple(
+        Snapshot(int(s["cycle"]), converted, tuple(s.get("pinned", ())))
+        for s, converted in zip(history, floats, strict=True)
+    )
+
+
 def _collapse(
     data: dict[str, Any],
     screened: tuple[list[dict[str, float]], dict[str, float] | None] | None = None,
 ) -> CollapseRequest:
-    if screened is None:
-        baseline = data.get("baseline")
-        screened = (
-            [_floats(s["scores"]) for s in data["history"]],
-            _floats(baseline) if baseline is not None else None,
-        )
-    scores, baseline_scores = screened
-    history = tuple(
-        Snapshot(int(s["cycle"]), floats, tuple(s.get("pinned", ())))
-        for s, floats in zip(data["history"], scores, strict=True)
-    )
-    return CollapseRequest(history, baseline_scores)
+    """``screened``: the scores as the fast path converted them (snapshots', then baseline's)."""
+    if screened is not None:
+        return CollapseRequest(_snapshots(data, screened[0]), screened[1])
+    baseline = data.get("baseline")
+    return CollapseRequest(_snapshots(data), _floats(baseline) if baseline is not None else None)
 
 
-def _eviction(data: dict[str, Any]) -> EvictionRequest:
-    return eviction_request(data, frozenset(data.get("eviction_candidates", ())))
-
-
-def eviction_request(data: Mapping[str, Any], candidates: frozenset[str]) -> EvictionRequest:
-    """The typed request of a valid eviction document (or item of a pass) and the ids slated
-    for eviction with it."""
-    seg = data["segment"]
-    segment = Segment(
+def _segment(seg: dict[str, Any]) -> Segment:
+    return Segment(
         id=seg["id"],
         kind=seg["kind"],
         text=seg.get("text", ""),
@@ -368,41 +467,83 @@ def eviction_request(data: Mapping[str, Any], candidates: frozenset[str]) -> Evi
         tokens=_int_or_none(seg.get("tokens")),
         metadata=seg.get("metadata", {}),
     )
+
+
+def _eviction(data: dict[str, Any]) -> EvictionRequest:
+    return eviction_request(data, frozenset(data.get("eviction_candidates", ())))
+
+
+def eviction_request(data: Mapping[str, Any], candidates: frozenset[str]) -> EvictionRequest:
+    """The typed request of a valid eviction document (or item of a pass) and the ids slated
+    for eviction with it."""
     perturbed = data.get("perturbed_score")
     return EvictionRequest(
-        segment,
+        _segment(data["segment"]),
         float(data["score"]),
         float(perturbed) if perturbed is not None else None,
         candidates,
     )
 
 
-def _staleness(data: dict[str, Any]) -> StalenessRequest:
-    spans = tuple(
-        Span(
-            span_id=s["span_id"],
-            text=s["text"],
-            score=float(s["score"]) if s["score"] is not None else None,
-            text_sha256=s["text_sha256"],
-            rewrite_count=int(s.get("rewrite_count", 0)),
-            derived_from=tuple(s.get("derived_from", ())),
-        )
-        for s in data["spans"]
+def _span(s: dict[str, Any], span_id: str) -> Span:
+    return Span(
+        span_id=span_id,
+        text=s.get("text", ""),
+        score=float(s["score"]) if s["score"] is not None else None,
+        text_sha256=s.get("text_sha256", ""),
+        rewrite_count=int(s.get("rewrite_count", 0)),
+        derived_from=tuple(s.get("derived_from", ())),
     )
+
+
+def _turn_stats(data: dict[str, Any]) -> TurnStats | None:
     turn = data.get("turn")
-    turns = tuple(
+    if turn is None:
+        return None
+    return TurnStats(int(turn["spans_modified"]), int(turn["scores_invalidated"]))
+
+
+def _turns(data: dict[str, Any]) -> tuple[Turn, ...]:
+    return tuple(
         Turn(int(t["turn"]), float(t["mean_relevance"]), int(t["tokens"]))
         for t in data.get("turns", ())
     )
+
+
+def _staleness(data: dict[str, Any]) -> StalenessRequest:
     return StalenessRequest(
-        spans=spans,
+        spans=tuple(_span(s, s["span_id"]) for s in data["spans"]),
         keep_top_k=int(data["keep_top_k"]),
-        turn=TurnStats(int(turn["spans_modified"]), int(turn["scores_invalidated"]))
-        if turn
-        else None,
-        turns=turns,
+        turn=_turn_stats(data),
+        turns=_turns(data),
         tombstones=frozenset(data.get("tombstones", ())),
         recompute_budget=_int_or_none(data.get("recompute_budget")),
+    )
+
+
+def _plan(data: dict[str, Any]) -> PlanRequest:
+    segments = tuple(
+        WindowSegment(
+            _segment(s),
+            float(s["score"]),
+            float(s["perturbed_score"]) if s.get("perturbed_score") is not None else None,
+            _span(s, s["id"]),
+        )
+        for s in data["segments"]
+    )
+    baseline = data.get("baseline")
+    return PlanRequest(
+        segments=segments,
+        free_tokens=_int_or_none(data.get("free_tokens")),
+        keep_top_k=_int_or_none(data.get("keep_top_k")),
+        history=_snapshots(data) if "history" in data else None,
+        baseline=_floats(baseline) if baseline is not None else None,
+        turn=_turn_stats(data),
+        turns=_turns(data),
+        tombstones=frozenset(data.get("tombstones", ())),
+        recompute_budget=_int_or_none(data.get("recompute_budget")),
+        session_id=data.get("session_id"),
+        labels=dict(data.get("labels", {})),
     )
 
 

@@ -52,15 +52,18 @@ MAX_ENTRIES: Final = 100_000
 #: Ids in one list: ``pinned``, ``eviction_candidates``, ``score_dependencies``,
 #: ``derived_from``, ``tombstones``.
 MAX_IDS: Final = 100_000
-#: Segments in one eviction pass (:meth:`Engine.authorize_evictions`).
+#: Segments in one eviction pass (:meth:`Engine.authorize_evictions`) or in the window of a
+#: pruning-pass plan.
 MAX_SEGMENTS: Final = 100_000
+#: Labels a plan document copies into its decisions' records.
+MAX_LABELS: Final = 64
 #: Entries in a segment's free-form ``metadata`` (read only by rules).
 MAX_METADATA_ENTRIES: Final = 256
 #: Spans in one prune request.
 MAX_SPANS: Final = 100_000
 #: Turns in a prune request's ``turns``.
 MAX_TURNS: Final = 10_000
-#: Characters of an entry, segment or span id.
+#: Characters of an entry, segment or span id (and of a plan's ``session_id``).
 MAX_ID_CHARS: Final = 256
 #: Characters of a segment ``kind`` (and of a pinned kind in a policy).
 MAX_KIND_CHARS: Final = 64
@@ -85,6 +88,13 @@ SCHEMA_LIMITS: Final[dict[tuple[str, str], int]] = {
     ("input", "/$defs/segment/properties/metadata/maxProperties"): MAX_METADATA_ENTRIES,
     ("input", "/$defs/staleness/properties/spans/maxItems"): MAX_SPANS,
     ("input", "/$defs/staleness/properties/turns/maxItems"): MAX_TURNS,
+    ("input", "/$defs/window_segment/properties/kind/maxLength"): MAX_KIND_CHARS,
+    ("input", "/$defs/window_segment/properties/metadata/maxProperties"): MAX_METADATA_ENTRIES,
+    ("input", "/$defs/plan/properties/session_id/maxLength"): MAX_ID_CHARS,
+    ("input", "/$defs/plan/properties/labels/maxProperties"): MAX_LABELS,
+    ("input", "/$defs/plan/properties/segments/maxItems"): MAX_SEGMENTS,
+    ("input", "/$defs/plan/properties/history/maxItems"): MAX_SNAPSHOTS,
+    ("input", "/$defs/plan/properties/turns/maxItems"): MAX_TURNS,
     ("policy", "/properties/metadata/properties/description/maxLength"): MAX_DESCRIPTION_CHARS,
     (
         "policy",

@@ -82,6 +82,20 @@ class PolicyIdentity:
 
 
 @dataclass(frozen=True, slots=True)
+class PolicySource:
+    """A file a policy was read from, and the SHA-256 (hex) of its bytes as they were read.
+
+    The digest ignores comments and formatting; this hash pins the exact text a reviewer signed.
+    """
+
+    path: str
+    sha256: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"path": self.path, "sha256": self.sha256}
+
+
+@dataclass(frozen=True, slots=True)
 class Policy:
     """A validated policy: its identity, its typed settings and its canonical document."""
 
@@ -90,6 +104,7 @@ class Policy:
     document: dict[str, Any]
     source: str
     rules: tuple[Rule, ...] = ()  # spec.rules, compiled (see prunewarden.rules)
+    sources: tuple[PolicySource, ...] = ()
 
     @property
     def name(self) -> str:
@@ -189,7 +204,10 @@ def parse_policy(text: str, filename: str = "<policy>") -> Policy:
     document = _normalize(apply_defaults(resources.schema("policy"), parsed.data))
     metadata = document["metadata"]
     identity = PolicyIdentity(metadata["name"], metadata["version"], sha256_digest(document))
-    return Policy(identity, _spec(document["spec"]), document, filename, compiled)
+    sources = (
+        PolicySource(filename, hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()),
+    )
+    return Policy(identity, _spec(document["spec"]), document, filename, compiled, sources)
 
 
 def _semantic_problems(data: dict[str, Any], problem: Any) -> list[Problem]:

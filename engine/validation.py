@@ -16,17 +16,21 @@ from prunewarden.source import Parsed
 
 
 @cache
-def validator(name: str) -> Draft202012Validator:
-    """A compiled validator for a bundled schema (checked once against the meta-schema)."""
+def validator(name: str, definition: str | None = None) -> Draft202012Validator:
+    """A compiled validator for a bundled schema (checked once against the meta-schema), or for
+    one of its ``$defs`` when ``definition`` names it."""
     schema = resources.schema(name)
     Draft202012Validator.check_schema(schema)
+    if definition is not None:
+        schema = {"$defs": schema["$defs"], "$ref": f"#/$defs/{definition}"}
     return Draft202012Validator(schema)
 
 
-def schema_problems(name: str, parsed: Parsed) -> list[Problem]:
-    """Every way ``parsed.data`` fails the schema ``name``, each pointing at the culprit; at
-    most :data:`~prunewarden.limits.MAX_PROBLEMS` of them."""
-    return problems_of(validator(name).iter_errors(parsed.data), parsed)
+def schema_problems(name: str, parsed: Parsed, definition: str | None = None) -> list[Problem]:
+    """Every way ``parsed.data`` fails the schema ``name`` (or its ``$defs`` entry
+    ``definition``), each pointing at the culprit; at most
+    :data:`~prunewarden.limits.MAX_PROBLEMS` of them."""
+    return problems_of(validator(name, definition).iter_errors(parsed.data), parsed)
 
 
 def problems_of(errors: Iterable[ValidationError], parsed: Parsed) -> list[Problem]:

@@ -32,4 +32,9 @@ prunewarden evaluate --format text --policy examples/policies/content-pins.yaml 
     --audit-log "$audit" examples/inputs/eviction-untagged-negation.json
 [ $? -le 1 ] || exit 1
 echo
-echo "$(wc -l < "$audit") decision records written to $audit"
+echo "$(wc -l < "$audit") audit records written to $audit"
+
+echo
+echo "== The audit log: its hash chain, and what it recorded"
+prunewarden audit verify "$audit" || exit $?
+prunewarden audit report "$audit" || exit $?

@@ -1,4 +1,5 @@
-"""Write the example input documents in examples/inputs/ (deterministic; re-run after edits).
+"""Write the example input documents in examples/inputs/ and the pruning-pass window in
+examples/windows/ (deterministic; re-run after edits).
 
 Each document reproduces one observation of the source documents, or its healthy counterpart.
 """
@@ -159,10 +160,65 @@ def documents() -> dict[str, dict[str, Any]]:
     }
 
 
+def window() -> dict[str, Any]:
+    """A pruning pass (``prunewarden plan``), source document 001: a long-horizon coding agent
+    must free 30k tokens; the turn-3 UTC constraint scores 0.11 and the ``buf`` definition 0.09,
+    a tool result was scored against another one the pass evicts, one turn's score is unstable."""
+    utc = "All timestamps must be UTC; never emit local time."
+    buf = "`buf` refers to the pre-compaction buffer, not the network buffer."
+    segments: list[dict[str, Any]] = [
+        {
+            "id": "turn-03",
+            "kind": "constraint",
+            "text": utc,
+            "tokens": 18,
+            "score": 0.11,
+            "perturbed_score": 0.14,
+        },
+        {
+            "id": "turn-09",
+            "kind": "definition",
+            "text": buf,
+            "tokens": 21,
+            "score": 0.09,
+            "perturbed_score": 0.3,
+        },
+    ]
+    for i in range(12, 41):
+        text = f"tool output of turn {i}"
+        score = round(0.05 + 0.03 * ((i * 7) % 23), 2)
+        segment: dict[str, Any] = {
+            "id": f"turn-{i:02d}",
+            "kind": "tool_output" if i % 3 else "turn",
+            "text": text,
+            "tokens": 1200 + 150 * (i % 7),
+            "score": score,
+            "perturbed_score": score + 0.02,
+        }
+        if i == 17:
+            segment["score_dependencies"] = ["turn-20"]
+        if i == 21:
+            segment["perturbed_score"] = round(score + 0.4, 2)
+        segments.append(segment)
+    for segment in segments:
+        segment["text_sha256"] = sha(segment["text"])
+    return {
+        "session_id": "coding-agent-7",
+        "labels": {"deployment": "prod-eu"},
+        "segments": segments,
+        "free_tokens": 30000,
+    }
+
+
 def main() -> None:
     HERE.mkdir(exist_ok=True)
     for name, document in documents().items():
         (HERE / name).write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+    windows = HERE.parent / "windows"
+    windows.mkdir(exist_ok=True)
+    (windows / "free-30k-tokens.json").write_text(
+        json.dumps(window(), indent=2) + "\n", encoding="utf-8"
+    )
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from generators import ids, scores_in_range
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from prunewarden import Decision, Engine, InputError
+from prunewarden.auditlog import input_digest
 from structlog.testing import capture_logs
 
 KINDS = ["turn", "summary", "constraint", "definition"]
@@ -93,6 +94,23 @@ class TestDecisions:
             decisions = engine.authorize_evictions(items)
         assert [r["decision_id"] for r in logs] == [d.decision_id for d in decisions]
         assert len({d.decision_id for d in decisions}) == 5
+
+    @settings(max_examples=100, deadline=None)
+    @given(items=passes(), explicit=st.booleans())
+    def test_records_digest_the_eviction_document(
+        self, engine: Engine, items: list[dict[str, Any]], explicit: bool
+    ) -> None:
+        """Each record's input digest is that of the eviction document the decision stands for:
+        the item, with check and the pass's candidates."""
+        candidates = ["kept", *(item["segment"]["id"] for item in items)] if explicit else None
+        with capture_logs() as logs:
+            engine.authorize_evictions(items, candidates)
+        ids = candidates if candidates is not None else [i["segment"]["id"] for i in items]
+        expected = [
+            input_digest({"check": "eviction", **item, "eviction_candidates": ids})
+            for item in items
+        ]
+        assert [record["input_digest"] for record in logs] == expected
 
     def test_empty_pass(self, engine: Engine) -> None:
         """A pass with nothing to evict decides nothing."""

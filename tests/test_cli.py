@@ -87,20 +87,21 @@ class TestEvaluate:
         _, out, _ = cli(
             "evaluate", "--audit-log", str(log), str(EXAMPLES / "eviction-healthy.json")
         )
-        (record,) = [json.loads(line) for line in log.read_text().splitlines()]
+        activation, record = [json.loads(line) for line in log.read_text().splitlines()]
         decision = json.loads(out)
-        assert record["event"] == "decision"
+        assert (activation["kind"], record["kind"]) == ("policy_activated", "decision")
         assert record["decision_id"] == decision["decision_id"]
-        assert record["policy_name"] == "default"
-        assert record["policy_version"] == "1.0.0"
-        assert record["policy_digest"] == decision["policy"]["digest"]
+        assert record["policy"]["name"] == "default"
+        assert record["policy"]["version"] == "1.0.0"
+        assert record["policy"]["digest"] == decision["policy"]["digest"]
 
     def test_records_go_to_stderr_without_an_audit_log(self) -> None:
         """Without --audit-log the JSON record goes to stderr, never mixed into stdout."""
         code, out, err = cli("evaluate", str(EXAMPLES / "eviction-healthy.json"))
         assert code == 0
         assert json.loads(out)["outcome"] == "allow"
-        assert json.loads(err)["event"] == "decision"
+        kinds = [json.loads(line)["kind"] for line in err.splitlines()]
+        assert kinds == ["policy_activated", "decision"]
 
     def test_audit_mode_refusal_exits_zero(self, tmp_path: Path) -> None:
         """In audit mode the verdict is kept but callers proceed."""

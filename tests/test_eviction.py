@@ -53,7 +53,23 @@ class TestAuthorized:
         assert decision.check == "eviction"
         assert decision.codes == ("authorized",)
         assert decision.actions == ()
-        assert decision.reasons[0].detail == {"segment": "turn-17", "score": 0.125}
+        assert decision.reasons[0].detail == {
+            "segment": "turn-17",
+            "score": 0.125,
+            "perturbed_score": 0.25,
+            "delta": 0.125,
+            "stability_delta": 0.25,
+        }
+
+    def test_allowed_without_perturbation_records_its_absence(
+        self, engine_with: EngineFactory
+    ) -> None:
+        """With perturbation optional, the detail says no perturbed score was measured."""
+        lenient = engine_with(eviction={"require_perturbation": False})
+        decision = lenient.authorize_eviction(segment(), 0.125)
+        assert decision.codes == ("authorized",)
+        assert decision.reasons[0].detail["perturbed_score"] is None
+        assert "delta" not in decision.reasons[0].detail
 
     def test_dependencies_outside_the_candidates_are_fine(self, engine: Engine) -> None:
         """Score dependencies that stay in the window do not make a segment unscoreable."""

@@ -239,10 +239,11 @@ class TestDocuments:
         one located line per problem on stderr."""
         text = json.dumps(document, indent=1)
         at = cut % (len(text) + 1)
-        path = tmp_path_factory.mktemp("fuzz") / "input.json"
+        folder = tmp_path_factory.mktemp("fuzz")
+        path = folder / "input.json"
         path.write_text(text[:at] + insert + text[at + len(insert) :], encoding="utf-8")
         out, err = io.StringIO(), io.StringIO()
-        code = run(["evaluate", "--audit-log", os.devnull, str(path)], out, err)
+        code = run(["evaluate", "--audit-log", str(folder / "audit.jsonl"), str(path)], out, err)
         assert code in (0, 1, 2), err.getvalue()
         if code == 2:
             assert out.getvalue() == ""

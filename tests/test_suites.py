@@ -983,6 +983,7 @@ class TestCoverage:
             "check_disabled",
             "internal_error",
             "audit_unavailable",
+            "pruning_halted",
         }
 
     def test_threshold_fails_below_and_names_the_gaps(self, tmp_path: Path) -> None:

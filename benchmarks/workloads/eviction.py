@@ -17,7 +17,7 @@ from typing import Any
 from prunewarden.batch import parse_evictions
 from prunewarden.compiler import compile_policy
 
-from benchmarks.common import default_engine, document_stages, json_logger, log_each
+from benchmarks.common import decision_stages, default_engine, document_stages
 from benchmarks.harness import Case, Verdict, Workload, register
 
 SEGMENTS = 200
@@ -109,19 +109,20 @@ def build_pass() -> Case:
     engine = default_engine()
     scores = engine.policy.spec.scores
     pipeline = compile_policy(engine.policy)["eviction"]
-    logger = json_logger()
-    requests = parse_evictions(items, candidates, scores)
-    verdicts = [pipeline.guard.evaluate(pipeline.settings, r) for r in requests]
-    decisions = [pipeline.to_decision(v) for v in verdicts]
+    parsed = parse_evictions(items, candidates, scores)
+    steps = [(pipeline, item.request) for item in parsed]
     return Case(
         decisions=len(items),
         engine=lambda: engine.authorize_evictions(items, candidates),
         reference=partial(reference, items, candidates),
         stages={
             "validation": lambda: parse_evictions(items, candidates, scores),
-            "guard": lambda: [pipeline.guard.evaluate(pipeline.settings, r) for r in requests],
-            "decision": lambda: [pipeline.to_decision(v) for v in verdicts],
-            "log": lambda: log_each(logger, decisions),
+            **decision_stages(
+                engine,
+                steps,
+                [item.document for item in parsed],
+                [item.digest for item in parsed],
+            ),
         },
     )
 

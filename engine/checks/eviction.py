@@ -20,7 +20,7 @@ def evaluate(settings: EvictionSettings, request: EvictionRequest) -> Verdict:
         reason = Reason(
             "authorized",
             f"segment {request.segment.id!r} is scoreable, stable and tombstoned",
-            {"segment": request.segment.id, "score": request.score},
+            _margin(settings, request),
         )
         return Verdict(False, [reason])
     actions: list[Action] = []
@@ -28,6 +28,19 @@ def evaluate(settings: EvictionSettings, request: EvictionRequest) -> Verdict:
         if action not in actions:
             actions.append(action)
     return Verdict(True, [reason for reason, _ in findings], actions)
+
+
+def _margin(s: EvictionSettings, r: EvictionRequest) -> dict[str, object]:
+    """What an allowed eviction rested on, so the log alone can re-derive it."""
+    detail: dict[str, object] = {
+        "segment": r.segment.id,
+        "score": r.score,
+        "perturbed_score": r.perturbed_score,
+        "stability_delta": s.stability_delta,
+    }
+    if r.perturbed_score is not None:
+        detail["delta"] = abs(r.score - r.perturbed_score)
+    return detail
 
 
 def _findings(s: EvictionSettings, r: EvictionRequest) -> Iterator[tuple[Reason, Action]]:

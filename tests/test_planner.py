@@ -1,0 +1,294 @@
+"""The pruning-pass planner: gates, classification, dependency order, target, tombstones."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from prunewarden import Engine, InputError
+from prunewarden.cli import run
+from structlog.testing import capture_logs
+
+EngineFactory = Callable[..., Engine]
+
+
+def sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def seg(
+    seg_id: str, score: float, *, kind: str = "turn", tokens: int = 100, **extra: Any
+) -> dict[str, Any]:
+    """A bound, stable segment: perturbed score equal to its score, text hash matching."""
+    text = extra.pop("text", f"text of {seg_id}")
+    return {
+        "id": seg_id,
+        "kind": kind,
+        "text": text,
+        "tokens": tokens,
+        "score": score,
+        "perturbed_score": extra.pop("perturbed_score", score),
+        "text_sha256": sha(text),
+        **extra,
+    }
+
+
+WINDOW = [
+    seg("task", 0.125, kind="constraint"),
+    seg("a", 0.25),
+    seg("b", 0.125),
+    seg("c", 0.75),
+    seg("d", 0.5),
+]
+
+
+class TestTarget:
+    def test_lowest_scores_first_until_free_tokens(self, engine: Engine) -> None:
+        """Pinned segments are skipped; the lowest scoreable go first until the target."""
+        plan = engine.plan({"segments": WINDOW, "free_tokens": 200})
+        assert plan.evict == ("b", "a")
+        assert plan.pinned == ("task",)
+        assert plan.target_met
+        assert plan.freed_tokens == 200
+        assert not plan.frozen
+
+    def test_keep_top_k_counts_every_segment(self, engine: Engine) -> None:
+        """keep_top_k: evict until at most k segments remain, pinned ones included."""
+        plan = engine.plan({"segments": WINDOW, "keep_top_k": 3})
+        assert plan.evict == ("b", "a")
+        assert plan.target_met
+
+    def test_unreachable_target_is_reported(self, engine: Engine) -> None:
+        """When every evictable segment is not enough, target_met is false."""
+        plan = engine.plan({"segments": WINDOW, "free_tokens": 10_000})
+        assert plan.evict == ("b", "a", "d", "c")
+        assert not plan.target_met
+
+    def test_zero_target_evicts_nothing(self, engine: Engine) -> None:
+        """A target already met evicts nothing."""
+        plan = engine.plan({"segments": WINDOW, "free_tokens": 0})
+        assert (plan.evict, plan.target_met) == ((), True)
+
+    def test_equal_scores_go_in_window_order(self, engine: Engine) -> None:
+        """Ties keep the window's order."""
+        window = [seg("x", 0.5), seg("y", 0.5), seg("z", 0.5)]
+        assert engine.plan({"segments": window, "free_tokens": 200}).evict == ("x", "y")
+
+
+class TestAuthorization:
+    def test_tombstones_are_planned_for_every_eviction(self, engine: Engine) -> None:
+        """With require_tombstone, the plan writes a tombstone for each segment it evicts."""
+        window = [*WINDOW[:2], {**WINDOW[2], "tombstone_written": True}]
+        plan = engine.plan({"segments": window, "free_tokens": 200})
+        assert plan.evict == ("b", "a")
+        assert plan.tombstones == ("a",)
+
+    def test_no_tombstones_when_the_policy_does_not_require_them(
+        self, engine_with: EngineFactory
+    ) -> None:
+        """require_tombstone: false plans no tombstones."""
+        plan = engine_with(eviction={"require_tombstone": False}).plan(
+            {"segments": WINDOW, "free_tokens": 200}
+        )
+        assert plan.tombstones == ()
+
+    def test_unstable_segment_is_skipped_for_the_next(self, engine: Engine) -> None:
+        """A refused pick (unstable score) is logged and the next lowest is tried."""
+        window = [seg("u", 0.0625, perturbed_score=0.5), *WINDOW[1:]]
+        plan = engine.plan({"segments": window, "free_tokens": 200})
+        assert plan.evict == ("b", "a")
+        refused = [d for d in plan.decisions if d.refused]
+        assert [d.codes for d in refused] == [("unstable_score",)]
+
+    def test_every_decision_is_logged(self, engine: Engine) -> None:
+        """The staleness gate and each authorization produce one logged decision each."""
+        with capture_logs() as logs:
+            plan = engine.plan({"segments": WINDOW, "free_tokens": 200, "session_id": "s9"})
+        assert [r["check"] for r in logs] == ["staleness", "eviction", "eviction"]
+        assert [r["decision_id"] for r in logs] == [d.decision_id for d in plan.decisions]
+        assert {r["session_id"] for r in logs} == {"s9"}
+
+    def test_audit_mode_refusals_do_not_block(self, engine_with: EngineFactory) -> None:
+        """In audit mode a refused pick is still evicted: callers proceed."""
+        window = [seg("u", 0.0625, perturbed_score=0.5), *WINDOW[1:]]
+        plan = engine_with(eviction={"mode": "audit"}).plan(
+            {"segments": window, "free_tokens": 100}
+        )
+        assert plan.evict == ("u",)
+
+
+class TestDependencies:
+    def test_dependent_of_an_evicted_segment_is_unscoreable(self, engine: Engine) -> None:
+        """Seed 001: a score judged against a segment this pass evicts is not trusted."""
+        window = [seg("base", 0.125), seg("dep", 0.25, score_dependencies=["base"]), seg("x", 0.5)]
+        plan = engine.plan({"segments": window, "free_tokens": 200})
+        assert plan.evict == ("base", "x")
+        assert plan.unscoreable == ("dep",)
+
+    def test_dependency_of_an_evicted_segment_is_kept(self, engine: Engine) -> None:
+        """Evicting what a chosen segment was judged against would make that choice circular."""
+        window = [seg("dep", 0.125, score_dependencies=["base"]), seg("base", 0.25), seg("x", 0.5)]
+        plan = engine.plan({"segments": window, "free_tokens": 200})
+        assert plan.evict == ("dep", "x")
+        assert plan.unscoreable == ("base",)
+
+    def test_self_dependency_is_ignored(self, engine: Engine) -> None:
+        """A segment listing itself as a dependency is still scoreable."""
+        plan = engine.plan(
+            {"segments": [seg("s", 0.125, score_dependencies=["s"])], "free_tokens": 1}
+        )
+        assert plan.evict == ("s",)
+
+
+class TestGates:
+    def test_collapse_gate_freezes(self, engine: Engine) -> None:
+        """A halting collapse history freezes the pass: nothing evicted."""
+        history = [
+            {
+                "cycle": c,
+                "pinned": ["task"],
+                "scores": {"task": 0.5, "a": 0.5 + 0.01 * c, "b": 0.52, "c": 0.54},
+            }
+            for c in (1, 2, 3)
+        ]
+        plan = engine.plan(
+            {"segments": WINDOW, "free_tokens": 200, "history": history, "baseline": {"task": 0.9}}
+        )
+        assert plan.frozen
+        assert plan.evict == ()
+        assert [d.codes[0] for d in plan.decisions] == ["collapse_detected"]
+
+    def test_stale_scores_freeze_with_recompute(self, engine: Engine) -> None:
+        """Seed 002: a score bound to other text freezes the pass and lists the recompute."""
+        window = [*WINDOW[:3], {**WINDOW[3], "text": "rewritten"}, WINDOW[4]]
+        plan = engine.plan({"segments": window, "free_tokens": 200})
+        assert plan.frozen
+        assert plan.recompute == ("b", "c", "d")
+        assert plan.decisions[0].codes == ("hash_mismatch",)
+
+    def test_unbound_window_freezes(self, engine: Engine) -> None:
+        """Segments without a text hash cannot be pruned on their scores."""
+        window = [{k: v for k, v in s.items() if k != "text_sha256"} for s in WINDOW]
+        plan = engine.plan({"segments": window, "free_tokens": 200})
+        assert plan.frozen
+        assert plan.decisions[0].codes == ("unbound_score",)
+
+    def test_staleness_off_skips_the_gate(self, engine_with: EngineFactory) -> None:
+        """With the staleness guard off, unbound windows are planned on their scores."""
+        window = [{k: v for k, v in s.items() if k != "text_sha256"} for s in WINDOW]
+        plan = engine_with(staleness={"mode": "off"}).plan({"segments": window, "free_tokens": 200})
+        assert plan.evict == ("b", "a")
+
+    def test_session_plan_uses_the_halt_and_the_turns(self, engine: Engine) -> None:
+        """A session's halted collapse guard freezes its plans."""
+        session = engine.session("s")
+        flat = {"task": 0.5, "a": 0.5, "b": 0.52, "c": 0.54}
+        session.observe_cycle({"task": 0.9, "a": 0.1, "b": 0.5, "c": 0.95}, ["task"])
+        session.observe_cycle(flat, ["task"])
+        session.observe_cycle(flat, ["task"])
+        plan = session.plan(WINDOW, free_tokens=200)
+        assert plan.frozen
+        assert plan.decisions[0].codes == ("pruning_halted",)
+
+
+class TestInput:
+    @pytest.mark.parametrize(
+        ("document", "path"),
+        [
+            ({"segments": WINDOW}, "$"),
+            ({"segments": WINDOW, "free_tokens": 1, "keep_top_k": 1}, "$"),
+            ({"segments": [WINDOW[0], WINDOW[0]], "free_tokens": 1}, "$.segments[1].id"),
+            ({"segments": [{**WINDOW[1], "score": 1.5}], "free_tokens": 1}, "$.segments[0].score"),
+            ({"segments": [{**WINDOW[1], "bogus": 1}], "free_tokens": 1}, "$.segments[0].bogus"),
+        ],
+    )
+    def test_malformed_plans_are_input_errors(
+        self, engine: Engine, document: dict[str, Any], path: str
+    ) -> None:
+        """A missing or double target, duplicate ids, bad scores, unknown fields are refused."""
+        with pytest.raises(InputError) as raised:
+            engine.plan(document)
+        assert path in [p.path for p in raised.value.problems]
+
+    @settings(max_examples=60, deadline=None)
+    @given(
+        scores=st.lists(
+            st.sampled_from([0.0, 0.125, 0.25, 0.5, 0.75, 1.0]), min_size=1, max_size=12
+        ),
+        kinds=st.lists(st.sampled_from(["turn", "turn", "constraint"]), min_size=12, max_size=12),
+        deps=st.lists(st.integers(0, 11), max_size=6, unique=True),
+        free=st.integers(0, 1500),
+    )
+    def test_plans_respect_the_invariants(
+        self, scores: list[float], kinds: list[str], deps: list[int], free: int
+    ) -> None:
+        """Never a pinned eviction, never an evicted segment judged against another evicted
+        one, and freed tokens add up."""
+        window = [
+            seg(
+                f"s{i}",
+                s,
+                kind=kinds[i],
+                tokens=100 + i,
+                score_dependencies=[f"s{d}" for d in deps if d < len(scores) and d != i][:2],
+            )
+            for i, s in enumerate(scores)
+        ]
+
+        class Quiet:
+            def info(self, *args: Any, **kwargs: Any) -> None:
+                pass
+
+        plan = Engine.default(logger=Quiet()).plan({"segments": window, "free_tokens": free})
+        by_id = {w["id"]: w for w in window}
+        evicted = set(plan.evict)
+        assert not evicted & set(plan.pinned)
+        for seg_id in evicted:
+            assert not set(by_id[seg_id]["score_dependencies"]) & evicted
+        assert plan.freed_tokens == sum(by_id[i]["tokens"] for i in plan.evict)
+        assert plan.target_met == (plan.freed_tokens >= free)
+
+
+class TestCli:
+    def test_plan_prints_json_and_logs(self, tmp_path: Path) -> None:
+        """prunewarden plan prints the plan; every decision goes to the audit log."""
+        document = tmp_path / "window.json"
+        document.write_text(json.dumps({"segments": WINDOW, "free_tokens": 200}))
+        log = tmp_path / "audit.jsonl"
+        out, err = io.StringIO(), io.StringIO()
+        code = run(["plan", "--audit-log", str(log), str(document)], out, err)
+        assert (code, err.getvalue()) == (0, "")
+        plan = json.loads(out.getvalue())
+        assert plan["evict"] == ["b", "a"]
+        assert len(plan["decisions"]) == 3
+        assert run(["audit", "verify", str(log)], io.StringIO(), io.StringIO()) == 0
+
+    def test_frozen_plan_exits_one_with_text(self, tmp_path: Path) -> None:
+        """A frozen pass exits 1; --format text says so."""
+        window = [{k: v for k, v in s.items() if k != "text_sha256"} for s in WINDOW]
+        document = tmp_path / "window.json"
+        document.write_text(json.dumps({"segments": window, "keep_top_k": 2}))
+        out = io.StringIO()
+        code = run(
+            ["plan", "--format", "text", "--audit-log", str(tmp_path / "a.jsonl"), str(document)],
+            out,
+            io.StringIO(),
+        )
+        assert code == 1
+        assert out.getvalue().startswith("plan: FROZEN")
+        assert "staleness deny: unbound_score" in out.getvalue()
+
+    def test_bad_plan_exits_two(self, tmp_path: Path) -> None:
+        """A malformed window is an input error with a located message."""
+        document = tmp_path / "window.json"
+        document.write_text('{"segments": [],\n "free_tokens": -1}')
+        err = io.StringIO()
+        assert run(["plan", str(document)], io.StringIO(), err) == 2
+        assert f"{document}:2:17: $.free_tokens: -1 is less than the minimum of 0" in err.getvalue()
