@@ -187,6 +187,8 @@ def machine() -> dict[str, Any]:
                 break
     return {
         "nproc": os.cpu_count(),
+        # Other work on the machine slows both sides of a ratio alike, but widens the spread.
+        "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
         "cpu": model,
         "python": f"{platform.python_implementation()} {platform.python_version()}",
         "platform": platform.platform(),
@@ -283,7 +285,9 @@ def _arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
-def main(argv: Sequence[str] | None = None, out: IO[str] = sys.stdout) -> int:
+def main(
+    argv: Sequence[str] | None = None, out: IO[str] = sys.stdout, err: IO[str] = sys.stderr
+) -> int:
     from benchmarks.workloads import load  # noqa: PLC0415 - registration imports every workload
 
     args = _arguments(argv)
@@ -296,6 +300,7 @@ def main(argv: Sequence[str] | None = None, out: IO[str] = sys.stdout) -> int:
         return 0
     results = []
     for w in workloads:
+        err.write(f"{w.name} ...\n")
         try:
             results.append(run_workload(w, repeat=args.repeat, min_time=args.min_time))
         except DisagreementError as exc:

@@ -29,7 +29,8 @@ class TestHarness:
         the stages of each, and the machine it ran on."""
         out = io.StringIO()
         report = tmp_path / "bench.json"
-        assert main(["--repeat", "1", "--min-time", "0", "--out", str(report)], out) == 0
+        argv = ["--repeat", "1", "--min-time", "0", "--out", str(report)]
+        assert main(argv, out, io.StringIO()) == 0
         data = json.loads(report.read_text(encoding="utf-8"))
         names = [r["name"] for r in data["results"]]
         assert names == list(load())
