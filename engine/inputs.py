@@ -228,8 +228,9 @@ def _parse_fast(data: Any, scores: ScoreRange) -> tuple[Check, Request] | None:
 
 def _unreadable(data: Any) -> list[_Found]:
     """A value that could not even be reported on: nested deeper than
-    :data:`~prunewarden.limits.MAX_INPUT_DEPTH` (reporting recurses) or an integer longer than
-    :data:`~prunewarden.limits.MAX_INTEGER_DIGITS` (Python refuses to print it)."""
+    :data:`~prunewarden.limits.MAX_INPUT_DEPTH` (reporting recurses), an integer longer than
+    :data:`~prunewarden.limits.MAX_INTEGER_DIGITS` (Python refuses to print it), or a number
+    JSON cannot hold (a ``Decimal``, a ``complex``)."""
     stack: list[tuple[Any, Path]] = [(data, ())]
     while stack:
         value, path = stack.pop()
@@ -240,6 +241,9 @@ def _unreadable(data: Any) -> list[_Found]:
             stack.extend((item, (*path, key)) for key, item in items)
         elif isinstance(value, int) and not -INTEGER_CEILING < value < INTEGER_CEILING:
             return [(path, f"an integer of more than {MAX_INTEGER_DIGITS} digits")]
+        elif isinstance(value, numbers.Number) and not isinstance(value, int | float):
+            # jsonschema compares any number with its bounds: a Decimal NaN raises there.
+            return [(path, f"{describe_value(value)} is not a JSON number (int or float)")]
     return []
 
 

@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from prunewarden import resources
-from prunewarden.errors import PolicyError, Problem
+from prunewarden.errors import PolicyError, Problem, describe_value
 from prunewarden.limits import MAX_POLICY_BYTES
-from prunewarden.source import parse_yaml
+from prunewarden.source import Parsed, parse_yaml
 from prunewarden.validation import apply_defaults, schema_problems
 
 if TYPE_CHECKING:
@@ -188,6 +188,7 @@ def parse_policy(text: str, filename: str = "<policy>") -> Policy:
     compiled: tuple[Rule, ...] = ()
     if parsed.built:
         problems += schema_problems("policy", parsed)
+        problems += _param_problems(parsed)
         try:
             compiled, rule_problems = rules.compile_rules(parsed)
         except Exception:
@@ -208,6 +209,25 @@ def parse_policy(text: str, filename: str = "<policy>") -> Policy:
         PolicySource(filename, hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()),
     )
     return Policy(identity, _spec(document["spec"]), document, filename, compiled, sources)
+
+
+def _param_problems(parsed: Parsed) -> list[Problem]:
+    """Params reach rules as doubles (the schema says so): an integer too large for one is a
+    problem of the policy, found before the rules are compiled against it."""
+    spec = parsed.data.get("spec") if isinstance(parsed.data, dict) else None
+    params = spec.get("params") if isinstance(spec, dict) else None
+    found = []
+    for name, value in params.items() if isinstance(params, dict) else ():
+        items = enumerate(value) if isinstance(value, list) else [(None, value)]
+        for i, item in items:
+            if isinstance(item, int) and not isinstance(item, bool):
+                try:
+                    float(item)
+                except OverflowError:
+                    path = ("spec", "params", name) + (() if i is None else (i,))
+                    message = f"{describe_value(item)} is too large for a number in rules"
+                    found.append(parsed.problem(path, message))
+    return found
 
 
 def _semantic_problems(data: dict[str, Any], problem: Any) -> list[Problem]:

@@ -1,5 +1,8 @@
 """Fuzzing: no policy or document, however malformed or hostile, crashes, hangs or allows.
 
+Policies, documents of every check, JSON text through the command line, eviction passes and
+pruning-pass windows.
+
 Every generated case has a deadline, and the hostile documents a watchdog. Malformed input may only
 end in the documented errors (``PolicyError``, ``InputError``, exit codes 2 and 3), and a document
 the exact validator refuses is never decided. ``make fuzz`` runs the same properties with fifty
@@ -267,6 +270,43 @@ class TestDocuments:
             return
         assert len(decisions) == len(passes)
         for decision in decisions:
+            DECISION.validate(decision.to_dict())
+
+
+WINDOWS = [
+    json.loads(p.read_text(encoding="utf-8"))
+    for p in sorted((ROOT / "examples" / "windows").glob("*.json"))
+]
+
+
+@st.composite
+def mutated_windows(draw: st.DrawFn) -> Any:
+    """A shipped pruning-pass window with one value replaced or removed."""
+    document = draw(st.sampled_from(WINDOWS))
+    where = draw(st.sampled_from(paths(document)))
+    if where and draw(st.booleans()):
+        *parent, last = where
+        container = _get(document, tuple(parent))
+        if isinstance(container, dict):
+            return replace(
+                document, tuple(parent), {k: v for k, v in container.items() if k != last}
+            )
+    return replace(document, where, draw(json_values | edge_values | non_finite))
+
+
+class TestPlans:
+    @fuzz(100)
+    @given(document=mutated_windows())
+    def test_damaged_windows(self, engine: Engine, document: Any) -> None:
+        """A damaged window is planned or refused with an InputError, and every decision of a
+        plan is a valid decision."""
+        try:
+            plan = engine.plan(document)
+        except InputError as exc:
+            problems = exc.problems
+            assert problems
+            return
+        for decision in plan.decisions:
             DECISION.validate(decision.to_dict())
 
 

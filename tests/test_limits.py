@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -120,6 +121,16 @@ class TestPolicyLimits:
             f"{MAX_RULES + 1} items, more than the limit of {MAX_RULES}",
         )
 
+    def test_param_too_large_for_a_double(self) -> None:
+        """Params reach rules as doubles: an integer beyond a double's range is refused."""
+        rule = {"name": "r", "check": "eviction", "when": "score < params.low", "effect": "warn"}
+        spec = {"params": {"low": 10**400}, "rules": [{**rule, "message": "m"}]}
+        with pytest.raises(PolicyError) as info:
+            parse_policy(HEAD + yaml.safe_dump({"spec": spec}))
+        (problem,) = info.value.problems
+        assert problem.path == "$.spec.params.low"
+        assert problem.message.endswith("is too large for a number in rules")
+
     def test_expression_size(self) -> None:
         """A rule expression longer than MAX_EXPRESSION_CHARS is refused, naming the limit."""
         when = "score < 0.1" + " || score < 0.1" * (MAX_EXPRESSION_CHARS // 14)
@@ -233,6 +244,11 @@ OVER: dict[str, tuple[dict[str, Any], str, str]] = {
         "$.segment.text" + "[0]" * (MAX_INPUT_DEPTH - 2),
         f"document refused: nested deeper than {MAX_INPUT_DEPTH} levels",
     ),
+    "decimal": (
+        _staleness(keep_top_k=Decimal("NaN")),
+        "$.keep_top_k",
+        "Decimal('NaN') is not a JSON number (int or float)",
+    ),
     "integer-digits": (
         _eviction(segment={"id": "s", "kind": "t", "tokens": 10**MAX_INTEGER_DIGITS}),
         "$.segment.tokens",
@@ -280,6 +296,18 @@ class TestInputLimits:
         out, err = io.StringIO(), io.StringIO()
         assert run(["evaluate", str(path)], out, err) == 2
         assert err.getvalue() == f"{path}: $: invalid JSON: nested too deeply\n"
+
+    def test_segments_in_a_window(self, engine: Engine) -> None:
+        """A pruning-pass window of more than MAX_SEGMENTS segments is refused at $.segments."""
+        segment = {"id": "s", "kind": "turn", "score": 0.5}
+        window = {"segments": [segment] * (MAX_SEGMENTS + 1), "free_tokens": 1}
+        with pytest.raises(InputError) as info:
+            engine.plan(window)
+        (problem,) = info.value.problems
+        assert (problem.path, problem.message) == (
+            "$.segments",
+            f"{MAX_SEGMENTS + 1} items, more than the limit of {MAX_SEGMENTS}",
+        )
 
     def test_segments_in_a_pass(self, engine: Engine) -> None:
         """A pass of more than MAX_SEGMENTS segments is refused before any item is read."""
