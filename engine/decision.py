@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from prunewarden.__about__ import __version__
-from prunewarden.policy import PolicyIdentity
+from prunewarden.policy import PolicyIdentity, PolicySource
 
 Outcome = Literal["allow", "deny", "halt"]
 
@@ -66,6 +66,8 @@ class Decision:
     engine_version: str = __version__
     kept: tuple[str, ...] | None = None
     evicted: tuple[str, ...] | None = None
+    # The policy's files, its own first (see prunewarden.overlay).
+    sources: tuple[PolicySource, ...] = ()
 
     @property
     def refused(self) -> bool:
@@ -97,4 +99,6 @@ class Decision:
             out["kept"] = list(self.kept)
         if self.evicted is not None:
             out["evicted"] = list(self.evicted)
+        if self.sources:
+            out["policy"]["sources"] = [source.to_dict() for source in self.sources]
         return out
