@@ -199,13 +199,13 @@ def _on_input(
 ) -> tuple[_T, IO[str]]:
     """Load the policy, read the JSON input, and run ``act`` on an engine logging to the
     audit sink the options chose; return its result and the stream results go to."""
-    policy = policycli.evaluation_policy(args)
+    policy, shadow = policycli.evaluation_policies(args)
     text, filename = _read_input(args.input)
     parsed, problems = parse_json(text, filename)
     if problems:
         raise InputError(problems)
     with auditcli.evaluation_audit(args, stdout, stderr) as (audit, out):
-        return act(Engine(policy, audit=audit), parsed.data, filename, text), out
+        return act(Engine(policy, audit=audit, shadow=shadow), parsed.data, filename, text), out
 
 
 def render_text(decision: Decision) -> str:
@@ -221,6 +221,8 @@ def render_text(decision: Decision) -> str:
         lines.append(f"  evicted: {', '.join(decision.evicted or ()) or '-'}")
     policy = decision.policy
     lines.append(f"  policy: {policy.name}@{policy.version} {policy.digest[:19]}")
+    if decision.shadow is not None:
+        lines.append(f"  {decision.shadow.summary(decision)}")
     return "\n".join(lines) + "\n"
 
 

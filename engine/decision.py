@@ -5,10 +5,13 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from prunewarden.__about__ import __version__
 from prunewarden.policy import PolicyIdentity, PolicySource
+
+if TYPE_CHECKING:
+    from prunewarden.shadow import ShadowResult
 
 Outcome = Literal["allow", "deny", "halt"]
 
@@ -68,6 +71,9 @@ class Decision:
     evicted: tuple[str, ...] | None = None
     # The policy's files, its own first (see prunewarden.overlay).
     sources: tuple[PolicySource, ...] = ()
+    # What a shadow policy decided on the same request (Engine(policy, shadow=...)); recorded
+    # beside the decision, never part of what the caller is told to do.
+    shadow: ShadowResult | None = None
 
     @property
     def refused(self) -> bool:

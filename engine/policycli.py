@@ -86,7 +86,12 @@ def add_lock_option(parser: Any, help_text: str | None = None) -> None:
 
 
 def add_evaluate_options(evaluate: Any) -> None:
-    """``evaluate --lock FILE``."""
+    """``evaluate --shadow FILE --lock FILE``."""
+    evaluate.add_argument(
+        "--shadow",
+        metavar="FILE",
+        help="candidate policy decided beside the active one; its verdict goes to the record",
+    )
     add_lock_option(evaluate)
 
 
@@ -95,10 +100,12 @@ def lock_option(args: argparse.Namespace) -> LockOption:
     return found
 
 
-def evaluation_policy(args: argparse.Namespace) -> Policy:
-    """The policy to decide under: ``--policy``, else the bundled default."""
+def evaluation_policies(args: argparse.Namespace) -> tuple[Policy, Policy | None]:
+    """The active policy (``--policy``, else the bundled default) and the ``--shadow`` one."""
     lock = lock_option(args)
-    return load_policy(args.policy, lock=lock) if args.policy else load_builtin_policy()
+    active = load_policy(args.policy, lock=lock) if args.policy else load_builtin_policy()
+    shadow = load_policy(args.shadow, lock=lock) if args.shadow else None
+    return active, shadow
 
 
 def run_policy(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
