@@ -286,6 +286,13 @@ def log_policy_reload_failed(
     log_decision(logger, policy_reload_failed_record(path, problems, active))
 
 
+def log_policy_reloaded(logger: Any, previous: PolicyIdentity, current: Policy) -> None:
+    """A changed policy loaded and is now in force. An event for the application's structlog
+    logger, not an audit record: an audit log records the new policy in a ``policy_activated``
+    record before the first decision under it."""
+    logger.info("policy_reloaded", previous=previous.to_dict(), policy=policy_fields(current))
+
+
 def event_to_kind(
     _logger: Any, _method: str, event_dict: MutableMapping[str, Any]
 ) -> MutableMapping[str, Any]:
