@@ -755,7 +755,8 @@ class TestExamples:
     @pytest.mark.parametrize("name", ["base", "prod-eu", "staging", "prod-eu-candidate"])
     def test_the_deployment_examples_load(self, name: str) -> None:
         """Every shipped deployment policy but the failing one loads with its lock file."""
-        assert load_policy(DEPLOYMENTS / f"{name}.yaml").sources[-1].path == "builtin:default"
+        loaded = load_policy(DEPLOYMENTS / f"{name}.yaml")
+        assert loaded.sources[-1].path == str(DEPLOYMENTS / "base.yaml")
 
     def test_the_replay_example_is_refused_as_its_header_says(self) -> None:
         """replay.yaml is kept as the documented refusal: a validator and a lock."""

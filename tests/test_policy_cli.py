@@ -70,7 +70,6 @@ class TestShow:
         assert [s["path"] for s in shown["policy"]["sources"]] == [
             str(DEPLOYMENTS / "prod-eu.yaml"),
             str(DEPLOYMENTS / "base.yaml"),
-            "builtin:default",
         ]
         assert shown["provenance"]["/spec/collapse/consecutive_cycles"]["file"] == str(
             DEPLOYMENTS / "prod-eu.yaml"
