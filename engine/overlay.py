@@ -132,7 +132,9 @@ def load_builtin(name: str) -> Policy:
 
 
 def parse(text: str, filename: str = "<policy>") -> Policy:
-    return resolve(_Target(filename, None, text))
+    """:func:`prunewarden.parse_policy`: a relative ``extends`` is read from ``filename``'s
+    folder."""
+    return _resolution(_Target(filename, None, text)).policy
 
 
 def resolve_file(path: str | FilePath) -> Resolution:
@@ -144,10 +146,6 @@ def resolve_file(path: str | FilePath) -> Resolution:
             raise PolicyError([Problem(shown, 0, 0, "$", problem)])
         return _resolution(target)
     return _resolution(_Target(shown, FilePath(path)))
-
-
-def resolve(target: _Target) -> Policy:
-    return _resolution(target).policy
 
 
 def builtin_names() -> list[str]:

@@ -65,7 +65,12 @@ def add_policy_command(commands: Any) -> None:
     )
     diff.add_argument("a", metavar="A", help="policy YAML, or builtin:NAME")
     diff.add_argument("b", metavar="B", help="policy YAML, or builtin:NAME")
-    diff.add_argument("--format", choices=["text", "json"], default="text")
+    diff.add_argument(
+        "--format",
+        choices=["text", "json"],
+        default="text",
+        help="text: one line per difference (default); json: every change with both origins",
+    )
     lock = verbs.add_parser(
         "lock",
         help="record name@version -> digest of policies (and what they extend) in a lock file",
