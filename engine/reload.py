@@ -37,7 +37,9 @@ from prunewarden.decision import Decision
 from prunewarden.engine import Engine
 from prunewarden.errors import PolicyError
 from prunewarden.overlay import BUILTIN
+from prunewarden.planner import Plan
 from prunewarden.policy import LockOption, Policy, PolicyIdentity, load_policy
+from prunewarden.session import Session
 
 DEFAULT_INTERVAL = 1.0  # seconds between two looks at the files
 _ATTEMPTS = 3  # loads tried by reload() while the files keep changing under it
@@ -130,6 +132,17 @@ class ReloadingEngine:
 
     def prune(self, *args: Any, **kwargs: Any) -> Decision:
         return self._engine.prune(*args, **kwargs)
+
+    def plan(self, document: Mapping[str, Any], **options: Any) -> Plan:
+        """:meth:`Engine.plan`: every decision of the pass under the snapshot in force when the
+        pass begins."""
+        return self._engine.plan(document, **options)
+
+    def session(self, session_id: str, labels: Mapping[str, str] | None = None) -> Session:
+        """:meth:`Engine.session` on the snapshot in force now. A session keeps that policy for
+        its whole life (the history it keeps is sized by it, and its decisions stay comparable);
+        a session started after a reload uses the new one."""
+        return self._engine.session(session_id, labels)
 
     # --- reloading -----------------------------------------------------------------------------
 

@@ -192,6 +192,39 @@ class TestReload:
             assert shadow.outcome == "allow"
 
 
+class TestSessionsAndPlans:
+    def test_a_session_keeps_the_policy_it_began_with(
+        self, files: Path, engine: ReloadingEngine
+    ) -> None:
+        """A session decides under the snapshot in force when it started; a new session
+        after a reload decides under the new one."""
+        before = engine.session("run-1")
+        replace(files, VERSION_B)
+        assert engine.reload().changed
+        after = engine.session("run-2")
+        segment, score, perturbed = (
+            EVICTION["segment"],
+            EVICTION["score"],
+            EVICTION["perturbed_score"],
+        )
+        old = before.authorize(segment, score, perturbed, EVICTION["eviction_candidates"])
+        new = after.authorize(segment, score, perturbed, EVICTION["eviction_candidates"])
+        assert (old.outcome, old.policy.version) == ("allow", "1.0.0")
+        assert (new.outcome, new.policy.version) == ("deny", "1.1.0")
+
+    def test_a_plan_is_decided_under_one_snapshot(
+        self, files: Path, engine: ReloadingEngine
+    ) -> None:
+        """Every decision of one pruning pass names the same policy version."""
+        window = json.loads((ROOT / "examples" / "windows" / "free-30k-tokens.json").read_text())
+        first = engine.plan(window)
+        replace(files, VERSION_B)
+        engine.reload()
+        second = engine.plan(window)
+        assert {d.policy.version for d in first.decisions} == {"1.0.0"}
+        assert {d.policy.version for d in second.decisions} == {"1.1.0"}
+
+
 class TestReadingSafely:
     def test_files_replaced_while_the_chain_is_read_never_mix(
         self, files: Path, engine: ReloadingEngine, logger: Any, monkeypatch: pytest.MonkeyPatch
