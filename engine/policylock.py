@@ -149,18 +149,26 @@ def render(entries: dict[str, str]) -> str:
 
 
 def write(path: FilePath, entries: dict[str, str]) -> None:
-    """Replace the lock file atomically, so that a process watching it never reads half of it."""
+    """Replace the lock file atomically, so that a process watching it never reads half of it.
+    Raises :class:`PolicyError` when it cannot be written."""
     text = render(entries)
-    mode = path.stat().st_mode & 0o777 if path.exists() else 0o644
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        mode = path.stat().st_mode & 0o777 if path.exists() else 0o644
+        handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    except OSError as exc:
+        problem = Problem(str(path), 0, 0, "$", f"cannot write: {exc.strerror}")
+        raise PolicyError([problem]) from None
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as stream:
             stream.write(text)
         FilePath(temporary).chmod(mode)
         FilePath(temporary).replace(path)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(OSError):
             FilePath(temporary).unlink()
+        if isinstance(exc, OSError):
+            problem = Problem(str(path), 0, 0, "$", f"cannot write: {exc.strerror}")
+            raise PolicyError([problem]) from None
         raise
 
 

@@ -213,6 +213,15 @@ class TestLock:
         assert set(read(lock).entries) == {"platform-base@2.0.0", "staging@0.9.0"}
         assert out.count("(added)") == 2
 
+    def test_a_lock_file_that_cannot_be_written_exits_three(self, tmp_path: Path) -> None:
+        """A lock file in a missing folder is reported, not a traceback."""
+        lock = tmp_path / "missing" / "policy.lock"
+        code, out, err = cli(
+            "policy", "lock", "--lock", str(lock), str(DEPLOYMENTS / "staging.yaml")
+        )
+        assert (code, out) == (3, "")
+        assert err == f"{lock}: $: cannot write: No such file or directory\n"
+
 
 class TestLockOption:
     def test_validate_checks_the_lock_next_to_the_policy(self, deployments: Path) -> None:
