@@ -29,6 +29,7 @@ from prunewarden.policy import (
     load_policy,
     parse_policy,
 )
+from prunewarden.reload import ReloadingEngine
 
 __all__ = [
     "Action",
@@ -45,6 +46,7 @@ __all__ = [
     "Reason",
     "RefusedError",
     "RelevanceCollapseError",
+    "ReloadingEngine",
     "RuleError",
     "StaleScoreError",
     "UntrustedEvictionError",

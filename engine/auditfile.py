@@ -303,14 +303,16 @@ class AuditLog:
     def _with_activation(self, chain: _Chain, record: dict[str, Any]) -> list[dict[str, Any]]:
         if auditlog.kind_of(record) != auditlog.DECISION:
             return [record]
-        digest = auditlog.policy_digest_of(record)
-        if digest in chain.activated:
-            return [record]
-        activation = self._policies.get(digest)
-        if activation is None:
-            msg = f"policy {digest} was not added to {self!r} (AuditLog.add_policy)"
-            raise AuditError(msg)
-        return [auditlog.restamped(activation), record]
+        # The policy that decided, and a shadow policy beside it: both reconstructible.
+        needed = [auditlog.policy_digest_of(record), auditlog.shadow_digest_of(record)]
+        activations = []
+        for digest in dict.fromkeys(d for d in needed if d and d not in chain.activated):
+            activation = self._policies.get(digest)
+            if activation is None:
+                msg = f"policy {digest} was not added to {self!r} (AuditLog.add_policy)"
+                raise AuditError(msg)
+            activations.append(auditlog.restamped(activation))
+        return [*activations, record]
 
     def _seal(self, chain: _Chain, records: list[dict[str, Any]]) -> tuple[bytes, str, set[str]]:
         """The lines for ``records`` after the chain's last hash, the new last hash, and the

@@ -27,7 +27,7 @@ from typing import Any
 
 import structlog
 from prunewarden.__about__ import __version__
-from prunewarden.decision import Decision, utc_now
+from prunewarden.decision import Decision, Reason, utc_now
 from prunewarden.errors import AuditError
 from prunewarden.inputs import CollapseRequest, EvictionRequest, Request, StalenessRequest
 from prunewarden.policy import Policy, PolicyIdentity, canonical_json, sha256_digest
@@ -134,7 +134,7 @@ def decision_record(
         "check": decision.check,
         "outcome": decision.outcome,
         "enforced": decision.enforced,
-        "reasons": _logged_reasons(decision, policy, context.texts),
+        "reasons": _logged_reasons(decision.reasons, policy, context.texts),
         "actions": [action.to_dict() for action in decision.actions],
         "subject": context.subject,
         "session_id": context.session_id,
@@ -149,7 +149,30 @@ def decision_record(
         record["evicted"] = list(decision.evicted)
     if masks is not None and context.document is not None:
         record["input"], record["input_erased"] = erase(context.document, masks)
+    if decision.shadow is not None:
+        record["shadow"] = shadow_fields(decision, context.texts)
     return record
+
+
+def shadow_fields(decision: Decision, texts: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A decision record's ``shadow`` block: what the candidate policy decided on the same
+    request (or why it could not), and whether it agrees with the decision."""
+    shadow = decision.shadow
+    if shadow is None:
+        msg = "the decision has no shadow"
+        raise ValueError(msg)
+    block: dict[str, Any] = {"policy": policy_fields(shadow.policy)}
+    if shadow.error is not None:
+        block.update(error=shadow.error, agrees=False)
+        return block
+    block.update(
+        outcome=shadow.outcome,
+        enforced=shadow.enforced,
+        reasons=_logged_reasons(shadow.reasons, shadow.policy, texts),
+        actions=[action.to_dict() for action in shadow.actions],
+        agrees=shadow.agrees_with(decision),
+    )
+    return block
 
 
 # A text shorter than this is not searched for in rule messages (it would match inside words).
@@ -159,7 +182,7 @@ _TEXT_VARIABLES = ("segment", "span", "spans")
 
 
 def _logged_reasons(
-    decision: Decision, policy: Policy, texts: tuple[str, ...]
+    reasons: Iterable[Reason], policy: Policy, texts: tuple[str, ...]
 ) -> list[dict[str, Any]]:
     """Reasons as logged. The guards never put text in a reason, but a rule's
     ``message_expression`` may: such a message is withheld when the expression reads a text
@@ -171,7 +194,7 @@ def _logged_reasons(
     }
     scrubbed = sorted({t for t in texts if len(t) >= MIN_SCRUBBED_TEXT}, key=len, reverse=True)
     logged = []
-    for reason in decision.reasons:
+    for reason in reasons:
         item = reason.to_dict()
         if reason.code.startswith("rule"):
             if reason.code in withheld:
@@ -261,6 +284,13 @@ def log_policy_reload_failed(
     logger: Any, path: str, problems: Iterable[str], active: PolicyIdentity | None
 ) -> None:
     log_decision(logger, policy_reload_failed_record(path, problems, active))
+
+
+def log_policy_reloaded(logger: Any, previous: PolicyIdentity, current: Policy) -> None:
+    """A changed policy loaded and is now in force. An event for the application's structlog
+    logger, not an audit record: an audit log records the new policy in a ``policy_activated``
+    record before the first decision under it."""
+    logger.info("policy_reloaded", previous=previous.to_dict(), policy=policy_fields(current))
 
 
 def event_to_kind(
@@ -397,6 +427,13 @@ def policy_of(record: Mapping[str, Any]) -> dict[str, Any]:
 
 def policy_digest_of(record: Mapping[str, Any]) -> str:
     return str(policy_of(record).get("digest", ""))
+
+
+def shadow_digest_of(record: Mapping[str, Any]) -> str:
+    """The digest of the shadow policy a decision record names, or ""."""
+    shadow = record.get("shadow")
+    policy = shadow.get("policy") if isinstance(shadow, dict) else None
+    return str(policy.get("digest", "")) if isinstance(policy, dict) else ""
 
 
 def document_of(record: Mapping[str, Any]) -> Any:

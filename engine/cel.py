@@ -452,6 +452,48 @@ class _Checker:
         return None
 
 
+def field_paths(expression: Expression) -> frozenset[tuple[str, ...]]:
+    """The longest field selections the expression makes on its variables:
+    ``spec.collapse.spread_floor <= 0.15`` gives ``{("spec", "collapse", "spread_floor")}``.
+
+    A selection through an index or a call stops there; comprehension variables are not
+    variables. What a guardrail uses to point at the value that failed it.
+    """
+    found: set[tuple[str, ...]] = set()
+    stack: list[Any] = [expression.tree]
+    while stack:
+        node = stack.pop()
+        if not isinstance(node, lark.Tree):
+            continue
+        if node.data == "member_dot":
+            chain = _selection(node)
+            if chain is not None and chain[0] in expression.reads:
+                found.add(chain)
+        stack.extend(node.children)
+    return frozenset(
+        path
+        for path in found
+        if not any(len(o) > len(path) and o[: len(path)] == path for o in found)
+    )
+
+
+def _selection(node: Any) -> tuple[str, ...] | None:
+    names: list[str] = []
+    while isinstance(node, lark.Tree):
+        if node.data == "member_dot":
+            receiver, token = node.children
+            names.append(str(token))
+            node = receiver
+        elif node.data in {"member", "primary"} and len(node.children) == 1:
+            node = node.children[0]
+        elif node.data == "ident":
+            names.append(str(node.children[0]))
+            return tuple(reversed(names))
+        else:
+            return None
+    return None
+
+
 def _simple_ident(node: Any) -> str | None:
     while isinstance(node, lark.Tree) and len(node.children) == 1 and node.data != "ident":
         node = node.children[0]
@@ -510,9 +552,18 @@ def _trial(
 
 def sample(shape: Shape, k: int) -> Any:
     """The ``k``-th sample value of a schema: a middle, a low and a high variant."""
+    choices = shape.get("enum") if shape is not None else None
     kind = _kind(shape)
-    if shape is None or not kind:
-        return {}
+    if isinstance(choices, list) and choices:  # an enum needs no type to be sampled
+        value = choices[k % len(choices)]
+    elif shape is None or not kind:
+        value = {}
+    else:
+        value = _sample_typed(shape, kind, k)
+    return value
+
+
+def _sample_typed(shape: Mapping[str, Any], kind: str, k: int) -> Any:
     if kind == "object":
         properties: Mapping[str, Any] = shape.get("properties", {})
         if properties:

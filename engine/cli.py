@@ -12,13 +12,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any, NoReturn, TypeVar
 
-from prunewarden import auditcli, resources
+from prunewarden import auditcli, policycli, resources
 from prunewarden.__about__ import __version__
 from prunewarden.decision import Decision
 from prunewarden.engine import Engine
 from prunewarden.errors import InputError, PolicyError, Problem, PrunewardenError
 from prunewarden.planner import Plan
-from prunewarden.policy import load_builtin_policy, load_policy
+from prunewarden.policy import load_policy
 from prunewarden.source import parse_json
 
 _T = TypeVar("_T")
@@ -32,9 +32,9 @@ EXIT_INTERNAL = 70
 EXIT_CODES = f"""\
 exit codes:
   {EXIT_OK}   allowed, or every policy valid (a refusal in audit mode also exits 0)
-  {EXIT_REFUSED}   refused: deny or halt by an enforcing guard
+  {EXIT_REFUSED}   refused: deny or halt by an enforcing guard (policy diff: the policies differ)
   {EXIT_INPUT}   usage error, or a malformed input document
-  {EXIT_POLICY}   invalid policy
+  {EXIT_POLICY}   invalid policy, or a policy version reused for different content
   {auditcli.EXIT_UNVERIFIED}   audit verify: a log failed verification
   {EXIT_INTERNAL}  internal error (a bug: please report it)
 """
@@ -87,6 +87,7 @@ def _parser(stdout: IO[str]) -> _Parser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     validate.add_argument("files", nargs="+", metavar="FILE", help="policy YAML files")
+    policycli.add_lock_option(validate)
 
     evaluate = commands.add_parser(
         "evaluate",
@@ -111,13 +112,23 @@ def _parser(stdout: IO[str]) -> _Parser:
         help="json: the decision document (default); text: a short summary",
     )
     auditcli.add_evaluate_options(evaluate)
+    policycli.add_evaluate_options(evaluate)
 
     auditcli.add_audit_command(commands)
+    policycli.add_policy_command(commands)
 
     schema = commands.add_parser("schema", help="print a bundled JSON Schema")
     schema.add_argument(
         "name",
-        choices=["policy", "input", "decision", "rule-variables", "test-suite", "audit-record"],
+        choices=[
+            "policy",
+            "input",
+            "decision",
+            "rule-variables",
+            "test-suite",
+            "audit-record",
+            "policy-lock",
+        ],
     )
     _add_test_command(commands)
     _add_plan_command(commands)
@@ -158,7 +169,7 @@ def _validate(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int
     status = EXIT_OK
     for name in args.files:
         try:
-            policy = load_policy(name)
+            policy = load_policy(name, lock=policycli.lock_option(args))
         except PolicyError as exc:
             _report(exc.problems, stderr)
             status = EXIT_POLICY
@@ -188,13 +199,13 @@ def _on_input(
 ) -> tuple[_T, IO[str]]:
     """Load the policy, read the JSON input, and run ``act`` on an engine logging to the
     audit sink the options chose; return its result and the stream results go to."""
-    policy = load_policy(args.policy) if args.policy else load_builtin_policy("default")
+    policy, shadow = policycli.evaluation_policies(args)
     text, filename = _read_input(args.input)
     parsed, problems = parse_json(text, filename)
     if problems:
         raise InputError(problems)
     with auditcli.evaluation_audit(args, stdout, stderr) as (audit, out):
-        return act(Engine(policy, audit=audit), parsed.data, filename, text), out
+        return act(Engine(policy, audit=audit, shadow=shadow), parsed.data, filename, text), out
 
 
 def render_text(decision: Decision) -> str:
@@ -210,6 +221,8 @@ def render_text(decision: Decision) -> str:
         lines.append(f"  evicted: {', '.join(decision.evicted or ()) or '-'}")
     policy = decision.policy
     lines.append(f"  policy: {policy.name}@{policy.version} {policy.digest[:19]}")
+    if decision.shadow is not None:
+        lines.append(f"  {decision.shadow.summary(decision)}")
     return "\n".join(lines) + "\n"
 
 
@@ -220,6 +233,7 @@ def _schema(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int: 
 
 _COMMANDS: dict[str, Any] = {"validate": _validate, "evaluate": _evaluate, "schema": _schema}
 _COMMANDS["audit"] = auditcli.run_audit
+_COMMANDS["policy"] = policycli.run_policy
 
 
 def _read_input(name: str) -> tuple[str, str]:
@@ -366,6 +380,7 @@ def _add_plan_command(commands: Any) -> None:
         help="json: the plan with its decisions (default); text: a short summary",
     )
     auditcli.add_evaluate_options(plan)
+    policycli.add_evaluate_options(plan)
 
 
 def _plan(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:

@@ -13,7 +13,7 @@ from typing import Any
 from prunewarden.checks import GUARDS, Guard
 from prunewarden.decision import Action, Decision, Reason
 from prunewarden.inputs import CHECKS, Check, Request
-from prunewarden.policy import Mode, Policy, PolicyIdentity
+from prunewarden.policy import Mode, Policy, PolicyIdentity, PolicySource
 from prunewarden.rules import DEFAULT_CACHE_SIZE, RuleSet
 from prunewarden.verdict import Verdict
 
@@ -26,6 +26,7 @@ class Pipeline:
     guard: Guard
     policy: PolicyIdentity
     rules: RuleSet | None = field(default=None, compare=False)  # spec.rules of this check
+    sources: tuple[PolicySource, ...] = ()  # the policy's files, named by every decision
 
     def decide(self, request: Request) -> Decision:
         if self.mode == "off":
@@ -60,6 +61,7 @@ class Pipeline:
             policy=self.policy,
             kept=verdict.kept,
             evicted=verdict.evicted,
+            sources=self.sources,
         )
 
     def refuse(self, reason: Reason, actions: tuple[Action, ...] = ()) -> Decision:
@@ -80,6 +82,7 @@ def compile_policy(
             guard=GUARDS[check],
             policy=policy.identity,
             rules=RuleSet(check, policy.rules, params, cache_size=rule_cache_size),
+            sources=policy.sources,
         )
         for check in CHECKS
     }

@@ -5,10 +5,13 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from prunewarden.__about__ import __version__
-from prunewarden.policy import PolicyIdentity
+from prunewarden.policy import PolicyIdentity, PolicySource
+
+if TYPE_CHECKING:
+    from prunewarden.shadow import ShadowResult
 
 Outcome = Literal["allow", "deny", "halt"]
 
@@ -74,6 +77,11 @@ class Decision:
     engine_version: str = __version__
     kept: tuple[str, ...] | None = None
     evicted: tuple[str, ...] | None = None
+    # The policy's files, its own first (see prunewarden.overlay).
+    sources: tuple[PolicySource, ...] = ()
+    # What a shadow policy decided on the same request (Engine(policy, shadow=...)); recorded
+    # beside the decision, never part of what the caller is told to do.
+    shadow: ShadowResult | None = None
 
     @property
     def refused(self) -> bool:
@@ -105,4 +113,6 @@ class Decision:
             out["kept"] = list(self.kept)
         if self.evicted is not None:
             out["evicted"] = list(self.evicted)
+        if self.sources:
+            out["policy"]["sources"] = [source.to_dict() for source in self.sources]
         return out

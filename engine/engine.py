@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,7 @@ from prunewarden.planner import Plan
 from prunewarden.policy import Policy, load_builtin_policy, load_policy
 from prunewarden.rules import DEFAULT_CACHE_SIZE
 from prunewarden.session import Session
+from prunewarden.shadow import Shadow
 from prunewarden.verdict import Verdict
 
 _REFUSALS: dict[str, type[RefusedError]] = {
@@ -49,6 +51,9 @@ class Engine:
     given, else to the structlog ``logger`` (by default the ``prunewarden`` logger the embedding
     application configured).
 
+    With ``shadow``, a candidate policy decides every request too; what it decided is recorded
+    beside the decision and never changes it (see :mod:`prunewarden.shadow`).
+
     Thread-safe: the compiled policy is immutable, each call keeps its state on the stack, and an
     audit log serializes its writers.
     """
@@ -60,6 +65,7 @@ class Engine:
         logger: Any = None,
         rule_cache_size: int = DEFAULT_CACHE_SIZE,
         audit: AuditLog | None = None,
+        shadow: Policy | None = None,
     ) -> None:
         self.policy = policy
         self._pipelines = compile_policy(policy, rule_cache_size=rule_cache_size)
@@ -67,6 +73,10 @@ class Engine:
         self.audit = audit
         if audit is not None:
             audit.add_policy(policy)
+        # A candidate decided beside the active policy and recorded, never enforced.
+        self.shadow = None if shadow is None else Shadow(shadow, rule_cache_size=rule_cache_size)
+        if audit is not None and shadow is not None:
+            audit.add_policy(shadow)
 
     @classmethod
     def default(cls, **kwargs: Any) -> Engine:
@@ -143,6 +153,10 @@ class Engine:
         ``input_digest(data)`` computed by the caller."""
         pipeline = self._pipelines[check]
         decision = pipeline.decide(request) if gate is None else pipeline.to_decision(gate)
+        if self.shadow is not None:
+            # The candidate decides the request on its own (no gate: it keeps no session).
+            scores = self.policy.spec.scores
+            decision = replace(decision, shadow=self.shadow.evaluate(check, request, data, scores))
         try:
             context = DecisionContext(
                 input_digest(data) if digest is None else digest,

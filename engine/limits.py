@@ -28,12 +28,18 @@ MAX_RULES: Final = 256
 #: :mod:`prunewarden.cel`, which states the same number (a test holds them equal), along with
 #: its limits on an expression's nesting.
 MAX_EXPRESSION_CHARS: Final = 2048
-#: Characters in a rule's ``message``.
+#: Characters in a rule's or a guardrail validator's ``message``.
 MAX_RULE_MESSAGE_CHARS: Final = 1024
+#: Guardrail validators in ``spec.validators``, and fields a base policy locks
+#: (``spec.locked``).
+MAX_VALIDATORS: Final = 256
+MAX_LOCKED: Final = 256
+#: Characters of the ``extends`` reference to a base policy.
+MAX_EXTENDS_CHARS: Final = 1024
 #: Named params in ``spec.params``, and items in one list param.
 MAX_PARAMS: Final = 256
 MAX_PARAM_ITEMS: Final = 1024
-#: Characters in ``metadata.description`` and in a rule's ``description``.
+#: Characters in ``metadata.description`` and in a rule's or validator's ``description``.
 MAX_DESCRIPTION_CHARS: Final = 4096
 #: Kinds listed in ``spec.eviction.pinned_kinds``.
 MAX_PINNED_KINDS: Final = 64
@@ -109,4 +115,9 @@ SCHEMA_LIMITS: Final[dict[tuple[str, str], int]] = {
     ("policy", "/properties/spec/properties/rules/maxItems"): MAX_RULES,
     ("policy", "/$defs/rule/properties/description/maxLength"): MAX_DESCRIPTION_CHARS,
     ("policy", "/$defs/rule/properties/message/maxLength"): MAX_RULE_MESSAGE_CHARS,
+    ("policy", "/$defs/validator/properties/description/maxLength"): MAX_DESCRIPTION_CHARS,
+    ("policy", "/$defs/validator/properties/message/maxLength"): MAX_RULE_MESSAGE_CHARS,
+    ("policy", "/properties/spec/properties/validators/maxItems"): MAX_VALIDATORS,
+    ("policy", "/properties/spec/properties/locked/maxItems"): MAX_LOCKED,
+    ("policy", "/properties/extends/maxLength"): MAX_EXTENDS_CHARS,
 }

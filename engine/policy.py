@@ -4,10 +4,16 @@ A policy's identity is its ``name``, its ``version`` and its ``digest``: ``sha25
 canonical JSON form of the validated document with every default filled in. Key order, comments,
 formatting and spelling a default out or leaving it implicit do not change the digest; any change
 in what the guards would do does.
+
+A policy may extend another (``extends``): :mod:`prunewarden.overlay` reads the chain, merges it
+and checks its guardrails, and :func:`build_policy` turns the merged document into a
+:class:`Policy`; :mod:`prunewarden.policylock` holds each ``name@version`` to one digest.
 """
 
 from __future__ import annotations
 
+import copy
+import errno
 import hashlib
 import json
 import os
@@ -19,11 +25,15 @@ from typing import TYPE_CHECKING, Any, Literal
 from prunewarden import resources
 from prunewarden.errors import PolicyError, Problem, describe_value
 from prunewarden.limits import MAX_POLICY_BYTES
-from prunewarden.source import Parsed, parse_yaml
-from prunewarden.validation import apply_defaults, schema_problems
+from prunewarden.validation import apply_defaults
 
 if TYPE_CHECKING:
     from prunewarden.rules import Rule
+    from prunewarden.source import Parsed
+
+# Which lock file a load checks: None finds ``policy.lock`` next to the policy, False checks
+# none, a path names one (see prunewarden.policylock).
+LockOption = str | Path | Literal[False] | None
 
 Mode = Literal["enforce", "audit", "off"]
 
@@ -97,7 +107,10 @@ class PolicySource:
 
 @dataclass(frozen=True, slots=True)
 class Policy:
-    """A validated policy: its identity, its typed settings and its canonical document."""
+    """A validated policy: its identity, its typed settings and its canonical document.
+
+    ``sources`` is the extends chain it was resolved from, this policy's own file first.
+    """
 
     identity: PolicyIdentity
     spec: Spec
@@ -133,62 +146,52 @@ def sha256_digest(value: Any) -> str:
     return "sha256:" + hashlib.sha256(canonical_json(value).encode("utf-8")).hexdigest()
 
 
-def load_policy(path: str | Path) -> Policy:
-    """Read, validate and compile the policy at ``path``; raise :class:`PolicyError` listing
-    every problem found."""
-    filename = str(path)
-    try:
-        raw = _read_policy_bytes(Path(path))
-    except OSError as exc:
-        raise PolicyError([Problem(filename, 0, 0, "$", f"cannot read: {exc.strerror}")]) from None
-    except _ReadError as exc:
-        raise PolicyError([Problem(filename, 0, 0, "$", str(exc))]) from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        msg = f"not UTF-8 text (byte {exc.start})"
-        raise PolicyError([Problem(filename, 0, 0, "$", msg)]) from None
-    return parse_policy(text, filename)
+def load_policy(path: str | Path, *, lock: LockOption = None) -> Policy:
+    """Read, resolve, validate and compile the policy at ``path``; raise :class:`PolicyError`
+    listing every problem found.
 
+    An ``extends`` chain is resolved and its guardrails checked (:mod:`prunewarden.overlay`);
+    ``lock`` says which lock file holds the policy's ``name@version`` to a digest (the default
+    finds ``policy.lock`` next to the policy, ``False`` checks none).
+    """
+    # overlay builds policies with this module's build_policy: import it when it is needed.
+    from prunewarden import overlay  # noqa: PLC0415
 
-class _ReadError(Exception):
-    pass
-
-
-def _read_policy_bytes(path: Path) -> bytes:
-    """The file's bytes, read no further than the size limit, and refused if the file changed
-    while it was read: a policy rewritten in place could otherwise be read half old, half new,
-    or cut short into a different but valid policy. (Replace policies by renaming a complete
-    file over the old one: an open file keeps reading the old one whole.)"""
-    with path.open("rb") as stream:
-        before = os.fstat(stream.fileno())
-        raw = stream.read(MAX_POLICY_BYTES + 1)
-        after = os.fstat(stream.fileno())
-    if len(raw) > MAX_POLICY_BYTES:
-        msg = f"file is larger than the limit of {MAX_POLICY_BYTES} bytes"
-        raise _ReadError(msg)
-    changed = (before.st_size, before.st_mtime_ns) != (after.st_size, after.st_mtime_ns)
-    if stat.S_ISREG(after.st_mode) and (changed or len(raw) != after.st_size):
-        msg = "file changed while it was being read; not loaded (replace policies atomically)"
-        raise _ReadError(msg)
-    return raw
+    return overlay.load(path, lock=lock)
 
 
 def load_builtin_policy(name: str = "default") -> Policy:
-    """A policy bundled with prunewarden, by name (``default``)."""
-    return load_policy(resources.builtin_policy_path(name))
+    """A policy bundled with prunewarden, by name (``default``); its source is
+    ``builtin:<name>``."""
+    from prunewarden import overlay  # noqa: PLC0415 - see load_policy
+
+    return overlay.load_builtin(name)
 
 
 def parse_policy(text: str, filename: str = "<policy>") -> Policy:
-    """Validate policy YAML text; raise :class:`PolicyError` listing every problem found."""
+    """Validate policy YAML text; raise :class:`PolicyError` listing every problem found.
+
+    A relative ``extends`` is read relative to ``filename``'s folder. No lock file is checked.
+    """
+    from prunewarden import overlay  # noqa: PLC0415 - see load_policy
+
+    return overlay.parse(text, filename)
+
+
+def build_policy(
+    parsed: Parsed, sources: tuple[PolicySource, ...], problems: list[Problem] | None = None
+) -> Policy:
+    """The policy of a parsed (and, for a chain, merged) document that passed the schema.
+
+    ``problems`` are those already found (by the schema); the rules are compiled either way, so
+    that every problem is reported at once. Raises :class:`PolicyError` if there are any.
+    """
     # rules imports decision, which imports this module: import it when it is needed.
     from prunewarden import rules  # noqa: PLC0415
 
-    parsed, problems = parse_yaml(text, filename)
+    problems = list(problems or [])
     compiled: tuple[Rule, ...] = ()
     if parsed.built:
-        problems += schema_problems("policy", parsed)
-        problems += _param_problems(parsed)
         try:
             compiled, rule_problems = rules.compile_rules(parsed)
         except Exception:
@@ -202,18 +205,17 @@ def parse_policy(text: str, filename: str = "<policy>") -> Policy:
         problems = _semantic_problems(parsed.data, parsed.problem)
     if problems:
         raise PolicyError(problems)
-    document = _normalize(apply_defaults(resources.schema("policy"), parsed.data))
+    document = normalize_document(parsed.data)
     metadata = document["metadata"]
     identity = PolicyIdentity(metadata["name"], metadata["version"], sha256_digest(document))
-    sources = (
-        PolicySource(filename, hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()),
+    return Policy(
+        identity, _spec(document["spec"]), document, parsed.filename, compiled, sources=sources
     )
-    return Policy(identity, _spec(document["spec"]), document, filename, compiled, sources)
 
 
-def _param_problems(parsed: Parsed) -> list[Problem]:
+def param_problems(parsed: Parsed) -> list[Problem]:
     """Params reach rules as doubles (the schema says so): an integer too large for one is a
-    problem of the policy, found before the rules are compiled against it."""
+    problem of the policy file, found before its rules are normalized or compiled with it."""
     spec = parsed.data.get("spec") if isinstance(parsed.data, dict) else None
     params = spec.get("params") if isinstance(spec, dict) else None
     found = []
@@ -228,6 +230,37 @@ def _param_problems(parsed: Parsed) -> list[Problem]:
                     message = f"{describe_value(item)} is too large for a number in rules"
                     found.append(parsed.problem(path, message))
     return found
+
+
+def read_policy_bytes(path: Path) -> bytes:
+    """A policy file's bytes, read no further than the size limit, and refused if the file
+    changed while it was read: a policy rewritten in place could otherwise be read half old,
+    half new, or cut short into a different but valid policy. (Replace policies by renaming a
+    complete file over the old one: an open file keeps reading the old one whole.)
+
+    Raises :class:`OSError` (its ``strerror`` says why) like any unreadable file.
+    """
+    with path.open("rb") as stream:
+        before = os.fstat(stream.fileno())
+        raw = stream.read(MAX_POLICY_BYTES + 1)
+        after = os.fstat(stream.fileno())
+    if len(raw) > MAX_POLICY_BYTES:
+        msg = f"file is larger than the limit of {MAX_POLICY_BYTES} bytes"
+        raise OSError(errno.EFBIG, msg)
+    changed = (before.st_size, before.st_mtime_ns) != (after.st_size, after.st_mtime_ns)
+    if stat.S_ISREG(after.st_mode) and (changed or len(raw) != after.st_size):
+        msg = "file changed while it was being read; not loaded (replace policies atomically)"
+        raise OSError(errno.EAGAIN, msg)
+    return raw
+
+
+def normalize_document(data: dict[str, Any]) -> dict[str, Any]:
+    """The canonical form of a schema-valid policy document: defaults filled in, numbers of one
+    type, sets sorted, empty optional sections dropped, ``extends`` gone (the merged document
+    stands on its own; the sources name the chain). What the digest is computed over."""
+    document = _normalize(apply_defaults(resources.schema("policy"), copy.deepcopy(data)))
+    document.pop("extends", None)
+    return document
 
 
 def _semantic_problems(data: dict[str, Any], problem: Any) -> list[Problem]:
@@ -253,7 +286,7 @@ _FLOAT_FIELDS = {
 
 
 def _normalize(document: dict[str, Any]) -> dict[str, Any]:
-    from prunewarden import rules  # noqa: PLC0415 - see parse_policy
+    from prunewarden import guardrails, rules  # noqa: PLC0415 - see build_policy
 
     spec = document["spec"]
     for kind, table in ((float, _FLOAT_FIELDS), (int, _INT_FIELDS)):
@@ -263,6 +296,7 @@ def _normalize(document: dict[str, Any]) -> dict[str, Any]:
     # A set in meaning: sorted so that order does not change the digest.
     spec["eviction"]["pinned_kinds"] = sorted(spec["eviction"]["pinned_kinds"])
     rules.normalize(spec)
+    guardrails.normalize(spec)
     return document
 
 

@@ -29,7 +29,7 @@ from prunewarden import cel, resources
 from prunewarden.decision import Action, Reason
 from prunewarden.errors import Problem
 from prunewarden.stats import median, pstdev
-from prunewarden.validation import apply_defaults
+from prunewarden.validation import apply_defaults, inline_refs
 from prunewarden.verdict import Verdict
 
 if TYPE_CHECKING:
@@ -89,23 +89,8 @@ class Rule:
 def variable_shapes(check: str) -> dict[str, cel.Shape]:
     """The variables of ``check`` with their JSON Schema, references resolved."""
     root = resources.schema("rule-variables")
-    resolved = _inline(root["$defs"][check], root)
+    resolved = inline_refs(root["$defs"][check], root)
     return dict(resolved["properties"])
-
-
-def _inline(node: Any, root: Mapping[str, Any]) -> Any:
-    if isinstance(node, Mapping):
-        ref = node.get("$ref")
-        if isinstance(ref, str):
-            target: Any = root
-            for part in ref.removeprefix("#/").split("/"):
-                target = target[part]
-            merged = {**target, **{k: v for k, v in node.items() if k != "$ref"}}
-            return _inline(merged, root)
-        return {key: _inline(value, root) for key, value in node.items()}
-    if isinstance(node, list):
-        return [_inline(value, root) for value in node]
-    return node
 
 
 def _params_shape(params: Mapping[str, Any]) -> dict[str, Any]:
@@ -621,7 +606,7 @@ def _compile_rule(
 @cache
 def _rule_schema() -> dict[str, Any]:
     root = resources.schema("policy")
-    rule: dict[str, Any] = _inline(root["$defs"]["rule"], root)
+    rule: dict[str, Any] = inline_refs(root["$defs"]["rule"], root)
     return rule
 
 

@@ -43,6 +43,20 @@ _Loader.add_implicit_resolver(
 )
 
 
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """Where a value was set: a file, a line and a column, and the file's place in an
+    ``extends`` chain (0 is the root policy; see prunewarden.overlay)."""
+
+    file: str
+    line: int
+    column: int
+    layer: int = 0
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}" if self.line else self.file
+
+
 @dataclass
 class Parsed:
     """Data parsed from a source, with the position of each value and of each mapping key."""

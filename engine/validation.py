@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from functools import cache
 from typing import Any
 
@@ -143,6 +143,23 @@ def apply_defaults(
         if key in filled:
             filled[key] = apply_defaults(sub_schema, filled[key], root)
     return filled
+
+
+def inline_refs(node: Any, root: Mapping[str, Any]) -> Any:
+    """``node`` with every local ``$ref`` replaced by what it points at (the schemas have no
+    recursive references), for code that reads a schema as a shape."""
+    if isinstance(node, Mapping):
+        ref = node.get("$ref")
+        if isinstance(ref, str):
+            target: Any = root
+            for part in ref.removeprefix("#/").split("/"):
+                target = target[part]
+            merged = {**target, **{k: v for k, v in node.items() if k != "$ref"}}
+            return inline_refs(merged, root)
+        return {key: inline_refs(value, root) for key, value in node.items()}
+    if isinstance(node, list):
+        return [inline_refs(value, root) for value in node]
+    return node
 
 
 def _resolve(schema: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:

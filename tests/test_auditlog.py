@@ -27,7 +27,7 @@ from prunewarden import (
 from prunewarden.auditlog import log_policy_reload_failed
 from prunewarden.auditverify import verify_files
 from prunewarden.policy import canonical_json, sha256_digest
-from prunewarden.resources import schema
+from prunewarden.resources import builtin_policy_path, schema
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "examples" / "inputs").glob("*.json"))
@@ -108,7 +108,9 @@ class TestDecisionRecords:
         assert record["policy"]["version"] == "1.0.0"
         assert record["policy"]["digest"] == engine.policy.digest
         (source,) = record["policy"]["sources"]
-        assert source["sha256"] == hashlib.sha256(Path(source["path"]).read_bytes()).hexdigest()
+        assert source["path"] == "builtin:default"
+        bundled = builtin_policy_path("default").read_bytes()
+        assert source["sha256"] == hashlib.sha256(bundled).hexdigest()
         assert (record["outcome"], record["enforced"]) == (decision.outcome, decision.enforced)
         assert [r["code"] for r in record["reasons"]] == list(decision.codes)
         assert activation["kind"] == "policy_activated"

@@ -216,7 +216,7 @@ class TestPolicyReplacedMidRead:
         with pytest.raises(PolicyError) as info:
             load_policy(policy_path)
         (problem,) = info.value.problems
-        assert problem.message.startswith("file changed while it was being read")
+        assert problem.message.startswith("cannot read: file changed while it was being read")
 
     def test_replaced_by_rename_loads_the_old_file_whole(
         self, monkeypatch: pytest.MonkeyPatch, policy_path: Path

@@ -94,7 +94,7 @@ class TestPolicyLimits:
         with pytest.raises(PolicyError) as info:
             load_policy(path)
         assert info.value.problems[0].message == (
-            f"file is larger than the limit of {MAX_POLICY_BYTES} bytes"
+            f"cannot read: file is larger than the limit of {MAX_POLICY_BYTES} bytes"
         )
 
     def test_endless_file_is_read_no_further_than_the_limit(self) -> None:
