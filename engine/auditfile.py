@@ -16,6 +16,7 @@ from the last whole record across the gap, and ``verify`` reports the loss.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import mmap
 import os
@@ -403,7 +404,12 @@ def _identity(stat: os.stat_result) -> tuple[int, int]:
 
 
 def _sync(fd: int) -> None:
-    getattr(os, "fdatasync", os.fsync)(fd)
+    try:
+        getattr(os, "fdatasync", os.fsync)(fd)
+    except OSError as exc:
+        # A character device or pipe (/dev/null, a FIFO to a shipper) has nothing to sync.
+        if exc.errno != errno.EINVAL:
+            raise
 
 
 def _sync_dir(directory: Path) -> None:

@@ -28,14 +28,21 @@ def json_path(path: Path) -> str:
 
 
 class _Loader(yaml.SafeLoader):
-    """The safe loader, closer to JSON: dates stay strings, and ``1e-3`` is a number (PyYAML's
-    YAML 1.1 float pattern wants a dot in the mantissa and would read it as a string)."""
+    """The safe loader, closer to JSON and YAML 1.2: dates stay strings; only true and false are
+    booleans (YAML 1.1 reads ``mode: off`` as false, and ``off`` is a mode); and ``1e-3`` is a
+    number (the YAML 1.1 float pattern wants a dot in the mantissa)."""
 
 
+_YAML_1_1_ONLY = ("tag:yaml.org,2002:timestamp", "tag:yaml.org,2002:bool")
 _Loader.yaml_implicit_resolvers = {
-    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    first: [(tag, regexp) for tag, regexp in resolvers if tag not in _YAML_1_1_ONLY]
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:bool",
+    re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
+    list("tTfF"),
+)
 _Loader.add_implicit_resolver(
     "tag:yaml.org,2002:float",
     re.compile(r"^[-+]?[0-9][0-9_]*[eE][-+]?[0-9]+$"),

@@ -202,6 +202,19 @@ class TestEvaluate:
         assert code == 3
         assert "'apiVersion' is a required property" in err
 
+    def test_audit_log_to_a_character_device(self) -> None:
+        """/dev/null as the audit log works: a device with nothing to sync is not an error."""
+        code, out, err = cli(
+            "evaluate",
+            "--audit-fsync",
+            "always",
+            "--audit-log",
+            "/dev/null",
+            str(EXAMPLES / "eviction-healthy.json"),
+        )
+        assert (code, err) == (0, "")
+        assert json.loads(out)["outcome"] == "allow"
+
     def test_unwritable_audit_log_exits_two(self, tmp_path: Path) -> None:
         """An audit log that cannot be opened is a usage error, not a silent decision."""
         code, out, err = cli(

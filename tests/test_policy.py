@@ -193,6 +193,16 @@ class TestErrors:
         policy = parse_policy(HEADER + "spec:\n  collapse: {spread_floor: 1e-3}\n")
         assert policy.spec.collapse.spread_floor == 0.001
 
+    def test_off_is_a_mode_not_a_boolean(self) -> None:
+        """Unquoted off, on, yes and no are strings, as in YAML 1.2; true and false are booleans."""
+        policy = parse_policy(
+            HEADER + "  description: yes\nspec:\n  collapse: {mode: off}\n"
+            "  eviction: {require_tombstone: false}\n"
+        )
+        assert policy.spec.collapse.mode == "off"
+        assert policy.document["metadata"]["description"] == "yes"
+        assert policy.spec.eviction.require_tombstone is False
+
     def test_dates_stay_strings(self) -> None:
         """An unquoted date in a description is text, as in JSON."""
         policy = parse_policy(HEADER + "  description: 2026-11-29\n")
