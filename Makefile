@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test lint typecheck pytest clean
+.PHONY: demo test lint typecheck pytest clean bench fuzz
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,16 +24,25 @@ demo: $(VENV)/.installed
 test: lint typecheck pytest
 
 lint: $(VENV)/.installed-test
-	$(BIN)/ruff check engine tests examples
-	$(BIN)/ruff format --check engine tests examples
+	$(BIN)/ruff check engine tests examples benchmarks
+	$(BIN)/ruff format --check engine tests examples benchmarks
 
 typecheck: $(VENV)/.installed-test
 	mkdir -p build/typecheck && ln -sfn ../../engine build/typecheck/prunewarden
 	$(BIN)/mypy -p prunewarden
-	$(BIN)/mypy tests examples
+	$(BIN)/mypy tests examples benchmarks
 
 pytest: $(VENV)/.installed-test
 	$(BIN)/python -m pytest
+
+# The engine against plain reference checks: a table on stdout, JSON in benchmarks/results/.
+# BENCH_ARGS passes options through (python -m benchmarks --help), e.g. BENCH_ARGS=--quick.
+bench: $(VENV)/.installed
+	$(BIN)/python -m benchmarks $(BENCH_ARGS)
+
+# The fuzz tests with fifty times the examples of make test (several minutes).
+fuzz: $(VENV)/.installed-test
+	PRUNEWARDEN_FUZZ_SCALE=$${PRUNEWARDEN_FUZZ_SCALE:-50} $(BIN)/python -m pytest tests/test_fuzz.py -p no:cacheprovider
 
 clean:
 	rm -rf $(VENV) build dist .demo *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis

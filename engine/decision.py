@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import uuid
+import os
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
@@ -41,13 +41,21 @@ class Action:
         return {"action": self.action, "ids": list(self.ids)}
 
 
+# The version (4) and variant (RFC 4122) bits of a random UUID, as uuid.UUID sets them.
+_UUID4_CLEAR = ~((0xF000 << 64) | (0xC000 << 48))
+_UUID4_SET = (0x4000 << 64) | (0x8000 << 48)
+
+
 def new_decision_id() -> str:
-    return uuid.uuid4().hex
+    """``uuid.uuid4().hex`` without building a UUID object: a third of the cost, and every
+    decision pays it."""
+    return f"{int.from_bytes(os.urandom(16)) & _UUID4_CLEAR | _UUID4_SET:032x}"
 
 
 def utc_now() -> str:
     """RFC 3339 in UTC with a ``Z``, to the microsecond."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    # isoformat() is faster than strftime(); in UTC it always ends in "+00:00".
+    return datetime.now(UTC).isoformat(timespec="microseconds")[:-6] + "Z"
 
 
 @dataclass(frozen=True, slots=True)

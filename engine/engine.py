@@ -18,6 +18,7 @@ from prunewarden.auditlog import (
     subject_of,
     texts_of,
 )
+from prunewarden.batch import parse_evictions
 from prunewarden.compiler import Pipeline, compile_policy
 from prunewarden.decision import Decision, Reason
 from prunewarden.errors import (
@@ -145,9 +146,11 @@ class Engine:
         session_id: str | None = None,
         labels: Mapping[str, str] | None = None,
         gate: Verdict | None = None,
+        digest: str | None = None,
     ) -> Decision:
         """Decide on a validated request and log it; ``gate`` refuses without running the guard
-        (pruning halted by an earlier collapse decision)."""
+        (pruning halted by an earlier collapse decision); ``digest``, when given, is
+        ``input_digest(data)`` computed by the caller."""
         pipeline = self._pipelines[check]
         decision = pipeline.decide(request) if gate is None else pipeline.to_decision(gate)
         if self.shadow is not None:
@@ -156,7 +159,7 @@ class Engine:
             decision = replace(decision, shadow=self.shadow.evaluate(check, request, data, scores))
         try:
             context = DecisionContext(
-                input_digest(data),
+                input_digest(data) if digest is None else digest,
                 subject_of(request),
                 session_id,
                 labels or {},
@@ -219,6 +222,39 @@ class Engine:
             },
             session_id=session_id,
             labels=labels,
+        )
+
+    def authorize_evictions(
+        self,
+        evictions: Iterable[Mapping[str, Any]],
+        eviction_candidates: Iterable[str] | None = None,
+        *,
+        session_id: str | None = None,
+        labels: Mapping[str, str] | None = None,
+    ) -> tuple[Decision, ...]:
+        """Eviction guard for a whole pruning pass: one logged decision per item
+        ``{"segment", "score", "perturbed_score"}``, in order.
+
+        Every segment of the pass is an eviction candidate unless ``eviction_candidates`` says
+        otherwise. The pass is validated first, as a whole: a malformed item raises
+        :class:`InputError` (paths ``$.evictions[i]...``) before anything is decided or logged.
+        Each record digests the eviction document its decision stands for (the item, with
+        ``check`` and the candidates), as :meth:`authorize_eviction` would.
+        """
+        _check_caller_fields(session_id, labels)
+        parsed = parse_evictions(evictions, eviction_candidates, self.policy.spec.scores)
+        return tuple(
+            [
+                self._decide(
+                    "eviction",
+                    item.request,
+                    item.document,
+                    session_id=session_id,
+                    labels=labels,
+                    digest=item.digest,
+                )
+                for item in parsed
+            ]
         )
 
     def prune(  # noqa: PLR0913 - mirrors the staleness document's optional fields

@@ -7,15 +7,32 @@ finite numbers, unique ids, increasing cycles and turns.
 
 from __future__ import annotations
 
+import itertools
 import math
+import numbers
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from prunewarden.errors import InputError, Problem, describe_value
+from prunewarden.fastpath import accepts, collapse_scores
+from prunewarden.limits import (
+    INTEGER_CEILING,
+    MAX_ENTRIES,
+    MAX_IDS,
+    MAX_INPUT_DEPTH,
+    MAX_INTEGER_DIGITS,
+    MAX_LABELS,
+    MAX_METADATA_ENTRIES,
+    MAX_PROBLEMS,
+    MAX_SEGMENTS,
+    MAX_SNAPSHOTS,
+    MAX_SPANS,
+    MAX_TURNS,
+)
 from prunewarden.policy import ScoreRange
 from prunewarden.source import Parsed, Path, locate
-from prunewarden.validation import schema_problems, validator
+from prunewarden.validation import capped, problems_of, validator
 
 Check = Literal["collapse", "eviction", "staleness"]
 CHECKS: tuple[Check, ...] = ("collapse", "eviction", "staleness")
@@ -126,6 +143,17 @@ def parse_request(
 
     ``text`` is the document's source, used only to put line and column on errors.
     """
+    fast = _parse_fast(data, scores)
+    if fast is not None:
+        return fast
+    return parse_request_exact(data, scores, filename=filename, text=text)
+
+
+def parse_request_exact(
+    data: Any, scores: ScoreRange, *, filename: str = "<input>", text: str | None = None
+) -> tuple[Check, Request]:
+    """The exact path of :func:`parse_request`: JSON Schema and the semantic checks, slower,
+    able to say what is wrong and where. Taken whenever the fast path is not sure."""
     found = _invalid(data, None, lambda: _semantic_problems(data, scores), filename, text)
     if not found:
         check: Check = data["check"]
@@ -156,19 +184,138 @@ def _invalid(
     filename: str,
     text: str | None,
 ) -> InputError | None:
-    """None when ``data`` is valid; else the error listing every problem, located in ``text``.
+    """None when ``data`` is valid; else the error listing its problems (at most
+    :data:`~prunewarden.limits.MAX_PROBLEMS`), located in ``text``.
 
-    The schema runs once on the happy path; positions are only computed for a failure.
+    What could not even be reported on, and lists over their limit, are refused first. The
+    schema runs once (a large document takes seconds); positions are only computed for a
+    failure.
     """
-    valid = validator("input", definition).is_valid(data)
-    found = list(relations()) if valid else []
-    if valid and not found:
+    refused = _unreadable(data) or _oversized(data, definition)
+    if refused:
+        located = _locate(data, filename, text)
+        return InputError([located.problem(path, message) for path, message in refused])
+    errors = list(
+        itertools.islice(validator("input", definition).iter_errors(data), MAX_PROBLEMS + 1)
+    )
+    found = [] if errors else list(itertools.islice(relations(), MAX_PROBLEMS + 1))
+    if not errors and not found:
         return None
+    located = _locate(data, filename, text)
+    problems = problems_of(errors, located)
+    problems += capped((located.problem(path, message) for path, message in found), filename)
+    return InputError(problems or [Problem(filename, 0, 0, "$", "invalid input document")])
+
+
+def _locate(data: Any, filename: str, text: str | None) -> Parsed:
     located = locate(text, filename) if text is not None else Parsed(data, filename)
     located.data = data
-    problems = schema_problems("input", located, definition)
-    problems += [located.problem(path, message) for path, message in found]
-    return InputError(problems or [Problem(filename, 0, 0, "$", "invalid input document")])
+    return located
+
+
+def _parse_fast(data: Any, scores: ScoreRange) -> tuple[Check, Request] | None:
+    """The fast path (:mod:`prunewarden.fastpath`): the typed request, or None when it is not
+    sure the document is valid."""
+    check = data.get("check") if type(data) is dict else None
+    if type(check) is str and check == "collapse":
+        screened = collapse_scores(data, scores.min, scores.max)
+        return None if screened is None else ("collapse", _collapse(data, screened))
+    if accepts(data, scores):
+        valid: Check = data["check"]
+        return valid, _BUILDERS[valid](data)
+    return None
+
+
+def _unreadable(data: Any) -> list[_Found]:
+    """A value that could not even be reported on: nested deeper than
+    :data:`~prunewarden.limits.MAX_INPUT_DEPTH` (reporting recurses), an integer longer than
+    :data:`~prunewarden.limits.MAX_INTEGER_DIGITS` (Python refuses to print it), or a number
+    JSON cannot hold (a ``Decimal``, a ``complex``)."""
+    stack: list[tuple[Any, Path]] = [(data, ())]
+    while stack:
+        value, path = stack.pop()
+        if isinstance(value, Mapping | list | tuple):
+            if len(path) >= MAX_INPUT_DEPTH:
+                return [(path, f"document refused: nested deeper than {MAX_INPUT_DEPTH} levels")]
+            items = value.items() if isinstance(value, Mapping) else enumerate(value)
+            stack.extend((item, (*path, key)) for key, item in items)
+        elif isinstance(value, int) and not -INTEGER_CEILING < value < INTEGER_CEILING:
+            return [(path, f"an integer of more than {MAX_INTEGER_DIGITS} digits")]
+        elif isinstance(value, numbers.Number) and not isinstance(value, int | float):
+            # jsonschema compares any number with its bounds: a Decimal NaN raises there.
+            return [(path, f"{describe_value(value)} is not a JSON number (int or float)")]
+    return []
+
+
+# The size limits of input.v1 (prunewarden.limits), by document kind and the path of the list or
+# object they bound, then for the items of a list. They are checked before the schema runs:
+# jsonschema would validate every item of an oversized list before saying that it is too long,
+# which takes seconds at these sizes.
+_Limits = tuple[tuple[tuple[str, ...], int], ...]
+_SIZE_LIMITS: dict[str, _Limits] = {
+    "collapse": ((("history",), MAX_SNAPSHOTS), (("baseline",), MAX_ENTRIES)),
+    "eviction": (
+        (("eviction_candidates",), MAX_IDS),
+        (("segment", "score_dependencies"), MAX_IDS),
+        (("segment", "metadata"), MAX_METADATA_ENTRIES),
+    ),
+    "staleness": (
+        (("spans",), MAX_SPANS),
+        (("turns",), MAX_TURNS),
+        (("tombstones",), MAX_IDS),
+    ),
+    "plan": (
+        (("segments",), MAX_SEGMENTS),
+        (("history",), MAX_SNAPSHOTS),
+        (("baseline",), MAX_ENTRIES),
+        (("turns",), MAX_TURNS),
+        (("tombstones",), MAX_IDS),
+        (("labels",), MAX_LABELS),
+    ),
+}
+_SNAPSHOT_LIMITS: _Limits = ((("scores",), MAX_ENTRIES), (("pinned",), MAX_IDS))
+_ITEM_SIZE_LIMITS: dict[str, tuple[tuple[str, _Limits], ...]] = {
+    "collapse": (("history", _SNAPSHOT_LIMITS),),
+    "staleness": (("spans", ((("derived_from",), MAX_IDS),)),),
+    "plan": (
+        ("history", _SNAPSHOT_LIMITS),
+        (
+            "segments",
+            (
+                (("score_dependencies",), MAX_IDS),
+                (("derived_from",), MAX_IDS),
+                (("metadata",), MAX_METADATA_ENTRIES),
+            ),
+        ),
+    ),
+}
+
+
+def _oversized(data: Any, definition: str | None) -> list[_Found]:
+    if not isinstance(data, Mapping):
+        return []
+    kind = definition if definition is not None else data.get("check")
+    if not isinstance(kind, str) or kind not in _SIZE_LIMITS:
+        return []
+    found = _over(data, (), _SIZE_LIMITS[kind])
+    for where, limits in _ITEM_SIZE_LIMITS.get(kind, ()) if not found else ():
+        items = data.get(where)
+        for i, item in enumerate(items if isinstance(items, list) else ()):
+            if isinstance(item, Mapping):
+                found += _over(item, (where, i), limits)
+    return found
+
+
+def _over(data: Mapping[str, Any], at: Path, limits: _Limits) -> list[_Found]:
+    found = []
+    for path, limit in limits:
+        value: Any = data
+        for key in path:
+            value = value.get(key) if isinstance(value, Mapping) else None
+        if isinstance(value, list | Mapping) and len(value) > limit:
+            noun = "items" if isinstance(value, list) else "entries"
+            found.append(((*at, *path), f"{len(value)} {noun}, more than the limit of {limit}"))
+    return found
 
 
 def _semantic_problems(data: dict[str, Any], scores: ScoreRange) -> Iterator[_Found]:
@@ -252,13 +399,17 @@ def _score_checker(scores: ScoreRange) -> _ScoreCheck:
     low, high = scores.min, scores.max
 
     def check(path: Path, value: Any) -> Iterator[_Found]:
-        # Non-finite floats are reported on their own; ints compare exactly, however large.
-        finite = not isinstance(value, float) or math.isfinite(value)
-        if finite and not low <= value <= high:
-            yield (
-                path,
-                f"{describe_value(value)} is outside the policy's score range [{low}, {high}]",
-            )
+        if isinstance(value, bool) or (isinstance(value, float) and not math.isfinite(value)):
+            return  # the schema or the finiteness check reports it
+        if isinstance(value, int | float):
+            # Compared as they are: float() would overflow on a long integer.
+            if not low <= value <= high:
+                yield (
+                    path,
+                    f"{describe_value(value)} is outside the policy's score range [{low}, {high}]",
+                )
+        elif isinstance(value, numbers.Number):
+            yield path, f"{describe_value(value)} is not a JSON number (int or float)"
 
     return check
 
@@ -281,17 +432,30 @@ def _int_or_none(value: Any) -> int | None:
 
 
 def _floats(scores: Mapping[str, Any]) -> dict[str, float]:
+    if list(map(type, scores.values())).count(float) == len(scores):
+        return dict(scores)  # a C-level copy: the common case, tens of thousands of scores
     return {entry: float(value) for entry, value in scores.items()}
 
 
-def _snapshots(data: dict[str, Any]) -> tuple[Snapshot, ...]:
+def _snapshots(
+    data: dict[str, Any], scores: list[dict[str, float]] | None = None
+) -> tuple[Snapshot, ...]:
+    """The history's snapshots; ``scores`` are their scores as floats when already known."""
+    history = data["history"]
+    floats = scores if scores is not None else [_floats(s["scores"]) for s in history]
     return tuple(
-        Snapshot(int(s["cycle"]), _floats(s["scores"]), tuple(s.get("pinned", ())))
-        for s in data["history"]
+        Snapshot(int(s["cycle"]), converted, tuple(s.get("pinned", ())))
+        for s, converted in zip(history, floats, strict=True)
     )
 
 
-def _collapse(data: dict[str, Any]) -> CollapseRequest:
+def _collapse(
+    data: dict[str, Any],
+    screened: tuple[list[dict[str, float]], dict[str, float] | None] | None = None,
+) -> CollapseRequest:
+    """``screened``: the scores as the fast path converted them (snapshots', then baseline's)."""
+    if screened is not None:
+        return CollapseRequest(_snapshots(data, screened[0]), screened[1])
     baseline = data.get("baseline")
     return CollapseRequest(_snapshots(data), _floats(baseline) if baseline is not None else None)
 
@@ -310,12 +474,18 @@ def _segment(seg: dict[str, Any]) -> Segment:
 
 
 def _eviction(data: dict[str, Any]) -> EvictionRequest:
+    return eviction_request(data, frozenset(data.get("eviction_candidates", ())))
+
+
+def eviction_request(data: Mapping[str, Any], candidates: frozenset[str]) -> EvictionRequest:
+    """The typed request of a valid eviction document (or item of a pass) and the ids slated
+    for eviction with it."""
     perturbed = data.get("perturbed_score")
     return EvictionRequest(
         _segment(data["segment"]),
         float(data["score"]),
         float(perturbed) if perturbed is not None else None,
-        frozenset(data.get("eviction_candidates", ())),
+        candidates,
     )
 
 

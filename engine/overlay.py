@@ -41,6 +41,8 @@ from prunewarden.policy import (
     PolicySource,
     build_policy,
     normalize_document,
+    param_problems,
+    read_policy_bytes,
     sha256_digest,
 )
 from prunewarden.source import Origin, Parsed, Path, json_path, parse_yaml
@@ -156,7 +158,7 @@ def builtin_names() -> list[str]:
 
 
 def _read_bytes(path: FilePath) -> bytes:
-    return path.read_bytes()
+    return read_policy_bytes(path)  # bounded, and refused if the file changes while read
 
 
 def _resolution(first: _Target) -> Resolution:
@@ -213,6 +215,7 @@ def _read_layer(target: _Target, referrer: Layer | None) -> tuple[Layer | None, 
     if not parsed.built:
         return None, problems
     problems += schema_problems("policy", parsed)
+    problems += param_problems(parsed)
     real = os.path.realpath(target.file if target.file is not None else target.shown)
     source = PolicySource(target.shown, hashlib.sha256(raw).hexdigest())
     return Layer(parsed, source, target.file, real), problems

@@ -13,14 +13,18 @@ and checks its guardrails, and :func:`build_policy` turns the merged document in
 from __future__ import annotations
 
 import copy
+import errno
 import hashlib
 import json
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from prunewarden import resources
-from prunewarden.errors import PolicyError, Problem
+from prunewarden.errors import PolicyError, Problem, describe_value
+from prunewarden.limits import MAX_POLICY_BYTES
 from prunewarden.validation import apply_defaults
 
 if TYPE_CHECKING:
@@ -188,7 +192,14 @@ def build_policy(
     problems = list(problems or [])
     compiled: tuple[Rule, ...] = ()
     if parsed.built:
-        compiled, rule_problems = rules.compile_rules(parsed)
+        try:
+            compiled, rule_problems = rules.compile_rules(parsed)
+        except Exception:
+            # The rule compiler reads rules the schema refused too, to report everything at
+            # once; a shape it does not expect there is already a schema problem.
+            if not problems:
+                raise
+            compiled, rule_problems = (), []
         problems += rule_problems
     if not problems:
         problems = _semantic_problems(parsed.data, parsed.problem)
@@ -200,6 +211,47 @@ def build_policy(
     return Policy(
         identity, _spec(document["spec"]), document, parsed.filename, compiled, sources=sources
     )
+
+
+def param_problems(parsed: Parsed) -> list[Problem]:
+    """Params reach rules as doubles (the schema says so): an integer too large for one is a
+    problem of the policy file, found before its rules are normalized or compiled with it."""
+    spec = parsed.data.get("spec") if isinstance(parsed.data, dict) else None
+    params = spec.get("params") if isinstance(spec, dict) else None
+    found = []
+    for name, value in params.items() if isinstance(params, dict) else ():
+        items = enumerate(value) if isinstance(value, list) else [(None, value)]
+        for i, item in items:
+            if isinstance(item, int) and not isinstance(item, bool):
+                try:
+                    float(item)
+                except OverflowError:
+                    path = ("spec", "params", name) + (() if i is None else (i,))
+                    message = f"{describe_value(item)} is too large for a number in rules"
+                    found.append(parsed.problem(path, message))
+    return found
+
+
+def read_policy_bytes(path: Path) -> bytes:
+    """A policy file's bytes, read no further than the size limit, and refused if the file
+    changed while it was read: a policy rewritten in place could otherwise be read half old,
+    half new, or cut short into a different but valid policy. (Replace policies by renaming a
+    complete file over the old one: an open file keeps reading the old one whole.)
+
+    Raises :class:`OSError` (its ``strerror`` says why) like any unreadable file.
+    """
+    with path.open("rb") as stream:
+        before = os.fstat(stream.fileno())
+        raw = stream.read(MAX_POLICY_BYTES + 1)
+        after = os.fstat(stream.fileno())
+    if len(raw) > MAX_POLICY_BYTES:
+        msg = f"file is larger than the limit of {MAX_POLICY_BYTES} bytes"
+        raise OSError(errno.EFBIG, msg)
+    changed = (before.st_size, before.st_mtime_ns) != (after.st_size, after.st_mtime_ns)
+    if stat.S_ISREG(after.st_mode) and (changed or len(raw) != after.st_size):
+        msg = "file changed while it was being read; not loaded (replace policies atomically)"
+        raise OSError(errno.EAGAIN, msg)
+    return raw
 
 
 def normalize_document(data: dict[str, Any]) -> dict[str, Any]:

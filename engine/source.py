@@ -17,10 +17,7 @@ from typing import Any
 
 import yaml
 from prunewarden.errors import Problem, describe_value
-
-MAX_SOURCE_BYTES = 1024 * 1024
-MAX_DEPTH = 64
-MAX_NODES = 200_000
+from prunewarden.limits import MAX_INPUT_CHARS, MAX_POLICY_BYTES, MAX_YAML_DEPTH, MAX_YAML_NODES
 
 Path = tuple[str | int, ...]
 
@@ -98,11 +95,11 @@ class _Builder:
 
     def build(self, node: yaml.Node, path: Path) -> Any:
         self.nodes += 1
-        if self.nodes > MAX_NODES:
-            msg = f"more than {MAX_NODES} values (after alias expansion)"
+        if self.nodes > MAX_YAML_NODES:
+            msg = f"more than {MAX_YAML_NODES} values (after alias expansion)"
             raise _TooLargeError(msg)
-        if len(path) > MAX_DEPTH:
-            msg = f"nested deeper than {MAX_DEPTH} levels"
+        if len(path) > MAX_YAML_DEPTH:
+            msg = f"nested deeper than {MAX_YAML_DEPTH} levels"
             raise _TooLargeError(msg)
         self.parsed.values[path] = (node.start_mark.line + 1, node.start_mark.column + 1)
         if isinstance(node, yaml.MappingNode):
@@ -161,8 +158,8 @@ class _TooLargeError(Exception):
 def parse_yaml(text: str, filename: str) -> tuple[Parsed, list[Problem]]:
     """Parse one YAML document; return the data and every problem found while building it."""
     parsed = Parsed(None, filename)
-    if len(text.encode("utf-8", "surrogatepass")) > MAX_SOURCE_BYTES:
-        size_msg = f"file is larger than the limit of {MAX_SOURCE_BYTES} bytes"
+    if len(text.encode("utf-8", "surrogatepass")) > MAX_POLICY_BYTES:
+        size_msg = f"file is larger than the limit of {MAX_POLICY_BYTES} bytes"
         return parsed, [Problem(filename, 0, 0, "$", size_msg)]
     loader: _Loader | None = None
     try:
@@ -223,7 +220,7 @@ def parse_json(text: str, filename: str) -> tuple[Parsed, list[Problem]]:
         return parsed, [Problem(filename, exc.lineno, exc.colno, "$", f"invalid JSON: {exc.msg}")]
     except ValueError as exc:
         located, problems = (
-            parse_yaml(text, filename) if len(text) <= MAX_SOURCE_BYTES else (parsed, [])
+            parse_yaml(text, filename) if len(text) <= MAX_POLICY_BYTES else (parsed, [])
         )
         duplicates = [p for p in problems if "duplicate key" in p.message]
         return located, duplicates or [Problem(filename, 0, 0, "$", f"invalid JSON: {exc}")]
@@ -232,11 +229,8 @@ def parse_json(text: str, filename: str) -> tuple[Parsed, list[Problem]]:
     return parsed, []
 
 
-MAX_INPUT_CHARS = 64 * 1024 * 1024
-
-
 def locate(text: str, filename: str) -> Parsed:
     """Positions of every value in a JSON or YAML text, for error messages; empty if unparsable."""
-    if len(text) > MAX_SOURCE_BYTES:
+    if len(text) > MAX_POLICY_BYTES:
         return Parsed(None, filename)
     return parse_yaml(text, filename)[0]

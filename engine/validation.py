@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import itertools
+from collections.abc import Iterable, Iterator, Mapping
 from functools import cache
 from typing import Any
 
@@ -10,6 +11,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 from prunewarden import resources
 from prunewarden.errors import Problem, describe_value
+from prunewarden.limits import MAX_PROBLEMS
 from prunewarden.source import Parsed
 
 
@@ -26,11 +28,24 @@ def validator(name: str, definition: str | None = None) -> Draft202012Validator:
 
 def schema_problems(name: str, parsed: Parsed, definition: str | None = None) -> list[Problem]:
     """Every way ``parsed.data`` fails the schema ``name`` (or its ``$defs`` entry
-    ``definition``), each pointing at the culprit."""
-    problems: list[Problem] = []
-    for error in validator(name, definition).iter_errors(parsed.data):
-        problems.extend(_to_problems(error, parsed))
-    return problems
+    ``definition``), each pointing at the culprit; at most
+    :data:`~prunewarden.limits.MAX_PROBLEMS` of them."""
+    return problems_of(validator(name, definition).iter_errors(parsed.data), parsed)
+
+
+def problems_of(errors: Iterable[ValidationError], parsed: Parsed) -> list[Problem]:
+    """Schema errors as located problems (capped as :func:`capped` says)."""
+    return capped((p for error in errors for p in _to_problems(error, parsed)), parsed.filename)
+
+
+def capped(problems: Iterable[Problem], filename: str) -> list[Problem]:
+    """The first :data:`~prunewarden.limits.MAX_PROBLEMS` problems, and a note if there were
+    more: a document with a million bad values is reported in the time a hundred take."""
+    shown = list(itertools.islice(problems, MAX_PROBLEMS + 1))
+    if len(shown) > MAX_PROBLEMS:
+        note = f"more problems not shown: at most {MAX_PROBLEMS} are reported"
+        shown[MAX_PROBLEMS:] = [Problem(filename, 0, 0, "$", note)]
+    return shown
 
 
 def _leaves(error: ValidationError) -> list[ValidationError]:
@@ -47,8 +62,7 @@ def _leaves(error: ValidationError) -> list[ValidationError]:
     return [leaf for child in error.context for leaf in _leaves(child)]
 
 
-def _to_problems(error: ValidationError, parsed: Parsed) -> list[Problem]:
-    out: list[Problem] = []
+def _to_problems(error: ValidationError, parsed: Parsed) -> Iterator[Problem]:
     for leaf in _leaves(error):
         path = tuple(leaf.absolute_path)
         if leaf.validator == "additionalProperties" and isinstance(leaf.instance, dict):
@@ -57,10 +71,9 @@ def _to_problems(error: ValidationError, parsed: Parsed) -> list[Problem]:
                 if key not in allowed:
                     names = ", ".join(sorted(allowed))
                     message = f"unknown field {key!r} (expected one of: {names})"
-                    out.append(parsed.problem((*path, key), message, at_key=True))
+                    yield parsed.problem((*path, key), message, at_key=True)
             continue
-        out.append(parsed.problem(path, _message(leaf)))
-    return out
+        yield parsed.problem(path, _message(leaf))
 
 
 def _message(error: ValidationError) -> str:
@@ -70,7 +83,45 @@ def _message(error: ValidationError) -> str:
         hint = error.schema.get("description", "") if isinstance(error.schema, dict) else ""
         short = hint.split(":")[0] if hint else f"match {error.validator_value!r}"
         return f"{describe_value(error.instance)} is not valid here: {short}"
+    if (limit := _limit_message(error)) is not None:
+        return limit
+    # jsonschema quotes the whole value; a long one is cut to a line.
+    quoted = repr(error.instance)
+    if len(quoted) > 80 and error.message.startswith(quoted):
+        return describe_value(error.instance) + error.message[len(quoted) :]
     return error.message
+
+
+def _limit_message(error: ValidationError) -> str | None:
+    """Size limits (prunewarden.limits) named as limits, without quoting the oversized value."""
+    limit, instance = error.validator_value, error.instance
+    if not isinstance(instance, str | list | dict):
+        return None
+    if error.validator == "maxItems":
+        return f"{len(instance)} items, more than the limit of {limit}"
+    if error.validator == "maxProperties":
+        return f"{len(instance)} entries, more than the limit of {limit}"
+    if error.validator == "maxLength":
+        return (
+            f"{describe_value(instance)} is {len(instance)} characters long, more than the "
+            f"limit of {limit}"
+        )
+    if error.validator == "uniqueItems" and isinstance(instance, list):
+        return _duplicate_message(instance)
+    return None
+
+
+def _duplicate_message(items: list[Any]) -> str | None:
+    seen: set[tuple[bool, Any]] = set()
+    for item in items:
+        key = (isinstance(item, bool), item)  # 1 and True differ, as in jsonschema
+        try:
+            if key in seen:
+                return f"{describe_value(item)} is listed more than once"
+            seen.add(key)
+        except TypeError:  # unhashable: keep jsonschema's message
+            return None
+    return None
 
 
 def apply_defaults(

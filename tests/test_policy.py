@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from prunewarden import PolicyError, load_builtin_policy, load_policy, parse_policy
-from prunewarden.source import MAX_NODES
+from prunewarden.limits import MAX_YAML_NODES
 
 HEADER = """\
 apiVersion: prunewarden/v1
@@ -181,7 +181,7 @@ class TestErrors:
         lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
         lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 9)]
         (found,) = problems_of("\n".join(lines) + "\n")
-        assert f"more than {MAX_NODES} values" in found
+        assert f"more than {MAX_YAML_NODES} values" in found
 
     def test_deep_nesting_is_refused(self) -> None:
         """A deeply nested document is refused without a RecursionError."""

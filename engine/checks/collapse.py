@@ -70,9 +70,10 @@ def evaluate(settings: CollapseSettings, request: CollapseRequest) -> Verdict:
             ),
         )
 
-    pinned = set(last.pinned)
-    live = [score for entry, score in last.scores.items() if entry not in pinned]
-    median_live = median(live) if live else None
+    live = dict(last.scores)  # a C-level copy, then drop the canaries
+    for canary in last.pinned:
+        live.pop(canary, None)
+    median_live = median(live.values()) if live else None
     inverted = [
         found
         for canary in last.pinned

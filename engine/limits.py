@@ -1,0 +1,123 @@
+"""Every size limit prunewarden enforces, in one place.
+
+The limits keep a malformed or hostile policy or document from exhausting memory, the stack or
+time: each is checked where the input is read, and breaking one is a located problem
+(:class:`~prunewarden.errors.PolicyError` or :class:`~prunewarden.errors.InputError`) that names
+the limit, never a crash or a hang. ``docs/limits.md`` explains each one.
+
+The JSON Schemas state the limits on the shape of documents too (``maxItems``, ``maxLength``,
+``maxProperties``), so editors and other tools see them: :data:`SCHEMA_LIMITS` says where, and a
+test proves that every such keyword in the schemas appears there with the same value.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# --- Policies ------------------------------------------------------------------------------------
+
+#: Size of a policy file, in UTF-8 bytes.
+MAX_POLICY_BYTES: Final = 1024 * 1024
+#: Nesting of YAML mappings and sequences.
+MAX_YAML_DEPTH: Final = 64
+#: Values in one YAML document after alias expansion: a "billion laughs" stops here.
+MAX_YAML_NODES: Final = 200_000
+#: Custom rules in one policy (``spec.rules``).
+MAX_RULES: Final = 256
+#: Characters in one rule expression (``when``, ``message_expression``); enforced by
+#: :mod:`prunewarden.cel`, which states the same number (a test holds them equal), along with
+#: its limits on an expression's nesting.
+MAX_EXPRESSION_CHARS: Final = 2048
+#: Characters in a rule's or a guardrail validator's ``message``.
+MAX_RULE_MESSAGE_CHARS: Final = 1024
+#: Guardrail validators in ``spec.validators``, and fields a base policy locks
+#: (``spec.locked``).
+MAX_VALIDATORS: Final = 256
+MAX_LOCKED: Final = 256
+#: Characters of the ``extends`` reference to a base policy.
+MAX_EXTENDS_CHARS: Final = 1024
+#: Named params in ``spec.params``, and items in one list param.
+MAX_PARAMS: Final = 256
+MAX_PARAM_ITEMS: Final = 1024
+#: Characters in ``metadata.description`` and in a rule's or validator's ``description``.
+MAX_DESCRIPTION_CHARS: Final = 4096
+#: Kinds listed in ``spec.eviction.pinned_kinds``.
+MAX_PINNED_KINDS: Final = 64
+
+# --- Input documents -----------------------------------------------------------------------------
+
+#: Characters of one input document's JSON text.
+MAX_INPUT_CHARS: Final = 64 * 1024 * 1024
+#: Nesting of arrays and objects in an input document. A valid document nests four deep; the
+#: limit keeps a malformed one from exhausting the stack while its errors are reported.
+MAX_INPUT_DEPTH: Final = 32
+#: Snapshots in a collapse ``history``.
+MAX_SNAPSHOTS: Final = 10_000
+#: Scores in one snapshot or baseline.
+MAX_ENTRIES: Final = 100_000
+#: Ids in one list: ``pinned``, ``eviction_candidates``, ``score_dependencies``,
+#: ``derived_from``, ``tombstones``.
+MAX_IDS: Final = 100_000
+#: Segments in one eviction pass (:meth:`Engine.authorize_evictions`) or in the window of a
+#: pruning-pass plan.
+MAX_SEGMENTS: Final = 100_000
+#: Labels a plan document copies into its decisions' records.
+MAX_LABELS: Final = 64
+#: Entries in a segment's free-form ``metadata`` (read only by rules).
+MAX_METADATA_ENTRIES: Final = 256
+#: Spans in one prune request.
+MAX_SPANS: Final = 100_000
+#: Turns in a prune request's ``turns``.
+MAX_TURNS: Final = 10_000
+#: Characters of an entry, segment or span id (and of a plan's ``session_id``).
+MAX_ID_CHARS: Final = 256
+#: Characters of a segment ``kind`` (and of a pinned kind in a policy).
+MAX_KIND_CHARS: Final = 64
+#: Decimal digits of an integer in a document: Python's own limit for turning an integer into
+#: text (JSON text cannot carry a longer one; a document built in Python could).
+MAX_INTEGER_DIGITS: Final = 4300
+INTEGER_CEILING: Final = 10**MAX_INTEGER_DIGITS
+
+# --- Reports -------------------------------------------------------------------------------------
+
+#: Problems reported for one policy or document; a note says when more were found. Reporting a
+#: million bad values would take longer than any caller waits.
+MAX_PROBLEMS: Final = 100
+
+#: Where the schemas state a limit: (schema, JSON pointer to the keyword) -> value.
+SCHEMA_LIMITS: Final[dict[tuple[str, str], int]] = {
+    ("input", "/$defs/id/maxLength"): MAX_ID_CHARS,
+    ("input", "/$defs/ids/maxItems"): MAX_IDS,
+    ("input", "/$defs/scores/maxProperties"): MAX_ENTRIES,
+    ("input", "/$defs/collapse/properties/history/maxItems"): MAX_SNAPSHOTS,
+    ("input", "/$defs/segment/properties/kind/maxLength"): MAX_KIND_CHARS,
+    ("input", "/$defs/segment/properties/metadata/maxProperties"): MAX_METADATA_ENTRIES,
+    ("input", "/$defs/staleness/properties/spans/maxItems"): MAX_SPANS,
+    ("input", "/$defs/staleness/properties/turns/maxItems"): MAX_TURNS,
+    ("input", "/$defs/window_segment/properties/kind/maxLength"): MAX_KIND_CHARS,
+    ("input", "/$defs/window_segment/properties/metadata/maxProperties"): MAX_METADATA_ENTRIES,
+    ("input", "/$defs/plan/properties/session_id/maxLength"): MAX_ID_CHARS,
+    ("input", "/$defs/plan/properties/labels/maxProperties"): MAX_LABELS,
+    ("input", "/$defs/plan/properties/segments/maxItems"): MAX_SEGMENTS,
+    ("input", "/$defs/plan/properties/history/maxItems"): MAX_SNAPSHOTS,
+    ("input", "/$defs/plan/properties/turns/maxItems"): MAX_TURNS,
+    ("policy", "/properties/metadata/properties/description/maxLength"): MAX_DESCRIPTION_CHARS,
+    (
+        "policy",
+        "/properties/spec/properties/eviction/properties/pinned_kinds/maxItems",
+    ): MAX_PINNED_KINDS,
+    (
+        "policy",
+        "/properties/spec/properties/eviction/properties/pinned_kinds/items/maxLength",
+    ): MAX_KIND_CHARS,
+    ("policy", "/properties/spec/properties/params/maxProperties"): MAX_PARAMS,
+    ("policy", "/$defs/param/anyOf/1/maxItems"): MAX_PARAM_ITEMS,
+    ("policy", "/properties/spec/properties/rules/maxItems"): MAX_RULES,
+    ("policy", "/$defs/rule/properties/description/maxLength"): MAX_DESCRIPTION_CHARS,
+    ("policy", "/$defs/rule/properties/message/maxLength"): MAX_RULE_MESSAGE_CHARS,
+    ("policy", "/$defs/validator/properties/description/maxLength"): MAX_DESCRIPTION_CHARS,
+    ("policy", "/$defs/validator/properties/message/maxLength"): MAX_RULE_MESSAGE_CHARS,
+    ("policy", "/properties/spec/properties/validators/maxItems"): MAX_VALIDATORS,
+    ("policy", "/properties/spec/properties/locked/maxItems"): MAX_LOCKED,
+    ("policy", "/properties/extends/maxLength"): MAX_EXTENDS_CHARS,
+}

@@ -1,0 +1,76 @@
+"""The benchmark harness runs every workload, checks agreement and writes its report.
+
+Nothing here is timed: one short sample per timing proves the harness works, not how fast the
+engine is (``make bench`` measures that).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks.harness import (
+    Case,
+    DisagreementError,
+    Workload,
+    check_agreement,
+    main,
+    run_workload,
+)
+from benchmarks.workloads import load
+
+
+class TestHarness:
+    def test_every_workload_runs_and_is_reported(self, tmp_path: Path) -> None:
+        """One quick run: the table lists every workload, the JSON has medians, the ratio and
+        the stages of each, and the machine it ran on."""
+        out = io.StringIO()
+        report = tmp_path / "bench.json"
+        argv = ["--repeat", "1", "--min-time", "0", "--out", str(report)]
+        assert main(argv, out, io.StringIO()) == 0
+        data = json.loads(report.read_text(encoding="utf-8"))
+        names = [r["name"] for r in data["results"]]
+        assert names == list(load())
+        for result in data["results"]:
+            assert result["engine_s"] > 0
+            assert result["reference_s"] > 0
+            assert result["ratio"] == pytest.approx(result["engine_s"] / result["reference_s"])
+            assert set(result["stages_s"]) >= {"validation", "guard", "decision", "log"}
+        assert {"nproc", "cpu", "python"} <= set(data["machine"])
+        table = out.getvalue()
+        assert all(name in table for name in names)
+        assert "<= 0.5x" in table
+
+    def test_workloads_with_targets(self) -> None:
+        """The issue's targets are registered: collapse at 200 entries, an eviction pass."""
+        targets = {name: w.target for name, w in load().items() if w.target is not None}
+        assert targets == {"collapse/200": 0.5, "eviction/pass-200": 2.0}
+
+    def test_disagreement_is_an_error(self) -> None:
+        """A reference that reaches another verdict stops the run instead of timing it."""
+        good = load()["eviction/pass-200"].build()
+        wrong = Case(
+            decisions=good.decisions,
+            engine=good.engine,
+            reference=lambda: [("allow", ("authorized",), None)] * good.decisions,
+        )
+        with pytest.raises(DisagreementError, match="eviction/pass-200: decision 1"):
+            check_agreement("eviction/pass-200", wrong)
+
+    def test_stages_are_timed_with_the_rest(self) -> None:
+        """A workload's samples hold the engine, the reference and each stage, repeat times."""
+        workload = Workload("tiny", load()["collapse/40"].build, target=1.0)
+        result = run_workload(workload, repeat=2, min_time=0)
+        assert {k: len(v) for k, v in result.samples.items()} == {
+            "engine": 2,
+            "reference": 2,
+            "stage:validation": 2,
+            "stage:guard": 2,
+            "stage:decision": 2,
+            "stage:record": 2,
+            "stage:log": 2,
+        }
+        assert result.met == (result.ratio <= 1.0)

@@ -1,0 +1,257 @@
+"""Faults injected on the decision path: a guard that raises, a log sink that fails, a policy file
+replaced while it is read. Decisions refuse with the right reason; nothing logged is lost."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any, Self
+
+import pytest
+import structlog
+from prunewarden import AuditLog, Engine, PolicyError, load_policy, parse_policy
+from prunewarden.checks import GUARDS, Guard
+from prunewarden.cli import run
+from structlog.testing import capture_logs
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples" / "inputs"
+
+
+def eviction(segment_id: str = "s1") -> dict[str, Any]:
+    """An eviction document the default policy allows."""
+    return {
+        "check": "eviction",
+        "segment": {"id": segment_id, "kind": "turn", "tombstone_written": True},
+        "score": 0.1,
+        "perturbed_score": 0.12,
+    }
+
+
+def item(segment_id: str) -> dict[str, Any]:
+    return {k: v for k, v in eviction(segment_id).items() if k != "check"}
+
+
+class FailingStream(io.StringIO):
+    """A text stream that raises OSError (no space left) on write while ``failing`` is set."""
+
+    failing = False
+
+    def write(self, text: str) -> int:
+        if self.failing:
+            raise OSError(28, "No space left on device")
+        return super().write(text)
+
+
+def json_logger(stream: IO[str]) -> Any:
+    """A structlog logger writing one JSON object per line, as an application configures it."""
+    return structlog.wrap_logger(
+        structlog.WriteLogger(stream),  # type: ignore[arg-type]  # any text stream will do
+        processors=[structlog.processors.JSONRenderer(sort_keys=True)],
+    )
+
+
+def lines(stream: io.StringIO) -> list[dict[str, Any]]:
+    """Every record of the stream; each line must be one whole JSON object."""
+    return [json.loads(line) for line in stream.getvalue().splitlines()]
+
+
+class TestGuardFaults:
+    @pytest.fixture
+    def raising_eviction(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """The eviction guard raises for segment 'bad' and decides every other one."""
+        original = GUARDS["eviction"]
+
+        def evaluate(settings: Any, request: Any) -> Any:
+            if request.segment.id == "bad":
+                msg = "scorer state corrupted"
+                raise RuntimeError(msg)
+            return original.evaluate(settings, request)
+
+        monkeypatch.setitem(GUARDS, "eviction", Guard(evaluate, "deny", original.when_off))
+
+    @pytest.mark.usefixtures("raising_eviction")
+    def test_a_guard_that_raises_refuses(self) -> None:
+        """The decision is an enforced deny with internal_error, logged like any other."""
+        engine = Engine.default()
+        with capture_logs() as logs:
+            decision = engine.evaluate(eviction("bad"))
+        assert (decision.outcome, decision.enforced, decision.codes) == (
+            "deny",
+            True,
+            ("internal_error",),
+        )
+        assert decision.reasons[0].detail == {"error": "RuntimeError"}
+        assert [r["decision_id"] for r in logs] == [decision.decision_id]
+        assert logs[0]["reasons"][0]["code"] == "internal_error"
+
+    @pytest.mark.usefixtures("raising_eviction")
+    def test_one_raising_segment_in_a_pass(self) -> None:
+        """In a pass, only the segment whose guard raised is refused; every one is logged."""
+        engine = Engine.default()
+        with capture_logs() as logs:
+            decisions = engine.authorize_evictions([item("a"), item("bad"), item("c")])
+        assert [d.codes for d in decisions] == [
+            ("authorized",),
+            ("internal_error",),
+            ("authorized",),
+        ]
+        assert [r["decision_id"] for r in logs] == [d.decision_id for d in decisions]
+
+
+class TestSinkFaults:
+    def test_failing_logger_refuses_and_keeps_what_was_logged(self) -> None:
+        """Decisions that cannot be logged refuse with audit_unavailable; records written before
+        the failure stay whole, and logging resumes when the sink does."""
+        stream = FailingStream()
+        engine = Engine.default(logger=json_logger(stream))
+        before = [engine.evaluate(eviction(f"s{i}")) for i in range(3)]
+        stream.failing = True
+        during = engine.evaluate(eviction("s3"))
+        stream.failing = False
+        after = engine.evaluate(eviction("s4"))
+
+        assert [d.codes for d in before] == [("authorized",)] * 3
+        assert (during.outcome, during.codes) == ("deny", ("audit_unavailable",))
+        assert during.reasons[0].detail["error"] == "OSError"
+        assert after.codes == ("authorized",)
+        logged = [r["decision_id"] for r in lines(stream)]
+        assert logged == [d.decision_id for d in (*before, after)]
+
+    def test_failing_audit_log_refuses_mid_pass(self) -> None:
+        """An audit log that fails in the middle of a pass: the segments decided before keep
+        their decisions and records, those after are refused, and the log stays readable."""
+        stream = FailingStream()
+        engine = Engine.default(audit=AuditLog(stream, fsync="never"))
+        engine.evaluate(eviction("warm-up"))  # the policy and the first decision are logged
+        written = len(lines(stream))
+        original = stream.write
+        calls = 0
+
+        def fail_after_two(text: str) -> int:
+            nonlocal calls
+            calls += 1
+            if calls > 2:
+                stream.failing = True
+            return original(text)
+
+        stream.write = fail_after_two  # type: ignore[method-assign]
+        decisions = engine.authorize_evictions([item(f"p{i}") for i in range(5)])
+        codes = [d.codes for d in decisions]
+        assert codes[:2] == [("authorized",)] * 2
+        assert codes[2:] == [("audit_unavailable",)] * 3
+        records = lines(stream)
+        assert len(records) == written + 2
+        assert [r["decision_id"] for r in records[written:]] == [
+            d.decision_id for d in decisions[:2]
+        ]
+
+    def test_full_disk_through_the_command_line(self) -> None:
+        """An audit log on a full device: the decision is refused (exit 1), not lost or crashed."""
+        out, err = io.StringIO(), io.StringIO()
+        code = run(
+            ["evaluate", "--audit-log", "/dev/full", str(EXAMPLES / "eviction-healthy.json")],
+            out,
+            err,
+        )
+        decision = json.loads(out.getvalue())
+        assert (code, decision["outcome"]) == (1, "deny")
+        assert [r["code"] for r in decision["reasons"]] == ["audit_unavailable"]
+
+
+class _ReplacedWhileRead:
+    """A file object over ``path`` that runs ``replace`` after its first 64 bytes are read."""
+
+    def __init__(self, path: Path, replace: Callable[[], object]) -> None:
+        self.raw = open(path, "rb", buffering=0)  # noqa: PTH123, SIM115 - unbuffered, on purpose
+        self.replace = replace
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.raw.close()
+
+    def fileno(self) -> int:
+        return self.raw.fileno()
+
+    def read(self, size: int = -1) -> bytes:
+        head = self.raw.read(64) or b""
+        self.replace()
+        rest = self.raw.readall() if size < 0 else self.raw.read(max(size - len(head), 0))
+        return head + (rest or b"")
+
+
+OLD = (ROOT / "examples" / "policies" / "long-horizon.yaml").read_text(encoding="utf-8")
+NEW = (ROOT / "policies" / "default.yaml").read_text(encoding="utf-8")
+
+
+class TestPolicyReplacedMidRead:
+    @pytest.fixture
+    def policy_path(self, tmp_path: Path) -> Path:
+        path = tmp_path / "policy.yaml"
+        path.write_text(OLD, encoding="utf-8")
+        return path
+
+    def _race(
+        self, monkeypatch: pytest.MonkeyPatch, path: Path, replace: Callable[[], object]
+    ) -> None:
+        real_open = Path.open
+
+        def racing_open(self: Path, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
+            if self == path and mode == "rb":
+                return _ReplacedWhileRead(self, replace)
+            return real_open(self, mode, *args, **kwargs)
+
+        monkeypatch.setattr(Path, "open", racing_open)
+
+    def test_rewritten_in_place_is_refused(
+        self, monkeypatch: pytest.MonkeyPatch, policy_path: Path
+    ) -> None:
+        """A policy rewritten in place while it is read is refused, not loaded half old, half
+        new."""
+        self._race(monkeypatch, policy_path, lambda: policy_path.write_text(NEW, encoding="utf-8"))
+        with pytest.raises(PolicyError) as info:
+            load_policy(policy_path)
+        (problem,) = info.value.problems
+        assert problem.message.startswith("cannot read: file changed while it was being read")
+
+    def test_replaced_by_rename_loads_the_old_file_whole(
+        self, monkeypatch: pytest.MonkeyPatch, policy_path: Path
+    ) -> None:
+        """Renaming a new file over the policy while it is read leaves the read on the old file,
+        which loads whole."""
+
+        def rename() -> None:
+            new = policy_path.with_name("new.yaml")
+            new.write_text(NEW, encoding="utf-8")
+            new.replace(policy_path)
+
+        self._race(monkeypatch, policy_path, rename)
+        assert load_policy(policy_path).digest == parse_policy(OLD).digest
+        monkeypatch.undo()
+        assert load_policy(policy_path).digest == parse_policy(NEW).digest
+
+    def test_command_line_refuses_and_decides_nothing(
+        self, monkeypatch: pytest.MonkeyPatch, policy_path: Path, tmp_path: Path
+    ) -> None:
+        """evaluate --policy on a policy rewritten while read exits 3 and logs no decision."""
+        self._race(monkeypatch, policy_path, lambda: policy_path.write_text(NEW, encoding="utf-8"))
+        log = tmp_path / "audit.jsonl"
+        out, err = io.StringIO(), io.StringIO()
+        argv = ["evaluate", "--policy", str(policy_path), "--audit-log", str(log)]
+        code = run([*argv, str(EXAMPLES / "eviction-healthy.json")], out, err)
+        assert (code, out.getvalue()) == (3, "")
+        assert "file changed while it was being read" in err.getvalue()
+        assert not log.exists() or '"kind":"decision"' not in log.read_text(encoding="utf-8")
+
+    def test_an_engine_keeps_the_policy_it_was_built_with(self, policy_path: Path) -> None:
+        """Replacing the file does not change an engine already running on it."""
+        engine = Engine.from_file(policy_path)
+        policy_path.write_text(NEW, encoding="utf-8")
+        with capture_logs() as logs:
+            decision = engine.evaluate(eviction())
+        assert decision.policy.digest == parse_policy(OLD).digest
+        assert logs[0]["policy"]["digest"] == parse_policy(OLD).digest
