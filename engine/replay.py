@@ -371,20 +371,36 @@ def _start_worker(progress_queue: Any) -> None:
     _PROGRESS_QUEUE = progress_queue
 
 
-def worker_progress(index: int) -> Progress | None:
-    """In a worker process: a progress callback reporting to the parent (None when it does
-    not listen)."""
-    if _PROGRESS_QUEUE is None:
-        return None
-    sent = [0.0]
+class WorkerProgress:
+    """In a worker process: reports (job index, events, bytes read) to the parent now and
+    then, and once more when the job is done."""
 
-    def report(reader: TraceReader) -> None:
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.sent = 0.0
+        self.last: tuple[int, int, int] | None = None
+
+    def __call__(self, reader: TraceReader) -> None:
+        self.last = (self.index, reader.events, reader.bytes_read)
         now = time.monotonic()
-        if now - sent[0] >= _REPORT_EVERY:
-            sent[0] = now
-            _PROGRESS_QUEUE.put((index, reader.events, reader.bytes_read))
+        if now - self.sent >= _REPORT_EVERY:
+            self.sent = now
+            _PROGRESS_QUEUE.put(self.last)
 
-    return report
+    def done(self) -> None:
+        if self.last is not None:
+            _PROGRESS_QUEUE.put(self.last)
+
+
+def in_worker(index: int, work: Callable[[Progress | None], _R]) -> _R:
+    """Run ``work`` in a worker process with a progress callback when the parent listens."""
+    if _PROGRESS_QUEUE is None:
+        return work(None)
+    progress = WorkerProgress(index)
+    try:
+        return work(progress)
+    finally:
+        progress.done()
 
 
 def run_jobs(
@@ -397,7 +413,7 @@ def run_jobs(
 
     Workers are spawned, not forked: a fresh interpreter inherits no locks, threads or open
     audit files from the caller. ``on_progress(index, events, bytes)`` hears from ``work``
-    through :func:`worker_progress`.
+    through :func:`in_worker`.
     """
     context = multiprocessing.get_context("spawn")
     progress_queue = context.Queue() if on_progress is not None else None
@@ -433,7 +449,7 @@ def _drain(progress_queue: Any, on_progress: Callable[[int, int, int], None] | N
 
 def replay_in_worker(job: ReplayJob) -> TraceSummary:
     """The function worker processes run: one trace, progress reported to the parent."""
-    return run_replay_job(job, progress=worker_progress(job.index))
+    return in_worker(job.index, lambda progress: run_replay_job(job, progress=progress))
 
 
 def concatenate(parts: Sequence[str], out: IO[str]) -> None:

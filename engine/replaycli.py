@@ -268,10 +268,8 @@ def render_replay(policy: PolicyIdentity, summaries: Sequence[TraceSummary]) -> 
     lines = [f"policy {_identity(policy)}"]
     for summary in summaries:
         session = f"session {summary.session_id}: " if summary.session_id else ""
-        lines += [
-            "",
-            f"{summary.trace}  {session}{summary.events} events, {summary.decisions} decisions",
-        ]
+        counts = f"{_count(summary.events, 'event')}, {_count(summary.decisions, 'decision')}"
+        lines += ["", f"{summary.trace}  {session}{counts}"]
         rows: list[list[str]] = []
         for check, by_outcome in sorted(summary.outcomes.items()):
             for outcome in ("allow", "deny", "halt"):
@@ -284,8 +282,10 @@ def render_replay(policy: PolicyIdentity, summaries: Sequence[TraceSummary]) -> 
         lines += ["  " + line for line in _trace_end(summary)]
     totals = replay_report(policy, summaries)["totals"]
     outcomes = ", ".join(f"{o} {n}" for o, n in totals["outcomes"].items())
-    counts = f"{totals['traces']} traces, {totals['events']} events, {totals['decisions']}"
-    lines += ["", f"{counts} decisions ({outcomes}); {totals['halted']} halted"]
+    counts = ", ".join(
+        _count(totals[name], name.removesuffix("s")) for name in ("traces", "events", "decisions")
+    )
+    lines += ["", f"{counts} ({outcomes}); {totals['halted']} halted"]
     return "\n".join(lines) + "\n"
 
 
@@ -393,7 +393,10 @@ def render_diff(
     lines = [
         f"base       {_identity(base)}",
         f"candidate  {_identity(candidate)}",
-        f"{len(results)} traces, {events} events, {compared} results compared: {changed} changed",
+        (
+            f"{_count(len(results), 'trace')}, {_count(events, 'event')}, "
+            f"{_count(compared, 'result')} compared: {changed} changed"
+        ),
     ]
     for (check, kind, was, now, reason), group in groups.items():
         first = group.first
@@ -407,6 +410,10 @@ def render_diff(
             f"         {first['summary']}",
         ]
     return "\n".join(lines) + "\n"
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'s' * (number != 1)}"
 
 
 def _identity(policy: PolicyIdentity) -> str:

@@ -29,8 +29,8 @@ from prunewarden.replay import (
     Result,
     SilentLogger,
     TraceSummary,
+    in_worker,
     run_trace,
-    worker_progress,
 )
 from prunewarden.trace import TraceEvent, TraceHeader
 
@@ -347,4 +347,4 @@ def run_diff_job(
 
 def diff_in_worker(job: DiffJob) -> TraceDiff:
     """The function worker processes run: one trace, progress reported to the parent."""
-    return run_diff_job(job, progress=worker_progress(job.index))
+    return in_worker(job.index, lambda progress: run_diff_job(job, progress=progress))

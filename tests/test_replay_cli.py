@@ -194,6 +194,13 @@ class TestParallel:
         assert len(sessions) == decided
         assert sessions.count("seed-001-buf-definition") == 4
 
+    def test_workers_report_progress(self) -> None:
+        """With --jobs, the workers' progress reaches the parent's progress line."""
+        traces = [trace_named("healthy-session.jsonl"), trace_named("healthy-homogeneous.jsonl")]
+        code, _, err = cli("replay", "--jobs", "2", "--progress", *traces)
+        assert code == 0
+        assert err == "replay: 38 events, 100%\n"
+
     def test_diff_jobs_match_serial(self) -> None:
         """diff --jobs 2 reports exactly what a serial diff does."""
         argv = [
