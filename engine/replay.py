@@ -24,12 +24,13 @@ from functools import cache
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
+from prunewarden import resources
 from prunewarden.auditfile import AuditLog, FsyncMode
 from prunewarden.decision import Decision
 from prunewarden.engine import Engine
-from prunewarden.errors import InputError, Problem
+from prunewarden.errors import InputError, PolicyError, Problem
 from prunewarden.planner import Plan
-from prunewarden.policy import Policy, load_builtin_policy, load_policy, parse_policy
+from prunewarden.policy import Policy, parse_policy
 from prunewarden.session import Session
 from prunewarden.trace import (
     MAX_LINE_BYTES,
@@ -293,16 +294,24 @@ class PolicyText:
 
     @classmethod
     def read(cls, path: str | None) -> PolicyText:
-        """The policy file at ``path`` (None: the bundled default), validated here first so
-        that a bad policy is reported once, not by every worker."""
-        policy = load_policy(path) if path is not None else load_builtin_policy("default")
-        return cls.of(policy)
-
-    @classmethod
-    def of(cls, policy: Policy) -> PolicyText:
-        return cls(Path(policy.source).read_text(encoding="utf-8"), policy.source)
+        """The policy file at ``path`` (None: the bundled default), read once and validated
+        here, so that a bad policy is reported once, not by every worker; raises
+        :class:`PolicyError`."""
+        filename = path if path is not None else str(resources.builtin_policy_path("default"))
+        try:
+            text = Path(filename).read_bytes().decode("utf-8")
+        except OSError as exc:
+            problem = Problem(filename, 0, 0, "$", f"cannot read: {exc.strerror}")
+            raise PolicyError([problem]) from None
+        except UnicodeDecodeError as exc:
+            problem = Problem(filename, 0, 0, "$", f"not UTF-8 text (byte {exc.start})")
+            raise PolicyError([problem]) from None
+        read = cls(text, filename)
+        read.load()
+        return read
 
     def load(self) -> Policy:
+        """The policy (parsed once per process)."""
         return _parsed(self.text, self.filename)
 
 

@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from prunewarden import AuditLog, Engine
 from prunewarden.decision import Decision
 from prunewarden.planner import Plan
@@ -313,6 +315,63 @@ class TestReplay:
         summary = replay_trace(quiet(engine), trace)
         assert summary.failure == f"{trace}:32: internal error: RuntimeError: boom"
         assert summary.events == 30
+
+
+json_scalars = (
+    st.none() | st.booleans() | st.integers(-3, 3) | st.floats(-2, 2) | st.text(max_size=4)
+)
+json_values = st.recursive(
+    json_scalars,
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=4), children, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+def mutate(value: Any, path: list[int], replacement: Any) -> Any:
+    """Replace the value at a path of indexes (modulo each container's size)."""
+    if not path:
+        return replacement
+    head, *rest = path
+    if isinstance(value, dict) and value:
+        key = list(value)[head % len(value)]
+        return {**value, key: mutate(value[key], rest, replacement)}
+    if isinstance(value, list) and value:
+        i = head % len(value)
+        return [*value[:i], mutate(value[i], rest, replacement), *value[i + 1 :]]
+    return replacement
+
+
+class TestProperties:
+    @settings(
+        max_examples=150,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+    )
+    @given(
+        trace=st.sampled_from(sorted(TRACES.glob("*.jsonl"))),
+        change=st.tuples(st.integers(0, 50), st.lists(st.integers(0, 20), max_size=5), json_values),
+    )
+    def test_a_mutated_trace_is_replayed_or_located(
+        self, engine: Engine, tmp_path: Path, trace: Path, change: tuple[int, list[int], Any]
+    ) -> None:
+        """Any value anywhere in a trace gives decisions or located problems, never an
+        exception or an internal error; what came before a bad line stands."""
+        line, path, replacement = change
+        lines = trace.read_text().splitlines()
+        n = line % len(lines)
+        lines[n] = json.dumps(mutate(json.loads(lines[n]), path, replacement))
+        mutated = tmp_path / "mutated.jsonl"
+        mutated.write_text("\n".join(lines) + "\n")
+        summary = replay_trace(quiet(engine), str(mutated))
+        assert summary.failure == ""
+        for problem in summary.problems:
+            assert problem.file == str(mutated)
+            assert 1 <= problem.line <= len(lines)
+        if summary.problems:
+            assert summary.problems[0].line == n + 1
+            assert summary.events <= n
 
 
 # --------------------------------------------------------------------------------------------
