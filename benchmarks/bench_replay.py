@@ -31,9 +31,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from prunewarden import Engine
+from prunewarden import Engine, load_builtin_policy
 from prunewarden.replay import (
-    PolicyText,
     ReplayJob,
     SilentLogger,
     apply_event,
@@ -153,7 +152,7 @@ def main() -> None:
         )
 
         copies = [str(trace)] * args.traces
-        policy = PolicyText.read(None)
+        policy = load_builtin_policy()
         jobs = [ReplayJob(i, path, policy) for i, path in enumerate(copies)]
         print(f"\n{args.traces} traces (ratio to one after another)")
         serial = timed(lambda: [run_replay_job(job) for job in jobs])

@@ -20,25 +20,18 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
-from functools import cache
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
-from prunewarden import resources
 from prunewarden.auditfile import AuditLog, FsyncMode
 from prunewarden.decision import Decision
 from prunewarden.engine import Engine
-from prunewarden.errors import InputError, PolicyError, Problem
+from prunewarden.errors import InputError, Problem
+from prunewarden.limits import MAX_PROBLEMS, MAX_TRACE_LINE_BYTES
 from prunewarden.planner import Plan
-from prunewarden.policy import Policy, parse_policy
+from prunewarden.policy import Policy
 from prunewarden.session import Session
-from prunewarden.trace import (
-    MAX_LINE_BYTES,
-    MAX_PROBLEMS,
-    TraceEvent,
-    TraceHeader,
-    TraceReader,
-)
+from prunewarden.trace import TraceEvent, TraceHeader, TraceReader
 
 Result = Decision | Plan | None
 
@@ -220,7 +213,7 @@ def run_trace(
     on_event: OnEvent,
     *,
     progress: Progress | None = None,
-    max_line_bytes: int = MAX_LINE_BYTES,
+    max_line_bytes: int = MAX_TRACE_LINE_BYTES,
 ) -> TraceRun:
     """Feed each event of ``trace`` to one new session per engine, in lockstep, and hand the
     results to ``on_event``. Never raises for a malformed trace or an internal error: a
@@ -261,7 +254,7 @@ def replay_trace(
     *,
     out: IO[str] | None = None,
     progress: Progress | None = None,
-    max_line_bytes: int = MAX_LINE_BYTES,
+    max_line_bytes: int = MAX_TRACE_LINE_BYTES,
 ) -> TraceSummary:
     """Replay one trace through a new session of ``engine``; write each event's record to
     ``out``. Never raises for a malformed trace or an internal error: the summary says."""
@@ -286,41 +279,6 @@ def replay_trace(
 
 
 @dataclass(frozen=True, slots=True)
-class PolicyText:
-    """A policy as its file's text, so that a worker process builds the very same policy."""
-
-    text: str
-    filename: str
-
-    @classmethod
-    def read(cls, path: str | None) -> PolicyText:
-        """The policy file at ``path`` (None: the bundled default), read once and validated
-        here, so that a bad policy is reported once, not by every worker; raises
-        :class:`PolicyError`."""
-        filename = path if path is not None else str(resources.builtin_policy_path("default"))
-        try:
-            text = Path(filename).read_bytes().decode("utf-8")
-        except OSError as exc:
-            problem = Problem(filename, 0, 0, "$", f"cannot read: {exc.strerror}")
-            raise PolicyError([problem]) from None
-        except UnicodeDecodeError as exc:
-            problem = Problem(filename, 0, 0, "$", f"not UTF-8 text (byte {exc.start})")
-            raise PolicyError([problem]) from None
-        read = cls(text, filename)
-        read.load()
-        return read
-
-    def load(self) -> Policy:
-        """The policy (parsed once per process)."""
-        return _parsed(self.text, self.filename)
-
-
-@cache
-def _parsed(text: str, filename: str) -> Policy:
-    return parse_policy(text, filename)
-
-
-@dataclass(frozen=True, slots=True)
 class AuditTarget:
     path: str
     fsync: FsyncMode = "batch"
@@ -329,11 +287,15 @@ class AuditTarget:
 @dataclass(frozen=True, slots=True)
 class ReplayJob:
     """Replay ``trace`` under ``policy``; write its event records to the file ``decisions``
-    (appending) and its decisions to the audit log ``audit``."""
+    (appending) and its decisions to the audit log ``audit``.
+
+    A job travels to a worker process pickled, the policy with it: the worker decides under the
+    very policy the caller loaded (its extends chain resolved, its lock checked, its rules
+    compiled), without reading any file again."""
 
     index: int
     trace: str
-    policy: PolicyText
+    policy: Policy
     decisions: str | None = None
     audit: AuditTarget | None = None
 
@@ -351,7 +313,7 @@ def run_replay_job(
     job: ReplayJob, out: IO[str] | None = None, progress: Progress | None = None
 ) -> TraceSummary:
     """Replay one job's trace; records go to ``out`` when given, else to ``job.decisions``."""
-    policy = job.policy.load()
+    policy = job.policy
     audit = AuditLog(job.audit.path, fsync=job.audit.fsync) if job.audit else None
     try:
         engine = Engine(policy, audit=audit) if audit else Engine(policy, logger=SilentLogger())

@@ -20,11 +20,9 @@ from typing import IO, Any
 
 from prunewarden.auditfile import FSYNC_MODES, AuditLog
 from prunewarden.errors import AuditError, PrunewardenError
-from prunewarden.policy import PolicyIdentity
-from prunewarden.tracediff import DiffJob, Group, GroupKey, TraceDiff, diff_in_worker, run_diff_job
+from prunewarden.policy import Policy, PolicyIdentity, load_builtin_policy, load_policy
 from prunewarden.replay import (
     AuditTarget,
-    PolicyText,
     ReplayJob,
     TraceSummary,
     concatenate,
@@ -33,6 +31,7 @@ from prunewarden.replay import (
     run_replay_job,
 )
 from prunewarden.trace import TraceReader
+from prunewarden.tracediff import DiffJob, Group, GroupKey, TraceDiff, diff_in_worker, run_diff_job
 
 EXIT_OK = 0
 EXIT_CHANGED = 1
@@ -150,8 +149,8 @@ def _positive(text: str) -> int:
 
 
 def run_replay(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
-    policy = PolicyText.read(args.policy)
-    identity = policy.load().identity
+    policy = _load(args.policy)
+    identity = policy.identity
     audit = _audit_target(args)
     report_to = stderr if args.decisions == "-" else stdout
     progress = _progress(args, stderr, "replay", args.traces)
@@ -212,6 +211,12 @@ def _with_output(job: Any, part: str | None) -> Any:
     if isinstance(job, ReplayJob):
         return ReplayJob(job.index, job.trace, job.policy, part, job.audit)
     return DiffJob(job.index, job.trace, job.base, job.candidate, part or os.devnull)
+
+
+def _load(path: str | None) -> Policy:
+    """The policy file at ``path`` (and a ``policy.lock`` beside it, as :func:`load_policy`
+    checks by default), else the bundled default."""
+    return load_policy(path) if path is not None else load_builtin_policy("default")
 
 
 def _audit_target(args: argparse.Namespace) -> AuditTarget | None:
@@ -308,8 +313,8 @@ def _trace_end(summary: TraceSummary) -> list[str]:
 
 
 def run_diff(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
-    base, candidate = PolicyText.read(args.base), PolicyText.read(args.candidate)
-    identities = (base.load().identity, candidate.load().identity)
+    base, candidate = _load(args.base), _load(args.candidate)
+    identities = (base.identity, candidate.identity)
     progress = _progress(args, stderr, "diff", args.traces)
     with tempfile.TemporaryFile("w+", encoding="utf-8") as changes:
         jobs = [DiffJob(i, trace, base, candidate, "") for i, trace in enumerate(args.traces)]

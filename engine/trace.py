@@ -28,15 +28,13 @@ from typing import IO, Any, Literal, Self
 from prunewarden import resources
 from prunewarden.errors import InputError, Problem, describe_value
 from prunewarden.inputs import parse_plan, parse_request
+from prunewarden.limits import MAX_NOTE_CHARS, MAX_PROBLEMS, MAX_TRACE_LINE_BYTES
 from prunewarden.policy import ScoreRange
 from prunewarden.source import Parsed, json_path, locate, parse_json
 from prunewarden.source import Path as DataPath
 from prunewarden.validation import schema_problems
 
 TRACE_VERSION = 1
-MAX_LINE_BYTES = 8 * 1024 * 1024
-# A malformed trace: how many problems are reported before the rest of the file is left unread.
-MAX_PROBLEMS = 20
 
 EventType = Literal["cycle", "turn", "eviction", "prune", "pass"]
 EVENT_TYPES: tuple[EventType, ...] = ("cycle", "turn", "eviction", "prune", "pass")
@@ -44,7 +42,6 @@ EVENT_TYPES: tuple[EventType, ...] = ("cycle", "turn", "eviction", "prune", "pas
 # The numbered events: which field carries the number.
 _NUMBERED = {"cycle": "cycle", "turn": "turn"}
 _TARGETS = ("free_tokens", "keep_top_k")
-MAX_NOTE_CHARS = 1000  # trace.v1 $defs/note
 _IDS = (("tombstones", list),)
 _CONTAINERS: dict[str, tuple[tuple[str, type], ...]] = {
     "cycle": (("scores", dict), ("pinned", list)),
@@ -102,7 +99,7 @@ class TraceReader:
         name: str | None = None,
         scores: ScoreRange | None = None,
         check_bodies: bool = True,
-        max_line_bytes: int = MAX_LINE_BYTES,
+        max_line_bytes: int = MAX_TRACE_LINE_BYTES,
     ) -> None:
         self.scores = scores or _DEFAULT_SCORES
         self.check_bodies = check_bodies
@@ -288,11 +285,11 @@ class TraceReader:
         ]
 
     def rest_problems(self, limit: int = MAX_PROBLEMS) -> list[Problem]:
-        """Read on after a bad line, checking every remaining line in full; at most ``limit``
-        problems (the lines after them are left unread)."""
+        """Read on after a bad line, checking every remaining line in full: at most ``limit``
+        problems, then a note if there are more (the lines after them are left unread)."""
         self.check_bodies = True
         problems: list[Problem] = []
-        while len(problems) < limit:
+        while len(problems) <= limit:
             try:
                 found = self._next_line()
                 if found is None:
@@ -300,7 +297,10 @@ class TraceReader:
                 self._event(*found)
             except InputError as exc:
                 problems += exc.problems
-        return problems[:limit]
+        if len(problems) > limit:
+            note = f"more problems not shown: at most {MAX_PROBLEMS} are reported"
+            problems[limit:] = [Problem(self.name, 0, 0, "$", note)]
+        return problems
 
     # Lines ------------------------------------------------------------------------------------
 
@@ -336,12 +336,10 @@ class TraceReader:
 
 
 def check_trace(
-    source: str | os.PathLike[str] | IO[bytes],
-    *,
-    scores: ScoreRange | None = None,
-    limit: int = MAX_PROBLEMS,
+    source: str | os.PathLike[str] | IO[bytes], *, scores: ScoreRange | None = None
 ) -> list[Problem]:
-    """Every problem of a trace (at most ``limit``), each line checked in full; [] when valid."""
+    """Every problem of a trace, each line checked in full; [] when valid. At most
+    :data:`~prunewarden.limits.MAX_PROBLEMS` are reported, then a note."""
     try:
         reader = TraceReader(source, scores=scores)
     except InputError as exc:
@@ -351,7 +349,7 @@ def check_trace(
             for _ in reader:
                 pass
         except InputError as exc:
-            return [*exc.problems, *reader.rest_problems(limit - len(exc.problems))][:limit]
+            return [*exc.problems, *reader.rest_problems(MAX_PROBLEMS - len(exc.problems))]
     return []
 
 

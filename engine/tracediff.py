@@ -22,9 +22,9 @@ from prunewarden.decision import Decision
 from prunewarden.engine import Engine
 from prunewarden.errors import Problem
 from prunewarden.planner import Plan
+from prunewarden.policy import Policy
 from prunewarden.replay import (
     Halt,
-    PolicyText,
     Progress,
     Result,
     SilentLogger,
@@ -328,8 +328,8 @@ class DiffJob:
 
     index: int
     trace: str
-    base: PolicyText
-    candidate: PolicyText
+    base: Policy
+    candidate: Policy
     changes: str
 
 
@@ -337,8 +337,8 @@ def run_diff_job(
     job: DiffJob, changes: IO[str] | None = None, progress: Progress | None = None
 ) -> TraceDiff:
     """Diff one job's trace; changes go to ``changes`` when given, else to ``job.changes``."""
-    base = Engine(job.base.load(), logger=SilentLogger())
-    candidate = Engine(job.candidate.load(), logger=SilentLogger())
+    base = Engine(job.base, logger=SilentLogger())
+    candidate = Engine(job.candidate, logger=SilentLogger())
     if changes is not None:
         return diff_trace(base, candidate, job.trace, changes=changes, progress=progress)
     with Path(job.changes).open("a", encoding="utf-8") as sink:

@@ -15,6 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 TRACES = sorted((ROOT / "examples" / "traces").glob("*.jsonl"))
 DEFAULT = str(ROOT / "policies" / "default.yaml")
 LOOSE = str(ROOT / "examples" / "policies" / "loose-candidate.yaml")
+CONTENT_PINS = str(ROOT / "examples" / "policies" / "content-pins.yaml")
 
 
 def cli(*argv: str) -> tuple[int, str, str]:
@@ -164,11 +165,14 @@ class TestReplayCommand:
 
 @pytest.mark.slow
 class TestParallel:
-    def test_jobs_give_the_same_decisions_as_serial(self, tmp_path: Path) -> None:
-        """--jobs 3 writes the same records, in the same order, and the same summary."""
+    @pytest.mark.parametrize("policy", [DEFAULT, CONTENT_PINS], ids=["default", "rules"])
+    def test_jobs_give_the_same_decisions_as_serial(self, tmp_path: Path, policy: str) -> None:
+        """--jobs 3 writes the same records, in the same order, and the same summary; a policy
+        with custom rules reaches the workers intact."""
         serial, parallel = tmp_path / "serial.jsonl", tmp_path / "parallel.jsonl"
-        one = cli("replay", "--decisions", str(serial), *map(str, TRACES))
-        three = cli("replay", "--jobs", "3", "--decisions", str(parallel), *map(str, TRACES))
+        options = ["--policy", policy, *map(str, TRACES)]
+        one = cli("replay", "--decisions", str(serial), *options)
+        three = cli("replay", "--jobs", "3", "--decisions", str(parallel), *options)
         assert one == three
         assert one[0] == 0
         records = [without_ids(json.loads(line)) for line in serial.read_text().splitlines()]

@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prunewarden import InputError
 from prunewarden.errors import Problem
+from prunewarden.limits import MAX_PROBLEMS
 from prunewarden.policy import ScoreRange
 from prunewarden.trace import TraceReader, check_trace
 
@@ -228,9 +229,14 @@ class TestProblems:
         assert lines == [2, 4, 5]
 
     def test_at_most_the_limit(self, tmp_path: Path) -> None:
-        """A file full of bad lines reports the first ``limit`` problems only."""
-        trace = write(tmp_path / "t.jsonl", HEADER, *(["{"] * 50))
-        assert [p.line for p in check_trace(trace, limit=3)] == [2, 3, 4]
+        """A file full of bad lines reports the first MAX_PROBLEMS problems, then a note; the
+        lines after them are not read."""
+        trace = write(tmp_path / "t.jsonl", HEADER, *(["{"] * (MAX_PROBLEMS + 50)))
+        found = check_trace(trace)
+        assert [p.line for p in found[:-1]] == list(range(2, MAX_PROBLEMS + 2))
+        assert str(found[-1]) == (
+            f"{trace}: $: more problems not shown: at most {MAX_PROBLEMS} are reported"
+        )
 
     def test_the_policy_score_range_applies(self, tmp_path: Path) -> None:
         """Scores are checked against the range given, not only [0, 1]."""
