@@ -103,6 +103,13 @@ class TestReplayCommand:
         records = [json.loads(line) for line in audit.read_text().splitlines()]
         assert [r["kind"] for r in records].count("decision") == decided
         assert [r["kind"] for r in records].count("policy_activated") == 1
+        # The same decisions: each replayed decision is found in the log by its id.
+        replayed = {
+            d["decision_id"]
+            for r in lines
+            for d in (r["plan"]["decisions"] if "plan" in r else [r["decision"]])
+        }
+        assert replayed == {r["decision_id"] for r in records if r["kind"] == "decision"}
 
     def test_a_malformed_trace_exits_two_and_the_others_still_run(self, tmp_path: Path) -> None:
         """The bad trace's problems are located on stderr; the other traces are summarized;
