@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any, NoReturn, TypeVar
 
-from prunewarden import auditcli, policycli, resources
+from prunewarden import auditcli, policycli, replaycli, resources
 from prunewarden.__about__ import __version__
 from prunewarden.decision import Decision
 from prunewarden.engine import Engine
@@ -128,10 +128,12 @@ def _parser(stdout: IO[str]) -> _Parser:
             "test-suite",
             "audit-record",
             "policy-lock",
+            "trace",
         ],
     )
     _add_test_command(commands)
     _add_plan_command(commands)
+    replaycli.add_commands(commands)
     return parser
 
 
@@ -416,3 +418,4 @@ def render_plan(plan: Plan) -> str:
 
 
 _COMMANDS["plan"] = _plan
+_COMMANDS.update(replay=replaycli.run_replay, diff=replaycli.run_diff)

@@ -78,6 +78,13 @@ MAX_KIND_CHARS: Final = 64
 MAX_INTEGER_DIGITS: Final = 4300
 INTEGER_CEILING: Final = 10**MAX_INTEGER_DIGITS
 
+# --- Traces --------------------------------------------------------------------------------------
+
+#: Bytes of one line of a trace (one event); a longer line is skipped unread, as a problem.
+MAX_TRACE_LINE_BYTES: Final = 8 * 1024 * 1024
+#: Characters of an event's or a header's ``note``.
+MAX_NOTE_CHARS: Final = 1000
+
 # --- Reports -------------------------------------------------------------------------------------
 
 #: Problems reported for one policy or document; a note says when more were found. Reporting a
@@ -101,6 +108,10 @@ SCHEMA_LIMITS: Final[dict[tuple[str, str], int]] = {
     ("input", "/$defs/plan/properties/segments/maxItems"): MAX_SEGMENTS,
     ("input", "/$defs/plan/properties/history/maxItems"): MAX_SNAPSHOTS,
     ("input", "/$defs/plan/properties/turns/maxItems"): MAX_TURNS,
+    ("trace", "/$defs/note/maxLength"): MAX_NOTE_CHARS,
+    ("trace", "/$defs/session/properties/labels/maxProperties"): MAX_LABELS,
+    ("trace", "/$defs/prune/properties/spans/maxItems"): MAX_SPANS,
+    ("trace", "/$defs/pass/properties/segments/maxItems"): MAX_SEGMENTS,
     ("policy", "/properties/metadata/properties/description/maxLength"): MAX_DESCRIPTION_CHARS,
     (
         "policy",

@@ -31,6 +31,11 @@ def schema(name: str) -> dict[str, Any]:
     return loaded
 
 
+def schema_files() -> list[Path]:
+    """The bundled schema files (``NAME.v1.schema.json``), sorted."""
+    return sorted(data_dir("schemas").glob("*.v1.schema.json"))
+
+
 def builtin_policy_path(name: str) -> Path:
     """Path of a bundled policy (``default``)."""
     path = data_dir("policies") / f"{name}.yaml"

@@ -13,6 +13,7 @@ from prunewarden import resources
 from prunewarden.errors import Problem, describe_value
 from prunewarden.limits import MAX_PROBLEMS
 from prunewarden.source import Parsed
+from referencing import Registry, Resource
 
 
 @cache
@@ -23,7 +24,17 @@ def validator(name: str, definition: str | None = None) -> Draft202012Validator:
     Draft202012Validator.check_schema(schema)
     if definition is not None:
         schema = {"$defs": schema["$defs"], "$ref": f"#/$defs/{definition}"}
-    return Draft202012Validator(schema)
+    return Draft202012Validator(schema, registry=_bundled())
+
+
+@cache
+def _bundled() -> Registry:
+    """Every bundled schema under its ``$id``, so one may ``$ref`` another's definitions (a trace
+    line's segments and spans are the input document's)."""
+    schemas = [resources.schema(path.name.split(".")[0]) for path in resources.schema_files()]
+    return Registry().with_resources(
+        (schema["$id"], Resource.from_contents(schema)) for schema in schemas
+    )
 
 
 def schema_problems(name: str, parsed: Parsed, definition: str | None = None) -> list[Problem]:

@@ -1,29 +1,37 @@
 #!/bin/sh
-# `make demo`: validate the bundled and example policies, then run every example input document
-# (the source documents' observations and their healthy counterparts) through the default policy,
-# then walk a deployment's policies: overlays, a shadow candidate, and a refused overlay.
+# `make demo`: replay the recorded sessions in examples/traces/ (the source documents'
+# observations and healthy sessions) under the default policy, show what a looser candidate policy
+# would change, walk a deployment's policies (overlays, a shadow candidate, a refused overlay), and
+# review the audit log.
 set -u
 mkdir -p .demo
-audit=.demo/decisions.jsonl
+audit=.demo/audit.jsonl
 : > "$audit"
 
 echo "== Policies"
 prunewarden validate policies/*.yaml examples/policies/*.yaml || exit $?
 
 echo
-echo "== Example inputs under policies/default.yaml (decision records: $audit)"
-for input in examples/inputs/*.json; do
-    echo
-    echo "-- $input"
-    prunewarden evaluate --format text --audit-log "$audit" "$input"
-    status=$?
-    [ "$status" -le 1 ] || exit "$status"
-done
+echo "== Recorded sessions replayed under policies/default.yaml"
+echo "   (one JSON line per decided event: .demo/decisions.jsonl; audit log: $audit)"
+echo
+prunewarden replay --policy policies/default.yaml --decisions .demo/decisions.jsonl \
+    --audit-log "$audit" examples/traces/*.jsonl || exit $?
 
 echo
-echo "== The same seed narrowing under examples/policies/trial-audit.yaml (audit mode: exit 0)"
-prunewarden evaluate --format text --policy examples/policies/trial-audit.yaml \
-    --audit-log "$audit" examples/inputs/collapse-seed-narrowing.json || exit $?
+echo "== What examples/policies/loose-candidate.yaml would change (exit 1 fails a CI gate)"
+echo
+prunewarden diff --base policies/default.yaml --candidate examples/policies/loose-candidate.yaml \
+    examples/traces/*.jsonl
+[ $? -eq 1 ] || exit 1
+
+echo
+echo "== The same collapse under examples/policies/trial-audit.yaml: the halt is recorded,"
+echo "   not enforced, and the pass goes ahead"
+echo
+prunewarden replay --policy examples/policies/trial-audit.yaml \
+    examples/traces/collapse-narrowing.jsonl || exit $?
+
 echo
 echo "== A constraint filed as an ordinary turn: allowed by default, pinned by a rule in"
 echo "   examples/policies/content-pins.yaml (custom conditions in CEL, docs/rules.md)"
@@ -32,6 +40,7 @@ prunewarden evaluate --format text --audit-log "$audit" \
 prunewarden evaluate --format text --policy examples/policies/content-pins.yaml \
     --audit-log "$audit" examples/inputs/eviction-untagged-negation.json
 [ $? -le 1 ] || exit 1
+
 echo
 echo "== Deployments: a base policy and its overlays (docs/deployments.md)"
 deploy=examples/deployments
@@ -53,9 +62,6 @@ echo
 echo "-- replay.yaml loosens what the base guards: refused at load (exit 3), as documented"
 prunewarden validate "$deploy/replay.yaml"
 [ $? -eq 3 ] || exit 1
-
-echo
-echo "$(wc -l < "$audit") audit records written to $audit"
 
 echo
 echo "== The audit log: its hash chain, and what it recorded"

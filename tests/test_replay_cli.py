@@ -1,0 +1,303 @@
+"""``prunewarden replay`` and ``prunewarden diff`` in-process; worker processes for real."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from prunewarden.cli import run
+
+ROOT = Path(__file__).resolve().parent.parent
+TRACES = sorted((ROOT / "examples" / "traces").glob("*.jsonl"))
+DEFAULT = str(ROOT / "policies" / "default.yaml")
+LOOSE = str(ROOT / "examples" / "policies" / "loose-candidate.yaml")
+CONTENT_PINS = str(ROOT / "examples" / "policies" / "content-pins.yaml")
+
+
+def cli(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = run(list(argv), out, err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def trace_named(name: str) -> str:
+    return str(ROOT / "examples" / "traces" / name)
+
+
+def without_ids(value: Any) -> Any:
+    """A decision record without what differs between two runs: ids and times."""
+    varying = {"decision_id", "evaluated_at", "collapse_decision", "refused_decision"}
+    if isinstance(value, dict):
+        return {k: without_ids(v) for k, v in value.items() if k not in varying}
+    if isinstance(value, list):
+        return [without_ids(v) for v in value]
+    return value
+
+
+def write_policy(path: Path, **spec: Any) -> str:
+    """A candidate policy stating only ``spec``."""
+    metadata = {"name": "candidate", "version": "2.0.0"}
+    document = {"apiVersion": "prunewarden/v1", "kind": "Policy", "metadata": metadata}
+    path.write_text(yaml.safe_dump({**document, "spec": spec}))
+    return str(path)
+
+
+class TestReplayCommand:
+    def test_summary_per_trace(self) -> None:
+        """The table names each trace's session, counts by check, outcome and reason, and the
+        first halt with its cycle."""
+        code, out, err = cli("replay", *map(str, TRACES))
+        assert (code, err) == (0, "")
+        assert out.startswith("policy default@1.0.0 sha256:")
+        block = out.split(trace_named("collapse-narrowing.jsonl"))[1].split("\n\n")[0]
+        assert "session seed-000-narrowing: 29 events, 15 decisions" in block
+        assert "halt    3  collapse_detected 3" in block
+        assert "first halt: cycle 12 (line 24), collapse_detected" in block
+        assert f"{len(TRACES)} traces, " in out.splitlines()[-1]
+
+    def test_json_report(self) -> None:
+        """--format json: the policy, one entry per trace, totals."""
+        code, out, _ = cli("replay", "--format", "json", *map(str, TRACES))
+        report = json.loads(out)
+        assert code == 0
+        assert report["policy"]["name"] == "default"
+        by_trace = {Path(t["trace"]).name: t for t in report["traces"]}
+        narrowing = by_trace["collapse-narrowing.jsonl"]
+        assert narrowing["first_halt"]["cycle"] == 12
+        assert narrowing["checks"]["collapse"]["halt"] == {
+            "count": 3,
+            "reasons": {"collapse_detected": 3},
+        }
+        assert by_trace["healthy-session.jsonl"]["outcomes"] == {
+            "allow": 34,
+            "deny": 0,
+            "halt": 0,
+        }
+        assert report["totals"]["halted"] == 1
+
+    def test_decisions_to_standard_output(self) -> None:
+        """--decisions -: the records on stdout, the summary on stderr."""
+        code, out, err = cli(
+            "replay", "--decisions", "-", trace_named("eviction-utc-constraint.jsonl")
+        )
+        records = [json.loads(line) for line in out.splitlines()]
+        assert code == 0
+        assert [r["decision"]["outcome"] for r in records] == ["deny", "deny", "allow"]
+        assert "session seed-001-utc-constraint" in err
+
+    def test_decisions_and_audit_log_to_files(self, tmp_path: Path) -> None:
+        """--decisions writes one line per decided event; --audit-log a chain that verifies,
+        one record per decision after the policy's activation."""
+        decisions, audit = tmp_path / "d.jsonl", tmp_path / "audit.jsonl"
+        code, _, err = cli(
+            "replay", "--decisions", str(decisions), "--audit-log", str(audit), *map(str, TRACES)
+        )
+        assert (code, err) == (0, "")
+        lines = [json.loads(line) for line in decisions.read_text().splitlines()]
+        decided = sum(len(r["plan"]["decisions"]) if "plan" in r else 1 for r in lines)
+        assert cli("audit", "verify", str(audit))[0] == 0
+        records = [json.loads(line) for line in audit.read_text().splitlines()]
+        assert [r["kind"] for r in records].count("decision") == decided
+        assert [r["kind"] for r in records].count("policy_activated") == 1
+        # The same decisions: each replayed decision is found in the log by its id.
+        replayed = {
+            d["decision_id"]
+            for r in lines
+            for d in (r["plan"]["decisions"] if "plan" in r else [r["decision"]])
+        }
+        assert replayed == {r["decision_id"] for r in records if r["kind"] == "decision"}
+
+    def test_a_malformed_trace_exits_two_and_the_others_still_run(self, tmp_path: Path) -> None:
+        """The bad trace's problems are located on stderr; the other traces are summarized;
+        what the bad trace decided before its bad line is kept."""
+        bad = tmp_path / "bad.jsonl"
+        good = Path(trace_named("eviction-buf-definition.jsonl")).read_text().splitlines()
+        bad.write_text("\n".join([*good[:32], '{"type": "eviction", "segment": 3}', *good[32:]]))
+        decisions = tmp_path / "d.jsonl"
+        code, out, err = cli(
+            "replay",
+            "--decisions",
+            str(decisions),
+            str(bad),
+            trace_named("healthy-homogeneous.jsonl"),
+        )
+        assert code == 2
+        assert err.startswith(f"{bad}:33:")
+        assert "$.segment: 3 is not of type 'object'" in err
+        assert "STOPPED at line 33: malformed trace (see stderr)" in out
+        assert "session healthy-homogeneous" in out
+        traces = [json.loads(line)["trace"] for line in decisions.read_text().splitlines()]
+        assert traces.count(str(bad)) == 1
+
+    @pytest.mark.parametrize(
+        ("argv", "code", "message"),
+        [
+            (["--jobs", "0"], 2, "'0' is not a positive whole number"),
+            (["--policy", "nope.yaml"], 3, "nope.yaml: $: cannot read"),
+            (["--decisions", "/nonexistent/d.jsonl"], 2, "cannot write /nonexistent/d.jsonl"),
+            (["--audit-log", "/nonexistent/a.jsonl"], 2, "cannot open"),
+        ],
+        ids=["jobs", "policy", "decisions", "audit"],
+    )
+    def test_usage_errors(self, argv: list[str], code: int, message: str) -> None:
+        """Bad options exit 2, a bad policy 3, each with one line saying why."""
+        got, _, err = cli("replay", *argv, trace_named("healthy-homogeneous.jsonl"))
+        assert got == code
+        assert message in err
+
+    def test_a_missing_trace(self, tmp_path: Path) -> None:
+        """A trace that cannot be read is an input problem of that trace."""
+        code, _, err = cli("replay", str(tmp_path / "none.jsonl"))
+        assert code == 2
+        assert err == f"{tmp_path / 'none.jsonl'}: $: cannot read: No such file or directory\n"
+
+    def test_progress_only_when_asked_or_on_a_terminal(self) -> None:
+        """stderr that is not a terminal gets no progress unless --progress says so."""
+        trace = trace_named("healthy-session.jsonl")
+        assert cli("replay", trace)[2] == ""
+        code, _, err = cli("replay", "--progress", trace)
+        assert code == 0
+        assert err == "replay: 26 events, 100%\n"
+
+    def test_schema_trace(self) -> None:
+        """prunewarden schema trace prints the trace line schema."""
+        code, out, _ = cli("schema", "trace")
+        assert code == 0
+        assert json.loads(out)["$id"].endswith("/trace.v1.schema.json")
+
+
+@pytest.mark.slow
+class TestParallel:
+    @pytest.mark.parametrize("policy", [DEFAULT, CONTENT_PINS], ids=["default", "rules"])
+    def test_jobs_give_the_same_decisions_as_serial(self, tmp_path: Path, policy: str) -> None:
+        """--jobs 3 writes the same records, in the same order, and the same summary; a policy
+        with custom rules reaches the workers intact."""
+        serial, parallel = tmp_path / "serial.jsonl", tmp_path / "parallel.jsonl"
+        options = ["--policy", policy, *map(str, TRACES)]
+        one = cli("replay", "--decisions", str(serial), *options)
+        three = cli("replay", "--jobs", "3", "--decisions", str(parallel), *options)
+        assert one == three
+        assert one[0] == 0
+        records = [without_ids(json.loads(line)) for line in serial.read_text().splitlines()]
+        assert records == [
+            without_ids(json.loads(line)) for line in parallel.read_text().splitlines()
+        ]
+        assert len(records) > 40
+
+    def test_workers_share_one_audit_log(self, tmp_path: Path) -> None:
+        """Worker processes append to the same audit log; the chain verifies and holds every
+        decision of every trace."""
+        audit = tmp_path / "audit.jsonl"
+        traces = [*map(str, TRACES), *map(str, TRACES)]
+        code, out, _ = cli(
+            "replay", "--jobs", "4", "--audit-log", str(audit), "--format", "json", *traces
+        )
+        assert code == 0
+        decided = json.loads(out)["totals"]["decisions"]
+        verified = cli("audit", "verify", str(audit))
+        assert verified[0] == 0, verified
+        records = [json.loads(line) for line in audit.read_text().splitlines()]
+        sessions = [r["session_id"] for r in records if r["kind"] == "decision"]
+        assert len(sessions) == decided
+        assert sessions.count("seed-001-buf-definition") == 4
+
+    def test_workers_report_progress(self) -> None:
+        """With --jobs, the workers' progress reaches the parent's progress line."""
+        traces = [trace_named("healthy-session.jsonl"), trace_named("healthy-homogeneous.jsonl")]
+        code, _, err = cli("replay", "--jobs", "2", "--progress", *traces)
+        assert code == 0
+        assert err == "replay: 38 events, 100%\n"
+
+    def test_diff_jobs_match_serial(self) -> None:
+        """diff --jobs 2 reports exactly what a serial diff does."""
+        argv = [
+            "diff",
+            "--base",
+            DEFAULT,
+            "--candidate",
+            LOOSE,
+            "--format",
+            "json",
+            *map(str, TRACES),
+        ]
+        assert cli(*argv, "--jobs", "2") == cli(*argv)
+
+
+class TestDiffCommand:
+    def test_no_change_exits_zero(self, tmp_path: Path) -> None:
+        """A candidate that decides the same (a reworded copy) changes nothing: exit 0."""
+        same = write_policy(tmp_path / "same.yaml", collapse={"spread_floor": 0.08})
+        code, out, err = cli("diff", "--base", DEFAULT, "--candidate", same, *map(str, TRACES))
+        assert (code, err) == (0, "")
+        assert out.splitlines()[-1].endswith("results compared: 0 changed")
+
+    def test_the_loose_candidate_changes_decisions(self) -> None:
+        """Every kind of change the loose candidate makes is grouped with its first example;
+        exit 1."""
+        code, out, err = cli("diff", "--base", DEFAULT, "--candidate", LOOSE, *map(str, TRACES))
+        assert (code, err) == (1, "")
+        narrowing = trace_named("collapse-narrowing.jsonl")
+        assert "\n\ncollapse halt moved (collapse_detected): 1\n" in out
+        assert "first halt at cycle 12 -> at cycle 14" in out
+        assert "eviction deny -> allow (unstable_score): 1" in out
+        assert "staleness deny -> allow (relevance_inflation): 2" in out
+        assert "plan frozen -> planned (pruning_halted): 1" in out
+        assert f"first: {narrowing}:24 (event 23, cycle 12)" in out
+        blocks = out.split("\n\n")[1:]
+        assert blocks[0].startswith("collapse halt moved")
+
+    def test_json_lists_every_change(self) -> None:
+        """The JSON report holds the groups and every changed pair, located by trace, event
+        and line."""
+        code, out, _ = cli(
+            "diff", "--base", DEFAULT, "--candidate", LOOSE, "--format", "json", *map(str, TRACES)
+        )
+        report = json.loads(out)
+        assert code == 1
+        assert (
+            len(report["changes"]) == report["changed"] == sum(g["count"] for g in report["groups"])
+        )
+        by_kind = {(c["check"], c["kind"]): c for c in report["changes"]}
+        eviction = by_kind["eviction", "outcome"]
+        assert (eviction["from"], eviction["to"], eviction["line"]) == ("deny", "allow", 44)
+        assert eviction["base"]["reasons"] == ["unstable_score"]
+        assert eviction["candidate"]["reasons"] == ["authorized"]
+        halts = [t for t in report["traces"] if t["base_first_halt"]]
+        assert [
+            (t["base_first_halt"]["cycle"], t["candidate_first_halt"]["cycle"]) for t in halts
+        ] == [(12, 14)]
+
+    def test_a_stricter_candidate_moves_the_halt_earlier(self, tmp_path: Path) -> None:
+        """Halts can move both ways: a stricter canary margin halts at cycle 11."""
+        strict = write_policy(tmp_path / "strict.yaml", collapse={"canary_margin": 0.15})
+        code, out, _ = cli(
+            "diff",
+            "--base",
+            DEFAULT,
+            "--candidate",
+            strict,
+            trace_named("collapse-narrowing.jsonl"),
+        )
+        assert code == 1
+        assert "first halt at cycle 12 -> at cycle 11" in out
+        assert "collapse allow -> halt (collapse_detected): 1" in out
+
+    def test_a_malformed_trace_wins_over_changes(self, tmp_path: Path) -> None:
+        """Exit 2 when a trace could not be compared in full, even if others changed."""
+        bad = tmp_path / "bad.jsonl"
+        bad.write_text('{"type": "session", "trace_version": 1, "session_id": "s"}\n{"type"\n')
+        code, _, err = cli(
+            "diff", "--base", DEFAULT, "--candidate", LOOSE, str(bad), *map(str, TRACES)
+        )
+        assert code == 2
+        assert err.startswith(f"{bad}:2:")
+
+    def test_both_policies_are_required(self) -> None:
+        """--base and --candidate are both required (usage error, exit 2)."""
+        code, _, err = cli("diff", "--base", DEFAULT, trace_named("healthy-session.jsonl"))
+        assert code == 2
+        assert "--candidate" in err
