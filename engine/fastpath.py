@@ -27,7 +27,9 @@ from prunewarden.limits import (
     MAX_IDS,
     MAX_INPUT_DEPTH,
     MAX_KIND_CHARS,
+    MAX_LABELS,
     MAX_METADATA_ENTRIES,
+    MAX_SEGMENTS,
     MAX_SNAPSHOTS,
     MAX_SPANS,
     MAX_TURNS,
@@ -61,6 +63,24 @@ _STALENESS_KEYS = frozenset(
 _SPAN_KEYS = frozenset({"span_id", "text", "score", "text_sha256", "rewrite_count", "derived_from"})
 _SPAN_REQUIRED = frozenset({"span_id", "text", "score", "text_sha256"})
 _TURN_STATS_KEYS = frozenset({"spans_modified", "scores_invalidated"})
+_PLAN_KEYS = frozenset(
+    {
+        "session_id",
+        "labels",
+        "segments",
+        "free_tokens",
+        "keep_top_k",
+        "history",
+        "baseline",
+        "turn",
+        "turns",
+        "tombstones",
+        "recompute_budget",
+    }
+)
+_WINDOW_ONLY_KEYS = frozenset(
+    {"score", "perturbed_score", "text_sha256", "rewrite_count", "derived_from"}
+)
 _TURN_KEYS = frozenset({"turn", "mean_relevance", "tokens"})
 
 
@@ -233,6 +253,67 @@ def _metadata(value: Any) -> bool:
 
 def _eviction(data: dict[str, Any], low: float, high: float) -> bool:
     return accepts_eviction(data, low, high)
+
+
+def accepts_plan(data: Any, scores: ScoreRange) -> bool:  # noqa: C901, PLR0911
+    """True only if ``data`` is a valid pruning-pass document (``$defs/plan``)."""
+    low, high = scores.min, scores.max
+    if type(data) is not dict or not data.keys() <= _PLAN_KEYS:
+        return False
+    if ("free_tokens" in data) == ("keep_top_k" in data):
+        return False
+    if not _count(data["free_tokens"] if "free_tokens" in data else data["keep_top_k"]):
+        return False
+    if "session_id" in data:
+        session_id = data["session_id"]
+        if type(session_id) is not str or len(session_id) > MAX_ID_CHARS:
+            return False
+    if "labels" in data and not _labels(data["labels"]):
+        return False
+    segments = data.get("segments")
+    if type(segments) is not list or len(segments) > MAX_SEGMENTS:
+        return False
+    if not all(_window_segment(segment, low, high) for segment in segments):
+        return False
+    if len({segment["id"] for segment in segments}) != len(segments):
+        return False
+    if "history" in data:
+        gates = {key: data[key] for key in ("history", "baseline") if key in data}
+        if collapse_scores(gates, low, high) is None:
+            return False
+    elif "baseline" in data and _scores(data["baseline"], low, high, 0) is None:
+        return False
+    rest = {
+        key: data[key] for key in ("turn", "turns", "tombstones", "recompute_budget") if key in data
+    }
+    return _staleness({**rest, "spans": [], "keep_top_k": 0}, low, high)
+
+
+def _labels(value: Any) -> bool:
+    return (
+        type(value) is dict
+        and len(value) <= MAX_LABELS
+        and set(map(type, value)) <= _STR
+        and set(map(type, value.values())) <= _STR
+    )
+
+
+def _window_segment(segment: Any, low: float, high: float) -> bool:  # noqa: PLR0911
+    if type(segment) is not dict or "score" not in segment:
+        return False
+    if not _score(segment["score"], low, high):
+        return False
+    perturbed = segment.get("perturbed_score")
+    if perturbed is not None and not _score(perturbed, low, high):
+        return False
+    digest = segment.get("text_sha256", "")
+    if type(digest) is not str or not TEXT_SHA256.search(digest):
+        return False
+    if "rewrite_count" in segment and not _count(segment["rewrite_count"]):
+        return False
+    if "derived_from" in segment and not accepts_ids(segment["derived_from"]):
+        return False
+    return _segment({k: v for k, v in segment.items() if k not in _WINDOW_ONLY_KEYS})
 
 
 def _staleness(data: dict[str, Any], low: float, high: float) -> bool:  # noqa: PLR0911

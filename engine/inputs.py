@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from prunewarden.errors import InputError, Problem, describe_value
-from prunewarden.fastpath import accepts, collapse_scores
+from prunewarden.fastpath import accepts, accepts_plan, collapse_scores
 from prunewarden.limits import (
     INTEGER_CEILING,
     MAX_ENTRIES,
@@ -166,6 +166,16 @@ def parse_plan(
 ) -> PlanRequest:
     """Validate a pruning-pass document (``$defs/plan`` of input.v1) and type it, or raise
     :class:`InputError`."""
+
+    if accepts_plan(data, scores):
+        return _plan(data)
+    return parse_plan_exact(data, scores, filename=filename, text=text)
+
+
+def parse_plan_exact(
+    data: Any, scores: ScoreRange, *, filename: str = "<input>", text: str | None = None
+) -> PlanRequest:
+    """The exact path of :func:`parse_plan`: JSON Schema and the semantic checks."""
 
     def relations() -> Iterator[_Found]:
         yield from _non_finite(data, ())

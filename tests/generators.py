@@ -170,6 +170,45 @@ def staleness_documents(draw: st.DrawFn) -> dict[str, Any]:
 
 valid_documents = collapse_documents() | eviction_documents() | staleness_documents()
 
+
+@st.composite
+def window_segments(draw: st.DrawFn, seg_id: str) -> dict[str, Any]:
+    eviction = draw(eviction_documents())
+    segment = {**eviction["segment"], "id": seg_id, "score": eviction["score"]}
+    if "perturbed_score" in eviction:
+        segment["perturbed_score"] = eviction["perturbed_score"]
+    if draw(st.booleans()):
+        segment["text_sha256"] = sha256(segment.get("text", ""))
+    if draw(st.booleans()):
+        segment["rewrite_count"] = draw(st.integers(0, 4))
+    if draw(st.booleans()):
+        segment["derived_from"] = draw(st.lists(ids, unique=True, max_size=2))
+    return segment
+
+
+@st.composite
+def plan_documents(draw: st.DrawFn) -> dict[str, Any]:
+    """A pruning-pass window: segments as the eviction documents have them, bound like spans,
+    with the gates' optional parts taken from the other generators."""
+    segments = [
+        draw(window_segments(seg_id)) for seg_id in draw(st.lists(ids, unique=True, max_size=4))
+    ]
+    target = draw(st.sampled_from(["free_tokens", "keep_top_k"]))
+    document: dict[str, Any] = {"segments": segments, target: draw(st.integers(0, 600))}
+    if draw(st.booleans()):
+        collapse = draw(collapse_documents())
+        document.update({k: v for k, v in collapse.items() if k != "check"})
+    staleness = draw(staleness_documents())
+    for name in ("turn", "turns", "tombstones", "recompute_budget"):
+        if name in staleness:
+            document[name] = staleness[name]
+    if draw(st.booleans()):
+        document["session_id"] = draw(ids)
+    if draw(st.booleans()):
+        document["labels"] = draw(st.dictionaries(ids, st.text(max_size=5), max_size=2))
+    return document
+
+
 # What a document built in Python could hold besides: not JSON, but a Mapping is accepted.
 non_finite = st.sampled_from([math.nan, math.inf, -math.inf])
 python_values = st.sampled_from(
@@ -262,11 +301,15 @@ def edges_for(value: Any) -> list[Any]:
 
 
 @st.composite
-def mutated(draw: st.DrawFn, values: st.SearchStrategy[Any] = json_values) -> Any:  # noqa: PLR0911
-    """A valid document with at most one change: a value replaced (by one at the edge of what
-    is accepted there, or by ``values``), a key renamed, removed or added, or an item of a list
-    duplicated."""
-    document = draw(valid_documents)
+def mutated(  # noqa: PLR0911
+    draw: st.DrawFn,
+    values: st.SearchStrategy[Any] = json_values,
+    documents: st.SearchStrategy[Any] = valid_documents,
+) -> Any:
+    """A valid document (from ``documents``) with at most one change: a value replaced (by one
+    at the edge of what is accepted there, or by ``values``), a key renamed, removed or added,
+    or an item of a list duplicated."""
+    document = draw(documents)
     every = paths(document)
     containers = [p for p in every if isinstance(_get(document, p), dict | list)]
     # Half the time a list or object: there are few of them, and most rules are about them.

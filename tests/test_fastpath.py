@@ -13,14 +13,21 @@ from generators import (
     json_values,
     mutated,
     non_finite,
+    plan_documents,
     python_values,
     valid_documents,
 )
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from prunewarden import InputError
-from prunewarden.fastpath import TEXT_SHA256, accepts
-from prunewarden.inputs import parse_request, parse_request_exact
+from prunewarden.fastpath import TEXT_SHA256, accepts, accepts_plan
+from prunewarden.inputs import (
+    PlanRequest,
+    parse_plan,
+    parse_plan_exact,
+    parse_request,
+    parse_request_exact,
+)
 from prunewarden.policy import ScoreRange
 from prunewarden.resources import schema
 
@@ -44,6 +51,37 @@ def fast(document: Any, scores: ScoreRange) -> tuple[str, Any] | None:
 
 
 AGREE = settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def exact_plan(document: Any, scores: ScoreRange) -> PlanRequest | None:
+    try:
+        return parse_plan_exact(document, scores)
+    except InputError:
+        return None
+
+
+def fast_plan(document: Any, scores: ScoreRange) -> PlanRequest | None:
+    return parse_plan(document, scores) if accepts_plan(document, scores) else None
+
+
+class TestPlanAgreement:
+    @AGREE
+    @given(document=plan_documents(), scores=ranges)
+    def test_valid_plans(self, document: dict[str, Any], scores: ScoreRange) -> None:
+        """On generated windows, both paths accept or refuse alike and build equal requests."""
+        assert fast_plan(document, scores) == exact_plan(document, scores)
+
+    @AGREE
+    @given(document=mutated(json_values | edge_values, plan_documents()), scores=ranges)
+    def test_mutated_plans(self, document: Any, scores: ScoreRange) -> None:
+        """With one value, key or item of a window changed, both paths still agree exactly."""
+        assert fast_plan(document, scores) == exact_plan(document, scores)
+
+    @settings(max_examples=150, deadline=None)
+    @given(document=mutated(non_finite, plan_documents()), scores=ranges)
+    def test_non_finite_numbers_in_plans(self, document: Any, scores: ScoreRange) -> None:
+        """NaN and infinities in a window are refused by both paths."""
+        assert fast_plan(document, scores) == exact_plan(document, scores)
 
 
 class TestAgreement:
