@@ -95,24 +95,11 @@ def _parser(stdout: IO[str]) -> _Parser:
         epilog=EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    evaluate.add_argument(
-        "input",
-        nargs="?",
-        default="-",
-        metavar="INPUT",
-        help="input JSON document, or - for standard input (the default)",
+    _add_input_options(
+        evaluate,
+        document="input JSON document",
+        json_output="the decision document",
     )
-    evaluate.add_argument(
-        "--policy", metavar="FILE", help="policy YAML (default: the bundled default policy)"
-    )
-    evaluate.add_argument(
-        "--format",
-        choices=["json", "text"],
-        default="json",
-        help="json: the decision document (default); text: a short summary",
-    )
-    auditcli.add_evaluate_options(evaluate)
-    policycli.add_evaluate_options(evaluate)
 
     auditcli.add_audit_command(commands)
     policycli.add_policy_command(commands)
@@ -191,6 +178,29 @@ def _evaluate(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int
     else:
         out.write(json.dumps(decision.to_dict(), indent=2, ensure_ascii=False) + "\n")
     return EXIT_REFUSED if decision.blocks else EXIT_OK
+
+
+def _add_input_options(parser: argparse.ArgumentParser, *, document: str, json_output: str) -> None:
+    """What a command deciding on one JSON document takes: the document, the policy, the output
+    format, and the audit and policy options."""
+    parser.add_argument(
+        "input",
+        nargs="?",
+        default="-",
+        metavar="INPUT",
+        help=f"{document}, or - for standard input (the default)",
+    )
+    parser.add_argument(
+        "--policy", metavar="FILE", help="policy YAML (default: the bundled default policy)"
+    )
+    parser.add_argument(
+        "--format",
+        choices=["json", "text"],
+        default="json",
+        help=f"json: {json_output} (default); text: a short summary",
+    )
+    auditcli.add_evaluate_options(parser)
+    policycli.add_evaluate_options(parser)
 
 
 def _on_input(
@@ -365,24 +375,11 @@ def _add_plan_command(commands: Any) -> None:
         epilog=EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    plan.add_argument(
-        "input",
-        nargs="?",
-        default="-",
-        metavar="INPUT",
-        help="plan JSON document ($defs/plan of the input schema), or - for standard input",
+    _add_input_options(
+        plan,
+        document="plan JSON document ($defs/plan of the input schema)",
+        json_output="the plan with its decisions",
     )
-    plan.add_argument(
-        "--policy", metavar="FILE", help="policy YAML (default: the bundled default policy)"
-    )
-    plan.add_argument(
-        "--format",
-        choices=["json", "text"],
-        default="json",
-        help="json: the plan with its decisions (default); text: a short summary",
-    )
-    auditcli.add_evaluate_options(plan)
-    policycli.add_evaluate_options(plan)
 
 
 def _plan(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
