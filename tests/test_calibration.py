@@ -6,6 +6,7 @@ gives them; ``SCALE`` maps that band onto [0, 1].
 
 from __future__ import annotations
 
+import hashlib
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -259,3 +260,25 @@ class TestMinLiveEntries:
             applicable_reasons(make_policy(collapse={"min_live_entries": 3}))["too_few_entries"]
             is None
         )
+
+
+class TestCalibratedPlan:
+    def test_plan_order_is_kept_and_recorded(self, engine_with: EngineFactory) -> None:
+        """The map is monotonic: a pass evicts in raw order, each decision naming the scale."""
+        segments = [
+            {
+                "id": sid,
+                "kind": "turn",
+                "text": f"text of {sid}",
+                "tokens": 100,
+                "score": score,
+                "perturbed_score": score,
+                "text_sha256": hashlib.sha256(f"text of {sid}".encode()).hexdigest(),
+            }
+            for sid, score in (("a", 0.62), ("b", 0.41), ("c", 0.88), ("d", 0.3))
+        ]
+        plan = engine_with(scores=SCALE).plan({"segments": segments, "free_tokens": 200})
+        assert plan.evict == ("d", "b")
+        evictions = [d for d in plan.decisions if d.check == "eviction"]
+        assert [d.reasons[0].detail["calibration"]["raw_score"] for d in evictions] == [0.3, 0.41]
+        assert evictions[0].reasons[0].detail["calibration"]["score"] == 0.0
