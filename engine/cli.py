@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any, NoReturn, TypeVar
 
-from prunewarden import auditcli, policycli, replaycli, resources
+from prunewarden import auditcli, calibrate, policycli, replaycli, resources
 from prunewarden.__about__ import __version__
 from prunewarden.decision import Decision
 from prunewarden.engine import Engine
@@ -121,6 +121,7 @@ def _parser(stdout: IO[str]) -> _Parser:
     _add_test_command(commands)
     _add_plan_command(commands)
     replaycli.add_commands(commands)
+    calibrate.add_command(commands)
     return parser
 
 
@@ -416,3 +417,4 @@ def render_plan(plan: Plan) -> str:
 
 _COMMANDS["plan"] = _plan
 _COMMANDS.update(replay=replaycli.run_replay, diff=replaycli.run_diff)
+_COMMANDS["calibrate"] = calibrate.run_calibrate

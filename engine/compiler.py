@@ -10,10 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from prunewarden import calibration as calibrated
 from prunewarden.checks import GUARDS, Guard
 from prunewarden.decision import Action, Decision, Reason
 from prunewarden.inputs import CHECKS, Check, Request
-from prunewarden.policy import Mode, Policy, PolicyIdentity, PolicySource
+from prunewarden.policy import Calibration, Mode, Policy, PolicyIdentity, PolicySource
 from prunewarden.rules import DEFAULT_CACHE_SIZE, RuleSet
 from prunewarden.verdict import Verdict
 
@@ -27,12 +28,16 @@ class Pipeline:
     policy: PolicyIdentity
     rules: RuleSet | None = field(default=None, compare=False)  # spec.rules of this check
     sources: tuple[PolicySource, ...] = ()  # the policy's files, named by every decision
+    calibration: Calibration | None = None  # spec.scores.calibration (prunewarden.calibration)
 
     def decide(self, request: Request) -> Decision:
         if self.mode == "off":
             verdict = self.guard.when_off(self.settings, request)
         else:
+            raw = request
             try:
+                if self.calibration is not None:
+                    request = calibrated.calibrate(self.calibration, raw)
                 verdict = self.guard.evaluate(self.settings, request)
             except Exception as exc:  # noqa: BLE001 - fail closed: any guard error refuses
                 verdict = Verdict(
@@ -49,7 +54,27 @@ class Pipeline:
             if self.rules:
                 # After the guard's verdict: rules only tighten, and never raise.
                 verdict = self.rules.apply(verdict, request)
+            if self.calibration is not None:
+                verdict = self._annotate(verdict, raw, request)
         return self.to_decision(verdict)
+
+    def _annotate(self, verdict: Verdict, raw: Request, judged: Request) -> Verdict:
+        """Every reason names the scale its scores were judged on (fail closed: a record that
+        cannot be built refuses)."""
+        assert self.calibration is not None  # noqa: S101 - only called with one
+        recent = getattr(self.settings, "consecutive_cycles", 1)
+        try:
+            detail = calibrated.record(self.calibration, raw, judged, recent)
+        except Exception as exc:  # noqa: BLE001 - fail closed
+            reason = Reason(
+                "internal_error",
+                f"the calibrated scores could not be recorded ({type(exc).__name__}: {exc}); "
+                "refusing",
+                {"error": type(exc).__name__},
+            )
+            return Verdict(True, [reason])
+        verdict.reasons = calibrated.annotate(verdict.reasons, detail)
+        return verdict
 
     def to_decision(self, verdict: Verdict) -> Decision:
         return Decision(
@@ -83,6 +108,7 @@ def compile_policy(
             policy=policy.identity,
             rules=RuleSet(check, policy.rules, params, cache_size=rule_cache_size),
             sources=policy.sources,
+            calibration=policy.spec.calibration,
         )
         for check in CHECKS
     }

@@ -71,6 +71,7 @@ def applicable_reasons(policy: Policy, words: Vocabulary | None = None) -> dict[
             None if spec.eviction.require_perturbation else "require_perturbation is false"
         ),
         "no_tombstone": None if spec.eviction.require_tombstone else "require_tombstone is false",
+        "too_few_entries": None if spec.collapse.min_live_entries else "min_live_entries is 0",
         **FAIL_CLOSED,
     }
     out: dict[str, str | None] = {}

@@ -49,6 +49,10 @@ class Snapshot:
 class CollapseRequest:
     history: tuple[Snapshot, ...]
     baseline: dict[str, float] | None
+    # The spreads of the session's first cycles (on the judged scale), which a relative spread
+    # floor is relative to; None: the first cycles of ``history``. Set by a Session, which keeps
+    # fewer snapshots than that; no field of an input document.
+    early_spreads: tuple[float, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)

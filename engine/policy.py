@@ -45,12 +45,33 @@ class ScoreRange:
 
 
 @dataclass(frozen=True, slots=True)
+class Calibration:
+    """``spec.scores.calibration: {fixed: {low, high}}``: raw ``low`` -> 0, ``high`` -> 1, linear
+    in between, clipped to [0, 1] (see :mod:`prunewarden.calibration`)."""
+
+    low: float
+    high: float
+
+    def apply(self, score: float) -> float:
+        scaled = (score - self.low) / (self.high - self.low)
+        return 0.0 if scaled < 0.0 else min(scaled, 1.0)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"scale": "fixed", "low": self.low, "high": self.high}
+
+
+@dataclass(frozen=True, slots=True)
 class CollapseSettings:
     mode: Mode
     spread_floor: float
     consecutive_cycles: int
     canary_margin: float
     on_insufficient_history: Literal["allow", "halt"]
+    # Optional (docs/calibration.md); the defaults are the seed's semantics.
+    spread_floor_mode: Literal["absolute", "relative"] = "absolute"
+    relative_first_cycles: int = 0  # relative_to.first_cycles; only with the relative mode
+    min_live_entries: int = 0
+    on_too_few_entries: Literal["allow", "halt"] = "allow"
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +98,7 @@ class Spec:
     collapse: CollapseSettings
     eviction: EvictionSettings
     staleness: StalenessSettings
+    calibration: Calibration | None = None  # spec.scores.calibration; None is none
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,7 +290,17 @@ def _semantic_problems(data: dict[str, Any], problem: Any) -> list[Problem]:
     low, high = scores.get("min", 0.0), scores.get("max", 1.0)
     if not low < high:
         return [problem(("spec", "scores", "max"), f"{high!r} must be greater than min ({low!r})")]
-    return []
+    found = []
+    fixed = scores.get("calibration")
+    if isinstance(fixed, dict) and not fixed["fixed"]["low"] < fixed["fixed"]["high"]:
+        bounds = fixed["fixed"]
+        message = f"{bounds['high']!r} must be greater than low ({bounds['low']!r})"
+        found.append(problem(("spec", "scores", "calibration", "fixed", "high"), message))
+    collapse = data.get("spec", {}).get("collapse", {})
+    if collapse.get("spread_floor_mode") == "relative" and "relative_to" not in collapse:
+        message = "a relative spread floor needs relative_to: {first_cycles: N}"
+        found.append(problem(("spec", "collapse", "spread_floor_mode"), message))
+    return found
 
 
 # Numbers normalized to one Python type, so that 1 and 1.0 digest alike and a whole-number
@@ -295,17 +327,48 @@ def _normalize(document: dict[str, Any]) -> dict[str, Any]:
                 spec[section][name] = kind(spec[section][name])
     # A set in meaning: sorted so that order does not change the digest.
     spec["eviction"]["pinned_kinds"] = sorted(spec["eviction"]["pinned_kinds"])
+    _drop_implicit(spec)
     rules.normalize(spec)
     guardrails.normalize(spec)
     return document
 
 
+def _drop_implicit(spec: dict[str, Any]) -> None:
+    """The optional calibration settings carry no schema default, so that a policy without them
+    digests as before; spelled out at their implicit values, they are dropped for the same
+    reason (and a relative_to is meaningless without the relative mode)."""
+    scores, collapse = spec["scores"], spec["collapse"]
+    if scores.get("calibration", "none") == "none":
+        scores.pop("calibration", None)
+    else:
+        fixed = scores["calibration"]["fixed"]
+        fixed["low"], fixed["high"] = float(fixed["low"]), float(fixed["high"])
+    if collapse.get("spread_floor_mode", "absolute") == "absolute":
+        collapse.pop("spread_floor_mode", None)
+        collapse.pop("relative_to", None)
+    elif "relative_to" in collapse:  # without it: a problem _semantic_problems reports
+        collapse["relative_to"]["first_cycles"] = int(collapse["relative_to"]["first_cycles"])
+    if "min_live_entries" in collapse:
+        collapse["min_live_entries"] = int(collapse["min_live_entries"])
+    if collapse.get("min_live_entries", 0) == 0:
+        collapse.pop("min_live_entries", None)
+        collapse.pop("on_too_few_entries", None)
+    elif collapse.get("on_too_few_entries", "allow") == "allow":
+        collapse.pop("on_too_few_entries", None)
+
+
 def _spec(spec: dict[str, Any]) -> Spec:
     eviction = dict(spec["eviction"])
     eviction["pinned_kinds"] = frozenset(eviction["pinned_kinds"])
+    scores = dict(spec["scores"])
+    fixed = scores.pop("calibration", {}).get("fixed")
+    collapse = dict(spec["collapse"])
+    relative_to = collapse.pop("relative_to", {})
+    collapse["relative_first_cycles"] = relative_to.get("first_cycles", 0)
     return Spec(
-        scores=ScoreRange(**spec["scores"]),
-        collapse=CollapseSettings(**spec["collapse"]),
+        scores=ScoreRange(**scores),
+        collapse=CollapseSettings(**collapse),
         eviction=EvictionSettings(**eviction),
         staleness=StalenessSettings(**spec["staleness"]),
+        calibration=None if fixed is None else Calibration(fixed["low"], fixed["high"]),
     )

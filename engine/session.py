@@ -31,6 +31,7 @@ from prunewarden.inputs import (
     parse_request,
 )
 from prunewarden.planner import Plan, plan_pass
+from prunewarden.stats import pstdev
 from prunewarden.verdict import Verdict
 
 if TYPE_CHECKING:
@@ -49,6 +50,9 @@ class Session:
         self._baseline: dict[str, float] = {}  # each canary's score when first seen pinned
         self._turns: deque[Turn] = deque()
         self._last_collapse: Decision | None = None
+        # A relative spread floor's reference: the spreads of the first relative_to.first_cycles
+        # cycles, on the judged scale (at most that many, however long the session runs).
+        self._early_spreads: tuple[float, ...] = ()
 
     @property
     def halted(self) -> bool:
@@ -77,9 +81,17 @@ class Session:
                     if c not in baseline and c in snapshot.scores
                 }
             )
-            keep = self.engine.policy.spec.collapse.consecutive_cycles + 1
+            settings = self.engine.policy.spec.collapse
+            keep = settings.consecutive_cycles + 1
             history = (*self._snapshots, snapshot)[-keep:]
-            decision = self.decide("collapse", CollapseRequest(history, baseline), document)
+            early = None
+            if settings.spread_floor_mode == "relative":
+                early = self._early_spreads
+                if len(early) < settings.relative_first_cycles:
+                    early = (*early, self._spread(snapshot))
+            request = CollapseRequest(history, baseline, early)
+            decision = self.decide("collapse", request, document)
+            self._early_spreads = early or ()
             self._snapshots = deque(history)
             self._baseline = baseline
             self._last_collapse = decision
@@ -197,6 +209,12 @@ class Session:
         return Verdict(
             True, [reason], [HALT_ACTIONS[0]], kept=kept, evicted=() if kept is not None else None
         )
+
+    def _spread(self, snapshot: Snapshot) -> float:
+        """A cycle's spread on the scale the guard judges it."""
+        scale = self.engine.policy.spec.calibration
+        values = snapshot.scores.values()
+        return pstdev(values if scale is None else [scale.apply(v) for v in values])
 
     def _parse(self, document: dict[str, Any]) -> Request:
         return parse_request(document, self.engine.policy.spec.scores)[1]

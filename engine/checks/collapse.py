@@ -6,10 +6,11 @@ scoring call. Only together do they say the scorer has lost its reference frame.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from prunewarden.decision import Action, Reason
-from prunewarden.inputs import CollapseRequest
+from prunewarden.inputs import CollapseRequest, Snapshot
 from prunewarden.policy import CollapseSettings
 from prunewarden.stats import median, pstdev
 from prunewarden.verdict import Verdict
@@ -19,21 +20,17 @@ HALT_ACTIONS = (Action("halt_pruning"), Action("freeze_buffer"), Action("escalat
 
 def evaluate(settings: CollapseSettings, request: CollapseRequest) -> Verdict:
     history = request.history
-    needed = settings.consecutive_cycles + 1
-    if len(history) < needed:
-        halt = settings.on_insufficient_history == "halt"
-        reason = Reason(
-            "insufficient_history",
-            f"{len(history)} cycle(s) of history; {needed} are needed to tell collapse from "
-            "ordinary reweighting",
-            {"cycles": len(history), "required": needed},
-        )
-        return _verdict(halt, reason)
+    unjudgeable = _unjudgeable(settings, history)
+    if unjudgeable is not None:
+        return unjudgeable
 
     recent = history[-settings.consecutive_cycles :]
     spreads = [{"cycle": s.cycle, "spread": pstdev(s.scores.values())} for s in recent]
     floor = settings.spread_floor
     signal_detail: dict[str, Any] = {"spreads": spreads, "spread_floor": floor}
+    if settings.spread_floor_mode == "relative":
+        floor, relative = _relative_floor(settings, request)
+        signal_detail.update(relative, spread_floor=floor)
     if not all(s["spread"] < floor for s in spreads):
         return _verdict(
             False,
@@ -103,6 +100,50 @@ def evaluate(settings: CollapseSettings, request: CollapseRequest) -> Verdict:
             {**signal_detail, "median": median_live, "canary": first, "canaries": inverted},
         ),
     )
+
+
+def _unjudgeable(settings: CollapseSettings, history: tuple[Snapshot, ...]) -> Verdict | None:
+    """Too little to judge: too short a history, or too few entries in the last cycle (below
+    ``min_live_entries`` a spread means nothing: two entries can spread 0)."""
+    needed = settings.consecutive_cycles + 1
+    if len(history) < needed:
+        reason = Reason(
+            "insufficient_history",
+            f"{len(history)} cycle(s) of history; {needed} are needed to tell collapse from "
+            "ordinary reweighting",
+            {"cycles": len(history), "required": needed},
+        )
+        return _verdict(settings.on_insufficient_history == "halt", reason)
+    last = history[-1]
+    entries = len(last.scores)
+    if entries >= settings.min_live_entries:
+        return None
+    reason = Reason(
+        "too_few_entries",
+        f"{entries} entr{'y' if entries == 1 else 'ies'} scored in cycle {last.cycle}; below "
+        f"{settings.min_live_entries} a spread cannot tell collapse from a small buffer",
+        {"entries": entries, "required": settings.min_live_entries},
+    )
+    return _verdict(settings.on_too_few_entries == "halt", reason)
+
+
+def _relative_floor(
+    settings: CollapseSettings, request: CollapseRequest
+) -> tuple[float, dict[str, Any]]:
+    """``spread_floor`` times the session's early spread: the mean spread of its first
+    ``relative_to.first_cycles`` cycles (of the history when no session kept them)."""
+    early = request.early_spreads
+    if early is None:
+        first = request.history[: settings.relative_first_cycles]
+        early = tuple(pstdev(s.scores.values()) for s in first)
+    early_spread = math.fsum(early) / len(early) if early else 0.0
+    floor = settings.spread_floor * early_spread
+    return floor, {
+        "spread_floor_mode": "relative",
+        "relative_floor": settings.spread_floor,
+        "early_spread": early_spread,
+        "early_cycles": len(early),
+    }
 
 
 def _inversion(

