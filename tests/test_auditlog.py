@@ -60,6 +60,7 @@ spec:
       check: eviction
       when: segment.id == "s41"
       effect: warn
+      timeout_ms: 10000  # a loaded machine must not turn the match into rule_error
       {message}
 """
 

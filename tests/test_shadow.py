@@ -164,7 +164,8 @@ class TestRecord:
         quoting = parse_policy(
             HEAD.format(name="quoting")
             + "spec:\n  rules:\n    - name: quote\n      check: eviction\n      when: 'true'\n"
-            "      effect: warn\n      message_expression: '\"saw \" + segment.text'\n"
+            "      effect: warn\n      timeout_ms: 10000\n"
+            "      message_expression: '\"saw \" + segment.text'\n"
         )
         document = example("eviction-untagged-negation.json")
         stream = io.StringIO()
