@@ -530,7 +530,7 @@ def _trial(
         }
         try:
             cel_values = {n: to_cel(v) for n, v in values.items()}
-            value = _run(expression, cel_values, time.monotonic() + _TRIAL_SECONDS)
+            value = _run(expression, cel_values, Deadline(_TRIAL_SECONDS))
         except CELEvalError as exc:
             if len(exc.args) > 1 and exc.args[1] is TypeError:
                 line, column = exc.line or 0, exc.column or 0
@@ -594,7 +594,7 @@ class _Evaluator(Evaluator):
     parentheses.
     """
 
-    def __init__(self, ast: Any, activation: Any, deadline: float) -> None:
+    def __init__(self, ast: Any, activation: Any, deadline: Deadline) -> None:
         super().__init__(ast, activation)
         self._deadline = deadline
 
@@ -602,7 +602,7 @@ class _Evaluator(Evaluator):
         return _Evaluator(ast, self.activation, self._deadline)
 
     def visit_children(self, tree: Any) -> list[Any]:
-        if time.monotonic() > self._deadline:
+        if self._deadline.expired():
             raise _DeadlineExceededError
         self.level += 1
         values: list[Any] = lark.visitors.Interpreter.visit_children(self, tree)
@@ -610,16 +610,38 @@ class _Evaluator(Evaluator):
         return values
 
 
-def _run(expression: Expression, variables: Mapping[str, Any], deadline: float) -> Any:
-    if time.monotonic() > deadline:
+class Deadline:
+    """A budget of the evaluating thread's own CPU time.
+
+    Wall-clock time would make a rule's verdict depend on the machine's load: a thread waiting
+    for the GIL or a core would time out and refuse for no fault of the rule. What a deadline
+    must stop is a rule doing too much work, and that is CPU time. The cheap wall clock is read
+    first; the thread's CPU clock (a system call) only once the wall-clock budget has run out.
+    """
+
+    __slots__ = ("_cpu_start", "_seconds", "_wall")
+
+    def __init__(self, seconds: float) -> None:
+        self._seconds = seconds
+        self._wall = time.monotonic() + seconds
+        self._cpu_start = time.thread_time()
+
+    def expired(self) -> bool:
+        if time.monotonic() <= self._wall:
+            return False
+        return time.thread_time() - self._cpu_start > self._seconds
+
+
+def _run(expression: Expression, variables: Mapping[str, Any], deadline: Deadline) -> Any:
+    if deadline.expired():
         raise _DeadlineExceededError
     activation = Activation(vars=dict(variables), functions=FUNCTIONS)
     return _Evaluator(expression.tree, activation, deadline).evaluate()
 
 
-def evaluate(expression: Expression, variables: Mapping[str, Any], *, deadline: float) -> Any:
-    """Evaluate with CEL ``variables`` (see :func:`to_cel`), giving up at ``deadline`` (a
-    :func:`time.monotonic` instant).
+def evaluate(expression: Expression, variables: Mapping[str, Any], *, deadline: Deadline) -> Any:
+    """Evaluate with CEL ``variables`` (see :func:`to_cel`), giving up when ``deadline``
+    expires.
 
     Returns the CEL value; raises :class:`EvaluationError` with a clean message for every
     failure.
@@ -637,14 +659,18 @@ def evaluate(expression: Expression, variables: Mapping[str, Any], *, deadline: 
         raise EvaluationError(f"the evaluator failed ({type(exc).__name__})") from None
 
 
-def evaluate_bool(expression: Expression, variables: Mapping[str, Any], *, deadline: float) -> bool:
+def evaluate_bool(
+    expression: Expression, variables: Mapping[str, Any], *, deadline: Deadline
+) -> bool:
     value = evaluate(expression, variables, deadline=deadline)
     if not _is_bool(value):
         raise EvaluationError(f"gave {type_name(value)}, not a bool")
     return bool(value)
 
 
-def evaluate_text(expression: Expression, variables: Mapping[str, Any], *, deadline: float) -> str:
+def evaluate_text(
+    expression: Expression, variables: Mapping[str, Any], *, deadline: Deadline
+) -> str:
     value = evaluate(expression, variables, deadline=deadline)
     if not isinstance(value, str):  # cel-python's string concatenation returns a plain str
         raise EvaluationError(f"gave {type_name(value)}, not a string")

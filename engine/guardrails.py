@@ -12,7 +12,6 @@ names the guardrail and where the base declared it, so the overlay's author sees
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -139,7 +138,7 @@ def validator_problems(
             passed = cel.evaluate_bool(
                 validator.expression,
                 {name: variables[name] for name in validator.expression.reads},
-                deadline=time.monotonic() + VALIDATOR_TIMEOUT,
+                deadline=cel.Deadline(VALIDATOR_TIMEOUT),
             )
         except cel.EvaluationError as exc:
             message = f"{declared} could not be evaluated ({exc}); refusing"

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -402,7 +401,7 @@ class RuleSet:
 
     def _evaluate(self, rule: Rule, variables: _Variables) -> _Outcome:
         outcome = _Outcome([], [])
-        deadline = time.monotonic() + rule.timeout
+        deadline = cel.Deadline(rule.timeout)
         try:
             items: list[tuple[str, int | None]] = (
                 [(item_id, i) for i, (item_id, _) in enumerate(variables.items())]
@@ -418,7 +417,7 @@ class RuleSet:
                 matched = self._condition(rule, variables, item, deadline)
             except cel.EvaluationError as exc:
                 outcome.errors.append((item_id, str(exc)))
-                if time.monotonic() > deadline:
+                if deadline.expired():
                     break
                 continue
             except Exception as exc:  # noqa: BLE001 - fail closed, as above
@@ -434,7 +433,7 @@ class RuleSet:
         return outcome
 
     def _condition(
-        self, rule: Rule, variables: _Variables, item: int | None, deadline: float
+        self, rule: Rule, variables: _Variables, item: int | None, deadline: cel.Deadline
     ) -> bool:
         reads = rule.when.reads
         key = (rule.index, rule.name, *variables.digest(reads, item))
@@ -457,9 +456,10 @@ class RuleSet:
         position = None if item is None or item < 0 else item
         try:
             reads = rule.message_expression.reads
-            deadline = time.monotonic() + rule.timeout
             return cel.evaluate_text(
-                rule.message_expression, variables.cel(reads, position), deadline=deadline
+                rule.message_expression,
+                variables.cel(reads, position),
+                deadline=cel.Deadline(rule.timeout),
             )
         except Exception as exc:  # noqa: BLE001 - the rule matched; only its wording failed
             return f"rule {rule.name!r} matched (its message_expression failed: {exc})"
