@@ -169,15 +169,8 @@ def _validate(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int
 
 
 def _evaluate(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
-    def decide(engine: Engine, data: Any, filename: str, text: str) -> Decision:
-        caller = auditcli.caller_fields(args)
-        return engine.evaluate(data, filename=filename, text=text, **caller)
-
-    decision, out = _on_input(args, stdout, stderr, decide)
-    if args.format == "text":
-        out.write(render_text(decision))
-    else:
-        out.write(json.dumps(decision.to_dict(), indent=2, ensure_ascii=False) + "\n")
+    decision, out = _on_input(args, stdout, stderr, Engine.evaluate)
+    _emit(out, args.format, render_text(decision), decision.to_dict())
     return EXIT_REFUSED if decision.blocks else EXIT_OK
 
 
@@ -208,17 +201,27 @@ def _on_input(
     args: argparse.Namespace,
     stdout: IO[str],
     stderr: IO[str],
-    act: Callable[[Engine, Any, str, str], _T],
+    act: Callable[..., _T],
 ) -> tuple[_T, IO[str]]:
-    """Load the policy, read the JSON input, and run ``act`` on an engine logging to the
-    audit sink the options chose; return its result and the stream results go to."""
+    """Load the policy, read the JSON input, and run ``act`` (``Engine.evaluate`` or
+    ``Engine.plan``) on an engine logging to the audit sink the options chose, with the caller's
+    session id and labels; return its result and the stream results go to."""
     policy, shadow = policycli.evaluation_policies(args)
     text, filename = _read_input(args.input)
     parsed, problems = parse_json(text, filename)
     if problems:
         raise InputError(problems)
+    caller = auditcli.caller_fields(args)
     with auditcli.evaluation_audit(args, stdout, stderr) as (audit, out):
-        return act(Engine(policy, audit=audit, shadow=shadow), parsed.data, filename, text), out
+        engine = Engine(policy, audit=audit, shadow=shadow)
+        return act(engine, parsed.data, filename=filename, text=text, **caller), out
+
+
+def _emit(out: IO[str], output_format: str, text: str, document: dict[str, Any]) -> None:
+    if output_format == "text":
+        out.write(text)
+    else:
+        out.write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
 
 
 def render_text(decision: Decision) -> str:
@@ -384,15 +387,8 @@ def _add_plan_command(commands: Any) -> None:
 
 
 def _plan(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
-    def plan_pass(engine: Engine, data: Any, filename: str, text: str) -> Plan:
-        caller = auditcli.caller_fields(args)
-        return engine.plan(data, filename=filename, text=text, **caller)
-
-    plan, out = _on_input(args, stdout, stderr, plan_pass)
-    if args.format == "text":
-        out.write(render_plan(plan))
-    else:
-        out.write(json.dumps(plan.to_dict(), indent=2, ensure_ascii=False) + "\n")
+    plan, out = _on_input(args, stdout, stderr, Engine.plan)
+    _emit(out, args.format, render_plan(plan), plan.to_dict())
     return EXIT_REFUSED if plan.frozen else EXIT_OK
 
 

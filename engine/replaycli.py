@@ -13,13 +13,13 @@ import json
 import os
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 from prunewarden.auditfile import FSYNC_MODES, AuditLog
-from prunewarden.errors import AuditError, PrunewardenError
+from prunewarden.errors import AuditError, Problem, PrunewardenError
 from prunewarden.policy import Policy, PolicyIdentity, load_builtin_policy, load_policy
 from prunewarden.replay import (
     AuditTarget,
@@ -162,11 +162,7 @@ def run_replay(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> in
             parallel=replay_in_worker,
         )
     progress.close()
-    for summary in summaries:
-        for problem in summary.problems:
-            stderr.write(f"{problem}\n")
-        if summary.failure:
-            stderr.write(f"{summary.failure}\n")
+    _report_problems(summaries, stderr)
     if args.format == "json":
         report_to.write(json.dumps(replay_report(identity, summaries), indent=2) + "\n")
     else:
@@ -324,11 +320,7 @@ def run_diff(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
             parallel=diff_in_worker,
         )
         progress.close()
-        for result in results:
-            for problem in result.problems:
-                stderr.write(f"{problem}\n")
-            if result.failure:
-                stderr.write(f"{result.failure}\n")
+        _report_problems(results, stderr)
         groups = merge_groups(results)
         if args.format == "json":
             changes.seek(0)
@@ -496,6 +488,22 @@ class _Progress:
         elif self.events:
             self._show()
         self.stream.flush()
+
+
+class _Reported(Protocol):
+    @property
+    def problems(self) -> tuple[Problem, ...]: ...
+    @property
+    def failure(self) -> str: ...
+
+
+def _report_problems(results: Iterable[_Reported], stderr: IO[str]) -> None:
+    """Each trace's located problems, then why it stopped, if it did."""
+    for result in results:
+        for problem in result.problems:
+            stderr.write(f"{problem}\n")
+        if result.failure:
+            stderr.write(f"{result.failure}\n")
 
 
 def _progress(
