@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from prunewarden import AuditLog, Engine, parse_policy
-from prunewarden.auditfile import FsyncMode
-from prunewarden.auditlog import (
+from prunewarden.audit._log import FsyncMode
+from prunewarden.audit._record import (
     DecisionContext,
     decision_record,
     input_digest,
@@ -30,9 +30,9 @@ from prunewarden.auditlog import (
     seal,
     subject_of,
 )
-from prunewarden.auditreview import RecordFilter, Skipped, query, report, sql
-from prunewarden.auditverify import verify_files
-from prunewarden.inputs import parse_request
+from prunewarden.audit._review import RecordFilter, Skipped, query, report, sql
+from prunewarden.audit._verify import verify_files
+from prunewarden.inputs._parse import parse_request
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "examples" / "inputs").glob("*.json"))

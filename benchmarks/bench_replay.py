@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from prunewarden import Engine, load_builtin_policy
-from prunewarden.replay import (
+from prunewarden.replay._run import (
     ReplayJob,
     SilentLogger,
     apply_event,
@@ -41,7 +41,7 @@ from prunewarden.replay import (
     run_jobs,
     run_replay_job,
 )
-from prunewarden.trace import TraceReader
+from prunewarden.replay._trace import TraceReader
 
 ROOT = Path(__file__).resolve().parent.parent
 

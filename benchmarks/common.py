@@ -9,7 +9,7 @@ from typing import Any
 
 import structlog
 from prunewarden import Engine
-from prunewarden.auditlog import (
+from prunewarden.audit._record import (
     DecisionContext,
     decision_record,
     input_digest,
@@ -17,8 +17,9 @@ from prunewarden.auditlog import (
     subject_of,
     texts_of,
 )
-from prunewarden.compiler import Pipeline, compile_policy
-from prunewarden.inputs import Request, parse_request
+from prunewarden.inputs._model import Request
+from prunewarden.inputs._parse import parse_request
+from prunewarden.pipeline._compile import Pipeline, compile_policy
 
 # Opened once and kept for the life of the process: every record costs a real write(2).
 _DEVNULL = Path(os.devnull).open("w", encoding="utf-8")  # noqa: SIM115

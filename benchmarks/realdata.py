@@ -35,9 +35,9 @@ from pathlib import Path
 from typing import Any
 
 from prunewarden import Engine, load_builtin_policy, load_policy, parse_policy
-from prunewarden.cli import run
-from prunewarden.policy import Policy
-from prunewarden.replay import SilentLogger, replay_trace
+from prunewarden.cli._main import run
+from prunewarden.policy._model import Policy
+from prunewarden.replay._run import SilentLogger, replay_trace
 
 CAPACITY = 8
 MAX_TOKENS = 256

@@ -24,10 +24,10 @@ from prunewarden import (
     load_policy,
     parse_policy,
 )
-from prunewarden.auditlog import log_policy_reload_failed
-from prunewarden.auditverify import verify_files
-from prunewarden.policy import canonical_json, sha256_digest
-from prunewarden.resources import builtin_policy_path, schema
+from prunewarden._json import canonical_json, sha256_digest
+from prunewarden._resources import builtin_policy_path, schema
+from prunewarden.audit._record import log_policy_reload_failed
+from prunewarden.audit._verify import verify_files
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "examples" / "inputs").glob("*.json"))

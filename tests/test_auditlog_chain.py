@@ -11,10 +11,11 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from prunewarden import AuditLog, Engine, Policy, auditfile
-from prunewarden.auditlog import GENESIS, policy_activated_record, seal
-from prunewarden.auditverify import Verification, verify_files
-from prunewarden.cli import run
+from prunewarden import AuditLog, Engine, Policy
+from prunewarden.audit import _log as auditfile
+from prunewarden.audit._record import GENESIS, policy_activated_record, seal
+from prunewarden.audit._verify import Verification, verify_files
+from prunewarden.cli._main import run
 
 KEY_ENV = "PW_TEST_AUDIT_KEY"
 

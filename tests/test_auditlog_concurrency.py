@@ -19,8 +19,8 @@ from typing import IO, Any
 
 import pytest
 from prunewarden import AuditLog, Engine
-from prunewarden.auditfile import rotated_files
-from prunewarden.auditverify import verify_files
+from prunewarden.audit._log import rotated_files
+from prunewarden.audit._verify import verify_files
 
 WRITER = Path(__file__).resolve().parent / "auditwriter.py"
 

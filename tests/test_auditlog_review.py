@@ -18,8 +18,8 @@ import pytest
 import yaml
 from prunewarden import AuditLog, Decision, Engine, parse_policy
 from prunewarden import decision as decision_module
-from prunewarden.cli import run
-from prunewarden.policy import sha256_digest
+from prunewarden._json import sha256_digest
+from prunewarden.cli._main import run
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "inputs"

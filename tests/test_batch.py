@@ -10,7 +10,7 @@ from generators import ids, scores_in_range
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from prunewarden import Decision, Engine, InputError
-from prunewarden.auditlog import input_digest
+from prunewarden.audit._record import input_digest
 from structlog.testing import capture_logs
 
 KINDS = ["turn", "summary", "constraint", "definition"]

@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 import yaml
 from prunewarden import Engine, load_builtin_policy, load_policy
-from prunewarden.calibrate import bump_minor, extends_reference, quantile
-from prunewarden.cli import run
-from prunewarden.replay import SilentLogger, replay_trace
+from prunewarden.cli._main import run
+from prunewarden.replay._fit import bump_minor, extends_reference, quantile
+from prunewarden.replay._run import SilentLogger, replay_trace
 
 DEFAULT = Path(__file__).resolve().parent.parent / "policies" / "default.yaml"
 CYCLES = 8

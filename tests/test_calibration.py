@@ -16,8 +16,8 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 from prunewarden import Engine, PolicyError, load_builtin_policy, parse_policy
-from prunewarden.coverage import applicable_reasons
-from prunewarden.policy import Calibration, Policy
+from prunewarden.policy._model import Calibration, Policy
+from prunewarden.suites._coverage import applicable_reasons
 
 EngineFactory = Callable[..., Engine]
 PolicyFactory = Callable[..., Policy]

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from prunewarden import cel
-from prunewarden.rules import variable_shapes
+from prunewarden.rules import _cel as cel
+from prunewarden.rules._ruleset import variable_shapes
 
 EVICTION = {
     **variable_shapes("eviction"),

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from prunewarden.cli import run
+from prunewarden.cli._main import run
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "inputs"

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 from prunewarden import Decision, Engine, InputError
-from prunewarden.resources import schema
+from prunewarden._resources import schema
 
 EXAMPLES = sorted((Path(__file__).resolve().parent.parent / "examples" / "inputs").glob("*.json"))
 

@@ -12,13 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from prunewarden import (
-    Decision,
-    Engine,
-    InputError,
-    RefusedError,
-    UntrustedEvictionError,
-)
+from prunewarden import Decision, Engine, InputError, RefusedError, UntrustedEvictionError
 
 EngineFactory = Callable[..., Engine]
 

@@ -20,16 +20,15 @@ from generators import (
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from prunewarden import InputError
-from prunewarden.fastpath import TEXT_SHA256, accepts, accepts_plan
-from prunewarden.inputs import (
-    PlanRequest,
+from prunewarden._resources import schema
+from prunewarden.inputs._acceptor import TEXT_SHA256, accepts, accepts_plan
+from prunewarden.inputs._model import PlanRequest, ScoreRange
+from prunewarden.inputs._parse import (
     parse_plan,
     parse_plan_exact,
     parse_request,
     parse_request_exact,
 )
-from prunewarden.policy import ScoreRange
-from prunewarden.resources import schema
 
 RANGES = [ScoreRange(0.0, 1.0), ScoreRange(-1.0, 2.0), ScoreRange(0.25, 0.75)]
 ranges = st.sampled_from(RANGES)

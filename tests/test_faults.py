@@ -12,8 +12,8 @@ from typing import IO, Any, Self
 import pytest
 import structlog
 from prunewarden import AuditLog, Engine, PolicyError, load_policy, parse_policy
-from prunewarden.checks import GUARDS, Guard
-from prunewarden.cli import run
+from prunewarden.cli._main import run
+from prunewarden.guards import GUARDS, Guard
 from structlog.testing import capture_logs
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -28,10 +28,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 from prunewarden import Decision, Engine, InputError, Policy, PolicyError, parse_policy
-from prunewarden.cli import run
-from prunewarden.inputs import parse_request_exact
+from prunewarden._resources import schema
+from prunewarden.cli._main import run
+from prunewarden.inputs._parse import parse_request_exact
 from prunewarden.limits import MAX_INPUT_DEPTH, MAX_PROBLEMS, MAX_YAML_NODES
-from prunewarden.resources import schema
 
 ROOT = Path(__file__).resolve().parent.parent
 POLICIES = sorted(

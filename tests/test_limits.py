@@ -9,8 +9,10 @@ from typing import Any
 
 import pytest
 import yaml
-from prunewarden import Engine, InputError, PolicyError, cel, limits, load_policy, parse_policy
-from prunewarden.cli import run
+from prunewarden import Engine, InputError, PolicyError, limits, load_policy, parse_policy
+from prunewarden._resources import schema
+from prunewarden._source import parse_json
+from prunewarden.cli._main import run
 from prunewarden.limits import (
     MAX_ENTRIES,
     MAX_EXPRESSION_CHARS,
@@ -30,8 +32,7 @@ from prunewarden.limits import (
     MAX_YAML_DEPTH,
     SCHEMA_LIMITS,
 )
-from prunewarden.resources import schema
-from prunewarden.source import parse_json
+from prunewarden.rules import _cel as cel
 
 ROOT = Path(__file__).resolve().parent.parent
 SIZE_KEYWORDS = ("maxItems", "maxLength", "maxProperties")

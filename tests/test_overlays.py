@@ -15,8 +15,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prunewarden import PolicyError, load_builtin_policy, load_policy, parse_policy
-from prunewarden.overlay import MAX_CHAIN, resolve_file
-from prunewarden.provenance import render_json, render_yaml
+from prunewarden.policy._overlay import MAX_CHAIN, resolve_file
+from prunewarden.policy._provenance import render_json, render_yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOYMENTS = ROOT / "examples" / "deployments"

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from prunewarden import Engine, InputError
-from prunewarden.cli import run
+from prunewarden.cli._main import run
 from structlog.testing import capture_logs
 
 EngineFactory = Callable[..., Engine]

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 from prunewarden import load_policy
-from prunewarden.cli import run
-from prunewarden.policylock import LOCK_FILENAME, read
+from prunewarden.cli._main import run
+from prunewarden.policy._lock import LOCK_FILENAME, read
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOYMENTS = ROOT / "examples" / "deployments"

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 from prunewarden import PolicyError, load_policy
-from prunewarden.overlay import resolve_file
-from prunewarden.policylock import LOCK_FILENAME, find, read, render, update
+from prunewarden.policy._lock import LOCK_FILENAME, find, read, render, update
+from prunewarden.policy._overlay import resolve_file
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOYMENTS = ROOT / "examples" / "deployments"

@@ -15,8 +15,8 @@ import pytest
 import structlog
 from jsonschema import Draft202012Validator
 from prunewarden import AuditLog, Decision, ReloadingEngine, parse_policy
-from prunewarden import overlay as overlay_module
-from prunewarden.resources import schema
+from prunewarden._resources import schema
+from prunewarden.policy import _overlay as overlay_module
 
 ROOT = Path(__file__).resolve().parent.parent
 EVICTION = json.loads((ROOT / "examples" / "inputs" / "eviction-healthy.json").read_text())

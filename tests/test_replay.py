@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 from prunewarden import AuditLog, Engine
 from prunewarden.decision import Decision
 from prunewarden.planner import Plan
-from prunewarden.replay import Result, SilentLogger, TraceSummary, replay_trace, run_trace
+from prunewarden.replay._run import Result, SilentLogger, TraceSummary, replay_trace, run_trace
+from prunewarden.replay._trace import TraceEvent, TraceHeader, TraceReader, check_trace
 from prunewarden.session import Session
-from prunewarden.trace import TraceEvent, TraceHeader, TraceReader, check_trace
 
 EngineFactory = Callable[..., Engine]
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 import yaml
-from prunewarden.cli import run
+from prunewarden.cli._main import run
 
 ROOT = Path(__file__).resolve().parent.parent
 TRACES = sorted((ROOT / "examples" / "traces").glob("*.jsonl"))

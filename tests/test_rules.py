@@ -17,11 +17,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 from prunewarden import Decision, Engine, InputError, PolicyError, parse_policy
-from prunewarden.cli import run
-from prunewarden.inputs import parse_request
-from prunewarden.policy import ScoreRange
-from prunewarden.resources import schema
-from prunewarden.rules import build_variables
+from prunewarden._resources import schema
+from prunewarden.cli._main import run
+from prunewarden.inputs._model import ScoreRange
+from prunewarden.inputs._parse import parse_request
+from prunewarden.rules._ruleset import build_variables
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "inputs"

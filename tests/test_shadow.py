@@ -11,8 +11,8 @@ import pytest
 import structlog
 from jsonschema import Draft202012Validator
 from prunewarden import AuditLog, Engine, load_policy, parse_policy
-from prunewarden.cli import run
-from prunewarden.resources import schema
+from prunewarden._resources import schema
+from prunewarden.cli._main import run
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOYMENTS = ROOT / "examples" / "deployments"

@@ -17,18 +17,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 from prunewarden import Decision, load_builtin_policy
-from prunewarden.cli import run
-from prunewarden.coverage import applicable_reasons
+from prunewarden._resources import schema
+from prunewarden.cli._main import run
 from prunewarden.errors import SuiteError
-from prunewarden.expectations import vocabulary
-from prunewarden.resources import schema
-from prunewarden.suite_report import render_junit, run_files
-from prunewarden.suites import (
-    discover_suites,
-    load_suite,
-    quiet_engine,
-    run_suite,
-)
+from prunewarden.suites._coverage import applicable_reasons
+from prunewarden.suites._expectations import vocabulary
+from prunewarden.suites._report import render_junit, run_files
+from prunewarden.suites._run import discover_suites, load_suite, quiet_engine, run_suite
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "inputs"
@@ -448,7 +443,7 @@ class TestTables:
     )
     def test_whole_parameter_substitutes_any_value(self, value: Any) -> None:
         """A string that is exactly ${name} becomes the row's value, whatever it is."""
-        from prunewarden.suites import _substitute  # noqa: PLC0415
+        from prunewarden.suites._run import _substitute  # noqa: PLC0415
 
         body = {"a": ["${v}", {"b": "${v}"}], "c": "x ${w} y"}
         out = _substitute(body, {"v": value, "w": "text"})
@@ -1047,7 +1042,7 @@ class TestCoverage:
 
     def test_rules_of_a_guard_that_is_off_are_not_applicable(self, make_policy_text: Any) -> None:
         """No rule runs under a guard in mode off, so it cannot count against coverage."""
-        from prunewarden.coverage import applicable_rules  # noqa: PLC0415
+        from prunewarden.suites._coverage import applicable_rules  # noqa: PLC0415
 
         policy = make_policy_text(
             "spec:\n  eviction: {mode: 'off'}\n  rules:\n"

@@ -13,9 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prunewarden import InputError
 from prunewarden.errors import Problem
+from prunewarden.inputs._model import ScoreRange
 from prunewarden.limits import MAX_PROBLEMS
-from prunewarden.policy import ScoreRange
-from prunewarden.trace import TraceReader, check_trace
+from prunewarden.replay._trace import TraceReader, check_trace
 
 HEADER = {"type": "session", "trace_version": 1, "session_id": "run-7", "labels": {"team": "x"}}
 SHA = "0" * 64

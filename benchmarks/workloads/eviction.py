@@ -14,8 +14,8 @@ from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any
 
-from prunewarden.batch import parse_evictions
-from prunewarden.compiler import compile_policy
+from prunewarden.inputs._passes import parse_evictions
+from prunewarden.pipeline._compile import compile_policy
 
 from benchmarks.common import decision_stages, default_engine, document_stages
 from benchmarks.harness import Case, Verdict, Workload, register

@@ -1,0 +1,58 @@
+"""prunewarden: policy-as-config guards for self-editing context windows.
+
+Three guards keep an agent that scores and evicts its own context from failing silently:
+``collapse`` (the score spread collapsed and a pinned canary inverted), ``eviction`` (a
+self-scored number must not delete what the scorer cannot re-derive) and ``staleness`` (a score
+bound to text a rewrite changed is stale). Their thresholds live in versioned YAML policies.
+"""
+
+from prunewarden.__about__ import __version__
+from prunewarden._identity import PolicyIdentity
+from prunewarden.audit import AuditLog
+from prunewarden.decision import Action, Decision, Reason, ShadowResult
+from prunewarden.engine import Engine
+from prunewarden.errors import (
+    AuditError,
+    InputError,
+    PolicyError,
+    Problem,
+    PrunewardenError,
+    RefusedError,
+    RelevanceCollapseError,
+    RuleError,
+    StaleScoreError,
+    UntrustedEvictionError,
+)
+from prunewarden.planner import Plan
+from prunewarden.policy import Policy, load_builtin_policy, load_policy, parse_policy
+from prunewarden.reload import ReloadingEngine, ReloadResult
+from prunewarden.session import Session
+
+__all__ = [
+    "Action",
+    "AuditError",
+    "AuditLog",
+    "Decision",
+    "Engine",
+    "InputError",
+    "Plan",
+    "Policy",
+    "PolicyError",
+    "PolicyIdentity",
+    "Problem",
+    "PrunewardenError",
+    "Reason",
+    "RefusedError",
+    "RelevanceCollapseError",
+    "ReloadResult",
+    "ReloadingEngine",
+    "RuleError",
+    "Session",
+    "ShadowResult",
+    "StaleScoreError",
+    "UntrustedEvictionError",
+    "__version__",
+    "load_builtin_policy",
+    "load_policy",
+    "parse_policy",
+]

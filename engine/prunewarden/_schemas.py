@@ -1,0 +1,192 @@
+"""JSON Schema validation that reports every problem, located and sorted."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Iterator, Mapping
+from functools import cache
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError
+from referencing import Registry, Resource
+
+from prunewarden import _resources as resources
+from prunewarden._source import Parsed
+from prunewarden.errors import Problem, describe_value
+from prunewarden.limits import MAX_PROBLEMS
+
+
+@cache
+def validator(name: str, definition: str | None = None) -> Draft202012Validator:
+    """A compiled validator for a bundled schema (checked once against the meta-schema), or for
+    one of its ``$defs`` when ``definition`` names it."""
+    schema = resources.schema(name)
+    Draft202012Validator.check_schema(schema)
+    if definition is not None:
+        schema = {"$defs": schema["$defs"], "$ref": f"#/$defs/{definition}"}
+    return Draft202012Validator(schema, registry=_bundled())
+
+
+@cache
+def _bundled() -> Registry:
+    """Every bundled schema under its ``$id``, so one may ``$ref`` another's definitions (a trace
+    line's segments and spans are the input document's)."""
+    schemas = [resources.schema(path.name.split(".")[0]) for path in resources.schema_files()]
+    return Registry().with_resources(
+        (schema["$id"], Resource.from_contents(schema)) for schema in schemas
+    )
+
+
+def schema_problems(name: str, parsed: Parsed, definition: str | None = None) -> list[Problem]:
+    """Every way ``parsed.data`` fails the schema ``name`` (or its ``$defs`` entry
+    ``definition``), each pointing at the culprit; at most
+    :data:`~prunewarden.limits.MAX_PROBLEMS` of them."""
+    return problems_of(validator(name, definition).iter_errors(parsed.data), parsed)
+
+
+def problems_of(errors: Iterable[ValidationError], parsed: Parsed) -> list[Problem]:
+    """Schema errors as located problems (capped as :func:`capped` says)."""
+    return capped((p for error in errors for p in _to_problems(error, parsed)), parsed.filename)
+
+
+def capped(problems: Iterable[Problem], filename: str) -> list[Problem]:
+    """The first :data:`~prunewarden.limits.MAX_PROBLEMS` problems, and a note if there were
+    more: a document with a million bad values is reported in the time a hundred take."""
+    shown = list(itertools.islice(problems, MAX_PROBLEMS + 1))
+    if len(shown) > MAX_PROBLEMS:
+        note = f"more problems not shown: at most {MAX_PROBLEMS} are reported"
+        shown[MAX_PROBLEMS:] = [Problem(filename, 0, 0, "$", note)]
+    return shown
+
+
+def _leaves(error: ValidationError) -> list[ValidationError]:
+    # The useful message of an if/then or anyOf branch is in its deepest errors. When every
+    # alternative of an anyOf only failed on its type, one message naming the types is clearer.
+    if not error.context:
+        return [error]
+    if error.validator in ("anyOf", "oneOf") and all(
+        e.validator == "type" and e.absolute_path == error.absolute_path for e in error.context
+    ):
+        types = " or ".join(repr(e.validator_value) for e in error.context)
+        error.message = f"{describe_value(error.instance)} is not of type {types}"
+        return [error]
+    return [leaf for child in error.context for leaf in _leaves(child)]
+
+
+def _to_problems(error: ValidationError, parsed: Parsed) -> Iterator[Problem]:
+    for leaf in _leaves(error):
+        path = tuple(leaf.absolute_path)
+        if leaf.validator == "additionalProperties" and isinstance(leaf.instance, dict):
+            allowed = leaf.schema.get("properties", {}) if isinstance(leaf.schema, dict) else {}
+            for key in leaf.instance:
+                if key not in allowed:
+                    names = ", ".join(sorted(allowed))
+                    message = f"unknown field {key!r} (expected one of: {names})"
+                    yield parsed.problem((*path, key), message, at_key=True)
+            continue
+        yield parsed.problem(path, _message(leaf))
+
+
+def _message(error: ValidationError) -> str:
+    if error.validator == "const":
+        return f"{describe_value(error.instance)} should be {error.validator_value!r}"
+    if error.validator == "pattern":
+        hint = error.schema.get("description", "") if isinstance(error.schema, dict) else ""
+        short = hint.split(":")[0] if hint else f"match {error.validator_value!r}"
+        return f"{describe_value(error.instance)} is not valid here: {short}"
+    if (limit := _limit_message(error)) is not None:
+        return limit
+    # jsonschema quotes the whole value; a long one is cut to a line.
+    quoted = repr(error.instance)
+    if len(quoted) > 80 and error.message.startswith(quoted):
+        return describe_value(error.instance) + error.message[len(quoted) :]
+    return error.message
+
+
+def _limit_message(error: ValidationError) -> str | None:
+    """Size limits (prunewarden.limits) named as limits, without quoting the oversized value."""
+    limit, instance = error.validator_value, error.instance
+    if not isinstance(instance, str | list | dict):
+        return None
+    if error.validator == "maxItems":
+        return f"{len(instance)} items, more than the limit of {limit}"
+    if error.validator == "maxProperties":
+        return f"{len(instance)} entries, more than the limit of {limit}"
+    if error.validator == "maxLength":
+        return (
+            f"{describe_value(instance)} is {len(instance)} characters long, more than the "
+            f"limit of {limit}"
+        )
+    if error.validator == "uniqueItems" and isinstance(instance, list):
+        return _duplicate_message(instance)
+    return None
+
+
+def _duplicate_message(items: list[Any]) -> str | None:
+    seen: set[tuple[bool, Any]] = set()
+    for item in items:
+        key = (isinstance(item, bool), item)  # 1 and True differ, as in jsonschema
+        try:
+            if key in seen:
+                return f"{describe_value(item)} is listed more than once"
+            seen.add(key)
+        except TypeError:  # unhashable: keep jsonschema's message
+            return None
+    return None
+
+
+def apply_defaults(
+    schema: dict[str, Any], instance: Any, root: dict[str, Any] | None = None
+) -> Any:
+    """Fill every omitted property that has a ``default`` in the schema, recursively.
+
+    The schema is the single source of the defaults, so editors, docs and the engine agree.
+    """
+    root = root if root is not None else schema
+    schema = _resolve(schema, root)
+    if not isinstance(instance, dict):
+        return instance
+    filled = dict(instance)
+    for key, sub in schema.get("properties", {}).items():
+        sub_schema = _resolve(sub, root)
+        if key not in filled and "default" in sub_schema:
+            filled[key] = _copy(sub_schema["default"])
+        if key in filled:
+            filled[key] = apply_defaults(sub_schema, filled[key], root)
+    return filled
+
+
+def inline_refs(node: Any, root: Mapping[str, Any]) -> Any:
+    """``node`` with every local ``$ref`` replaced by what it points at (the schemas have no
+    recursive references), for code that reads a schema as a shape."""
+    if isinstance(node, Mapping):
+        ref = node.get("$ref")
+        if isinstance(ref, str):
+            target: Any = root
+            for part in ref.removeprefix("#/").split("/"):
+                target = target[part]
+            merged = {**target, **{k: v for k, v in node.items() if k != "$ref"}}
+            return inline_refs(merged, root)
+        return {key: inline_refs(value, root) for key, value in node.items()}
+    if isinstance(node, list):
+        return [inline_refs(value, root) for value in node]
+    return node
+
+
+def _resolve(schema: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
+    ref = schema.get("$ref")
+    if not ref:
+        return schema
+    target: Any = root
+    for part in ref.removeprefix("#/").split("/"):
+        target = target[part]
+    return {**target, **{k: v for k, v in schema.items() if k != "$ref"}}
+
+
+def _copy(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
+    return value

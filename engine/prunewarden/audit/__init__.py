@@ -1,0 +1,63 @@
+"""The audit log: decision records, the hash chain, masks, the log file, verification and review.
+
+Imports the layers below it (policy, inputs, decision); nothing above it.
+"""
+
+from __future__ import annotations
+
+from prunewarden.audit._log import FSYNC_MODES, AuditLog, FsyncMode, rotated_files
+from prunewarden.audit._record import (
+    DEFAULT_MASKS,
+    DecisionContext,
+    authorization_header,
+    decision_record,
+    describe,
+    get_logger,
+    input_digest,
+    log_decision,
+    log_policy_reload_failed,
+    log_policy_reloaded,
+    subject_of,
+    texts_of,
+)
+from prunewarden.audit._review import (
+    REPORT_COLUMNS,
+    RecordFilter,
+    Skipped,
+    find_authorization,
+    json_value,
+    parse_time,
+    query,
+    report,
+    sql,
+)
+from prunewarden.audit._verify import verify_files
+
+__all__ = [
+    "DEFAULT_MASKS",
+    "FSYNC_MODES",
+    "REPORT_COLUMNS",
+    "AuditLog",
+    "DecisionContext",
+    "FsyncMode",
+    "RecordFilter",
+    "Skipped",
+    "authorization_header",
+    "decision_record",
+    "describe",
+    "find_authorization",
+    "get_logger",
+    "input_digest",
+    "json_value",
+    "log_decision",
+    "log_policy_reload_failed",
+    "log_policy_reloaded",
+    "parse_time",
+    "query",
+    "report",
+    "rotated_files",
+    "sql",
+    "subject_of",
+    "texts_of",
+    "verify_files",
+]

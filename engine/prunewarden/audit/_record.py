@@ -1,0 +1,576 @@
+"""The audit record format: the only place that names log fields.
+
+A record is one JSON object on one line, described by ``schemas/audit-record.v1.schema.json``. Its
+``kind`` says what happened: a ``decision``; a ``policy_activated`` record holding the full
+canonical policy, written before the first decision under that policy's digest in each log file; a
+``policy_reload_failed``; a ``log_rotated`` header at the top of a file that continues a rotated
+one; a ``write_recovered`` record after the remains of an interrupted write.
+
+Records are chained: ``hash`` is SHA-256 (or HMAC-SHA-256, in keyed mode) over the record's
+canonical form without ``hash`` - sorted keys, no spaces, ASCII - which includes ``prev_hash``,
+the hash of the record before it. The line on disk is that canonical form with ``"hash"`` appended
+as its last member, so a verifier hashes the bytes it read instead of re-serializing them.
+
+Library code never configures structlog: decisions without an audit sink go to the logger the
+embedding application configured (:func:`get_logger`), with the same fields minus the chain.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import re
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from prunewarden.__about__ import __version__
+from prunewarden._identity import PolicyIdentity
+from prunewarden._json import canonical_json, sha256_digest
+from prunewarden.decision import Decision, Reason, utc_now
+from prunewarden.errors import AuditError
+from prunewarden.inputs import CollapseRequest, EvictionRequest, Request, StalenessRequest
+from prunewarden.policy import Policy
+from prunewarden.rules import Rule
+
+LOGGER_NAME = "prunewarden"
+RECORD_VERSION = 1
+# prev_hash of the first record of a chain.
+GENESIS = "sha256:" + "0" * 64
+
+DECISION = "decision"
+POLICY_ACTIVATED = "policy_activated"
+POLICY_RELOAD_FAILED = "policy_reload_failed"
+LOG_ROTATED = "log_rotated"
+WRITE_RECOVERED = "write_recovered"
+KINDS = (DECISION, POLICY_ACTIVATED, POLICY_RELOAD_FAILED, LOG_ROTATED, WRITE_RECOVERED)
+
+# Where segment and span text sits in an input document: erased unless a team opts in to more.
+DEFAULT_MASKS = ("/segment/text", "/spans/*/text")
+
+# Substrings a canonical record line contains, for cheap scans before parsing.
+ACTIVATION_MARKER = b'"kind":"policy_activated"'
+_HASH_TAIL = re.compile(rb',"hash":"((?:sha256|hmac-sha256):[0-9a-f]{64})"}$')
+
+
+def get_logger() -> Any:
+    return structlog.get_logger(LOGGER_NAME)
+
+
+# --- building records -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionContext:
+    """What a record needs beyond the decision: the input's digest and the subject's ids (never
+    its text), the caller's session and labels, and the input itself when a sink asks for it."""
+
+    input_digest: str
+    subject: dict[str, Any]
+    session_id: str | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
+    document: Any = None
+    # The request's segment and span text: never logged, only kept out of rule messages.
+    texts: tuple[str, ...] = ()
+
+
+def input_digest(document: Any) -> str:
+    """``sha256:`` over the canonical JSON (UTF-8) of an input document.
+
+    JSON text may spell lone surrogates (``"\\ud800"``); they are hashed as their UTF-8-style
+    bytes rather than refused, so that such a document is still decided and logged.
+    """
+    encoded = canonical_json(document).encode("utf-8", "surrogatepass")
+    return "sha256:" + hashlib.sha256(encoded).hexdigest()
+
+
+def text_fields(text: str) -> dict[str, Any]:
+    """What a record may say about a text: its length and its hash, never the text."""
+    encoded = text.encode("utf-8", "surrogatepass")
+    return {"text_length": len(text), "text_sha256": hashlib.sha256(encoded).hexdigest()}
+
+
+def texts_of(request: Request) -> tuple[str, ...]:
+    """The segment or span text of a request."""
+    if isinstance(request, EvictionRequest):
+        return (request.segment.text,) if request.segment.text else ()
+    if isinstance(request, StalenessRequest):
+        return tuple(span.text for span in request.spans if span.text)
+    return ()
+
+
+def subject_of(request: Request) -> dict[str, Any]:
+    """The ids a decision is about: the last cycle, the segment, or the spans."""
+    if isinstance(request, CollapseRequest):
+        return {"cycle": request.history[-1].cycle} if request.history else {}
+    if isinstance(request, EvictionRequest):
+        segment = request.segment
+        return {"segment": {"id": segment.id, "kind": segment.kind, **text_fields(segment.text)}}
+    if isinstance(request, StalenessRequest):
+        return {"spans": [{"span_id": s.span_id, **text_fields(s.text)} for s in request.spans]}
+    msg = f"no subject for {type(request).__name__}"
+    raise TypeError(msg)
+
+
+def policy_fields(policy: Policy) -> dict[str, Any]:
+    return {
+        **policy.identity.to_dict(),
+        "sources": [source.to_dict() for source in policy.sources],
+    }
+
+
+def decision_record(
+    decision: Decision,
+    context: DecisionContext,
+    policy: Policy,
+    masks: tuple[str, ...] | None = None,
+    *,
+    shadow_policy: Policy | None = None,
+) -> dict[str, Any]:
+    """The fields of a decision record, without the chain; ``masks`` (JSON pointers) opt in to
+    logging the input document with those paths erased. A decision with a shadow result needs
+    the shadow's ``shadow_policy``: its rules say which rule messages to withhold."""
+    record: dict[str, Any] = {
+        "record_version": RECORD_VERSION,
+        "kind": DECISION,
+        "decision_id": decision.decision_id,
+        "ts": decision.evaluated_at,
+        "check": decision.check,
+        "outcome": decision.outcome,
+        "enforced": decision.enforced,
+        "reasons": _logged_reasons(decision.reasons, policy.rules, context.texts),
+        "actions": [action.to_dict() for action in decision.actions],
+        "subject": context.subject,
+        "session_id": context.session_id,
+        "labels": dict(context.labels),
+        "policy": policy_fields(policy),
+        "engine_version": decision.engine_version,
+        "input_digest": context.input_digest,
+    }
+    if decision.kept is not None:
+        record["kept"] = list(decision.kept)
+    if decision.evicted is not None:
+        record["evicted"] = list(decision.evicted)
+    if masks is not None and context.document is not None:
+        record["input"], record["input_erased"] = erase(context.document, masks)
+    if decision.shadow is not None:
+        if shadow_policy is None:
+            msg = "a decision with a shadow result is logged with the shadow's policy"
+            raise ValueError(msg)
+        record["shadow"] = shadow_fields(decision, shadow_policy, context.texts)
+    return record
+
+
+def shadow_fields(
+    decision: Decision, shadow_policy: Policy, texts: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """A decision record's ``shadow`` block: what the candidate policy decided on the same
+    request (or why it could not), and whether it agrees with the decision."""
+    shadow = decision.shadow
+    if shadow is None:
+        msg = "the decision has no shadow"
+        raise ValueError(msg)
+    block: dict[str, Any] = {"policy": policy_fields(shadow_policy)}
+    if shadow.error is not None:
+        block.update(error=shadow.error, agrees=False)
+        return block
+    block.update(
+        outcome=shadow.outcome,
+        enforced=shadow.enforced,
+        reasons=_logged_reasons(shadow.reasons, shadow_policy.rules, texts),
+        actions=[action.to_dict() for action in shadow.actions],
+        agrees=shadow.agrees_with(decision),
+    )
+    return block
+
+
+# A text shorter than this is not searched for in rule messages (it would match inside words).
+MIN_SCRUBBED_TEXT = 4
+TEXT_PLACEHOLDER = "[text]"
+_TEXT_VARIABLES = ("segment", "span", "spans")
+
+
+def _logged_reasons(
+    reasons: Iterable[Reason], rules: tuple[Rule, ...], texts: tuple[str, ...]
+) -> list[dict[str, Any]]:
+    """Reasons as logged. The guards never put text in a reason, but a rule's
+    ``message_expression`` may: such a message is withheld when the expression reads a text
+    field, and any segment or span text found in a rule's message or detail is replaced."""
+    withheld = {
+        f"rule:{rule.name}"
+        for rule in rules
+        if rule.message_expression is not None and _reads_text(rule.message_expression.reads)
+    }
+    scrubbed = sorted({t for t in texts if len(t) >= MIN_SCRUBBED_TEXT}, key=len, reverse=True)
+    logged = []
+    for reason in reasons:
+        item = reason.to_dict()
+        if reason.code.startswith("rule"):
+            if reason.code in withheld:
+                name = reason.code.removeprefix("rule:")
+                item["message"] = (
+                    f"rule {name!r} matched (its message reads text, which is not logged)"
+                )
+            item = _scrub(item, scrubbed)
+        logged.append(item)
+    return logged
+
+
+def _reads_text(reads: Mapping[str, frozenset[str] | None]) -> bool:
+    for variable in _TEXT_VARIABLES:
+        if variable in reads:
+            fields = reads[variable]
+            if fields is None or "text" in fields:
+                return True
+    return False
+
+
+def _scrub(value: Any, texts: list[str]) -> Any:
+    if isinstance(value, str):
+        for text in texts:
+            value = value.replace(text, TEXT_PLACEHOLDER)
+        return value
+    if isinstance(value, dict):
+        return {key: _scrub(item, texts) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_scrub(item, texts) for item in value]
+    return value
+
+
+def policy_activated_record(policy: Policy) -> dict[str, Any]:
+    """The full canonical policy, so that every decision under its digest can be re-derived."""
+    return _event(POLICY_ACTIVATED, policy=policy_fields(policy), document=policy.document)
+
+
+def policy_reload_failed_record(
+    path: str, problems: Iterable[str], active: PolicyIdentity | None
+) -> dict[str, Any]:
+    """A policy file that failed to load; ``active`` is the policy still in force, if any."""
+    return _event(
+        POLICY_RELOAD_FAILED,
+        error={"path": path, "problems": list(problems)},
+        policy=active.to_dict() if active is not None else None,
+    )
+
+
+def log_rotated_record(previous_file: str, sequence: int) -> dict[str, Any]:
+    """The header of a file that continues the chain of ``previous_file``."""
+    return _event(LOG_ROTATED, rotation={"previous_file": previous_file, "sequence": sequence})
+
+
+def write_recovered_record(torn: Iterable[bytes]) -> dict[str, Any]:
+    """Follows the remains of interrupted writes (lines that are not records), naming each by
+    length and hash so a verifier can tell them from lines inserted later."""
+    return _event(WRITE_RECOVERED, torn=[torn_fields(line) for line in torn])
+
+
+def torn_fields(line: bytes) -> dict[str, Any]:
+    return {"bytes": len(line), "sha256": hashlib.sha256(line).hexdigest()}
+
+
+def _event(kind: str, **fields: Any) -> dict[str, Any]:
+    return {
+        "record_version": RECORD_VERSION,
+        "kind": kind,
+        "ts": utc_now(),
+        "engine_version": __version__,
+        **fields,
+    }
+
+
+def restamped(record: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of a prepared record with ``ts`` set to now, as it is written."""
+    return {**record, "ts": utc_now()}
+
+
+def log_decision(logger: Any, record: Mapping[str, Any]) -> None:
+    """Write one record through a structlog logger; raises whatever the logger raises."""
+    fields = dict(record)
+    logger.info(fields.pop("kind"), **fields)
+
+
+def log_policy_reload_failed(
+    logger: Any, path: str, problems: Iterable[str], active: PolicyIdentity | None
+) -> None:
+    log_decision(logger, policy_reload_failed_record(path, problems, active))
+
+
+def log_policy_reloaded(logger: Any, previous: PolicyIdentity, current: Policy) -> None:
+    """A changed policy loaded and is now in force. An event for the application's structlog
+    logger, not an audit record: an audit log records the new policy in a ``policy_activated``
+    record before the first decision under it."""
+    logger.info("policy_reloaded", previous=previous.to_dict(), policy=policy_fields(current))
+
+
+def event_to_kind(
+    _logger: Any, _method: str, event_dict: MutableMapping[str, Any]
+) -> MutableMapping[str, Any]:
+    """structlog processor: the event name is the record's ``kind``; the result is handed to the
+    sink as keyword arguments."""
+    event_dict["kind"] = event_dict.pop("event")
+    return event_dict
+
+
+# --- masks ------------------------------------------------------------------------------------
+
+
+def parse_masks(pointers: Iterable[str]) -> tuple[str, ...]:
+    """Validate JSON pointers (RFC 6901, plus ``*`` for every member or element)."""
+    masks = tuple(pointers)
+    for pointer in masks:
+        if not isinstance(pointer, str) or not pointer.startswith("/"):
+            msg = f"input mask {pointer!r} is not a JSON pointer (it must start with '/')"
+            raise AuditError(msg)
+    return masks
+
+
+def _tokens(pointer: str) -> list[str]:
+    return [part.replace("~1", "/").replace("~0", "~") for part in pointer.split("/")[1:]]
+
+
+def _pointer(path: Iterable[str | int]) -> str:
+    return "".join("/" + str(part).replace("~", "~0").replace("/", "~1") for part in path)
+
+
+def erase(document: Any, masks: Iterable[str]) -> tuple[Any, list[str]]:
+    """A copy of ``document`` without the values the masks point at, and the concrete pointers
+    erased (like OPA's decision-log ``erased`` list)."""
+    copy = json.loads(json.dumps(document))
+    erased: list[str] = []
+    for mask in masks:
+        for path in list(_matches(copy, _tokens(mask), ())):
+            parent = copy
+            for part in path[:-1]:
+                parent = parent[part]
+            del parent[path[-1]]
+            erased.append(_pointer(path))
+    return copy, sorted(erased)
+
+
+def _matches(value: Any, tokens: list[str], path: tuple[str | int, ...]) -> Iterator[Any]:
+    if not tokens:
+        yield path
+        return
+    head, rest = tokens[0], tokens[1:]
+    if isinstance(value, dict):
+        keys = list(value) if head == "*" else [head] if head in value else []
+        for key in keys:
+            yield from _matches(value[key], rest, (*path, key))
+    elif isinstance(value, list):
+        if head == "*":
+            indices: Iterable[int] = range(len(value))
+        else:
+            indices = [int(head)] if head.isdigit() and int(head) < len(value) else []
+        # Deleting from a list shifts what follows: erase from the end.
+        for index in sorted(indices, reverse=True):
+            yield from _matches(value[index], rest, (*path, index))
+
+
+# --- the chain --------------------------------------------------------------------------------
+
+
+def canonical_record(record: Mapping[str, Any]) -> bytes:
+    """Sorted keys, no spaces, ASCII only (any text survives, escaped), no NaN."""
+    text = json.dumps(
+        record, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False
+    )
+    return text.encode("ascii")
+
+
+def record_hash(body: bytes, key: bytes | None) -> str:
+    """``sha256:`` (or ``hmac-sha256:`` with a key) over a record's canonical form."""
+    if key is None:
+        return "sha256:" + hashlib.sha256(body).hexdigest()
+    return "hmac-sha256:" + hmac.new(key, body, hashlib.sha256).hexdigest()
+
+
+def seal(record: Mapping[str, Any], prev_hash: str, key: bytes | None) -> tuple[bytes, str]:
+    """The line for ``record`` chained after ``prev_hash``, and the record's hash."""
+    body = canonical_record({**record, "prev_hash": prev_hash})
+    digest = record_hash(body, key)
+    return body[:-1] + b',"hash":"' + digest.encode("ascii") + b'"}\n', digest
+
+
+def unseal(line: bytes) -> tuple[bytes, str] | None:
+    """Split a line (without its newline) into the hashed body and the hash it claims."""
+    found = _HASH_TAIL.search(line)
+    if found is None:
+        return None
+    return line[: found.start()] + b"}", found.group(1).decode("ascii")
+
+
+def is_keyed(digest: str) -> bool:
+    return digest.startswith("hmac-")
+
+
+def parse_record(line: bytes) -> dict[str, Any] | None:
+    """A line as a record, or None when it is not one (torn, foreign, or not an object)."""
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(record, dict) or not isinstance(record.get("hash"), str):
+        return None
+    return record
+
+
+# --- reading fields ---------------------------------------------------------------------------
+
+
+def kind_of(record: Mapping[str, Any]) -> str:
+    return str(record.get("kind", ""))
+
+
+def hash_of(record: Mapping[str, Any]) -> str:
+    return str(record.get("hash", ""))
+
+
+def prev_hash_of(record: Mapping[str, Any]) -> str:
+    return str(record.get("prev_hash", ""))
+
+
+def policy_of(record: Mapping[str, Any]) -> dict[str, Any]:
+    policy = record.get("policy")
+    return policy if isinstance(policy, dict) else {}
+
+
+def policy_digest_of(record: Mapping[str, Any]) -> str:
+    return str(policy_of(record).get("digest", ""))
+
+
+def shadow_digest_of(record: Mapping[str, Any]) -> str:
+    """The digest of the shadow policy a decision record names, or ""."""
+    shadow = record.get("shadow")
+    policy = shadow.get("policy") if isinstance(shadow, dict) else None
+    return str(policy.get("digest", "")) if isinstance(policy, dict) else ""
+
+
+def document_of(record: Mapping[str, Any]) -> Any:
+    return record.get("document")
+
+
+def torn_of(record: Mapping[str, Any]) -> list[Any]:
+    torn = record.get("torn")
+    return torn if isinstance(torn, list) else []
+
+
+def rotation_of(record: Mapping[str, Any]) -> dict[str, Any]:
+    rotation = record.get("rotation")
+    return rotation if isinstance(rotation, dict) else {}
+
+
+def reason_codes(record: Mapping[str, Any]) -> list[str]:
+    reasons = record.get("reasons")
+    if not isinstance(reasons, list):
+        return []
+    return [str(r.get("code")) for r in reasons if isinstance(r, dict)]
+
+
+def subject_ids(record: Mapping[str, Any]) -> list[str]:
+    """Every id a record is about: its segment, its spans, its cycle (as text)."""
+    subject = record.get("subject")
+    if not isinstance(subject, dict):
+        return []
+    ids: list[str] = []
+    if "cycle" in subject:
+        ids.append(str(subject["cycle"]))
+    segment = subject.get("segment")
+    if isinstance(segment, dict):
+        ids.append(str(segment.get("id")))
+    spans = subject.get("spans")
+    if isinstance(spans, list):
+        ids.extend(str(s.get("span_id")) for s in spans if isinstance(s, dict))
+    return ids
+
+
+def digest_matches_document(record: Mapping[str, Any]) -> bool:
+    """A ``policy_activated`` record's document hashes to the digest it names."""
+    document = document_of(record)
+    return document is not None and sha256_digest(document) == policy_digest_of(record)
+
+
+# Filters of ``audit query`` and ``audit report``: how to read each from a record, and a
+# substring every matching canonical line contains (a cheap test before parsing the line).
+FIELD_READERS: dict[str, Any] = {
+    "kind": kind_of,
+    "decision_id": lambda r: r.get("decision_id"),
+    "check": lambda r: r.get("check"),
+    "outcome": lambda r: r.get("outcome"),
+    "session_id": lambda r: r.get("session_id"),
+    "policy_name": lambda r: policy_of(r).get("name"),
+    "policy_version": lambda r: policy_of(r).get("version"),
+    "policy_digest": policy_digest_of,
+    "ts": lambda r: r.get("ts"),
+}
+FIELD_KEYS = {
+    "kind": "kind",
+    "decision_id": "decision_id",
+    "check": "check",
+    "outcome": "outcome",
+    "session_id": "session_id",
+    "policy_name": "name",
+    "policy_version": "version",
+    "policy_digest": "digest",
+}
+
+
+def line_marker(name: str, value: str) -> bytes:
+    """``"key":"value"`` as it appears in a canonical line holding that field's value."""
+    return canonical_record({FIELD_KEYS[name]: value})[1:-1]
+
+
+def value_marker(value: str) -> bytes:
+    """A string value as it appears anywhere in a canonical line."""
+    return json.dumps(value, ensure_ascii=True).encode("ascii")
+
+
+def record_ts(record: Mapping[str, Any]) -> str:
+    return str(record.get("ts", ""))
+
+
+def authorization_header(decision: Mapping[str, Any], activation: Mapping[str, Any]) -> list[str]:
+    """Three lines saying which policy authorized a decision, for ``audit show-policy``."""
+    policy = policy_of(activation)
+    sources = policy.get("sources") or []
+    return [
+        f"policy {policy.get('name')}@{policy.get('version')} {policy.get('digest')}",
+        (
+            f"authorized decision {decision.get('decision_id')} ({decision.get('check')} "
+            f"{decision.get('outcome')}) at {decision.get('ts')}"
+        ),
+        "sources: "
+        + (", ".join(f"{s.get('path')} (sha256 {s.get('sha256')})" for s in sources) or "-"),
+    ]
+
+
+def report_key(record: Mapping[str, Any]) -> tuple[str, str, str, str, str]:
+    """What ``audit report`` counts by: policy name and version, check, outcome, primary
+    reason."""
+    policy = policy_of(record)
+    codes = reason_codes(record)
+    return (
+        str(policy.get("name")),
+        str(policy.get("version")),
+        str(record.get("check")),
+        str(record.get("outcome")),
+        codes[0] if codes else "",
+    )
+
+
+def describe(record: Mapping[str, Any]) -> dict[str, Any]:
+    """The columns ``audit query`` prints for a decision record."""
+    policy = policy_of(record)
+    return {
+        "ts": record.get("ts"),
+        "decision_id": record.get("decision_id"),
+        "check": record.get("check"),
+        "outcome": record.get("outcome"),
+        "enforced": record.get("enforced"),
+        "reasons": ",".join(reason_codes(record)),
+        "subject": ",".join(subject_ids(record)),
+        "policy": f"{policy.get('name')}@{policy.get('version')}",
+        "session_id": record.get("session_id"),
+    }

@@ -1,0 +1,350 @@
+"""Review audit logs: find decisions, count them, show the policy behind one, or ask SQL.
+
+Everything streams: a log is read line by line and never held in memory, and a line is parsed
+only when the substrings a match needs occur in it (records are canonical JSON, so a field
+``"check":"eviction"`` is spelled exactly so). Lines that are not records are skipped and
+counted; ``audit verify`` is the command that judges them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from prunewarden.audit import _record as auditlog
+from prunewarden.audit._log import iter_lines, order_files
+from prunewarden.errors import AuditError
+
+
+def parse_time(text: str) -> str:
+    """An RFC 3339 time or a date (``2025-11-14``: its midnight, UTC) as a record's ``ts``
+    spelling (UTC, microseconds, ``Z``), so that times compare as strings."""
+    try:
+        moment = datetime.fromisoformat(text.replace("z", "Z"))
+    except ValueError:
+        msg = f"{text!r} is not a date or an RFC 3339 time (2025-11-14, 2025-11-14T09:30:00Z)"
+        raise AuditError(msg) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+_TS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z")
+
+
+def _comparable_ts(ts: str) -> str:
+    return ts if _TS.fullmatch(ts) else parse_time(ts)
+
+
+@dataclass(frozen=True, slots=True)
+class RecordFilter:
+    """Which decision records to keep; every field given must match (``since`` inclusive,
+    ``until`` exclusive)."""
+
+    policy_name: str | None = None
+    policy_version: str | None = None
+    policy_digest: str | None = None
+    check: str | None = None
+    outcome: str | None = None
+    reason: str | None = None
+    session_id: str | None = None
+    subject: str | None = None
+    decision_id: str | None = None
+    since: str | None = None
+    until: str | None = None
+
+    _FIELDS = (
+        "policy_name",
+        "policy_version",
+        "policy_digest",
+        "check",
+        "outcome",
+        "session_id",
+        "decision_id",
+    )
+
+    def markers(self) -> list[bytes]:
+        """Substrings every matching line contains."""
+        found = [auditlog.line_marker("kind", auditlog.DECISION)]
+        found += [
+            auditlog.line_marker(name, value)
+            for name in self._FIELDS
+            if (value := getattr(self, name)) is not None
+        ]
+        if self.reason is not None:
+            found.append(b'"code":' + auditlog.value_marker(self.reason))
+        if self.subject is not None and not self.subject.isdigit():
+            found.append(auditlog.value_marker(self.subject))
+        return found
+
+    def matches(self, record: dict[str, Any]) -> bool:
+        if auditlog.kind_of(record) != auditlog.DECISION:
+            return False
+        for name in self._FIELDS:
+            wanted = getattr(self, name)
+            if wanted is not None and auditlog.FIELD_READERS[name](record) != wanted:
+                return False
+        if self.reason is not None and self.reason not in auditlog.reason_codes(record):
+            return False
+        if self.subject is not None and self.subject not in auditlog.subject_ids(record):
+            return False
+        if self.since is not None or self.until is not None:
+            ts = _comparable_ts(auditlog.record_ts(record))
+            if (self.since is not None and ts < self.since) or (
+                self.until is not None and ts >= self.until
+            ):
+                return False
+        return True
+
+
+@dataclass
+class Skipped:
+    """Lines that were not records, per file."""
+
+    lines: dict[str, int] = field(default_factory=dict)
+
+    def add(self, path: Path) -> None:
+        self.lines[str(path)] = self.lines.get(str(path), 0) + 1
+
+    def messages(self) -> list[str]:
+        return [
+            f"{name}: {count} line(s) that are not records skipped (see: prunewarden audit verify)"
+            for name, count in self.lines.items()
+        ]
+
+
+def scan(
+    paths: Iterable[str | os.PathLike[str]],
+    markers: list[bytes],
+    skipped: Skipped,
+    also: Callable[[bytes], bool] | None = None,
+) -> Iterator[tuple[Path, int, bytes, dict[str, Any]]]:
+    """``(file, line number, line, record)`` for every line containing all ``markers`` (or for
+    which ``also`` says yes), in rotation order."""
+    for path in order_files(paths):
+        for number, line, _ in iter_lines(path):
+            if all(marker in line for marker in markers) or (also is not None and also(line)):
+                record = auditlog.parse_record(line)
+                if record is None:
+                    skipped.add(path)
+                    continue
+                yield path, number, line, record
+
+
+def query(
+    paths: Iterable[str | os.PathLike[str]], where: RecordFilter, skipped: Skipped
+) -> Iterator[tuple[bytes, dict[str, Any]]]:
+    """Decision records matching ``where``: the line as written, and the record."""
+    for _, _, line, record in scan(paths, where.markers(), skipped):
+        if where.matches(record):
+            yield line, record
+
+
+@dataclass
+class Tally:
+    count: int = 0
+    first: str = ""
+    last: str = ""
+
+
+ReportKey = tuple[str, str, str, str, str]
+REPORT_COLUMNS = (
+    "policy",
+    "policy_version",
+    "check",
+    "outcome",
+    "reason",
+    "count",
+    "first_seen",
+    "last_seen",
+)
+
+
+def report(
+    paths: Iterable[str | os.PathLike[str]], where: RecordFilter, skipped: Skipped
+) -> list[dict[str, Any]]:
+    """Decisions counted per policy version, check, outcome and primary reason, with the first
+    and last time each was seen."""
+    tallies: dict[ReportKey, Tally] = {}
+    for _, record in query(paths, where, skipped):
+        tally = tallies.setdefault(auditlog.report_key(record), Tally())
+        ts = auditlog.record_ts(record)
+        tally.count += 1
+        tally.first = min(tally.first, ts) if tally.first else ts
+        tally.last = max(tally.last, ts)
+    return [
+        dict(zip(REPORT_COLUMNS, (*key, t.count, t.first, t.last), strict=True))
+        for key, t in sorted(tallies.items())
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class Authorization:
+    """A decision and the activation record of the policy that authorized it."""
+
+    decision: dict[str, Any]
+    activation: dict[str, Any]
+    file: Path
+    line: int
+    activation_line: int
+
+    @property
+    def document(self) -> Any:
+        return auditlog.document_of(self.activation)
+
+
+def find_authorization(
+    paths: Iterable[str | os.PathLike[str]], decision_id: str, skipped: Skipped
+) -> Authorization:
+    """The decision ``decision_id`` and the policy activated for its digest before it in the same
+    file. Raises :class:`AuditError` when either is missing or the policy does not hash to the
+    digest the decision names."""
+    wanted = auditlog.line_marker("decision_id", decision_id)
+    activations: dict[str, tuple[Path, int, dict[str, Any]]] = {}
+    for path, number, _, record in scan(
+        paths, [wanted], skipped, also=lambda line: auditlog.ACTIVATION_MARKER in line
+    ):
+        kind = auditlog.kind_of(record)
+        if kind == auditlog.POLICY_ACTIVATED:
+            activations[auditlog.policy_digest_of(record)] = (path, number, record)
+        elif kind == auditlog.DECISION and auditlog.FIELD_READERS["decision_id"](record) == (
+            decision_id
+        ):
+            digest = auditlog.policy_digest_of(record)
+            found = activations.get(digest)
+            if found is None or found[0] != path:
+                msg = f"{path}:{number}: decision {decision_id} names policy {digest}, which no "
+                msg += "earlier record of its file activates (run: prunewarden audit verify)"
+                raise AuditError(msg)
+            if not auditlog.digest_matches_document(found[2]):
+                msg = f"{path}:{found[1]}: the activated policy does not hash to {digest}"
+                raise AuditError(msg)
+            return Authorization(record, found[2], path, number, found[1])
+    msg = f"no decision {decision_id} in the given logs"
+    raise AuditError(msg)
+
+
+# --- SQL ----------------------------------------------------------------------------------------
+
+# The columns of every record kind, typed; nested parts whose shape varies stay JSON.
+_COLUMNS = {
+    "record_version": "INTEGER",
+    "kind": "VARCHAR",
+    "ts": "VARCHAR",
+    "decision_id": "VARCHAR",
+    "check": "VARCHAR",
+    "outcome": "VARCHAR",
+    "enforced": "BOOLEAN",
+    "reasons": "JSON",
+    "actions": "JSON",
+    "subject": "JSON",
+    "session_id": "VARCHAR",
+    "labels": "JSON",
+    "policy": (
+        "STRUCT(name VARCHAR, version VARCHAR, digest VARCHAR, "
+        "sources STRUCT(path VARCHAR, sha256 VARCHAR)[])"
+    ),
+    "engine_version": "VARCHAR",
+    "input_digest": "VARCHAR",
+    "kept": "VARCHAR[]",
+    "evicted": "VARCHAR[]",
+    "input": "JSON",
+    "input_erased": "VARCHAR[]",
+    "document": "JSON",
+    "rotation": "JSON",
+    "torn": "JSON",
+    "error": "JSON",
+    "prev_hash": "VARCHAR",
+    "hash": "VARCHAR",
+}
+
+_VIEWS = """
+CREATE VIEW records AS
+    SELECT * REPLACE (ts::TIMESTAMPTZ AS ts) FROM read_json({files},
+        format = 'newline_delimited', columns = {columns}, ignore_errors = true,
+        filename = true);
+CREATE VIEW decisions AS
+    SELECT decision_id, ts, "check", outcome, enforced,
+        reasons->>'$[0].code' AS reason,
+        json_extract_string(reasons, '$[*].code') AS reason_codes,
+        policy.name AS policy_name, policy.version AS policy_version,
+        policy.digest AS policy_digest, session_id, labels,
+        subject->>'$.segment.id' AS segment_id,
+        (subject->>'$.cycle')::BIGINT AS cycle,
+        json_extract_string(subject, '$.spans[*].span_id') AS span_ids,
+        kept, evicted, reasons, actions, subject, input_digest, filename
+    FROM records WHERE kind = 'decision';
+CREATE VIEW policies AS
+    SELECT policy.name AS policy_name, policy.version AS policy_version,
+        policy.digest AS policy_digest, any_value(document) AS document,
+        min(ts) AS first_activated
+    FROM records WHERE kind = 'policy_activated'
+    GROUP BY ALL;
+"""
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def sql(
+    statement: str, paths: Iterable[str | os.PathLike[str]]
+) -> tuple[list[str], list[str], Iterator[tuple[Any, ...]]]:
+    """Run ``statement`` over views ``records``, ``decisions`` and ``policies`` of the logs;
+    return the column names, their types and the rows (streamed).
+
+    Needs the optional dependency duckdb (``pip install 'prunewarden[sql]'``).
+    """
+    try:
+        import duckdb  # noqa: PLC0415 - optional: only this command needs it
+    except ImportError:
+        msg = "audit sql needs duckdb: pip install 'prunewarden[sql]'"
+        raise AuditError(msg) from None
+    files = [str(path) for path in order_files(paths)]
+    for name in files:
+        if not Path(name).is_file():
+            msg = f"cannot read {name}: no such file"
+            raise AuditError(msg)
+    connection = duckdb.connect(":memory:")
+    try:
+        connection.execute("SET TimeZone = 'UTC'")
+        columns = "{" + ", ".join(f"{_literal(k)}: {_literal(v)}" for k, v in _COLUMNS.items())
+        views = _VIEWS.format(
+            files="[" + ", ".join(_literal(name) for name in files) + "]", columns=columns + "}"
+        )
+        connection.execute(views)
+        cursor = connection.execute(statement)
+    except duckdb.Error as exc:
+        connection.close()
+        msg = f"audit sql: {exc}"
+        raise AuditError(msg) from None
+    description = cursor.description or []
+    names = [str(column[0]) for column in description]
+    types = [str(column[1]) for column in description]
+
+    def rows() -> Iterator[tuple[Any, ...]]:
+        try:
+            while batch := cursor.fetchmany(10_000):
+                yield from batch
+        except duckdb.Error as exc:
+            msg = f"audit sql: {exc}"
+            raise AuditError(msg) from None
+        finally:
+            connection.close()
+
+    return names, types, rows()
+
+
+def json_value(value: Any, sql_type: str) -> Any:
+    """A SQL result value as JSON: JSON columns decoded, times in RFC 3339."""
+    if sql_type == "JSON" and isinstance(value, str):
+        return json.loads(value)
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return value

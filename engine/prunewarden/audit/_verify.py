@@ -1,0 +1,279 @@
+"""Verify audit logs: every record sealed, every link of the chain present, nothing cut off.
+
+Reports the first broken record of each file by line number: an altered record (its hash does not
+match), a removed, inserted or reordered one (its ``prev_hash`` does not match the record before
+it), a beginning that was cut off, a partial last line (the file was truncated, or a writer was
+killed mid-write), and a gap between rotated files. Lines left by an interrupted write and
+accounted for by a ``write_recovered`` record are reported as notes, not failures.
+
+What a chain in a file cannot show by itself: whole records cut from the end at a line boundary,
+or a whole file replaced. For that, keep the head hash ``verify`` prints somewhere else and pass it
+back with ``expect``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from prunewarden.audit import _record as auditlog
+from prunewarden.audit._log import iter_lines, order_files, rotation_base
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """Something verification found; ``fatal`` ones fail it."""
+
+    file: str
+    line: int
+    message: str
+    fatal: bool = True
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}" if self.line else self.file
+        return f"{where}: {'' if self.fatal else 'note: '}{self.message}"
+
+
+@dataclass(slots=True)
+class FileReport:
+    """How far a file verified."""
+
+    file: str
+    records: int = 0
+    first_ts: str | None = None
+    last_ts: str | None = None
+    head: str | None = None
+    broken_at: int | None = None
+
+    @property
+    def intact(self) -> bool:
+        return self.broken_at is None
+
+    def __str__(self) -> str:
+        if self.broken_at is not None:
+            return (
+                f"{self.file}: FAILED at line {self.broken_at} "
+                f"({self.records} records before it verify)"
+            )
+        span = f", {self.first_ts} .. {self.last_ts}" if self.records else ""
+        return f"{self.file}: ok, {self.records} records{span}, head {self.head or '-'}"
+
+
+@dataclass(slots=True)
+class Verification:
+    files: list[FileReport] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not any(finding.fatal for finding in self.findings)
+
+
+def verify_files(
+    paths: Iterable[str | os.PathLike[str]],
+    *,
+    key: bytes | None = None,
+    expect: Iterable[str] = (),
+) -> Verification:
+    """Verify ``paths`` (put in rotation order) as chains; ``key`` checks keyed records (and
+    then every record must be keyed); each hash in ``expect`` must occur in the chain.
+
+    Raises :class:`OSError` for a file that cannot be read.
+    """
+    result = Verification()
+    seen: set[str] = set()
+    previous: dict[str, FileReport] = {}
+    for path in order_files(paths):
+        base = rotation_base(path)
+        checker = _FileCheck(path, key, previous.get(base), seen)
+        checker.run()
+        result.files.append(checker.report)
+        result.findings.extend(checker.findings)
+        previous[base] = checker.report
+    result.findings.extend(
+        Finding(
+            "<expect>",
+            0,
+            f"{digest} is not in the chain: records were cut from the end, or the log was replaced",
+        )
+        for digest in expect
+        if digest not in seen
+    )
+    return result
+
+
+class _Broken(Exception):  # noqa: N818 - control flow inside one file's check, never escapes
+    pass
+
+
+class _FileCheck:
+    def __init__(
+        self, path: Path, key: bytes | None, previous: FileReport | None, seen: set[str]
+    ) -> None:
+        self.path = path
+        self.key = key
+        self.previous = previous
+        self.seen = seen
+        self.report = FileReport(str(path))
+        self.findings: list[Finding] = []
+        self.last: str | None = None
+        self.last_line = 0
+        self.activated: set[str] = set()
+        self.torn: list[tuple[int, bytes]] = []
+
+    def run(self) -> None:
+        try:
+            for number, line, ended in iter_lines(self.path):
+                if ended:
+                    self._line(number, line)
+                else:
+                    self._partial(number, line)
+            if self.torn:
+                self._fail(
+                    self.torn[0][0],
+                    "not a record, and no write_recovered record accounts for it: "
+                    "an interrupted write not yet recovered, or an edit",
+                )
+        except _Broken:
+            return
+
+    def _fail(self, line: int, message: str) -> None:
+        self.findings.append(Finding(str(self.path), line, message))
+        self.report.broken_at = line
+        raise _Broken
+
+    def _note(self, line: int, message: str) -> None:
+        self.findings.append(Finding(str(self.path), line, message, fatal=False))
+
+    def _partial(self, number: int, line: bytes) -> None:
+        sealed = _sealed(line)
+        if sealed is not None and not self.torn:
+            self._record(number, *sealed)
+            self._note(number, "the last record has no newline (cut just after it)")
+            return
+        self._fail(
+            number,
+            f"partial last record ({len(line)} bytes, no newline): the file was truncated or a "
+            f"write was interrupted; the {self.report.records} records before it verify",
+        )
+
+    def _line(self, number: int, line: bytes) -> None:
+        sealed = _sealed(line)
+        if sealed is None:
+            self.torn.append((number, line))
+            return
+        self._record(number, *sealed)
+
+    def _record(self, number: int, record: dict[str, Any], body: bytes, claimed: str) -> None:
+        kind = auditlog.kind_of(record)
+        if self.torn:
+            self._recovered(number, record)
+        self._seal(number, body, claimed)
+        self._link(number, record, kind)
+        self._meaning(number, record, kind)
+        self.last, self.last_line = claimed, number
+        self.seen.add(claimed)
+        self.report.records += 1
+        self.report.head = claimed
+        ts = auditlog.record_ts(record)
+        self.report.first_ts = self.report.first_ts or ts
+        self.report.last_ts = ts
+
+    def _recovered(self, number: int, record: dict[str, Any]) -> None:
+        expected = [auditlog.torn_fields(line) for _, line in self.torn]
+        first = self.torn[0][0]
+        if auditlog.kind_of(record) != auditlog.WRITE_RECOVERED or (
+            auditlog.torn_of(record) != expected
+        ):
+            self._fail(
+                first,
+                "not a record, and no write_recovered record accounts for it: "
+                "an edit, or an inserted line",
+            )
+        lost = sum(len(line) for _, line in self.torn)
+        lines = f"line {first}" if len(self.torn) == 1 else f"lines {first}-{self.torn[-1][0]}"
+        self._note(
+            first,
+            f"{lines}: {lost} bytes of an interrupted write (a record lost), "
+            f"accounted for at line {number}",
+        )
+        self.torn = []
+
+    def _seal(self, number: int, body: bytes, claimed: str) -> None:
+        keyed = auditlog.is_keyed(claimed)
+        if keyed and self.key is None:
+            self._fail(number, "keyed record (hmac-sha256): verifying it needs the key")
+        if self.key is not None and not keyed:
+            self._fail(
+                number,
+                "record is not keyed although a key was given: written without it, or forged",
+            )
+        if auditlog.record_hash(body, self.key if keyed else None) != claimed:
+            reason = "the record was altered" + (" or the key is wrong" if keyed else "")
+            self._fail(number, f"hash mismatch: {reason}")
+
+    def _link(self, number: int, record: dict[str, Any], kind: str) -> None:
+        prev = auditlog.prev_hash_of(record)
+        if self.last is not None:
+            if kind == auditlog.LOG_ROTATED:
+                self._fail(number, "a log_rotated header in the middle of a file")
+            if prev != self.last:
+                self._fail(
+                    number,
+                    f"chain broken: prev_hash does not match the hash of line {self.last_line} "
+                    "(a record was removed, inserted or reordered)",
+                )
+            return
+        if kind == auditlog.LOG_ROTATED:
+            self._continues(number, record, prev)
+        elif prev != auditlog.GENESIS:
+            self._fail(
+                number,
+                "the chain does not start here: the lines before it were removed "
+                "(or the file it continues was not given)",
+            )
+
+    def _continues(self, number: int, record: dict[str, Any], prev: str) -> None:
+        before = str(auditlog.rotation_of(record).get("previous_file", "?"))
+        previous = self.previous
+        if previous is None:
+            self._note(number, f"continues {before}, which was not given: verified from here")
+        elif previous.intact and prev != previous.head:
+            self._fail(
+                number,
+                f"rotation gap: this file continues {before} at {prev}, but {previous.file} "
+                f"ends at {previous.head} (a file is missing, or out of order)",
+            )
+
+    def _meaning(self, number: int, record: dict[str, Any], kind: str) -> None:
+        version = record.get("record_version")
+        if version != auditlog.RECORD_VERSION:
+            self._fail(number, f"record_version {version!r} is not one this verifier knows")
+        if kind not in auditlog.KINDS:
+            self._fail(number, f"unknown record kind {kind!r}")
+        if kind == auditlog.POLICY_ACTIVATED:
+            if not auditlog.digest_matches_document(record):
+                self._fail(number, "the activated policy document does not hash to its digest")
+            self.activated.add(auditlog.policy_digest_of(record))
+        elif kind == auditlog.DECISION:
+            digest = auditlog.policy_digest_of(record)
+            if digest not in self.activated:
+                self._fail(
+                    number,
+                    f"decision under policy {digest}, which no earlier record of this file "
+                    "activates",
+                )
+
+
+def _sealed(line: bytes) -> tuple[dict[str, Any], bytes, str] | None:
+    """The record on a line, its hashed body and the hash it claims; None if not a record."""
+    split = auditlog.unseal(line)
+    if split is None:
+        return None
+    record = auditlog.parse_record(line)
+    if record is None or auditlog.hash_of(record) != split[1]:
+        return None
+    return record, *split

@@ -1,0 +1,388 @@
+"""The audit log on the command line: where ``evaluate`` writes records, and ``prunewarden audit``.
+
+``evaluate`` writes records to ``--audit-log PATH``, else to the file named by
+``$PRUNEWARDEN_AUDIT_LOG``, else to standard error. ``--audit-log -`` writes them to standard
+output for a log shipper; the decision document then goes to standard error, so that standard
+output carries nothing but records.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import itertools
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+import yaml
+
+from prunewarden.audit import (
+    DEFAULT_MASKS,
+    FSYNC_MODES,
+    REPORT_COLUMNS,
+    AuditLog,
+    RecordFilter,
+    Skipped,
+    authorization_header,
+    describe,
+    find_authorization,
+    json_value,
+    parse_time,
+    query,
+    report,
+    rotated_files,
+    sql,
+    verify_files,
+)
+from prunewarden.errors import AuditError, ExitCode, InputError, Problem
+
+ENV_LOG = "PRUNEWARDEN_AUDIT_LOG"
+ENV_KEY = "PRUNEWARDEN_AUDIT_KEY"
+
+
+def add_evaluate_options(parser: argparse.ArgumentParser) -> None:
+    """The audit options of ``evaluate``."""
+    parser.add_argument(
+        "--audit-log",
+        metavar="PATH",
+        help=(
+            f"append chained decision records (JSON lines) to PATH (default: ${ENV_LOG}, else "
+            "standard error); - writes them to standard output and the decision to standard error"
+        ),
+    )
+    parser.add_argument(
+        "--audit-fsync",
+        choices=FSYNC_MODES,
+        default="batch",
+        help="when records reach the disk: every record, in batches (default), or as the OS likes",
+    )
+    parser.add_argument(
+        "--audit-inputs",
+        action="store_true",
+        help="log the input document too, with " + " and ".join(DEFAULT_MASKS) + " erased",
+    )
+    parser.add_argument(
+        "--audit-mask",
+        action="append",
+        metavar="POINTER",
+        help="log the input document with this JSON pointer erased (repeatable; '*' matches "
+        "every member; replaces the default masks)",
+    )
+    parser.add_argument("--session-id", metavar="ID", help="session id to record with the decision")
+    parser.add_argument(
+        "--label",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="label to record with the decision (repeatable)",
+    )
+
+
+@contextlib.contextmanager
+def evaluation_audit(
+    args: argparse.Namespace, stdout: IO[str], stderr: IO[str]
+) -> Iterator[tuple[AuditLog, IO[str]]]:
+    """The audit sink ``evaluate`` writes to, and the stream its decision goes to."""
+    target = args.audit_log or os.environ.get(ENV_LOG) or None
+    inputs: Any = args.audit_mask or args.audit_inputs or None
+    settings: dict[str, Any] = {
+        "fsync": args.audit_fsync,
+        "inputs": inputs,
+        "hmac_key_env": ENV_KEY if os.environ.get(ENV_KEY) else None,
+    }
+    out = stdout
+    if target is None:
+        audit = AuditLog(stderr, **settings)
+    elif target == "-":
+        audit, out = AuditLog(stdout, **settings), stderr
+    else:
+        audit = AuditLog(target, **settings)
+        try:
+            audit.open()
+        except AuditError as exc:
+            raise AuditError(str(exc).replace("cannot write", "cannot open")) from None
+    try:
+        yield audit, out
+    finally:
+        audit.close()
+
+
+def caller_fields(args: argparse.Namespace) -> dict[str, Any]:
+    """``session_id`` and ``labels`` from ``--session-id`` and ``--label KEY=VALUE``."""
+    labels: dict[str, str] = {}
+    for label in args.label:
+        key, sep, value = label.partition("=")
+        if not sep or not key:
+            message = f"{label!r} is not KEY=VALUE"
+            raise InputError([Problem("<arguments>", 0, 0, "$.labels", message)])
+        labels[key] = value
+    return {"session_id": args.session_id, "labels": labels}
+
+
+# --- prunewarden audit ------------------------------------------------------------------------
+
+
+AUDIT_EXIT_CODES = f"""\
+exit codes:
+  {ExitCode.OK}   done (verify: every chain intact)
+  {ExitCode.USAGE}   usage error, unreadable log, unknown decision id, duckdb not installed
+  {ExitCode.UNVERIFIED}   verify: a log failed verification (the first broken record is named)
+
+FILE... defaults to ${ENV_LOG} and its rotated files (NAME.000001 ...).
+"""
+
+
+def add_audit_command(commands: Any) -> None:
+    """``prunewarden audit {verify,query,report,show-policy,sql}``."""
+    raw = argparse.RawDescriptionHelpFormatter
+    audit = commands.add_parser(
+        "audit",
+        help="verify, query and report on decision audit logs",
+        epilog=AUDIT_EXIT_CODES,
+        formatter_class=raw,
+    )
+    sub = audit.add_subparsers(
+        dest="audit_command", required=True, metavar="COMMAND", parser_class=type(audit)
+    )
+
+    def command(name: str, text: str) -> argparse.ArgumentParser:
+        parser: argparse.ArgumentParser = sub.add_parser(
+            name, help=text, description=text, epilog=AUDIT_EXIT_CODES, formatter_class=raw
+        )
+        return parser
+
+    verify = command("verify", "check the hash chain of audit logs; exit 5 if broken")
+    verify.add_argument("files", nargs="*", metavar="FILE", help="log files (rotation order)")
+    verify.add_argument(
+        "--key-env",
+        metavar="NAME",
+        default=ENV_KEY,
+        help=f"environment variable holding the HMAC key of keyed logs (default: {ENV_KEY})",
+    )
+    verify.add_argument(
+        "--expect",
+        action="append",
+        default=[],
+        metavar="HASH",
+        help="a head hash kept elsewhere that must occur in the chain (detects a cut-off end)",
+    )
+
+    query = command("query", "list decisions matching every filter given")
+    query.add_argument("files", nargs="*", metavar="FILE")
+    _add_filters(query)
+    query.add_argument("--format", choices=["table", "json"], default="table")
+    query.add_argument("--limit", type=int, metavar="N", help="stop after N decisions")
+
+    report = command(
+        "report",
+        "count decisions per policy version, check, outcome and primary reason, "
+        "with first and last time seen",
+    )
+    report.add_argument("files", nargs="*", metavar="FILE")
+    _add_filters(report)
+    report.add_argument("--format", choices=["table", "json"], default="table")
+
+    show = command(
+        "show-policy", "print the full policy that authorized a decision, as logged with it"
+    )
+    show.add_argument("decision_id", metavar="DECISION_ID")
+    show.add_argument("files", nargs="*", metavar="FILE")
+    show.add_argument("--format", choices=["yaml", "json"], default="yaml")
+
+    sql = command(
+        "sql",
+        "run SQL (DuckDB) over views records, decisions and policies of the logs "
+        "(needs: pip install 'prunewarden[sql]')",
+    )
+    sql.add_argument("statement", metavar="SQL")
+    sql.add_argument("files", nargs="*", metavar="FILE")
+    sql.add_argument("--format", choices=["table", "json"], default="table")
+
+
+def _add_filters(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--policy", dest="policy_name", metavar="NAME", help="policy name")
+    parser.add_argument("--policy-version", metavar="V")
+    parser.add_argument("--digest", dest="policy_digest", metavar="D", help="policy digest")
+    parser.add_argument("--check", choices=["collapse", "eviction", "staleness"])
+    parser.add_argument("--outcome", choices=["allow", "deny", "halt"])
+    parser.add_argument("--reason", metavar="R", help="a reason code (primary or not)")
+    parser.add_argument("--session", dest="session_id", metavar="S", help="session id")
+    parser.add_argument(
+        "--subject", metavar="ID", help="a segment id, span id or cycle the decision is about"
+    )
+    parser.add_argument("--decision", dest="decision_id", metavar="ID", help="decision id")
+    parser.add_argument("--since", metavar="T", help="from this time (RFC 3339 or date), inclusive")
+    parser.add_argument("--until", metavar="T", help="to this time (RFC 3339 or date), exclusive")
+
+
+def run_audit(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
+    files = _files(args.files)
+    try:
+        return int(_AUDIT_COMMANDS[args.audit_command](args, files, stdout, stderr))
+    except OSError as exc:
+        name = exc.filename or "audit log"
+        raise AuditError(f"cannot read {name}: {exc.strerror}") from None
+
+
+def _files(given: list[str]) -> list[Path]:
+    if given:
+        return [Path(name) for name in given]
+    path = os.environ.get(ENV_LOG)
+    if not path:
+        msg = f"no audit log given: name FILE... or set {ENV_LOG}"
+        raise AuditError(msg)
+    files = rotated_files(path)
+    if not files:
+        msg = f"cannot read {path}: no such file (from {ENV_LOG})"
+        raise AuditError(msg)
+    return files
+
+
+def _verify(args: argparse.Namespace, files: list[Path], stdout: IO[str], stderr: IO[str]) -> int:
+    key_text = os.environ.get(args.key_env, "")
+    key = key_text.encode("utf-8") if key_text else None
+    result = verify_files(files, key=key, expect=args.expect)
+    for finding in result.findings:
+        (stderr if finding.fatal else stdout).write(f"{finding}\n")
+    for summary in result.files:
+        stdout.write(f"{summary}\n")
+    return ExitCode.OK if result.ok else ExitCode.UNVERIFIED
+
+
+def _filter(args: argparse.Namespace) -> RecordFilter:
+    return RecordFilter(
+        policy_name=args.policy_name,
+        policy_version=args.policy_version,
+        policy_digest=args.policy_digest,
+        check=args.check,
+        outcome=args.outcome,
+        reason=args.reason,
+        session_id=args.session_id,
+        subject=args.subject,
+        decision_id=args.decision_id,
+        since=parse_time(args.since) if args.since else None,
+        until=parse_time(args.until) if args.until else None,
+    )
+
+
+_QUERY_COLUMNS = (
+    ("ts", 27),
+    ("decision_id", 32),
+    ("check", 9),
+    ("outcome", 7),
+    ("enforced", 8),
+    ("policy", 20),
+    ("session_id", 12),
+    ("reasons", 24),
+    ("subject", 0),
+)
+
+
+def _query(args: argparse.Namespace, files: list[Path], stdout: IO[str], stderr: IO[str]) -> int:
+    skipped = Skipped()
+    matches = query(files, _filter(args), skipped)
+    if args.limit is not None:
+        matches = itertools.islice(matches, max(args.limit, 0))
+    if args.format == "json":
+        for line, _ in matches:
+            stdout.write(line.decode("ascii") + "\n")
+    else:
+        stdout.write(_row([name for name, _ in _QUERY_COLUMNS]))
+        for _, record in matches:
+            described = describe(record)
+            stdout.write(_row([_cell(described[name]) for name, _ in _QUERY_COLUMNS]))
+    _warn(skipped, stderr)
+    return ExitCode.OK
+
+
+def _row(cells: list[str]) -> str:
+    widths = [width for _, width in _QUERY_COLUMNS]
+    padded = [cell.ljust(width) for cell, width in zip(cells, widths, strict=True)]
+    return "  ".join(padded).rstrip() + "\n"
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return str(value)
+
+
+def _report(args: argparse.Namespace, files: list[Path], stdout: IO[str], stderr: IO[str]) -> int:
+    skipped = Skipped()
+    rows = report(files, _filter(args), skipped)
+    if args.format == "json":
+        for row in rows:
+            stdout.write(json.dumps(row) + "\n")
+    else:
+        stdout.write(
+            _table(list(REPORT_COLUMNS), [[_cell(row[c]) for c in REPORT_COLUMNS] for row in rows])
+        )
+    _warn(skipped, stderr)
+    return ExitCode.OK
+
+
+def _show_policy(
+    args: argparse.Namespace, files: list[Path], stdout: IO[str], stderr: IO[str]
+) -> int:
+    skipped = Skipped()
+    found = find_authorization(files, args.decision_id, skipped)
+    if args.format == "json":
+        stdout.write(json.dumps(found.document, indent=2, ensure_ascii=False) + "\n")
+    else:
+        header = authorization_header(found.decision, found.activation)
+        header[1] += f", {found.file}:{found.line}"
+        header.insert(2, f"activated at {found.file}:{found.activation_line}")
+        stdout.write("".join(f"# {line}\n" for line in header))
+        stdout.write(yaml.safe_dump(found.document, sort_keys=False, allow_unicode=True))
+    _warn(skipped, stderr)
+    return ExitCode.OK
+
+
+def _sql(args: argparse.Namespace, files: list[Path], stdout: IO[str], stderr: IO[str]) -> int:  # noqa: ARG001
+    names, types, rows = sql(args.statement, files)
+    if args.format == "json":
+        for row in rows:
+            values = [json_value(v, t) for v, t in zip(row, types, strict=True)]
+            stdout.write(json.dumps(dict(zip(names, values, strict=True)), default=str) + "\n")
+    elif names:
+        cells = [[_sql_cell(v, t) for v, t in zip(row, types, strict=True)] for row in rows]
+        stdout.write(_table(names, cells))
+    return ExitCode.OK
+
+
+def _sql_cell(value: Any, sql_type: str) -> str:
+    if value is None:
+        return "-"
+    value = json_value(value, sql_type)
+    if isinstance(value, dict | list):
+        return json.dumps(value, ensure_ascii=False)
+    return _cell(value)
+
+
+def _table(names: list[str], rows: list[list[str]]) -> str:
+    widths = [max([len(name), *(len(row[i]) for row in rows)]) for i, name in enumerate(names)]
+    lines = [names, ["-" * width for width in widths], *rows]
+    return "".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
+        + "\n"
+        for line in lines
+    )
+
+
+def _warn(skipped: Skipped, stderr: IO[str]) -> None:
+    for message in skipped.messages():
+        stderr.write(f"{message}\n")
+
+
+_AUDIT_COMMANDS: dict[str, Any] = {
+    "verify": _verify,
+    "query": _query,
+    "report": _report,
+    "show-policy": _show_policy,
+    "sql": _sql,
+}

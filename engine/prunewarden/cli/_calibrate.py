@@ -1,0 +1,208 @@
+"""``prunewarden calibrate``: fit a policy's score scale and spread floor to healthy traces."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import IO, Any
+
+from prunewarden.engine import Engine
+from prunewarden.errors import ExitCode
+from prunewarden.policy import Policy, load_policy
+from prunewarden.replay import (
+    DEFAULT_HEADROOM,
+    DEFAULT_RATE,
+    CalibrationError,
+    Fit,
+    SilentLogger,
+    TraceData,
+    diff_trace,
+    extends_reference,
+    fit,
+    halts,
+    read_trace,
+)
+
+CALIBRATE_EXIT_CODES = """\
+exit codes:
+  0   fitted and written; every known-collapsed trace halts under the fitted policy
+  1   fitted and written, but some known-collapsed trace does not halt (named on stderr)
+  2   usage error, or a malformed or unreadable trace (nothing written)
+  3   invalid base policy, or a fitted policy the base refuses (a locked field)
+"""
+
+
+def add_command(commands: Any) -> None:
+    """``prunewarden calibrate``."""
+    parser = commands.add_parser(
+        "calibrate",
+        help="fit a policy's score scale and spread floor to healthy traces of your scorer",
+        description="Fit spec.scores.calibration (5th percentile -> 0, 95th -> 1) and the "
+        "collapse guard's spread floor\nto healthy traces, write the result as a new version of "
+        "the base policy, and print what\nthe base and the fitted policy decide on every trace.",
+        epilog=CALIBRATE_EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--healthy",
+        nargs="+",
+        required=True,
+        metavar="TRACE",
+        help="traces of sessions that did not collapse (JSON Lines)",
+    )
+    parser.add_argument(
+        "--collapsed",
+        nargs="+",
+        default=[],
+        metavar="TRACE",
+        help="traces of sessions known to have collapsed: the fitted policy must halt on them",
+    )
+    parser.add_argument(
+        "--target-false-positive-rate",
+        type=_rate,
+        default=DEFAULT_RATE,
+        metavar="R",
+        help="largest share of healthy traces the collapse guard may halt on (default 0.05)",
+    )
+    parser.add_argument(
+        "--headroom",
+        type=_fraction,
+        default=DEFAULT_HEADROOM,
+        metavar="F",
+        help="the floor is F times the largest floor the healthy traces tolerate (default 0.5)",
+    )
+    parser.add_argument(
+        "--base",
+        required=True,
+        metavar="POLICY",
+        help="the policy in force (a file, or builtin:default)",
+    )
+    parser.add_argument("--out", required=True, metavar="NEW_POLICY", help="where to write")
+    parser.add_argument(
+        "--date", type=_date, metavar="YYYY-MM-DD", help="recorded date (default: today, UTC)"
+    )
+
+
+def run_calibrate(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
+    base = load_policy(args.base)
+    if (
+        not args.base.startswith("builtin:")
+        and Path(args.out).resolve() == Path(args.base).resolve()
+    ):
+        raise CalibrationError(f"{args.out}: --out must not overwrite the base policy")
+    date = args.date or dt.datetime.now(dt.UTC).date().isoformat()
+    healthy = [read_trace(path, base) for path in args.healthy]
+    collapsed = [read_trace(path, base) for path in args.collapsed]
+    ref = extends_reference(args.base, args.out)
+    fitted = fit(
+        base,
+        ref,
+        args.out,
+        healthy,
+        collapsed,
+        rate=args.target_false_positive_rate,
+        headroom=args.headroom,
+        date=date,
+    )
+    _write(args.out, fitted.text)
+    stdout.write(render(base, fitted, healthy, collapsed, args.out))
+    missed = [t.path for t in collapsed if t.path not in halts(fitted.policy, collapsed)]
+    for path in missed:
+        stderr.write(f"{path}: known collapsed, but the fitted policy does not halt on it\n")
+    return ExitCode.REFUSED if missed else ExitCode.OK
+
+
+def render(
+    base: Policy,
+    fitted: Fit,
+    healthy: Sequence[TraceData],
+    collapsed: Sequence[TraceData],
+    out: str,
+) -> str:
+    """The fit, then each trace's first halt under the base and the fitted policy."""
+    policy = fitted.policy
+    results = policy.document["metadata"]["calibration"]["results"]
+    lines = [
+        f"base    {base.name}@{base.version} {base.digest[:19]}",
+        f"fitted  {policy.name}@{policy.version} {policy.digest[:19]} -> {out}",
+        (
+            f"scale   raw {fitted.scale.low} -> 0, {fitted.scale.high} -> 1 "
+            f"(5th and 95th percentile of {len(healthy)} healthy trace(s))"
+        ),
+        f"floor   {fitted.floor} (largest quiet floor {fitted.largest_quiet_floor})",
+        "",
+        f"{'':10}{'base':>12}{'fitted':>12}",
+        _row("healthy", results, "healthy"),
+    ]
+    if collapsed:
+        lines.append(_row("collapsed", results, "collapsed"))
+    lines += ["", "first halt per trace (base -> fitted):"]
+    engines = (Engine(base, logger=SilentLogger()), Engine(policy, logger=SilentLogger()))
+    for role, traces in (("healthy", healthy), ("collapsed", collapsed)):
+        for trace in traces:
+            found = diff_trace(*engines, trace.path)
+            lines.append(
+                f"  {role:9} {trace.path}: {_halt(found.base_halt)} -> "
+                f"{_halt(found.candidate_halt)} ({found.changed} decision(s) changed)"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def _row(label: str, results: dict[str, Any], role: str) -> str:
+    cells = [
+        f"{results[which][f'{role}_halted']}/{results[which][f'{role}_traces']} halt"
+        for which in ("base", "calibrated")
+    ]
+    return f"{label:10}{cells[0]:>12}{cells[1]:>12}"
+
+
+def _halt(halt: Any) -> str:
+    if halt is None:
+        return "no halt"
+    return f"halt at cycle {halt.cycle} ({halt.reason})"
+
+
+def _write(path: str, text: str) -> None:
+    """Write whole or not at all: a temporary file renamed over the target."""
+    target = Path(path)
+    scratch = target.with_name(f".{target.name}.tmp")
+    try:
+        scratch.write_text(text, encoding="utf-8")
+        scratch.replace(target)
+    except OSError as exc:
+        scratch.unlink(missing_ok=True)
+        raise CalibrationError(f"{path}: cannot write: {exc.strerror}") from None
+
+
+def _rate(text: str) -> float:
+    value = _number(text)
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a rate in [0, 1]")
+    return value
+
+
+def _fraction(text: str) -> float:
+    value = _number(text)
+    if not 0.0 < value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a fraction in (0, 1]")
+    return value
+
+
+def _number(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+    return value
+
+
+def _date(text: str) -> str:
+    try:
+        return dt.date.fromisoformat(text).isoformat()
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a date (YYYY-MM-DD)") from None

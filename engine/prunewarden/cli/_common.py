@@ -1,0 +1,52 @@
+"""What every command shares: the argument parser that never exits, the usage error, and how
+problems are reported."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import IO, NoReturn
+
+from prunewarden.errors import ExitCode, Problem, PrunewardenError
+
+EXIT_CODES = f"""\
+exit codes:
+  {ExitCode.OK}   allowed, or every policy valid (a refusal in audit mode also exits 0)
+  {ExitCode.REFUSED}   refused: deny or halt by an enforcing guard (policy diff: the policies differ)
+  {ExitCode.USAGE}   usage error, or a malformed input document
+  {ExitCode.POLICY}   invalid policy, or a policy version reused for different content
+  {ExitCode.UNVERIFIED}   audit verify: a log failed verification
+  {ExitCode.INTERNAL}  internal error (a bug: please report it)
+"""
+
+
+class UsageError(PrunewardenError):
+    exit_code = ExitCode.USAGE
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse writing to the streams ``run`` was given, raising instead of exiting."""
+
+    stdout: IO[str] = sys.stdout
+
+    def _print_message(self, message: str, file: object = None) -> None:  # noqa: ARG002
+        if message:
+            self.stdout.write(message)
+
+    def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
+        if message:
+            self.stdout.write(message)
+        raise ExitError(status)
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.prog}: {message}")
+
+
+class ExitError(Exception):
+    def __init__(self, status: int) -> None:
+        self.status = status
+
+
+def report(problems: tuple[Problem, ...], stderr: IO[str]) -> None:
+    for problem in problems:
+        stderr.write(f"{problem}\n")

@@ -1,0 +1,208 @@
+"""``validate``, ``evaluate``, ``plan`` and ``schema``: one policy, one document, one answer."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any, TypeVar
+
+from prunewarden import _resources as resources
+from prunewarden._source import parse_json
+from prunewarden.cli import _audit as auditcli
+from prunewarden.cli import _policy as policycli
+from prunewarden.cli._common import EXIT_CODES, report
+from prunewarden.decision import Decision
+from prunewarden.engine import Engine
+from prunewarden.errors import ExitCode, InputError, PolicyError, Problem
+from prunewarden.planner import Plan
+from prunewarden.policy import load_policy
+
+_T = TypeVar("_T")
+
+SCHEMAS = (
+    "policy",
+    "input",
+    "decision",
+    "rule-variables",
+    "test-suite",
+    "audit-record",
+    "policy-lock",
+    "trace",
+)
+
+
+def add_validate(commands: Any) -> None:
+    validate = commands.add_parser(
+        "validate",
+        help="check policy files against the schema",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    validate.add_argument("files", nargs="+", metavar="FILE", help="policy YAML files")
+    policycli.add_lock_option(validate)
+
+
+def add_evaluate(commands: Any) -> None:
+    evaluate = commands.add_parser(
+        "evaluate",
+        help="decide on one input document; prints the decision as JSON",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _add_input_options(
+        evaluate,
+        document="input JSON document",
+        json_output="the decision document",
+    )
+
+
+def add_schema(commands: Any) -> None:
+    schema = commands.add_parser("schema", help="print a bundled JSON Schema")
+    schema.add_argument("name", choices=SCHEMAS)
+
+
+def run_validate(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
+    status = ExitCode.OK
+    for name in args.files:
+        try:
+            policy = load_policy(name, lock=policycli.lock_option(args))
+        except PolicyError as exc:
+            report(exc.problems, stderr)
+            status = ExitCode.POLICY
+            continue
+        stdout.write(f"{name}: valid ({policy.name}@{policy.version} {policy.digest})\n")
+    return status
+
+
+def run_evaluate(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
+    decision, out = _on_input(args, stdout, stderr, Engine.evaluate)
+    _emit(out, args.format, render_text(decision), decision.to_dict())
+    return ExitCode.REFUSED if decision.blocks else ExitCode.OK
+
+
+def _add_input_options(parser: argparse.ArgumentParser, *, document: str, json_output: str) -> None:
+    """What a command deciding on one JSON document takes: the document, the policy, the output
+    format, and the audit and policy options."""
+    parser.add_argument(
+        "input",
+        nargs="?",
+        default="-",
+        metavar="INPUT",
+        help=f"{document}, or - for standard input (the default)",
+    )
+    parser.add_argument(
+        "--policy", metavar="FILE", help="policy YAML (default: the bundled default policy)"
+    )
+    parser.add_argument(
+        "--format",
+        choices=["json", "text"],
+        default="json",
+        help=f"json: {json_output} (default); text: a short summary",
+    )
+    auditcli.add_evaluate_options(parser)
+    policycli.add_evaluate_options(parser)
+
+
+def _on_input(
+    args: argparse.Namespace,
+    stdout: IO[str],
+    stderr: IO[str],
+    act: Callable[..., _T],
+) -> tuple[_T, IO[str]]:
+    """Load the policy, read the JSON input, and run ``act`` (``Engine.evaluate`` or
+    ``Engine.plan``) on an engine logging to the audit sink the options chose, with the caller's
+    session id and labels; return its result and the stream results go to."""
+    policy, shadow = policycli.evaluation_policies(args)
+    text, filename = _read_input(args.input)
+    parsed, problems = parse_json(text, filename)
+    if problems:
+        raise InputError(problems)
+    caller = auditcli.caller_fields(args)
+    with auditcli.evaluation_audit(args, stdout, stderr) as (audit, out):
+        engine = Engine(policy, audit=audit, shadow=shadow)
+        return act(engine, parsed.data, filename=filename, text=text, **caller), out
+
+
+def _emit(out: IO[str], output_format: str, text: str, document: dict[str, Any]) -> None:
+    if output_format == "text":
+        out.write(text)
+    else:
+        out.write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+
+
+def render_text(decision: Decision) -> str:
+    """A few readable lines: the verdict, each reason, the remediations, the policy."""
+    binding = "enforced" if decision.enforced else "not enforced"
+    lines = [f"{decision.check}: {decision.outcome.upper()} ({binding})"]
+    lines += [f"  {reason.code}: {reason.message}" for reason in decision.reasons]
+    for action in decision.actions:
+        ids = f" {', '.join(action.ids)}" if action.ids else ""
+        lines.append(f"  -> {action.action}{ids}")
+    if decision.kept is not None and not decision.refused:
+        lines.append(f"  kept: {', '.join(decision.kept) or '-'}")
+        lines.append(f"  evicted: {', '.join(decision.evicted or ()) or '-'}")
+    policy = decision.policy
+    lines.append(f"  policy: {policy.name}@{policy.version} {policy.digest[:19]}")
+    if decision.shadow is not None:
+        lines.append(f"  {decision.shadow.summary(decision)}")
+    return "\n".join(lines) + "\n"
+
+
+def run_schema(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:  # noqa: ARG001
+    stdout.write(json.dumps(resources.schema(args.name), indent=2) + "\n")
+    return ExitCode.OK
+
+
+def _read_input(name: str) -> tuple[str, str]:
+    if name == "-":
+        return sys.stdin.read(), "<stdin>"
+    try:
+        return Path(name).read_text(encoding="utf-8"), name
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+        raise InputError([Problem(name, 0, 0, "$", f"cannot read: {reason}")]) from None
+
+
+def add_plan(commands: Any) -> None:
+    plan = commands.add_parser(
+        "plan",
+        help="plan one pruning pass over a window; prints the plan as JSON",
+        description="Gate on collapse and staleness, then pick the lowest-scored segments the "
+        "eviction guard authorizes until the target (free_tokens or keep_top_k) is met. Exits 1 "
+        "when a gate freezes the pass.",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _add_input_options(
+        plan,
+        document="plan JSON document ($defs/plan of the input schema)",
+        json_output="the plan with its decisions",
+    )
+
+
+def run_plan(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
+    plan, out = _on_input(args, stdout, stderr, Engine.plan)
+    _emit(out, args.format, render_plan(plan), plan.to_dict())
+    return ExitCode.REFUSED if plan.frozen else ExitCode.OK
+
+
+def render_plan(plan: Plan) -> str:
+    """The plan in a few lines: what to evict, what to keep, and the gates' verdicts."""
+    state = "FROZEN" if plan.frozen else ("target met" if plan.target_met else "target NOT met")
+    lines = [f"plan: {state}, {len(plan.evict)} to evict, {plan.freed_tokens} tokens freed"]
+    for label, ids in (
+        ("evict", plan.evict),
+        ("write tombstones for", plan.tombstones),
+        ("pinned", plan.pinned),
+        ("unscoreable", plan.unscoreable),
+        ("recompute", plan.recompute),
+    ):
+        if ids:
+            lines.append(f"  {label}: {', '.join(ids)}")
+    refusals = [d for d in plan.decisions if d.refused]
+    lines += [f"  {d.check} {d.outcome}: {', '.join(d.codes)}" for d in refusals]
+    lines.append(f"  decisions: {len(plan.decisions)} ({len(refusals)} refused)")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,181 @@
+"""``prunewarden policy show|diff|lock`` and the options of ``evaluate`` for deployments.
+
+Registered by :mod:`prunewarden.cli`; each command takes the parsed arguments and the two streams
+and returns its exit code, as every command of the CLI does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import IO, Any
+
+from prunewarden.errors import ExitCode, PolicyError
+from prunewarden.policy import LockOption, Policy, load_builtin_policy, load_policy
+from prunewarden.policy import _diff as policydiff
+from prunewarden.policy import _lock as policylock
+from prunewarden.policy import _overlay as overlay
+from prunewarden.policy import _provenance as provenance
+
+POLICY_EXIT_CODES = """\
+exit codes:
+  0   done (diff: the policies are the same)
+  1   diff: the policies differ
+  2   usage error
+  3   invalid policy, or a version reused for different content
+"""
+
+
+def add_policy_command(commands: Any) -> None:
+    """``prunewarden policy ...``: inspect resolved policies, compare them, lock versions."""
+    policy = commands.add_parser(
+        "policy",
+        help="show, compare and lock resolved policies (extends, guardrails, versions)",
+        epilog=POLICY_EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    verbs = policy.add_subparsers(
+        dest="policy_command", required=True, metavar="VERB", parser_class=type(policy)
+    )
+    show = verbs.add_parser(
+        "show",
+        help="print a policy, each value annotated with the file and line that set it",
+        epilog=POLICY_EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    show.add_argument("file", metavar="FILE", help="policy YAML, or builtin:NAME")
+    show.add_argument(
+        "--resolved",
+        action="store_true",
+        help="the complete policy the guards run, defaults included (else: what files set)",
+    )
+    show.add_argument(
+        "--format",
+        choices=["yaml", "json"],
+        default="yaml",
+        help="yaml: commented YAML (default); json: document, sources and provenance",
+    )
+    diff = verbs.add_parser(
+        "diff",
+        help="compare two resolved policies by meaning; exit 1 when they differ",
+        epilog=POLICY_EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    diff.add_argument("a", metavar="A", help="policy YAML, or builtin:NAME")
+    diff.add_argument("b", metavar="B", help="policy YAML, or builtin:NAME")
+    diff.add_argument(
+        "--format",
+        choices=["text", "json"],
+        default="text",
+        help="text: one line per difference (default); json: every change with both origins",
+    )
+    lock = verbs.add_parser(
+        "lock",
+        help="record name@version -> digest of policies (and what they extend) in a lock file",
+        epilog=POLICY_EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    lock.add_argument("files", nargs="+", metavar="FILE", help="policy YAML files")
+    add_lock_option(lock, help_text="lock file to update (default: policy.lock next to each FILE)")
+
+
+def add_lock_option(parser: Any, help_text: str | None = None) -> None:
+    parser.add_argument(
+        "--lock",
+        metavar="FILE",
+        help=help_text
+        or "lock file holding name@version -> digest (default: policy.lock next to the policy)",
+    )
+
+
+def add_evaluate_options(evaluate: Any) -> None:
+    """``evaluate --shadow FILE --lock FILE``."""
+    evaluate.add_argument(
+        "--shadow",
+        metavar="FILE",
+        help="candidate policy decided beside the active one; its verdict goes to the record",
+    )
+    add_lock_option(evaluate)
+
+
+def lock_option(args: argparse.Namespace) -> LockOption:
+    found: str | None = getattr(args, "lock", None)
+    return found
+
+
+def evaluation_policies(args: argparse.Namespace) -> tuple[Policy, Policy | None]:
+    """The active policy (``--policy``, else the bundled default) and the ``--shadow`` one."""
+    lock = lock_option(args)
+    active = load_policy(args.policy, lock=lock) if args.policy else load_builtin_policy()
+    shadow = load_policy(args.shadow, lock=lock) if args.shadow else None
+    return active, shadow
+
+
+def run_policy(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
+    return int(_VERBS[args.policy_command](args, stdout, stderr))
+
+
+def _show(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:  # noqa: ARG001
+    resolution = overlay.resolve_file(args.file)
+    if args.format == "json":
+        stdout.write(json.dumps(provenance.render_json(resolution), indent=2) + "\n")
+    else:
+        stdout.write(provenance.render_yaml(resolution, defaults=args.resolved))
+    return 0
+
+
+def _diff(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:  # noqa: ARG001
+    a, b = overlay.resolve_file(args.a), overlay.resolve_file(args.b)
+    changes = policydiff.diff(a, b)
+    if args.format == "json":
+        out = {
+            "a": _described(args.a, a.policy),
+            "b": _described(args.b, b.policy),
+            "same": not changes,
+            "changes": [change.to_dict() for change in changes],
+        }
+        stdout.write(json.dumps(out, indent=2, ensure_ascii=False) + "\n")
+    else:
+        stdout.write(policydiff.render_text(args.a, args.b, a, b, changes))
+    return ExitCode.REFUSED if changes else ExitCode.OK
+
+
+def _described(name: str, policy: Policy) -> dict[str, Any]:
+    return {
+        "file": name,
+        **policy.identity.to_dict(),
+        "sources": [source.to_dict() for source in policy.sources],
+    }
+
+
+def _lock(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
+    """Lock every policy that resolves; report the others (exit 3) without losing the rest."""
+    status = 0
+    groups: dict[str, list[overlay.Resolution]] = {}
+    for name in args.files:
+        target = args.lock or str(Path(name).parent / policylock.LOCK_FILENAME)
+        try:
+            groups.setdefault(target, []).append(overlay.resolve_file(name))
+        except PolicyError as exc:
+            _report(exc, stderr)
+            status = ExitCode.POLICY
+    for target, resolutions in groups.items():
+        try:
+            entries = policylock.update(target, resolutions)
+        except PolicyError as exc:
+            _report(exc, stderr)
+            status = ExitCode.POLICY
+            continue
+        for entry in entries:
+            state = "added" if entry.added else "unchanged"
+            stdout.write(f"{target}: {entry.key} {entry.digest} ({state})\n")
+    return status
+
+
+def _report(error: PolicyError, stderr: IO[str]) -> None:
+    for problem in error.problems:
+        stderr.write(f"{problem}\n")
+
+
+_VERBS: dict[str, Any] = {"show": _show, "diff": _diff, "lock": _lock}

@@ -1,0 +1,169 @@
+"""What a guard decided, why, and under which policy: frozen values at the bottom of the package.
+
+A guard returns a :class:`Verdict`; the pipeline turns it into a :class:`Decision` naming the
+policy that made it. A shadow policy's verdict on the same request travels beside it as a
+:class:`ShadowResult`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from prunewarden.__about__ import __version__
+from prunewarden._identity import PolicyIdentity, PolicySource
+
+Outcome = Literal["allow", "deny", "halt"]
+
+
+@dataclass(frozen=True, slots=True)
+class Reason:
+    """One finding, with a stable code (documented in ``decision.v1``) and structured detail."""
+
+    code: str
+    message: str
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"code": self.code, "message": self.message, "detail": self.detail}
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    """What the caller should do next, and to which ids."""
+
+    action: str
+    ids: tuple[str, ...] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        if self.ids is None:
+            return {"action": self.action}
+        return {"action": self.action, "ids": list(self.ids)}
+
+
+# What a halted pruning loop must do: stop evicting, stop rewriting, tell a person.
+HALT_ACTIONS = (Action("halt_pruning"), Action("freeze_buffer"), Action("escalate"))
+
+# The version (4) and variant (RFC 4122) bits of a random UUID, as uuid.UUID sets them.
+_UUID4_CLEAR = ~((0xF000 << 64) | (0xC000 << 48))
+_UUID4_SET = (0x4000 << 64) | (0x8000 << 48)
+
+
+def new_decision_id() -> str:
+    """``uuid.uuid4().hex`` without building a UUID object: a third of the cost, and every
+    decision pays it."""
+    return f"{int.from_bytes(os.urandom(16)) & _UUID4_CLEAR | _UUID4_SET:032x}"
+
+
+def utc_now() -> str:
+    """RFC 3339 in UTC with a ``Z``, to the microsecond."""
+    # isoformat() is faster than strftime(); in UTC it always ends in "+00:00".
+    return datetime.now(UTC).isoformat(timespec="microseconds")[:-6] + "Z"
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """A guard's verdict.
+
+    ``outcome`` is the verdict whatever the mode; ``enforced`` says whether it binds. In ``audit``
+    mode a refusal is recorded but ``enforced`` is false and callers proceed.
+    """
+
+    check: str
+    outcome: Outcome
+    enforced: bool
+    reasons: tuple[Reason, ...]
+    actions: tuple[Action, ...]
+    policy: PolicyIdentity
+    decision_id: str = field(default_factory=new_decision_id)
+    evaluated_at: str = field(default_factory=utc_now)
+    engine_version: str = __version__
+    kept: tuple[str, ...] | None = None
+    evicted: tuple[str, ...] | None = None
+    # The policy's files, its own first (see prunewarden.overlay).
+    sources: tuple[PolicySource, ...] = ()
+    # What a shadow policy decided on the same request (Engine(policy, shadow=...)); recorded
+    # beside the decision, never part of what the caller is told to do.
+    shadow: ShadowResult | None = None
+
+    @property
+    def refused(self) -> bool:
+        """The verdict is a refusal (deny or halt), binding or not."""
+        return self.outcome != "allow"
+
+    @property
+    def blocks(self) -> bool:
+        """The caller must not proceed: a refusal under an enforcing guard."""
+        return self.refused and self.enforced
+
+    @property
+    def codes(self) -> tuple[str, ...]:
+        return tuple(reason.code for reason in self.reasons)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "decision_id": self.decision_id,
+            "check": self.check,
+            "outcome": self.outcome,
+            "enforced": self.enforced,
+            "reasons": [reason.to_dict() for reason in self.reasons],
+            "actions": [action.to_dict() for action in self.actions],
+            "policy": self.policy.to_dict(),
+            "evaluated_at": self.evaluated_at,
+            "engine_version": self.engine_version,
+        }
+        if self.kept is not None:
+            out["kept"] = list(self.kept)
+        if self.evicted is not None:
+            out["evicted"] = list(self.evicted)
+        if self.sources:
+            out["policy"]["sources"] = [source.to_dict() for source in self.sources]
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class ShadowResult:
+    """What the candidate policy decided on one request (or why it could not)."""
+
+    policy: PolicyIdentity
+    sources: tuple[PolicySource, ...] = ()
+    outcome: Outcome | None = None
+    enforced: bool | None = None
+    reasons: tuple[Reason, ...] = ()
+    actions: tuple[Action, ...] = ()
+    error: str | None = None
+
+    @property
+    def blocks(self) -> bool:
+        """The candidate, had it been active, would have stopped the caller."""
+        return self.outcome not in (None, "allow") and bool(self.enforced)
+
+    def agrees_with(self, decision: Decision) -> bool:
+        """Same outcome and same consequence for the caller as the active decision."""
+        return self.outcome == decision.outcome and self.blocks == decision.blocks
+
+    def summary(self, decision: Decision) -> str:
+        """One line for people: ``shadow prod-eu@1.5.0: HALT (enforced) collapse_detected,
+        differs``."""
+        name = f"shadow {self.policy.name}@{self.policy.version}"
+        if self.error is not None:
+            return f"{name}: no verdict ({self.error})"
+        binding = "enforced" if self.enforced else "not enforced"
+        codes = ", ".join(reason.code for reason in self.reasons)
+        verdict = "agrees" if self.agrees_with(decision) else "differs"
+        return f"{name}: {str(self.outcome).upper()} ({binding}) {codes}; {verdict}"
+
+
+def disabled_reason(check: str) -> Reason:
+    return Reason("check_disabled", f"the {check} guard is off in this policy")
+
+
+@dataclass(slots=True)
+class Verdict:
+    refused: bool
+    reasons: list[Reason]
+    actions: list[Action] = field(default_factory=list)
+    kept: tuple[str, ...] | None = None
+    evicted: tuple[str, ...] | None = None

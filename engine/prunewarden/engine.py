@@ -1,0 +1,350 @@
+"""The engine: one compiled policy, documents in, logged decisions out."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from prunewarden.audit import (
+    AuditLog,
+    DecisionContext,
+    decision_record,
+    get_logger,
+    input_digest,
+    log_decision,
+    subject_of,
+    texts_of,
+)
+from prunewarden.decision import Decision, Reason, Verdict
+from prunewarden.errors import (
+    InputError,
+    Problem,
+    RefusedError,
+    RelevanceCollapseError,
+    StaleScoreError,
+    UntrustedEvictionError,
+)
+from prunewarden.inputs import Check, Request, parse_evictions, parse_plan, parse_request
+from prunewarden.pipeline import Pipeline, Shadow, compile_policy
+from prunewarden.planner import Plan
+from prunewarden.policy import Policy, load_builtin_policy, load_policy
+from prunewarden.rules import DEFAULT_CACHE_SIZE
+from prunewarden.session import Session
+
+_REFUSALS: dict[str, type[RefusedError]] = {
+    "collapse": RelevanceCollapseError,
+    "eviction": UntrustedEvictionError,
+    "staleness": StaleScoreError,
+}
+
+
+class Engine:
+    """Evaluates input documents against one policy and logs every decision it makes.
+
+    Records go to ``audit`` (an :class:`AuditLog`: a chained, locked file or a stream) when one is
+    given, else to the structlog ``logger`` (by default the ``prunewarden`` logger the embedding
+    application configured).
+
+    With ``shadow``, a candidate policy decides every request too; what it decided is recorded
+    beside the decision and never changes it (see :mod:`prunewarden.pipeline`).
+
+    Thread-safe: the compiled policy is immutable, each call keeps its state on the stack, and an
+    audit log serializes its writers.
+    """
+
+    def __init__(
+        self,
+        policy: Policy,
+        *,
+        logger: Any = None,
+        rule_cache_size: int = DEFAULT_CACHE_SIZE,
+        audit: AuditLog | None = None,
+        shadow: Policy | None = None,
+    ) -> None:
+        self.policy = policy
+        self._pipelines = compile_policy(policy, rule_cache_size=rule_cache_size)
+        self._logger = logger if logger is not None else get_logger()
+        self.audit = audit
+        if audit is not None:
+            audit.add_policy(policy)
+        # A candidate decided beside the active policy and recorded, never enforced.
+        self.shadow = None if shadow is None else Shadow(shadow, rule_cache_size=rule_cache_size)
+        if audit is not None and shadow is not None:
+            audit.add_policy(shadow)
+
+    @classmethod
+    def default(cls, **kwargs: Any) -> Engine:
+        """An engine on the bundled default policy (the source documents' thresholds)."""
+        return cls(load_builtin_policy("default"), **kwargs)
+
+    @classmethod
+    def from_file(cls, path: str | Path, **kwargs: Any) -> Engine:
+        return cls(load_policy(path), **kwargs)
+
+    def evaluate(
+        self,
+        document: Mapping[str, Any],
+        *,
+        filename: str = "<input>",
+        text: str | None = None,
+        session_id: str | None = None,
+        labels: Mapping[str, str] | None = None,
+    ) -> Decision:
+        """Decide on one input document (``{"check": ..., ...}``).
+
+        ``session_id`` and ``labels`` (strings) are copied into the decision's audit record.
+        Raises :class:`InputError` for a malformed document (or session id or labels); every
+        other failure, in a guard or in the logger, becomes a refusing decision.
+        """
+        _check_caller_fields(session_id, labels)
+        data = dict(document) if isinstance(document, Mapping) else document
+        check, request = parse_request(data, self.policy.spec.scores, filename=filename, text=text)
+        return self._decide(check, request, data, session_id=session_id, labels=labels)
+
+    def session(self, session_id: str, labels: Mapping[str, str] | None = None) -> Session:
+        """A stateful view for one agent session: feed it cycles and turns as they happen, ask it
+        to authorize, prune and plan with the history it kept (bounded by the policy)."""
+        _check_caller_fields(session_id, labels)
+        return Session(self, session_id, dict(labels or {}))
+
+    def plan(
+        self,
+        document: Mapping[str, Any],
+        *,
+        filename: str = "<input>",
+        text: str | None = None,
+        session_id: str | None = None,
+        labels: Mapping[str, str] | None = None,
+    ) -> Plan:
+        """Plan one pruning pass over a window (``prunewarden plan``): the collapse gate (on the
+        document's ``history``), the staleness gate, then authorized evictions up to the target.
+
+        ``session_id`` and ``labels`` override the document's own.
+        """
+        _check_caller_fields(session_id, labels)
+        data = dict(document) if isinstance(document, Mapping) else document
+        request = parse_plan(data, self.policy.spec.scores, filename=filename, text=text)
+        session = Session(
+            self,
+            session_id if session_id is not None else request.session_id,
+            dict(labels if labels is not None else request.labels),
+        )
+        return session.plan_request(request, data)
+
+    def _decide(  # noqa: PLR0913 - everything a logged decision is made of
+        self,
+        check: Check,
+        request: Request,
+        data: Any,
+        *,
+        session_id: str | None = None,
+        labels: Mapping[str, str] | None = None,
+        gate: Verdict | None = None,
+        digest: str | None = None,
+    ) -> Decision:
+        """Decide on a validated request and log it; ``gate`` refuses without running the guard
+        (pruning halted by an earlier collapse decision); ``digest``, when given, is
+        ``input_digest(data)`` computed by the caller."""
+        pipeline = self._pipelines[check]
+        decision = pipeline.decide(request) if gate is None else pipeline.to_decision(gate)
+        if self.shadow is not None:
+            # The candidate decides the request on its own (no gate: it keeps no session).
+            scores = self.policy.spec.scores
+            decision = replace(decision, shadow=self.shadow.evaluate(check, request, data, scores))
+        try:
+            context = DecisionContext(
+                input_digest(data) if digest is None else digest,
+                subject_of(request),
+                session_id,
+                labels or {},
+                data,
+                texts_of(request),
+            )
+        except Exception as exc:  # noqa: BLE001 - a record that cannot be built cannot be logged
+            return self._refuse_unlogged(pipeline, decision, exc)
+        return self._log(pipeline, decision, context)
+
+    def enforce(
+        self,
+        document: Mapping[str, Any],
+        *,
+        session_id: str | None = None,
+        labels: Mapping[str, str] | None = None,
+    ) -> Decision:
+        """Like :meth:`evaluate`, but raise when an enforced guard refuses.
+
+        Raises :class:`RelevanceCollapseError`, :class:`UntrustedEvictionError` or
+        :class:`StaleScoreError`, each carrying the decision.
+        """
+        decision = self.evaluate(document, session_id=session_id, labels=labels)
+        if decision.blocks:
+            raise _REFUSALS[decision.check](decision)
+        return decision
+
+    def detect_collapse(
+        self,
+        history: Iterable[Mapping[str, Any]],
+        baseline: Mapping[str, float] | None = None,
+        *,
+        session_id: str | None = None,
+        labels: Mapping[str, str] | None = None,
+    ) -> Decision:
+        """Collapse guard: ``history`` of ``{cycle, scores, pinned}`` snapshots, oldest first."""
+        document: dict[str, Any] = {"check": "collapse", "history": [dict(s) for s in history]}
+        if baseline is not None:
+            document["baseline"] = dict(baseline)
+        return self.evaluate(document, session_id=session_id, labels=labels)
+
+    def authorize_eviction(  # noqa: PLR0913 - mirrors the eviction document's fields
+        self,
+        segment: Mapping[str, Any],
+        score: float,
+        perturbed_score: float | None = None,
+        eviction_candidates: Iterable[str] = (),
+        *,
+        session_id: str | None = None,
+        labels: Mapping[str, str] | None = None,
+    ) -> Decision:
+        """Eviction guard for one segment scheduled for deletion."""
+        return self.evaluate(
+            {
+                "check": "eviction",
+                "segment": dict(segment),
+                "score": score,
+                "perturbed_score": perturbed_score,
+                "eviction_candidates": list(eviction_candidates),
+            },
+            session_id=session_id,
+            labels=labels,
+        )
+
+    def authorize_evictions(
+        self,
+        evictions: Iterable[Mapping[str, Any]],
+        eviction_candidates: Iterable[str] | None = None,
+        *,
+        session_id: str | None = None,
+        labels: Mapping[str, str] | None = None,
+    ) -> tuple[Decision, ...]:
+        """Eviction guard for a whole pruning pass: one logged decision per item
+        ``{"segment", "score", "perturbed_score"}``, in order.
+
+        Every segment of the pass is an eviction candidate unless ``eviction_candidates`` says
+        otherwise. The pass is validated first, as a whole: a malformed item raises
+        :class:`InputError` (paths ``$.evictions[i]...``) before anything is decided or logged.
+        Each record digests the eviction document its decision stands for (the item, with
+        ``check`` and the candidates), as :meth:`authorize_eviction` would.
+        """
+        _check_caller_fields(session_id, labels)
+        parsed = parse_evictions(evictions, eviction_candidates, self.policy.spec.scores)
+        return tuple(
+            [
+                self._decide(
+                    "eviction",
+                    item.request,
+                    item.document,
+                    session_id=session_id,
+                    labels=labels,
+                    digest=item.digest,
+                )
+                for item in parsed
+            ]
+        )
+
+    def prune(  # noqa: PLR0913 - mirrors the staleness document's optional fields
+        self,
+        spans: Iterable[Mapping[str, Any]],
+        keep_top_k: int,
+        *,
+        turn: Mapping[str, int] | None = None,
+        turns: Iterable[Mapping[str, Any]] | None = None,
+        tombstones: Iterable[str] = (),
+        recompute_budget: int | None = None,
+        session_id: str | None = None,
+        labels: Mapping[str, str] | None = None,
+    ) -> Decision:
+        """Staleness guard for a prune request; on allow, ``kept`` and ``evicted`` say what to
+        do."""
+        document: dict[str, Any] = {
+            "check": "staleness",
+            "spans": [dict(s) for s in spans],
+            "keep_top_k": keep_top_k,
+            "tombstones": list(tombstones),
+        }
+        if turn is not None:
+            document["turn"] = dict(turn)
+        if turns is not None:
+            document["turns"] = [dict(t) for t in turns]
+        if recompute_budget is not None:
+            document["recompute_budget"] = recompute_budget
+        return self.evaluate(document, session_id=session_id, labels=labels)
+
+    def _log(self, pipeline: Pipeline, decision: Decision, context: DecisionContext) -> Decision:
+        audit = self.audit
+        try:
+            masks = audit.masks if audit is not None else None
+            record = decision_record(
+                decision,
+                context,
+                self.policy,
+                masks,
+                shadow_policy=(self.shadow.policy if self.shadow else None),
+            )
+            log_decision(audit.logger if audit is not None else self._logger, record)
+        except Exception as exc:
+            if audit is not None and not audit.required:
+                with contextlib.suppress(Exception):
+                    self._logger.exception(
+                        "audit_write_failed",
+                        sink=audit.name,
+                        error=f"{type(exc).__name__}: {exc}",
+                        decision_id=decision.decision_id,
+                    )
+                return decision
+            return self._refuse_unlogged(pipeline, decision, exc, context)
+        return decision
+
+    def _refuse_unlogged(
+        self,
+        pipeline: Pipeline,
+        decision: Decision,
+        exc: Exception,
+        context: DecisionContext | None = None,
+    ) -> Decision:
+        refusal = pipeline.refuse(
+            Reason(
+                "audit_unavailable",
+                f"the decision could not be logged ({type(exc).__name__}: {exc}); refusing",
+                {"error": type(exc).__name__, "refused_decision": decision.decision_id},
+            )
+        )
+        if context is not None:
+            with contextlib.suppress(Exception):  # the refusal stands whether or not it logs
+                record = decision_record(
+                    refusal,
+                    context,
+                    self.policy,
+                    shadow_policy=(self.shadow.policy if self.shadow else None),
+                )
+                log_decision(self.audit.logger if self.audit else self._logger, record)
+        return refusal
+
+
+def _check_caller_fields(session_id: Any, labels: Any) -> None:
+    problems = []
+    if session_id is not None and not isinstance(session_id, str):
+        problems.append(Problem("<arguments>", 0, 0, "$.session_id", "must be a string or None"))
+    if labels is not None:
+        if not isinstance(labels, Mapping):
+            problems.append(Problem("<arguments>", 0, 0, "$.labels", "must be a mapping"))
+        else:
+            problems += [
+                Problem("<arguments>", 0, 0, f"$.labels.{key}", "keys and values must be strings")
+                for key, value in labels.items()
+                if not isinstance(key, str) or not isinstance(value, str)
+            ]
+    if problems:
+        raise InputError(problems)

@@ -1,0 +1,117 @@
+"""The one exception hierarchy.
+
+Every error carries data, not only a message: the file, line and column where known, the JSON path
+and the offending value. ``str(error)`` gives one line per problem, sorted, in the shape
+``FILE:LINE:COL: JSON-PATH: message``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from prunewarden.decision import Decision
+
+
+class ExitCode(IntEnum):
+    """The exit codes of every ``prunewarden`` command; each command's ``--help`` says what
+    they mean for it."""
+
+    OK = 0
+    REFUSED = 1  # a refusal, or: the policies differ, decisions changed, a collapse not caught
+    USAGE = 2  # a usage error, or a malformed input document or trace
+    POLICY = 3  # an invalid policy (or suite), or a version reused for different content
+    FAILED = 4  # a policy test case failed, or coverage fell short
+    UNVERIFIED = 5  # an audit log failed verification
+    INTERNAL = 70  # a bug: please report it
+
+
+@dataclass(frozen=True, order=True)
+class Problem:
+    """One thing wrong with a policy or a document, located as precisely as it can be."""
+
+    file: str = ""
+    line: int = 0
+    column: int = 0
+    path: str = "$"
+    message: str = ""
+
+    def __str__(self) -> str:
+        where = self.file or "<input>"
+        if self.line:
+            where = f"{where}:{self.line}:{self.column}"
+        return f"{where}: {self.path}: {self.message}"
+
+
+class PrunewardenError(Exception):
+    """Base class of every error prunewarden raises on purpose."""
+
+    exit_code: ClassVar[int] = ExitCode.USAGE
+
+
+class ProblemsError(PrunewardenError):
+    """An error made of one or more located problems, reported together."""
+
+    def __init__(self, problems: Iterable[Problem]) -> None:
+        self.problems: tuple[Problem, ...] = tuple(sorted(set(problems)))
+        super().__init__("\n".join(str(p) for p in self.problems))
+
+
+class PolicyError(ProblemsError):
+    """A policy file is malformed, fails its schema, or cannot be read."""
+
+    exit_code = ExitCode.POLICY
+
+
+class InputError(ProblemsError):
+    """An input document is malformed or fails its schema; it is never a decision."""
+
+    exit_code = ExitCode.USAGE
+
+
+class SuiteError(ProblemsError):
+    """A policy test suite is malformed, fails its schema, or names an invalid policy or input."""
+
+    exit_code = ExitCode.POLICY
+
+
+class RuleError(PrunewardenError):
+    """A custom rule failed while it was evaluated."""
+
+
+class AuditError(PrunewardenError):
+    """The decision could not be written to the audit log."""
+
+
+class RefusedError(PrunewardenError):
+    """An enforced guard refused; raised by :meth:`Engine.enforce` and carrying the decision."""
+
+    exit_code = ExitCode.REFUSED
+
+    def __init__(self, decision: Decision) -> None:
+        self.decision = decision
+        primary = decision.reasons[0] if decision.reasons else None
+        detail = f"{primary.code}: {primary.message}" if primary else decision.outcome
+        super().__init__(f"{decision.check} {decision.outcome}: {detail}")
+
+
+class RelevanceCollapseError(RefusedError):
+    """The score distribution collapsed and a pinned canary inverted: pruning must halt."""
+
+
+class UntrustedEvictionError(RefusedError):
+    """A self-scored number was about to delete a segment the scorer cannot re-derive."""
+
+
+class StaleScoreError(RefusedError):
+    """A score was about to be applied to text it was not computed against."""
+
+
+def describe_value(value: Any) -> str:
+    """Quote a value for a one-line message, shortened if long."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."

@@ -1,0 +1,160 @@
+"""Collapse: halt pruning when the spread has collapsed *and* a pinned canary has inverted.
+
+Signal A alone is often benign compression of a homogeneous buffer; signal B alone is often one bad
+scoring call. Only together do they say the scorer has lost its reference frame.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from prunewarden._stats import median, pstdev
+from prunewarden.decision import HALT_ACTIONS, Reason, Verdict
+from prunewarden.inputs import CollapseRequest, Snapshot
+from prunewarden.policy import CollapseSettings
+
+
+def evaluate(settings: CollapseSettings, request: CollapseRequest) -> Verdict:
+    history = request.history
+    unjudgeable = _unjudgeable(settings, history)
+    if unjudgeable is not None:
+        return unjudgeable
+
+    recent = history[-settings.consecutive_cycles :]
+    spreads = [{"cycle": s.cycle, "spread": pstdev(s.scores.values())} for s in recent]
+    floor = settings.spread_floor
+    signal_detail: dict[str, Any] = {"spreads": spreads, "spread_floor": floor}
+    if settings.spread_floor_mode == "relative":
+        floor, relative = _relative_floor(settings, request)
+        signal_detail.update(relative, spread_floor=floor)
+    if not all(s["spread"] < floor for s in spreads):
+        return _verdict(
+            False,
+            Reason(
+                "spread_healthy",
+                f"score spread stayed at or above {floor} in at least one of the last "
+                f"{len(recent)} cycle(s)",
+                signal_detail,
+            ),
+        )
+
+    last = history[-1]
+    if not last.pinned:
+        return _verdict(
+            True,
+            Reason(
+                "no_canary",
+                f"spread below {floor} and cycle {last.cycle} has no pinned canary to audit the "
+                "scorer against",
+                signal_detail,
+            ),
+        )
+
+    baseline = request.baseline if request.baseline is not None else history[0].scores
+    missing = [c for c in last.pinned if c not in last.scores or c not in baseline]
+    if missing:
+        return _verdict(
+            True,
+            Reason(
+                "canary_missing",
+                f"pinned canary {missing[0]!r} has no score in cycle {last.cycle} or no baseline; "
+                "the scorer cannot be audited",
+                {**signal_detail, "missing": missing},
+            ),
+        )
+
+    live = dict(last.scores)  # a C-level copy, then drop the canaries
+    for canary in last.pinned:
+        live.pop(canary, None)
+    median_live = median(live.values()) if live else None
+    inverted = [
+        found
+        for canary in last.pinned
+        if (
+            found := _inversion(
+                canary, last.scores[canary], baseline[canary], median_live, settings.canary_margin
+            )
+        )
+    ]
+    if not inverted:
+        return _verdict(
+            False,
+            Reason(
+                "canary_healthy",
+                f"spread below {floor} but every pinned canary holds its rank and baseline: "
+                "treated as a homogeneous buffer",
+                {**signal_detail, "median": median_live},
+            ),
+        )
+    first = inverted[0]
+    return _verdict(
+        True,
+        Reason(
+            "collapse_detected",
+            f"spread below {floor} for {len(recent)} cycle(s) and canary {first['id']!r} "
+            f"inverted ({', '.join(first['signals'])}): the scorer has lost its reference frame",
+            {**signal_detail, "median": median_live, "canary": first, "canaries": inverted},
+        ),
+    )
+
+
+def _unjudgeable(settings: CollapseSettings, history: tuple[Snapshot, ...]) -> Verdict | None:
+    """Too little to judge: too short a history, or too few entries in the last cycle (below
+    ``min_live_entries`` a spread means nothing: two entries can spread 0)."""
+    needed = settings.consecutive_cycles + 1
+    if len(history) < needed:
+        reason = Reason(
+            "insufficient_history",
+            f"{len(history)} cycle(s) of history; {needed} are needed to tell collapse from "
+            "ordinary reweighting",
+            {"cycles": len(history), "required": needed},
+        )
+        return _verdict(settings.on_insufficient_history == "halt", reason)
+    last = history[-1]
+    entries = len(last.scores)
+    if entries >= settings.min_live_entries:
+        return None
+    reason = Reason(
+        "too_few_entries",
+        f"{entries} entr{'y' if entries == 1 else 'ies'} scored in cycle {last.cycle}; below "
+        f"{settings.min_live_entries} a spread cannot tell collapse from a small buffer",
+        {"entries": entries, "required": settings.min_live_entries},
+    )
+    return _verdict(settings.on_too_few_entries == "halt", reason)
+
+
+def _relative_floor(
+    settings: CollapseSettings, request: CollapseRequest
+) -> tuple[float, dict[str, Any]]:
+    """``spread_floor`` times the session's early spread: the mean spread of its first
+    ``relative_to.first_cycles`` cycles (of the history when no session kept them)."""
+    early = request.early_spreads
+    if early is None:
+        first = request.history[: settings.relative_first_cycles]
+        early = tuple(pstdev(s.scores.values()) for s in first)
+    early_spread = math.fsum(early) / len(early) if early else 0.0
+    floor = settings.spread_floor * early_spread
+    return floor, {
+        "spread_floor_mode": "relative",
+        "relative_floor": settings.spread_floor,
+        "early_spread": early_spread,
+        "early_cycles": len(early),
+    }
+
+
+def _inversion(
+    canary: str, score: float, baseline: float, median_live: float | None, margin: float
+) -> dict[str, Any] | None:
+    signals = []
+    if median_live is not None and score < median_live:
+        signals.append("below_median")
+    if baseline - score > margin:
+        signals.append("dropped_by_margin")
+    if not signals:
+        return None
+    return {"id": canary, "score": score, "baseline": baseline, "signals": signals}
+
+
+def _verdict(halt: bool, reason: Reason) -> Verdict:
+    return Verdict(halt, [reason], list(HALT_ACTIONS) if halt else [])

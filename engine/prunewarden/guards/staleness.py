@@ -1,0 +1,214 @@
+"""Staleness: a score bound to text that a rewrite changed is stale; recompute it or freeze.
+
+A score is a function of the text it was computed against. Each finding below names spans whose
+score can no longer be trusted; the remediation recomputes them and their neighbourhood, drops
+poisoned spans, or freezes pruning when the recompute would exceed the caller's budget.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+from prunewarden.decision import Action, Reason, Verdict, disabled_reason
+from prunewarden.inputs import Span, StalenessRequest
+from prunewarden.policy import StalenessSettings
+
+
+def text_sha256(text: str) -> str:
+    """The binding hash of a span's text: lower-case hex SHA-256 of its UTF-8 bytes."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@dataclass(slots=True)
+class _Findings:
+    reasons: list[Reason] = field(default_factory=list)
+    stale: set[int] = field(default_factory=set)  # positions whose score must be recomputed
+    poisoned: list[str] = field(default_factory=list)
+    recompute_all: bool = False
+
+
+def evaluate(settings: StalenessSettings, request: StalenessRequest) -> Verdict:
+    spans = request.spans
+    found = _Findings()
+    _check_bindings(spans, settings, found)
+    _check_orphans(spans, request.tombstones, found)
+    _check_invalidation(request, found)
+    _check_inflation(request, settings, found)
+    all_ids = tuple(span.span_id for span in spans)
+    if not found.reasons:
+        kept, evicted = _top_k(spans, request.keep_top_k)
+        reason = Reason(
+            "bound",
+            f"every score is bound to its span's current text; kept {len(kept)} of {len(spans)}",
+            {"kept": len(kept), "evicted": len(evicted)},
+        )
+        return Verdict(False, [reason], kept=kept, evicted=evicted)
+    return Verdict(
+        True, found.reasons, _remedies(spans, request, settings, found), kept=all_ids, evicted=()
+    )
+
+
+def unguarded(settings: StalenessSettings, request: StalenessRequest) -> Verdict:  # noqa: ARG001
+    """The guard is off: the plain top-k cut, spans without a score ranked last."""
+    kept, evicted = _top_k(request.spans, request.keep_top_k)
+    return Verdict(False, [disabled_reason("staleness")], kept=kept, evicted=evicted)
+
+
+def _check_bindings(spans: tuple[Span, ...], s: StalenessSettings, found: _Findings) -> None:
+    unbound, mismatched, poisoned = [], [], []
+    for i, span in enumerate(spans):
+        if span.rewrite_count > s.max_rewrites_without_recompute:
+            poisoned.append(span.span_id)
+            continue
+        if span.score is None or not span.text_sha256:
+            unbound.append(span.span_id)
+            found.stale.add(i)
+        if span.text_sha256 and span.text_sha256 != text_sha256(span.text):
+            mismatched.append(span.span_id)
+            found.stale.add(i)
+    if unbound:
+        found.reasons.append(
+            Reason(
+                "unbound_score",
+                f"{len(unbound)} span(s) carry no score bound to a text hash: {_names(unbound)}",
+                {"spans": unbound},
+            )
+        )
+    if mismatched:
+        found.reasons.append(
+            Reason(
+                "hash_mismatch",
+                f"{len(mismatched)} span(s) were scored against text they no longer hold: "
+                f"{_names(mismatched)}",
+                {"spans": mismatched},
+            )
+        )
+    if poisoned:
+        found.poisoned = poisoned
+        found.reasons.append(
+            Reason(
+                "poisoned_span",
+                f"{len(poisoned)} span(s) rewritten more than {s.max_rewrites_without_recompute} "
+                f"times without a recompute: {_names(poisoned)}",
+                {
+                    "spans": poisoned,
+                    "max_rewrites_without_recompute": s.max_rewrites_without_recompute,
+                },
+            )
+        )
+
+
+def _check_orphans(spans: tuple[Span, ...], tombstones: frozenset[str], found: _Findings) -> None:
+    live = {span.span_id for span in spans}
+    orphans: dict[str, list[str]] = {}
+    for i, span in enumerate(spans):
+        missing = [
+            p
+            for p in span.derived_from
+            if p != span.span_id and p not in live and p not in tombstones
+        ]
+        if missing:
+            orphans[span.span_id] = missing
+            found.stale.add(i)
+    if orphans:
+        found.reasons.append(
+            Reason(
+                "orphaned_parent",
+                f"{len(orphans)} span(s) derive from parents that are gone without a tombstone: "
+                f"{_names(list(orphans))}",
+                {"spans": orphans},
+            )
+        )
+
+
+def _check_invalidation(request: StalenessRequest, found: _Findings) -> None:
+    turn = request.turn
+    if turn is None or turn.spans_modified == 0 or turn.scores_invalidated >= turn.spans_modified:
+        return
+    found.recompute_all = True
+    found.reasons.append(
+        Reason(
+            "invalidation_gap",
+            f"the rewrite modified {turn.spans_modified} span(s) but invalidated only "
+            f"{turn.scores_invalidated} score(s); which scores are stale cannot be told",
+            {"spans_modified": turn.spans_modified, "scores_invalidated": turn.scores_invalidated},
+        )
+    )
+
+
+def _check_inflation(request: StalenessRequest, s: StalenessSettings, found: _Findings) -> None:
+    turns = request.turns
+    window = s.drift_consecutive_turns
+    if len(turns) < window + 1:
+        return
+    pairs = list(zip(turns[-window - 1 : -1], turns[-window:], strict=True))
+    for before, after in pairs:
+        shrank = after.tokens < before.tokens
+        rise = after.mean_relevance - before.mean_relevance
+        # Relative to the magnitude, so a flat or falling mean never counts, whatever its sign.
+        if not (shrank and rise > 0 and rise > s.drift_tolerance * abs(before.mean_relevance)):
+            return
+    found.recompute_all = True
+    found.reasons.append(
+        Reason(
+            "relevance_inflation",
+            f"mean relevance rose by more than {s.drift_tolerance:.0%} while tokens fell, "
+            f"{window} turn(s) in a row: a compression artifact, not a quality signal",
+            {
+                "turns": [
+                    {"turn": t.turn, "mean_relevance": t.mean_relevance, "tokens": t.tokens}
+                    for t in turns[-window - 1 :]
+                ],
+                "drift_tolerance": s.drift_tolerance,
+            },
+        )
+    )
+
+
+def _remedies(
+    spans: tuple[Span, ...], request: StalenessRequest, s: StalenessSettings, found: _Findings
+) -> list[Action]:
+    poisoned = set(found.poisoned)
+    positions = (
+        range(len(spans))
+        if found.recompute_all
+        else _neighbourhood(spans, found.stale, s.recompute_hops)
+    )
+    recompute = [spans[i].span_id for i in sorted(positions) if spans[i].span_id not in poisoned]
+    actions: list[Action] = []
+    if recompute:
+        budget = request.recompute_budget
+        too_many = budget is not None and len(recompute) > budget
+        actions.append(Action("freeze") if too_many else Action("recompute", tuple(recompute)))
+    if found.poisoned:
+        actions.append(Action("drop", tuple(found.poisoned)))
+    return actions
+
+
+def _neighbourhood(spans: tuple[Span, ...], stale: set[int], hops: int) -> set[int]:
+    """Stale positions, those within ``hops`` of one, and the live parents of stale spans."""
+    index = {span.span_id: i for i, span in enumerate(spans)}
+    out: set[int] = set()
+    for i in stale:
+        out.update(range(max(0, i - hops), min(len(spans), i + hops + 1)))
+        out.update(index[p] for p in spans[i].derived_from if p in index)
+    return out
+
+
+def _top_k(spans: tuple[Span, ...], k: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    # sorted() is stable, so equal scores keep their input order; absent scores rank last.
+    def rank(i: int) -> tuple[bool, float]:
+        score = spans[i].score
+        return (score is None, -score if score is not None else 0.0)
+
+    ranked = sorted(range(len(spans)), key=rank)
+    keep = set(ranked[:k])
+    kept = tuple(spans[i].span_id for i in ranked[:k])
+    evicted = tuple(span.span_id for i, span in enumerate(spans) if i not in keep)
+    return kept, evicted
+
+
+def _names(ids: list[str], limit: int = 5) -> str:
+    shown = ", ".join(ids[:limit])
+    return shown + (f" and {len(ids) - limit} more" if len(ids) > limit else "")

@@ -1,0 +1,116 @@
+"""The typed requests the guards decide on (values only; :mod:`._parse` builds them)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+
+@dataclass(frozen=True, slots=True)
+class ScoreRange:
+    """The range a policy's scores live in; a score outside it is an input error."""
+
+    min: float
+    max: float
+
+
+Check = Literal["collapse", "eviction", "staleness"]
+CHECKS: tuple[Check, ...] = ("collapse", "eviction", "staleness")
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    cycle: int
+    scores: dict[str, float]
+    pinned: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class CollapseRequest:
+    history: tuple[Snapshot, ...]
+    baseline: dict[str, float] | None
+    # The spreads of the session's first cycles (on the judged scale), which a relative spread
+    # floor is relative to; None: the first cycles of ``history``. Set by a Session, which keeps
+    # fewer snapshots than that; no field of an input document.
+    early_spreads: tuple[float, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    id: str
+    kind: str
+    text: str
+    non_recoverable: bool
+    score_dependencies: tuple[str, ...]
+    tombstone_written: bool
+    tokens: int | None
+    metadata: dict[str, Any] = field(default_factory=dict)  # free-form, read only by rules
+
+
+@dataclass(frozen=True, slots=True)
+class EvictionRequest:
+    segment: Segment
+    score: float
+    perturbed_score: float | None
+    eviction_candidates: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    span_id: str
+    text: str
+    score: float | None
+    text_sha256: str
+    rewrite_count: int
+    derived_from: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TurnStats:
+    spans_modified: int
+    scores_invalidated: int
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    turn: int
+    mean_relevance: float
+    tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class StalenessRequest:
+    spans: tuple[Span, ...]
+    keep_top_k: int
+    turn: TurnStats | None
+    turns: tuple[Turn, ...]
+    tombstones: frozenset[str]
+    recompute_budget: int | None
+
+
+Request = CollapseRequest | EvictionRequest | StalenessRequest
+
+
+@dataclass(frozen=True, slots=True)
+class WindowSegment:
+    """A segment of the window a pruning pass plans over, seen by both guards."""
+
+    segment: Segment
+    score: float
+    perturbed_score: float | None
+    span: Span  # the same segment as the staleness guard sees it
+
+
+@dataclass(frozen=True, slots=True)
+class PlanRequest:
+    segments: tuple[WindowSegment, ...]
+    free_tokens: int | None
+    keep_top_k: int | None
+    history: tuple[Snapshot, ...] | None
+    baseline: dict[str, float] | None
+    turn: TurnStats | None
+    turns: tuple[Turn, ...]
+    tombstones: frozenset[str]
+    recompute_budget: int | None
+    session_id: str | None
+    labels: dict[str, str]

@@ -1,0 +1,159 @@
+"""A whole eviction pass, validated at once: the input of :meth:`Engine.authorize_evictions`.
+
+A pruning pass asks about every segment it is about to evict, and every one of them is a candidate
+of the same pass. Asked one document at a time, the engine validates the shared candidate list
+again for every segment, which makes a pass quadratic in its size; here the list is validated once
+and each item through the fast path. A malformed pass is refused as a whole, before anything is
+decided, with every problem located under ``$.evictions[i]`` or ``$.eviction_candidates``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from prunewarden._json import canonical_json
+from prunewarden._source import json_path
+from prunewarden.errors import InputError, Problem, describe_value
+from prunewarden.inputs._acceptor import accepts_eviction, accepts_ids
+from prunewarden.inputs._model import EvictionRequest, ScoreRange
+from prunewarden.inputs._parse import eviction_request, parse_request
+from prunewarden.limits import MAX_SEGMENTS
+
+#: The fields of one item of a pass: an eviction document without ``check`` and candidates.
+ITEM_FIELDS = ("perturbed_score", "score", "segment")
+_ITEM_KEYS = frozenset(ITEM_FIELDS)
+_FILENAME = "<input>"
+
+
+@dataclass(frozen=True, slots=True)
+class PassItem:
+    """One item of a pass: its typed request, the eviction document it stands for (the item with
+    ``check`` and the candidates) and that document's input digest."""
+
+    request: EvictionRequest
+    document: dict[str, Any]
+    digest: str | None
+
+
+Parsed = list[PassItem]
+
+
+def parse_evictions(
+    evictions: Iterable[Mapping[str, Any]],
+    eviction_candidates: Iterable[str] | None,
+    scores: ScoreRange,
+) -> Parsed:
+    """The typed request of each item of a pass, with the eviction document it stands for (the
+    item with ``check`` and the candidates), or :class:`InputError` listing every problem.
+
+    ``eviction_candidates`` defaults to the ids of the pass's own segments.
+    """
+    items = _as_list(evictions, "evictions", "eviction requests")
+    candidates = (
+        None
+        if eviction_candidates is None
+        else _as_list(eviction_candidates, "eviction_candidates", "ids")
+    )
+    if len(items) > MAX_SEGMENTS:
+        message = f"{len(items)} segments in one pass, more than the limit of {MAX_SEGMENTS}"
+        raise InputError([Problem(_FILENAME, 0, 0, "$.evictions", message)])
+    low, high = scores.min, scores.max
+    if (candidates is None or accepts_ids(candidates)) and all(
+        type(item) is dict and item.keys() <= _ITEM_KEYS and accepts_eviction(item, low, high)
+        for item in items
+    ):
+        ids = [item["segment"]["id"] for item in items]
+        if len(set(ids)) == len(ids):
+            return _with_documents(items, ids if candidates is None else candidates)
+    return _parse_exact(items, candidates, scores)
+
+
+def _with_documents(items: list[Any], candidates: list[str]) -> Parsed:
+    shared = frozenset(candidates)
+    # Every document shares the candidate list, which sorts right after "check": hash that
+    # prefix once and each item's own fields after it, instead of the whole list per item (a
+    # pass of n segments would hash n times n ids). The digest is input_digest's, byte for byte.
+    prefix = hashlib.sha256(
+        f'{{"check":"eviction","eviction_candidates":{canonical_json(candidates)},'.encode(
+            "utf-8", "surrogatepass"
+        )
+    )
+    parsed = []
+    for item in items:
+        document = {"check": "eviction", **item, "eviction_candidates": candidates}
+        parsed.append(PassItem(eviction_request(item, shared), document, _digest(prefix, item)))
+    return parsed
+
+
+def _digest(prefix: Any, item: Mapping[str, Any]) -> str | None:
+    digest = prefix.copy()
+    try:
+        digest.update(canonical_json(item)[1:].encode("utf-8", "surrogatepass"))
+    except (TypeError, ValueError):
+        return None  # the engine digests the document itself, and refuses if it cannot
+    return f"sha256:{digest.hexdigest()}"
+
+
+def _as_list(values: Any, name: str, what: str) -> list[Any]:
+    if isinstance(values, str | bytes | Mapping) or not isinstance(values, Iterable):
+        message = f"{describe_value(values)} is not a list of {what}"
+        raise InputError([Problem(_FILENAME, 0, 0, f"$.{name}", message)])
+    return list(values)
+
+
+def _parse_exact(items: list[Any], candidates: list[Any] | None, scores: ScoreRange) -> Parsed:
+    """The exact path: slower, and able to say what is wrong and where."""
+    problems: list[Problem] = []
+    valid: list[dict[str, Any]] = []
+    first_at: dict[str, int] = {}
+    for i, item in enumerate(items):
+        where = ("evictions", i)
+        if not isinstance(item, Mapping):
+            message = f"{describe_value(item)} is not an object with {', '.join(ITEM_FIELDS)}"
+            problems.append(_problem(where, message))
+            continue
+        names = ", ".join(ITEM_FIELDS)
+        problems += [
+            _problem((*where, key), f"unknown field {key!r} (expected one of: {names})")
+            for key in item
+            if key not in _ITEM_KEYS
+        ]
+        document = {"check": "eviction", **{k: v for k, v in item.items() if k in _ITEM_KEYS}}
+        try:
+            _, request = parse_request(document, scores)
+        except InputError as exc:
+            prefix = json_path(where)
+            problems += [dataclasses.replace(p, path=prefix + p.path[1:]) for p in exc.problems]
+            continue
+        assert isinstance(request, EvictionRequest)  # noqa: S101 - the check said so
+        segment_id = request.segment.id
+        if segment_id in first_at:
+            message = (
+                f"duplicate segment id {segment_id!r} (first at evictions[{first_at[segment_id]}])"
+            )
+            problems.append(_problem((*where, "segment", "id"), message))
+        first_at.setdefault(segment_id, i)
+        valid.append({k: v for k, v in item.items() if k in _ITEM_KEYS})
+    if candidates is not None:
+        # The candidates are checked as the eviction document would check them.
+        document = {
+            "check": "eviction",
+            "segment": {"id": "-", "kind": "-"},
+            "score": scores.min,
+            "eviction_candidates": candidates,
+        }
+        try:
+            parse_request(document, scores)
+        except InputError as exc:
+            problems += exc.problems
+    if problems:
+        raise InputError(problems)
+    return _with_documents(valid, list(first_at) if candidates is None else candidates)
+
+
+def _problem(path: tuple[str | int, ...], message: str) -> Problem:
+    return Problem(_FILENAME, 0, 0, json_path(path), message)

@@ -1,0 +1,114 @@
+"""Policy -> one check pipeline per guard.
+
+A pipeline binds a guard to its settings and mode, and turns the guard's verdict into a
+:class:`Decision` naming the policy. It is the one place that knows what ``audit`` and ``off`` mean,
+and the place where an error inside a guard becomes a refusal instead of a traceback.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from prunewarden._identity import PolicyIdentity, PolicySource
+from prunewarden.decision import Action, Decision, Reason, Verdict
+from prunewarden.guards import GUARDS, Guard
+from prunewarden.inputs import CHECKS, Check, Request
+from prunewarden.pipeline import _calibration as calibrated
+from prunewarden.policy import Calibration, Mode, Policy
+from prunewarden.rules import DEFAULT_CACHE_SIZE, RuleSet
+
+
+@dataclass(frozen=True, slots=True)
+class Pipeline:
+    check: Check
+    mode: Mode
+    settings: Any
+    guard: Guard
+    policy: PolicyIdentity
+    rules: RuleSet | None = field(default=None, compare=False)  # spec.rules of this check
+    sources: tuple[PolicySource, ...] = ()  # the policy's files, named by every decision
+    calibration: Calibration | None = None  # spec.scores.calibration (prunewarden.calibration)
+
+    def decide(self, request: Request) -> Decision:
+        if self.mode == "off":
+            verdict = self.guard.when_off(self.settings, request)
+        else:
+            raw = request
+            try:
+                if self.calibration is not None:
+                    request = calibrated.calibrate(self.calibration, raw)
+                verdict = self.guard.evaluate(self.settings, request)
+            except Exception as exc:  # noqa: BLE001 - fail closed: any guard error refuses
+                verdict = Verdict(
+                    True,
+                    [
+                        Reason(
+                            "internal_error",
+                            f"the {self.check} guard failed "
+                            f"({type(exc).__name__}: {exc}); refusing",
+                            {"error": type(exc).__name__},
+                        )
+                    ],
+                )
+            if self.rules:
+                # After the guard's verdict: rules only tighten, and never raise.
+                verdict = self.rules.apply(verdict, request)
+            if self.calibration is not None:
+                verdict = self._annotate(verdict, raw, request)
+        return self.to_decision(verdict)
+
+    def _annotate(self, verdict: Verdict, raw: Request, judged: Request) -> Verdict:
+        """Every reason names the scale its scores were judged on (fail closed: a record that
+        cannot be built refuses)."""
+        assert self.calibration is not None  # noqa: S101 - only called with one
+        recent = getattr(self.settings, "consecutive_cycles", 1)
+        try:
+            detail = calibrated.record(self.calibration, raw, judged, recent)
+        except Exception as exc:  # noqa: BLE001 - fail closed
+            reason = Reason(
+                "internal_error",
+                f"the calibrated scores could not be recorded ({type(exc).__name__}: {exc}); "
+                "refusing",
+                {"error": type(exc).__name__},
+            )
+            return Verdict(True, [reason])
+        verdict.reasons = calibrated.annotate(verdict.reasons, detail)
+        return verdict
+
+    def to_decision(self, verdict: Verdict) -> Decision:
+        return Decision(
+            check=self.check,
+            outcome=self.guard.refusal if verdict.refused else "allow",
+            enforced=self.mode == "enforce",
+            reasons=tuple(verdict.reasons),
+            actions=tuple(verdict.actions),
+            policy=self.policy,
+            kept=verdict.kept,
+            evicted=verdict.evicted,
+            sources=self.sources,
+        )
+
+    def refuse(self, reason: Reason, actions: tuple[Action, ...] = ()) -> Decision:
+        """A refusal decided outside the guard (the log could not be written, ...)."""
+        return self.to_decision(Verdict(True, [reason], list(actions)))
+
+
+def compile_policy(
+    policy: Policy, *, rule_cache_size: int = DEFAULT_CACHE_SIZE
+) -> dict[Check, Pipeline]:
+    """One pipeline per check, bound to the policy's settings, rules and identity."""
+    params = policy.document["spec"].get("params", {})
+    return {
+        check: Pipeline(
+            check=check,
+            mode=getattr(policy.spec, check).mode,
+            settings=getattr(policy.spec, check),
+            guard=GUARDS[check],
+            policy=policy.identity,
+            rules=RuleSet(check, policy.rules, params, cache_size=rule_cache_size),
+            sources=policy.sources,
+            calibration=policy.spec.calibration,
+        )
+        for check in CHECKS
+    }

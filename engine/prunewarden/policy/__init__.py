@@ -1,0 +1,45 @@
+"""Policies: what one is (model), and how it is read, merged (extends), checked against its
+guardrails and lock file, compared and explained.
+"""
+
+from __future__ import annotations
+
+from prunewarden.policy._build import build_policy
+from prunewarden.policy._load import load_builtin_policy, load_policy, parse_policy
+from prunewarden.policy._lock import LOCK_FILENAME
+from prunewarden.policy._model import (
+    Calibration,
+    CollapseSettings,
+    EvictionSettings,
+    LockOption,
+    Mode,
+    Policy,
+    PolicyIdentity,
+    PolicySource,
+    ScoreRange,
+    Spec,
+    StalenessSettings,
+)
+from prunewarden.policy._overlay import BUILTIN, Resolution, resolve_file
+
+__all__ = [
+    "BUILTIN",
+    "LOCK_FILENAME",
+    "Calibration",
+    "CollapseSettings",
+    "EvictionSettings",
+    "LockOption",
+    "Mode",
+    "Policy",
+    "PolicyIdentity",
+    "PolicySource",
+    "Resolution",
+    "ScoreRange",
+    "Spec",
+    "StalenessSettings",
+    "build_policy",
+    "load_builtin_policy",
+    "load_policy",
+    "parse_policy",
+    "resolve_file",
+]

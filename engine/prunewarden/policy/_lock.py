@@ -1,0 +1,182 @@
+"""Version discipline: a lock file holds each policy ``name@version`` to one digest.
+
+``prunewarden policy lock`` records the digest of each policy of a chain under its
+``name@version``; loading content whose ``name@version`` is recorded with another digest is
+refused ("version 1.4.0 reused for different content: bump the version"). Entries are never
+removed, so a version means one content for good, including versions no longer deployed.
+
+Which lock file a load checks (:func:`find`): the one named explicitly (``load_policy(path,
+lock=...)``, ``--lock FILE``), else ``policy.lock`` in the policy's own folder when there is one,
+else none. Bundled policies (``builtin:<name>``) are versioned with prunewarden itself and are
+not recorded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from prunewarden._identity import PolicyIdentity
+from prunewarden._schemas import schema_problems
+from prunewarden._source import Parsed, parse_yaml
+from prunewarden.errors import PolicyError, Problem
+from prunewarden.policy._model import LockOption
+from prunewarden.policy._overlay import BUILTIN, Resolution
+
+LOCK_FILENAME = "policy.lock"
+LOCK_VERSION = 1
+
+_HEADER = """\
+# prunewarden policy lock: each policy name@version and the digest of its resolved content.
+# Written by `prunewarden policy lock`. A policy whose name@version is listed here loads only
+# with this digest; change the content, bump the version. Entries are never removed.
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyLock:
+    """A lock file as read: its entries and where each one is, for messages."""
+
+    path: str
+    entries: dict[str, str]  # name@version -> digest
+    parsed: Parsed | None = None
+
+
+def key(identity: PolicyIdentity) -> str:
+    return f"{identity.name}@{identity.version}"
+
+
+def find(policy: str | os.PathLike[str], lock: LockOption) -> Path | None:
+    """The lock file a load of ``policy`` checks: ``lock`` when given, else ``policy.lock``
+    next to the policy if it exists; ``lock=False`` checks none."""
+    if lock is False:
+        return None
+    if lock is not None:
+        return Path(lock)
+    if str(policy).startswith(BUILTIN):
+        return None
+    candidate = Path(policy).parent / LOCK_FILENAME
+    return candidate if candidate.is_file() else None
+
+
+def read(path: str | os.PathLike[str]) -> PolicyLock:
+    """Read a lock file; raise :class:`PolicyError` if it cannot be read or is malformed."""
+    shown = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise PolicyError([Problem(shown, 0, 0, "$", f"cannot read: {exc.strerror}")]) from None
+    except UnicodeDecodeError as exc:
+        message = f"not UTF-8 text (byte {exc.start})"
+        raise PolicyError([Problem(shown, 0, 0, "$", message)]) from None
+    parsed, problems = parse_yaml(text, shown)
+    if parsed.built:
+        problems += schema_problems("policy-lock", parsed)
+    if problems:
+        raise PolicyError(problems)
+    return PolicyLock(shown, dict(parsed.data["policies"]), parsed)
+
+
+def problems(resolution: Resolution, lock: PolicyLock) -> list[Problem]:
+    """Each policy of the chain whose ``name@version`` the lock holds to another digest, located
+    at its ``metadata.version``."""
+    found = []
+    for layer, identity in zip(resolution.layers, resolution.identities, strict=True):
+        locked = lock.entries.get(key(identity))
+        if locked is None or locked == identity.digest:
+            continue
+        message = (
+            f"version {identity.version} reused for different content: bump the version "
+            f"({lock.path} holds {key(identity)} to {locked}; this content is {identity.digest})"
+        )
+        found.append(layer.parsed.problem(("metadata", "version"), message))
+    return found
+
+
+def enforce(resolution: Resolution, path: Path | None) -> None:
+    """Raise :class:`PolicyError` when the lock file at ``path`` (if any) refuses the policy."""
+    if path is None:
+        return
+    found = problems(resolution, read(path))
+    if found:
+        raise PolicyError(found)
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One line of ``prunewarden policy lock``'s report."""
+
+    key: str
+    digest: str
+    added: bool
+
+
+def update(path: str | os.PathLike[str], resolutions: list[Resolution]) -> list[Entry]:
+    """Record every (non-bundled) policy of each chain in the lock file at ``path``, creating
+    it if needed. A version already recorded with another digest is refused, and then nothing
+    is written."""
+    target = Path(path)
+    lock = read(target) if target.exists() else PolicyLock(str(target), {})
+    entries = dict(lock.entries)
+    report: list[Entry] = []
+    found: list[Problem] = []
+    for resolution in resolutions:
+        found += problems(resolution, PolicyLock(lock.path, entries))
+        for layer, identity in zip(resolution.layers, resolution.identities, strict=True):
+            name = key(identity)
+            if layer.source.path.startswith(BUILTIN) or any(e.key == name for e in report):
+                continue
+            added = name not in entries
+            entries.setdefault(name, identity.digest)
+            report.append(Entry(name, identity.digest, added))
+    if found:
+        raise PolicyError(found)
+    if any(entry.added for entry in report):
+        write(target, entries)
+    return report
+
+
+def render(entries: dict[str, str]) -> str:
+    """The lock file's text: a header, then the entries by name and version."""
+    lines = [_HEADER.rstrip("\n"), f"lockVersion: {LOCK_VERSION}", "policies:"]
+    lines += [f"  {name}: {entries[name]}" for name in sorted(entries, key=_order)]
+    if not entries:
+        lines[-1] = "policies: {}"
+    return "\n".join(lines) + "\n"
+
+
+def write(path: Path, entries: dict[str, str]) -> None:
+    """Replace the lock file atomically, so that a process watching it never reads half of it.
+    Raises :class:`PolicyError` when it cannot be written."""
+    text = render(entries)
+    try:
+        mode = path.stat().st_mode & 0o777 if path.exists() else 0o644
+        handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    except OSError as exc:
+        problem = Problem(str(path), 0, 0, "$", f"cannot write: {exc.strerror}")
+        raise PolicyError([problem]) from None
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(text)
+        Path(temporary).chmod(mode)
+        Path(temporary).replace(path)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            Path(temporary).unlink()
+        if isinstance(exc, OSError):
+            problem = Problem(str(path), 0, 0, "$", f"cannot write: {exc.strerror}")
+            raise PolicyError([problem]) from None
+        raise
+
+
+_NUMBERS = re.compile(r"\d+")
+
+
+def _order(name: str) -> tuple[str, tuple[int, ...], str]:
+    policy, _, version = name.partition("@")
+    core = version.split("-")[0].split("+")[0]
+    return policy, tuple(int(n) for n in _NUMBERS.findall(core)), version

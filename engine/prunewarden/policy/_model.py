@@ -1,0 +1,109 @@
+"""What a policy *is*: its identity, typed settings and canonical document (values only).
+
+How a policy is read, merged and checked lives in the loader modules beside this one; this
+module imports none of them, which keeps the policy package free of import cycles.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from prunewarden._identity import PolicyIdentity, PolicySource
+from prunewarden._json import canonical_json
+from prunewarden.inputs import ScoreRange
+from prunewarden.rules import Rule
+
+# Which lock file a load checks: None finds ``policy.lock`` next to the policy, False checks
+# none, a path names one (see prunewarden.policylock).
+LockOption = str | Path | Literal[False] | None
+
+Mode = Literal["enforce", "audit", "off"]
+
+
+@dataclass(frozen=True, slots=True)
+class Calibration:
+    """``spec.scores.calibration: {fixed: {low, high}}``: raw ``low`` -> 0, ``high`` -> 1, linear
+    in between, clipped to [0, 1] (see :mod:`prunewarden.calibration`)."""
+
+    low: float
+    high: float
+
+    def apply(self, score: float) -> float:
+        scaled = (score - self.low) / (self.high - self.low)
+        return 0.0 if scaled < 0.0 else min(scaled, 1.0)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"scale": "fixed", "low": self.low, "high": self.high}
+
+
+@dataclass(frozen=True, slots=True)
+class CollapseSettings:
+    mode: Mode
+    spread_floor: float
+    consecutive_cycles: int
+    canary_margin: float
+    on_insufficient_history: Literal["allow", "halt"]
+    # Optional (docs/calibration.md); the defaults are the seed's semantics.
+    spread_floor_mode: Literal["absolute", "relative"] = "absolute"
+    relative_first_cycles: int = 0  # relative_to.first_cycles; only with the relative mode
+    min_live_entries: int = 0
+    on_too_few_entries: Literal["allow", "halt"] = "allow"
+
+
+@dataclass(frozen=True, slots=True)
+class EvictionSettings:
+    mode: Mode
+    pinned_kinds: frozenset[str]
+    stability_delta: float
+    require_tombstone: bool
+    require_perturbation: bool
+
+
+@dataclass(frozen=True, slots=True)
+class StalenessSettings:
+    mode: Mode
+    max_rewrites_without_recompute: int
+    drift_tolerance: float
+    drift_consecutive_turns: int
+    recompute_hops: int
+
+
+@dataclass(frozen=True, slots=True)
+class Spec:
+    scores: ScoreRange
+    collapse: CollapseSettings
+    eviction: EvictionSettings
+    staleness: StalenessSettings
+    calibration: Calibration | None = None  # spec.scores.calibration; None is none
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """A validated policy: its identity, its typed settings and its canonical document.
+
+    ``sources`` is the extends chain it was resolved from, this policy's own file first.
+    """
+
+    identity: PolicyIdentity
+    spec: Spec
+    document: dict[str, Any]
+    source: str
+    rules: tuple[Rule, ...] = ()  # spec.rules, compiled (see prunewarden.rules)
+    sources: tuple[PolicySource, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return self.identity.name
+
+    @property
+    def version(self) -> str:
+        return self.identity.version
+
+    @property
+    def digest(self) -> str:
+        return self.identity.digest
+
+    def canonical_json(self) -> str:
+        return canonical_json(self.document)

@@ -1,0 +1,317 @@
+"""Hot reload: an engine whose policy follows its files, without restarts and without risk.
+
+:class:`ReloadingEngine` holds one :class:`~prunewarden.engine.Engine` - an immutable snapshot of
+a compiled policy (and of its shadow candidate, if any) - and replaces it by a single reference
+assignment once a changed policy has loaded completely. A decision reads that reference once,
+when it begins, and runs to its end on that snapshot: it records the version in force when it
+began, and no decision ever sees a half-loaded policy.
+
+A change is noticed by polling (modification time, size and inode of every file of the policy's
+extends chain, of the shadow's, and of the lock files) in a background thread every
+``interval`` seconds, or at once by :meth:`ReloadingEngine.reload`. The poller waits until a
+change has settled (the same signatures on two consecutive polls), so a file written in place in
+several steps is not read half-written. After a load, every file is hashed again: if one changed
+while the chain was being read (a deploy replacing two files, one before and one after it was
+read), the load is discarded and tried again rather than mixing two versions.
+
+A change that does not load keeps the last good policy in force, logs ``policy_reload_failed``
+with every problem (once per content), and is tried again when the files change again.
+Replacing files atomically (write a temporary file, then rename it over the old one) is what
+editors, ``kubectl`` and configuration managers do, and is always safe.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Self
+
+from prunewarden._identity import PolicyIdentity
+from prunewarden.audit import get_logger, log_policy_reload_failed, log_policy_reloaded
+from prunewarden.decision import Decision
+from prunewarden.engine import Engine
+from prunewarden.errors import PolicyError
+from prunewarden.planner import Plan
+from prunewarden.policy import BUILTIN, LockOption, Policy, load_policy
+from prunewarden.policy import _lock as policylock
+from prunewarden.session import Session
+
+DEFAULT_INTERVAL = 1.0  # seconds between two looks at the files
+_ATTEMPTS = 3  # loads tried by reload() while the files keep changing under it
+
+_Signature = tuple[int, int, int] | None  # (mtime_ns, size, inode), None when absent
+
+
+@dataclass(frozen=True, slots=True)
+class ReloadResult:
+    """What a reload did: whether a new snapshot is in force, which policy is in force, and
+    why a change was refused (or could not be read consistently)."""
+
+    changed: bool
+    policy: PolicyIdentity
+    problems: tuple[str, ...] = ()
+
+
+class _ChangedWhileReadingError(Exception):
+    """The files changed while the chain was read: what was read may mix two versions."""
+
+
+class ReloadingEngine:
+    """An engine on the policy at ``path`` that reloads it when its files change.
+
+    ``shadow`` names a candidate policy file, watched the same way (see
+    :class:`~prunewarden.shadow.Shadow`); ``lock`` chooses the lock file as for
+    :func:`~prunewarden.load_policy`. Other keyword arguments (``logger``,
+    ``rule_cache_size``, ...) go to every :class:`Engine` built. With ``interval`` 0 nothing is
+    polled and only :meth:`reload` reloads. The first load must succeed: it raises
+    :class:`PolicyError`.
+
+    Thread-safe: any number of threads may evaluate while a reload happens.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        shadow: str | os.PathLike[str] | None = None,
+        lock: LockOption = None,
+        interval: float = DEFAULT_INTERVAL,
+        logger: Any = None,
+        **engine_options: Any,
+    ) -> None:
+        self.path = str(path)
+        self.shadow_path = str(shadow) if shadow is not None else None
+        self.interval = interval
+        self._lock_option = lock
+        self._logger = logger if logger is not None else get_logger()
+        self._options = {"logger": self._logger, **engine_options}
+        # policy_reload_failed is an audit record: it goes where the decisions go.
+        audit = engine_options.get("audit")
+        self._records = audit.logger if audit is not None else self._logger
+        active = load_policy(self.path, lock=lock)
+        candidate = load_policy(self.shadow_path, lock=lock) if self.shadow_path else None
+        self._engine = Engine(active, shadow=candidate, **self._options)
+        self._candidate = candidate
+        self._reloading = threading.Lock()
+        self._seen = self._signatures()
+        self._pending: dict[str, _Signature] | None = None
+        self._reported: dict[str, dict[str, _Signature]] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        if interval > 0:
+            self.start()
+
+    # --- deciding ------------------------------------------------------------------------------
+
+    @property
+    def engine(self) -> Engine:
+        """The snapshot in force now."""
+        return self._engine
+
+    @property
+    def policy(self) -> Policy:
+        return self._engine.policy
+
+    def evaluate(self, document: Mapping[str, Any], **options: Any) -> Decision:
+        """:meth:`Engine.evaluate` on the snapshot in force when the call begins."""
+        return self._engine.evaluate(document, **options)
+
+    def enforce(self, document: Mapping[str, Any], **options: Any) -> Decision:
+        return self._engine.enforce(document, **options)
+
+    def detect_collapse(self, *args: Any, **kwargs: Any) -> Decision:
+        return self._engine.detect_collapse(*args, **kwargs)
+
+    def authorize_eviction(self, *args: Any, **kwargs: Any) -> Decision:
+        return self._engine.authorize_eviction(*args, **kwargs)
+
+    def prune(self, *args: Any, **kwargs: Any) -> Decision:
+        return self._engine.prune(*args, **kwargs)
+
+    def plan(self, document: Mapping[str, Any], **options: Any) -> Plan:
+        """:meth:`Engine.plan`: every decision of the pass under the snapshot in force when the
+        pass begins."""
+        return self._engine.plan(document, **options)
+
+    def session(self, session_id: str, labels: Mapping[str, str] | None = None) -> Session:
+        """:meth:`Engine.session` on the snapshot in force now. A session keeps that policy for
+        its whole life (the history it keeps is sized by it, and its decisions stay comparable);
+        a session started after a reload uses the new one."""
+        return self._engine.session(session_id, labels)
+
+    # --- reloading -----------------------------------------------------------------------------
+
+    def reload(self) -> ReloadResult:
+        """Load the files now; swap the new snapshot in if they load and differ from what is in
+        force. Never raises for a bad policy: the result says what happened."""
+        for _ in range(_ATTEMPTS):
+            try:
+                return self._reload(self._signatures())
+            except _ChangedWhileReadingError:
+                continue
+        message = "the policy files kept changing while they were read; try again"
+        return ReloadResult(False, self.policy.identity, (message,))
+
+    def poll(self) -> ReloadResult | None:
+        """One look at the files, as the background thread takes it: None when nothing changed
+        or a change has not settled yet, else what the reload did."""
+        signatures = self._signatures()
+        if signatures == self._seen:
+            self._pending = None
+            return None
+        if signatures != self._pending:
+            self._pending = signatures  # changed since the last look: let the writer finish
+            return None
+        try:
+            return self._reload(signatures)
+        except _ChangedWhileReadingError:
+            return None  # the next look sees the new signatures
+
+    def start(self) -> None:
+        """Start polling in a daemon thread (done by the constructor unless ``interval`` is 0)."""
+        if self._thread is not None or self.interval <= 0:
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._watch, name="prunewarden-reload", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        """Stop polling; the engine keeps deciding on the snapshot in force."""
+        self._stop.set()
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.join()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _watch(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self.poll()
+            except Exception as exc:  # noqa: BLE001 - the watcher must outlive any one failure
+                with contextlib.suppress(Exception):
+                    problem = f"the reload failed ({type(exc).__name__}: {exc})"
+                    log_policy_reload_failed(
+                        self._records, self.path, [problem], self.policy.identity
+                    )
+
+    def _reload(self, before: dict[str, _Signature]) -> ReloadResult:
+        with self._reloading:
+            current = self._engine
+            active, active_problems = self._load(self.path)
+            candidate = self._candidate
+            shadow_problems: tuple[str, ...] = ()
+            if self.shadow_path is not None:
+                loaded, shadow_problems = self._load(self.shadow_path)
+                candidate = loaded or self._candidate
+            if self._signatures() != before:
+                raise _ChangedWhileReadingError
+            self._report(self.path, active_problems, before, current.policy)
+            if self.shadow_path is not None:
+                self._report(self.shadow_path, shadow_problems, before, self._candidate)
+            self._seen = before
+            self._pending = None
+            policy = active or current.policy
+            changed = _differs(policy, current.policy) or (
+                candidate is not None
+                and (self._candidate is None or _differs(candidate, self._candidate))
+            )
+            if changed:
+                # The swap: one assignment of a complete, immutable snapshot.
+                self._engine = Engine(policy, shadow=candidate, **self._options)
+                self._candidate = candidate
+                with contextlib.suppress(Exception):
+                    log_policy_reloaded(self._logger, current.policy.identity, policy)
+            return ReloadResult(changed, policy.identity, (*active_problems, *shadow_problems))
+
+    def _load(self, path: str) -> tuple[Policy | None, tuple[str, ...]]:
+        """The policy at ``path`` if it loads from files that did not change while being read,
+        else None and its problems."""
+        try:
+            policy = load_policy(path, lock=self._lock_option)
+        except PolicyError as exc:
+            return None, tuple(str(problem) for problem in exc.problems)
+        if not _unchanged_since_read(policy):
+            raise _ChangedWhileReadingError
+        return policy, ()
+
+    def _report(
+        self,
+        path: str,
+        problems: tuple[str, ...],
+        signatures: dict[str, _Signature],
+        in_force: Policy | None,
+    ) -> None:
+        """Log ``policy_reload_failed`` once per content of the files, naming what stays in
+        force."""
+        if not problems:
+            self._reported.pop(path, None)
+            return
+        if self._reported.get(path) == signatures:
+            return
+        self._reported[path] = signatures
+        kept = in_force.identity if in_force is not None else None
+        with contextlib.suppress(Exception):
+            log_policy_reload_failed(self._records, path, problems, kept)
+
+    def _signatures(self) -> dict[str, _Signature]:
+        """Every file whose change matters: both chains, the top files, the lock files."""
+        files = {self.path}
+        if self.shadow_path is not None:
+            files.add(self.shadow_path)
+        engine = self._engine
+        policies = [engine.policy]
+        if engine.shadow is not None:
+            policies.append(engine.shadow.policy)
+        for policy in policies:
+            files.update(s.path for s in policy.sources if not s.path.startswith(BUILTIN))
+        for top in (self.path, self.shadow_path):
+            if top is not None:
+                files.update(_lock_files(top, self._lock_option))
+        return {name: _signature(name) for name in sorted(files)}
+
+
+def _lock_files(policy: str, lock: LockOption) -> list[str]:
+    if lock is False or policy.startswith(BUILTIN):
+        return []
+    if lock is not None:
+        return [str(lock)]
+    # Watched even while absent: a lock file that appears applies from then on.
+    return [str(Path(policy).parent / policylock.LOCK_FILENAME)]
+
+
+def _signature(name: str) -> _Signature:
+    try:
+        found = os.stat(name)  # noqa: PTH116 - one call, the fields the signature needs
+    except OSError:
+        return None
+    return (found.st_mtime_ns, found.st_size, found.st_ino)
+
+
+def _unchanged_since_read(policy: Policy) -> bool:
+    """Every file of the chain still holds the bytes that were read."""
+    for source in policy.sources:
+        if source.path.startswith(BUILTIN):
+            continue
+        try:
+            data = Path(source.path).read_bytes()
+        except OSError:
+            return False
+        if hashlib.sha256(data).hexdigest() != source.sha256:
+            return False
+    return True
+
+
+def _differs(new: Policy, old: Policy) -> bool:
+    """A new snapshot is worth swapping in when the content or any file's bytes changed (the
+    decisions name the files' hashes)."""
+    return new.digest != old.digest or new.sources != old.sources

@@ -1,0 +1,259 @@
+"""``prunewarden calibrate``: fit a policy's score scale and spread floor to one scorer's traces.
+
+From healthy traces (sessions known not to have collapsed) it fits:
+
+- the scale: the 5th percentile of every raw cycle score maps to 0 and the 95th to 1
+  (``spec.scores.calibration: {fixed: {low, high}}``);
+- the absolute spread floor: the largest floor (on the fitted scale) under which the collapse guard
+  halts on at most the target share of the healthy traces, found by replaying them, times the
+  headroom (0.5 by default), so that held-out healthy sessions have room.
+
+It writes a new version of the base policy (same name, minor version bumped) that ``extends`` the
+base and states only what was fitted, with ``metadata.calibration`` saying what it was fitted on:
+each trace's SHA-256, the counts, the date, the target. Then it replays every trace under the base
+and the fitted policy and prints what each decided, next to each other; known-collapsed traces
+that the fitted policy does not halt on are named, and the exit code is 1.
+
+Deterministic: the same traces, options and base give byte-identical output; the date is
+``--date`` (today in UTC when omitted, the one input from the clock).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from prunewarden._stats import pstdev
+from prunewarden.engine import Engine
+from prunewarden.errors import ExitCode, PrunewardenError
+from prunewarden.policy import Calibration, Policy, parse_policy
+from prunewarden.replay._run import SilentLogger, replay_trace
+from prunewarden.replay._trace import TraceReader
+
+LOW_QUANTILE = 0.05
+HIGH_QUANTILE = 0.95
+DEFAULT_RATE = 0.05
+DEFAULT_HEADROOM = 0.5
+_DIGITS = 6  # fitted numbers are rounded (down, for the floor) to this many decimals
+
+
+class CalibrationError(PrunewardenError):
+    exit_code = ExitCode.USAGE
+
+
+@dataclass(frozen=True, slots=True)
+class TraceData:
+    """A trace's file, its SHA-256 and its cycles' raw scores."""
+
+    path: str
+    sha256: str
+    cycles: tuple[tuple[float, ...], ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"trace": self.path, "sha256": self.sha256, "cycles": len(self.cycles)}
+
+
+@dataclass(frozen=True, slots=True)
+class Fit:
+    """What was fitted, and what the fitted policy halts on."""
+
+    scale: Calibration
+    floor: float
+    largest_quiet_floor: float
+    policy: Policy
+    text: str
+
+
+def read_trace(path: str, base: Policy) -> TraceData:
+    """The raw cycle scores of a trace, checked in full against the base's score range."""
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as exc:
+        raise CalibrationError(f"{path}: cannot read: {exc.strerror}") from None
+    with TraceReader(path, scores=base.spec.scores) as reader:
+        cycles = [
+            tuple(float(v) for v in event.arguments()["scores"].values())
+            for event in reader
+            if event.type == "cycle"
+        ]
+    return TraceData(path, hashlib.sha256(raw).hexdigest(), tuple(cycles))
+
+
+def quantile(ordered: Sequence[float], q: float) -> float:
+    """Linear interpolation between closest ranks of sorted values (numpy's default)."""
+    position = q * (len(ordered) - 1)
+    below = math.floor(position)
+    above = min(below + 1, len(ordered) - 1)
+    return ordered[below] + (ordered[above] - ordered[below]) * (position - below)
+
+
+def fit_scale(healthy: Sequence[TraceData]) -> Calibration:
+    values = sorted(v for trace in healthy for cycle in trace.cycles for v in cycle)
+    if not values:
+        raise CalibrationError("the healthy traces have no cycle scores to fit a scale to")
+    low = round(quantile(values, LOW_QUANTILE), _DIGITS)
+    high = round(quantile(values, HIGH_QUANTILE), _DIGITS)
+    if not low < high:
+        message = f"the healthy traces' scores do not spread (5th and 95th percentile {low})"
+        raise CalibrationError(message)
+    return Calibration(low, high)
+
+
+def halts(policy: Policy, traces: Sequence[TraceData]) -> list[str]:
+    """The traces on which the collapse guard halts at least once under ``policy``."""
+    engine = Engine(policy, logger=SilentLogger())
+    found = []
+    for trace in traces:
+        summary = replay_trace(engine, trace.path)
+        if summary.problems or summary.failure:
+            problems = [str(p) for p in summary.problems] or [summary.failure]
+            raise CalibrationError("; ".join(problems))
+        if summary.outcomes.get("collapse", {}).get("halt", 0):
+            found.append(trace.path)
+    return found
+
+
+def fit(  # noqa: PLR0913 - the fit's inputs, each a command-line option
+    base: Policy,
+    base_ref: str,
+    out: str,
+    healthy: Sequence[TraceData],
+    collapsed: Sequence[TraceData],
+    *,
+    rate: float = DEFAULT_RATE,
+    headroom: float = DEFAULT_HEADROOM,
+    date: str,
+) -> Fit:
+    """Fit the scale and the floor; the fitted policy's text and its compiled form."""
+    scale = fit_scale(healthy)
+    spreads = {
+        math.floor(pstdev([scale.apply(v) for v in cycle]) * 10**_DIGITS) / 10**_DIGITS
+        for trace in healthy
+        for cycle in trace.cycles
+    }
+    candidates = sorted(spreads | {0.0, 1.0})
+    allowed = math.floor(rate * len(healthy) + 1e-9)
+
+    def quiet(floor: float) -> bool:
+        policy = _policy(base, out, _document(base, base_ref, scale, floor, {}))
+        return len(halts(policy, healthy)) <= allowed
+
+    if not quiet(0.0):
+        message = (
+            "the healthy traces halt above the target rate even with a spread floor of 0 "
+            "(history or entry settings of the base halt them): nothing to fit"
+        )
+        raise CalibrationError(message)
+    lo, hi = 0, len(candidates) - 1  # quiet(candidates[lo]) holds; find the last that does
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if quiet(candidates[mid]):
+            lo = mid
+        else:
+            hi = mid - 1
+    largest = candidates[lo]
+    floor = math.floor(largest * headroom * 10**_DIGITS) / 10**_DIGITS
+    provisional = _policy(base, out, _document(base, base_ref, scale, floor, {}))
+    results = {
+        "base": _results(base, healthy, collapsed),
+        "calibrated": _results(provisional, healthy, collapsed),
+    }
+    metadata = {
+        "base": base.identity.to_dict(),
+        "date": date,
+        "target_false_positive_rate": rate,
+        "headroom": headroom,
+        "scale": {
+            "quantiles": [LOW_QUANTILE, HIGH_QUANTILE],
+            "low": scale.low,
+            "high": scale.high,
+            "scores": sum(len(c) for t in healthy for c in t.cycles),
+        },
+        "spread_floor": {"fitted": floor, "largest_quiet": largest},
+        "healthy": [trace.to_dict() for trace in healthy],
+        "collapsed": [trace.to_dict() for trace in collapsed],
+        "results": results,
+    }
+    document = _document(base, base_ref, scale, floor, metadata)
+    text = _text(document, base)
+    return Fit(scale, floor, largest, parse_policy(text, out), text)
+
+
+def _results(
+    policy: Policy, healthy: Sequence[TraceData], collapsed: Sequence[TraceData]
+) -> dict[str, Any]:
+    return {
+        "healthy_halted": len(halts(policy, healthy)),
+        "healthy_traces": len(healthy),
+        "collapsed_halted": len(halts(policy, collapsed)),
+        "collapsed_traces": len(collapsed),
+    }
+
+
+def _document(
+    base: Policy, base_ref: str, scale: Calibration, floor: float, calibration: dict[str, Any]
+) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": base.name, "version": bump_minor(base.version)}
+    if calibration:
+        metadata["description"] = (
+            f"{base.name}@{base.version} calibrated to its scorer: raw {scale.low} -> 0, "
+            f"{scale.high} -> 1; spread floor {floor} on that scale. Fitted by prunewarden "
+            "calibrate on the traces named in metadata.calibration."
+        )
+        metadata["calibration"] = calibration
+    return {
+        "apiVersion": "prunewarden/v1",
+        "kind": "Policy",
+        "extends": base_ref,
+        "metadata": metadata,
+        "spec": {
+            "scores": {"calibration": {"fixed": {"low": scale.low, "high": scale.high}}},
+            "collapse": {"spread_floor": floor},
+        },
+    }
+
+
+def _text(document: dict[str, Any], base: Policy) -> str:
+    header = (
+        f"# Written by prunewarden calibrate from {base.name}@{base.version}. Review it with\n"
+        "# `prunewarden policy diff` against the base, lock it, and run it as a shadow first\n"
+        "# (docs/calibration.md).\n"
+    )
+    body = yaml.safe_dump(document, sort_keys=False, allow_unicode=True, width=100)
+    return header + body
+
+
+def _policy(base: Policy, out: str, document: dict[str, Any]) -> Policy:
+    return parse_policy(_text(document, base), out)
+
+
+_VERSION = re.compile(r"^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)")
+
+
+def bump_minor(version: str) -> str:
+    """``1.4.2`` -> ``1.5.0`` (a pre-release or build suffix is dropped)."""
+    match = _VERSION.match(version)
+    if match is None:  # pragma: no cover - the schema admits only semantic versions
+        raise CalibrationError(f"base version {version!r} is not a semantic version")
+    return f"{match[1]}.{int(match[2]) + 1}.0"
+
+
+def extends_reference(base: str, out: str) -> str:
+    """How the fitted policy names its base: ``builtin:<name>`` as given, else a path relative
+    to the fitted policy's folder."""
+    if base.startswith("builtin:"):
+        return base
+    folder = Path(out).resolve().parent
+    return Path(os.path.relpath(Path(base).resolve(), folder)).as_posix()
+
+
+# --------------------------------------------------------------------------------------------
+# The command line

@@ -1,0 +1,44 @@
+"""Policy test suites (``*_test.yaml``): loading, running, expectations, coverage and reports."""
+
+from __future__ import annotations
+
+from prunewarden.suites._coverage import Coverage, measure_coverage
+from prunewarden.suites._report import (
+    Report,
+    exit_status,
+    render_json,
+    render_junit,
+    render_pretty,
+    run_files,
+)
+from prunewarden.suites._run import (
+    SUITE_SUFFIX,
+    Case,
+    CaseResult,
+    Suite,
+    SuiteResult,
+    discover_suites,
+    load_suite,
+    run_case,
+    run_suite,
+)
+
+__all__ = [
+    "SUITE_SUFFIX",
+    "Case",
+    "CaseResult",
+    "Coverage",
+    "Report",
+    "Suite",
+    "SuiteResult",
+    "discover_suites",
+    "exit_status",
+    "load_suite",
+    "measure_coverage",
+    "render_json",
+    "render_junit",
+    "render_pretty",
+    "run_case",
+    "run_files",
+    "run_suite",
+]
