@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test lint typecheck pytest clean bench fuzz
+.PHONY: demo test lint typecheck layers pytest clean bench fuzz
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -21,16 +21,19 @@ $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 demo: $(VENV)/.installed
 	@PATH="$(CURDIR)/$(BIN):$$PATH" sh examples/demo.sh
 
-test: lint typecheck pytest
+test: lint typecheck layers pytest
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check engine tests examples benchmarks
 	$(BIN)/ruff format --check engine tests examples benchmarks
 
 typecheck: $(VENV)/.installed-test
-	mkdir -p build/typecheck && ln -sfn ../../engine build/typecheck/prunewarden
 	$(BIN)/mypy -p prunewarden
 	$(BIN)/mypy tests examples benchmarks
+
+# The import-linter contracts in pyproject.toml: the layers of docs/architecture.md.
+layers: $(VENV)/.installed-test
+	$(BIN)/lint-imports --no-cache
 
 pytest: $(VENV)/.installed-test
 	$(BIN)/python -m pytest

@@ -23,7 +23,15 @@ from typing import Any
 
 import pytest
 import yaml
-from generators import edge_values, json_values, mutated, non_finite, paths, python_values, replace
+from _support.generators import (
+    edge_values,
+    json_values,
+    mutated,
+    non_finite,
+    paths,
+    python_values,
+    replace,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator

@@ -77,7 +77,7 @@ class TestWheel:
                 str(installed / "python"),
                 "-c",
                 (
-                    "import prunewarden, prunewarden.resources as r; print(prunewarden.__file__); "
+                    "import prunewarden, prunewarden._resources as r; print(prunewarden.__file__); "
                     "print(r.data_dir('schemas')); print(r.data_dir('policies'))"
                 ),
             ],

@@ -108,7 +108,7 @@ class Engine:
         """A stateful view for one agent session: feed it cycles and turns as they happen, ask it
         to authorize, prune and plan with the history it kept (bounded by the policy)."""
         _check_caller_fields(session_id, labels)
-        return Session(self, session_id, dict(labels or {}))
+        return Session(self.policy, self._decide, session_id, dict(labels or {}))
 
     def plan(
         self,
@@ -128,7 +128,8 @@ class Engine:
         data = dict(document) if isinstance(document, Mapping) else document
         request = parse_plan(data, self.policy.spec.scores, filename=filename, text=text)
         session = Session(
-            self,
+            self.policy,
+            self._decide,
             session_id if session_id is not None else request.session_id,
             dict(labels if labels is not None else request.labels),
         )

@@ -58,7 +58,7 @@ class Plan:
 
 def plan_pass(session: Session, request: PlanRequest, document: Mapping[str, Any]) -> Plan:
     decisions: list[Decision] = []
-    pinned_kinds = session.engine.policy.spec.eviction.pinned_kinds
+    pinned_kinds = session.policy.spec.eviction.pinned_kinds
     pinned = tuple(
         w.segment.id
         for w in request.segments
@@ -90,7 +90,7 @@ def _select(
     pinned: tuple[str, ...],
     decisions: list[Decision],
 ) -> Plan:
-    require_tombstone = session.engine.policy.spec.eviction.require_tombstone
+    require_tombstone = session.policy.spec.eviction.require_tombstone
     total = len(request.segments)
     chosen: list[WindowSegment] = []
     chosen_ids: set[str] = set()

@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import Any, NoReturn, Protocol
 
 from prunewarden._stats import pstdev
 from prunewarden.decision import HALT_ACTIONS, Decision, Reason, Verdict
@@ -31,16 +31,37 @@ from prunewarden.inputs import (
     parse_request,
 )
 from prunewarden.planner import Plan, plan_pass
+from prunewarden.policy import Policy
 
-if TYPE_CHECKING:
-    from prunewarden.engine import Engine
+
+class DecideRequest(Protocol):
+    """How a session decides: the engine's decide-and-log step, with the caller's identity and
+    the gate that stands in for the guard while pruning is halted."""
+
+    def __call__(  # noqa: PLR0913 - everything a logged decision is made of
+        self,
+        check: Check,
+        request: Request,
+        data: Any,
+        *,
+        session_id: str | None = None,
+        labels: Mapping[str, str] | None = None,
+        gate: Verdict | None = None,
+    ) -> Decision: ...
 
 
 class Session:
     """Created by :meth:`Engine.session`; safe to share between threads."""
 
-    def __init__(self, engine: Engine, session_id: str | None, labels: dict[str, str]) -> None:
-        self.engine = engine
+    def __init__(
+        self,
+        policy: Policy,
+        decide: DecideRequest,
+        session_id: str | None,
+        labels: dict[str, str],
+    ) -> None:
+        self.policy = policy
+        self._decide = decide
         self.session_id = session_id
         self.labels = labels
         self._lock = threading.RLock()
@@ -79,7 +100,7 @@ class Session:
                     if c not in baseline and c in snapshot.scores
                 }
             )
-            settings = self.engine.policy.spec.collapse
+            settings = self.policy.spec.collapse
             keep = settings.consecutive_cycles + 1
             history = (*self._snapshots, snapshot)[-keep:]
             early = None
@@ -105,7 +126,7 @@ class Session:
             (parsed,) = self._parse(document).turns  # type: ignore[union-attr]
             if last is not None and parsed.turn <= last:
                 _refuse_order("turn", parsed.turn, last)
-            keep = self.engine.policy.spec.staleness.drift_consecutive_turns + 1
+            keep = self.policy.spec.staleness.drift_consecutive_turns + 1
             self._turns = deque((*self._turns, parsed)[-keep:])
 
     def authorize(
@@ -173,7 +194,7 @@ class Session:
         )
         with self._lock:
             document["turns"] = [_turn_dict(t) for t in self._turns]
-            request = parse_plan(document, self.engine.policy.spec.scores)
+            request = parse_plan(document, self.policy.spec.scores)
             return self.plan_request(request, document)
 
     def plan_request(self, request: PlanRequest, document: Mapping[str, Any]) -> Plan:
@@ -185,7 +206,7 @@ class Session:
         self, check: Check, request: Request, document: Any, gate: Verdict | None = None
     ) -> Decision:
         """Decide and log under this session's id and labels."""
-        return self.engine._decide(  # noqa: SLF001 - the session is the engine's own view
+        return self._decide(
             check, request, document, session_id=self.session_id, labels=self.labels, gate=gate
         )
 
@@ -210,12 +231,12 @@ class Session:
 
     def _spread(self, snapshot: Snapshot) -> float:
         """A cycle's spread on the scale the guard judges it."""
-        scale = self.engine.policy.spec.calibration
+        scale = self.policy.spec.calibration
         values = snapshot.scores.values()
         return pstdev(values if scale is None else [scale.apply(v) for v in values])
 
     def _parse(self, document: dict[str, Any]) -> Request:
-        return parse_request(document, self.engine.policy.spec.scores)[1]
+        return parse_request(document, self.policy.spec.scores)[1]
 
 
 def _refuse_order(field: str, number: int, last: int) -> NoReturn:

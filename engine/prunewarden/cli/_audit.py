@@ -125,13 +125,13 @@ def caller_fields(args: argparse.Namespace) -> dict[str, Any]:
 # --- prunewarden audit ------------------------------------------------------------------------
 
 
-AUDIT_EXIT_CODES = f"""\
+AUDIT_EXIT_CODES = """\
 exit codes:
-  {ExitCode.OK}   done (verify: every chain intact)
-  {ExitCode.USAGE}   usage error, unreadable log, unknown decision id, duckdb not installed
-  {ExitCode.UNVERIFIED}   verify: a log failed verification (the first broken record is named)
+  0   done (verify: every chain intact)
+  2   usage error, unreadable log, unknown decision id, duckdb not installed
+  5   verify: a log failed verification (the first broken record is named)
 
-FILE... defaults to ${ENV_LOG} and its rotated files (NAME.000001 ...).
+FILE... defaults to $PRUNEWARDEN_AUDIT_LOG and its rotated files (NAME.000001 ...).
 """
 
 

@@ -9,14 +9,14 @@ from typing import IO, NoReturn
 
 from prunewarden.errors import ExitCode, Problem, PrunewardenError
 
-EXIT_CODES = f"""\
+EXIT_CODES = """\
 exit codes:
-  {ExitCode.OK}   allowed, or every policy valid (a refusal in audit mode also exits 0)
-  {ExitCode.REFUSED}   refused: deny or halt by an enforcing guard (policy diff: the policies differ)
-  {ExitCode.USAGE}   usage error, or a malformed input document
-  {ExitCode.POLICY}   invalid policy, or a policy version reused for different content
-  {ExitCode.UNVERIFIED}   audit verify: a log failed verification
-  {ExitCode.INTERNAL}  internal error (a bug: please report it)
+  0   allowed, or every policy valid (a refusal in audit mode also exits 0)
+  1   refused: deny or halt by an enforcing guard (policy diff: the policies differ)
+  2   usage error, or a malformed input document
+  3   invalid policy, or a policy version reused for different content
+  5   audit verify: a log failed verification
+  70  internal error (a bug: please report it)
 """
 
 

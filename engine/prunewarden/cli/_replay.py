@@ -39,21 +39,21 @@ from prunewarden.replay import (
     run_replay_job,
 )
 
-REPLAY_EXIT_CODES = f"""\
+REPLAY_EXIT_CODES = """\
 exit codes:
-  {ExitCode.OK}   every trace replayed (whatever was decided: the summary says)
-  {ExitCode.USAGE}   usage error, or a malformed trace (its events before the bad line still count)
-  {ExitCode.POLICY}   invalid policy
-  {ExitCode.INTERNAL}  internal error (a bug: please report it)
+  0   every trace replayed (whatever was decided: the summary says)
+  2   usage error, or a malformed trace (its events before the bad line still count)
+  3   invalid policy
+  70  internal error (a bug: please report it)
 """
 
-DIFF_EXIT_CODES = f"""\
+DIFF_EXIT_CODES = """\
 exit codes:
-  {ExitCode.OK}   no decision changes
-  {ExitCode.REFUSED}   some decision changes (listed)
-  {ExitCode.USAGE}   usage error, or a malformed trace (it wins over 1: the comparison is incomplete)
-  {ExitCode.POLICY}   invalid policy
-  {ExitCode.INTERNAL}  internal error (a bug: please report it)
+  0   no decision changes
+  1   some decision changes (listed)
+  2   usage error, or a malformed trace (it wins over 1: the comparison is incomplete)
+  3   invalid policy
+  70  internal error (a bug: please report it)
 """
 
 

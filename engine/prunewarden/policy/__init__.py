@@ -4,6 +4,8 @@ guardrails and lock file, compared and explained.
 
 from __future__ import annotations
 
+from prunewarden._identity import PolicyIdentity, PolicySource
+from prunewarden.inputs import ScoreRange
 from prunewarden.policy._build import build_policy
 from prunewarden.policy._load import load_builtin_policy, load_policy, parse_policy
 from prunewarden.policy._lock import LOCK_FILENAME
@@ -14,9 +16,6 @@ from prunewarden.policy._model import (
     LockOption,
     Mode,
     Policy,
-    PolicyIdentity,
-    PolicySource,
-    ScoreRange,
     Spec,
     StalenessSettings,
 )

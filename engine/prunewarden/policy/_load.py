@@ -13,7 +13,7 @@ def load_policy(path: str | Path, *, lock: LockOption = None) -> Policy:
     """Read, resolve, validate and compile the policy at ``path``; raise :class:`PolicyError`
     listing every problem found.
 
-    An ``extends`` chain is resolved and its guardrails checked (:mod:`prunewarden.policy._overlay`);
+    An ``extends`` chain is resolved and its guardrails checked (``extends``);
     ``lock`` says which lock file holds the policy's ``name@version`` to a digest (the default
     finds ``policy.lock`` next to the policy, ``False`` checks none).
     """

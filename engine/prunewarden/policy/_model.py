@@ -12,8 +12,8 @@ from typing import Any, Literal
 
 from prunewarden._identity import PolicyIdentity, PolicySource
 from prunewarden._json import canonical_json
-from prunewarden.inputs import ScoreRange
-from prunewarden.rules import Rule
+from prunewarden.inputs._model import ScoreRange
+from prunewarden.rules._model import Rule
 
 # Which lock file a load checks: None finds ``policy.lock`` next to the policy, False checks
 # none, a path names one (see prunewarden.policylock).

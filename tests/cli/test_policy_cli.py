@@ -13,7 +13,7 @@ from prunewarden import load_policy
 from prunewarden.cli._main import run
 from prunewarden.policy._lock import LOCK_FILENAME, read
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DEPLOYMENTS = ROOT / "examples" / "deployments"
 EXAMPLES = ROOT / "examples" / "inputs"
 

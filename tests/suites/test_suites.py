@@ -25,7 +25,7 @@ from prunewarden.suites._expectations import vocabulary
 from prunewarden.suites._report import render_junit, run_files
 from prunewarden.suites._run import discover_suites, load_suite, quiet_engine, run_suite
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "inputs"
 SHIPPED = [ROOT / "policies", ROOT / "examples" / "policies"]
 

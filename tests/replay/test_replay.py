@@ -25,7 +25,7 @@ from prunewarden.session import Session
 
 EngineFactory = Callable[..., Engine]
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TRACES = ROOT / "examples" / "traces"
 
 

@@ -29,7 +29,7 @@ from prunewarden._resources import builtin_policy_path, schema
 from prunewarden.audit._record import log_policy_reload_failed
 from prunewarden.audit._verify import verify_files
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples" / "inputs").glob("*.json"))
 RECORD = Draft202012Validator(schema("audit-record"))
 

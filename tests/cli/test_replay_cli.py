@@ -11,7 +11,7 @@ import pytest
 import yaml
 from prunewarden.cli._main import run
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TRACES = sorted((ROOT / "examples" / "traces").glob("*.jsonl"))
 DEFAULT = str(ROOT / "policies" / "default.yaml")
 LOOSE = str(ROOT / "examples" / "policies" / "loose-candidate.yaml")

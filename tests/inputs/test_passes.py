@@ -6,7 +6,7 @@ from collections import OrderedDict
 from typing import Any
 
 import pytest
-from generators import ids, scores_in_range
+from _support.generators import ids, scores_in_range
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from prunewarden import Decision, Engine, InputError

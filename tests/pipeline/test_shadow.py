@@ -14,7 +14,7 @@ from prunewarden import AuditLog, Engine, load_policy, parse_policy
 from prunewarden._resources import schema
 from prunewarden.cli._main import run
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DEPLOYMENTS = ROOT / "examples" / "deployments"
 EXAMPLES = ROOT / "examples" / "inputs"
 RECORD = Draft202012Validator(schema("audit-record"))

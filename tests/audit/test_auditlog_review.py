@@ -21,7 +21,7 @@ from prunewarden import decision as decision_module
 from prunewarden._json import sha256_digest
 from prunewarden.cli._main import run
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "inputs"
 
 

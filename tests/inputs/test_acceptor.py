@@ -8,7 +8,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-from generators import (
+from _support.generators import (
     edge_values,
     json_values,
     mutated,

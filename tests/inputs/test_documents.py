@@ -14,7 +14,7 @@ from jsonschema import Draft202012Validator
 from prunewarden import Decision, Engine, InputError
 from prunewarden._resources import schema
 
-EXAMPLES = sorted((Path(__file__).resolve().parent.parent / "examples" / "inputs").glob("*.json"))
+EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples" / "inputs").glob("*.json"))
 
 json_scalars = (
     st.none() | st.booleans() | st.integers(-(2**40), 2**40) | st.floats() | st.text(max_size=8)

@@ -1,7 +1,7 @@
 """Many writers, real processes, and writers that die: records never interleave, the chain holds.
 
-These tests spawn real processes (``tests/auditwriter.py``) that share one log through the OS file
-lock, and kill them with SIGKILL mid-write.
+These tests spawn real processes (``tests/_support/auditwriter.py``) that share one log through
+the OS file lock, and kill them with SIGKILL mid-write.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from prunewarden import AuditLog, Engine
 from prunewarden.audit._log import rotated_files
 from prunewarden.audit._verify import verify_files
 
-WRITER = Path(__file__).resolve().parent / "auditwriter.py"
+WRITER = Path(__file__).resolve().parents[1] / "_support" / "auditwriter.py"
 
 pytestmark = pytest.mark.slow
 

@@ -23,7 +23,7 @@ from prunewarden.cli._main import run
 from prunewarden.replay._fit import bump_minor, extends_reference, quantile
 from prunewarden.replay._run import SilentLogger, replay_trace
 
-DEFAULT = Path(__file__).resolve().parent.parent / "policies" / "default.yaml"
+DEFAULT = Path(__file__).resolve().parents[2] / "policies" / "default.yaml"
 CYCLES = 8
 ENTRIES = 12
 

@@ -18,7 +18,7 @@ from prunewarden import PolicyError, load_builtin_policy, load_policy, parse_pol
 from prunewarden.policy._overlay import MAX_CHAIN, resolve_file
 from prunewarden.policy._provenance import render_json, render_yaml
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DEPLOYMENTS = ROOT / "examples" / "deployments"
 
 

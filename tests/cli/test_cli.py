@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from prunewarden.cli._main import run
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "inputs"
 
 

@@ -11,7 +11,7 @@ from prunewarden import PolicyError, load_policy
 from prunewarden.policy._lock import LOCK_FILENAME, find, read, render, update
 from prunewarden.policy._overlay import resolve_file
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DEPLOYMENTS = ROOT / "examples" / "deployments"
 
 

@@ -23,7 +23,7 @@ from prunewarden.inputs._model import ScoreRange
 from prunewarden.inputs._parse import parse_request
 from prunewarden.rules._ruleset import build_variables
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "inputs"
 DECISION = Draft202012Validator(schema("decision"))
 HEADER = "apiVersion: prunewarden/v1\nkind: Policy\nmetadata: {name: rules, version: 1.0.0}\n"

@@ -1,0 +1,1 @@
+"""Helpers shared by the tests: data generators and the audit-writer process."""
