@@ -19,8 +19,8 @@ from prunewarden.errors import (
     PrunewardenError,
     RefusedError,
     RelevanceCollapseError,
-    RuleError,
     StaleScoreError,
+    SuiteError,
     UntrustedEvictionError,
 )
 from prunewarden.planner import Plan
@@ -46,10 +46,10 @@ __all__ = [
     "RelevanceCollapseError",
     "ReloadResult",
     "ReloadingEngine",
-    "RuleError",
     "Session",
     "ShadowResult",
     "StaleScoreError",
+    "SuiteError",
     "UntrustedEvictionError",
     "__version__",
     "load_builtin_policy",

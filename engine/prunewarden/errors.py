@@ -79,10 +79,6 @@ class SuiteError(ProblemsError):
     exit_code = ExitCode.POLICY
 
 
-class RuleError(PrunewardenError):
-    """A custom rule failed while it was evaluated."""
-
-
 class AuditError(PrunewardenError):
     """The decision could not be written to the audit log."""
 
