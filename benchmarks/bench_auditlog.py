@@ -21,13 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from prunewarden import AuditLog, Engine, parse_policy
+from prunewarden.audit import seal
 from prunewarden.audit._log import FsyncMode
 from prunewarden.audit._record import (
     DecisionContext,
     decision_record,
     input_digest,
     policy_activated_record,
-    seal,
     subject_of,
 )
 from prunewarden.audit._review import RecordFilter, Skipped, query, report, sql

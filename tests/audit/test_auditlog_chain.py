@@ -12,8 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prunewarden import AuditLog, Engine, Policy
-from prunewarden.audit import _log as auditfile
-from prunewarden.audit._record import GENESIS, policy_activated_record, seal
+from prunewarden.audit import _reading
+from prunewarden.audit._chain import GENESIS, seal
+from prunewarden.audit._record import policy_activated_record
 from prunewarden.audit._verify import Verification, verify_files
 from prunewarden.cli._main import run
 
@@ -358,7 +359,7 @@ class TestCatchUp:
     ) -> None:
         """Two sinks alternate on one file, one leaving a torn tail: each reads the other's
         records (through mmap or pread), activates each policy once and keeps one chain."""
-        monkeypatch.setattr(auditfile, "_MMAP_FROM", mmap_from)
+        monkeypatch.setattr(_reading, "_MMAP_FROM", mmap_from)
         log = tmp_path / "audit.jsonl"
         first, second = AuditLog(log), AuditLog(log)
         engines = [Engine.default(audit=first), Engine(_strict_policy(), audit=second)]

@@ -19,7 +19,7 @@ from typing import IO, Any
 
 import pytest
 from prunewarden import AuditLog, Engine
-from prunewarden.audit._log import rotated_files
+from prunewarden.audit import rotated_files
 from prunewarden.audit._verify import verify_files
 
 WRITER = Path(__file__).resolve().parents[1] / "_support" / "auditwriter.py"

@@ -5,9 +5,9 @@ Imports the layers below it (policy, inputs, decision); nothing above it.
 
 from __future__ import annotations
 
-from prunewarden.audit._log import FSYNC_MODES, AuditLog, FsyncMode, rotated_files
+from prunewarden.audit._chain import seal
+from prunewarden.audit._log import FSYNC_MODES, AuditLog, FsyncMode
 from prunewarden.audit._record import (
-    DEFAULT_MASKS,
     DecisionContext,
     authorization_header,
     decision_record,
@@ -20,6 +20,7 @@ from prunewarden.audit._record import (
     subject_of,
     texts_of,
 )
+from prunewarden.audit._redaction import DEFAULT_MASKS
 from prunewarden.audit._review import (
     REPORT_COLUMNS,
     RecordFilter,
@@ -31,6 +32,7 @@ from prunewarden.audit._review import (
     report,
     sql,
 )
+from prunewarden.audit._rotation import rotated_files
 from prunewarden.audit._verify import verify_files
 
 __all__ = [
@@ -56,6 +58,7 @@ __all__ = [
     "query",
     "report",
     "rotated_files",
+    "seal",
     "sql",
     "subject_of",
     "texts_of",

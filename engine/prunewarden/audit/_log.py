@@ -18,14 +18,12 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import mmap
 import os
-import re
 import sys
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Literal, Self
@@ -33,6 +31,10 @@ from typing import IO, Any, Literal, Self
 import structlog
 
 from prunewarden.audit import _record as auditlog
+from prunewarden.audit._chain import GENESIS, seal
+from prunewarden.audit._reading import scan_appended
+from prunewarden.audit._redaction import DEFAULT_MASKS, parse_masks
+from prunewarden.audit._rotation import next_sequence
 from prunewarden.errors import AuditError
 from prunewarden.policy import Policy
 
@@ -44,8 +46,6 @@ DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 # and on close).
 BATCH_RECORDS = 100
 BATCH_SECONDS = 1.0
-# Below this, the bytes other writers appended are read with pread; above, through mmap.
-_MMAP_FROM = 1024 * 1024
 
 
 class AuditLog:
@@ -234,7 +234,7 @@ class AuditLog:
             state.size, state.chain = 0, _Chain()
         if size == state.size:
             return []
-        scan = _scan(state.fd, state.size, size, state.chain.last)
+        scan = scan_appended(state.fd, state.size, size, state.chain.last)
         state.chain.advance(scan.last_hash, scan.activated)
         state.size = size
         if not scan.tail:
@@ -252,7 +252,7 @@ class AuditLog:
         return its state and its ``log_rotated`` header."""
         assert self.path is not None  # noqa: S101 - only file sinks rotate
         path = self.path
-        sequence = _next_sequence(path)
+        sequence = next_sequence(path)
         archived = path.with_name(f"{path.name}.{sequence:06d}")
         temporary = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}.tmp")
         flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
@@ -322,7 +322,7 @@ class AuditLog:
         lines: list[bytes] = []
         last, activated = chain.last, set()
         for record in records:
-            line, last = auditlog.seal(record, last, self._hmac_key)
+            line, last = seal(record, last, self._hmac_key)
             lines.append(line)
             if auditlog.kind_of(record) == auditlog.POLICY_ACTIVATED:
                 activated.add(auditlog.policy_digest_of(record))
@@ -335,7 +335,7 @@ class AuditLog:
 
 @dataclass
 class _Chain:
-    last: str = auditlog.GENESIS
+    last: str = GENESIS
     activated: set[str] = field(default_factory=set)
 
     def advance(self, last: str, activated: set[str]) -> None:
@@ -383,11 +383,11 @@ def _masks(inputs: bool | Iterable[str] | None) -> tuple[str, ...] | None:
     if inputs is None or inputs is False:
         return None
     if inputs is True:
-        return auditlog.DEFAULT_MASKS
+        return DEFAULT_MASKS
     if isinstance(inputs, str):
         msg = "inputs takes a list of JSON pointers, not one string"
         raise AuditError(msg)
-    return auditlog.parse_masks(inputs)
+    return parse_masks(inputs)
 
 
 def _key(env: str | None) -> bytes | None:
@@ -419,108 +419,3 @@ def _sync_dir(directory: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-
-
-def rotated_files(path: str | os.PathLike[str]) -> list[Path]:
-    """The archived files of a log (``NAME.000001`` ...), oldest first, then the log itself."""
-    path = Path(path)
-    pattern = re.compile(re.escape(path.name) + r"\.(\d{6,})")
-    archived = []
-    with contextlib.suppress(OSError):
-        for entry in path.parent.iterdir():
-            found = pattern.fullmatch(entry.name)
-            if found:
-                archived.append((int(found.group(1)), entry))
-    return [entry for _, entry in sorted(archived)] + ([path] if path.exists() else [])
-
-
-def _next_sequence(path: Path) -> int:
-    names = rotated_files(path)
-    numbers = [int(p.name.rsplit(".", 1)[1]) for p in names if p != path]
-    return max(numbers, default=0) + 1
-
-
-@dataclass
-class _Scan:
-    last_hash: str
-    activated: set[str]
-    torn: list[bytes]
-    tail: bytes
-    tail_record: dict[str, Any] | None
-
-
-def _scan(fd: int, start: int, end: int, last_hash: str) -> _Scan:
-    """What a writer must know about the bytes ``[start, end)`` another writer appended."""
-    if end - start < _MMAP_FROM:
-        return _scan_buffer(os.pread(fd, end - start, start), last_hash)
-    base = start - start % mmap.ALLOCATIONGRANULARITY
-    with mmap.mmap(fd, end - base, access=mmap.ACCESS_READ, offset=base) as view:
-        return _scan_buffer(view, last_hash, start - base)
-
-
-def _scan_buffer(buf: bytes | mmap.mmap, last_hash: str, start: int = 0) -> _Scan:
-    end = len(buf)
-    activated: set[str] = set()
-    at = buf.find(auditlog.ACTIVATION_MARKER, start, end)
-    while at != -1:
-        line_start = buf.rfind(b"\n", start, at) + 1 or start
-        line_end = buf.find(b"\n", at, end)
-        line_end = end if line_end == -1 else line_end
-        record = auditlog.parse_record(buf[line_start:line_end])
-        if record is not None and auditlog.kind_of(record) == auditlog.POLICY_ACTIVATED:
-            activated.add(auditlog.policy_digest_of(record))
-        at = buf.find(auditlog.ACTIVATION_MARKER, line_end, end)
-    # line_end: the newline ending a whole line (start - 1: none in the region).
-    line_end = buf.rfind(b"\n", start, end)
-    line_end = start - 1 if line_end == -1 else line_end
-    tail = bytes(buf[line_end + 1 : end])
-    # Walk back to the last whole record; lines after it are torn writes.
-    torn: list[bytes] = []
-    while line_end >= start:
-        line_start = buf.rfind(b"\n", start, line_end) + 1 or start
-        line = bytes(buf[line_start:line_end])
-        record = auditlog.parse_record(line)
-        if record is not None:
-            last_hash = auditlog.hash_of(record)
-            break
-        torn.insert(0, line)
-        line_end = line_start - 1
-    tail_record = auditlog.parse_record(tail) if tail else None
-    return _Scan(last_hash, activated, torn, tail, tail_record)
-
-
-# --- reading ----------------------------------------------------------------------------------
-
-
-def iter_lines(path: Path) -> Iterator[tuple[int, bytes, bool]]:
-    """``(line number, line without newline, ended by a newline)`` for each line of a file."""
-    with path.open("rb") as handle:
-        for number, raw in enumerate(handle, start=1):
-            if raw.endswith(b"\n"):
-                yield number, raw[:-1], True
-            else:
-                yield number, raw, False
-
-
-_ROTATED = re.compile(r"(.*)\.(\d{6,})")
-
-
-def rotation_base(path: str | os.PathLike[str]) -> str:
-    """The log a file belongs to: ``NAME`` for ``NAME.000003`` and for ``NAME`` itself."""
-    found = _ROTATED.fullmatch(os.fspath(path))
-    return found.group(1) if found else os.fspath(path)
-
-
-def order_files(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
-    """Files in rotation order: ``NAME.000001``, ``NAME.000002`` ... before ``NAME``; files of
-    different logs keep the order given."""
-    ordered = [Path(p) for p in paths]
-
-    def sequence(path: Path) -> float:
-        found = _ROTATED.fullmatch(str(path))
-        return int(found.group(2)) if found else float("inf")
-
-    first_seen: dict[str, int] = {}
-    for index, path in enumerate(ordered):
-        first_seen.setdefault(rotation_base(path), index)
-    return sorted(ordered, key=lambda p: (first_seen[rotation_base(p)], sequence(p)))

@@ -6,10 +6,8 @@ canonical policy, written before the first decision under that policy's digest i
 ``policy_reload_failed``; a ``log_rotated`` header at the top of a file that continues a rotated
 one; a ``write_recovered`` record after the remains of an interrupted write.
 
-Records are chained: ``hash`` is SHA-256 (or HMAC-SHA-256, in keyed mode) over the record's
-canonical form without ``hash`` - sorted keys, no spaces, ASCII - which includes ``prev_hash``,
-the hash of the record before it. The line on disk is that canonical form with ``"hash"`` appended
-as its last member, so a verifier hashes the bytes it read instead of re-serializing them.
+Records are chained: ``_chain`` seals a record into its line, adding ``prev_hash`` and ``hash``.
+What keeps segment and span text out of a record is in ``_redaction``.
 
 Library code never configures structlog: decisions without an audit sink go to the logger the
 embedding application configured (:func:`get_logger`), with the same fields minus the chain.
@@ -18,10 +16,8 @@ embedding application configured (:func:`get_logger`), with the same fields minu
 from __future__ import annotations
 
 import hashlib
-import hmac
 import json
-import re
-from collections.abc import Iterable, Iterator, Mapping, MutableMapping
+from collections.abc import Iterable, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,16 +26,14 @@ import structlog
 from prunewarden.__about__ import __version__
 from prunewarden._identity import PolicyIdentity
 from prunewarden._json import canonical_json, sha256_digest
-from prunewarden.decision import Decision, Reason, utc_now
-from prunewarden.errors import AuditError
+from prunewarden.audit._chain import canonical_record
+from prunewarden.audit._redaction import erase, logged_reasons
+from prunewarden.decision import Decision, utc_now
 from prunewarden.inputs import CollapseRequest, EvictionRequest, Request, StalenessRequest
 from prunewarden.policy import Policy
-from prunewarden.rules import Rule
 
 LOGGER_NAME = "prunewarden"
 RECORD_VERSION = 1
-# prev_hash of the first record of a chain.
-GENESIS = "sha256:" + "0" * 64
 
 DECISION = "decision"
 POLICY_ACTIVATED = "policy_activated"
@@ -48,12 +42,8 @@ LOG_ROTATED = "log_rotated"
 WRITE_RECOVERED = "write_recovered"
 KINDS = (DECISION, POLICY_ACTIVATED, POLICY_RELOAD_FAILED, LOG_ROTATED, WRITE_RECOVERED)
 
-# Where segment and span text sits in an input document: erased unless a team opts in to more.
-DEFAULT_MASKS = ("/segment/text", "/spans/*/text")
-
 # Substrings a canonical record line contains, for cheap scans before parsing.
 ACTIVATION_MARKER = b'"kind":"policy_activated"'
-_HASH_TAIL = re.compile(rb',"hash":"((?:sha256|hmac-sha256):[0-9a-f]{64})"}$')
 
 
 def get_logger() -> Any:
@@ -141,7 +131,7 @@ def decision_record(
         "check": decision.check,
         "outcome": decision.outcome,
         "enforced": decision.enforced,
-        "reasons": _logged_reasons(decision.reasons, policy.rules, context.texts),
+        "reasons": logged_reasons(decision.reasons, policy.rules, context.texts),
         "actions": [action.to_dict() for action in decision.actions],
         "subject": context.subject,
         "session_id": context.session_id,
@@ -180,64 +170,11 @@ def shadow_fields(
     block.update(
         outcome=shadow.outcome,
         enforced=shadow.enforced,
-        reasons=_logged_reasons(shadow.reasons, shadow_policy.rules, texts),
+        reasons=logged_reasons(shadow.reasons, shadow_policy.rules, texts),
         actions=[action.to_dict() for action in shadow.actions],
         agrees=shadow.agrees_with(decision),
     )
     return block
-
-
-# A text shorter than this is not searched for in rule messages (it would match inside words).
-MIN_SCRUBBED_TEXT = 4
-TEXT_PLACEHOLDER = "[text]"
-_TEXT_VARIABLES = ("segment", "span", "spans")
-
-
-def _logged_reasons(
-    reasons: Iterable[Reason], rules: tuple[Rule, ...], texts: tuple[str, ...]
-) -> list[dict[str, Any]]:
-    """Reasons as logged. The guards never put text in a reason, but a rule's
-    ``message_expression`` may: such a message is withheld when the expression reads a text
-    field, and any segment or span text found in a rule's message or detail is replaced."""
-    withheld = {
-        f"rule:{rule.name}"
-        for rule in rules
-        if rule.message_expression is not None and _reads_text(rule.message_expression.reads)
-    }
-    scrubbed = sorted({t for t in texts if len(t) >= MIN_SCRUBBED_TEXT}, key=len, reverse=True)
-    logged = []
-    for reason in reasons:
-        item = reason.to_dict()
-        if reason.code.startswith("rule"):
-            if reason.code in withheld:
-                name = reason.code.removeprefix("rule:")
-                item["message"] = (
-                    f"rule {name!r} matched (its message reads text, which is not logged)"
-                )
-            item = _scrub(item, scrubbed)
-        logged.append(item)
-    return logged
-
-
-def _reads_text(reads: Mapping[str, frozenset[str] | None]) -> bool:
-    for variable in _TEXT_VARIABLES:
-        if variable in reads:
-            fields = reads[variable]
-            if fields is None or "text" in fields:
-                return True
-    return False
-
-
-def _scrub(value: Any, texts: list[str]) -> Any:
-    if isinstance(value, str):
-        for text in texts:
-            value = value.replace(text, TEXT_PLACEHOLDER)
-        return value
-    if isinstance(value, dict):
-        return {key: _scrub(item, texts) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_scrub(item, texts) for item in value]
-    return value
 
 
 def policy_activated_record(policy: Policy) -> dict[str, Any]:
@@ -312,109 +249,6 @@ def event_to_kind(
     sink as keyword arguments."""
     event_dict["kind"] = event_dict.pop("event")
     return event_dict
-
-
-# --- masks ------------------------------------------------------------------------------------
-
-
-def parse_masks(pointers: Iterable[str]) -> tuple[str, ...]:
-    """Validate JSON pointers (RFC 6901, plus ``*`` for every member or element)."""
-    masks = tuple(pointers)
-    for pointer in masks:
-        if not isinstance(pointer, str) or not pointer.startswith("/"):
-            msg = f"input mask {pointer!r} is not a JSON pointer (it must start with '/')"
-            raise AuditError(msg)
-    return masks
-
-
-def _tokens(pointer: str) -> list[str]:
-    return [part.replace("~1", "/").replace("~0", "~") for part in pointer.split("/")[1:]]
-
-
-def _pointer(path: Iterable[str | int]) -> str:
-    return "".join("/" + str(part).replace("~", "~0").replace("/", "~1") for part in path)
-
-
-def erase(document: Any, masks: Iterable[str]) -> tuple[Any, list[str]]:
-    """A copy of ``document`` without the values the masks point at, and the concrete pointers
-    erased (like OPA's decision-log ``erased`` list)."""
-    copy = json.loads(json.dumps(document))
-    erased: list[str] = []
-    for mask in masks:
-        for path in list(_matches(copy, _tokens(mask), ())):
-            parent = copy
-            for part in path[:-1]:
-                parent = parent[part]
-            del parent[path[-1]]
-            erased.append(_pointer(path))
-    return copy, sorted(erased)
-
-
-def _matches(value: Any, tokens: list[str], path: tuple[str | int, ...]) -> Iterator[Any]:
-    if not tokens:
-        yield path
-        return
-    head, rest = tokens[0], tokens[1:]
-    if isinstance(value, dict):
-        keys = list(value) if head == "*" else [head] if head in value else []
-        for key in keys:
-            yield from _matches(value[key], rest, (*path, key))
-    elif isinstance(value, list):
-        if head == "*":
-            indices: Iterable[int] = range(len(value))
-        else:
-            indices = [int(head)] if head.isdigit() and int(head) < len(value) else []
-        # Deleting from a list shifts what follows: erase from the end.
-        for index in sorted(indices, reverse=True):
-            yield from _matches(value[index], rest, (*path, index))
-
-
-# --- the chain --------------------------------------------------------------------------------
-
-
-def canonical_record(record: Mapping[str, Any]) -> bytes:
-    """Sorted keys, no spaces, ASCII only (any text survives, escaped), no NaN."""
-    text = json.dumps(
-        record, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False
-    )
-    return text.encode("ascii")
-
-
-def record_hash(body: bytes, key: bytes | None) -> str:
-    """``sha256:`` (or ``hmac-sha256:`` with a key) over a record's canonical form."""
-    if key is None:
-        return "sha256:" + hashlib.sha256(body).hexdigest()
-    return "hmac-sha256:" + hmac.new(key, body, hashlib.sha256).hexdigest()
-
-
-def seal(record: Mapping[str, Any], prev_hash: str, key: bytes | None) -> tuple[bytes, str]:
-    """The line for ``record`` chained after ``prev_hash``, and the record's hash."""
-    body = canonical_record({**record, "prev_hash": prev_hash})
-    digest = record_hash(body, key)
-    return body[:-1] + b',"hash":"' + digest.encode("ascii") + b'"}\n', digest
-
-
-def unseal(line: bytes) -> tuple[bytes, str] | None:
-    """Split a line (without its newline) into the hashed body and the hash it claims."""
-    found = _HASH_TAIL.search(line)
-    if found is None:
-        return None
-    return line[: found.start()] + b"}", found.group(1).decode("ascii")
-
-
-def is_keyed(digest: str) -> bool:
-    return digest.startswith("hmac-")
-
-
-def parse_record(line: bytes) -> dict[str, Any] | None:
-    """A line as a record, or None when it is not one (torn, foreign, or not an object)."""
-    try:
-        record = json.loads(line)
-    except ValueError:
-        return None
-    if not isinstance(record, dict) or not isinstance(record.get("hash"), str):
-        return None
-    return record
 
 
 # --- reading fields ---------------------------------------------------------------------------

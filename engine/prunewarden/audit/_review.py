@@ -18,7 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from prunewarden.audit import _record as auditlog
-from prunewarden.audit._log import iter_lines, order_files
+from prunewarden.audit._chain import parse_record
+from prunewarden.audit._reading import iter_lines
+from prunewarden.audit._rotation import order_files
 from prunewarden.errors import AuditError
 
 
@@ -130,7 +132,7 @@ def scan(
     for path in order_files(paths):
         for number, line, _ in iter_lines(path):
             if all(marker in line for marker in markers) or (also is not None and also(line)):
-                record = auditlog.parse_record(line)
+                record = parse_record(line)
                 if record is None:
                     skipped.add(path)
                     continue

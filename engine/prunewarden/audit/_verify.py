@@ -20,7 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from prunewarden.audit import _record as auditlog
-from prunewarden.audit._log import iter_lines, order_files, rotation_base
+from prunewarden.audit._chain import GENESIS, is_keyed, parse_record, record_hash, unseal
+from prunewarden.audit._reading import iter_lines
+from prunewarden.audit._rotation import order_files, rotation_base
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,7 +205,7 @@ class _FileCheck:
         self.torn = []
 
     def _seal(self, number: int, body: bytes, claimed: str) -> None:
-        keyed = auditlog.is_keyed(claimed)
+        keyed = is_keyed(claimed)
         if keyed and self.key is None:
             self._fail(number, "keyed record (hmac-sha256): verifying it needs the key")
         if self.key is not None and not keyed:
@@ -211,7 +213,7 @@ class _FileCheck:
                 number,
                 "record is not keyed although a key was given: written without it, or forged",
             )
-        if auditlog.record_hash(body, self.key if keyed else None) != claimed:
+        if record_hash(body, self.key if keyed else None) != claimed:
             reason = "the record was altered" + (" or the key is wrong" if keyed else "")
             self._fail(number, f"hash mismatch: {reason}")
 
@@ -229,7 +231,7 @@ class _FileCheck:
             return
         if kind == auditlog.LOG_ROTATED:
             self._continues(number, record, prev)
-        elif prev != auditlog.GENESIS:
+        elif prev != GENESIS:
             self._fail(
                 number,
                 "the chain does not start here: the lines before it were removed "
@@ -270,10 +272,10 @@ class _FileCheck:
 
 def _sealed(line: bytes) -> tuple[dict[str, Any], bytes, str] | None:
     """The record on a line, its hashed body and the hash it claims; None if not a record."""
-    split = auditlog.unseal(line)
+    split = unseal(line)
     if split is None:
         return None
-    record = auditlog.parse_record(line)
+    record = parse_record(line)
     if record is None or auditlog.hash_of(record) != split[1]:
         return None
     return record, *split

@@ -1,0 +1,67 @@
+"""The hash chain: how a record is sealed into a line, and how a line is split back.
+
+Records are chained: ``hash`` is SHA-256 (or HMAC-SHA-256, in keyed mode) over the record's
+canonical form without ``hash`` - sorted keys, no spaces, ASCII - which includes ``prev_hash``,
+the hash of the record before it. The line on disk is that canonical form with ``"hash"`` appended
+as its last member, so a verifier hashes the bytes it read instead of re-serializing them. The
+writer and the verifier both take these bytes from here, so that they cannot disagree about them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+# prev_hash of the first record of a chain.
+GENESIS = "sha256:" + "0" * 64
+
+_HASH_TAIL = re.compile(rb',"hash":"((?:sha256|hmac-sha256):[0-9a-f]{64})"}$')
+
+
+def canonical_record(record: Mapping[str, Any]) -> bytes:
+    """Sorted keys, no spaces, ASCII only (any text survives, escaped), no NaN."""
+    text = json.dumps(
+        record, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False
+    )
+    return text.encode("ascii")
+
+
+def record_hash(body: bytes, key: bytes | None) -> str:
+    """``sha256:`` (or ``hmac-sha256:`` with a key) over a record's canonical form."""
+    if key is None:
+        return "sha256:" + hashlib.sha256(body).hexdigest()
+    return "hmac-sha256:" + hmac.new(key, body, hashlib.sha256).hexdigest()
+
+
+def seal(record: Mapping[str, Any], prev_hash: str, key: bytes | None) -> tuple[bytes, str]:
+    """The line for ``record`` chained after ``prev_hash``, and the record's hash."""
+    body = canonical_record({**record, "prev_hash": prev_hash})
+    digest = record_hash(body, key)
+    return body[:-1] + b',"hash":"' + digest.encode("ascii") + b'"}\n', digest
+
+
+def unseal(line: bytes) -> tuple[bytes, str] | None:
+    """Split a line (without its newline) into the hashed body and the hash it claims."""
+    found = _HASH_TAIL.search(line)
+    if found is None:
+        return None
+    return line[: found.start()] + b"}", found.group(1).decode("ascii")
+
+
+def is_keyed(digest: str) -> bool:
+    return digest.startswith("hmac-")
+
+
+def parse_record(line: bytes) -> dict[str, Any] | None:
+    """A line as a record, or None when it is not one (torn, foreign, or not an object)."""
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(record, dict) or not isinstance(record.get("hash"), str):
+        return None
+    return record

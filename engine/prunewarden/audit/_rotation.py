@@ -1,0 +1,58 @@
+"""How the files of a rotated log are named, found and put back in order.
+
+A log ``NAME`` that rotates leaves archives ``NAME.000001``, ``NAME.000002`` ... beside it, and
+its chain runs through them oldest first, then through ``NAME``. The writer choosing the next
+archive's number and the readers (``verify``, ``audit query`` ...) following the chain across
+files rely on the same naming, so it is spelled here once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+_ROTATED = re.compile(r"(.*)\.(\d{6,})")
+
+
+def rotated_files(path: str | os.PathLike[str]) -> list[Path]:
+    """The archived files of a log (``NAME.000001`` ...), oldest first, then the log itself."""
+    path = Path(path)
+    pattern = re.compile(re.escape(path.name) + r"\.(\d{6,})")
+    archived = []
+    with contextlib.suppress(OSError):
+        for entry in path.parent.iterdir():
+            found = pattern.fullmatch(entry.name)
+            if found:
+                archived.append((int(found.group(1)), entry))
+    return [entry for _, entry in sorted(archived)] + ([path] if path.exists() else [])
+
+
+def next_sequence(path: Path) -> int:
+    """The number the next archive of the log at ``path`` takes."""
+    names = rotated_files(path)
+    numbers = [int(p.name.rsplit(".", 1)[1]) for p in names if p != path]
+    return max(numbers, default=0) + 1
+
+
+def rotation_base(path: str | os.PathLike[str]) -> str:
+    """The log a file belongs to: ``NAME`` for ``NAME.000003`` and for ``NAME`` itself."""
+    found = _ROTATED.fullmatch(os.fspath(path))
+    return found.group(1) if found else os.fspath(path)
+
+
+def order_files(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
+    """Files in rotation order: ``NAME.000001``, ``NAME.000002`` ... before ``NAME``; files of
+    different logs keep the order given."""
+    ordered = [Path(p) for p in paths]
+
+    def sequence(path: Path) -> float:
+        found = _ROTATED.fullmatch(str(path))
+        return int(found.group(2)) if found else float("inf")
+
+    first_seen: dict[str, int] = {}
+    for index, path in enumerate(ordered):
+        first_seen.setdefault(rotation_base(path), index)
+    return sorted(ordered, key=lambda p: (first_seen[rotation_base(p)], sequence(p)))
