@@ -32,7 +32,7 @@ from prunewarden.limits import (
     MAX_YAML_DEPTH,
     SCHEMA_LIMITS,
 )
-from prunewarden.rules import _cel as cel
+from prunewarden.rules import _compiler as cel
 
 ROOT = Path(__file__).resolve().parent.parent
 SIZE_KEYWORDS = ("maxItems", "maxLength", "maxProperties")

@@ -9,8 +9,12 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from prunewarden.rules import _cel as cel
-from prunewarden.rules._ruleset import variable_shapes
+from prunewarden.rules._checker import MAX_NESTING
+from prunewarden.rules._compiler import compile_expression
+from prunewarden.rules._evaluation import Deadline, EvaluationError, evaluate
+from prunewarden.rules._expression import Expression, ExpressionError, ExpressionProblem, Result
+from prunewarden.rules._values import MAX_VALUE_DEPTH, to_cel, type_name
+from prunewarden.rules._variables import variable_shapes
 
 EVICTION = {
     **variable_shapes("eviction"),
@@ -23,20 +27,20 @@ EVICTION = {
 PARAMS = {"floor": 0.3, "words": ["never", "do not"]}
 
 
-def compile_eviction(source: str, result: cel.Result = "bool") -> cel.Expression:
-    return cel.compile_expression(source, EVICTION, result=result, constants={"params": PARAMS})
+def compile_eviction(source: str, result: Result = "bool") -> Expression:
+    return compile_expression(source, EVICTION, result=result, constants={"params": PARAMS})
 
 
-def refusal(source: str) -> cel.ExpressionProblem:
-    with pytest.raises(cel.ExpressionError) as info:
+def refusal(source: str) -> ExpressionProblem:
+    with pytest.raises(ExpressionError) as info:
         compile_eviction(source)
     return info.value.problems[0]
 
 
 def run(source: str, **variables: Any) -> Any:
     expression = compile_eviction(source)
-    values = {name: cel.to_cel(value) for name, value in variables.items()}
-    return cel.evaluate(expression, values, deadline=cel.Deadline(5))
+    values = {name: to_cel(value) for name, value in variables.items()}
+    return evaluate(expression, values, deadline=Deadline(5))
 
 
 REFUSED = [
@@ -106,13 +110,13 @@ class TestRefusedAtLoad:
 
     def test_every_problem_of_an_expression_is_reported(self) -> None:
         """Static problems come together, not one at a time."""
-        with pytest.raises(cel.ExpressionError) as info:
+        with pytest.raises(ExpressionError) as info:
             compile_eviction("scroe < 0.2 && segment.txt == '' && shout(1)")
         assert len(info.value.problems) == 3
 
     def test_message_expression_must_give_a_string(self) -> None:
         """A message expression is checked for a string the way a condition is for a bool."""
-        with pytest.raises(cel.ExpressionError) as info:
+        with pytest.raises(ExpressionError) as info:
             compile_eviction("score", result="string")
         assert "must give a string, but gives double" in info.value.problems[0].message
         assert compile_eviction("'id ' + segment.id", result="string").reads == {
@@ -133,10 +137,10 @@ class TestRefusedAtLoad:
     )
     def test_any_text_compiles_or_is_refused(self, source: str) -> None:
         """Whatever the text, compiling gives an expression or an ExpressionError, nothing else."""
-        problems: tuple[cel.ExpressionProblem, ...] = ()
+        problems: tuple[ExpressionProblem, ...] = ()
         try:
             compile_eviction(source)
-        except cel.ExpressionError as exc:
+        except ExpressionError as exc:
             problems = exc.problems
             assert problems
         assert all(p.message for p in problems)
@@ -218,7 +222,7 @@ class TestEvaluation:
     )
     def test_runtime_errors_are_clean(self, source: str, message: str) -> None:
         """A failure is an EvaluationError with a short message, never the activation."""
-        with pytest.raises(cel.EvaluationError) as info:
+        with pytest.raises(EvaluationError) as info:
             run(source, candidates=[], segment={"metadata": {}}, score=0.5)
         text = str(info.value)
         assert message in text
@@ -228,14 +232,14 @@ class TestEvaluation:
     def test_clean_message_drops_values_and_activation(self) -> None:
         """cel-python's quoted values and activation never reach a message."""
         private = "the private text of a segment"
-        with pytest.raises(cel.EvaluationError) as info:
+        with pytest.raises(EvaluationError) as info:
             run("segment.metadata.note.kind == 'x'", segment={"metadata": {"note": private}})
         assert private not in str(info.value)
         assert "does not support field selection" in str(info.value)
 
     def test_deadline_counts_work_not_waiting(self) -> None:
         """A budget is the thread's CPU time: waiting does not spend it, working does."""
-        deadline = cel.Deadline(0.01)
+        deadline = Deadline(0.01)
         time.sleep(0.05)
         assert not deadline.expired()
         spin_until = time.thread_time() + 0.05
@@ -246,30 +250,30 @@ class TestEvaluation:
     def test_deadline_stops_a_long_evaluation(self) -> None:
         """A comprehension over a big list stops at the deadline with a clean error."""
         expression = compile_eviction("candidates.exists(c, c == 'never-there')")
-        values = {"candidates": cel.to_cel([str(i) for i in range(20_000)])}
+        values = {"candidates": to_cel([str(i) for i in range(20_000)])}
         started = time.monotonic()
-        with pytest.raises(cel.EvaluationError, match="timed out"):
-            cel.evaluate(expression, values, deadline=cel.Deadline(0.02))
+        with pytest.raises(EvaluationError, match="timed out"):
+            evaluate(expression, values, deadline=Deadline(0.02))
         assert time.monotonic() - started < 1.0
 
     def test_stack_exhaustion_is_an_evaluation_error(self) -> None:
         """Evaluating with almost no stack left fails cleanly, not with a RecursionError."""
         expression = compile_eviction("((((((((score)))))))) < 1.0")
-        values = {"score": cel.to_cel(0.5)}
+        values = {"score": to_cel(0.5)}
 
         def deep(n: int) -> Any:
             if n:
                 return deep(n - 1)
-            return cel.evaluate(expression, values, deadline=cel.Deadline(5))
+            return evaluate(expression, values, deadline=Deadline(5))
 
         depth = sys.getrecursionlimit() - 60
-        with pytest.raises(cel.EvaluationError, match="ran out of stack"):
+        with pytest.raises(EvaluationError, match="ran out of stack"):
             deep(depth)
 
     @pytest.mark.parametrize(
         "source",
         [
-            "(" * cel.MAX_NESTING + "score" + ")" * cel.MAX_NESTING + " < 1.0",
+            "(" * MAX_NESTING + "score" + ")" * MAX_NESTING + " < 1.0",
             " && ".join(["score < 1.0"] * 117),  # the longest chain within MAX_TREE_DEPTH
         ],
         ids=["deepest-nesting", "deepest-tree"],
@@ -280,12 +284,12 @@ class TestEvaluation:
         """Limits keep an accepted expression within the default recursion limit, with 300
         frames left for the caller."""
         expression = compile_eviction(source)
-        values = {"score": cel.to_cel(0.5)}
+        values = {"score": to_cel(0.5)}
 
         def deep(n: int) -> Any:
             if n:
                 return deep(n - 1)
-            return cel.evaluate(expression, values, deadline=cel.Deadline(5))
+            return evaluate(expression, values, deadline=Deadline(5))
 
         assert sys.getrecursionlimit() == 1000
         assert bool(deep(300))
@@ -304,14 +308,14 @@ class TestRecursionLimit:
 class TestValues:
     def test_to_cel_converts_json_values(self) -> None:
         """Booleans stay booleans, every number is a double, containers convert deeply."""
-        value = cel.to_cel({"a": [1, 2.5, True, None, "x"]})
+        value = to_cel({"a": [1, 2.5, True, None, "x"]})
         items = value["a"]
-        assert [cel.type_name(v) for v in items] == ["double", "double", "bool", "null", "string"]
+        assert [type_name(v) for v in items] == ["double", "double", "bool", "null", "string"]
 
     def test_to_cel_refuses_values_nested_too_deeply(self) -> None:
         """A hostile metadata document cannot exhaust the stack."""
         value: Any = "x"
-        for _ in range(cel.MAX_VALUE_DEPTH + 5):
+        for _ in range(MAX_VALUE_DEPTH + 5):
             value = [value]
         with pytest.raises(ValueError, match="nested deeper"):
-            cel.to_cel(value)
+            to_cel(value)

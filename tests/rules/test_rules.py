@@ -21,7 +21,7 @@ from prunewarden._resources import schema
 from prunewarden.cli._main import run
 from prunewarden.inputs._model import ScoreRange
 from prunewarden.inputs._parse import parse_request
-from prunewarden.rules._ruleset import build_variables
+from prunewarden.rules._variables import build_variables
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "inputs"

@@ -35,7 +35,7 @@ from prunewarden.policy._model import (
     Spec,
     StalenessSettings,
 )
-from prunewarden.rules import _ruleset as rules
+from prunewarden.rules import _spec as rules
 
 if TYPE_CHECKING:
     from prunewarden._source import Parsed

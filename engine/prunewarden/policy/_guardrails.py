@@ -18,11 +18,11 @@ from functools import cache
 from typing import Any, Protocol
 
 from prunewarden import _resources as resources
+from prunewarden import rules as cel
 from prunewarden._json import JsonPath
 from prunewarden._schemas import inline_refs
 from prunewarden._source import Origin, Parsed, json_path
 from prunewarden.errors import Problem, describe_value
-from prunewarden.rules import _cel as cel
 
 # One validator's evaluation budget at load time; a policy is small, so this only stops a
 # pathological expression (the CEL limits of prunewarden.cel bound the rest).

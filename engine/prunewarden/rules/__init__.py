@@ -4,19 +4,14 @@ checked against the documented variables when a policy loads, and evaluated with
 
 from __future__ import annotations
 
-from prunewarden.rules._cel import (
-    Deadline,
-    EvaluationError,
-    Expression,
-    ExpressionError,
-    Shape,
-    compile_expression,
-    evaluate_bool,
-    field_paths,
-    to_cel,
-)
+from prunewarden.rules._checker import field_paths
+from prunewarden.rules._compiler import compile_expression
+from prunewarden.rules._evaluation import Deadline, EvaluationError, evaluate_bool
+from prunewarden.rules._expression import Expression, ExpressionError, Shape
 from prunewarden.rules._model import DEFAULT_CACHE_SIZE, Rule
-from prunewarden.rules._ruleset import RuleSet, compile_rules
+from prunewarden.rules._ruleset import RuleSet
+from prunewarden.rules._spec import compile_rules
+from prunewarden.rules._values import to_cel
 
 __all__ = [
     "DEFAULT_CACHE_SIZE",

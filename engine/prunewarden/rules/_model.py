@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from prunewarden.rules import _cel as cel
+from prunewarden.rules._expression import Expression
 
 Effect = Literal["deny", "halt", "pin", "warn"]
 RuleMode = Literal["enforce", "audit"]
@@ -29,9 +29,9 @@ class Rule:
     check: str
     effect: Effect
     mode: RuleMode
-    when: cel.Expression
+    when: Expression
     message: str | None
-    message_expression: cel.Expression | None
+    message_expression: Expression | None
     timeout: float  # seconds, for one request (all items together)
     # Derived from the expressions once, because the hot path asks for them on every request.
     reads: frozenset[str] = field(init=False)

@@ -1,0 +1,163 @@
+"""Running a compiled expression: every failure becomes an :class:`EvaluationError`.
+
+An error value, a timeout, an exhausted stack and a bug in the evaluator all end as an
+:class:`EvaluationError` with a short message that never quotes the activation, which cel-python
+embeds in some of its own messages.
+
+``celpy.Environment()`` raises the process-wide recursion limit; this package never creates one.
+It evaluates with the tree-walking :class:`~celpy.evaluation.Evaluator` (what
+``InterpretedRunner`` wraps), subclassed only to check a deadline between nodes.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import lark
+from celpy.evaluation import Activation, CELEvalError, Evaluator
+
+from prunewarden.rules._expression import Expression
+from prunewarden.rules._functions import FUNCTIONS
+from prunewarden.rules._values import is_bool, type_name
+
+
+class EvaluationError(Exception):
+    """An expression failed while it was evaluated; the message is safe to show and log."""
+
+
+class DeadlineExceededError(BaseException):
+    """Derives from BaseException so that no ``except Exception`` inside cel-python swallows it:
+    it is control flow, not an error of the expression."""
+
+
+class _Evaluator(Evaluator):
+    """cel-python's tree-walking evaluator with a deadline checked at every node.
+
+    ``visit_children`` replaces Evaluator's own (same body, plus the check) rather than wrapping
+    it, so the check costs no stack frame: the evaluator already spends about 45 per level of
+    parentheses.
+    """
+
+    def __init__(self, ast: Any, activation: Any, deadline: Deadline) -> None:
+        super().__init__(ast, activation)
+        self._deadline = deadline
+
+    def sub_evaluator(self, ast: Any) -> _Evaluator:
+        return _Evaluator(ast, self.activation, self._deadline)
+
+    def visit_children(self, tree: Any) -> list[Any]:
+        if self._deadline.expired():
+            raise DeadlineExceededError
+        self.level += 1
+        values: list[Any] = lark.visitors.Interpreter.visit_children(self, tree)
+        self.level -= 1
+        return values
+
+
+class Deadline:
+    """A budget of the evaluating thread's own CPU time.
+
+    Wall-clock time would make a rule's verdict depend on the machine's load: a thread waiting
+    for the GIL or a core would time out and refuse for no fault of the rule. What a deadline
+    must stop is a rule doing too much work, and that is CPU time. The cheap wall clock is read
+    first; the thread's CPU clock (a system call) only once the wall-clock budget has run out.
+    """
+
+    __slots__ = ("_cpu_start", "_seconds", "_wall")
+
+    def __init__(self, seconds: float) -> None:
+        self._seconds = seconds
+        self._wall = time.monotonic() + seconds
+        self._cpu_start = time.thread_time()
+
+    def expired(self) -> bool:
+        if time.monotonic() <= self._wall:
+            return False
+        return time.thread_time() - self._cpu_start > self._seconds
+
+
+def run(expression: Expression, variables: Mapping[str, Any], deadline: Deadline) -> Any:
+    if deadline.expired():
+        raise DeadlineExceededError
+    activation = Activation(vars=dict(variables), functions=FUNCTIONS)
+    return _Evaluator(expression.tree, activation, deadline).evaluate()
+
+
+def evaluate(expression: Expression, variables: Mapping[str, Any], *, deadline: Deadline) -> Any:
+    """Evaluate with CEL ``variables`` (see :func:`to_cel`), giving up when ``deadline``
+    expires.
+
+    Returns the CEL value; raises :class:`EvaluationError` with a clean message for every
+    failure.
+    """
+    try:
+        return run(expression, variables, deadline)
+    except CELEvalError as exc:
+        where = f" at {exc.line}:{exc.column}" if exc.line else ""
+        raise EvaluationError(f"{clean_message(exc)}{where}") from None
+    except DeadlineExceededError:
+        raise EvaluationError("timed out") from None
+    except RecursionError:
+        raise EvaluationError("ran out of stack while evaluating") from None
+    except Exception as exc:  # noqa: BLE001 - a bug in the evaluator must not escape as a traceback
+        raise EvaluationError(f"the evaluator failed ({type(exc).__name__})") from None
+
+
+def evaluate_bool(
+    expression: Expression, variables: Mapping[str, Any], *, deadline: Deadline
+) -> bool:
+    value = evaluate(expression, variables, deadline=deadline)
+    if not is_bool(value):
+        raise EvaluationError(f"gave {type_name(value)}, not a bool")
+    return bool(value)
+
+
+def evaluate_text(
+    expression: Expression, variables: Mapping[str, Any], *, deadline: Deadline
+) -> str:
+    value = evaluate(expression, variables, deadline=deadline)
+    if not isinstance(value, str):  # cel-python's string concatenation returns a plain str
+        raise EvaluationError(f"gave {type_name(value)}, not a string")
+    return str(value)
+
+
+_TYPE_NAME_RE = re.compile(r"<class '(?:celpy\.celtypes\.)?(\w+?)(?:Type)?'>")
+_VALUE_RE = re.compile(r"\b(\w+?)Type\((?:[^()]|\([^()]*\))*\)")
+_TOKEN_RE = re.compile(r"Token\('RULE', '(\w+)'\)")
+# The parser's names of the operators, as an expression spells them.
+_OPERATORS = {
+    "relation_lt": "<",
+    "relation_le": "<=",
+    "relation_gt": ">",
+    "relation_ge": ">=",
+    "relation_eq": "==",
+    "relation_ne": "!=",
+    "relation_in": "in",
+    "addition_add": "+",
+    "addition_sub": "-",
+    "multiplication_mul": "*",
+    "multiplication_div": "/",
+    "multiplication_mod": "%",
+}
+
+
+def clean_message(exc: BaseException) -> str:
+    """cel-python's message without the activation it sometimes embeds or the values it quotes
+    (a segment's text must not leak into decisions), shortened to one readable line."""
+    text = str(exc.args[0]) if exc.args else type(exc).__name__
+    text = text.split(" (in activation", 1)[0]
+    text = _TOKEN_RE.sub(lambda m: repr(_OPERATORS.get(m[1], m[1])), text)
+    text = _TYPE_NAME_RE.sub(lambda m: _cel_type(m[1]), text)
+    text = _VALUE_RE.sub(lambda m: _cel_type(m[1]), text)
+    text = text.replace("found no matching overload", "no matching overload")
+    text = " ".join(text.split())
+    return text if len(text) <= 160 else text[:157] + "..."
+
+
+def _cel_type(name: str) -> str:
+    return {"NoneType": "null", "Double": "double", "Int": "int", "String": "string"}.get(
+        name, name.lower()
+    )

@@ -1,0 +1,150 @@
+"""The functions a rule may call, kept apart from the evaluator because the checker needs their
+names and arities to refuse any other call when the policy loads.
+
+The engine's own functions (aggregates over scores, counts against a threshold, case-insensitive
+phrase matching) return an error value naming the function and what it takes, rather than raise,
+so a wrong argument fails the expression with a message a policy author can act on. cel-python's
+comparison operators are replaced because they refuse comparisons CEL allows.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import celpy.celtypes as ct
+from celpy.evaluation import CELEvalError, base_functions
+
+from prunewarden.rules._values import type_name
+
+
+def _is_number(value: Any) -> bool:
+    # cel-python's double arithmetic returns plain floats, so those count too.
+    return isinstance(value, int | float) and not isinstance(value, bool | ct.BoolType)
+
+
+def _plain(value: Any) -> int | float:
+    """The Python number, so comparisons are exact and skip the CEL types' own checks."""
+    return float(value) if isinstance(value, float) else int(value)
+
+
+def _heterogeneous(name: str, compare: Callable[[Any, Any], bool]) -> Callable[[Any, Any], Any]:
+    """CEL's numeric comparison across int, uint and double (cel-python refuses ``1 == 1.0``
+    and ``size(x) < 2.0``), and null equality; other operands go to cel-python's operator."""
+    original = base_functions[name]
+    equality = name in {"_==_", "_!=_"}
+
+    def operator(left: Any, right: Any) -> Any:
+        if isinstance(left, CELEvalError):
+            return left
+        if isinstance(right, CELEvalError):
+            return right
+        if _is_number(left) and _is_number(right):
+            return ct.BoolType(compare(_plain(left), _plain(right)))
+        if equality and (left is None or right is None):
+            return ct.BoolType(compare(left is None, right is None))
+        return original(left, right)
+
+    return operator
+
+
+def _numbers(values: Any, function: str) -> list[float] | CELEvalError:
+    if isinstance(values, ct.MapType):
+        values = list(values.values())
+    if not isinstance(values, ct.ListType | list):
+        return CELEvalError(f"{function}() takes a list or a map of numbers", TypeError, None)
+    out = []
+    for value in values:
+        if not _is_number(value):
+            message = f"{function}() takes numbers, found {type_name(value)}"
+            return CELEvalError(message, TypeError, None)
+        out.append(float(_plain(value)))
+    return out
+
+
+def _aggregate(
+    name: str, reduce: Callable[[list[float]], float], *, empty: float | None = None
+) -> Callable[[Any], Any]:
+    def function(values: Any) -> Any:
+        numbers = _numbers(values, name)
+        if isinstance(numbers, CELEvalError):
+            return numbers
+        if not numbers:
+            if empty is None:
+                return CELEvalError(f"{name}() of an empty list", ValueError, None)
+            return ct.DoubleType(empty)
+        return ct.DoubleType(reduce(numbers))
+
+    function.__name__ = name
+    return function
+
+
+def _pstdev(numbers: list[float]) -> float:
+    mean = math.fsum(numbers) / len(numbers)
+    return math.sqrt(math.fsum((x - mean) * (x - mean) for x in numbers) / len(numbers))
+
+
+def _counter(name: str, hit: Callable[[float, float], bool]) -> Callable[[Any, Any], Any]:
+    def function(values: Any, threshold: Any) -> Any:
+        numbers = _numbers(values, name)
+        if isinstance(numbers, CELEvalError):
+            return numbers
+        if not _is_number(threshold):
+            return CELEvalError(f"{name}() takes a number threshold", TypeError, None)
+        limit = float(threshold)
+        return ct.DoubleType(sum(1 for x in numbers if hit(x, limit)))
+
+    function.__name__ = name
+    return function
+
+
+def _abs(value: Any) -> Any:
+    if not _is_number(value):
+        return CELEvalError(f"abs() takes a number, not {type_name(value)}", TypeError, None)
+    return ct.DoubleType(abs(float(value)))
+
+
+def _lower(text: Any) -> Any:
+    if not isinstance(text, ct.StringType):
+        return CELEvalError(f"lower() takes a string, not {type_name(text)}", TypeError, None)
+    return ct.StringType(text.lower())
+
+
+def _contains_any(text: Any, needles: Any) -> Any:
+    if not isinstance(text, ct.StringType) or not isinstance(needles, ct.ListType):
+        return CELEvalError("contains_any() takes a string and a list of strings", TypeError, None)
+    if not all(isinstance(n, ct.StringType) for n in needles):
+        return CELEvalError("contains_any() takes a list of strings", TypeError, None)
+    folded = str(text).casefold()
+    return ct.BoolType(any(str(needle).casefold() in folded for needle in needles))
+
+
+ENGINE_FUNCTIONS: dict[str, tuple[Callable[..., Any], int, str]] = {
+    "mean": (_aggregate("mean", lambda xs: math.fsum(xs) / len(xs)), 1, "arithmetic mean"),
+    "stdev": (_aggregate("stdev", _pstdev, empty=0.0), 1, "population standard deviation"),
+    "sum": (_aggregate("sum", math.fsum, empty=0.0), 1, "sum"),
+    "minimum": (_aggregate("minimum", min), 1, "smallest value"),
+    "maximum": (_aggregate("maximum", max), 1, "largest value"),
+    "count_below": (_counter("count_below", lambda x, t: x < t), 2, "how many are < t"),
+    "count_above": (_counter("count_above", lambda x, t: x > t), 2, "how many are > t"),
+    "abs": (_abs, 1, "absolute value"),
+    "lower": (_lower, 1, "lower-cased string"),
+    "contains_any": (_contains_any, 2, "case-insensitive: the text contains one of the phrases"),
+}
+ARITY = {name: arity for name, (_, arity, _) in ENGINE_FUNCTIONS.items()}
+
+# cel-python's standard functions, methods and conversions (operators are not callable by name).
+STANDARD_FUNCTIONS = frozenset(
+    name for name in base_functions if name.isidentifier() and not name.startswith("_")
+)
+
+FUNCTIONS: dict[str, Any] = {
+    "_==_": _heterogeneous("_==_", lambda a, b: a == b),
+    "_!=_": _heterogeneous("_!=_", lambda a, b: a != b),
+    "_<_": _heterogeneous("_<_", lambda a, b: a < b),
+    "_<=_": _heterogeneous("_<=_", lambda a, b: a <= b),
+    "_>_": _heterogeneous("_>_", lambda a, b: a > b),
+    "_>=_": _heterogeneous("_>=_", lambda a, b: a >= b),
+    **{name: function for name, (function, _, _) in ENGINE_FUNCTIONS.items()},
+}

@@ -1,0 +1,177 @@
+"""A policy's ``spec.rules`` and ``spec.params``, as written: compiled into rules when the
+policy loads, and put in canonical form for its digest.
+
+Every problem of every rule is reported at once, at its place in the policy file, so an author
+fixes them in one pass; a rule with any problem is not compiled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from functools import cache
+from typing import TYPE_CHECKING, Any, cast
+
+from prunewarden import _resources as resources
+from prunewarden._json import JsonPath
+from prunewarden._schemas import apply_defaults, inline_refs
+from prunewarden.errors import Problem
+from prunewarden.rules._compiler import compile_expression
+from prunewarden.rules._expression import Expression, ExpressionError, Result
+from prunewarden.rules._model import EFFECTS, Effect, Rule
+from prunewarden.rules._variables import variable_shapes
+
+if TYPE_CHECKING:
+    from prunewarden._source import Parsed
+
+
+def compile_rules(parsed: Parsed) -> tuple[tuple[Rule, ...], list[Problem]]:
+    """Compile ``spec.rules`` of a parsed policy, reporting every problem of every rule.
+
+    Parts the schema already refuses (a rule that is not a mapping, a field of the wrong type)
+    are skipped here: the schema's problems name them.
+    """
+    spec = parsed.data.get("spec") if isinstance(parsed.data, dict) else None
+    if not isinstance(spec, dict):
+        return (), []
+    params = _valid_params(spec.get("params"))
+    raw_rules = spec.get("rules")
+    if not isinstance(raw_rules, list):
+        return (), []
+    rules: list[Rule] = []
+    problems: list[Problem] = []
+    seen: dict[str, int] = {}
+    for index, raw in enumerate(raw_rules):
+        path: JsonPath = ("spec", "rules", index)
+        if not isinstance(raw, dict):
+            continue
+        rule, found = _compile_rule(index, raw, params, parsed, path)
+        name = raw.get("name")
+        if isinstance(name, str):
+            if name in seen:
+                message = f"duplicate rule name {name!r} (first at rules[{seen[name]}])"
+                found.append(parsed.problem((*path, "name"), message))
+            seen.setdefault(name, index)
+        problems.extend(found)
+        if rule is not None:
+            rules.append(rule)
+    return tuple(rules), problems
+
+
+def _valid_params(raw: Any) -> dict[str, Any]:
+    if not isinstance(raw, dict):
+        return {}
+    return {
+        name: value
+        for name, value in raw.items()
+        if isinstance(value, bool | int | float | str | list)
+    }
+
+
+def _compile_rule(
+    index: int, raw: dict[str, Any], params: dict[str, Any], parsed: Parsed, path: JsonPath
+) -> tuple[Rule | None, list[Problem]]:
+    problems: list[Problem] = []
+    check, effect = raw.get("check"), raw.get("effect")
+    if check not in EFFECTS:
+        return None, problems  # the schema reports it
+    if effect in {"deny", "halt", "pin", "warn"} and effect not in EFFECTS[check]:
+        allowed = ", ".join(EFFECTS[check])
+        message = f"effect {effect!r} does not apply to {check} rules (use one of: {allowed})"
+        problems.append(parsed.problem((*path, "effect"), message))
+    has_message = "message" in raw
+    has_expression = "message_expression" in raw
+    if has_message == has_expression:
+        message = "give exactly one of message and message_expression"
+        problems.append(parsed.problem(path, message))
+    variables = {**variable_shapes(check), "params": _params_shape(params)}
+    compiled: dict[str, Expression] = {}
+    expressions: tuple[tuple[str, Result], ...] = (
+        ("when", "bool"),
+        ("message_expression", "string"),
+    )
+    for key, result in expressions:
+        source = raw.get(key)
+        if not isinstance(source, str) or not source.strip():
+            continue  # absent, or the schema reports it
+        try:
+            compiled[key] = compile_expression(
+                source.strip(), variables, result=result, constants={"params": params}
+            )
+        except ExpressionError as exc:
+            problems.extend(parsed.problem((*path, key), p.describe()) for p in exc.problems)
+    when, wording = compiled.get("when"), compiled.get("message_expression")
+    if problems or when is None or (has_expression and wording is None):
+        return None, problems
+    defaults = apply_defaults(_rule_schema(), raw)
+    text = raw.get("message")
+    rule = Rule(
+        index=index,
+        name=str(raw.get("name", f"rule-{index}")),
+        check=check,
+        effect=cast("Effect", effect),
+        mode=defaults["mode"],
+        when=when,
+        message=text if isinstance(text, str) else None,
+        message_expression=wording,
+        timeout=defaults["timeout_ms"] / 1000,
+    )
+    return rule, problems
+
+
+@cache
+def _rule_schema() -> dict[str, Any]:
+    root = resources.schema("policy")
+    rule: dict[str, Any] = inline_refs(root["$defs"]["rule"], root)
+    return rule
+
+
+def _params_shape(params: Mapping[str, Any]) -> dict[str, Any]:
+    def shape(value: Any) -> dict[str, Any]:
+        if isinstance(value, bool):
+            return {"type": "boolean"}
+        if isinstance(value, int | float):
+            return {"type": "number"}
+        if isinstance(value, str):
+            return {"type": "string"}
+        return {"type": "array", "items": shape(value[0]) if value else {}}
+
+    return {
+        "type": "object",
+        "properties": {name: shape(value) for name, value in params.items()},
+        "additionalProperties": False,
+    }
+
+
+def normalize(spec: dict[str, Any]) -> None:
+    """The canonical form of ``spec.params`` and ``spec.rules``, for the policy's digest.
+
+    Numbers become floats (1 and 1.0 are the same double in CEL), rule defaults are spelled out,
+    expressions lose surrounding whitespace, and empty sections are dropped so a policy without
+    rules keeps the digest it had before rules existed.
+    """
+    params = spec.get("params")
+    if params:
+        spec["params"] = {name: _floats(value) for name, value in params.items()}
+    else:
+        spec.pop("params", None)
+    rules = spec.get("rules")
+    if rules:
+        schema = _rule_schema()
+        normalized = []
+        for rule in rules:
+            filled = apply_defaults(schema, rule)
+            for key in ("when", "message_expression"):
+                if key in filled:
+                    filled[key] = filled[key].strip()
+            normalized.append(filled)
+        spec["rules"] = normalized
+    else:
+        spec.pop("rules", None)
+
+
+def _floats(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_floats(item) for item in value]
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    return value
