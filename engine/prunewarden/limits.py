@@ -25,7 +25,7 @@ MAX_YAML_NODES: Final = 200_000
 #: Custom rules in one policy (``spec.rules``).
 MAX_RULES: Final = 256
 #: Characters in one rule expression (``when``, ``message_expression``); enforced by
-#: :mod:`prunewarden.cel`, which states the same number (a test holds them equal), along with
+#: :mod:`prunewarden.rules._compiler`, which states the same number (a test holds them equal), along with
 #: its limits on an expression's nesting.
 MAX_EXPRESSION_CHARS: Final = 2048
 #: Characters in a rule's or a guardrail validator's ``message``.

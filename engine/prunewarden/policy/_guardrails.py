@@ -25,7 +25,7 @@ from prunewarden._source import Origin, Parsed, json_path
 from prunewarden.errors import Problem, describe_value
 
 # One validator's evaluation budget at load time; a policy is small, so this only stops a
-# pathological expression (the CEL limits of prunewarden.cel bound the rest).
+# pathological expression (the CEL limits of prunewarden.rules bound the rest).
 VALIDATOR_TIMEOUT = 0.5
 
 
