@@ -25,8 +25,8 @@ MAX_YAML_NODES: Final = 200_000
 #: Custom rules in one policy (``spec.rules``).
 MAX_RULES: Final = 256
 #: Characters in one rule expression (``when``, ``message_expression``); enforced by
-#: :mod:`prunewarden.rules._compiler`, which states the same number (a test holds them equal), along with
-#: its limits on an expression's nesting.
+#: :mod:`prunewarden.rules._compiler`, which states the same number (a test holds them equal),
+#: beside its limits on an expression's nesting.
 MAX_EXPRESSION_CHARS: Final = 2048
 #: Characters in a rule's or a guardrail validator's ``message``.
 MAX_RULE_MESSAGE_CHARS: Final = 1024
