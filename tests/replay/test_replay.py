@@ -19,8 +19,9 @@ from hypothesis import strategies as st
 from prunewarden import AuditLog, Engine
 from prunewarden.decision import Decision
 from prunewarden.planner import Plan
+from prunewarden.replay._events import TraceEvent, TraceHeader
 from prunewarden.replay._run import Result, SilentLogger, TraceSummary, replay_trace, run_trace
-from prunewarden.replay._trace import TraceEvent, TraceHeader, TraceReader, check_trace
+from prunewarden.replay._trace import TraceReader, check_trace
 from prunewarden.session import Session
 
 EngineFactory = Callable[..., Engine]

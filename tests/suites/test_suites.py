@@ -22,8 +22,9 @@ from prunewarden.cli._main import run
 from prunewarden.errors import SuiteError
 from prunewarden.suites._coverage import applicable_reasons
 from prunewarden.suites._expectations import vocabulary
+from prunewarden.suites._load import discover_suites, load_suite
 from prunewarden.suites._report import render_junit, run_files
-from prunewarden.suites._run import discover_suites, load_suite, quiet_engine, run_suite
+from prunewarden.suites._run import quiet_engine, run_suite
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "inputs"
@@ -443,7 +444,7 @@ class TestTables:
     )
     def test_whole_parameter_substitutes_any_value(self, value: Any) -> None:
         """A string that is exactly ${name} becomes the row's value, whatever it is."""
-        from prunewarden.suites._run import _substitute  # noqa: PLC0415
+        from prunewarden.suites._tables import substitute as _substitute  # noqa: PLC0415
 
         body = {"a": ["${v}", {"b": "${v}"}], "c": "x ${w} y"}
         out = _substitute(body, {"v": value, "w": "text"})

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import IO, Any, NoReturn
 
 from prunewarden.__about__ import __version__
-from prunewarden.cli import _audit, _calibrate, _decide, _policy, _replay, _suites
+from prunewarden.cli import _audit, _calibrate, _decide, _diff, _policy, _replay, _suites
 from prunewarden.cli._common import EXIT_CODES, ExitError, Parser, report
 from prunewarden.errors import ExitCode, InputError, PolicyError, PrunewardenError
 
@@ -29,7 +29,7 @@ COMMANDS: dict[str, tuple[AddParser, Run]] = {
     "test": (_suites.add_test, _suites.run_test),
     "plan": (_decide.add_plan, _decide.run_plan),
     "replay": (_replay.add_replay, _replay.run_replay),
-    "diff": (_replay.add_diff, _replay.run_diff),
+    "diff": (_diff.add_diff, _diff.run_diff),
     "calibrate": (_calibrate.add_command, _calibrate.run_calibrate),
 }
 

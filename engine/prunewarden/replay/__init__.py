@@ -13,6 +13,7 @@ from prunewarden.replay._diff import (
     diff_trace,
     run_diff_job,
 )
+from prunewarden.replay._events import TraceEvent, TraceHeader
 from prunewarden.replay._fit import (
     DEFAULT_HEADROOM,
     DEFAULT_RATE,
@@ -38,7 +39,7 @@ from prunewarden.replay._run import (
     run_replay_job,
     run_trace,
 )
-from prunewarden.replay._trace import TraceEvent, TraceHeader, TraceReader
+from prunewarden.replay._trace import TraceReader
 
 __all__ = [
     "DEFAULT_HEADROOM",

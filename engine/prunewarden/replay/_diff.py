@@ -23,6 +23,7 @@ from prunewarden.engine import Engine
 from prunewarden.errors import Problem
 from prunewarden.planner import Plan
 from prunewarden.policy import Policy
+from prunewarden.replay._events import TraceEvent, TraceHeader
 from prunewarden.replay._run import (
     Halt,
     Progress,
@@ -32,7 +33,6 @@ from prunewarden.replay._run import (
     in_worker,
     run_trace,
 )
-from prunewarden.replay._trace import TraceEvent, TraceHeader
 
 # Group key: (check, kind, from, to, reason). ``from`` and ``to`` name the states of a
 # transition (allow -> deny, frozen -> planned) and are empty for other kinds, whose examples

@@ -30,7 +30,8 @@ from prunewarden.errors import InputError, Problem
 from prunewarden.limits import MAX_PROBLEMS, MAX_TRACE_LINE_BYTES
 from prunewarden.planner import Plan
 from prunewarden.policy import Policy
-from prunewarden.replay._trace import TraceEvent, TraceHeader, TraceReader
+from prunewarden.replay._events import TraceEvent, TraceHeader
+from prunewarden.replay._trace import TraceReader
 from prunewarden.session import Session
 
 Result = Decision | Plan | None

@@ -17,30 +17,34 @@ arguments, :meth:`TraceReader.explain` checks that line in full to say where.
 from __future__ import annotations
 
 import os
-import re
 import stat
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
-from functools import cache
 from pathlib import Path
-from typing import IO, Any, Literal, Self
+from typing import IO, Any, Self
 
-from prunewarden import _resources as resources
-from prunewarden._json import JsonPath, paths
 from prunewarden._schemas import schema_problems
-from prunewarden._source import Parsed, json_path, locate, parse_json
+from prunewarden._source import parse_json
 from prunewarden.errors import InputError, Problem, describe_value
-from prunewarden.inputs import ScoreRange, parse_plan, parse_request
+from prunewarden.inputs import ScoreRange
 from prunewarden.limits import MAX_NOTE_CHARS, MAX_PROBLEMS, MAX_TRACE_LINE_BYTES
+from prunewarden.replay._events import (
+    TARGETS,
+    EventType,
+    TraceEvent,
+    TraceHeader,
+    TraceLine,
+    about_targets,
+    check_as_document,
+    in_trace,
+    line_shapes,
+    semantic_problems,
+    target_problems,
+)
 
 TRACE_VERSION = 1
 
-EventType = Literal["cycle", "turn", "eviction", "prune", "pass"]
-EVENT_TYPES: tuple[EventType, ...] = ("cycle", "turn", "eviction", "prune", "pass")
-
 # The numbered events: which field carries the number.
 _NUMBERED = {"cycle": "cycle", "turn": "turn"}
-_TARGETS = ("free_tokens", "keep_top_k")
 _IDS = (("tombstones", list),)
 _CONTAINERS: dict[str, tuple[tuple[str, type], ...]] = {
     "cycle": (("scores", dict), ("pinned", list)),
@@ -50,37 +54,6 @@ _CONTAINERS: dict[str, tuple[tuple[str, type], ...]] = {
     "pass": (("segments", list), ("turn", dict), *_IDS),
 }
 _DEFAULT_SCORES = ScoreRange(0.0, 1.0)
-
-
-@dataclass(frozen=True, slots=True)
-class TraceHeader:
-    """The first line: whose session this is."""
-
-    session_id: str
-    labels: dict[str, str]
-    line: int
-
-
-@dataclass(frozen=True, slots=True)
-class TraceEvent:
-    """One event line, checked.
-
-    ``index`` counts events from 1 (the header is not one); ``cycle`` is a cycle event's number
-    (given, or the previous one + 1) and, for any other event, the latest cycle before it (None
-    before the first); ``turn`` likewise.
-    """
-
-    index: int
-    line: int
-    type: EventType
-    fields: dict[str, Any]
-    cycle: int | None
-    turn: int | None
-    text: str = field(repr=False, compare=False)
-
-    def arguments(self) -> dict[str, Any]:
-        """The event's fields without ``type`` and ``note``: the session call's arguments."""
-        return {key: value for key, value in self.fields.items() if key not in ("type", "note")}
 
 
 class TraceReader:
@@ -178,16 +151,16 @@ class TraceReader:
     def _parse(self, line: int, text: str) -> Any:
         parsed, problems = parse_json(text, self.name)
         if problems:
-            raise InputError([_shift(problem, line) for problem in problems])
+            raise InputError([in_trace(problem, line) for problem in problems])
         return parsed.data
 
     def _quick(self, data: Any) -> bool:
         """The checks the session cannot make, done cheaply; False sends the line to the full
         check for a located message."""
         kind = data.get("type") if isinstance(data, dict) else None
-        if not isinstance(kind, str) or kind == "session" or kind not in _shapes():
+        if not isinstance(kind, str) or kind == "session" or kind not in line_shapes():
             return False
-        shape = _shapes()[kind]
+        shape = line_shapes()[kind]
         allowed, required = shape
         # A value of the wrong shape that a session call would take anyway (a string as a list
         # of ids, a list of pairs as scores) must not get through.
@@ -195,7 +168,7 @@ class TraceReader:
             name not in data or isinstance(data[name], container)
             for name, container in _CONTAINERS[kind]
         )
-        target = kind != "pass" or sum(target in data for target in _TARGETS) == 1
+        target = kind != "pass" or sum(target in data for target in TARGETS) == 1
         note = data.get("note", "")
         noted = isinstance(note, str) and len(note) <= MAX_NOTE_CHARS
         return (
@@ -210,7 +183,7 @@ class TraceReader:
         """The rest of a line that passed :meth:`_quick`: its fields as the session takes them,
         checked once (a located account is only worked out for a line that fails)."""
         try:
-            _parse_document(data, self.scores)
+            check_as_document(data, self.scores)
         except InputError:
             return False
         return True
@@ -226,7 +199,7 @@ class TraceReader:
     def _line_problems(self, line: int, text: str, data: Any, *, header: bool) -> list[Problem]:
         """Everything wrong with one line: its place in the trace, the schema, the policy's
         score range, unique ids and increasing numbers."""
-        at = _Line(data, self.name, text, line)
+        at = TraceLine(data, self.name, text, line)
         if not isinstance(data, dict):
             shape = type(data).__name__ if data is not None else "null"
             return [at.problem((), f"a trace line must be a JSON object, not {shape}")]
@@ -248,12 +221,12 @@ class TraceReader:
             return [at.problem(("trace_version",), message)]
         problems = schema_problems("trace", at)
         if kind == "pass":
-            problems = [p for p in problems if not _about_targets(p)] + _target_problems(data, at)
+            problems = [p for p in problems if not about_targets(p)] + target_problems(data, at)
         if problems or header:
             return problems
-        return self._numbering(data, at) + _semantic_problems(data, self.scores, at)
+        return self._numbering(data, at) + semantic_problems(data, self.scores, at)
 
-    def _numbering(self, data: dict[str, Any], at: _Line) -> list[Problem]:
+    def _numbering(self, data: dict[str, Any], at: TraceLine) -> list[Problem]:
         number_field = _NUMBERED.get(data["type"])
         if number_field is None or number_field not in data:
             return []
@@ -350,115 +323,6 @@ def check_trace(
         except InputError as exc:
             return [*exc.problems, *reader.rest_problems(MAX_PROBLEMS - len(exc.problems))]
     return []
-
-
-# --------------------------------------------------------------------------------------------
-# Locating and checking one line
-
-
-class _Line(Parsed):
-    """One line's data with the position of each value, line numbers counted in the trace.
-
-    Positions are computed only when a problem asks for them. A line too large to index points
-    at its first column.
-    """
-
-    def __init__(self, data: Any, filename: str, text: str, line: int) -> None:
-        super().__init__(data, filename, built=True)
-        self.text = text
-        self.line = line
-        self._located = False
-
-    def problem(self, path: JsonPath, message: str, *, at_key: bool = False) -> Problem:
-        if not self._located:
-            located = locate(self.text, self.filename)
-            self.values, self.keys = located.values, located.keys
-            self._located = True
-        found = super().problem(path, message, at_key=at_key)
-        if found.line:
-            return replace(found, line=found.line + self.line - 1)
-        return replace(found, line=self.line, column=1)
-
-
-def _shift(problem: Problem, line: int) -> Problem:
-    """A problem found in one line's text, with its line counted in the trace."""
-    if not problem.line:
-        return replace(problem, line=line, column=1)
-    message = _FIRST_AT.sub(
-        lambda m: f"(first defined at line {int(m[1]) + line - 1})", problem.message
-    )
-    return replace(problem, line=problem.line + line - 1, message=message)
-
-
-_FIRST_AT = re.compile(r"\(first defined at line (\d+)\)")
-
-
-@cache
-def _shapes() -> dict[str, tuple[frozenset[str], frozenset[str]]]:
-    """Per line type, the fields allowed and those required (from the schema)."""
-    defs = resources.schema("trace")["$defs"]
-    return {
-        kind: (frozenset(defs[kind]["properties"]), frozenset(defs[kind]["required"]))
-        for kind in ("session", *EVENT_TYPES)
-    }
-
-
-def _about_targets(problem: Problem) -> bool:
-    # The schema's oneOf over free_tokens / keep_top_k: replaced by one plain message.
-    return problem.path == "$" and any(target in problem.message for target in _TARGETS)
-
-
-def _target_problems(data: dict[str, Any], at: _Line) -> list[Problem]:
-    given = [target for target in _TARGETS if target in data]
-    if len(given) == 1:
-        return []
-    if given:
-        return [at.problem(("keep_top_k",), "give one target: free_tokens or keep_top_k, not both")]
-    return [at.problem((), "a pass needs a target: free_tokens or keep_top_k")]
-
-
-def _semantic_problems(data: dict[str, Any], scores: ScoreRange, at: _Line) -> list[Problem]:
-    """Beyond the schema: scores within the policy's range, unique ids, finite numbers. The
-    event is checked as the input document the session builds from it, and each problem is
-    mapped back to the line."""
-    document, prefix = _as_document(data)
-    try:
-        _parse_document(data, scores)
-    except InputError as exc:
-        located = {json_path(path): path for path in paths(document)}
-        found = []
-        for problem in exc.problems:
-            path = located.get(problem.path, ())
-            inside = path[len(prefix) :] if path[: len(prefix)] == prefix else ()
-            found.append(at.problem(inside, problem.message))
-        return found
-    return []
-
-
-def _parse_document(data: dict[str, Any], scores: ScoreRange) -> None:
-    """Check an event as the input document it stands for; raise :class:`InputError`."""
-    document, _ = _as_document(data)
-    if data["type"] == "pass":
-        parse_plan(document, scores)
-    else:
-        parse_request(document, scores)
-
-
-def _as_document(data: dict[str, Any]) -> tuple[dict[str, Any], JsonPath]:
-    """The input document an event stands for (a pass: the plan document), and where the
-    event's fields sit in it."""
-    fields = {key: value for key, value in data.items() if key not in ("type", "note")}
-    kind = data["type"]
-    if kind == "cycle":
-        snapshot = {"cycle": fields.pop("cycle", 1), **fields}
-        return {"check": "collapse", "history": [snapshot]}, ("history", 0)
-    if kind == "turn":
-        turn = {"turn": fields.pop("turn", 1), **fields}
-        return {"check": "staleness", "spans": [], "keep_top_k": 0, "turns": [turn]}, ("turns", 0)
-    if kind == "pass":
-        return fields, ()
-    check = "eviction" if kind == "eviction" else "staleness"
-    return {"check": check, **fields}, ()
 
 
 def _regular_size(stream: IO[bytes]) -> int | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from prunewarden.suites._coverage import Coverage, measure_coverage
+from prunewarden.suites._load import SUITE_SUFFIX, Case, Suite, discover_suites, load_suite
 from prunewarden.suites._report import (
     Report,
     exit_status,
@@ -11,17 +12,7 @@ from prunewarden.suites._report import (
     render_pretty,
     run_files,
 )
-from prunewarden.suites._run import (
-    SUITE_SUFFIX,
-    Case,
-    CaseResult,
-    Suite,
-    SuiteResult,
-    discover_suites,
-    load_suite,
-    run_case,
-    run_suite,
-)
+from prunewarden.suites._run import CaseResult, SuiteResult, run_case, run_suite
 
 __all__ = [
     "SUITE_SUFFIX",

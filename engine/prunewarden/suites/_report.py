@@ -17,12 +17,10 @@ from typing import Any
 from prunewarden.engine import Engine
 from prunewarden.errors import ExitCode, Problem, SuiteError
 from prunewarden.suites._coverage import Coverage, measure_coverage
+from prunewarden.suites._load import InvalidSuite, Suite, SuiteLoader
 from prunewarden.suites._run import (
     CaseResult,
-    InvalidSuite,
     Status,
-    Suite,
-    SuiteLoader,
     SuiteResult,
     quiet_engine,
     run_suite,
