@@ -16,8 +16,9 @@ from typing import IO, Any, Protocol
 
 from prunewarden._identity import PolicyIdentity
 from prunewarden.audit import FSYNC_MODES, AuditLog
+from prunewarden.cli._common import UsageError
 from prunewarden.cli._jobs import Runner, progress_for
-from prunewarden.errors import AuditError, ExitCode, Problem, PrunewardenError
+from prunewarden.errors import AuditError, ExitCode, Problem
 from prunewarden.policy import Policy, load_builtin_policy, load_policy
 from prunewarden.replay import (
     AuditTarget,
@@ -35,10 +36,6 @@ exit codes:
   3   invalid policy
   70  internal error (a bug: please report it)
 """
-
-
-class UsageError(PrunewardenError):
-    exit_code = ExitCode.USAGE
 
 
 def add_replay(commands: Any) -> None:
