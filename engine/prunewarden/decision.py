@@ -82,7 +82,7 @@ class Decision:
     engine_version: str = __version__
     kept: tuple[str, ...] | None = None
     evicted: tuple[str, ...] | None = None
-    # The policy's files, its own first (see prunewarden.overlay).
+    # The policy's files, its own first (see prunewarden.policy).
     sources: tuple[PolicySource, ...] = ()
     # What a shadow policy decided on the same request (Engine(policy, shadow=...)); recorded
     # beside the decision, never part of what the caller is told to do.

@@ -65,7 +65,7 @@ class ReloadingEngine:
     """An engine on the policy at ``path`` that reloads it when its files change.
 
     ``shadow`` names a candidate policy file, watched the same way (see
-    :class:`~prunewarden.shadow.Shadow`); ``lock`` chooses the lock file as for
+    :class:`~prunewarden.pipeline.Shadow`); ``lock`` chooses the lock file as for
     :func:`~prunewarden.load_policy`. Other keyword arguments (``logger``,
     ``rule_cache_size``, ...) go to every :class:`Engine` built. With ``interval`` 0 nothing is
     polled and only :meth:`reload` reloads. The first load must succeed: it raises

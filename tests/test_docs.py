@@ -1,0 +1,165 @@
+"""The outputs shown in README.md and docs/ are what the commands print today.
+
+Each run happens in a temporary copy of the example files, with the prunewarden of this
+environment first on PATH. Only what differs from run to run is masked, on both sides: decision
+ids, times, the audit chain's head hash and durations. Policy digests and file hashes are kept,
+so a changed example policy shows up as a changed page. In an expected block, a line that is only
+``...`` stands for any number of lines.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent  # .venv/bin under make test: it holds the prunewarden script
+COPIED = ("examples", "policies", "schemas")
+
+# (page, first command of a transcript block: the line after "$ ", as written on the page).
+TRANSCRIPTS = [
+    ("README.md", "prunewarden validate examples/policies/long-horizon.yaml"),
+    ("docs/guards.md", "prunewarden evaluate --audit-log audit.jsonl examples/inputs/"),
+    ("docs/guards.md", "prunewarden evaluate --format text --audit-log audit.jsonl"),
+    ("docs/sessions.md", "prunewarden plan --format text"),
+    ("docs/deployments.md", "prunewarden policy show examples/deployments/prod-eu.yaml"),
+    ("docs/deployments.md", "prunewarden policy show --format json"),
+    ("docs/deployments.md", "prunewarden validate examples/deployments/replay.yaml"),
+    ("docs/deployments.md", "sed -i 's/consecutive_cycles: 3/consecutive_cycles: 4/' "),
+    ("docs/deployments.md", "sed -i 's/consecutive_cycles: 3/consecutive_cycles: 4/; "),
+    ("docs/deployments.md", "prunewarden policy diff examples/deployments/prod-eu.yaml"),
+    ("docs/deployments.md", "prunewarden evaluate --format text --policy examples/deployments/"),
+    ("docs/replay.md", "prunewarden replay examples/traces/collapse-narrowing.jsonl"),
+    ("docs/replay.md", "prunewarden diff --base policies/default.yaml"),
+    ("docs/testing-policies.md", "sed -i 's/spread_floor: 0.08/spread_floor: 0.06/'"),
+    ("docs/testing-policies.md", "prunewarden test policies/tests"),
+]
+
+MASKS = [
+    (re.compile(r"\b\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z"), "<time>"),
+    (re.compile(r"\b[0-9a-f]{32}\b"), "<decision-id>"),
+    (re.compile(r"head sha256:[0-9a-f]{64}"), "head sha256:<chain-head>"),
+    (re.compile(r"\bin \d+(?:\.\d+)?s\b"), "in <duration>"),
+]
+
+FENCE = re.compile(r"^```[^\n]*\n(.*?)^```$", re.MULTILINE | re.DOTALL)
+PYTHON = re.compile(r"^```python\n(.*?)^```$", re.MULTILINE | re.DOTALL)
+
+
+def blocks(page: str) -> list[str]:
+    return FENCE.findall((ROOT / page).read_text(encoding="utf-8"))
+
+
+def mask(text: str, workdir: Path) -> str:
+    text = text.replace(str(workdir), "<workdir>")
+    for pattern, replacement in MASKS:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+def matches(expected: str, actual: str) -> bool:
+    """Whether ``actual`` is ``expected``, a line of ``...`` standing for any lines."""
+    parts = [
+        r"(?:[^\n]*\n)*?" if line.strip() == "..." else re.escape(line) + r"\n"
+        for line in expected.splitlines()
+    ]
+    return re.fullmatch("".join(parts), actual) is not None
+
+
+def run_shell(script: str, workdir: Path) -> str:
+    """Run ``script`` with sh in ``workdir``; standard output and error together, as shown."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PRUNEWARDEN_")}
+    env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
+    env["PYTHONUNBUFFERED"] = "1"  # the two streams interleave as on a terminal
+    result = subprocess.run(
+        ["sh", "-c", script],
+        cwd=workdir,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    return result.stdout
+
+
+def transcript_script(block: str) -> str:
+    """A shell script that prints each ``$`` command of ``block`` (with its continuation lines)
+    and runs it, keeping ``$?`` for the next command as a terminal would."""
+    commands: list[list[str]] = []
+    for line in block.splitlines():
+        if line.startswith("$ "):
+            commands.append([line])
+        elif commands and commands[-1][-1].endswith("\\"):
+            commands[-1].append(line)
+    script = ["status=0"]
+    for lines in commands:
+        script += [f"printf '%s\\n' {shlex.quote(line)}" for line in lines]
+        script += ["(exit $status); " + "\n".join(lines).removeprefix("$ "), "status=$?"]
+    return "\n".join(script) + "\n"
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    for name in COPIED:
+        shutil.copytree(ROOT / name, tmp_path / name)
+    return tmp_path
+
+
+@pytest.mark.slow
+def test_demo_page_shows_what_the_demo_prints(workdir: Path) -> None:
+    """docs/demo.md shows what examples/demo.sh prints, as make demo runs it."""
+    (expected,) = blocks("docs/demo.md")
+    actual = run_shell("sh examples/demo.sh", workdir)
+    assert mask(actual, workdir) == mask(expected, workdir), "re-run make demo into docs/demo.md"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("page", "command"), TRANSCRIPTS)
+def test_transcript_shows_what_its_commands_print(page: str, command: str, workdir: Path) -> None:
+    """A block starting with ``$ COMMAND`` shows what its commands print."""
+    found = [b for b in blocks(page) if b.startswith(f"$ {command}")]
+    assert len(found) == 1, f"{page}: {len(found)} blocks start with $ {command}"
+    actual = run_shell(transcript_script(found[0]), workdir)
+    want, got = mask(found[0], workdir), mask(actual, workdir)
+    if not matches(want, got):
+        assert got == want, "a line of ... on the page stands for any lines"
+
+
+def test_python_snippets_import_what_exists() -> None:
+    """Every module and name a Python block of the docs imports from prunewarden exists."""
+    missing = []
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for block in PYTHON.findall(page.read_text(encoding="utf-8")):
+            for node in ast.walk(ast.parse(block)):
+                wanted: list[tuple[str, str | None]]
+                if isinstance(node, ast.Import):
+                    wanted = [(alias.name, None) for alias in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.module:
+                    wanted = [(node.module, alias.name) for alias in node.names]
+                else:
+                    continue
+                missing += [
+                    f"{page.name}: {module}{'.' + name if name else ''}"
+                    for module, name in wanted
+                    if module.split(".")[0] == "prunewarden" and not importable(module, name)
+                ]
+    assert missing == []
+
+
+def importable(module: str, name: str | None) -> bool:
+    try:
+        imported = importlib.import_module(module)
+    except ImportError:
+        return False
+    return name is None or hasattr(imported, name)
