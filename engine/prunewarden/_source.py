@@ -53,7 +53,7 @@ _Loader.add_implicit_resolver(
 @dataclass(frozen=True, slots=True)
 class Origin:
     """Where a value was set: a file, a line and a column, and the file's place in an
-    ``extends`` chain (0 is the root policy; see prunewarden.overlay)."""
+    ``extends`` chain (0 is the root policy; see prunewarden.policy._overlay)."""
 
     file: str
     line: int

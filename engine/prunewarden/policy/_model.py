@@ -16,7 +16,7 @@ from prunewarden.inputs._model import ScoreRange
 from prunewarden.rules._model import Rule
 
 # Which lock file a load checks: None finds ``policy.lock`` next to the policy, False checks
-# none, a path names one (see prunewarden.policylock).
+# none, a path names one (see prunewarden.policy._lock).
 LockOption = str | Path | Literal[False] | None
 
 Mode = Literal["enforce", "audit", "off"]

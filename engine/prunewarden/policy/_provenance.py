@@ -1,6 +1,6 @@
 """``prunewarden policy show``: a resolved policy with the file and line that set each value.
 
-Two renderings of one :class:`~prunewarden.overlay.Resolution`:
+Two renderings of one :class:`~prunewarden.policy._overlay.Resolution`:
 
 - YAML with comments: the policy as the guards run it, every default filled in, each value
   followed by ``# FILE:LINE`` (or ``# default``). It loads back to the same policy.
