@@ -118,8 +118,8 @@ def _locate(data: Any, filename: str, text: str | None) -> Parsed:
 
 
 def _parse_fast(data: Any, scores: ScoreRange) -> tuple[Check, Request] | None:
-    """The fast path (:mod:`prunewarden.inputs._acceptor`): the typed request, or None when it is not
-    sure the document is valid."""
+    """The fast path (:mod:`._acceptor`): the typed request, or None when it is not sure the
+    document is valid."""
     check = data.get("check") if type(data) is dict else None
     if type(check) is str and check == "collapse":
         screened = collapse_scores(data, scores.min, scores.max)

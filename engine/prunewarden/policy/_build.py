@@ -5,9 +5,9 @@ canonical JSON form of the validated document with every default filled in. Key 
 formatting and spelling a default out or leaving it implicit do not change the digest; any change
 in what the guards would do does.
 
-A policy may extend another (``extends``): :mod:`prunewarden.policy._overlay` reads the chain, merges it
-and checks its guardrails, and :func:`build_policy` turns the merged document into a
-:class:`Policy`; :mod:`prunewarden.policy._lock` holds each ``name@version`` to one digest.
+A policy may extend another (``extends``): :mod:`._overlay` reads the chain, merges it and checks
+its guardrails, and :func:`build_policy` turns the merged document into a :class:`Policy`;
+:mod:`._lock` holds each ``name@version`` to one digest.
 """
 
 from __future__ import annotations

@@ -50,7 +50,7 @@ class Lock:
 
 
 class Located(Protocol):
-    """A merged document that knows where its values came from (prunewarden.policy._overlay.Merged)."""
+    """A merged document that knows where its values came from (``_overlay.Merged``)."""
 
     origins: dict[JsonPath, Origin]
 
