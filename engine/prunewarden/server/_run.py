@@ -1,0 +1,157 @@
+"""Starting and stopping a server: the engine, the audit log and the sessions behind one ASGI app
+on uvicorn, on a socket bound here.
+
+The socket is bound before uvicorn starts, for two reasons: a unix socket gets the permissions
+asked for from its first instant (uvicorn makes its own world-writable), and a TCP port 0 is
+known before the first request, so the caller can say where the server listens.
+
+Shutdown (SIGTERM or SIGINT) lets uvicorn finish the requests in flight, then stops the policy
+watcher, closes the sessions and closes the audit log, which syncs what ``fsync=batch`` had not
+synced yet: a server stopped this way loses nothing it answered.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import stat
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import uvicorn
+from starlette.applications import Starlette
+
+from prunewarden.audit import AuditLog
+from prunewarden.errors import AuditError
+from prunewarden.reload import ReloadingEngine
+from prunewarden.server._app import create_app
+from prunewarden.server._config import Listen, ServerConfig, ServerConfigError
+from prunewarden.server._service import DecisionService
+from prunewarden.server._sessions import SessionService
+
+GRACEFUL_SECONDS = 10  # how long requests in flight may take to finish once asked to stop
+
+
+@dataclass(frozen=True, slots=True)
+class Built:
+    """An app and what it stands on; ``close`` releases them (idempotent)."""
+
+    app: Starlette
+    engine: ReloadingEngine
+    audit: AuditLog
+    sessions: SessionService
+    close: Callable[[], None]
+
+
+def build_app(config: ServerConfig) -> Built:
+    """The app for ``config``: the audit log opened (raises :class:`AuditError` when it cannot
+    be written), the policy loaded (raises :class:`PolicyError`)."""
+    audit = AuditLog(config.audit_log, fsync=config.audit_fsync)  # type: ignore[arg-type]
+    try:
+        audit.open()
+    except AuditError as exc:
+        raise AuditError(str(exc).replace("cannot write", "cannot open")) from None
+    try:
+        engine = ReloadingEngine(
+            config.policy,
+            shadow=config.shadow,
+            lock=config.lock,
+            interval=config.reload_interval,
+            audit=audit,
+        )
+    except BaseException:
+        audit.close()
+        raise
+    sessions = SessionService(engine, ttl=config.session_ttl)
+    closed: list[bool] = []
+
+    def close() -> None:
+        if closed:
+            return
+        closed.append(True)
+        try:
+            engine.close()
+            sessions.close()
+        finally:
+            audit.close()
+
+    app = create_app(config, DecisionService(engine, audit), sessions, on_shutdown=close)
+    return Built(app, engine, audit, sessions, close)
+
+
+def bind(listen: Listen, socket_mode: int) -> socket.socket:
+    """A listening socket for ``listen``; a unix socket with ``socket_mode`` permissions."""
+    if listen.unix_path is None:
+        family = socket.AF_INET6 if ":" in listen.host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((listen.host, listen.port))
+        except OSError as exc:
+            sock.close()
+            raise ServerConfigError(f"cannot listen on {listen.url()}: {exc.strerror}") from None
+    else:
+        path = Path(listen.unix_path)
+        _remove_stale_socket(path)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        # Never world-accessible, not even between bind and chmod.
+        previous = os.umask(0o177)
+        try:
+            sock.bind(str(path))
+        except OSError as exc:
+            sock.close()
+            raise ServerConfigError(f"cannot listen on {listen.url()}: {exc.strerror}") from None
+        finally:
+            os.umask(previous)
+        path.chmod(socket_mode)
+    sock.listen(2048)
+    sock.setblocking(False)
+    return sock
+
+
+def bound_url(listen: Listen, sock: socket.socket) -> str:
+    """Where ``sock`` listens, as a client names it (the real port when 0 was asked)."""
+    if listen.unix_path is not None:
+        return listen.url()
+    return listen.url(port=sock.getsockname()[1])
+
+
+def run(built: Built, sock: socket.socket, listen: Listen) -> None:
+    """Serve until SIGTERM or SIGINT; then release everything (the socket file too)."""
+    config = uvicorn.Config(
+        built.app,
+        log_config=None,
+        access_log=False,
+        server_header=False,
+        lifespan="on",
+        timeout_graceful_shutdown=GRACEFUL_SECONDS,
+    )
+    try:
+        uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        built.close()
+        sock.close()
+        if listen.unix_path is not None:
+            with contextlib.suppress(OSError):
+                Path(listen.unix_path).unlink()
+
+
+def _remove_stale_socket(path: Path) -> None:
+    """A socket file left by a server that died is removed; a live one is in use."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return
+    if not stat.S_ISSOCK(mode):
+        raise ServerConfigError(f"cannot listen on unix:{path}: the file exists, not a socket")
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.connect(str(path))
+    except OSError:
+        path.unlink()
+        return
+    finally:
+        probe.close()
+    raise ServerConfigError(f"cannot listen on unix:{path}: another server is listening there")
