@@ -131,6 +131,9 @@ class _SessionCalls(Generic[_R]):
     """The calls of one session, with the names and arguments of :class:`~prunewarden.Session`."""
 
     def __init__(self, calls: _Calls[_R], session_id: str) -> None:
+        if not session_id or "/" in session_id:
+            message = "a session id is not empty and holds no '/' (it is one segment of a path)"
+            raise InputError([Problem("<arguments>", 0, 0, "$.session_id", message)])
         self.session_id = session_id
         self._send = calls._send  # noqa: SLF001 - the session sends through its client
         self._path = f"/v1/sessions/{quote(session_id, safe='')}"

@@ -19,9 +19,10 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import httpx
+import yaml
 
 PRUNEWARDEN = str(Path(sys.executable).with_name("prunewarden"))
 STARTUP_SECONDS = 60.0  # generous: a loaded 2-core machine imports slowly
@@ -148,7 +149,18 @@ def _await_ready(server: Server, token: str | None) -> None:
     raise AssertionError("the server never became ready")
 
 
-def audit_decisions(path: Path) -> list[dict[str, object]]:
+def policy_text(spec: dict[str, object], *, name: str, version: str) -> str:
+    """A minimal policy stating ``spec`` (every other field defaults)."""
+    document = {
+        "apiVersion": "prunewarden/v1",
+        "kind": "Policy",
+        "metadata": {"name": name, "version": version},
+        "spec": spec,
+    }
+    return yaml.safe_dump(document, sort_keys=False)
+
+
+def audit_decisions(path: Path) -> list[dict[str, Any]]:
     """The decision records of an audit log."""
     records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
     return [r for r in records if r.get("kind") == "decision"]

@@ -6,8 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import yaml
-from _support.server import Server, running_server
+from _support.server import Server, policy_text, running_server
 
 # Collapse halts after two cycles under the floor; evictions need a perturbed score and a
 # tombstone; every guard enforces.
@@ -15,16 +14,6 @@ SPEC = {
     "collapse": {"consecutive_cycles": 2, "spread_floor": 0.1, "canary_margin": 0.2},
     "eviction": {"require_perturbation": True, "require_tombstone": True},
 }
-
-
-def policy_text(spec: dict[str, object], *, name: str, version: str) -> str:
-    document = {
-        "apiVersion": "prunewarden/v1",
-        "kind": "Policy",
-        "metadata": {"name": name, "version": version},
-        "spec": spec,
-    }
-    return yaml.safe_dump(document, sort_keys=False)
 
 
 @pytest.fixture(scope="module")

@@ -61,8 +61,8 @@ _SESSION_ID = {
     "name": "session_id",
     "in": "path",
     "required": True,
-    "description": "The session's id, chosen by the caller",
-    "schema": {"type": "string", "minLength": 1, "maxLength": 256},
+    "description": "The session's id, chosen by the caller (one path segment: no '/')",
+    "schema": {"type": "string", "minLength": 1, "maxLength": 256, "pattern": "^[^/]+$"},
 }
 
 _DECIDING = (400, 401, 413, 503)
