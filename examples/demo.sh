@@ -2,7 +2,8 @@
 # `make demo`: replay the recorded sessions in examples/traces/ (the source documents'
 # observations and healthy sessions) under the default policy, show what a looser candidate policy
 # would change, walk a deployment's policies (overlays, a shadow candidate, a refused overlay), and
-# review the audit log.
+# review the audit log; then start prunewarden serve and drive one session through the Python
+# client (and the Node client where node is on PATH).
 set -u
 mkdir -p .demo
 audit=.demo/audit.jsonl
@@ -67,3 +68,28 @@ echo
 echo "== The audit log: its hash chain, and what it recorded"
 prunewarden audit verify "$audit" || exit $?
 prunewarden audit report "$audit" || exit $?
+
+echo
+echo "== The decision point over HTTP (docs/server.md): one server, one audit log, any language"
+sock=.demo/pdp.sock
+rm -f "$sock" .demo/serve-audit.jsonl .demo/sessions.sqlite3
+prunewarden serve --policy policies/default.yaml --audit-log .demo/serve-audit.jsonl \
+    --listen "unix:$sock" > .demo/serve.log 2>&1 &
+server=$!
+tries=0
+until [ -S "$sock" ]; do
+    tries=$((tries + 1))
+    if [ $tries -gt 300 ] || ! kill -0 $server 2>/dev/null; then cat .demo/serve.log; exit 1; fi
+    sleep 0.1
+done
+echo "-- A Python agent (prunewarden.client)"
+python examples/clients/python/drive_session.py "unix:$sock" python-agent || { kill $server; exit 1; }
+if command -v node > /dev/null; then
+    echo
+    echo "-- A Node agent (examples/clients/node, no dependencies)"
+    node examples/clients/node/drive-session.mjs "unix:$sock" node-agent || { kill $server; exit 1; }
+fi
+kill -TERM $server
+wait $server || exit $?
+cat .demo/serve.log
+prunewarden audit verify .demo/serve-audit.jsonl || exit $?
