@@ -50,6 +50,6 @@ def main(url: str, session_id: str = "python-agent") -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) < 2:  # noqa: PLR2004 - the program name and the URL
+    if len(sys.argv) < 2:
         sys.exit("usage: drive_session.py URL [SESSION_ID]")
     main(*sys.argv[1:3])
