@@ -38,9 +38,10 @@ class TestSidecarExample:
         assert str(Path(str(listen.unix_path)).parent) == mounts["pdp-socket"]
         assert agent_mounts["pdp-socket"] == mounts["pdp-socket"]
         volumes = {v["name"]: v for v in pod["volumes"]}
-        assert volumes["policy"]["configMap"]["name"] == load("policy-configmap.yaml")[
-            "metadata"
-        ]["name"]
+        assert (
+            volumes["policy"]["configMap"]["name"]
+            == load("policy-configmap.yaml")["metadata"]["name"]
+        )
         assert args["policy"].startswith(mounts["policy"])
         assert args["audit-log"].startswith(mounts["audit"])
         assert "persistentVolumeClaim" in volumes["audit"]
