@@ -6,7 +6,7 @@ policies this file has activated), and writes its records with one ``write`` cal
 so records never interleave and the chain stays whole. Rotation happens under the same lock: the
 file is hard-linked to ``NAME.000001`` (the next free number) and a fresh file, already locked, is
 renamed over ``NAME``; its first record is a ``log_rotated`` header chained to the last record of
-the file it continues.
+the file it continues. A FIFO or a character device is a stream instead (``_pipe``).
 
 A writer killed mid-write leaves a line that is not a record. The next writer ends that line and
 writes a ``write_recovered`` record naming its length and hash, then goes on: the chain runs
@@ -32,6 +32,7 @@ import structlog
 
 from prunewarden.audit import _record as auditlog
 from prunewarden.audit._chain import GENESIS, seal
+from prunewarden.audit._pipe import PipeWriter, is_stream_device
 from prunewarden.audit._reading import scan_appended
 from prunewarden.audit._redaction import DEFAULT_MASKS, parse_masks
 from prunewarden.audit._rotation import next_sequence
@@ -86,9 +87,12 @@ class AuditLog:
         self._hmac_key = _key(hmac_key_env)
         self.path: Path | None = None
         self._stream: IO[str] | None = None
+        self._pipe: PipeWriter | None = None
         if isinstance(target, str | os.PathLike):
             if os.fspath(target) == "-":
                 self._stream = sys.stdout
+            elif is_stream_device(Path(target)):
+                self._pipe = PipeWriter(Path(target))
             else:
                 self.path = Path(target)
         else:
@@ -118,6 +122,8 @@ class AuditLog:
 
     @property
     def name(self) -> str:
+        if self._pipe is not None:
+            return str(self._pipe.path)
         return str(self.path) if self.path is not None else getattr(self._stream, "name", "-")
 
     def add_policy(self, policy: Policy) -> None:
@@ -147,7 +153,9 @@ class AuditLog:
         """
         with self._lock:
             try:
-                if self.path is None:
+                if self._pipe is not None:
+                    self._write_pipe(self._pipe, record)
+                elif self.path is None:
                     self._write_stream(record)
                 else:
                     self._write_file(record)
@@ -160,6 +168,8 @@ class AuditLog:
     def close(self) -> None:
         """Sync what ``batch`` left unsynced and close the file."""
         with self._lock:
+            if self._pipe is not None:
+                self._pipe.close()
             state, self._file = self._file, None
             if state is None or state.pid != os.getpid():
                 return
@@ -178,6 +188,11 @@ class AuditLog:
         stream.write(data.decode("ascii"))
         stream.flush()
         self._chain.advance(last, activated)
+
+    def _write_pipe(self, pipe: PipeWriter, record: dict[str, Any]) -> None:
+        pipe.finish(self._chain.advance)  # sealed after what a reader has whole, or not at all
+        data, last, activated = self._seal(self._chain, self._with_activation(self._chain, record))
+        pipe.send(data, last, activated, self._chain.advance)
 
     # --- files ---------------------------------------------------------------------------------
 
