@@ -31,7 +31,7 @@ from typing import IO, Any, Literal, Self
 import structlog
 
 from prunewarden.audit import _record as auditlog
-from prunewarden.audit._chain import GENESIS, seal
+from prunewarden.audit._chain import GENESIS, is_keyed, key_from_env, seal
 from prunewarden.audit._pipe import PipeWriter, is_stream_device
 from prunewarden.audit._reading import scan_appended
 from prunewarden.audit._redaction import DEFAULT_MASKS, parse_masks
@@ -59,8 +59,10 @@ class AuditLog:
     (``audit_unavailable``); otherwise the failure is reported through structlog and the
     decision stands. ``inputs``: ``None`` (the default) logs no input document; ``True`` logs it
     with segment and span text erased; a list of JSON pointers logs it with exactly those erased.
-    ``hmac_key_env``: the name of an environment variable holding a key; records are then sealed
-    with HMAC-SHA-256, so whoever can write the file cannot recompute the chain.
+    ``hmac_key_env``: the name of an environment variable holding a key of at least
+    ``MIN_KEY_BYTES`` bytes; records are then sealed with HMAC-SHA-256, so whoever can write the
+    file cannot recompute the chain. A sink without a key refuses to append to a file whose
+    records are keyed.
     ``max_bytes``: rotate before a file would grow past this size (``None``: never).
     """
 
@@ -84,7 +86,7 @@ class AuditLog:
         self.required = required
         self.max_bytes = max_bytes
         self.masks: tuple[str, ...] | None = _masks(inputs)
-        self._hmac_key = _key(hmac_key_env)
+        self._hmac_key = key_from_env(hmac_key_env)
         self.path: Path | None = None
         self._stream: IO[str] | None = None
         self._pipe: PipeWriter | None = None
@@ -200,6 +202,12 @@ class AuditLog:
         state = self._acquire()
         try:
             torn = self._catch_up(state)
+            if self._hmac_key is None and is_keyed(state.chain.last):
+                msg = (
+                    f"cannot write audit log {self.name}: its records are keyed (HMAC), and "
+                    "unkeyed records after them would fail its verification; give the key"
+                )
+                raise AuditError(msg)
             if torn:
                 self._append(state, [auditlog.write_recovered_record(torn)])
             records = self._with_activation(state.chain, record)
@@ -239,8 +247,9 @@ class AuditLog:
             os.close(state.fd)
             self._file = state = None
 
-    def _catch_up(self, state: _FileState) -> list[bytes]:
-        """Read what other writers appended since our last write; return torn lines to recover.
+    def _catch_up(self, state: _FileState) -> list[dict[str, Any]]:
+        """Read what other writers appended since our last write; return the torn lines to
+        recover (their lengths and hashes).
 
         Ends a torn last line with a newline, so that our records start on a line of their own.
         """
@@ -252,7 +261,7 @@ class AuditLog:
         scan = scan_appended(state.fd, state.size, size, state.chain.last)
         state.chain.advance(scan.last_hash, scan.activated)
         state.size = size
-        if not scan.tail:
+        if scan.tail is None:
             return scan.torn
         os.write(state.fd, b"\n")
         state.size += 1
@@ -403,16 +412,6 @@ def _masks(inputs: bool | Iterable[str] | None) -> tuple[str, ...] | None:
         msg = "inputs takes a list of JSON pointers, not one string"
         raise AuditError(msg)
     return parse_masks(inputs)
-
-
-def _key(env: str | None) -> bytes | None:
-    if env is None:
-        return None
-    value = os.environ.get(env, "")
-    if not value:
-        msg = f"keyed audit log: the environment variable {env} is not set or empty"
-        raise AuditError(msg)
-    return value.encode("utf-8")
 
 
 def _identity(stat: os.stat_result) -> tuple[int, int]:

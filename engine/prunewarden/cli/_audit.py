@@ -91,7 +91,8 @@ def evaluation_audit(
     settings: dict[str, Any] = {
         "fsync": args.audit_fsync,
         "inputs": inputs,
-        "hmac_key_env": ENV_KEY if os.environ.get(ENV_KEY) else None,
+        # Set but empty is a key that went missing, not a request for an unkeyed log.
+        "hmac_key_env": ENV_KEY if ENV_KEY in os.environ else None,
     }
     out = stdout
     if target is None:
