@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from prunewarden import AuditLog, Decision, Engine
+from prunewarden import AuditError, AuditLog, Decision, Engine
 from prunewarden.audit import _pipe
 from prunewarden.audit._verify import verify_files
 
@@ -117,6 +117,11 @@ class TestFifoSink:
         (decision,) = within_bound(decide)
         assert decision.codes == ("audit_unavailable",)
         assert "no reader" in decision.reasons[0].message
+
+    def test_opening_a_fifo_without_a_reader_is_an_error(self, fifo: Path) -> None:
+        """AuditLog.open() on a FIFO nobody reads raises at once (the CLI exits 2)."""
+        with AuditLog(fifo) as audit, pytest.raises(AuditError, match="has no reader"):
+            audit.open()
 
     def test_a_character_device_is_a_stream(self) -> None:
         """/dev/null takes records as a stream: no size, lock or rotation is asked of it."""

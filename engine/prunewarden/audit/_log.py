@@ -135,10 +135,18 @@ class AuditLog:
             self._policies.setdefault(policy.digest, auditlog.policy_activated_record(policy))
 
     def open(self) -> None:
-        """Open (creating it) and lock-check the file now, instead of at the first record.
+        """Open (creating it) and lock-check the file, or open the FIFO, now instead of at the
+        first record.
 
         Raises :class:`AuditError` when it cannot be written.
         """
+        if self._pipe is not None:
+            with self._lock:
+                try:
+                    self._pipe.open()
+                except OSError as exc:
+                    raise self._error(exc) from None
+            return
         if self.path is None:
             return
         with self._lock:

@@ -77,6 +77,10 @@ class PipeWriter:
         self._pending = _Pending(memoryview(data), len(data), last, activated)
         self._drain(_deadline(timeout), written)
 
+    def open(self) -> None:
+        """Open the pipe now: :class:`AuditError` if nobody reads it, ``OSError`` otherwise."""
+        self._open()
+
     def close(self) -> None:
         fd, self._fd = self._fd, None
         if fd is not None:
