@@ -107,8 +107,7 @@ class PipeWriter:
                 try:
                     pending.data = pending.data[os.write(fd, pending.data) :]
                 except BlockingIOError:
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0 or not select.select([], [fd], [], remaining)[1]:
+                    if not _writable(fd, deadline - time.monotonic()):
                         msg = (
                             f"cannot write audit log {self.path}: the pipe stayed full for "
                             f"{STREAM_WRITE_SECONDS:g} s (is its reader draining it?)"
@@ -128,3 +127,12 @@ class PipeWriter:
 
 def _deadline(timeout: float | None) -> float:
     return time.monotonic() + (STREAM_WRITE_SECONDS if timeout is None else timeout)
+
+
+def _writable(fd: int, seconds: float) -> bool:
+    """Whether ``fd`` takes more bytes within ``seconds`` (poll: any descriptor number)."""
+    if seconds <= 0:
+        return False
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    return bool(poller.poll(seconds * 1000))
