@@ -47,6 +47,7 @@ class DecideRequest(Protocol):
         session_id: str | None = None,
         labels: Mapping[str, str] | None = None,
         gate: Verdict | None = None,
+        digest: str | None = None,
     ) -> Decision: ...
 
 
@@ -203,11 +204,24 @@ class Session:
             return plan_pass(self, request, document)
 
     def decide(
-        self, check: Check, request: Request, document: Any, gate: Verdict | None = None
+        self,
+        check: Check,
+        request: Request,
+        document: Any,
+        gate: Verdict | None = None,
+        *,
+        digest: str | None = None,
     ) -> Decision:
-        """Decide and log under this session's id and labels."""
+        """Decide and log under this session's id and labels; ``digest``, when given, is
+        ``input_digest(document)`` computed by the caller."""
         return self._decide(
-            check, request, document, session_id=self.session_id, labels=self.labels, gate=gate
+            check,
+            request,
+            document,
+            session_id=self.session_id,
+            labels=self.labels,
+            gate=gate,
+            digest=digest,
         )
 
     def gate(self, check: Check, request: Request | None = None) -> Verdict | None:

@@ -198,10 +198,10 @@ def log_rotated_record(previous_file: str, sequence: int) -> dict[str, Any]:
     return _event(LOG_ROTATED, rotation={"previous_file": previous_file, "sequence": sequence})
 
 
-def write_recovered_record(torn: Iterable[bytes]) -> dict[str, Any]:
+def write_recovered_record(torn: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """Follows the remains of interrupted writes (lines that are not records), naming each by
-    length and hash so a verifier can tell them from lines inserted later."""
-    return _event(WRITE_RECOVERED, torn=[torn_fields(line) for line in torn])
+    length and hash (``torn_fields``) so a verifier can tell them from lines inserted later."""
+    return _event(WRITE_RECOVERED, torn=[dict(fields) for fields in torn])
 
 
 def torn_fields(line: bytes) -> dict[str, Any]:
