@@ -31,6 +31,7 @@ SCHEMAS = (
     "audit-record",
     "policy-lock",
     "trace",
+    "session-state",
 )
 
 
