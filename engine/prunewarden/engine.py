@@ -162,10 +162,11 @@ class Engine:
         binder: Binder = bind if bind is not None else self._bound
         if state is None and store is not None:
             state = store.load(session_id)
-        session = Session(binder, session_id, dict(labels or {}), store=store)
+        session = Session(
+            binder, session_id, dict(labels or {}), store=store, registry=self.sessions
+        )
         if state is not None:
             self._restore(session, state, labels is None)
-        self.sessions.add(session)
         session.save()
         return session
 

@@ -6,14 +6,7 @@ Imports the planner and the layers below it; nothing above it.
 
 from __future__ import annotations
 
-from prunewarden.session._model import (
-    Binder,
-    DecideRequest,
-    Session,
-    SessionBinding,
-    halt_verdict,
-    unavailable_verdict,
-)
+from prunewarden.session._model import Binder, DecideRequest, Session, SessionBinding
 from prunewarden.session._registry import SessionRegistry
 from prunewarden.session._state import (
     STATE_VERSION,
@@ -27,6 +20,7 @@ from prunewarden.session._state import (
     state_document,
 )
 from prunewarden.session._store import SessionStore, SqliteSessionStore
+from prunewarden.session._verdicts import halt_verdict, unavailable_verdict
 
 __all__ = [
     "STATE_VERSION",

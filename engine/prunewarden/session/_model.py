@@ -25,7 +25,7 @@ from typing import Any, NoReturn, Protocol
 
 from prunewarden._stats import pstdev
 from prunewarden.audit import session_rebound_record
-from prunewarden.decision import HALT_ACTIONS, Decision, Reason, Verdict
+from prunewarden.decision import Decision, Verdict
 from prunewarden.errors import REFUSALS, InputError, Problem
 from prunewarden.inputs import (
     Check,
@@ -34,12 +34,12 @@ from prunewarden.inputs import (
     PlanRequest,
     Request,
     Snapshot,
-    StalenessRequest,
     parse_plan,
     parse_request,
 )
 from prunewarden.planner import Plan, plan_pass
 from prunewarden.policy import Policy
+from prunewarden.session._registry import SessionRegistry
 from prunewarden.session._state import (
     Halt,
     History,
@@ -48,6 +48,7 @@ from prunewarden.session._state import (
     state_document,
 )
 from prunewarden.session._store import SessionStore
+from prunewarden.session._verdicts import halt_verdict, unavailable_verdict
 
 _diagnostics = logging.getLogger("prunewarden")
 
@@ -97,6 +98,7 @@ class Session:
         *,
         history: History | None = None,
         store: SessionStore | None = None,
+        registry: SessionRegistry | None = None,
         stateless: bool = False,
     ) -> None:
         self._bind = bind
@@ -106,6 +108,7 @@ class Session:
         self._lock = threading.RLock()
         self._history = history or History(spread_scale=self.policy.spec.calibration)
         self._store = store
+        self._registry = registry  # told of every halt, for the engine's stateless calls
         self._unsaved: str | None = None  # why the last save failed, while it stays unsaved
         # A session for one stateless call (Engine.plan): its decisions are not a session's.
         self._stateless = stateless
@@ -137,6 +140,7 @@ class Session:
             self._history = history
             if labels is not None:
                 self.labels = dict(labels)
+            self._publish()
 
     def save(self) -> None:
         """Save the state to the store now (every change already is); without a store, nothing.
@@ -182,6 +186,7 @@ class Session:
                 cycles_seen=history.cycles_seen + 1,
                 halt=halt,
             )
+            self._publish()
             self._save()
             return decision
 
@@ -368,6 +373,10 @@ class Session:
             _diagnostics.exception("session_rebound could not be recorded")
         self._save()
 
+    def _publish(self) -> None:
+        if self._registry is not None:
+            self._registry.note(self.session_id, self._history.halt)
+
     def _save(self) -> None:
         if self._store is None or self.session_id is None:
             return
@@ -390,38 +399,6 @@ class Session:
 
     def _parse(self, document: dict[str, Any]) -> Request:
         return parse_request(document, self.policy.spec.scores)[1]
-
-
-def halt_verdict(halt: Halt, check: Check, request: Request | None = None) -> Verdict:
-    """The ``pruning_halted`` refusal that stands in for the guard while ``halt`` holds."""
-    reason = Reason(
-        "pruning_halted",
-        f"the collapse guard halted pruning at cycle {halt.cycle} ({halt.code}); "
-        f"no {check} is authorized until a later cycle passes it",
-        {"collapse_decision": halt.decision_id, "cycle": halt.cycle},
-    )
-    return _refusal(reason, request)
-
-
-def unavailable_verdict(check: Check, request: Request | None, error: str) -> Verdict:
-    """The refusal while a session's state cannot be saved (or read): a halt it reported
-    might otherwise be lost."""
-    reason = Reason(
-        "session_state_unavailable",
-        f"the session state could not be saved or read ({error}); no {check} is authorized "
-        "until it can",
-        {"error": error.split(":", 1)[0]},
-    )
-    return _refusal(reason, request)
-
-
-def _refusal(reason: Reason, request: Request | None) -> Verdict:
-    kept = None
-    if isinstance(request, StalenessRequest):
-        kept = tuple(span.span_id for span in request.spans)
-    return Verdict(
-        True, [reason], [HALT_ACTIONS[0]], kept=kept, evicted=() if kept is not None else None
-    )
 
 
 def _refuse_order(field: str, number: int, last: int) -> NoReturn:
