@@ -165,7 +165,7 @@ class TestAnotherPolicy:
 
 
 class TestBaselineForLife:
-    HISTORY = (
+    HISTORY: tuple[tuple[dict[str, float], list[str]], ...] = (
         ({"c": 0.9, **WIDE}, ["c"]),
         ({"c": 0.9, **WIDE}, []),  # unpinned for one cycle
         ({"c": 0.55, **NARROW}, ["c"]),
