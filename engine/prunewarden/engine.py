@@ -21,12 +21,11 @@ from prunewarden.audit import (
     decision_record,
     input_digest,
     log_decision,
-    session_rebound_record,
     subject_of,
     texts_of,
 )
 from prunewarden.decision import Decision, Reason, Verdict
-from prunewarden.errors import REFUSALS, InputError, Problem, SessionStateError
+from prunewarden.errors import REFUSALS, InputError, Problem
 from prunewarden.inputs import Check, Request, parse_evictions, parse_plan, parse_request
 from prunewarden.pipeline import Pipeline, Shadow, compile_policy
 from prunewarden.planner import Plan
@@ -38,9 +37,6 @@ from prunewarden.session import (
     SessionBinding,
     SessionRegistry,
     SessionStore,
-    fit_history,
-    read_state,
-    refuse_dropped,
 )
 
 _diagnostics = logging.getLogger("prunewarden")
@@ -166,32 +162,12 @@ class Engine:
             binder, session_id, dict(labels or {}), store=store, registry=self.sessions
         )
         if state is not None:
-            self._restore(session, state, labels is None)
+            session.restore(state, keep_labels=labels is not None)
         session.save()
         return session
 
     def _bound(self) -> SessionBinding:
         return self.session_binding
-
-    def _restore(self, session: Session, state: Mapping[str, Any], state_labels: bool) -> None:
-        restored = read_state(state)
-        if restored.session_id != session.session_id:
-            message = f"the state is of session {restored.session_id!r}, not {session.session_id!r}"
-            raise SessionStateError([Problem("<session-state>", 0, 0, "$.session_id", message)])
-        policy = session.policy
-        fitted = fit_history(restored.history, policy)
-        refuse_dropped(fitted, policy)
-        session.restore(fitted.history, restored.labels if state_labels else None)
-        if restored.policy.digest != policy.digest:
-            record = session_rebound_record(
-                session.session_id,
-                session.labels,
-                restored.policy,
-                policy,
-                kept=fitted.kept,
-                dropped=fitted.dropped,
-            )
-            self._write_record(record)
 
     def plan(
         self,

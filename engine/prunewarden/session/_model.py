@@ -23,10 +23,11 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, NoReturn, Protocol
 
+from prunewarden._identity import PolicyIdentity
 from prunewarden._stats import pstdev
 from prunewarden.audit import session_rebound_record
 from prunewarden.decision import Decision, Verdict
-from prunewarden.errors import REFUSALS, InputError, Problem
+from prunewarden.errors import REFUSALS, InputError, Problem, SessionStateError
 from prunewarden.inputs import (
     Check,
     CollapseRequest,
@@ -41,9 +42,13 @@ from prunewarden.planner import Plan, plan_pass
 from prunewarden.policy import Policy
 from prunewarden.session._registry import SessionRegistry
 from prunewarden.session._state import (
+    STATE_FILENAME,
+    Fitted,
     Halt,
     History,
     fit_history,
+    read_state,
+    refuse_dropped,
     remember_baseline,
     state_document,
 )
@@ -133,14 +138,24 @@ class Session:
         with self._lock:
             return state_document(self._history, self.policy.identity, self.session_id, self.labels)
 
-    def restore(self, history: History, labels: Mapping[str, str] | None = None) -> None:
-        """Replace the history (and the labels, when given) with a restored one, fitted to the
-        policy (see :func:`~prunewarden.session.fit_history`); used by ``Engine.session``."""
+    def restore(self, state: Mapping[str, Any], *, keep_labels: bool = False) -> None:
+        """Take over a ``Session.state()`` document of this session (its labels too, unless
+        ``keep_labels``). A state kept under another policy is carried over where this policy's
+        windows can use it, with one ``session_rebound`` record; otherwise
+        :class:`SessionStateError` says which part cannot be used and why."""
+        restored = read_state(state)
+        if restored.session_id != self.session_id:
+            message = f"the state is of session {restored.session_id!r}, not {self.session_id!r}"
+            raise SessionStateError([Problem(STATE_FILENAME, 0, 0, "$.session_id", message)])
         with self._lock:
-            self._history = history
-            if labels is not None:
-                self.labels = dict(labels)
+            fitted = fit_history(restored.history, self.policy)
+            refuse_dropped(fitted, self.policy)
+            self._history = fitted.history
+            if not keep_labels:
+                self.labels = restored.labels
             self._publish()
+            if restored.policy.digest != self.policy.digest:
+                self._record_rebound(restored.policy, fitted)
 
     def save(self) -> None:
         """Save the state to the store now (every change already is); without a store, nothing.
@@ -359,19 +374,23 @@ class Session:
             return  # the same content from other files: nothing to carry over
         fitted = fit_history(self._history, binding.policy)
         self._history = fitted.history
+        self._record_rebound(previous.policy.identity, fitted)
+        self._save()
+
+    def _record_rebound(self, previous: PolicyIdentity, fitted: Fitted) -> None:
+        """One ``session_rebound`` record: the policy left, the one taken, what carried over."""
         record = session_rebound_record(
             self.session_id,
             self.labels,
-            previous.policy.identity,
-            binding.policy,
+            previous,
+            self.policy,
             kept=fitted.kept,
             dropped=fitted.dropped,
         )
         try:
-            binding.write_record(record)
+            self._binding.write_record(record)
         except Exception:  # noqa: BLE001 - the rebound stands; the failure is reported
             _diagnostics.exception("session_rebound could not be recorded")
-        self._save()
 
     def _publish(self) -> None:
         if self._registry is not None:
