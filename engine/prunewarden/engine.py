@@ -220,6 +220,8 @@ class Engine:
             # The candidate decides the request on its own (no gate: it keeps no session).
             scores = self.policy.spec.scores
             decision = replace(decision, shadow=self.shadow.evaluate(check, request, data, scores))
+        if self.audit is None and self._logger is None and not self._hooks:
+            return decision  # no sink chosen: no record to build
         try:
             context = DecisionContext(
                 input_digest(data) if digest is None else digest,
