@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from jsonschema import Draft202012Validator
-from prunewarden import AuditLog, ReloadingEngine
+from prunewarden import AuditLog, ReloadingEngine, SqliteSessionStore
 from prunewarden._resources import schema
 from prunewarden.cli._main import run
 
@@ -113,3 +113,29 @@ class TestReloadDuringSession:
         engine.reload()
         session.observe_cycle(narrowing(4), ["task"])
         assert records(log, "session_rebound") == []
+
+
+class TestReloadWithAStore:
+    def test_the_stored_state_follows_the_reload(self, tmp_path: Path) -> None:
+        """A ReloadingEngine's store= is every snapshot's store: after a reload the saved
+        state names the new policy, and a restarted engine restores it without a rebound."""
+        path = tmp_path / "agent.yaml"
+        write(path, policy("1.0.0"))
+        with (
+            SqliteSessionStore(tmp_path / "s.db") as store,
+            ReloadingEngine(path, interval=0, store=store) as engine,
+        ):
+            session = engine.session("agent-1")
+            session.observe_cycle(narrowing(1), ["task"])
+            write(path, policy("1.1.0", stability_delta=0.2))
+            engine.reload()
+            session.observe_cycle(narrowing(2), ["task"])
+            saved = store.load("agent-1")
+            assert saved is not None
+            assert saved["policy"]["version"] == "1.1.0"
+            assert saved["cycles_seen"] == 2
+        with ReloadingEngine(
+            path, interval=0, store=SqliteSessionStore(tmp_path / "s.db")
+        ) as again:
+            restored = again.session("agent-1")
+            assert restored.observe_cycle(narrowing(3), ["task"]).codes == ("spread_healthy",)
