@@ -134,8 +134,9 @@ class TestReloadWithAStore:
             assert saved is not None
             assert saved["policy"]["version"] == "1.1.0"
             assert saved["cycles_seen"] == 2
-        with ReloadingEngine(
-            path, interval=0, store=SqliteSessionStore(tmp_path / "s.db")
-        ) as again:
+        with (
+            SqliteSessionStore(tmp_path / "s.db") as store,
+            ReloadingEngine(path, interval=0, store=store) as again,
+        ):
             restored = again.session("agent-1")
             assert restored.observe_cycle(narrowing(3), ["task"]).codes == ("spread_healthy",)
