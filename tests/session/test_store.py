@@ -121,6 +121,15 @@ class TestSqliteStore:
         assert again.labels == {"team": "core"}
         assert again.authorize(SEGMENT, 0.1, 0.1).codes == ("pruning_halted",)
 
+    def test_normal_synchronous_is_a_choice(self, tmp_path: Path) -> None:
+        """synchronous="NORMAL" is applied to the connection; anything else is refused."""
+        with SqliteSessionStore(tmp_path / "s.db", synchronous="NORMAL") as store:
+            Engine.default().session("s", store=store)
+            (level,) = store._connect().execute("PRAGMA synchronous").fetchone()
+        assert level == 1  # NORMAL
+        with pytest.raises(ValueError, match="synchronous"):
+            SqliteSessionStore(tmp_path / "t.db", synchronous="OFF")  # type: ignore[arg-type]
+
     def test_delete_forgets_a_session(self, tmp_path: Path) -> None:
         """A deleted session starts afresh."""
         with SqliteSessionStore(tmp_path / "s.db") as store:

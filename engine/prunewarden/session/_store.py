@@ -6,9 +6,11 @@ call that made it and before that call returns: a process killed right after a d
 reported cannot come back without the halt that decision reported. One row per session, replaced
 whole in one transaction, so a reader never sees half a state.
 
-:class:`SqliteSessionStore` uses the standard library's ``sqlite3`` in WAL mode with
-``synchronous=FULL`` (a committed state is on disk, not only in the OS cache). Many threads and
-processes may share one database file; SQLite serializes the writers.
+:class:`SqliteSessionStore` uses the standard library's ``sqlite3`` in WAL mode. With
+``synchronous="FULL"`` (the default) a committed state is on disk, not only in the OS cache: it
+survives a power cut, at the price of an fsync per change. ``"NORMAL"`` survives any crash of the
+process (``kill -9``) but not of the machine, without that fsync. Many threads and processes may
+share one database file; SQLite serializes the writers.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import sqlite3
 import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Protocol, Self, runtime_checkable
+from typing import Any, Literal, Protocol, Self, runtime_checkable
 
 from prunewarden.decision import utc_now
 
@@ -53,10 +55,22 @@ class SessionStore(Protocol):
 
 
 class SqliteSessionStore:
-    """A :class:`SessionStore` in one SQLite database file (created if missing)."""
+    """A :class:`SessionStore` in one SQLite database file (created if missing).
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    ``synchronous``: ``"FULL"`` (the default: each save is on disk when it returns) or
+    ``"NORMAL"`` (each save survives the process, not a power cut)."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        synchronous: Literal["FULL", "NORMAL"] = "FULL",
+    ) -> None:
+        if synchronous not in ("FULL", "NORMAL"):
+            msg = f"synchronous must be FULL or NORMAL, not {synchronous!r}"
+            raise ValueError(msg)
         self.path = Path(path)
+        self.synchronous = synchronous
         self._lock = threading.Lock()
         self._connection: sqlite3.Connection | None = None
         self._pid = 0
@@ -123,7 +137,7 @@ class SqliteSessionStore:
         )
         connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         connection.execute("PRAGMA journal_mode = WAL")
-        connection.execute("PRAGMA synchronous = FULL")
+        connection.execute(f"PRAGMA synchronous = {self.synchronous}")
         with connection:
             connection.execute(_SCHEMA)
         self._connection, self._pid = connection, os.getpid()
