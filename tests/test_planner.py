@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from prunewarden import AuditLog, Engine, InputError
@@ -123,8 +124,9 @@ class TestAuthorization:
 
     def test_every_decision_is_logged(self, engine: Engine) -> None:
         """The staleness gate and each authorization produce one logged decision each."""
+        logged = Engine(engine.policy, logger=structlog.get_logger())
         with capture_logs() as logs:
-            plan = engine.plan({"segments": WINDOW, "free_tokens": 200, "session_id": "s9"})
+            plan = logged.plan({"segments": WINDOW, "free_tokens": 200, "session_id": "s9"})
         assert [r["check"] for r in logs] == ["staleness", "eviction", "eviction"]
         assert [r["decision_id"] for r in logs] == [d.decision_id for d in plan.decisions]
         assert {r["session_id"] for r in logs} == {"s9"}

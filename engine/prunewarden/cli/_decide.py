@@ -32,6 +32,7 @@ SCHEMAS = (
     "audit-record",
     "policy-lock",
     "trace",
+    "session-state",
 )
 
 
