@@ -185,6 +185,7 @@ class TestSessions:
         assert refused["reasons"][0]["code"] == "pruning_halted"
         assert other["outcome"] == "allow"
         assert state["halted"] is True
+        assert state["state"]["halt"]["code"] == "collapse_detected"
 
     def test_out_of_order_cycle_is_a_conflict(self, server: Server) -> None:
         """A cycle that does not follow the last is 409, located in the body."""

@@ -143,7 +143,7 @@ def run_serve(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int
     logging.basicConfig(stream=stderr, level=logging.WARNING, format="prunewarden: %(message)s")
     try:
         built = server.build_app(config)
-    except AuditError as exc:
+    except (AuditError, server.ServerConfigError) as exc:
         raise UsageError(f"prunewarden serve: {exc}") from None
     try:
         sock = server.bind(listen, socket_mode)

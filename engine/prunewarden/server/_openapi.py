@@ -43,10 +43,11 @@ def _problems(*statuses: int) -> dict[str, Any]:
         400: "The body is not valid: every problem, located (`<request>:LINE:COL: $.path: ...`)",
         401: "No valid bearer token",
         404: "No such session",
-        409: "The request conflicts with the session's state (a cycle or turn out of order)",
+        409: "The request conflicts with the session's state: a cycle or turn out of order, a "
+        "stored state this policy cannot use, or the session busy on another replica",
         413: "The body is larger than the limit",
-        503: "The decision could not be logged (fail closed), the request ran out of time, or "
-        "the server is not ready",
+        503: "The decision could not be logged (fail closed), the session store cannot be "
+        "reached, the request ran out of time, or the server is not ready",
     }
     return {
         str(status): {
@@ -210,14 +211,20 @@ def _paths() -> dict[str, Any]:
                 "summary": "What the session keeps",
                 "tags": ["sessions"],
                 "parameters": [_SESSION_ID],
-                "responses": {"200": _ok("SessionState", "The state"), **_problems(400, 401, 404)},
+                "responses": {
+                    "200": _ok("SessionState", "The state"),
+                    **_problems(400, 401, 404, 409, 503),
+                },
             },
             "delete": {
                 "operationId": "delete_session",
                 "summary": "Forget the session: its history and its halt",
                 "tags": ["sessions"],
                 "parameters": [_SESSION_ID],
-                "responses": {"200": _ok("SessionDeleted", "Done"), **_problems(400, 401)},
+                "responses": {
+                    "200": _ok("SessionDeleted", "Done"),
+                    **_problems(400, 401, 409, 503),
+                },
             },
         },
     }
@@ -283,11 +290,11 @@ def _components() -> dict[str, Any]:
             },
             "SessionState": {
                 "type": "object",
-                "required": ["session_id", "halted", "policy"],
+                "required": ["session_id", "halted", "state", "policy"],
                 "properties": {
                     "session_id": {"type": "string"},
-                    "labels": {"type": "object", "additionalProperties": {"type": "string"}},
                     "halted": {"type": "boolean"},
+                    "state": {"$ref": SCHEMA_BASE + "session-state.v1.schema.json"},
                     "policy": _identity(),
                 },
             },

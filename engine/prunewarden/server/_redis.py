@@ -57,6 +57,14 @@ class RedisSessionStore:
         state: dict[str, Any] = json.loads(raw)
         return state
 
+    def peek(self, session_id: str) -> dict[str, Any] | None:
+        """The state, without renewing its TTL: looking at a session is not using it."""
+        raw = self._redis.get(KEY_PREFIX + session_id)
+        if raw is None:
+            return None
+        state: dict[str, Any] = json.loads(raw)
+        return state
+
     def save(self, session_id: str, state: Mapping[str, Any]) -> None:
         text = json.dumps(state, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
         self._redis.set(KEY_PREFIX + session_id, text, px=self.ttl_ms)

@@ -17,6 +17,7 @@ import logging
 import os
 import signal
 import socket
+import sqlite3
 import stat
 import threading
 from collections.abc import Callable, Iterator
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import uvicorn
+from redis.exceptions import RedisError
 from starlette.applications import Starlette
 
 from prunewarden.audit import AuditLog
@@ -31,8 +33,10 @@ from prunewarden.errors import AuditError
 from prunewarden.reload import ReloadingEngine
 from prunewarden.server._app import create_app
 from prunewarden.server._config import Listen, ServerConfig, ServerConfigError
+from prunewarden.server._redis import RedisSessionStore
 from prunewarden.server._service import DecisionService
-from prunewarden.server._sessions import SessionService
+from prunewarden.server._sessions import ServerStore, SessionService
+from prunewarden.session import SqliteSessionStore
 
 GRACEFUL_SECONDS = 10  # how long requests in flight may take to finish once asked to stop
 # With --audit-fsync batch, the log is synced in the background this often (when records are
@@ -63,17 +67,24 @@ def build_app(config: ServerConfig) -> Built:
     except AuditError as exc:
         raise AuditError(str(exc).replace("cannot write", "cannot open")) from None
     try:
+        store = open_store(config.session_store_url, config.session_ttl)
+    except BaseException:
+        audit.close()
+        raise
+    try:
         engine = ReloadingEngine(
             config.policy,
             shadow=config.shadow,
             lock=config.lock,
             interval=config.reload_interval,
             audit=audit,
+            store=store,
         )
     except BaseException:
+        store.close()
         audit.close()
         raise
-    sessions = SessionService(engine, ttl=config.session_ttl)
+    sessions = SessionService(engine, store, ttl=config.session_ttl)
     syncer = _Syncer(audit) if config.audit_fsync == "batch" else None
     closed: list[bool] = []
 
@@ -91,6 +102,26 @@ def build_app(config: ServerConfig) -> Built:
 
     app = create_app(config, DecisionService(engine, audit), sessions, on_shutdown=close)
     return Built(app, engine, audit, sessions, close)
+
+
+def open_store(url: str, ttl: float) -> ServerStore:
+    """The session store ``url`` names: ``sqlite:PATH`` or ``redis://HOST:PORT/DB`` (also
+    ``rediss://`` and ``unix://``); :class:`ServerConfigError` when it cannot be used."""
+    if url.startswith("sqlite:"):
+        path = url.removeprefix("sqlite:")
+        try:
+            return SqliteSessionStore(path)
+        except (sqlite3.Error, OSError) as exc:
+            raise ServerConfigError(f"--sessions {url}: {exc}") from None
+    if url.startswith(("redis://", "rediss://", "unix://")):
+        store = RedisSessionStore(url, ttl=ttl)
+        try:
+            store.ping()
+        except RedisError as exc:
+            store.close()
+            raise ServerConfigError(f"--sessions {url}: {exc}") from None
+        return store
+    raise ServerConfigError(f"--sessions {url!r}: expected sqlite:PATH or redis://HOST:PORT/DB")
 
 
 def bind(listen: Listen, socket_mode: int) -> socket.socket:
