@@ -159,11 +159,14 @@ class TestPlanAndPolicy:
         assert wrong.headers["content-type"] == "application/problem+json"
 
     def test_metrics_are_prometheus_text(self, server: Server) -> None:
-        """GET /metrics serves the Prometheus text format, with the request counter."""
+        """GET /metrics serves the Prometheus text format: requests by route, decisions by check."""
         with server.client() as http:
             http.get("/healthz")
             text = http.get("/metrics").text
         assert 'prunewarden_http_requests_total{route="/healthz",status="200"}' in text
+        assert (
+            'prunewarden_decisions_total{check="eviction",enforced="true",outcome="allow"}' in text
+        )
 
 
 class TestSessions:

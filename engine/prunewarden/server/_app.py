@@ -15,7 +15,7 @@ import contextlib
 import hmac
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 import anyio
@@ -27,6 +27,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from prunewarden import _resources as resources
+from prunewarden.decision import Decision
 from prunewarden.errors import InputError
 from prunewarden.server._config import ServerConfig
 from prunewarden.server._openapi import openapi_document
@@ -43,6 +44,12 @@ LATENCY = Histogram(
     "Time from a request's arrival to its answer",
     ["route"],
     buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0),
+)
+
+DECISIONS = Counter(
+    "prunewarden_decisions_total",
+    "Decisions made (logged or refused for want of a log), by check and outcome",
+    ["check", "outcome", "enforced"],
 )
 
 THREADS = 64  # worker threads deciding at once (each request's engine call runs in one)
@@ -211,6 +218,11 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     status = exc.status_code if isinstance(exc, HTTPException) else 500
     kind = {404: "not-found", 405: "method-not-allowed"}.get(status, "internal-error")
     return problem_response(ProblemDocument(kind, f"{request.method} {request.url.path}"), {})
+
+
+def count_decision(decision: Decision, _record: Mapping[str, Any]) -> None:
+    """The engine's decision hook: one count per decision."""
+    DECISIONS.labels(decision.check, decision.outcome, str(decision.enforced).lower()).inc()
 
 
 def _authorize(request: Request, token: str | None) -> None:

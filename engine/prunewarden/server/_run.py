@@ -31,7 +31,7 @@ from starlette.applications import Starlette
 from prunewarden.audit import AuditLog
 from prunewarden.errors import AuditError
 from prunewarden.reload import ReloadingEngine
-from prunewarden.server._app import create_app
+from prunewarden.server._app import count_decision, create_app
 from prunewarden.server._config import Listen, ServerConfig, ServerConfigError
 from prunewarden.server._redis import RedisSessionStore
 from prunewarden.server._service import DecisionService
@@ -79,6 +79,7 @@ def build_app(config: ServerConfig) -> Built:
             interval=config.reload_interval,
             audit=audit,
             store=store,
+            on_decision=count_decision,
         )
     except BaseException:
         store.close()
