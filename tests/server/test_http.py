@@ -162,6 +162,7 @@ class TestPlanAndPolicy:
         """GET /metrics serves the Prometheus text format: requests by route, decisions by check."""
         with server.client() as http:
             http.get("/healthz")
+            http.post("/v1/evaluate", json=ALLOWED)
             text = http.get("/metrics").text
         assert 'prunewarden_http_requests_total{route="/healthz",status="200"}' in text
         assert (
