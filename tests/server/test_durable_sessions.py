@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from _support.redis_server import running_redis
-from _support.server import PRUNEWARDEN, Server, running_server
+from _support.server import PRUNEWARDEN, Server, policy_text, running_server
 from prunewarden.client import Client, ClientSession, ServerError
 
 SEGMENT = {"id": "s1", "kind": "tool_output", "tombstone_written": True}
@@ -184,3 +184,29 @@ class TestRedisReplicas:
         )
         assert done.returncode == 2
         assert "--sessions redis://127.0.0.1:1/0" in done.stderr
+
+
+class TestReload:
+    def test_a_halt_holds_across_a_policy_reload(self, tmp_path: Path) -> None:
+        """The policy file is replaced: the halted session follows the new version, still
+        halted."""
+        policy = tmp_path / "policy.yaml"
+        spec: dict[str, object] = {
+            "collapse": {"consecutive_cycles": 2, "spread_floor": 0.1, "canary_margin": 0.2}
+        }
+        policy.write_text(policy_text(spec, name="rolling", version="1.0.0"), encoding="utf-8")
+        with running_server(policy, tmp_path) as server, Client(server.url) as client:
+            session = client.session("across-reload")
+            halt(session)
+            replacement = tmp_path / "next.yaml"
+            replacement.write_text(
+                policy_text(spec, name="rolling", version="1.1.0"), encoding="utf-8"
+            )
+            replacement.replace(policy)
+            deadline = time.monotonic() + 30
+            while client.policy()["policy"]["version"] != "1.1.0":
+                assert time.monotonic() < deadline, "the policy was not reloaded"
+                time.sleep(0.05)
+            refused = session.authorize(SEGMENT, 0.1, 0.12)
+        assert refused["reasons"][0]["code"] == "pruning_halted"
+        assert refused["policy"]["version"] == "1.1.0"
