@@ -272,3 +272,18 @@ class TestCommandLine:
         code, _, err = cli("serve", "--policy", str(policy_file), "--listen", listen)
         assert code == 2
         assert "--listen" in err
+
+
+class TestDeadline:
+    def test_request_past_its_deadline_is_503(self, policy_file: Path, tmp_path: Path) -> None:
+        """--request-timeout: a pass over 20,000 segments cannot finish in 10 ms; 503."""
+        document = {"segments": [window(f"s{i}", 0.5) for i in range(20_000)], "keep_top_k": 1}
+        with (
+            running_server(policy_file, tmp_path, "--request-timeout", "0.01") as slow,
+            slow.client() as http,
+        ):
+            response = http.post("/v1/plan", json=document)
+            healthy = http.get("/healthz")
+        assert response.status_code == 503
+        assert response.json()["type"].endswith("/deadline-exceeded")
+        assert healthy.status_code == 200

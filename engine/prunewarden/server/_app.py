@@ -11,14 +11,15 @@ their ids (``Prunewarden-Decision-Ids``), besides what the JSON body says.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hmac
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import anyio
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, Histogram, generate_latest
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -93,7 +94,7 @@ class _Endpoints:
         self.openapi = openapi_document()
         # The bundled schemas by the file name their $id ends with (input.v1.schema.json).
         self.schemas = {path.name: path.name.split(".")[0] for path in resources.schema_files()}
-        self.limiter = anyio.CapacityLimiter(THREADS)
+        self.workers = ThreadPoolExecutor(THREADS, thread_name_prefix="prunewarden-request")
 
     def routes(self) -> list[Route]:
         service, wrap = self.service, self.wrap
@@ -151,10 +152,10 @@ class _Endpoints:
         try:
             _authorize(request, config.token)
             body = await _read_body(request, config.max_request_bytes) if reads_body else b""
-            with anyio.fail_after(config.request_seconds):
-                answer = await anyio.to_thread.run_sync(
-                    handler, request, body, abandon_on_cancel=True, limiter=self.limiter
-                )
+            answer = await asyncio.wait_for(
+                asyncio.get_running_loop().run_in_executor(self.workers, handler, request, body),
+                config.request_seconds,
+            )
         except ServiceProblemError as exc:
             return problem_response(exc.problem, headers)
         except InputError as exc:  # a body that is not JSON, or not the document asked for
