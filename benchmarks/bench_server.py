@@ -3,7 +3,7 @@
     python benchmarks/bench_server.py [--clients 8] [--requests 8000] [--seconds 60]
 
 Starts a real server (a subprocess, ``--audit-fsync batch``) on a loopback port, then CLIENTS
-threads each drive their own session with ``POST /v1/sessions/{id}/evictions`` over a
+processes each drive their own session with ``POST /v1/sessions/{id}/evictions`` over a
 keep-alive connection (the standard library's ``http.client``: the lightest client there is, so
 the numbers are the server's), until REQUESTS requests are answered or SECONDS have passed.
 Reports p50, p99 and throughput, and the same calls made in-process (``Session.authorize`` with
@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
+import multiprocessing
 import platform
 import re
 import subprocess
@@ -99,6 +100,14 @@ class Load:
     stop: float
 
 
+def drive_process(load: Load, name: str) -> list[float]:
+    """A client in a process of its own (so that the clients do not share one interpreter's
+    lock): its latencies."""
+    out: list[float] = []
+    drive(load, name, out)
+    return out
+
+
 def drive(load: Load, name: str, out: list[float]) -> None:
     """One client: its session's evictions over one keep-alive connection."""
     connection = http.client.HTTPConnection(load.host, load.port, timeout=30)
@@ -123,18 +132,13 @@ def over_http(clients: int, requests: int, seconds: float, fsync: str) -> dict[s
         try:
             await_ready(host, port)
             drive(Load(host, port, WARMUP, time.monotonic() + seconds), "warmup", [])
-            latencies: list[list[float]] = [[] for _ in range(clients)]
             load = Load(host, port, requests // clients, time.monotonic() + seconds)
-            threads = [
-                threading.Thread(target=drive, args=(load, f"bench-{i}", latencies[i]))
-                for i in range(clients)
-            ]
-            began = time.perf_counter()
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join()
-            elapsed = time.perf_counter() - began
+            with multiprocessing.get_context("fork").Pool(clients) as pool:
+                began = time.perf_counter()
+                latencies = pool.starmap(
+                    drive_process, [(load, f"bench-{i}") for i in range(clients)]
+                )
+                elapsed = time.perf_counter() - began
         finally:
             process.terminate()
             process.wait(60)

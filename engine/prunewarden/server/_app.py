@@ -1,9 +1,18 @@
 """The HTTP layer: Starlette routes over the decision service, with access, size and time limits.
 
-Each endpoint is wrapped once (:func:`_endpoint`) rather than run through middleware: the wrapper
-checks the bearer token, reads the body up to the size limit, runs the engine call in a worker
-thread under the request deadline, and turns every failure into an RFC 9457 problem document.
-One function on the hot path, no per-request middleware stack.
+Each endpoint is wrapped once (:meth:`_Endpoints.wrap`) rather than run through middleware: the
+wrapper checks the bearer token, reads the body up to the size limit, runs the engine call, and
+turns every failure into an RFC 9457 problem document. One function on the hot path, no
+per-request middleware stack.
+
+Where the engine call runs: in a worker thread under the request deadline, so that a slow call
+(a large document, a disk sync, a store across the network) never stalls the event loop. Handing
+a call to a thread and back costs about a third of a small request's CPU, so the calls that
+cannot wait on anything run on the event loop itself: a stateless evaluation or an eviction of a
+live session, with a body under :data:`INLINE_BODY_BYTES`, when the audit log does not sync every
+record and sessions are not in Redis. Such a call only decides and appends one record (the
+background syncer keeps ``batch`` syncs off it), in tens of microseconds; at worst it waits for
+another call of the same session to finish saving.
 
 Every response names the policy in force (``Prunewarden-Policy``) and, when it carries decisions,
 their ids (``Prunewarden-Decision-Ids``), besides what the JSON body says.
@@ -53,12 +62,15 @@ DECISIONS = Counter(
     ["check", "outcome", "enforced"],
 )
 
+INLINE_BODY_BYTES = 16 * 1024  # the largest body a call may have to run on the event loop
 THREADS = 64  # worker threads deciding at once (each request's engine call runs in one)
 
 # Probes answer without a token: they say only whether the server can decide.
 _OPEN_PATHS = frozenset({"/healthz", "/readyz"})
 
 Handler = Callable[[Request, bytes], Answer]
+# Whether a request's call may run on the event loop (see the module's docstring).
+Inline = Callable[[Request], bool]
 
 
 def create_app(
@@ -97,11 +109,21 @@ class _Endpoints:
         self.workers = ThreadPoolExecutor(THREADS, thread_name_prefix="prunewarden-request")
 
     def routes(self) -> list[Route]:
-        service, wrap = self.service, self.wrap
+        service, wrap, sessions = self.service, self.wrap, self.sessions
+        # Calls that cannot wait on anything, when nothing on their path syncs or crosses a
+        # network: a stateless evaluation, an eviction of a session already live.
+        quick = self.config.audit_fsync != "always" and not sessions.shared
+
+        def live_session(request: Request) -> bool:
+            return quick and sessions.is_live(request.path_params["session_id"])
+
         session_posts = [
             Route(
                 f"/v1/sessions/{{session_id}}/{part}",
-                wrap(self.session_call(name)),
+                wrap(
+                    self.session_call(name),
+                    inline=live_session if name == "authorize" else None,
+                ),
                 methods=["POST"],
             )
             for part, name in SessionService.POSTS.items()
@@ -117,7 +139,11 @@ class _Endpoints:
                 wrap(lambda _r, _b: service.policy_document(), reads_body=False),
                 methods=["GET"],
             ),
-            Route("/v1/evaluate", wrap(self.evaluate), methods=["POST"]),
+            Route(
+                "/v1/evaluate",
+                wrap(self.evaluate, inline=(lambda _request: True) if quick else None),
+                methods=["POST"],
+            ),
             Route("/v1/plan", wrap(lambda _r, body: service.plan(body)), methods=["POST"]),
             *session_posts,
             Route(
@@ -132,30 +158,40 @@ class _Endpoints:
             ),
         ]
 
-    def wrap(self, handler: Handler, *, reads_body: bool = True) -> Callable[..., Awaitable[Any]]:
+    def wrap(
+        self, handler: Handler, *, reads_body: bool = True, inline: Inline | None = None
+    ) -> Callable[..., Awaitable[Any]]:
         """The endpoint running ``handler``: timed and counted by route template."""
 
         async def run(request: Request) -> Response:
             route = request.scope["route"].path
             with LATENCY.labels(route).time():
-                response = await self.answer(request, handler, reads_body=reads_body)
+                response = await self.answer(request, handler, reads_body, inline)
             REQUESTS.labels(route, str(response.status_code)).inc()
             return response
 
         return run
 
-    async def answer(self, request: Request, handler: Handler, *, reads_body: bool) -> Response:
-        """Token, body, the handler in a worker thread under the deadline; problems as such."""
+    async def answer(
+        self, request: Request, handler: Handler, reads_body: bool, inline: Inline | None
+    ) -> Response:
+        """Token, body, the handler (on the loop when ``inline`` says it may, else in a worker
+        thread under the deadline); problems as such."""
         config = self.config
         policy = self.service.engine.policy
         headers = {"Prunewarden-Policy": f"{policy.name}@{policy.version} {policy.digest}"}
         try:
             _authorize(request, config.token)
             body = await _read_body(request, config.max_request_bytes) if reads_body else b""
-            answer = await asyncio.wait_for(
-                asyncio.get_running_loop().run_in_executor(self.workers, handler, request, body),
-                config.request_seconds,
-            )
+            if inline is not None and len(body) <= INLINE_BODY_BYTES and inline(request):
+                answer = handler(request, body)
+            else:
+                answer = await asyncio.wait_for(
+                    asyncio.get_running_loop().run_in_executor(
+                        self.workers, handler, request, body
+                    ),
+                    config.request_seconds,
+                )
         except ServiceProblemError as exc:
             return problem_response(exc.problem, headers)
         except InputError as exc:  # a body that is not JSON, or not the document asked for

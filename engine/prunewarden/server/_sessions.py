@@ -95,7 +95,7 @@ class SessionService:
         self.engine = engine
         self.store = store
         self.ttl = ttl
-        self._shared = isinstance(store, RedisSessionStore)
+        self.shared = isinstance(store, RedisSessionStore)
         self._clock = clock
         self._live: dict[str, Session] = {}
         now = clock()
@@ -213,7 +213,7 @@ class SessionService:
         server holds none."""
         _check_id(session_id)
         with self._held(session_id):
-            live = self._live.get(session_id) if not self._shared else None
+            live = self._live.get(session_id) if not self.shared else None
             document = live.state() if live is not None else self._load(session_id)
         if document is None:
             raise ServiceProblemError(
@@ -241,6 +241,11 @@ class SessionService:
             }
         )
 
+    def is_live(self, session_id: str) -> bool:
+        """The session is open in this process (a call on it reads and writes no store, unless
+        a reload or a failed save makes it)."""
+        return not self.shared and session_id in self._live
+
     def close(self) -> None:
         """Close the store: every change was saved when it was made."""
         with self._lock:
@@ -254,7 +259,7 @@ class SessionService:
         """Exclusive use of the session for one call: its lease across replicas (Redis), and
         expiry first (SQLite). A store that cannot be reached is a 503, a busy lease a 409."""
         try:
-            if self._shared:
+            if self.shared:
                 assert isinstance(self.store, RedisSessionStore)  # noqa: S101 - shared means Redis
                 with self.store.locked(session_id):
                     yield
@@ -275,7 +280,7 @@ class SessionService:
 
     def _session(self, session_id: str) -> Session:
         """The session, opened from the store when it is not live (or never kept: Redis)."""
-        if self._shared:
+        if self.shared:
             return self.engine.session(session_id)
         with self._lock:
             self._used[session_id] = self._clock()
