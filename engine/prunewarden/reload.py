@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
 
+from prunewarden._files import open_regular
 from prunewarden._identity import PolicyIdentity
 from prunewarden.audit import get_logger, log_policy_reload_failed, log_policy_reloaded
 from prunewarden.decision import Decision
@@ -65,21 +66,22 @@ class ReloadingEngine:
     """An engine on the policy at ``path`` that reloads it when its files change.
 
     ``shadow`` names a candidate policy file, watched the same way (see
-    :class:`~prunewarden.shadow.Shadow`); ``lock`` chooses the lock file as for
-    :func:`~prunewarden.load_policy`. Other keyword arguments (``logger``,
-    ``rule_cache_size``, ...) go to every :class:`Engine` built. With ``interval`` 0 nothing is
-    polled and only :meth:`reload` reloads. The first load must succeed: it raises
+    :class:`~prunewarden.shadow.Shadow`); ``lock`` chooses the lock file and ``base_dirs`` the
+    folders of shared bases as for :func:`~prunewarden.load_policy`. Other keyword arguments
+    (``logger``, ``rule_cache_size``, ...) go to every :class:`Engine` built. With ``interval``
+    0 nothing is polled and only :meth:`reload` reloads. The first load must succeed: it raises
     :class:`PolicyError`.
 
     Thread-safe: any number of threads may evaluate while a reload happens.
     """
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 - each a documented option
         self,
         path: str | os.PathLike[str],
         *,
         shadow: str | os.PathLike[str] | None = None,
         lock: LockOption = None,
+        base_dirs: tuple[str | os.PathLike[str], ...] = (),
         interval: float = DEFAULT_INTERVAL,
         logger: Any = None,
         **engine_options: Any,
@@ -88,13 +90,18 @@ class ReloadingEngine:
         self.shadow_path = str(shadow) if shadow is not None else None
         self.interval = interval
         self._lock_option = lock
+        self._base_dirs = tuple(base_dirs)
         self._logger = logger if logger is not None else get_logger()
         self._options = {"logger": self._logger, **engine_options}
         # policy_reload_failed is an audit record: it goes where the decisions go.
         audit = engine_options.get("audit")
         self._records = audit.logger if audit is not None else self._logger
-        active = load_policy(self.path, lock=lock)
-        candidate = load_policy(self.shadow_path, lock=lock) if self.shadow_path else None
+        active = load_policy(self.path, lock=lock, base_dirs=self._base_dirs)
+        candidate = (
+            load_policy(self.shadow_path, lock=lock, base_dirs=self._base_dirs)
+            if self.shadow_path
+            else None
+        )
         self._engine = Engine(active, shadow=candidate, **self._options)
         self._candidate = candidate
         self._reloading = threading.Lock()
@@ -237,7 +244,7 @@ class ReloadingEngine:
         """The policy at ``path`` if it loads from files that did not change while being read,
         else None and its problems."""
         try:
-            policy = load_policy(path, lock=self._lock_option)
+            policy = load_policy(path, lock=self._lock_option, base_dirs=self._base_dirs)
         except PolicyError as exc:
             return None, tuple(str(problem) for problem in exc.problems)
         if not _unchanged_since_read(policy):
@@ -303,10 +310,11 @@ def _unchanged_since_read(policy: Policy) -> bool:
         if source.path.startswith(BUILTIN):
             continue
         try:
-            data = Path(source.path).read_bytes()
+            with open_regular(source.path) as stream:  # never blocks on a FIFO put in its place
+                digest = hashlib.file_digest(stream, "sha256").hexdigest()
         except OSError:
             return False
-        if hashlib.sha256(data).hexdigest() != source.sha256:
+        if digest != source.sha256:
             return False
     return True
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from prunewarden._files import open_regular
 from prunewarden._json import paths
 from prunewarden._schemas import schema_problems
 from prunewarden._source import Parsed, json_path, parse_json, parse_yaml
@@ -162,7 +163,8 @@ class SuiteLoader:
 
 def _read_text(filename: str) -> tuple[str | None, list[Problem]]:
     try:
-        raw = Path(filename).read_bytes()
+        with open_regular(filename) as stream:  # a FIFO or a device is refused unread
+            raw = stream.read()
     except OSError as exc:
         return None, [Problem(filename, 0, 0, "$", f"cannot read: {exc.strerror}")]
     try:
