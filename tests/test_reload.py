@@ -154,14 +154,18 @@ class TestReload:
     def test_a_change_to_the_base_reloads_the_overlay(
         self, files: Path, engine: ReloadingEngine
     ) -> None:
-        """Every file of the chain is watched, not only the top one."""
+        """Every file of the chain is watched, not only the top one: a changed base changes the
+        overlay's content, which reloads once the overlay's version says so."""
         replace(
             files.parent / "base.yaml", BASE.replace("canary_margin: 0.25", "canary_margin: 0.2")
         )
         assert engine.poll() is None  # seen, settling
         result = engine.poll()
         assert result is not None
-        assert result.changed
+        assert not result.changed
+        assert "prod@1.0.0 is in force with another content" in result.problems[0]
+        replace(files, prod(0.25, version="1.0.1"))
+        assert engine.reload().changed
         assert engine.policy.spec.collapse.canary_margin == 0.2
 
     def test_a_lock_file_that_appears_is_enforced(

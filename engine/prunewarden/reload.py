@@ -31,12 +31,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
 
-from prunewarden._files import open_regular
+from prunewarden._files import open_regular, read_regular
 from prunewarden._identity import PolicyIdentity
 from prunewarden.audit import get_logger, log_policy_reload_failed, log_policy_reloaded
 from prunewarden.decision import Decision
 from prunewarden.engine import Engine
 from prunewarden.errors import PolicyError
+from prunewarden.limits import MAX_POLICY_BYTES
 from prunewarden.planner import Plan
 from prunewarden.policy import BUILTIN, LockOption, Policy, load_policy
 from prunewarden.policy import _lock as policylock
@@ -107,7 +108,7 @@ class ReloadingEngine:
         self._reloading = threading.Lock()
         self._seen = self._signatures()
         self._pending: dict[str, _Signature] | None = None
-        self._reported: dict[str, dict[str, _Signature]] = {}
+        self._reported: dict[str, tuple[tuple[str, ...], str]] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         if interval > 0:
@@ -214,11 +215,11 @@ class ReloadingEngine:
     def _reload(self, before: dict[str, _Signature]) -> ReloadResult:
         with self._reloading:
             current = self._engine
-            active, active_problems = self._load(self.path)
+            active, active_problems = self._load(self.path, current.policy)
             candidate = self._candidate
             shadow_problems: tuple[str, ...] = ()
             if self.shadow_path is not None:
-                loaded, shadow_problems = self._load(self.shadow_path)
+                loaded, shadow_problems = self._load(self.shadow_path, self._candidate)
                 candidate = loaded or self._candidate
             if self._signatures() != before:
                 raise _ChangedWhileReadingError
@@ -240,15 +241,25 @@ class ReloadingEngine:
                     log_policy_reloaded(self._logger, current.policy.identity, policy)
             return ReloadResult(changed, policy.identity, (*active_problems, *shadow_problems))
 
-    def _load(self, path: str) -> tuple[Policy | None, tuple[str, ...]]:
+    def _load(self, path: str, in_force: Policy | None) -> tuple[Policy | None, tuple[str, ...]]:
         """The policy at ``path`` if it loads from files that did not change while being read,
-        else None and its problems."""
+        and does not give the ``name@version`` in force another content; else None and its
+        problems. Never raises for a bad policy: whatever goes wrong is a problem."""
         try:
             policy = load_policy(path, lock=self._lock_option, base_dirs=self._base_dirs)
         except PolicyError as exc:
             return None, tuple(str(problem) for problem in exc.problems)
+        except Exception as exc:  # noqa: BLE001 - the policy in force must outlive any file
+            return None, (f"{path}: $: the policy could not be loaded ({type(exc).__name__})",)
         if not _unchanged_since_read(policy):
             raise _ChangedWhileReadingError
+        if in_force is not None and _reused_version(policy, in_force):
+            message = (
+                f"{path}: $: {policy.name}@{policy.version} is in force with another content "
+                f"({in_force.digest}; read: {policy.digest}): not reloaded; a new content needs "
+                "a new version (a file written in place may have been read half-written)"
+            )
+            return None, (message,)
         return policy, ()
 
     def _report(
@@ -258,14 +269,15 @@ class ReloadingEngine:
         signatures: dict[str, _Signature],
         in_force: Policy | None,
     ) -> None:
-        """Log ``policy_reload_failed`` once per content of the files, naming what stays in
-        force."""
+        """Log ``policy_reload_failed`` once per content of the files (and problems), naming
+        what stays in force: a file touched again, or polled again, is not news."""
         if not problems:
             self._reported.pop(path, None)
             return
-        if self._reported.get(path) == signatures:
+        seen = (problems, _contents(signatures))
+        if self._reported.get(path) == seen:
             return
-        self._reported[path] = signatures
+        self._reported[path] = seen
         kept = in_force.identity if in_force is not None else None
         with contextlib.suppress(Exception):
             log_policy_reload_failed(self._records, path, problems, kept)
@@ -317,6 +329,24 @@ def _unchanged_since_read(policy: Policy) -> bool:
         if digest != source.sha256:
             return False
     return True
+
+
+def _contents(signatures: Mapping[str, _Signature]) -> str:
+    """A digest of what the watched files hold (a regular file's bytes, else why not)."""
+    digest = hashlib.sha256()
+    for name in sorted(signatures):
+        try:
+            data = read_regular(name, MAX_POLICY_BYTES)
+        except OSError as exc:
+            data = f"unreadable: {exc.strerror}".encode()
+        digest.update(hashlib.sha256(name.encode("utf-8", "surrogatepass") + b"\0" + data).digest())
+    return digest.hexdigest()
+
+
+def _reused_version(new: Policy, old: Policy) -> bool:
+    """The same ``name@version`` as the policy in force, with another content: refused even
+    without a lock file."""
+    return (new.name, new.version) == (old.name, old.version) and new.digest != old.digest
 
 
 def _differs(new: Policy, old: Policy) -> bool:

@@ -220,8 +220,12 @@ def _read_layer(target: _Target, referrer: Layer | None) -> tuple[Layer | None, 
     if not isinstance(parsed.data, dict):
         # Said without the value: a file named by mistake (or by malice) is not quoted.
         shape = "a list" if isinstance(parsed.data, list) else "a single value"
-        return None, unreadable(f"not a policy: the document is {shape}, not a mapping")
-    problems += schema_problems("policy", parsed)
+        message = f"not a policy: the document is {shape}, not a mapping"
+        if referrer is None:
+            return None, [parsed.problem((), message)]
+        return None, unreadable(message)
+    unread = {problem.path for problem in problems}  # a value refused unread is None below
+    problems += [p for p in schema_problems("policy", parsed) if p.path not in unread]
     problems += param_problems(parsed)
     real = os.path.realpath(target.file if target.file is not None else target.shown)
     source = PolicySource(target.shown, hashlib.sha256(raw).hexdigest())
@@ -323,6 +327,7 @@ def _merge(layers: list[Layer]) -> Resolution:
         locks = guardrails.declared_locks(merged.data, merged.origins)
         if index:
             inherited = [lock for lock in locks if lock.origin.layer < index]
+            inherited += guardrails.implied_locks(inherited, documents[-1])
             problems += guardrails.changed_locks(inherited, documents[-1], document, merged, index)
         own = [lock for lock in locks if lock.origin.layer == index]
         problems += guardrails.unresolved_locks(own, document)
