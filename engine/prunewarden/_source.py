@@ -167,7 +167,9 @@ class _Builder:
             return None
         value = self.loader.construct_object(node)
         if isinstance(value, str) and _lone_surrogate(value):
-            self._add(path, SURROGATE_MESSAGE)
+            value = _paired(value)
+            if value is None:
+                self._add(path, SURROGATE_MESSAGE)
         elif isinstance(value, float) and not math.isfinite(value):
             self._add(path, f"{describe_value(value)} is not a finite number")
         elif isinstance(value, bytes):
@@ -184,7 +186,8 @@ class _Builder:
             unreadable = LONG_INTEGER_MESSAGE if _long_integer(key_node) else None
             key = None if unreadable else self.loader.construct_object(key_node)
             if isinstance(key, str) and _lone_surrogate(key):
-                unreadable = f"a mapping key {SURROGATE_MESSAGE}"
+                key = _paired(key)
+                unreadable = None if key is not None else f"a mapping key {SURROGATE_MESSAGE}"
             if unreadable:
                 self.problems.append(
                     Problem(self.parsed.filename, *key_at, json_path(path), unreadable)
@@ -236,6 +239,15 @@ def _long_integer(node: yaml.Node) -> bool:
 
 def _lone_surrogate(text: str) -> bool:
     return not text.isascii() and _SURROGATE.search(text) is not None
+
+
+def _paired(text: str) -> str | None:
+    """``text`` with its surrogate pairs made characters (YAML spells a character beyond the
+    Basic Multilingual Plane as a pair and PyYAML keeps both halves); None if one is alone."""
+    try:
+        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le")
+    except UnicodeDecodeError:
+        return None
 
 
 def parse_yaml(text: str, filename: str) -> tuple[Parsed, list[Problem]]:

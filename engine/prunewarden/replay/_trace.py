@@ -38,6 +38,7 @@ from prunewarden.replay._events import (
     in_trace,
     line_shapes,
     semantic_problems,
+    size_problems,
     target_problems,
 )
 
@@ -220,7 +221,7 @@ class TraceReader:
                 f"(this prunewarden reads version {TRACE_VERSION})"
             )
             return [at.problem(("trace_version",), message)]
-        problems = schema_problems("trace", at)
+        problems = size_problems(data, at, header=header) or schema_problems("trace", at)
         if kind == "pass":
             problems = [p for p in problems if not about_targets(p)] + target_problems(data, at)
         if problems or header:
