@@ -13,6 +13,7 @@ from typing import IO, Any, Self
 import pytest
 import structlog
 from prunewarden import AuditLog, Engine, PolicyError, load_policy, parse_policy
+from prunewarden._files import open_regular
 from prunewarden.cli._main import run
 from prunewarden.guards import GUARDS, Guard
 from prunewarden.policy import _build as policy_build
@@ -200,7 +201,7 @@ class TestPolicyReplacedMidRead:
     def _race(
         self, monkeypatch: pytest.MonkeyPatch, path: Path, replace: Callable[[], object]
     ) -> None:
-        real_open = policy_build.open_regular
+        real_open = open_regular
 
         def racing_open(name: str | os.PathLike[str]) -> Any:
             if Path(name) == path:

@@ -6,14 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from _support.fifo import call_guarded, make_fifo
 from prunewarden import PolicyError, ReloadingEngine, load_policy, parse_policy
 from prunewarden._source import _Loader, parse_yaml
 from prunewarden.limits import MAX_INTEGER_DIGITS, MAX_YAML_NODES
 from prunewarden.policy._lock import read as read_lock
 
-from tests._support.fifo import call_guarded, make_fifo
-
-SECRET = "API_KEY=sk-live-0123456789"
+SECRET = "API_KEY=sk-live-0123456789"  # noqa: S105 - a planted fake, never to be quoted
 
 
 def policy(name: str, body: str = "", *, extends: str | None = None) -> str:
@@ -259,7 +258,8 @@ class TestLocksCoverWhatARuleReads:
         assert problem.message.startswith(f"changes {pointer}, which is locked by {base}:")
         assert "with /spec/rules/pin-negations (the locked rule 'pin-negations'" in problem.message
 
-    def test_what_no_locked_rule_reads_stays_open(self, tmp_path: Path, base: Path) -> None:
+    @pytest.mark.usefixtures("base")
+    def test_what_no_locked_rule_reads_stays_open(self, tmp_path: Path) -> None:
         """A new param, or a rule not locked, may still be set by an overlay."""
         body = "spec:\n  params: {other: 1}\n  rules:\n    - name: extra\n      check: eviction\n"
         body += "      when: params.other > 2.0\n      effect: deny\n      message: m\n"
