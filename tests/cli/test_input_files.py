@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _support.fifo import call_guarded, make_fifo
+from _support.blocking import call_guarded, make_fifo, run_bounded
 from prunewarden.cli._main import run
 from prunewarden.limits import MAX_INPUT_CHARS
 
@@ -38,11 +38,13 @@ class _EndlessInput(io.TextIOBase):
 
 class TestInputFiles:
     def test_a_device_is_refused_unread(self) -> None:
-        """evaluate /dev/zero exits 2 with one located line, at once."""
-        code, out, err = cli("evaluate", "/dev/zero")
-        assert (code, out) == (2, "")
+        """evaluate /dev/zero exits 2 with one located line, at once (run in a child whose
+        memory is capped: reading the device would never end)."""
+        code = "import sys; from prunewarden.cli import main; sys.argv[0] = 'p'; main()"
+        done = run_bounded(code, "evaluate", "/dev/zero")
+        assert (done.returncode, done.stdout) == (2, "")
         reason = "cannot read: a character device, not a regular file: only regular files are read"
-        assert err == f"/dev/zero: $: {reason}\n"
+        assert done.stderr == f"/dev/zero: $: {reason}\n"
 
     def test_a_fifo_is_refused_without_blocking(self, tmp_path: Path) -> None:
         """A FIFO as the input document exits 2 instead of waiting for a writer."""

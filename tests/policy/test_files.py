@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from _support.fifo import call_guarded, make_fifo
+from _support.blocking import call_guarded, make_fifo
 from prunewarden import PolicyError, ReloadingEngine, load_policy, parse_policy
 from prunewarden._source import _Loader, parse_yaml
 from prunewarden.limits import MAX_INTEGER_DIGITS, MAX_YAML_NODES

@@ -8,14 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _support.fifo import call_guarded, make_fifo
-from prunewarden import InputError
+from _support.blocking import call_guarded, make_fifo, run_bounded
 from prunewarden._schemas import schema_problems
 from prunewarden.errors import Problem
 from prunewarden.limits import MAX_LABELS, MAX_SPANS
 from prunewarden.replay import _trace as trace_module
 from prunewarden.replay._events import TraceLine
-from prunewarden.replay._trace import TraceReader, check_trace
+from prunewarden.replay._trace import check_trace
 
 HEADER = {"type": "session", "trace_version": 1, "session_id": "run-7"}
 
@@ -28,13 +27,16 @@ def write(path: Path, *lines: Any) -> Path:
 
 class TestTraceFiles:
     def test_a_device_is_refused_unread(self) -> None:
-        """/dev/zero as a trace is refused at once instead of read forever."""
-        with pytest.raises(InputError) as info:
-            TraceReader("/dev/zero")
-        (problem,) = info.value.problems
-        assert problem.message == (
-            "cannot read: a character device, not a regular file: only regular files are read"
+        """/dev/zero as a trace is refused at once instead of read forever (in a child with a
+        timeout: reading it would never end)."""
+        code = (
+            "import sys; from prunewarden.replay._trace import check_trace; "
+            "print([p.message for p in check_trace(sys.argv[1])])"
         )
+        done = run_bounded(code, "/dev/zero")
+        assert done.returncode == 0, done.stderr
+        reason = "cannot read: a character device, not a regular file: only regular files are read"
+        assert done.stdout == f"[{reason!r}]\n"
 
     def test_a_fifo_is_refused_without_blocking(self, tmp_path: Path) -> None:
         """A FIFO as a trace is refused instead of waiting for a writer."""
@@ -89,7 +91,7 @@ class TestSizesBeforeTheSchema:
     @pytest.mark.usefixtures("no_schema")
     def test_oversized_header_labels_are_refused_before_the_schema(self, tmp_path: Path) -> None:
         """A header with more labels than the limit is refused by its count."""
-        labels = {f"k{i}": "v" for i in range(MAX_LABELS + 1)}
+        labels = {f"label-{i:03d}": "v" * 20 for i in range(MAX_LABELS + 1)}
         path = write(tmp_path / "t.jsonl", {**HEADER, "labels": labels})
         (problem,) = check_trace(path)
         assert (problem.line, problem.path) == (1, "$.labels")

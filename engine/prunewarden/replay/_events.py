@@ -148,6 +148,8 @@ def size_problems(data: dict[str, Any], at: TraceLine, *, header: bool) -> list[
             message = f"{len(labels)} entries, more than the limit of {MAX_LABELS}"
             return [at.problem(("labels",), message)]
         return []
+    if data.get("type") not in EVENT_TYPES:
+        return []  # the schema says what is wrong with it
     document, prefix = _as_document(data)
     refused = refused_unchecked(document, "plan" if data.get("type") == "pass" else None)
     return [

@@ -1,9 +1,13 @@
-"""Calling code that might block on a FIFO, so that a regression fails instead of hanging."""
+"""Calling code that might block on a FIFO or read a device forever, so that a regression
+fails instead of hanging the suite or exhausting the machine."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import resource
+import subprocess
+import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -43,3 +47,24 @@ def call_guarded(function: Callable[[], Any], *fifos: Path) -> Any:
     if "error" in outcome:
         raise outcome["error"]
     return outcome.get("value")
+
+
+# A child that reads without bound dies here instead of taking the machine's memory with it.
+CHILD_MEMORY = 2 * 1024**3
+
+
+def run_bounded(code: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run ``python -c code args...`` with its memory capped and a timeout, so that a read that
+    never ends fails the test (a MemoryError, or a TimeoutExpired) instead of stalling it."""
+
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (CHILD_MEMORY, CHILD_MEMORY))
+
+    return subprocess.run(
+        [sys.executable, "-c", code, *args],
+        capture_output=True,
+        text=True,
+        timeout=GUARD_SECONDS * 3,
+        preexec_fn=cap,
+        check=False,
+    )
