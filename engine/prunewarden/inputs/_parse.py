@@ -114,8 +114,9 @@ def _invalid(
 def refused_unchecked(data: Any, definition: str | None) -> list[Found]:
     """What is refused before the schema runs: values that cannot be reported on, and lists and
     objects over their size limit (``definition``: ``"plan"``, or None for a request). A
-    document made from another (a trace line) is pre-checked by the same rules."""
-    return unreadable(data) or oversized(data, definition)
+    document made from another (a trace line) is pre-checked by the same rules. The sizes come
+    first: they look at a few lists, where the other walks every value."""
+    return oversized(data, definition) or unreadable(data)
 
 
 def _locate(data: Any, filename: str, text: str | None) -> Parsed:
