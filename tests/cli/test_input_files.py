@@ -129,3 +129,16 @@ class TestBaseFolders:
         monkeypatch.setenv("PRUNEWARDEN_BASE_DIRS", f"/nonexistent:{shared}")
         code, _, _ = cli("policy", "show", str(overlay))
         assert code == 0
+
+    def test_base_dir_reaches_policy_test_suites(self, overlay: Path) -> None:
+        """prunewarden --base-dir DIR test: a suite's policy may extend a shared base."""
+        suite = overlay.parent / "top_test.yaml"
+        document = json.dumps({**EVICTION, "segment": {**EVICTION["segment"]}})
+        suite.write_text(
+            "apiVersion: prunewarden/v1\nkind: TestSuite\nname: top\npolicy: top.yaml\n"
+            f"cases:\n  - name: allowed\n    input: {document}\n    expect: {{outcome: allow}}\n"
+        )
+        assert cli("test", str(suite))[0] != 0
+        shared = overlay.parent.parent / "shared"
+        code, _, err = cli("--base-dir", str(shared), "test", str(suite))
+        assert code == 0, err

@@ -117,10 +117,12 @@ def load_suite(path: str | os.PathLike[str]) -> Suite:
 
 
 class SuiteLoader:
-    """Loads suites, reading each policy once however many suites name it."""
+    """Loads suites, reading each policy once however many suites name it; ``base_dirs``: the
+    folders of shared bases their ``extends`` may lead into (see :func:`load_policy`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, base_dirs: Iterable[str | os.PathLike[str]] = ()) -> None:
         self._policies: dict[str, Policy | PolicyError] = {}
+        self._base_dirs = tuple(base_dirs)
 
     def load(self, path: str | os.PathLike[str]) -> Suite:
         filename = os.fspath(path)
@@ -149,7 +151,7 @@ class SuiteLoader:
             loader: Callable[[], Policy] = lambda: load_builtin_policy(name)  # noqa: E731
         else:
             key = os.path.normpath(base / reference)
-            loader = lambda: load_policy(key)  # noqa: E731
+            loader = lambda: load_policy(key, base_dirs=self._base_dirs)  # noqa: E731
         if key not in self._policies:
             try:
                 self._policies[key] = loader()
