@@ -5,12 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from prunewarden.policy import _overlay as overlay
+from prunewarden.policy._bases import BaseDirs
 from prunewarden.policy._lock import enforce, find
 from prunewarden.policy._model import LockOption, Policy
 
 
 def load_policy(
-    path: str | Path, *, lock: LockOption = None, base_dirs: overlay.BaseDirs = ()
+    path: str | Path, *, lock: LockOption = None, base_dirs: BaseDirs = ()
 ) -> Policy:
     """Read, resolve, validate and compile the policy at ``path``; raise :class:`PolicyError`
     listing every problem found.
@@ -35,7 +36,7 @@ def load_builtin_policy(name: str = "default") -> Policy:
 
 
 def parse_policy(
-    text: str, filename: str = "<policy>", *, base_dirs: overlay.BaseDirs = ()
+    text: str, filename: str = "<policy>", *, base_dirs: BaseDirs = ()
 ) -> Policy:
     """Validate policy YAML text; raise :class:`PolicyError` listing every problem found.
 

@@ -1,10 +1,8 @@
 """Policies that extend policies: the ``extends`` chain, its merge, and where each value came from.
 
 A policy names the policy it overlays with ``extends``: a path relative to its own file, or
-``builtin:<name>`` for a bundled policy. A path must lead into the folder of the policy naming
-it (or below), or into one of the base folders the caller allows (``base_dirs``), symbolic links
-resolved: a policy reviewed in a pull request cannot read the host's files by naming them, and a
-file that is not a policy is refused without a word of its content. The chain is read from the
+``builtin:<name>`` for a bundled policy, confined as :mod:`prunewarden.policy._bases` says (a
+file that is not a policy is refused without a word of its content). The chain is read from the
 policy down to its root (at most :data:`MAX_CHAIN` files, none twice) and merged from the root
 up:
 
@@ -43,6 +41,7 @@ from prunewarden._schemas import schema_problems
 from prunewarden._source import Origin, Parsed, json_path, parse_yaml
 from prunewarden.errors import PolicyError, Problem
 from prunewarden.policy import _guardrails as guardrails
+from prunewarden.policy._bases import OUTSIDE, BaseDirs, confined, real_dirs
 from prunewarden.policy._build import (
     build_policy,
     normalize_document,
@@ -116,9 +115,6 @@ class _Target:
     text: str | None = None
 
 
-BaseDirs = tuple[str | os.PathLike[str], ...]
-
-
 # --- entry points ------------------------------------------------------------------------------
 
 
@@ -133,14 +129,14 @@ def load_builtin(name: str) -> Policy:
 def parse(text: str, filename: str = "<policy>", base_dirs: BaseDirs = ()) -> Policy:
     """:func:`prunewarden.parse_policy`: a relative ``extends`` is read from ``filename``'s
     folder."""
-    return _resolution(_Target(filename, None, text), _real_dirs(base_dirs)).policy
+    return _resolution(_Target(filename, None, text), real_dirs(base_dirs)).policy
 
 
 def resolve_file(path: str | FilePath, base_dirs: BaseDirs = ()) -> Resolution:
     """Read and resolve the policy at ``path`` (or ``builtin:<name>``), keeping provenance;
     ``extends`` may also lead into ``base_dirs``."""
     shown = str(path)
-    allowed = _real_dirs(base_dirs)
+    allowed = real_dirs(base_dirs)
     if shown.startswith(BUILTIN):
         target, problem = _builtin(shown)
         if target is None:
@@ -158,10 +154,6 @@ def builtin_names() -> list[str]:
 
 def _read_bytes(path: FilePath) -> bytes:
     return read_policy_bytes(path)  # bounded, and refused if the file changes while read
-
-
-def _real_dirs(base_dirs: BaseDirs) -> tuple[str, ...]:
-    return tuple(os.path.realpath(folder) for folder in base_dirs)
 
 
 def _resolution(first: _Target, allowed: tuple[str, ...]) -> Resolution:
@@ -259,26 +251,14 @@ def _next_target(
         problems.append(layer.parsed.problem(at, problem))
         return None
     real = os.path.realpath(target.file) if target.file is not None else target.shown
-    if not extends.startswith(BUILTIN) and not _confined(real, layer, allowed):
-        message = (
-            f"{extends}: outside the folder of this policy and of the allowed base folders; "
-            "a shared base must be allowed explicitly (--base-dir, PRUNEWARDEN_BASE_DIRS, "
-            "base_dirs=)"
-        )
-        problems.append(layer.parsed.problem(at, message))
+    if not extends.startswith(BUILTIN) and not confined(real, layer.real, allowed):
+        problems.append(layer.parsed.problem(at, f"{extends}: {OUTSIDE}"))
         return None
     if any(real == seen.real for seen in chain):
         cycle = " -> ".join([*(seen.source.path for seen in chain), target.shown])
         problems.append(layer.parsed.problem(at, f"extends cycle: {cycle}"))
         return None
     return target
-
-
-def _confined(real: str, layer: Layer, allowed: tuple[str, ...]) -> bool:
-    """Whether the file at ``real`` (symbolic links resolved) lies in the folder of the policy
-    naming it, or below, or in an allowed base folder."""
-    own = os.path.dirname(layer.real)  # noqa: PTH120 - a resolved path, as a string
-    return any(os.path.commonpath((real, folder)) == folder for folder in (own, *allowed))
 
 
 def _builtin(name: str) -> tuple[_Target | None, str]:
