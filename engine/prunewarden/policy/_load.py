@@ -10,9 +10,7 @@ from prunewarden.policy._lock import enforce, find
 from prunewarden.policy._model import LockOption, Policy
 
 
-def load_policy(
-    path: str | Path, *, lock: LockOption = None, base_dirs: BaseDirs = ()
-) -> Policy:
+def load_policy(path: str | Path, *, lock: LockOption = None, base_dirs: BaseDirs = ()) -> Policy:
     """Read, resolve, validate and compile the policy at ``path``; raise :class:`PolicyError`
     listing every problem found.
 
@@ -35,9 +33,7 @@ def load_builtin_policy(name: str = "default") -> Policy:
     return overlay.load_builtin(name)
 
 
-def parse_policy(
-    text: str, filename: str = "<policy>", *, base_dirs: BaseDirs = ()
-) -> Policy:
+def parse_policy(text: str, filename: str = "<policy>", *, base_dirs: BaseDirs = ()) -> Policy:
     """Validate policy YAML text; raise :class:`PolicyError` listing every problem found.
 
     A relative ``extends`` is read relative to ``filename``'s folder, and must lead into it (or
