@@ -53,6 +53,14 @@ class _Clock:
         self._wall = time.monotonic() + seconds
         self._cpu_start = time.thread_time()
 
+    @property
+    def wall(self) -> float:
+        return self._wall
+
+    @property
+    def cpu_start(self) -> float:
+        return self._cpu_start
+
     def expired(self) -> bool:
         if time.monotonic() <= self._wall:
             return False
@@ -66,20 +74,33 @@ class Budget(_Clock):
 
 
 class Deadline(_Clock):
-    """One rule's (or validator's) CPU time, inside the decision's :class:`Budget` if given."""
+    """One rule's (or validator's) CPU time, inside the decision's :class:`Budget` if given.
+
+    It is read at every node the evaluator visits, so the common case is one clock read: until
+    the earlier of the two wall-clock ends neither budget can be spent (a thread's CPU time
+    never runs ahead of the wall clock), and only then are the CPU clocks compared.
+    """
 
     __slots__ = ("_budget",)
 
     def __init__(self, seconds: float, budget: Budget | None = None) -> None:
         super().__init__(seconds)
         self._budget = budget
+        if budget is not None:
+            self._wall = min(self._wall, budget.wall)
 
     def expired(self) -> bool:
-        return super().expired() or (self._budget is not None and self._budget.expired())
+        if time.monotonic() <= self._wall:
+            return False
+        spent = time.thread_time()
+        if spent - self._cpu_start > self.seconds:
+            return True
+        shared = self._budget
+        return shared is not None and spent - shared.cpu_start > shared.seconds
 
     def exceeded(self) -> DeadlineExceededError:
         """The error that says which budget ran out."""
-        if self._budget is not None and self._budget.expired() and not super().expired():
+        if self._budget is not None and self._budget.expired() and not _Clock.expired(self):
             shared = f"{self._budget.seconds * 1000:g} ms"
             return DeadlineExceededError(f"timed out (the decision's rules spent their {shared})")
         return DeadlineExceededError("timed out")
