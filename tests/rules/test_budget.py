@@ -94,6 +94,15 @@ class TestMatches:
         assert "MAX_MATCH_STEPS" in decision.reasons[0].detail["error"]
         assert seconds < WALL_BOUND_SECONDS
 
+    def test_a_search_is_priced_by_the_bytes_re2_reads(self) -> None:
+        """RE2 reads UTF-8: 6000 three-byte characters cost 18000 bytes of steps, over the
+        limit where 6000 ASCII characters are within it."""
+        e = engine("segment.text.matches(params.re)", {"re": SLOW_PATTERN})
+        priced = e.evaluate(document("\u20ac" * 6000))
+        assert priced.codes[0] == "rule_error:hostile"
+        assert "MAX_MATCH_STEPS" in priced.reasons[0].detail["error"]
+        assert e.evaluate(document("b" * 6000)).outcome == "allow"
+
     def test_an_invalid_pattern_prints_nothing(self, capfd: pytest.CaptureFixture[str]) -> None:
         """A pattern that does not compile fails closed and never reaches stderr, where RE2
         printed it (it may be segment text) past every redaction."""

@@ -7,7 +7,7 @@ pattern that fails to compile printed on stderr, where a pattern taken from the 
 text) bypassed every redaction.
 
 Here a pattern is compiled once (a small cache) with a bounded memory and logging off, and each
-search is priced at its worst case — the characters searched times the size of the compiled
+search is priced at its worst case — the UTF-8 bytes searched times the size of the compiled
 program, what the NFA steps through — and refused when that exceeds
 :data:`~prunewarden.limits.MAX_MATCH_STEPS`. The DFA usually finishes far sooner; the price is
 what makes the slow path safe.
@@ -61,10 +61,10 @@ def matches(text: Any, pattern: Any) -> Any:
     compiled = compile_pattern(str(pattern))
     if isinstance(compiled, str):
         return CELEvalError(compiled, ValueError, None)
-    steps = (len(text) + 1) * compiled.programsize
+    steps = (_utf8_size(text, MAX_MATCH_STEPS // compiled.programsize) + 1) * compiled.programsize
     if steps > MAX_MATCH_STEPS:
         message = (
-            f"matches() on {len(text)} characters could take {steps} steps, more than "
+            f"matches() on {len(text)} characters could take at least {steps} steps, more than "
             f"MAX_MATCH_STEPS ({MAX_MATCH_STEPS}); refused before it ran"
         )
         raise budget.BudgetExceededError(message)
@@ -72,3 +72,11 @@ def matches(text: Any, pattern: Any) -> Any:
     found = compiled.search(text) is not None
     budget.check()
     return ct.BoolType(found)
+
+
+def _utf8_size(text: str, enough: int) -> int:
+    """The bytes RE2 searches (it reads UTF-8): exact when it matters, without encoding a text
+    that is clearly within ``enough`` bytes or clearly beyond it (a character is 1 to 4 bytes)."""
+    if text.isascii() or len(text) > enough or 4 * len(text) <= enough:
+        return len(text)
+    return len(text.encode("utf-8", "surrogatepass"))
