@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
-import queue
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -388,7 +387,10 @@ def run_jobs(
     through :func:`in_worker`.
     """
     context = multiprocessing.get_context("spawn")
-    progress_queue = context.Queue() if on_progress is not None else None
+    # A SimpleQueue writes to its pipe before put() returns (a Queue hands the message to a
+    # feeder thread), so a worker's last report is in the pipe before its result reaches the
+    # parent, and the final drain sees it: the last progress line is the total.
+    progress_queue = context.SimpleQueue() if on_progress is not None else None
     with ProcessPoolExecutor(
         max_workers=workers,
         mp_context=context,
@@ -404,18 +406,14 @@ def run_jobs(
         results = [future.result() for future in futures]
     if progress_queue is not None:
         progress_queue.close()
-        progress_queue.join_thread()
     return results
 
 
 def _drain(progress_queue: Any, on_progress: Callable[[int, int, int], None] | None) -> None:
     if progress_queue is None or on_progress is None:
         return
-    while True:
-        try:
-            index, events, read = progress_queue.get_nowait()
-        except queue.Empty:
-            return
+    while not progress_queue.empty():
+        index, events, read = progress_queue.get()
         on_progress(index, events, read)
 
 
