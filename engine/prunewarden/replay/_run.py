@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import queue
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -413,6 +414,7 @@ def run_jobs(
         results = [future.result() for future in futures]
     if progress_queue is not None:
         progress_queue.close()
+        progress_queue.join_thread()
     return results
 
 
