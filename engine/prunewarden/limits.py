@@ -5,18 +5,6 @@ time: each is checked where the input is read, and breaking one is a located pro
 (:class:`~prunewarden.errors.PolicyError` or :class:`~prunewarden.errors.InputError`) that names
 the limit, never a crash or a hang. ``docs/limits.md`` explains each one.
 
-# --- the audit log -----------------------------------------------------------------------------
-
-#: The shortest HMAC key a keyed audit log accepts: the size of the SHA-256 output it keys
-#: (RFC 2104, section 3).
-MIN_KEY_BYTES: Final = 32
-#: Seconds one write to a FIFO or character device may wait for a full pipe to drain before the
-#: record is refused (``audit_unavailable``).
-STREAM_WRITE_SECONDS: Final = 1.0
-#: Bytes of one audit-log line that are parsed; a longer line is hashed and counted as torn.
-MAX_PARSED_LINE: Final = 16 * 1024 * 1024
-
-
 The JSON Schemas state the limits on the shape of documents too (``maxItems``, ``maxLength``,
 ``maxProperties``), so editors and other tools see them: :data:`SCHEMA_LIMITS` says where, and a
 test proves that every such keyword in the schemas appears there with the same value.
@@ -120,6 +108,18 @@ MAX_NOTE_CHARS: Final = 1000
 #: Problems reported for one policy or document; a note says when more were found. Reporting a
 #: million bad values would take longer than any caller waits.
 MAX_PROBLEMS: Final = 100
+
+# --- the audit log -----------------------------------------------------------------------------
+
+#: The shortest HMAC key a keyed audit log accepts: the size of the SHA-256 output it keys
+#: (RFC 2104, section 3).
+MIN_KEY_BYTES: Final = 32
+#: Seconds one write to a FIFO or character device may wait for a full pipe to drain before the
+#: record is refused (``audit_unavailable``).
+STREAM_WRITE_SECONDS: Final = 1.0
+#: Bytes of one audit-log line that are parsed; a longer line is hashed and counted as torn.
+MAX_PARSED_LINE: Final = 16 * 1024 * 1024
+
 
 #: Where the schemas state a limit: (schema, JSON pointer to the keyword) -> value.
 SCHEMA_LIMITS: Final[dict[tuple[str, str], int]] = {
