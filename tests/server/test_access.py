@@ -15,6 +15,9 @@ import pytest
 from _support.server import PRUNEWARDEN, Server, audit_decisions, policy_text, running_server
 from prunewarden.client import Client, ServerError
 
+TOKEN = "s3cret"  # noqa: S105 - the test server's own token
+FILE_TOKEN = "from-a-file"  # noqa: S105 - the same, read from a file
+OTHER_TOKEN = "other"  # noqa: S105 - a wrong one
 SEGMENT = {"id": "s1", "kind": "tool_output", "tombstone_written": True}
 EVICTION = {
     "check": "eviction",
@@ -26,7 +29,7 @@ EVICTION = {
 
 @pytest.fixture(scope="module")
 def guarded(policy_file: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    with running_server(policy_file, tmp_path_factory.mktemp("token"), token="s3cret") as server:
+    with running_server(policy_file, tmp_path_factory.mktemp("token"), token=TOKEN) as server:
         yield server
 
 
@@ -41,12 +44,12 @@ class TestToken:
 
     def test_wrong_token_is_401(self, guarded: Server) -> None:
         """A wrong token (even a prefix of the right one) is refused."""
-        with guarded.client("s3cre") as http:
+        with guarded.client(TOKEN[:-1]) as http:
             assert http.get("/v1/policy").status_code == 401
 
     def test_right_token_decides(self, guarded: Server) -> None:
         """With the token the call is answered."""
-        with guarded.client("s3cret") as http:
+        with guarded.client(TOKEN) as http:
             assert http.post("/v1/evaluate", json=EVICTION).json()["outcome"] == "allow"
 
     def test_probes_need_no_token(self, guarded: Server) -> None:
@@ -57,13 +60,16 @@ class TestToken:
     def test_token_file(self, policy_file: Path, tmp_path: Path) -> None:
         """--token-file is read once; its first line is the token."""
         token_file = tmp_path / "token"
-        token_file.write_text("from-a-file\n", encoding="utf-8")
+        token_file.write_text(FILE_TOKEN + "\n", encoding="utf-8")
         with running_server(
-            policy_file, tmp_path, "--token-file", str(token_file), token="from-a-file"
+            policy_file, tmp_path, "--token-file", str(token_file), token=FILE_TOKEN
         ) as server:
-            with Client(server.url, token="from-a-file") as client:
+            with Client(server.url, token=FILE_TOKEN) as client:
                 assert client.policy()["policy"]["name"] == "served"
-            with Client(server.url, token="other") as client, pytest.raises(ServerError) as info:
+            with (
+                Client(server.url, token=OTHER_TOKEN) as client,
+                pytest.raises(ServerError) as info,
+            ):
                 client.policy()
         assert info.value.status == 401
 

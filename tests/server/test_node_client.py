@@ -13,6 +13,7 @@ from _support.server import audit_decisions, running_server
 ROOT = Path(__file__).resolve().parents[2]
 DRIVER = ROOT / "examples" / "clients" / "node" / "drive-session.mjs"
 NODE = shutil.which("node")
+TOKEN = "node-token"  # noqa: S105 - the test server's own token
 
 pytestmark = pytest.mark.skipif(NODE is None, reason="node is not on PATH")
 
@@ -37,8 +38,8 @@ class TestNodeClient:
         self, policy_file: Path, tmp_path: Path
     ) -> None:
         """fetch over TCP with a bearer token: allow, collapse halt, pruning_halted, 409."""
-        with running_server(policy_file, tmp_path, token="node-token") as server:
-            lines = drive(server.url, "node-tcp", "node-token")
+        with running_server(policy_file, tmp_path, token=TOKEN) as server:
+            lines = drive(server.url, "node-tcp", TOKEN)
         assert lines[0] == "policy: served@1.0.0"
         assert lines[3] == "evict tool-42: eviction allow authorized"
         assert lines[5].startswith("cycle 4: collapse halt")

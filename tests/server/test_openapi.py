@@ -32,7 +32,7 @@ from starlette.routing import Route
 ROOT = Path(__file__).resolve().parents[2]
 COMMITTED = ROOT / "schemas" / "openapi.v1.json"
 SCHEMA_BASE = "https://prunewarden.dev/schemas/"
-TOKEN = "test-token-for-schemathesis"
+TOKEN = "test-token-for-schemathesis"  # noqa: S105 - the test server's own token
 # Examples per operation: enough to reach every branch of a body's schema, few enough for CI.
 EXAMPLES = 25
 

@@ -87,9 +87,8 @@ def _relocated(problems: Iterable[Problem], text: str) -> list[Problem]:
         if problem.line:
             out.append(problem)
             continue
-        path = _path_tuple(problem.path)
-        line, column = located.problem(path, "").line, located.problem(path, "").column
-        out.append(Problem(REQUEST_FILE, line, column, problem.path, problem.message))
+        found = located.problem(_path_tuple(problem.path), problem.message)
+        out.append(Problem(REQUEST_FILE, found.line, found.column, problem.path, problem.message))
     return out
 
 
