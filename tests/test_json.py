@@ -123,9 +123,11 @@ class TestStringsAndKeys:
         text = "".join(map(chr, range(0x20))) + '"\\/\x7f\u2028é'
         assert encode_canonical(text) == rfc8785.dumps(text)
 
-    def test_lone_surrogates_are_kept(self) -> None:
-        """A lone surrogate is written as its UTF-8-style bytes, not refused."""
-        assert encode_canonical({"a": "\ud800"}) == b'{"a":"\xed\xa0\x80"}'
+    def test_lone_surrogates_are_escaped(self) -> None:
+        """A lone surrogate is written escaped, as JSON.stringify writes it: valid UTF-8."""
+        assert encode_canonical({"a": "x\ud800", "\udfff": 1}) == (
+            b'{"a":"x\\ud800","\\udfff":1}'
+        )
 
     def test_subclasses_and_tuples_are_json(self) -> None:
         """An OrderedDict, a str subclass and a tuple are written as their JSON values."""

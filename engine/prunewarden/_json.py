@@ -15,9 +15,10 @@ writer below (exponents ECMAScript writes out, keys beyond the Basic Multilingua
 beyond 2**53, lone surrogates, subclasses of JSON types). ``tests/test_json.py`` checks both
 against the independent ``rfc8785`` package and its published vectors.
 
-Two choices where RFC 8785 refuses a value: a non-finite number is written ``null``, as
-ECMAScript's ``JSON.stringify`` (on which JCS is defined) writes it, and a lone surrogate is
-written as its UTF-8-style bytes, so that a document spelling one is still decided and logged.
+Two choices where RFC 8785 refuses a value, both as ECMAScript's ``JSON.stringify`` (on which JCS
+is defined) makes them: a non-finite number is written ``null``, and a lone surrogate (which JSON
+text may spell, ``"\\ud800"``) is written escaped, ``\\ud800``, so that a document holding one is
+still decided, digested and logged as valid UTF-8.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ _STRING = re.compile(rb'("[^"\\]*(?:\\.[^"\\]*)*")')
 _INTEGRAL_FLOAT = re.compile(rb"\.0(?=[,\]}\x00]|$)")
 _NEGATIVE_ZERO = re.compile(rb"(?:(?<=[:,\[\x00])|^)-0(?=[,\]}\x00]|$)")
 _SAFE_INTEGER = 2**53
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def encode_canonical(value: Any) -> bytes:
@@ -101,12 +103,19 @@ def _mend_integral_floats(encoded: bytes) -> bytes:
 def _encode_exact(value: Any) -> bytes:
     out: list[str] = []
     _write(value, out)
-    return "".join(out).encode("utf-8", "surrogatepass")
+    return "".join(out).encode("utf-8")
+
+
+def _quote(text: str) -> str:
+    quoted = json.encoder.encode_basestring(text)
+    if quoted.isascii() or not _SURROGATE.search(quoted):
+        return quoted
+    return _SURROGATE.sub(lambda found: f"\\u{ord(found.group()):04x}", quoted)
 
 
 def _write(value: Any, out: list[str]) -> None:  # noqa: C901, PLR0912 - a branch per JSON type
     if isinstance(value, str):
-        out.append(json.encoder.encode_basestring(value))
+        out.append(_quote(value))
     elif value is None:
         out.append("null")
     elif value is True:
@@ -124,7 +133,7 @@ def _write(value: Any, out: list[str]) -> None:  # noqa: C901, PLR0912 - a branc
         for i, key in enumerate(sorted(value, key=_utf16_order)):
             if i:
                 out.append(",")
-            out.append(json.encoder.encode_basestring(key))
+            out.append(_quote(key))
             out.append(":")
             _write(value[key], out)
         out.append("}")

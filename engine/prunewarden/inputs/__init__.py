@@ -1,5 +1,5 @@
 """Request documents: the typed requests (model), their parsing and validation with located
-errors, the fast acceptor of well-formed documents, and eviction passes.
+errors, the compiled yes or no for valid documents, and eviction passes.
 """
 
 from __future__ import annotations

@@ -3,8 +3,9 @@
 A pruning pass asks about every segment it is about to evict, and every one of them is a candidate
 of the same pass. Asked one document at a time, the engine validates the shared candidate list
 again for every segment, which makes a pass quadratic in its size; here the list is validated once
-and each item through the fast path. A malformed pass is refused as a whole, before anything is
-decided, with every problem located under ``$.evictions[i]`` or ``$.eviction_candidates``.
+and the items together through the compiled schema. A malformed pass is refused as a whole, before
+anything is decided, with every problem located under ``$.evictions[i]`` or
+``$.eviction_candidates``.
 """
 
 from __future__ import annotations
@@ -18,13 +19,13 @@ from typing import Any
 from prunewarden._json import canonical_json
 from prunewarden._source import json_path
 from prunewarden.errors import InputError, Problem, describe_value
-from prunewarden.inputs._acceptor import accepts_eviction, accepts_ids
 from prunewarden.inputs._model import EvictionRequest, ScoreRange
 from prunewarden.inputs._parse import eviction_request, parse_request
+from prunewarden.inputs._validation import PASS_ITEM_FIELDS, accepts_ids, accepts_pass_items
 from prunewarden.limits import MAX_SEGMENTS
 
 #: The fields of one item of a pass: an eviction document without ``check`` and candidates.
-ITEM_FIELDS = ("perturbed_score", "score", "segment")
+ITEM_FIELDS = PASS_ITEM_FIELDS
 _ITEM_KEYS = frozenset(ITEM_FIELDS)
 _FILENAME = "<input>"
 
@@ -61,14 +62,9 @@ def parse_evictions(
     if len(items) > MAX_SEGMENTS:
         message = f"{len(items)} segments in one pass, more than the limit of {MAX_SEGMENTS}"
         raise InputError([Problem(_FILENAME, 0, 0, "$.evictions", message)])
-    low, high = scores.min, scores.max
-    if (candidates is None or accepts_ids(candidates)) and all(
-        type(item) is dict and item.keys() <= _ITEM_KEYS and accepts_eviction(item, low, high)
-        for item in items
-    ):
+    if (candidates is None or accepts_ids(candidates)) and accepts_pass_items(items, scores):
         ids = [item["segment"]["id"] for item in items]
-        if len(set(ids)) == len(ids):
-            return _with_documents(items, ids if candidates is None else candidates)
+        return _with_documents(items, ids if candidates is None else candidates)
     return _parse_exact(items, candidates, scores)
 
 
