@@ -125,9 +125,7 @@ class TestStringsAndKeys:
 
     def test_lone_surrogates_are_escaped(self) -> None:
         """A lone surrogate is written escaped, as JSON.stringify writes it: valid UTF-8."""
-        assert encode_canonical({"a": "x\ud800", "\udfff": 1}) == (
-            b'{"a":"x\\ud800","\\udfff":1}'
-        )
+        assert encode_canonical({"a": "x\ud800", "\udfff": 1}) == (b'{"a":"x\\ud800","\\udfff":1}')
 
     def test_subclasses_and_tuples_are_json(self) -> None:
         """An OrderedDict, a str subclass and a tuple are written as their JSON values."""
