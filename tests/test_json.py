@@ -93,6 +93,19 @@ class TestNumbers:
         value = {"a": 1.0, "b": [-0.0, 2.0, "x.0,"], "c": 0.5}
         assert encode_canonical(value) == b'{"a":1,"b":[0,2,"x.0,"],"c":0.5}'
 
+    @pytest.mark.parametrize(
+        "value",
+        [
+            {"a": "x.0,", "b": 1.0, "c": "q.0]", "d": [-0.0, 10.0, -10.0], "e": "-0.0}"},
+            {"a": 'say "1.0," twice', "b": [2.0, "\\", "0.0]"], "c": -0.0},
+            [0.0, "a.0}b", {"x": 3.0}, '"', 4.0],
+        ],
+        ids=["strings", "escapes", "quote-inside"],
+    )
+    def test_integral_floats_mended_outside_strings_only(self, value: Any) -> None:
+        """Strings that spell an integral float are left as they are, escapes or not."""
+        assert encode_canonical(value) == rfc8785.dumps(value)
+
     def test_exponents_as_ecmascript_writes_them(self) -> None:
         """5e-7 keeps its exponent; 1e-6 and 1e16 are written out; 1e21 is not."""
         assert encode_canonical([5e-7, 1e-6, 1e16, 1e21]) == (

@@ -86,18 +86,36 @@ def canonical_digest(value: Any) -> str:
 
 def _mend_integral_floats(encoded: bytes) -> bytes:
     """orjson writes an integral float ``2.0`` (and ``-0.0``); JCS writes ``2`` (and ``0``).
-    Outside strings only: the strings are set aside and the numbers between them mended at once,
-    with no Python call per number."""
-    if b"\\" in encoded:  # an escape: a quote may be inside a string
-        parts, glue = _STRING.split(encoded), b""
-    else:  # every quote opens or closes a string
-        parts, glue = encoded.split(b'"'), b'"'
+    Outside strings only. Without a backslash in the text every quote opens or closes a string,
+    so a match is outside one when an even number of quotes precede it: counted between
+    matches, in C. With escapes, the strings are split off first."""
+    if b"\\" in encoded:
+        return _mend_between_strings(encoded)
+    pieces: list[bytes] = []
+    done = counted = quotes = 0
+    for found in _INTEGRAL_FLOAT.finditer(encoded):
+        start = found.start()
+        quotes += encoded.count(b'"', counted, start)
+        counted = start
+        if quotes % 2:
+            continue  # inside a string
+        negative_zero = encoded[start - 2 : start] == b"-0" and (
+            start == 2 or encoded[start - 3 : start - 2] in b":,["
+        )
+        pieces.append(encoded[done : start - 2] + b"0" if negative_zero else encoded[done:start])
+        done = start + 2
+    pieces.append(encoded[done:])
+    return b"".join(pieces)
+
+
+def _mend_between_strings(encoded: bytes) -> bytes:
+    parts = _STRING.split(encoded)
     between = b"\x00".join(parts[0::2])  # a raw NUL never occurs in JSON text outside strings
     mended = _INTEGRAL_FLOAT.sub(b"", between)
     if b"-0" in mended:
         mended = _NEGATIVE_ZERO.sub(b"0", mended)
     parts[0::2] = mended.split(b"\x00")
-    return glue.join(parts)
+    return b"".join(parts)
 
 
 # --- the exact writer ----------------------------------------------------------------------------
