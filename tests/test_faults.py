@@ -75,7 +75,7 @@ class TestGuardFaults:
     @pytest.mark.usefixtures("raising_eviction")
     def test_a_guard_that_raises_refuses(self) -> None:
         """The decision is an enforced deny with internal_error, logged like any other."""
-        engine = Engine.default()
+        engine = Engine.default(logger=structlog.get_logger())
         with capture_logs() as logs:
             decision = engine.evaluate(eviction("bad"))
         assert (decision.outcome, decision.enforced, decision.codes) == (
@@ -90,7 +90,7 @@ class TestGuardFaults:
     @pytest.mark.usefixtures("raising_eviction")
     def test_one_raising_segment_in_a_pass(self) -> None:
         """In a pass, only the segment whose guard raised is refused; every one is logged."""
-        engine = Engine.default()
+        engine = Engine.default(logger=structlog.get_logger())
         with capture_logs() as logs:
             decisions = engine.authorize_evictions([item("a"), item("bad"), item("c")])
         assert [d.codes for d in decisions] == [
@@ -249,7 +249,7 @@ class TestPolicyReplacedMidRead:
 
     def test_an_engine_keeps_the_policy_it_was_built_with(self, policy_path: Path) -> None:
         """Replacing the file does not change an engine already running on it."""
-        engine = Engine.from_file(policy_path)
+        engine = Engine.from_file(policy_path, logger=structlog.get_logger())
         policy_path.write_text(NEW, encoding="utf-8")
         with capture_logs() as logs:
             decision = engine.evaluate(eviction())

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import os
 import threading
 from collections.abc import Mapping
@@ -32,14 +33,16 @@ from pathlib import Path
 from typing import Any, Self
 
 from prunewarden._identity import PolicyIdentity
-from prunewarden.audit import get_logger, log_policy_reload_failed, log_policy_reloaded
+from prunewarden.audit import log_policy_reload_failed, log_policy_reloaded
 from prunewarden.decision import Decision
 from prunewarden.engine import Engine
 from prunewarden.errors import PolicyError
 from prunewarden.planner import Plan
 from prunewarden.policy import BUILTIN, LockOption, Policy, load_policy
 from prunewarden.policy import _lock as policylock
-from prunewarden.session import Session
+from prunewarden.session import Session, SessionBinding, SessionRegistry, SessionStore
+
+_diagnostics = logging.getLogger("prunewarden")
 
 DEFAULT_INTERVAL = 1.0  # seconds between two looks at the files
 _ATTEMPTS = 3  # loads tried by reload() while the files keep changing under it
@@ -88,8 +91,10 @@ class ReloadingEngine:
         self.shadow_path = str(shadow) if shadow is not None else None
         self.interval = interval
         self._lock_option = lock
-        self._logger = logger if logger is not None else get_logger()
-        self._options = {"logger": self._logger, **engine_options}
+        self._logger = logger
+        # Every snapshot shares one registry of live sessions (and the store behind them).
+        sessions = SessionRegistry(engine_options.pop("store", None))
+        self._options = {"logger": self._logger, "sessions": sessions, **engine_options}
         # policy_reload_failed is an audit record: it goes where the decisions go.
         audit = engine_options.get("audit")
         self._records = audit.logger if audit is not None else self._logger
@@ -130,6 +135,9 @@ class ReloadingEngine:
     def authorize_eviction(self, *args: Any, **kwargs: Any) -> Decision:
         return self._engine.authorize_eviction(*args, **kwargs)
 
+    def authorize_evictions(self, *args: Any, **kwargs: Any) -> tuple[Decision, ...]:
+        return self._engine.authorize_evictions(*args, **kwargs)
+
     def prune(self, *args: Any, **kwargs: Any) -> Decision:
         return self._engine.prune(*args, **kwargs)
 
@@ -138,11 +146,24 @@ class ReloadingEngine:
         pass begins."""
         return self._engine.plan(document, **options)
 
-    def session(self, session_id: str, labels: Mapping[str, str] | None = None) -> Session:
-        """:meth:`Engine.session` on the snapshot in force now. A session keeps that policy for
-        its whole life (the history it keeps is sized by it, and its decisions stay comparable);
-        a session started after a reload uses the new one."""
-        return self._engine.session(session_id, labels)
+    def session(
+        self,
+        session_id: str,
+        labels: Mapping[str, str] | None = None,
+        *,
+        state: Mapping[str, Any] | None = None,
+        store: SessionStore | None = None,
+    ) -> Session:
+        """:meth:`Engine.session`, following reloads: each call of the session decides under the
+        snapshot in force when it begins. At the first call after a reload, the session carries
+        its history over as far as the new policy's windows allow and writes one
+        ``session_rebound`` record saying what it kept; the halt always carries over."""
+        return self._engine.open_session(
+            session_id, labels, state=state, store=store, bind=self._binding
+        )
+
+    def _binding(self) -> SessionBinding:
+        return self._engine.session_binding
 
     # --- reloading -----------------------------------------------------------------------------
 
@@ -200,9 +221,7 @@ class ReloadingEngine:
             except Exception as exc:  # noqa: BLE001 - the watcher must outlive any one failure
                 with contextlib.suppress(Exception):
                     problem = f"the reload failed ({type(exc).__name__}: {exc})"
-                    log_policy_reload_failed(
-                        self._records, self.path, [problem], self.policy.identity
-                    )
+                    self._record_failure(self.path, (problem,), self.policy.identity)
 
     def _reload(self, before: dict[str, _Signature]) -> ReloadResult:
         with self._reloading:
@@ -230,7 +249,11 @@ class ReloadingEngine:
                 self._engine = Engine(policy, shadow=candidate, **self._options)
                 self._candidate = candidate
                 with contextlib.suppress(Exception):
-                    log_policy_reloaded(self._logger, current.policy.identity, policy)
+                    if self._logger is not None:
+                        log_policy_reloaded(self._logger, current.policy.identity, policy)
+                    _diagnostics.info(
+                        "policy_reloaded: %s@%s %s", policy.name, policy.version, policy.digest
+                    )
             return ReloadResult(changed, policy.identity, (*active_problems, *shadow_problems))
 
     def _load(self, path: str) -> tuple[Policy | None, tuple[str, ...]]:
@@ -261,7 +284,15 @@ class ReloadingEngine:
         self._reported[path] = signatures
         kept = in_force.identity if in_force is not None else None
         with contextlib.suppress(Exception):
+            self._record_failure(path, problems, kept)
+
+    def _record_failure(
+        self, path: str, problems: tuple[str, ...], kept: PolicyIdentity | None
+    ) -> None:
+        """``policy_reload_failed`` to the sink the caller chose, and to the diagnostics log."""
+        if self._records is not None:
             log_policy_reload_failed(self._records, path, problems, kept)
+        _diagnostics.warning("policy_reload_failed: %s: %s", path, "; ".join(problems))
 
     def _signatures(self) -> dict[str, _Signature]:
         """Every file whose change matters: both chains, the top files, the lock files."""

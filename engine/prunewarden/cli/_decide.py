@@ -14,6 +14,7 @@ from prunewarden._source import parse_json
 from prunewarden.cli import _audit as auditcli
 from prunewarden.cli import _policy as policycli
 from prunewarden.cli._common import EXIT_CODES, report
+from prunewarden.cli._printable import printable
 from prunewarden.decision import Decision
 from prunewarden.engine import Engine
 from prunewarden.errors import ExitCode, InputError, PolicyError, Problem
@@ -31,6 +32,7 @@ SCHEMAS = (
     "audit-record",
     "policy-lock",
     "trace",
+    "session-state",
 )
 
 
@@ -148,7 +150,7 @@ def render_text(decision: Decision) -> str:
     lines.append(f"  policy: {policy.name}@{policy.version} {policy.digest[:19]}")
     if decision.shadow is not None:
         lines.append(f"  {decision.shadow.summary(decision)}")
-    return "\n".join(lines) + "\n"
+    return "".join(printable(line) + "\n" for line in lines)
 
 
 def run_schema(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:  # noqa: ARG001
@@ -205,4 +207,4 @@ def render_plan(plan: Plan) -> str:
     refusals = [d for d in plan.decisions if d.refused]
     lines += [f"  {d.check} {d.outcome}: {', '.join(d.codes)}" for d in refusals]
     lines.append(f"  decisions: {len(plan.decisions)} ({len(refusals)} refused)")
-    return "\n".join(lines) + "\n"
+    return "".join(printable(line) + "\n" for line in lines)

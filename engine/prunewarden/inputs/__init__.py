@@ -21,13 +21,15 @@ from prunewarden.inputs._model import (
     WindowSegment,
 )
 from prunewarden.inputs._parse import parse_plan, parse_request
-from prunewarden.inputs._passes import parse_evictions
+from prunewarden.inputs._passes import CandidateView, PassCandidates, parse_evictions
 
 __all__ = [
     "CHECKS",
+    "CandidateView",
     "Check",
     "CollapseRequest",
     "EvictionRequest",
+    "PassCandidates",
     "PlanRequest",
     "Request",
     "ScoreRange",
