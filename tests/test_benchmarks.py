@@ -38,16 +38,17 @@ class TestHarness:
             assert result["engine_s"] > 0
             assert result["reference_s"] > 0
             assert result["ratio"] == pytest.approx(result["engine_s"] / result["reference_s"])
-            assert set(result["stages_s"]) >= {"validation", "guard", "decision", "log"}
+            assert set(result["stages_s"]) >= {"validation", "decision", "record", "log"}
         assert {"nproc", "cpu", "python"} <= set(data["machine"])
         table = out.getvalue()
         assert all(name in table for name in names)
         assert "<= 0.5x" in table
 
     def test_workloads_with_targets(self) -> None:
-        """The issue's targets are registered: collapse at 200 entries, an eviction pass."""
+        """The issue's targets are registered: collapse at 200 entries, an eviction pass to a
+        chained audit file, staleness at 200 spans."""
         targets = {name: w.target for name, w in load().items() if w.target is not None}
-        assert targets == {"collapse/200": 0.5, "eviction/pass-200": 2.0}
+        assert targets == {"collapse/200": 0.5, "eviction/pass-200": 5.0, "staleness/200": 2.0}
 
     def test_disagreement_is_an_error(self) -> None:
         """A reference that reaches another verdict stops the run instead of timing it."""

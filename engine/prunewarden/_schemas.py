@@ -82,7 +82,10 @@ def compile_schema(schema: Mapping[str, Any], backend: str | None = None) -> IsV
 def _bundled() -> Registry:
     """Every bundled schema under its ``$id``, so one may ``$ref`` another's definitions (a trace
     line's segments and spans are the input document's)."""
-    schemas = [resources.schema(path.name.split(".")[0]) for path in resources.schema_files()]
+    schemas = [
+        resources.schema(path.name.split(".")[0], int(path.name.split(".")[1][1:]))
+        for path in resources.schema_files()
+    ]
     return Registry().with_resources(
         (schema["$id"], Resource.from_contents(schema)) for schema in schemas
     )

@@ -28,7 +28,7 @@ from prunewarden.decision import Decision, Reason, Verdict
 from prunewarden.errors import REFUSALS, InputError, Problem
 from prunewarden.inputs import Check, Request, parse_evictions, parse_plan, parse_request
 from prunewarden.pipeline import Pipeline, Shadow, compile_policy
-from prunewarden.planner import Plan
+from prunewarden.planner import PassLog, Plan
 from prunewarden.policy import Policy, load_builtin_policy, load_policy
 from prunewarden.rules import DEFAULT_CACHE_SIZE
 from prunewarden.session import (
@@ -86,7 +86,9 @@ class Engine:
         self.sessions = sessions if sessions is not None else SessionRegistry(store)
         if store is not None:
             self.sessions.store = store
-        self.session_binding = SessionBinding(policy, self._decide, self._write_record)
+        self.session_binding = SessionBinding(
+            policy, self._decide, self._write_record, self._record_plan
+        )
         self.audit = audit
         if audit is not None:
             audit.add_policy(policy)
@@ -207,19 +209,27 @@ class Engine:
         gate: Verdict | None = None,
         digest: str | None = None,
         from_session: bool = False,
+        in_pass: PassLog | None = None,
     ) -> Decision:
         """Decide on a validated request and log it; ``gate`` refuses without running the guard
         (pruning halted by an earlier collapse decision); ``digest``, when given, is
         ``input_digest(data)`` computed by the caller. A stateless call (not ``from_session``)
-        naming a session id is gated by that session's halt."""
+        naming a session id is gated by that session's halt. A decision ``in_pass`` is stamped
+        with the pass's id and its index, and logged with the pass (:meth:`_record_pass`)."""
         if gate is None and not from_session and session_id is not None and check != "collapse":
             gate = self.sessions.gate(session_id, check, request)
         pipeline = self._pipelines[check]
-        decision = pipeline.decide(request) if gate is None else pipeline.to_decision(gate)
+        stamp = in_pass.next_stamp() if in_pass is not None else None
+        if gate is None:
+            decision = pipeline.decide(request, stamp)
+        else:
+            decision = pipeline.to_decision(gate, stamp)
         if self.shadow is not None:
             # The candidate decides the request on its own (no gate: it keeps no session).
             scores = self.policy.spec.scores
             decision = replace(decision, shadow=self.shadow.evaluate(check, request, data, scores))
+        if in_pass is not None:
+            return in_pass.add(decision, request)
         if self.audit is None and self._logger is None and not self._hooks:
             return decision  # no sink chosen: no record to build
         try:
@@ -298,29 +308,31 @@ class Engine:
         session_id: str | None = None,
         labels: Mapping[str, str] | None = None,
     ) -> tuple[Decision, ...]:
-        """Eviction guard for a whole pruning pass: one logged decision per item
-        ``{"segment", "score", "perturbed_score"}``, in order.
+        """Eviction guard for a whole pruning pass: one decision per item
+        ``{"segment", "score", "perturbed_score"}``, in order, and one audit record for the
+        pass (its decisions are ``<pass_id>-<index>``).
 
         Every segment of the pass is an eviction candidate unless ``eviction_candidates`` says
         otherwise. The pass is validated first, as a whole: a malformed item raises
         :class:`InputError` (paths ``$.evictions[i]...``) before anything is decided or logged.
-        Each record digests the eviction document its decision stands for (the item, with
-        ``check`` and the candidates), as :meth:`authorize_eviction` would.
+        The record digests the pass document ``{"evictions": [...], "eviction_candidates":
+        [...]}``. When it cannot be written (and the audit log is required), every decision of
+        the pass is a refusal.
         """
         _check_caller_fields(session_id, labels)
         parsed = parse_evictions(evictions, eviction_candidates, self.policy.spec.scores)
-        return tuple(
-            [
-                self._decide(
-                    "eviction",
-                    item.request,
-                    item.document,
-                    session_id=session_id,
-                    labels=labels,
-                    digest=item.digest,
-                )
-                for item in parsed
-            ]
+        log = PassLog()
+        for item in parsed.items:
+            self._decide(
+                "eviction",
+                item.request,
+                item.document,
+                session_id=session_id,
+                labels=labels,
+                in_pass=log,
+            )
+        return self._record_pass(
+            "evictions", log, parsed.document, session_id=session_id, labels=labels or {}
         )
 
     def prune(  # noqa: PLR0913 - mirrors the staleness document's optional fields
@@ -379,6 +391,95 @@ class Engine:
             return self._refuse_unlogged(pipeline, decision, exc, context)
         self._notify(decision, record)
         return decision
+
+    def _record_plan(  # noqa: PLR0913 - everything a pass record is made of
+        self,
+        log: PassLog,
+        plan: Plan,
+        document: Any,
+        *,
+        session_id: str | None,
+        labels: Mapping[str, str],
+        from_session: bool,
+    ) -> Plan:
+        """Log a planned pass as one record; a plan whose record cannot be written evicts
+        nothing, and every decision in it is a refusal."""
+        decisions = self._record_pass(
+            "plan",
+            log,
+            document,
+            session_id=session_id,
+            labels=labels,
+            from_session=from_session,
+            plan=plan,
+        )
+        if all(a is b for a, b in zip(decisions, plan.decisions, strict=False)):
+            return replace(plan, decisions=decisions)
+        return replace(
+            plan, evict=(), tombstones=(), frozen=True, freed_tokens=0, decisions=decisions
+        )
+
+    def _record_pass(  # noqa: PLR0913 - everything a pass record is made of
+        self,
+        pass_kind: str,
+        log: PassLog,
+        document: Any,
+        *,
+        session_id: str | None,
+        labels: Mapping[str, str],
+        from_session: bool = False,
+        plan: Plan | None = None,
+    ) -> tuple[Decision, ...]:
+        """Write a pass's one record and hand it to the hooks with each decision; when it
+        cannot be written (and the audit log is required), every decision becomes a refusal."""
+        decisions = tuple(log.decisions)
+        if not decisions:
+            return decisions
+        audit = self.audit
+        fields = {"session_id": session_id, "labels": labels, "from_session": from_session}
+        try:
+            record = self._pass_record(pass_kind, log, document, plan=plan, **fields)
+            sink = audit.logger if audit is not None else self._logger
+            if sink is not None:
+                log_decision(sink, record)
+        except Exception as exc:  # noqa: BLE001 - a sink that fails refuses, or is reported
+            if audit is not None and not audit.required:
+                with contextlib.suppress(Exception):
+                    _diagnostics.warning(
+                        "audit_write_failed: sink %s, pass %s: %s: %s",
+                        audit.name,
+                        log.stamps.pass_id,
+                        type(exc).__name__,
+                        exc,
+                    )
+                return decisions
+            return self._refuse_pass(pass_kind, log, document, exc, **fields)
+        for decision in decisions:
+            self._notify(decision, record)
+        return decisions
+
+    def _refuse_pass(
+        self, pass_kind: str, log: PassLog, document: Any, exc: Exception, **fields: Any
+    ) -> tuple[Decision, ...]:
+        refusals = log.refused(self._pipelines, exc)
+        with contextlib.suppress(Exception):  # the refusals stand whether or not they log
+            record = self._pass_record(pass_kind, refusals, document, **fields)
+            for refusal in refusals.decisions:
+                self._notify(refusal, record)
+            self._write_record(record)
+        return tuple(refusals.decisions)
+
+    def _pass_record(
+        self, pass_kind: str, log: PassLog, document: Any, **fields: Any
+    ) -> dict[str, Any]:
+        return log.record(
+            pass_kind,
+            document,
+            policy=self.policy,
+            masks=self.audit.masks if self.audit is not None else None,
+            shadow_policy=self.shadow.policy if self.shadow else None,
+            **fields,
+        )
 
     def _notify(self, decision: Decision, record: Mapping[str, Any]) -> None:
         """Hand a decision and its record to every hook; a hook that raises is reported and

@@ -19,16 +19,21 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from prunewarden.decision import Decision
+from prunewarden.audit import input_digest, pass_record
+from prunewarden.decision import Decision, PassStamps, Reason, Stamp
 from prunewarden.inputs import (
+    Check,
     CollapseRequest,
     EvictionRequest,
     PassCandidates,
     PlanRequest,
+    Request,
     Segment,
     StalenessRequest,
     WindowSegment,
 )
+from prunewarden.pipeline import Pipeline
+from prunewarden.policy import Policy
 
 if TYPE_CHECKING:
     from prunewarden.session import Session
@@ -48,6 +53,18 @@ class Plan:
     freed_tokens: int
     decisions: tuple[Decision, ...] = field(default=())
 
+    def summary(self) -> dict[str, Any]:
+        """What a pass record says of the plan: what it may do, not the decisions (listed as
+        the record's verdicts)."""
+        return {
+            "evict": list(self.evict),
+            "tombstones": list(self.tombstones),
+            "recompute": list(self.recompute),
+            "frozen": self.frozen,
+            "target_met": self.target_met,
+            "freed_tokens": self.freed_tokens,
+        }
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "evict": list(self.evict),
@@ -62,7 +79,74 @@ class Plan:
         }
 
 
-def plan_pass(session: Session, request: PlanRequest, document: Mapping[str, Any]) -> Plan:
+class PassLog:
+    """The decisions of one pruning pass and the requests they decided, in order: one stamp
+    (id and time) for the pass, and one audit record when it ends."""
+
+    __slots__ = ("decisions", "requests", "stamps")
+
+    def __init__(self) -> None:
+        self.stamps = PassStamps()
+        self.decisions: list[Decision] = []
+        self.requests: list[Request] = []
+
+    def next_stamp(self) -> Stamp:
+        return self.stamps.next()
+
+    def add(self, decision: Decision, request: Request) -> Decision:
+        self.decisions.append(decision)
+        self.requests.append(request)
+        return decision
+
+    def refused(self, pipelines: Mapping[Check, Pipeline], exc: Exception) -> PassLog:
+        """The same pass with every decision refused: its record could not be written."""
+        reason = Reason(
+            "audit_unavailable",
+            f"the pass could not be logged ({type(exc).__name__}: {exc}); refusing",
+            {"error": type(exc).__name__, "refused_pass": self.stamps.pass_id},
+        )
+        refusals = PassLog()
+        refusals.stamps = self.stamps
+        for decision, request in zip(self.decisions, self.requests, strict=True):
+            stamp = Stamp(self.stamps.pass_id, len(refusals.decisions), self.stamps.evaluated_at)
+            refused = pipelines[decision.check].refuse(reason, stamp=stamp)  # type: ignore[index]
+            refusals.add(refused, request)
+        return refusals
+
+    def record(  # noqa: PLR0913 - everything a pass record is made of
+        self,
+        pass_kind: str,
+        document: Any,
+        *,
+        policy: Policy,
+        session_id: str | None,
+        labels: Mapping[str, str],
+        from_session: bool = False,
+        plan: Plan | None = None,
+        masks: tuple[str, ...] | None = None,
+        shadow_policy: Policy | None = None,
+    ) -> dict[str, Any]:
+        """The pass's one audit record: it digests ``document``, the pass's input."""
+        return pass_record(
+            pass_kind,
+            self.decisions,
+            self.requests,
+            input_digest=input_digest(document),
+            policy=policy,
+            session_id=session_id,
+            labels=labels,
+            from_session=from_session,
+            plan=plan.summary() if plan is not None else None,
+            masks=masks,
+            document=document,
+            shadow_policy=shadow_policy,
+        )
+
+
+def plan_pass(
+    session: Session, request: PlanRequest, document: Mapping[str, Any], log: PassLog
+) -> Plan:
+    """Decide one pass; every decision goes into ``log`` (the caller records the pass)."""
     decisions: list[Decision] = []
     pinned_kinds = session.policy.spec.eviction.pinned_kinds
     pinned = tuple(
@@ -73,21 +157,21 @@ def plan_pass(session: Session, request: PlanRequest, document: Mapping[str, Any
 
     if request.history is not None:
         collapse = session.decide(
-            "collapse", CollapseRequest(request.history, request.baseline), document
+            "collapse", CollapseRequest(request.history, request.baseline), document, in_pass=log
         )
         decisions.append(collapse)
         if collapse.blocks:
             return _frozen(request, pinned, decisions, ())
 
     stale = session.decide(
-        "staleness", _staleness_request(request), document, session.gate("staleness")
+        "staleness", _staleness_request(request), document, session.gate("staleness"), in_pass=log
     )
     decisions.append(stale)
     if stale.blocks:
         recompute = next((a.ids or () for a in stale.actions if a.action == "recompute"), ())
         return _frozen(request, pinned, decisions, recompute)
 
-    return _select(session, request, pinned, decisions)
+    return _select(session, request, pinned, decisions, log)
 
 
 def _select(
@@ -95,6 +179,7 @@ def _select(
     request: PlanRequest,
     pinned: tuple[str, ...],
     decisions: list[Decision],
+    log: PassLog,
 ) -> Plan:
     require_tombstone = session.policy.spec.eviction.require_tombstone
     total = len(request.segments)
@@ -124,7 +209,7 @@ def _select(
         eviction = EvictionRequest(seg, window.score, window.perturbed_score, offered)
         item = _eviction_item(seg, window)
         document = {"check": "eviction", **item, "eviction_candidates": candidates.ids}
-        decision = session.decide("eviction", eviction, document, digest=candidates.digest(item))
+        decision = session.decide("eviction", eviction, document, in_pass=log)
         decisions.append(decision)
         if decision.blocks:
             candidates.withdraw()
