@@ -430,12 +430,13 @@ class Engine:
         from_session: bool = False,
         plan: Plan | None = None,
     ) -> tuple[Decision, ...]:
-        """Write a pass's one record and hand it to the hooks with each decision; when it
-        cannot be written (and the audit log is required), every decision becomes a refusal."""
+        """Write a pass's one record and hand it to the hooks with each decision (every hook
+        receives each decision of the pass, and the pass record); when it cannot be written
+        (and the audit log is required), every decision becomes a refusal."""
         decisions = tuple(log.decisions)
-        if not decisions:
-            return decisions
         audit = self.audit
+        if not decisions or (audit is None and self._logger is None and not self._hooks):
+            return decisions  # nothing decided, or no sink chosen: no record to build
         fields = {"session_id": session_id, "labels": labels, "from_session": from_session}
         try:
             record = self._pass_record(pass_kind, log, document, plan=plan, **fields)

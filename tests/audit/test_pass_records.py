@@ -252,3 +252,26 @@ class TestBatches:
         assert (len(writes), len(encoded)) == (1, 3)
         assert [r["error"]["path"] for r in records(path)] == ["p0.yaml", "p1.yaml", "p2.yaml"]
         assert cli("audit", "verify", str(path))[0] == 0
+
+
+class TestHooks:
+    def test_hooks_receive_each_decision_with_the_pass_record(self) -> None:
+        """A decision hook sees every decision of a pass, each with the one pass record."""
+        seen: list[tuple[Any, Any]] = []
+        engine = Engine.default(on_decision=lambda d, r: seen.append((d, r)))
+        decisions = engine.authorize_evictions([item("a"), item("b", None)])
+        assert [d for d, _ in seen] == list(decisions)
+        (record,) = {id(r): r for _, r in seen}.values()
+        assert record["kind"] == "pass"
+        assert [v["segment"] for v in record["verdicts"]] == ["a", "b"]
+
+    def test_no_sink_no_record(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Without a sink or a hook, a pass builds no record (and digests nothing)."""
+        monkeypatch.setattr("prunewarden.planner.input_digest", _refuse_to_digest)
+        decisions = Engine.default().authorize_evictions([item("a")])
+        assert decisions[0].codes == ("authorized",)
+
+
+def _refuse_to_digest(_: Any) -> str:
+    msg = "no record should be built"
+    raise AssertionError(msg)
