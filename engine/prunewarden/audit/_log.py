@@ -16,7 +16,6 @@ from the last whole record across the gap, and ``verify`` reports the loss.
 from __future__ import annotations
 
 import contextlib
-import errno
 import fcntl
 import os
 import sys
@@ -34,8 +33,8 @@ from prunewarden.audit import _record as auditlog
 from prunewarden.audit._chain import GENESIS, is_keyed, key_from_env, seal
 from prunewarden.audit._pipe import PipeWriter, is_stream_device
 from prunewarden.audit._reading import scan_appended
-from prunewarden.audit._redaction import DEFAULT_MASKS, parse_masks
-from prunewarden.audit._rotation import next_sequence
+from prunewarden.audit._redaction import masks_setting
+from prunewarden.audit._rotation import next_sequence, sync_dir, sync_file
 from prunewarden.errors import AuditError
 from prunewarden.policy import Policy
 
@@ -85,7 +84,7 @@ class AuditLog:
         self.fsync = fsync
         self.required = required
         self.max_bytes = max_bytes
-        self.masks: tuple[str, ...] | None = _masks(inputs)
+        self.masks: tuple[str, ...] | None = masks_setting(inputs)
         self._hmac_key = key_from_env(hmac_key_env)
         self.path: Path | None = None
         self._stream: IO[str] | None = None
@@ -198,7 +197,7 @@ class AuditLog:
                 return
             try:
                 if self.fsync != "never" and state.unsynced:
-                    _sync(state.fd)
+                    sync_file(state.fd)
             finally:
                 os.close(state.fd)
 
@@ -244,6 +243,11 @@ class AuditLog:
         finally:
             if self._file is not None:
                 fcntl.flock(self._file.fd, fcntl.LOCK_UN)
+        # Synced after the lock is let go: other writers append while this one waits for the
+        # disk (it syncs their records too), and the records are on disk before this returns.
+        if self._file is not None and self._file.sync_due:
+            self._file.sync_due = False
+            sync_file(self._file.fd)
 
     def _acquire(self) -> _FileState:
         """Open and lock the file now at ``path`` (reopening if it was rotated or replaced)."""
@@ -320,8 +324,8 @@ class AuditLog:
         self._file = fresh
         try:
             if self.fsync != "never":
-                _sync(state.fd)
-                _sync_dir(path.parent)
+                sync_file(state.fd)
+                sync_dir(path.parent)
         finally:
             fcntl.flock(state.fd, fcntl.LOCK_UN)
             os.close(state.fd)
@@ -345,7 +349,7 @@ class AuditLog:
                 or time.monotonic() - state.synced_at >= BATCH_SECONDS
             )
         ):
-            _sync(state.fd)
+            state.sync_due = True  # synced once the lock is let go (_write_file)
             state.unsynced = 0
             state.synced_at = time.monotonic()
 
@@ -408,6 +412,7 @@ class _FileState:
     chain: _Chain = field(default_factory=_Chain)
     unsynced: int = 0
     synced_at: float = field(default_factory=time.monotonic)
+    sync_due: bool = False
 
 
 # Every sink, so that a forked child gets fresh thread locks (one held by another thread of the
@@ -435,33 +440,5 @@ class _Writer:
     info = warning = error = critical = debug = msg
 
 
-def _masks(inputs: bool | Iterable[str] | None) -> tuple[str, ...] | None:
-    if inputs is None or inputs is False:
-        return None
-    if inputs is True:
-        return DEFAULT_MASKS
-    if isinstance(inputs, str):
-        msg = "inputs takes a list of JSON pointers, not one string"
-        raise AuditError(msg)
-    return parse_masks(inputs)
-
-
 def _identity(stat: os.stat_result) -> tuple[int, int]:
     return (stat.st_dev, stat.st_ino)
-
-
-def _sync(fd: int) -> None:
-    try:
-        getattr(os, "fdatasync", os.fsync)(fd)
-    except OSError as exc:
-        # A character device or pipe (/dev/null, a FIFO to a shipper) has nothing to sync.
-        if exc.errno != errno.EINVAL:
-            raise
-
-
-def _sync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
