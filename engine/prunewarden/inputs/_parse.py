@@ -142,15 +142,18 @@ def _collapse(data: dict[str, Any]) -> CollapseRequest:
 
 
 def _segment(seg: dict[str, Any]) -> Segment:
+    # Positional, in the model's field order: built once per segment of every window.
+    get = seg.get
+    tokens = get("tokens")
     return Segment(
-        id=seg["id"],
-        kind=seg["kind"],
-        text=seg.get("text", ""),
-        non_recoverable=seg.get("non_recoverable", False),
-        score_dependencies=tuple(seg.get("score_dependencies", ())),
-        tombstone_written=seg.get("tombstone_written", False),
-        tokens=_int_or_none(seg.get("tokens")),
-        metadata=seg.get("metadata", {}),
+        seg["id"],
+        seg["kind"],
+        get("text", ""),
+        get("non_recoverable", False),
+        tuple(get("score_dependencies", ())),
+        get("tombstone_written", False),
+        None if tokens is None else int(tokens),
+        get("metadata", {}),
     )
 
 
@@ -171,13 +174,15 @@ def eviction_request(data: Mapping[str, Any], candidates: frozenset[str]) -> Evi
 
 
 def _span(s: dict[str, Any], span_id: str) -> Span:
+    get = s.get
+    score = s["score"]
     return Span(
-        span_id=span_id,
-        text=s.get("text", ""),
-        score=float(s["score"]) if s["score"] is not None else None,
-        text_sha256=s.get("text_sha256", ""),
-        rewrite_count=int(s.get("rewrite_count", 0)),
-        derived_from=tuple(s.get("derived_from", ())),
+        span_id,
+        get("text", ""),
+        None if score is None else float(score),
+        get("text_sha256", ""),
+        int(get("rewrite_count", 0)),
+        tuple(get("derived_from", ())),
     )
 
 
