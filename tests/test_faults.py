@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any, Self
@@ -12,8 +13,10 @@ from typing import IO, Any, Self
 import pytest
 import structlog
 from prunewarden import AuditLog, Engine, PolicyError, load_policy, parse_policy
+from prunewarden._files import open_regular
 from prunewarden.cli._main import run
 from prunewarden.guards import GUARDS, Guard
+from prunewarden.policy import _build as policy_build
 from structlog.testing import capture_logs
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -191,14 +194,14 @@ class TestPolicyReplacedMidRead:
     def _race(
         self, monkeypatch: pytest.MonkeyPatch, path: Path, replace: Callable[[], object]
     ) -> None:
-        real_open = Path.open
+        real_open = open_regular
 
-        def racing_open(self: Path, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
-            if self == path and mode == "rb":
-                return _ReplacedWhileRead(self, replace)
-            return real_open(self, mode, *args, **kwargs)
+        def racing_open(name: str | os.PathLike[str]) -> Any:
+            if Path(name) == path:
+                return _ReplacedWhileRead(path, replace)
+            return real_open(name)
 
-        monkeypatch.setattr(Path, "open", racing_open)
+        monkeypatch.setattr(policy_build, "open_regular", racing_open)
 
     def test_rewritten_in_place_is_refused(
         self, monkeypatch: pytest.MonkeyPatch, policy_path: Path

@@ -32,11 +32,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
 
+from prunewarden._files import open_regular, read_regular
 from prunewarden._identity import PolicyIdentity
 from prunewarden.audit import log_policy_reload_failed, log_policy_reloaded
 from prunewarden.decision import Decision
 from prunewarden.engine import Engine
 from prunewarden.errors import PolicyError
+from prunewarden.limits import MAX_POLICY_BYTES
 from prunewarden.planner import Plan
 from prunewarden.policy import BUILTIN, LockOption, Policy, load_policy
 from prunewarden.policy import _lock as policylock
@@ -68,21 +70,22 @@ class ReloadingEngine:
     """An engine on the policy at ``path`` that reloads it when its files change.
 
     ``shadow`` names a candidate policy file, watched the same way (see
-    :class:`~prunewarden.pipeline.Shadow`); ``lock`` chooses the lock file as for
-    :func:`~prunewarden.load_policy`. Other keyword arguments (``logger``,
-    ``rule_cache_size``, ...) go to every :class:`Engine` built. With ``interval`` 0 nothing is
-    polled and only :meth:`reload` reloads. The first load must succeed: it raises
+    :class:`~prunewarden.pipeline.Shadow`); ``lock`` chooses the lock file and ``base_dirs`` the
+    folders of shared bases as for :func:`~prunewarden.load_policy`. Other keyword arguments
+    (``logger``, ``rule_cache_size``, ...) go to every :class:`Engine` built. With ``interval``
+    0 nothing is polled and only :meth:`reload` reloads. The first load must succeed: it raises
     :class:`PolicyError`.
 
     Thread-safe: any number of threads may evaluate while a reload happens.
     """
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 - each a documented option
         self,
         path: str | os.PathLike[str],
         *,
         shadow: str | os.PathLike[str] | None = None,
         lock: LockOption = None,
+        base_dirs: tuple[str | os.PathLike[str], ...] = (),
         interval: float = DEFAULT_INTERVAL,
         logger: Any = None,
         **engine_options: Any,
@@ -91,6 +94,7 @@ class ReloadingEngine:
         self.shadow_path = str(shadow) if shadow is not None else None
         self.interval = interval
         self._lock_option = lock
+        self._base_dirs = tuple(base_dirs)
         self._logger = logger
         # Every snapshot shares one registry of live sessions (and the store behind them).
         sessions = SessionRegistry(engine_options.pop("store", None))
@@ -98,14 +102,18 @@ class ReloadingEngine:
         # policy_reload_failed is an audit record: it goes where the decisions go.
         audit = engine_options.get("audit")
         self._records = audit.logger if audit is not None else self._logger
-        active = load_policy(self.path, lock=lock)
-        candidate = load_policy(self.shadow_path, lock=lock) if self.shadow_path else None
+        active = load_policy(self.path, lock=lock, base_dirs=self._base_dirs)
+        candidate = (
+            load_policy(self.shadow_path, lock=lock, base_dirs=self._base_dirs)
+            if self.shadow_path
+            else None
+        )
         self._engine = Engine(active, shadow=candidate, **self._options)
         self._candidate = candidate
         self._reloading = threading.Lock()
         self._seen = self._signatures()
         self._pending: dict[str, _Signature] | None = None
-        self._reported: dict[str, dict[str, _Signature]] = {}
+        self._reported: dict[str, tuple[tuple[str, ...], str]] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         if interval > 0:
@@ -226,11 +234,11 @@ class ReloadingEngine:
     def _reload(self, before: dict[str, _Signature]) -> ReloadResult:
         with self._reloading:
             current = self._engine
-            active, active_problems = self._load(self.path)
+            active, active_problems = self._load(self.path, current.policy)
             candidate = self._candidate
             shadow_problems: tuple[str, ...] = ()
             if self.shadow_path is not None:
-                loaded, shadow_problems = self._load(self.shadow_path)
+                loaded, shadow_problems = self._load(self.shadow_path, self._candidate)
                 candidate = loaded or self._candidate
             if self._signatures() != before:
                 raise _ChangedWhileReadingError
@@ -256,15 +264,25 @@ class ReloadingEngine:
                     )
             return ReloadResult(changed, policy.identity, (*active_problems, *shadow_problems))
 
-    def _load(self, path: str) -> tuple[Policy | None, tuple[str, ...]]:
+    def _load(self, path: str, in_force: Policy | None) -> tuple[Policy | None, tuple[str, ...]]:
         """The policy at ``path`` if it loads from files that did not change while being read,
-        else None and its problems."""
+        and does not give the ``name@version`` in force another content; else None and its
+        problems. Never raises for a bad policy: whatever goes wrong is a problem."""
         try:
-            policy = load_policy(path, lock=self._lock_option)
+            policy = load_policy(path, lock=self._lock_option, base_dirs=self._base_dirs)
         except PolicyError as exc:
             return None, tuple(str(problem) for problem in exc.problems)
+        except Exception as exc:  # noqa: BLE001 - the policy in force must outlive any file
+            return None, (f"{path}: $: the policy could not be loaded ({type(exc).__name__})",)
         if not _unchanged_since_read(policy):
             raise _ChangedWhileReadingError
+        if in_force is not None and _reused_version(policy, in_force):
+            message = (
+                f"{path}: $: {policy.name}@{policy.version} is in force with another content "
+                f"({in_force.digest}; read: {policy.digest}): not reloaded; a new content needs "
+                "a new version (a file written in place may have been read half-written)"
+            )
+            return None, (message,)
         return policy, ()
 
     def _report(
@@ -274,14 +292,15 @@ class ReloadingEngine:
         signatures: dict[str, _Signature],
         in_force: Policy | None,
     ) -> None:
-        """Log ``policy_reload_failed`` once per content of the files, naming what stays in
-        force."""
+        """Log ``policy_reload_failed`` once per content of the files (and problems), naming
+        what stays in force: a file touched again, or polled again, is not news."""
         if not problems:
             self._reported.pop(path, None)
             return
-        if self._reported.get(path) == signatures:
+        seen = (problems, _contents(signatures))
+        if self._reported.get(path) == seen:
             return
-        self._reported[path] = signatures
+        self._reported[path] = seen
         kept = in_force.identity if in_force is not None else None
         with contextlib.suppress(Exception):
             self._record_failure(path, problems, kept)
@@ -334,12 +353,31 @@ def _unchanged_since_read(policy: Policy) -> bool:
         if source.path.startswith(BUILTIN):
             continue
         try:
-            data = Path(source.path).read_bytes()
+            with open_regular(source.path) as stream:  # never blocks on a FIFO put in its place
+                digest = hashlib.file_digest(stream, "sha256").hexdigest()
         except OSError:
             return False
-        if hashlib.sha256(data).hexdigest() != source.sha256:
+        if digest != source.sha256:
             return False
     return True
+
+
+def _contents(signatures: Mapping[str, _Signature]) -> str:
+    """A digest of what the watched files hold (a regular file's bytes, else why not)."""
+    digest = hashlib.sha256()
+    for name in sorted(signatures):
+        try:
+            data = read_regular(name, MAX_POLICY_BYTES)
+        except OSError as exc:
+            data = f"unreadable: {exc.strerror}".encode()
+        digest.update(hashlib.sha256(name.encode("utf-8", "surrogatepass") + b"\0" + data).digest())
+    return digest.hexdigest()
+
+
+def _reused_version(new: Policy, old: Policy) -> bool:
+    """The same ``name@version`` as the policy in force, with another content: refused even
+    without a lock file."""
+    return (new.name, new.version) == (old.name, old.version) and new.digest != old.digest
 
 
 def _differs(new: Policy, old: Policy) -> bool:
