@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.bench_auditlog import appending
 from benchmarks.harness import (
     Case,
     DisagreementError,
@@ -20,6 +21,7 @@ from benchmarks.harness import (
     main,
     run_workload,
 )
+from benchmarks.targets import TARGETS
 from benchmarks.workloads import load
 
 
@@ -75,3 +77,21 @@ class TestHarness:
             "stage:log": 2,
         }
         assert result.met == (result.ratio <= 1.0)
+
+
+class TestTargets:
+    def test_every_target_of_the_issue_is_measured(self) -> None:
+        """benchmarks/targets.py measures the six targets with their goals (nothing timed)."""
+        goals = {name: (goal, lower) for name, _, goal, lower, _ in TARGETS}
+        assert goals["eviction pass vs seeds' loop"] == (5.0, True)
+        assert goals["collapse/200 vs seed code"] == (0.5, True)
+        assert goals["staleness/200 vs seed code"] == (2.0, True)
+        assert goals["warm 3-rule pass"] == (12.0, True)
+        assert goals["replay 500 x 200, wall"] == (1.2, True)
+        assert goals["audit appends, 4 writers"] == (50_000.0, False)
+        assert "collapse/200 vs fsum reference" in goals
+
+    def test_appends_from_writer_processes_verify(self, tmp_path: Path) -> None:
+        """The append benchmark's writers leave one chain that verifies (a tiny run)."""
+        results = appending(tmp_path, 2, 40, 10)
+        assert [name for name, _ in results][1] == "2 writers, chained, fsync batch, batches of 10"
