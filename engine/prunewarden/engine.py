@@ -12,6 +12,7 @@ import contextlib
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +26,17 @@ from prunewarden.audit import (
     texts_of,
 )
 from prunewarden.decision import Decision, Reason, Verdict
-from prunewarden.errors import REFUSALS, InputError, Problem
-from prunewarden.inputs import Check, Request, parse_evictions, parse_plan, parse_request
+from prunewarden.errors import REFUSALS
+from prunewarden.inputs import (
+    Check,
+    Request,
+    check_caller_fields,
+    parse_evictions,
+    parse_plan,
+    parse_request,
+)
 from prunewarden.pipeline import Pipeline, Shadow, compile_policy
-from prunewarden.planner import PassLog, Plan
+from prunewarden.planner import PassLog, PassSink, Plan
 from prunewarden.policy import Policy, load_builtin_policy, load_policy
 from prunewarden.rules import DEFAULT_CACHE_SIZE
 from prunewarden.session import (
@@ -121,7 +129,7 @@ class Engine:
         Raises :class:`InputError` for a malformed document (or session id or labels); every
         other failure, in a guard or in the logger, becomes a refusing decision.
         """
-        _check_caller_fields(session_id, labels)
+        check_caller_fields(session_id, labels)
         data = dict(document) if isinstance(document, Mapping) else document
         check, request = parse_request(data, self.policy.spec.scores, filename=filename, text=text)
         return self._decide(check, request, data, session_id=session_id, labels=labels)
@@ -155,7 +163,7 @@ class Engine:
     ) -> Session:
         """:meth:`session`, deciding through ``bind`` (a callable returning the binding in force:
         a ``ReloadingEngine`` passes its own, so that the session follows reloads)."""
-        _check_caller_fields(session_id, labels)
+        check_caller_fields(session_id, labels)
         store = store if store is not None else self.sessions.store
         binder: Binder = bind if bind is not None else self._bound
         if state is None and store is not None:
@@ -185,7 +193,7 @@ class Engine:
 
         ``session_id`` and ``labels`` override the document's own.
         """
-        _check_caller_fields(session_id, labels)
+        check_caller_fields(session_id, labels)
         data = dict(document) if isinstance(document, Mapping) else document
         request = parse_plan(data, self.policy.spec.scores, filename=filename, text=text)
         # A session for this one pass: its decisions are stateless calls (a halted session of
@@ -207,15 +215,14 @@ class Engine:
         session_id: str | None = None,
         labels: Mapping[str, str] | None = None,
         gate: Verdict | None = None,
-        digest: str | None = None,
         from_session: bool = False,
         in_pass: PassLog | None = None,
     ) -> Decision:
         """Decide on a validated request and log it; ``gate`` refuses without running the guard
-        (pruning halted by an earlier collapse decision); ``digest``, when given, is
-        ``input_digest(data)`` computed by the caller. A stateless call (not ``from_session``)
-        naming a session id is gated by that session's halt. A decision ``in_pass`` is stamped
-        with the pass's id and its index, and logged with the pass (:meth:`_record_pass`)."""
+        (pruning halted by an earlier collapse decision). A stateless call (not
+        ``from_session``) naming a session id is gated by that session's halt. A decision
+        ``in_pass`` is stamped with the pass's id and its index, and logged with the pass
+        (:class:`PassSink`)."""
         if gate is None and not from_session and session_id is not None and check != "collapse":
             gate = self.sessions.gate(session_id, check, request)
         pipeline = self._pipelines[check]
@@ -234,7 +241,7 @@ class Engine:
             return decision  # no sink chosen: no record to build
         try:
             context = DecisionContext(
-                input_digest(data) if digest is None else digest,
+                input_digest(data),
                 subject_of(request),
                 session_id,
                 labels or {},
@@ -319,7 +326,7 @@ class Engine:
         [...]}``. When it cannot be written (and the audit log is required), every decision of
         the pass is a refusal.
         """
-        _check_caller_fields(session_id, labels)
+        check_caller_fields(session_id, labels)
         parsed = parse_evictions(evictions, eviction_candidates, self.policy.spec.scores)
         log = PassLog()
         for item in parsed.items:
@@ -331,7 +338,7 @@ class Engine:
                 labels=labels,
                 in_pass=log,
             )
-        return self._record_pass(
+        return self._pass_sink().record(
             "evictions", log, parsed.document, session_id=session_id, labels=labels or {}
         )
 
@@ -392,95 +399,28 @@ class Engine:
         self._notify(decision, record)
         return decision
 
-    def _record_plan(  # noqa: PLR0913 - everything a pass record is made of
-        self,
-        log: PassLog,
-        plan: Plan,
-        document: Any,
-        *,
-        session_id: str | None,
-        labels: Mapping[str, str],
-        from_session: bool,
-    ) -> Plan:
-        """Log a planned pass as one record; a plan whose record cannot be written evicts
-        nothing, and every decision in it is a refusal."""
-        decisions = self._record_pass(
-            "plan",
-            log,
-            document,
-            session_id=session_id,
-            labels=labels,
-            from_session=from_session,
-            plan=plan,
-        )
-        if all(a is b for a, b in zip(decisions, plan.decisions, strict=False)):
-            return replace(plan, decisions=decisions)
-        return replace(
-            plan, evict=(), tombstones=(), frozen=True, freed_tokens=0, decisions=decisions
-        )
-
-    def _record_pass(  # noqa: PLR0913 - everything a pass record is made of
-        self,
-        pass_kind: str,
-        log: PassLog,
-        document: Any,
-        *,
-        session_id: str | None,
-        labels: Mapping[str, str],
-        from_session: bool = False,
-        plan: Plan | None = None,
-    ) -> tuple[Decision, ...]:
-        """Write a pass's one record and hand it to the hooks with each decision (every hook
-        receives each decision of the pass, and the pass record); when it cannot be written
-        (and the audit log is required), every decision becomes a refusal."""
-        decisions = tuple(log.decisions)
+    def _pass_sink(self) -> PassSink:
+        """Where this engine's passes go: its audit log or logger, and its hooks."""
         audit = self.audit
-        if not decisions or (audit is None and self._logger is None and not self._hooks):
-            return decisions  # nothing decided, or no sink chosen: no record to build
-        fields = {"session_id": session_id, "labels": labels, "from_session": from_session}
-        try:
-            record = self._pass_record(pass_kind, log, document, plan=plan, **fields)
-            sink = audit.logger if audit is not None else self._logger
-            if sink is not None:
-                log_decision(sink, record)
-        except Exception as exc:  # noqa: BLE001 - a sink that fails refuses, or is reported
-            if audit is not None and not audit.required:
-                with contextlib.suppress(Exception):
-                    _diagnostics.warning(
-                        "audit_write_failed: sink %s, pass %s: %s: %s",
-                        audit.name,
-                        log.stamps.pass_id,
-                        type(exc).__name__,
-                        exc,
-                    )
-                return decisions
-            return self._refuse_pass(pass_kind, log, document, exc, **fields)
-        for decision in decisions:
-            self._notify(decision, record)
-        return decisions
-
-    def _refuse_pass(
-        self, pass_kind: str, log: PassLog, document: Any, exc: Exception, **fields: Any
-    ) -> tuple[Decision, ...]:
-        refusals = log.refused(self._pipelines, exc)
-        with contextlib.suppress(Exception):  # the refusals stand whether or not they log
-            record = self._pass_record(pass_kind, refusals, document, **fields)
-            for refusal in refusals.decisions:
-                self._notify(refusal, record)
-            self._write_record(record)
-        return tuple(refusals.decisions)
-
-    def _pass_record(
-        self, pass_kind: str, log: PassLog, document: Any, **fields: Any
-    ) -> dict[str, Any]:
-        return log.record(
-            pass_kind,
-            document,
-            policy=self.policy,
-            masks=self.audit.masks if self.audit is not None else None,
+        sink = audit.logger if audit is not None else self._logger
+        return PassSink(
+            self.policy,
+            self._pipelines,
+            write=None if sink is None else partial(log_decision, sink),
+            notify=self._notify if self._hooks else None,
+            report=self._report_unwritten,
+            required=audit is None or audit.required,
+            masks=audit.masks if audit is not None else None,
             shadow_policy=self.shadow.policy if self.shadow else None,
-            **fields,
         )
+
+    def _record_plan(self, log: PassLog, plan: Plan, document: Any, **fields: Any) -> Plan:
+        return self._pass_sink().record_plan(log, plan, document, **fields)
+
+    def _report_unwritten(self, pass_id: str, exc: Exception) -> None:
+        name = self.audit.name if self.audit is not None else "logger"
+        with contextlib.suppress(Exception):
+            _diagnostics.warning("audit_write_failed: sink %s, pass %s: %r", name, pass_id, exc)
 
     def _notify(self, decision: Decision, record: Mapping[str, Any]) -> None:
         """Hand a decision and its record to every hook; a hook that raises is reported and
@@ -535,20 +475,3 @@ def _hooks(on_decision: DecisionHook | Iterable[DecisionHook] | None) -> tuple[D
         msg = "on_decision takes a callable or an iterable of callables"
         raise TypeError(msg)
     return hooks
-
-
-def _check_caller_fields(session_id: Any, labels: Any) -> None:
-    problems = []
-    if session_id is not None and not isinstance(session_id, str):
-        problems.append(Problem("<arguments>", 0, 0, "$.session_id", "must be a string or None"))
-    if labels is not None:
-        if not isinstance(labels, Mapping):
-            problems.append(Problem("<arguments>", 0, 0, "$.labels", "must be a mapping"))
-        else:
-            problems += [
-                Problem("<arguments>", 0, 0, f"$.labels.{key}", "keys and values must be strings")
-                for key, value in labels.items()
-                if not isinstance(key, str) or not isinstance(value, str)
-            ]
-    if problems:
-        raise InputError(problems)

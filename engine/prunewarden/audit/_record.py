@@ -21,7 +21,6 @@ logger), with the same fields minus the chain.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Iterable, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,7 +30,6 @@ import structlog
 from prunewarden.__about__ import __version__
 from prunewarden._identity import PolicyIdentity
 from prunewarden._json import canonical_digest, encode_canonical, sha256_digest
-from prunewarden.audit._chain import canonical_record
 from prunewarden.audit._redaction import erase, logged_reasons
 from prunewarden.decision import Decision, utc_now
 from prunewarden.inputs import CollapseRequest, EvictionRequest, Request, StalenessRequest
@@ -389,37 +387,6 @@ FIELD_READERS: dict[str, Any] = {
     "policy_digest": policy_digest_of,
     "ts": lambda r: r.get("ts"),
 }
-FIELD_KEYS = {
-    "kind": "kind",
-    "decision_id": "decision_id",
-    "check": "check",
-    "outcome": "outcome",
-    "session_id": "session_id",
-    "policy_name": "name",
-    "policy_version": "version",
-    "policy_digest": "digest",
-}
-
-
-def line_marker(name: str, value: str) -> bytes | None:
-    """``"key":"value"`` as it appears in a canonical line holding that field's value, or None
-    when versions spell it differently (a value beyond printable ASCII: escaped in version 1,
-    as it is in version 2)."""
-    if not _printable(value):
-        return None
-    return canonical_record({FIELD_KEYS[name]: value})[1:-1]
-
-
-def value_marker(value: str) -> bytes | None:
-    """A string value as it appears anywhere in a canonical line (None, as for
-    :func:`line_marker`, when versions spell it differently)."""
-    if not _printable(value):
-        return None
-    return json.dumps(value, ensure_ascii=True).encode("ascii")
-
-
-def _printable(value: str) -> bool:
-    return value.isascii() and value.isprintable()
 
 
 def record_ts(record: Mapping[str, Any]) -> str:

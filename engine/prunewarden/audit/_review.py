@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from prunewarden.audit import _record as auditlog
-from prunewarden.audit._chain import parse_record
+from prunewarden.audit._chain import canonical_record, parse_record
 from prunewarden.audit._pass import decision_rows
 from prunewarden.audit._reading import iter_lines
 from prunewarden.audit._rotation import order_files
@@ -43,6 +43,39 @@ _TS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z")
 
 def _comparable_ts(ts: str) -> str:
     return ts if _TS.fullmatch(ts) else parse_time(ts)
+
+
+FIELD_KEYS = {
+    "kind": "kind",
+    "decision_id": "decision_id",
+    "check": "check",
+    "outcome": "outcome",
+    "session_id": "session_id",
+    "policy_name": "name",
+    "policy_version": "version",
+    "policy_digest": "digest",
+}
+
+
+def line_marker(name: str, value: str) -> bytes | None:
+    """``"key":"value"`` as it appears in a canonical line holding that field's value, or None
+    when the record versions spell it differently (beyond printable ASCII: escaped in version 1,
+    UTF-8 in version 2; such a filter is applied to parsed records only)."""
+    if not _printable(value):
+        return None
+    return canonical_record({FIELD_KEYS[name]: value})[1:-1]
+
+
+def value_marker(value: str) -> bytes | None:
+    """A string value as it appears anywhere in a canonical line (None, as for
+    :func:`line_marker`, when versions spell it differently)."""
+    if not _printable(value):
+        return None
+    return json.dumps(value, ensure_ascii=True).encode("ascii")
+
+
+def _printable(value: str) -> bool:
+    return value.isascii() and value.isprintable()
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,18 +108,18 @@ class RecordFilter:
     def markers(self) -> list[bytes]:
         """Substrings every matching line contains, ``decision`` and ``pass`` lines alike."""
         found = [
-            auditlog.line_marker(name, value)
+            line_marker(name, value)
             for name in self._FIELDS
             if name != "decision_id" and (value := getattr(self, name)) is not None
         ]
         if self.decision_id is not None:
             # A pass's decisions are <pass_id>-<index>: the line holds the pass id.
             pass_id, dash, _ = self.decision_id.rpartition("-")
-            found.append(auditlog.value_marker(pass_id if dash else self.decision_id))
+            found.append(value_marker(pass_id if dash else self.decision_id))
         if self.reason is not None:
-            found.append(auditlog.value_marker(self.reason))
+            found.append(value_marker(self.reason))
         if self.subject is not None and not self.subject.isdigit():
-            found.append(auditlog.value_marker(self.subject))
+            found.append(value_marker(self.subject))
         return [marker for marker in found if marker is not None]
 
     def matches(self, record: dict[str, Any]) -> bool:

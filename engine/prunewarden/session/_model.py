@@ -38,7 +38,7 @@ from prunewarden.inputs import (
     parse_plan,
     parse_request,
 )
-from prunewarden.planner import PassLog, Plan, plan_pass
+from prunewarden.planner import PassLog, Plan, RecordPass, plan_pass
 from prunewarden.policy import Policy
 from prunewarden.session._registry import SessionRegistry
 from prunewarden.session._state import (
@@ -74,22 +74,6 @@ class DecideRequest(Protocol):
         from_session: bool = False,
         in_pass: PassLog | None = None,
     ) -> Decision: ...
-
-
-class RecordPass(Protocol):
-    """How a session ends a planned pass: the engine logs its one record and returns the plan
-    (refused whole when the record cannot be written)."""
-
-    def __call__(  # noqa: PLR0913 - everything a pass record is made of
-        self,
-        log: PassLog,
-        plan: Plan,
-        document: Any,
-        *,
-        session_id: str | None,
-        labels: Mapping[str, str],
-        from_session: bool,
-    ) -> Plan: ...
 
 
 @dataclass(frozen=True, slots=True)
