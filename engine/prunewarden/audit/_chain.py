@@ -21,9 +21,7 @@ from typing import Any
 
 from prunewarden._json import encode_canonical
 from prunewarden.errors import AuditError
-
-#: The shortest HMAC key accepted: the size of the SHA-256 output it keys (RFC 2104, section 3).
-MIN_KEY_BYTES = 32
+from prunewarden.limits import MIN_KEY_BYTES
 
 # prev_hash of the first record of a chain.
 GENESIS = "sha256:" + "0" * 64
