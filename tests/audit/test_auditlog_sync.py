@@ -31,7 +31,7 @@ class TestSync:
             inside.set()
             release.wait(30)
 
-        monkeypatch.setattr(_log, "_sync", slow_sync)
+        monkeypatch.setattr(_log, "sync_file", slow_sync)
         syncer = threading.Thread(target=audit.sync)
         syncer.start()
         assert inside.wait(30)
@@ -49,7 +49,7 @@ class TestSync:
         syncs nothing."""
         calls: list[int] = []
         monkeypatch.setattr(_log, "BATCH_RECORDS", 3)
-        monkeypatch.setattr(_log, "_sync", calls.append)
+        monkeypatch.setattr(_log, "sync_file", calls.append)
         audit = AuditLog(tmp_path / "audit.jsonl", fsync="batch")
         engine = Engine.default(audit=audit)
         engine.evaluate(EVICTION)  # policy_activated + decision: 2 records unsynced

@@ -201,7 +201,7 @@ class AuditLog:
                 return
             fd, pending = os.dup(state.fd), state.unsynced
         try:
-            _sync(fd)
+            sync_file(fd)
         finally:
             os.close(fd)
         with self._lock:

@@ -196,11 +196,17 @@ class _Syncer:
         self._thread.start()
 
     def _run(self) -> None:
+        reported = None  # the failure last reported: a lasting one is reported once
         while not self._stop.wait(SYNC_SECONDS):
             try:
                 self._audit.sync()
-            except Exception:  # noqa: BLE001 - the syncer outlives one failed sync
-                _diagnostics.exception("audit log sync failed")
+            except Exception as exc:  # noqa: BLE001 - the syncer outlives one failed sync
+                failure = f"{type(exc).__name__}: {exc}"
+                if failure != reported:
+                    _diagnostics.warning("audit log sync failed: %s", failure)
+                reported = failure
+            else:
+                reported = None
 
     def stop(self) -> None:
         self._stop.set()
