@@ -9,9 +9,10 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -qq --upgrade pip
 
-# Installed markers: re-install when the project's metadata changes.
+# Installed markers: re-install when the project's metadata changes. The demo draws its plots
+# with the [plot] extra; the test extra pulls every optional library, so their tests run.
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -qq -e .
+	$(BIN)/python -m pip install -qq -e '.[plot]'
 	touch $@
 
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python

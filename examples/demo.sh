@@ -2,7 +2,7 @@
 # `make demo`: replay the recorded sessions in examples/traces/ (the source documents'
 # observations and healthy sessions) under the default policy, show what a looser candidate policy
 # would change, walk a deployment's policies (overlays, a shadow candidate, a refused overlay), and
-# review the audit log.
+# review the audit log. The replayed traces are also drawn, one PNG each, into .demo/plots/.
 set -u
 mkdir -p .demo
 audit=.demo/audit.jsonl
@@ -13,10 +13,11 @@ prunewarden validate policies/*.yaml examples/policies/*.yaml || exit $?
 
 echo
 echo "== Recorded sessions replayed under policies/default.yaml"
-echo "   (one JSON line per decided event: .demo/decisions.jsonl; audit log: $audit)"
+echo "   (one JSON line per decided event: .demo/decisions.jsonl; audit log: $audit;"
+echo "   one plot per trace: .demo/plots/)"
 echo
 prunewarden replay --policy policies/default.yaml --decisions .demo/decisions.jsonl \
-    --audit-log "$audit" examples/traces/*.jsonl || exit $?
+    --audit-log "$audit" --plot .demo/plots examples/traces/*.jsonl || exit $?
 
 echo
 echo "== What examples/policies/loose-candidate.yaml would change (exit 1 fails a CI gate)"
@@ -64,6 +65,6 @@ prunewarden validate "$deploy/replay.yaml"
 [ $? -eq 3 ] || exit 1
 
 echo
-echo "== The audit log: its hash chain, and what it recorded"
+echo "== The audit log: its hash chain, and what it recorded (drawn per day: .demo/plots/)"
 prunewarden audit verify "$audit" || exit $?
-prunewarden audit report "$audit" || exit $?
+prunewarden audit report --plot .demo/plots/audit-report.png "$audit" || exit $?
