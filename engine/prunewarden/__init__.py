@@ -25,7 +25,7 @@ from prunewarden.errors import (
 )
 from prunewarden.planner import Plan
 from prunewarden.policy import Policy, load_builtin_policy, load_policy, parse_policy
-from prunewarden.reload import ReloadingEngine, ReloadResult
+from prunewarden.reload import ReloadingEngine, ReloadResult, ReloadStatus
 from prunewarden.session import Session
 
 __all__ = [
@@ -45,6 +45,7 @@ __all__ = [
     "RefusedError",
     "RelevanceCollapseError",
     "ReloadResult",
+    "ReloadStatus",
     "ReloadingEngine",
     "Session",
     "ShadowResult",

@@ -29,11 +29,11 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, Literal, Self
 
 from prunewarden._identity import PolicyIdentity
 from prunewarden.audit import get_logger, log_policy_reload_failed, log_policy_reloaded
-from prunewarden.decision import Decision
+from prunewarden.decision import Decision, utc_now
 from prunewarden.engine import Engine
 from prunewarden.errors import PolicyError
 from prunewarden.planner import Plan
@@ -55,6 +55,45 @@ class ReloadResult:
     changed: bool
     policy: PolicyIdentity
     problems: tuple[str, ...] = ()
+
+
+ReloadOutcome = Literal["reloaded", "unchanged", "failed"]
+
+
+@dataclass(frozen=True, slots=True)
+class ReloadStatus:
+    """How a :class:`ReloadingEngine` stands, for a health check: the policy (and shadow) in
+    force and since when, the last reload that looked at changed files (when, and whether it
+    swapped a new snapshot in, found the same content, or kept the old policy because of
+    ``problems``), and whether the files are being polled.
+
+    ``healthy`` is false while the files on disk are not the policy in force: the last reload
+    failed, and its problems say why.
+    """
+
+    policy: PolicyIdentity
+    shadow: PolicyIdentity | None
+    in_force_since: str
+    last_reload_at: str | None
+    last_reload: ReloadOutcome | None
+    problems: tuple[str, ...]
+    polling: bool
+
+    @property
+    def healthy(self) -> bool:
+        return self.last_reload != "failed"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "healthy": self.healthy,
+            "policy": self.policy.to_dict(),
+            "shadow": self.shadow.to_dict() if self.shadow is not None else None,
+            "in_force_since": self.in_force_since,
+            "last_reload_at": self.last_reload_at,
+            "last_reload": self.last_reload,
+            "problems": list(self.problems),
+            "polling": self.polling,
+        }
 
 
 class _ChangedWhileReadingError(Exception):
@@ -103,6 +142,15 @@ class ReloadingEngine:
         self._reported: dict[str, dict[str, _Signature]] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._status = ReloadStatus(
+            self._engine.policy.identity,
+            candidate.identity if candidate is not None else None,
+            utc_now(),
+            None,
+            None,
+            (),
+            polling=False,
+        )
         if interval > 0:
             self.start()
 
@@ -151,11 +199,11 @@ class ReloadingEngine:
         force. Never raises for a bad policy: the result says what happened."""
         for _ in range(_ATTEMPTS):
             try:
-                return self._reload(self._signatures())
+                return self._noted(self._reload(self._signatures()))
             except _ChangedWhileReadingError:
                 continue
         message = "the policy files kept changing while they were read; try again"
-        return ReloadResult(False, self.policy.identity, (message,))
+        return self._noted(ReloadResult(False, self.policy.identity, (message,)))
 
     def poll(self) -> ReloadResult | None:
         """One look at the files, as the background thread takes it: None when nothing changed
@@ -168,9 +216,42 @@ class ReloadingEngine:
             self._pending = signatures  # changed since the last look: let the writer finish
             return None
         try:
-            return self._reload(signatures)
+            return self._noted(self._reload(signatures))
         except _ChangedWhileReadingError:
             return None  # the next look sees the new signatures
+        except Exception as exc:
+            problem = f"the reload failed ({type(exc).__name__}: {exc})"
+            self._noted(ReloadResult(False, self.policy.identity, (problem,)))
+            raise
+
+    def status(self) -> ReloadStatus:
+        """The policy in force, the last reload and its problems: what a health check reads."""
+        polling = self._thread is not None and self._thread.is_alive()
+        status = self._status
+        return ReloadStatus(
+            status.policy,
+            status.shadow,
+            status.in_force_since,
+            status.last_reload_at,
+            status.last_reload,
+            status.problems,
+            polling=polling,
+        )
+
+    def _noted(self, result: ReloadResult) -> ReloadResult:
+        """Keep what a reload did for :meth:`status` (one assignment: readers never see half)."""
+        engine = self._engine
+        shadow = engine.shadow.policy.identity if engine.shadow is not None else None
+        now = utc_now()
+        previous = self._status
+        outcome: ReloadOutcome = (
+            "failed" if result.problems else "reloaded" if result.changed else "unchanged"
+        )
+        since = now if result.changed else previous.in_force_since
+        self._status = ReloadStatus(
+            engine.policy.identity, shadow, since, now, outcome, result.problems, polling=False
+        )
+        return result
 
     def start(self) -> None:
         """Start polling in a daemon thread (done by the constructor unless ``interval`` is 0)."""
