@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any, Self
@@ -12,8 +13,10 @@ from typing import IO, Any, Self
 import pytest
 import structlog
 from prunewarden import AuditLog, Engine, PolicyError, load_policy, parse_policy
+from prunewarden._files import open_regular
 from prunewarden.cli._main import run
 from prunewarden.guards import GUARDS, Guard
+from prunewarden.policy import _build as policy_build
 from structlog.testing import capture_logs
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -75,7 +78,7 @@ class TestGuardFaults:
     @pytest.mark.usefixtures("raising_eviction")
     def test_a_guard_that_raises_refuses(self) -> None:
         """The decision is an enforced deny with internal_error, logged like any other."""
-        engine = Engine.default()
+        engine = Engine.default(logger=structlog.get_logger())
         with capture_logs() as logs:
             decision = engine.evaluate(eviction("bad"))
         assert (decision.outcome, decision.enforced, decision.codes) == (
@@ -90,7 +93,7 @@ class TestGuardFaults:
     @pytest.mark.usefixtures("raising_eviction")
     def test_one_raising_segment_in_a_pass(self) -> None:
         """In a pass, only the segment whose guard raised is refused; every one is logged."""
-        engine = Engine.default()
+        engine = Engine.default(logger=structlog.get_logger())
         with capture_logs() as logs:
             decisions = engine.authorize_evictions([item("a"), item("bad"), item("c")])
         assert [d.codes for d in decisions] == [
@@ -198,14 +201,14 @@ class TestPolicyReplacedMidRead:
     def _race(
         self, monkeypatch: pytest.MonkeyPatch, path: Path, replace: Callable[[], object]
     ) -> None:
-        real_open = Path.open
+        real_open = open_regular
 
-        def racing_open(self: Path, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
-            if self == path and mode == "rb":
-                return _ReplacedWhileRead(self, replace)
-            return real_open(self, mode, *args, **kwargs)
+        def racing_open(name: str | os.PathLike[str]) -> Any:
+            if Path(name) == path:
+                return _ReplacedWhileRead(path, replace)
+            return real_open(name)
 
-        monkeypatch.setattr(Path, "open", racing_open)
+        monkeypatch.setattr(policy_build, "open_regular", racing_open)
 
     def test_rewritten_in_place_is_refused(
         self, monkeypatch: pytest.MonkeyPatch, policy_path: Path
@@ -249,7 +252,7 @@ class TestPolicyReplacedMidRead:
 
     def test_an_engine_keeps_the_policy_it_was_built_with(self, policy_path: Path) -> None:
         """Replacing the file does not change an engine already running on it."""
-        engine = Engine.from_file(policy_path)
+        engine = Engine.from_file(policy_path, logger=structlog.get_logger())
         policy_path.write_text(NEW, encoding="utf-8")
         with capture_logs() as logs:
             decision = engine.evaluate(eviction())

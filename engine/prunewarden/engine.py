@@ -1,9 +1,16 @@
-"""The engine: one compiled policy, documents in, logged decisions out."""
+"""The engine: one compiled policy, documents in, logged decisions out.
+
+Silent until its caller chooses a sink: records go to an :class:`AuditLog`, a structlog logger or
+a decision hook the caller passed, and nowhere else. Diagnostics (a hook that raised, an optional
+audit log that failed) go to the standard ``logging`` logger ``prunewarden``, which has only a
+``NullHandler`` until the application configures logging.
+"""
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Mapping
+import logging
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -12,41 +19,45 @@ from prunewarden.audit import (
     AuditLog,
     DecisionContext,
     decision_record,
-    get_logger,
     input_digest,
     log_decision,
     subject_of,
     texts_of,
 )
 from prunewarden.decision import Decision, Reason, Verdict
-from prunewarden.errors import (
-    InputError,
-    Problem,
-    RefusedError,
-    RelevanceCollapseError,
-    StaleScoreError,
-    UntrustedEvictionError,
-)
+from prunewarden.errors import REFUSALS, InputError, Problem
 from prunewarden.inputs import Check, Request, parse_evictions, parse_plan, parse_request
 from prunewarden.pipeline import Pipeline, Shadow, compile_policy
 from prunewarden.planner import Plan
 from prunewarden.policy import Policy, load_builtin_policy, load_policy
 from prunewarden.rules import DEFAULT_CACHE_SIZE
-from prunewarden.session import Session
+from prunewarden.session import (
+    Binder,
+    Session,
+    SessionBinding,
+    SessionRegistry,
+    SessionStore,
+)
 
-_REFUSALS: dict[str, type[RefusedError]] = {
-    "collapse": RelevanceCollapseError,
-    "eviction": UntrustedEvictionError,
-    "staleness": StaleScoreError,
-}
+_diagnostics = logging.getLogger("prunewarden")
+
+# Called with every decision and its audit record (whatever the sink); what it returns is ignored.
+DecisionHook = Callable[[Decision, Mapping[str, Any]], object]
 
 
 class Engine:
     """Evaluates input documents against one policy and logs every decision it makes.
 
     Records go to ``audit`` (an :class:`AuditLog`: a chained, locked file or a stream) when one is
-    given, else to the structlog ``logger`` (by default the ``prunewarden`` logger the embedding
-    application configured).
+    given, else to the structlog ``logger`` when one is given (``audit.get_logger()`` is the
+    ``prunewarden`` logger of the application's structlog configuration), else nowhere. Each
+    ``on_decision`` hook (a callable, or several) receives every decision and its record,
+    whatever the sink; a hook that raises is reported to ``logging.getLogger("prunewarden")``
+    and never changes a decision.
+
+    ``store`` (a :class:`~prunewarden.session.SessionStore`) keeps the state of every session
+    :meth:`session` opens, and a stateless call naming a session id is refused while the live
+    session or the store holds that session halted (``pruning_halted``).
 
     With ``shadow``, a candidate policy decides every request too; what it decided is recorded
     beside the decision and never changes it (see :mod:`prunewarden.pipeline`).
@@ -55,7 +66,7 @@ class Engine:
     audit log serializes its writers.
     """
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 - each setting is independent and keyword-only
         self,
         policy: Policy,
         *,
@@ -63,10 +74,19 @@ class Engine:
         rule_cache_size: int = DEFAULT_CACHE_SIZE,
         audit: AuditLog | None = None,
         shadow: Policy | None = None,
+        on_decision: DecisionHook | Iterable[DecisionHook] | None = None,
+        store: SessionStore | None = None,
+        sessions: SessionRegistry | None = None,
     ) -> None:
         self.policy = policy
         self._pipelines = compile_policy(policy, rule_cache_size=rule_cache_size)
-        self._logger = logger if logger is not None else get_logger()
+        self._logger = logger
+        self._hooks: tuple[DecisionHook, ...] = _hooks(on_decision)
+        # Live sessions and the store, shared with the engines that replace this one on reload.
+        self.sessions = sessions if sessions is not None else SessionRegistry(store)
+        if store is not None:
+            self.sessions.store = store
+        self.session_binding = SessionBinding(policy, self._decide, self._write_record)
         self.audit = audit
         if audit is not None:
             audit.add_policy(policy)
@@ -104,11 +124,50 @@ class Engine:
         check, request = parse_request(data, self.policy.spec.scores, filename=filename, text=text)
         return self._decide(check, request, data, session_id=session_id, labels=labels)
 
-    def session(self, session_id: str, labels: Mapping[str, str] | None = None) -> Session:
+    def session(
+        self,
+        session_id: str,
+        labels: Mapping[str, str] | None = None,
+        *,
+        state: Mapping[str, Any] | None = None,
+        store: SessionStore | None = None,
+    ) -> Session:
         """A stateful view for one agent session: feed it cycles and turns as they happen, ask it
-        to authorize, prune and plan with the history it kept (bounded by the policy)."""
+        to authorize, prune and plan with the history it kept (bounded by the policy).
+
+        ``state`` (a ``Session.state()`` snapshot) restores a session; ``store`` (else the
+        engine's) loads the session's saved state, or creates it, and saves every change. A state
+        kept under another policy is carried over where this policy's windows can use it (one
+        ``session_rebound`` record); otherwise :class:`SessionStateError` says what cannot be.
+        """
+        return self.open_session(session_id, labels, state=state, store=store)
+
+    def open_session(
+        self,
+        session_id: str,
+        labels: Mapping[str, str] | None = None,
+        *,
+        state: Mapping[str, Any] | None = None,
+        store: SessionStore | None = None,
+        bind: Binder | None = None,
+    ) -> Session:
+        """:meth:`session`, deciding through ``bind`` (a callable returning the binding in force:
+        a ``ReloadingEngine`` passes its own, so that the session follows reloads)."""
         _check_caller_fields(session_id, labels)
-        return Session(self.policy, self._decide, session_id, dict(labels or {}))
+        store = store if store is not None else self.sessions.store
+        binder: Binder = bind if bind is not None else self._bound
+        if state is None and store is not None:
+            state = store.load(session_id)
+        session = Session(
+            binder, session_id, dict(labels or {}), store=store, registry=self.sessions
+        )
+        if state is not None:
+            session.restore(state, keep_labels=labels is not None)
+        session.save()
+        return session
+
+    def _bound(self) -> SessionBinding:
+        return self.session_binding
 
     def plan(
         self,
@@ -127,11 +186,13 @@ class Engine:
         _check_caller_fields(session_id, labels)
         data = dict(document) if isinstance(document, Mapping) else document
         request = parse_plan(data, self.policy.spec.scores, filename=filename, text=text)
+        # A session for this one pass: its decisions are stateless calls (a halted session of
+        # the same id refuses them).
         session = Session(
-            self.policy,
-            self._decide,
+            self._bound,
             session_id if session_id is not None else request.session_id,
             dict(labels if labels is not None else request.labels),
+            stateless=True,
         )
         return session.plan_request(request, data)
 
@@ -145,16 +206,22 @@ class Engine:
         labels: Mapping[str, str] | None = None,
         gate: Verdict | None = None,
         digest: str | None = None,
+        from_session: bool = False,
     ) -> Decision:
         """Decide on a validated request and log it; ``gate`` refuses without running the guard
         (pruning halted by an earlier collapse decision); ``digest``, when given, is
-        ``input_digest(data)`` computed by the caller."""
+        ``input_digest(data)`` computed by the caller. A stateless call (not ``from_session``)
+        naming a session id is gated by that session's halt."""
+        if gate is None and not from_session and session_id is not None and check != "collapse":
+            gate = self.sessions.gate(session_id, check, request)
         pipeline = self._pipelines[check]
         decision = pipeline.decide(request) if gate is None else pipeline.to_decision(gate)
         if self.shadow is not None:
             # The candidate decides the request on its own (no gate: it keeps no session).
             scores = self.policy.spec.scores
             decision = replace(decision, shadow=self.shadow.evaluate(check, request, data, scores))
+        if self.audit is None and self._logger is None and not self._hooks:
+            return decision  # no sink chosen: no record to build
         try:
             context = DecisionContext(
                 input_digest(data) if digest is None else digest,
@@ -163,6 +230,7 @@ class Engine:
                 labels or {},
                 data,
                 texts_of(request),
+                from_session,
             )
         except Exception as exc:  # noqa: BLE001 - a record that cannot be built cannot be logged
             return self._refuse_unlogged(pipeline, decision, exc)
@@ -182,7 +250,7 @@ class Engine:
         """
         decision = self.evaluate(document, session_id=session_id, labels=labels)
         if decision.blocks:
-            raise _REFUSALS[decision.check](decision)
+            raise REFUSALS[decision.check](decision)
         return decision
 
     def detect_collapse(
@@ -294,19 +362,39 @@ class Engine:
                 masks,
                 shadow_policy=(self.shadow.policy if self.shadow else None),
             )
-            log_decision(audit.logger if audit is not None else self._logger, record)
-        except Exception as exc:
+            sink = audit.logger if audit is not None else self._logger
+            if sink is not None:
+                log_decision(sink, record)
+        except Exception as exc:  # noqa: BLE001 - a sink that fails refuses, or is reported
             if audit is not None and not audit.required:
                 with contextlib.suppress(Exception):
-                    self._logger.exception(
-                        "audit_write_failed",
-                        sink=audit.name,
-                        error=f"{type(exc).__name__}: {exc}",
-                        decision_id=decision.decision_id,
+                    _diagnostics.warning(
+                        "audit_write_failed: sink %s, decision %s: %s: %s",
+                        audit.name,
+                        decision.decision_id,
+                        type(exc).__name__,
+                        exc,
                     )
                 return decision
             return self._refuse_unlogged(pipeline, decision, exc, context)
+        self._notify(decision, record)
         return decision
+
+    def _notify(self, decision: Decision, record: Mapping[str, Any]) -> None:
+        """Hand a decision and its record to every hook; a hook that raises is reported and
+        changes nothing."""
+        for hook in self._hooks:
+            try:
+                hook(decision, record)
+            except Exception:  # noqa: BLE001 - a hook never changes a decision
+                with contextlib.suppress(Exception):
+                    _diagnostics.exception("on_decision hook %r raised", hook)
+
+    def _write_record(self, record: dict[str, Any]) -> None:
+        """Write a record that is not a decision (``session_rebound``) to the sink, if any."""
+        sink = self.audit.logger if self.audit is not None else self._logger
+        if sink is not None:
+            log_decision(sink, record)
 
     def _refuse_unlogged(
         self,
@@ -330,8 +418,21 @@ class Engine:
                     self.policy,
                     shadow_policy=(self.shadow.policy if self.shadow else None),
                 )
-                log_decision(self.audit.logger if self.audit else self._logger, record)
+                self._notify(refusal, record)
+                self._write_record(record)
         return refusal
+
+
+def _hooks(on_decision: DecisionHook | Iterable[DecisionHook] | None) -> tuple[DecisionHook, ...]:
+    if on_decision is None:
+        return ()
+    if callable(on_decision):
+        return (on_decision,)
+    hooks = tuple(on_decision)
+    if not all(callable(hook) for hook in hooks):
+        msg = "on_decision takes a callable or an iterable of callables"
+        raise TypeError(msg)
+    return hooks
 
 
 def _check_caller_fields(session_id: Any, labels: Any) -> None:

@@ -7,6 +7,10 @@ was judged against a segment this pass already evicts (or that such a segment wa
 against): those are unscoreable now and wait for a re-score. Each pick is authorized by the
 eviction guard; where the policy requires a tombstone the plan writes one, and the authorization
 rests on it.
+
+Each decision's candidates are the segments chosen before it and itself (a rule reading
+``candidates`` sees the pass so far); its eviction document lists them in the order chosen, so
+that a pass costs the same per segment at any size (:class:`PassCandidates`).
 """
 
 from __future__ import annotations
@@ -19,7 +23,9 @@ from prunewarden.decision import Decision
 from prunewarden.inputs import (
     CollapseRequest,
     EvictionRequest,
+    PassCandidates,
     PlanRequest,
+    Segment,
     StalenessRequest,
     WindowSegment,
 )
@@ -94,6 +100,7 @@ def _select(
     total = len(request.segments)
     chosen: list[WindowSegment] = []
     chosen_ids: set[str] = set()
+    candidates = PassCandidates()
     judged_against: set[str] = set()  # what the chosen segments' scores depend on
     tombstones: list[str] = []
     unscoreable: list[str] = []
@@ -113,12 +120,16 @@ def _select(
         needs_tombstone = require_tombstone and not seg.tombstone_written
         if needs_tombstone:
             seg = replace(seg, tombstone_written=True)  # authorized on the tombstone it writes
-        candidates = frozenset((*chosen_ids, seg.id))
-        eviction = EvictionRequest(seg, window.score, window.perturbed_score, candidates)
-        decision = session.decide("eviction", eviction, _eviction_document(window, candidates))
+        offered = candidates.offer(seg.id)
+        eviction = EvictionRequest(seg, window.score, window.perturbed_score, offered)
+        item = _eviction_item(seg, window)
+        document = {"check": "eviction", **item, "eviction_candidates": candidates.ids}
+        decision = session.decide("eviction", eviction, document, digest=candidates.digest(item))
         decisions.append(decision)
         if decision.blocks:
+            candidates.withdraw()
             continue
+        candidates.keep()
         chosen.append(window)
         chosen_ids.add(seg.id)
         judged_against.update(seg.score_dependencies)
@@ -175,11 +186,9 @@ def _staleness_request(request: PlanRequest) -> StalenessRequest:
     )
 
 
-def _eviction_document(window: WindowSegment, candidates: frozenset[str]) -> dict[str, Any]:
-    """The eviction document this decision stands for, as its audit record digests it."""
-    seg = window.segment
+def _eviction_item(seg: Segment, window: WindowSegment) -> dict[str, Any]:
+    """The eviction document a decision stands for, without ``check`` and the candidates."""
     return {
-        "check": "eviction",
         "segment": {
             "id": seg.id,
             "kind": seg.kind,
@@ -192,5 +201,4 @@ def _eviction_document(window: WindowSegment, candidates: frozenset[str]) -> dic
         },
         "score": window.score,
         "perturbed_score": window.perturbed_score,
-        "eviction_candidates": sorted(candidates),
     }

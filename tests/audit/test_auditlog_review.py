@@ -440,7 +440,7 @@ class TestEvaluateOptions:
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         """With $PRUNEWARDEN_AUDIT_KEY set, evaluate seals records with it and verify checks."""
-        monkeypatch.setenv("PRUNEWARDEN_AUDIT_KEY", "k3y")
+        monkeypatch.setenv("PRUNEWARDEN_AUDIT_KEY", "k3y-" + "0" * 28)
         log = tmp_path / "audit.jsonl"
         cli(
             "evaluate",

@@ -6,6 +6,7 @@ from collections import OrderedDict
 from typing import Any
 
 import pytest
+import structlog
 from _support.generators import ids, scores_in_range
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -47,7 +48,8 @@ def summary(decision: Decision) -> tuple[Any, ...]:
 
 @pytest.fixture(scope="module")
 def engine() -> Engine:
-    return Engine.default()
+    """Records go to the structlog logger, where capture_logs() sees them."""
+    return Engine.default(logger=structlog.get_logger())
 
 
 ITEM: dict[str, Any] = {

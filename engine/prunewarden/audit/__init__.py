@@ -17,6 +17,7 @@ from prunewarden.audit._record import (
     log_decision,
     log_policy_reload_failed,
     log_policy_reloaded,
+    session_rebound_record,
     subject_of,
     texts_of,
 )
@@ -59,6 +60,7 @@ __all__ = [
     "report",
     "rotated_files",
     "seal",
+    "session_rebound_record",
     "sql",
     "subject_of",
     "texts_of",

@@ -12,9 +12,15 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import os
 import re
 from collections.abc import Mapping
 from typing import Any
+
+from prunewarden.errors import AuditError
+
+#: The shortest HMAC key accepted: the size of the SHA-256 output it keys (RFC 2104, section 3).
+MIN_KEY_BYTES = 32
 
 # prev_hash of the first record of a chain.
 GENESIS = "sha256:" + "0" * 64
@@ -65,3 +71,22 @@ def parse_record(line: bytes) -> dict[str, Any] | None:
     if not isinstance(record, dict) or not isinstance(record.get("hash"), str):
         return None
     return record
+
+
+def key_from_env(env: str | None) -> bytes | None:
+    """The HMAC key in the environment variable ``env`` (None: an unkeyed log); raises
+    :class:`AuditError` when it is unset, empty or shorter than ``MIN_KEY_BYTES``."""
+    if env is None:
+        return None
+    value = os.environ.get(env, "")
+    if not value:
+        msg = f"keyed audit log: the environment variable {env} is not set or empty"
+        raise AuditError(msg)
+    key = value.encode("utf-8")
+    if len(key) < MIN_KEY_BYTES:
+        msg = (
+            f"keyed audit log: the key in {env} is {len(key)} bytes; at least {MIN_KEY_BYTES} "
+            "are needed"
+        )
+        raise AuditError(msg)
+    return key

@@ -6,7 +6,7 @@ policies this file has activated), and writes its records with one ``write`` cal
 so records never interleave and the chain stays whole. Rotation happens under the same lock: the
 file is hard-linked to ``NAME.000001`` (the next free number) and a fresh file, already locked, is
 renamed over ``NAME``; its first record is a ``log_rotated`` header chained to the last record of
-the file it continues.
+the file it continues. A FIFO or a character device is a stream instead (``_pipe``).
 
 A writer killed mid-write leaves a line that is not a record. The next writer ends that line and
 writes a ``write_recovered`` record naming its length and hash, then goes on: the chain runs
@@ -31,7 +31,8 @@ from typing import IO, Any, Literal, Self
 import structlog
 
 from prunewarden.audit import _record as auditlog
-from prunewarden.audit._chain import GENESIS, seal
+from prunewarden.audit._chain import GENESIS, is_keyed, key_from_env, seal
+from prunewarden.audit._pipe import PipeWriter, is_stream_device
 from prunewarden.audit._reading import scan_appended
 from prunewarden.audit._redaction import DEFAULT_MASKS, parse_masks
 from prunewarden.audit._rotation import next_sequence
@@ -58,8 +59,10 @@ class AuditLog:
     (``audit_unavailable``); otherwise the failure is reported through structlog and the
     decision stands. ``inputs``: ``None`` (the default) logs no input document; ``True`` logs it
     with segment and span text erased; a list of JSON pointers logs it with exactly those erased.
-    ``hmac_key_env``: the name of an environment variable holding a key; records are then sealed
-    with HMAC-SHA-256, so whoever can write the file cannot recompute the chain.
+    ``hmac_key_env``: the name of an environment variable holding a key of at least
+    ``MIN_KEY_BYTES`` bytes; records are then sealed with HMAC-SHA-256, so whoever can write the
+    file cannot recompute the chain. A sink without a key refuses to append to a file whose
+    records are keyed.
     ``max_bytes``: rotate before a file would grow past this size (``None``: never).
     """
 
@@ -83,12 +86,15 @@ class AuditLog:
         self.required = required
         self.max_bytes = max_bytes
         self.masks: tuple[str, ...] | None = _masks(inputs)
-        self._hmac_key = _key(hmac_key_env)
+        self._hmac_key = key_from_env(hmac_key_env)
         self.path: Path | None = None
         self._stream: IO[str] | None = None
+        self._pipe: PipeWriter | None = None
         if isinstance(target, str | os.PathLike):
             if os.fspath(target) == "-":
                 self._stream = sys.stdout
+            elif is_stream_device(Path(target)):
+                self._pipe = PipeWriter(Path(target))
             else:
                 self.path = Path(target)
         else:
@@ -118,6 +124,8 @@ class AuditLog:
 
     @property
     def name(self) -> str:
+        if self._pipe is not None:
+            return str(self._pipe.path)
         return str(self.path) if self.path is not None else getattr(self._stream, "name", "-")
 
     def add_policy(self, policy: Policy) -> None:
@@ -127,10 +135,18 @@ class AuditLog:
             self._policies.setdefault(policy.digest, auditlog.policy_activated_record(policy))
 
     def open(self) -> None:
-        """Open (creating it) and lock-check the file now, instead of at the first record.
+        """Open (creating it) and lock-check the file, or open the FIFO, now instead of at the
+        first record.
 
         Raises :class:`AuditError` when it cannot be written.
         """
+        if self._pipe is not None:
+            with self._lock:
+                try:
+                    self._pipe.open()
+                except OSError as exc:
+                    raise self._error(exc) from None
+            return
         if self.path is None:
             return
         with self._lock:
@@ -147,7 +163,9 @@ class AuditLog:
         """
         with self._lock:
             try:
-                if self.path is None:
+                if self._pipe is not None:
+                    self._write_pipe(self._pipe, record)
+                elif self.path is None:
                     self._write_stream(record)
                 else:
                     self._write_file(record)
@@ -160,6 +178,8 @@ class AuditLog:
     def close(self) -> None:
         """Sync what ``batch`` left unsynced and close the file."""
         with self._lock:
+            if self._pipe is not None:
+                self._pipe.close()
             state, self._file = self._file, None
             if state is None or state.pid != os.getpid():
                 return
@@ -179,12 +199,23 @@ class AuditLog:
         stream.flush()
         self._chain.advance(last, activated)
 
+    def _write_pipe(self, pipe: PipeWriter, record: dict[str, Any]) -> None:
+        pipe.finish(self._chain.advance)  # sealed after what a reader has whole, or not at all
+        data, last, activated = self._seal(self._chain, self._with_activation(self._chain, record))
+        pipe.send(data, last, activated, self._chain.advance)
+
     # --- files ---------------------------------------------------------------------------------
 
     def _write_file(self, record: dict[str, Any]) -> None:
         state = self._acquire()
         try:
             torn = self._catch_up(state)
+            if self._hmac_key is None and is_keyed(state.chain.last):
+                msg = (
+                    f"cannot write audit log {self.name}: its records are keyed (HMAC), and "
+                    "unkeyed records after them would fail its verification; give the key"
+                )
+                raise AuditError(msg)
             if torn:
                 self._append(state, [auditlog.write_recovered_record(torn)])
             records = self._with_activation(state.chain, record)
@@ -224,8 +255,9 @@ class AuditLog:
             os.close(state.fd)
             self._file = state = None
 
-    def _catch_up(self, state: _FileState) -> list[bytes]:
-        """Read what other writers appended since our last write; return torn lines to recover.
+    def _catch_up(self, state: _FileState) -> list[dict[str, Any]]:
+        """Read what other writers appended since our last write; return the torn lines to
+        recover (their lengths and hashes).
 
         Ends a torn last line with a newline, so that our records start on a line of their own.
         """
@@ -237,7 +269,7 @@ class AuditLog:
         scan = scan_appended(state.fd, state.size, size, state.chain.last)
         state.chain.advance(scan.last_hash, scan.activated)
         state.size = size
-        if not scan.tail:
+        if scan.tail is None:
             return scan.torn
         os.write(state.fd, b"\n")
         state.size += 1
@@ -388,16 +420,6 @@ def _masks(inputs: bool | Iterable[str] | None) -> tuple[str, ...] | None:
         msg = "inputs takes a list of JSON pointers, not one string"
         raise AuditError(msg)
     return parse_masks(inputs)
-
-
-def _key(env: str | None) -> bytes | None:
-    if env is None:
-        return None
-    value = os.environ.get(env, "")
-    if not value:
-        msg = f"keyed audit log: the environment variable {env} is not set or empty"
-        raise AuditError(msg)
-    return value.encode("utf-8")
 
 
 def _identity(stat: os.stat_result) -> tuple[int, int]:

@@ -4,13 +4,15 @@ A record is one JSON object on one line, described by ``schemas/audit-record.v1.
 ``kind`` says what happened: a ``decision``; a ``policy_activated`` record holding the full
 canonical policy, written before the first decision under that policy's digest in each log file; a
 ``policy_reload_failed``; a ``log_rotated`` header at the top of a file that continues a rotated
-one; a ``write_recovered`` record after the remains of an interrupted write.
+one; a ``write_recovered`` record after the remains of an interrupted write; a ``session_rebound``
+when a session moves to a reloaded policy.
 
 Records are chained: ``_chain`` seals a record into its line, adding ``prev_hash`` and ``hash``.
 What keeps segment and span text out of a record is in ``_redaction``.
 
-Library code never configures structlog: decisions without an audit sink go to the logger the
-embedding application configured (:func:`get_logger`), with the same fields minus the chain.
+Library code never configures structlog, and writes nowhere on its own: decisions go to the audit
+sink or the structlog logger the caller passed (:func:`get_logger` names the ``prunewarden``
+logger), with the same fields minus the chain.
 """
 
 from __future__ import annotations
@@ -40,7 +42,15 @@ POLICY_ACTIVATED = "policy_activated"
 POLICY_RELOAD_FAILED = "policy_reload_failed"
 LOG_ROTATED = "log_rotated"
 WRITE_RECOVERED = "write_recovered"
-KINDS = (DECISION, POLICY_ACTIVATED, POLICY_RELOAD_FAILED, LOG_ROTATED, WRITE_RECOVERED)
+SESSION_REBOUND = "session_rebound"
+KINDS = (
+    DECISION,
+    POLICY_ACTIVATED,
+    POLICY_RELOAD_FAILED,
+    LOG_ROTATED,
+    WRITE_RECOVERED,
+    SESSION_REBOUND,
+)
 
 # Substrings a canonical record line contains, for cheap scans before parsing.
 ACTIVATION_MARKER = b'"kind":"policy_activated"'
@@ -65,6 +75,8 @@ class DecisionContext:
     document: Any = None
     # The request's segment and span text: never logged, only kept out of rule messages.
     texts: tuple[str, ...] = ()
+    # Decided by a Session (with its history), not by a stateless engine call.
+    from_session: bool = False
 
 
 def input_digest(document: Any) -> str:
@@ -135,6 +147,7 @@ def decision_record(
         "actions": [action.to_dict() for action in decision.actions],
         "subject": context.subject,
         "session_id": context.session_id,
+        "from_session": context.from_session,
         "labels": dict(context.labels),
         "policy": policy_fields(policy),
         "engine_version": decision.engine_version,
@@ -193,15 +206,38 @@ def policy_reload_failed_record(
     )
 
 
+def session_rebound_record(  # noqa: PLR0913 - the two identities and what carried over
+    session_id: str | None,
+    labels: Mapping[str, str],
+    previous: PolicyIdentity,
+    policy: Policy,
+    *,
+    kept: Iterable[str],
+    dropped: Mapping[str, str],
+) -> dict[str, Any]:
+    """A session moved from the ``previous`` policy to ``policy`` (a reload, or a state restored
+    under another policy): which parts of its history it ``kept``, and why it ``dropped`` the
+    others."""
+    return _event(
+        SESSION_REBOUND,
+        session_id=session_id,
+        labels=dict(labels),
+        previous_policy=previous.to_dict(),
+        policy=policy_fields(policy),
+        kept=list(kept),
+        dropped=dict(dropped),
+    )
+
+
 def log_rotated_record(previous_file: str, sequence: int) -> dict[str, Any]:
     """The header of a file that continues the chain of ``previous_file``."""
     return _event(LOG_ROTATED, rotation={"previous_file": previous_file, "sequence": sequence})
 
 
-def write_recovered_record(torn: Iterable[bytes]) -> dict[str, Any]:
+def write_recovered_record(torn: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """Follows the remains of interrupted writes (lines that are not records), naming each by
-    length and hash so a verifier can tell them from lines inserted later."""
-    return _event(WRITE_RECOVERED, torn=[torn_fields(line) for line in torn])
+    length and hash (``torn_fields``) so a verifier can tell them from lines inserted later."""
+    return _event(WRITE_RECOVERED, torn=[dict(fields) for fields in torn])
 
 
 def torn_fields(line: bytes) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from typing import IO, Any
 
 from prunewarden._identity import PolicyIdentity
 from prunewarden.cli._jobs import Runner, progress_for
+from prunewarden.cli._policy import base_dirs
 from prunewarden.cli._replay import (
     add_plot_option,
     add_run_options,
@@ -62,7 +63,8 @@ def add_diff(commands: Any) -> None:
 
 
 def run_diff(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
-    base, candidate = policy_or_default(args.base), policy_or_default(args.candidate)
+    bases = base_dirs(args)
+    base, candidate = policy_or_default(args.base, bases), policy_or_default(args.candidate, bases)
     identities = (base.identity, candidate.identity)
     check_plot_target(args.plot)
     progress = progress_for(args, stderr, "diff", args.traces)

@@ -20,14 +20,16 @@ from prunewarden.inputs._model import (
     TurnStats,
     WindowSegment,
 )
-from prunewarden.inputs._parse import parse_plan, parse_request
-from prunewarden.inputs._passes import parse_evictions
+from prunewarden.inputs._parse import parse_plan, parse_request, refused_unchecked
+from prunewarden.inputs._passes import CandidateView, PassCandidates, parse_evictions
 
 __all__ = [
     "CHECKS",
+    "CandidateView",
     "Check",
     "CollapseRequest",
     "EvictionRequest",
+    "PassCandidates",
     "PlanRequest",
     "Request",
     "ScoreRange",
@@ -41,4 +43,5 @@ __all__ = [
     "parse_evictions",
     "parse_plan",
     "parse_request",
+    "refused_unchecked",
 ]

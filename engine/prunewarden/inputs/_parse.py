@@ -95,7 +95,7 @@ def _invalid(
     schema runs once (a large document takes seconds); positions are only computed for a
     failure.
     """
-    refused = unreadable(data) or oversized(data, definition)
+    refused = refused_unchecked(data, definition)
     if refused:
         located = _locate(data, filename, text)
         return InputError([located.problem(path, message) for path, message in refused])
@@ -109,6 +109,14 @@ def _invalid(
     problems = problems_of(errors, located)
     problems += capped((located.problem(path, message) for path, message in found), filename)
     return InputError(problems or [Problem(filename, 0, 0, "$", "invalid input document")])
+
+
+def refused_unchecked(data: Any, definition: str | None) -> list[Found]:
+    """What is refused before the schema runs: values that cannot be reported on, and lists and
+    objects over their size limit (``definition``: ``"plan"``, or None for a request). A
+    document made from another (a trace line) is pre-checked by the same rules. The sizes come
+    first: they look at a few lists, where the other walks every value."""
+    return oversized(data, definition) or unreadable(data)
 
 
 def _locate(data: Any, filename: str, text: str | None) -> Parsed:

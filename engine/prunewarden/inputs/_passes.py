@@ -1,4 +1,5 @@
-"""A whole eviction pass, validated at once: the input of :meth:`Engine.authorize_evictions`.
+"""A whole eviction pass, validated at once: the input of :meth:`Engine.authorize_evictions`;
+and the growing candidate list of a planned pass (:class:`PassCandidates`).
 
 A pruning pass asks about every segment it is about to evict, and every one of them is a candidate
 of the same pass. Asked one document at a time, the engine validates the shared candidate list
@@ -11,8 +12,10 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any
 
 from prunewarden._json import canonical_json
@@ -157,3 +160,91 @@ def _parse_exact(items: list[Any], candidates: list[Any] | None, scores: ScoreRa
 
 def _problem(path: tuple[str | int, ...], message: str) -> Problem:
     return Problem(_FILENAME, 0, 0, json_path(path), message)
+
+
+_PREFIX = '{"check":"eviction","eviction_candidates":['
+
+
+class PassCandidates:
+    """The candidates of a planned pass, pick by pick: the segments chosen so far and the one
+    offered now, in the order the pass chose them.
+
+    A pass of n picks would build, sort and digest n growing sets (quadratic); here an offer
+    costs the same whatever was chosen before. :meth:`offer` returns the candidates as a fixed
+    set view, and :attr:`ids` is the eviction document's candidate list: valid until the next
+    :meth:`keep` or :meth:`withdraw`, which is all a decision needs (it is digested, checked
+    and logged before the pass moves on). The digest is ``input_digest`` of that document, byte
+    for byte, from a hash of the chosen prefix kept running.
+    """
+
+    def __init__(self) -> None:
+        self.ids: list[str] = []
+        self._positions: dict[str, int] = {}
+        self._chosen = hashlib.sha256(_PREFIX.encode())
+        self._offered: str | None = None
+
+    def offer(self, segment_id: str) -> AbstractSet[str]:
+        """The candidates of a decision on ``segment_id``: the chosen segments and itself."""
+        self._offered = segment_id
+        self.ids.append(segment_id)
+        return CandidateView(self.ids, self._positions, len(self._positions), segment_id)
+
+    def digest(self, item: Mapping[str, Any]) -> str | None:
+        """``input_digest`` of the offered segment's document: ``item`` (its fields other
+        than ``check`` and the candidates) with the candidate list."""
+        digest = self._chosen.copy()
+        try:
+            own = canonical_json(self._offered)
+            rest = canonical_json(item)[1:]
+        except (TypeError, ValueError):
+            return None  # the engine digests the document itself, and refuses if it cannot
+        separator = "," if self._positions else ""
+        digest.update(f"{separator}{own}],{rest}".encode("utf-8", "surrogatepass"))
+        return f"sha256:{digest.hexdigest()}"
+
+    def keep(self) -> None:
+        """The offered segment is chosen: a candidate of every later decision."""
+        own, self._offered = self._offered, None
+        if own is None:
+            return
+        separator = "," if self._positions else ""
+        self._positions[own] = len(self._positions)
+        self._chosen.update(f"{separator}{canonical_json(own)}".encode("utf-8", "surrogatepass"))
+
+    def withdraw(self) -> None:
+        """The offered segment is not chosen."""
+        if self._offered is not None:
+            self.ids.pop()
+            self._offered = None
+
+
+class CandidateView(AbstractSet[str]):
+    """One decision's candidates: the first ``count`` chosen ids and its own; later picks only
+    append to the shared list, so the view never changes."""
+
+    __slots__ = ("_count", "_ids", "_own", "_positions")
+
+    def __init__(self, ids: list[str], positions: Mapping[str, int], count: int, own: str) -> None:
+        self._ids = ids
+        self._positions = positions
+        self._count = count
+        self._own = own
+
+    def __contains__(self, value: object) -> bool:
+        if value == self._own:
+            return True
+        position = self._positions.get(value) if isinstance(value, str) else None
+        return position is not None and position < self._count
+
+    def __iter__(self) -> Iterator[str]:
+        yield from islice(self._ids, self._count)
+        yield self._own
+
+    def __len__(self) -> int:
+        return self._count + 1
+
+    def __hash__(self) -> int:
+        return self._hash()
+
+    def __repr__(self) -> str:
+        return f"CandidateView({sorted(self)!r})"

@@ -20,10 +20,12 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from prunewarden._files import read_regular
 from prunewarden._identity import PolicyIdentity
 from prunewarden._schemas import schema_problems
 from prunewarden._source import Parsed, parse_yaml
 from prunewarden.errors import PolicyError, Problem
+from prunewarden.limits import MAX_POLICY_BYTES
 from prunewarden.policy._model import LockOption
 from prunewarden.policy._overlay import BUILTIN, Resolution
 
@@ -64,10 +66,11 @@ def find(policy: str | os.PathLike[str], lock: LockOption) -> Path | None:
 
 
 def read(path: str | os.PathLike[str]) -> PolicyLock:
-    """Read a lock file; raise :class:`PolicyError` if it cannot be read or is malformed."""
+    """Read a lock file (a regular file, no larger than a policy may be); raise
+    :class:`PolicyError` if it cannot be read or is malformed."""
     shown = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = read_regular(path, MAX_POLICY_BYTES).decode("utf-8")
     except OSError as exc:
         raise PolicyError([Problem(shown, 0, 0, "$", f"cannot read: {exc.strerror}")]) from None
     except UnicodeDecodeError as exc:

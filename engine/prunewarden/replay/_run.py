@@ -336,6 +336,9 @@ _R = TypeVar("_R")
 # Where a worker process sends (job index, events read, bytes read); set by _start_worker.
 _PROGRESS_QUEUE: Any = None
 _REPORT_EVERY = 0.2  # seconds between a worker's progress messages
+# How long the parent waits for the workers' last progress messages once every job is done: a
+# message put just before a job returned may still be in the queue's feeder thread.
+_LAST_REPORTS_WAIT = 10.0
 
 
 def _start_worker(progress_queue: Any) -> None:
@@ -357,11 +360,11 @@ class WorkerProgress:
         now = time.monotonic()
         if now - self.sent >= _REPORT_EVERY:
             self.sent = now
-            _PROGRESS_QUEUE.put(self.last)
+            _PROGRESS_QUEUE.put((*self.last, False))
 
     def done(self) -> None:
-        if self.last is not None:
-            _PROGRESS_QUEUE.put(self.last)
+        """The last message, always sent: the parent waits for one per job."""
+        _PROGRESS_QUEUE.put((*(self.last or (self.index, 0, 0)), True))
 
 
 def in_worker(index: int, work: Callable[[Progress | None], _R]) -> _R:
@@ -385,7 +388,8 @@ def run_jobs(
 
     Workers are spawned, not forked: a fresh interpreter inherits no locks, threads or open
     audit files from the caller. ``on_progress(index, events, bytes)`` hears from ``work``
-    through :func:`in_worker`.
+    through :func:`in_worker` (which every job must run through), the last counts of every job
+    included.
     """
     context = multiprocessing.get_context("spawn")
     progress_queue = context.Queue() if on_progress is not None else None
@@ -397,10 +401,16 @@ def run_jobs(
     ) as pool:
         futures = [pool.submit(work, job) for job in jobs]
         pending = set(futures)
+        finished = 0  # jobs whose last progress message arrived
         while pending:
             _, pending = wait(pending, timeout=_REPORT_EVERY, return_when=FIRST_COMPLETED)
-            _drain(progress_queue, on_progress)
-        _drain(progress_queue, on_progress)
+            finished += _drain(progress_queue, on_progress)
+        deadline = time.monotonic() + _LAST_REPORTS_WAIT
+        while progress_queue is not None and finished < len(jobs):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            finished += _drain(progress_queue, on_progress, wait_for=remaining)
         results = [future.result() for future in futures]
     if progress_queue is not None:
         progress_queue.close()
@@ -408,15 +418,29 @@ def run_jobs(
     return results
 
 
-def _drain(progress_queue: Any, on_progress: Callable[[int, int, int], None] | None) -> None:
+def _drain(
+    progress_queue: Any,
+    on_progress: Callable[[int, int, int], None] | None,
+    *,
+    wait_for: float = 0.0,
+) -> int:
+    """Hand every queued message to ``on_progress`` (waiting up to ``wait_for`` seconds for the
+    first); return how many were a job's last."""
     if progress_queue is None or on_progress is None:
-        return
+        return 0
+    last = 0
     while True:
         try:
-            index, events, read = progress_queue.get_nowait()
+            if wait_for > 0:
+                message = progress_queue.get(timeout=wait_for)
+                wait_for = 0.0
+            else:
+                message = progress_queue.get_nowait()
         except queue.Empty:
-            return
+            return last
+        index, events, read, final = message
         on_progress(index, events, read)
+        last += bool(final)
 
 
 def replay_in_worker(job: ReplayJob) -> TraceSummary:
