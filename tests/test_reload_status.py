@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -105,3 +106,32 @@ class TestStatus:
             "problems",
             "polling",
         }
+
+
+class TestReloadHooks:
+    def test_hooks_hear_every_reload(self, files: Path, engine: ReloadingEngine) -> None:
+        """A reload hook gets the result of each reload, failed ones included."""
+        heard: list[tuple[bool, int]] = []
+        engine.add_reload_hook(lambda result: heard.append((result.changed, len(result.problems))))
+        replace(files, VERSION_B)
+        engine.reload()
+        replace(files, INVALID)
+        engine.reload()
+        assert heard[0] == (True, 0)
+        assert heard[1][0] is False
+        assert heard[1][1] > 0
+
+    def test_a_hook_that_raises_changes_nothing(
+        self, files: Path, engine: ReloadingEngine, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """The reload stands and the failure goes to the prunewarden logger."""
+
+        def broken(result: object) -> None:
+            raise RuntimeError(result)
+
+        engine.add_reload_hook(broken)
+        replace(files, VERSION_B)
+        with caplog.at_level(logging.ERROR, logger="prunewarden"):
+            assert engine.reload().changed
+        assert engine.policy.version == "1.1.0"
+        assert "reload hook" in caplog.text

@@ -27,7 +27,7 @@ import hashlib
 import logging
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Self
@@ -101,6 +101,10 @@ class ReloadStatus:
         }
 
 
+# Called with what each reload did (also the background poller's); what it returns is ignored.
+ReloadHook = Callable[[ReloadResult], object]
+
+
 class _ChangedWhileReadingError(Exception):
     """The files changed while the chain was read: what was read may mix two versions."""
 
@@ -155,6 +159,7 @@ class ReloadingEngine:
         self._reported: dict[str, tuple[tuple[str, ...], str]] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._reload_hooks: list[ReloadHook] = []
         self._status = ReloadStatus(
             self._engine.policy.identity,
             candidate.identity if candidate is not None else None,
@@ -267,6 +272,12 @@ class ReloadingEngine:
             polling=polling,
         )
 
+    def add_reload_hook(self, hook: ReloadHook) -> None:
+        """Call ``hook`` with the result of every reload that looked at changed files (the
+        background poller's too); a hook that raises is reported to the ``prunewarden`` logger
+        and changes nothing."""
+        self._reload_hooks.append(hook)
+
     def _noted(self, result: ReloadResult) -> ReloadResult:
         """Keep what a reload did for :meth:`status` (one assignment: readers never see half)."""
         engine = self._engine
@@ -280,6 +291,12 @@ class ReloadingEngine:
         self._status = ReloadStatus(
             engine.policy.identity, shadow, since, now, outcome, result.problems, polling=False
         )
+        for hook in list(self._reload_hooks):
+            try:
+                hook(result)
+            except Exception:  # noqa: BLE001 - a hook never changes a reload
+                with contextlib.suppress(Exception):
+                    _diagnostics.exception("reload hook %r raised", hook)
         return result
 
     def start(self) -> None:
