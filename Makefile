@@ -43,8 +43,9 @@ pytest: $(VENV)/.installed-test
 # BENCH_ARGS passes options through (python -m benchmarks --help), e.g. BENCH_ARGS=--quick.
 # Then the workloads measured as whole runs: the rule cache, trace replay (500 turns x 200
 # segments: time, and peak RSS against a ten times longer trace), audit-log throughput, and one
-# pruning pass from 1k to 100k segments (the time per segment must not grow).
-bench: $(VENV)/.installed
+# pruning pass from 1k to 100k segments (the time per segment must not grow). The test extra
+# brings prometheus-client and the OpenTelemetry SDK for the observed pass.
+bench: $(VENV)/.installed-test
 	$(BIN)/python -m benchmarks $(BENCH_ARGS)
 	$(BIN)/python benchmarks/rules_cache.py
 	$(BIN)/python benchmarks/replay_scale.py
