@@ -65,6 +65,7 @@ DURATION_BUCKETS = (
 RELOAD_RESULTS = ("reloaded", "unchanged", "failed")
 AUDIT_UNAVAILABLE = "audit_unavailable"
 RULE_ERROR = "rule_error:"
+_FAILURES = (RULE_ERROR, AUDIT_UNAVAILABLE)
 
 
 class _Timings:
@@ -95,6 +96,7 @@ class DecisionMetrics(Collector):
         self._halted: set[str] = set()
         self._episodes = 0
         self._in_force: dict[str, tuple[str, str]] = {}  # policy name -> (version, digest)
+        self._last_policy: object = None  # the identity last seen: most decisions share it
         self._reloads = dict.fromkeys(RELOAD_RESULTS, 0)
         self._audit_failures = 0
         self._rule_errors: dict[str, int] = {}
@@ -125,15 +127,18 @@ class DecisionMetrics(Collector):
                 seconds = duration / 1e9
                 timings.buckets[bisect.bisect_left(DURATION_BUCKETS, seconds)] += 1
                 timings.total += seconds
-            if self._in_force.get(policy.name) != (policy.version, policy.digest):
+            if policy is not self._last_policy:
+                self._last_policy = policy
                 self._in_force[policy.name] = (policy.version, policy.digest)
             for found in reasons:
                 code = found.code
-                if code.startswith(RULE_ERROR):
+                if not code.startswith(_FAILURES):
+                    continue
+                if code == AUDIT_UNAVAILABLE:
+                    self._audit_failures += 1
+                else:
                     rule = code.removeprefix(RULE_ERROR)
                     self._rule_errors[rule] = self._rule_errors.get(rule, 0) + 1
-                elif code == AUDIT_UNAVAILABLE:
-                    self._audit_failures += 1
             shadow = decision.shadow
             if shadow is not None and not shadow.agrees_with(decision):
                 version = shadow.policy.version
@@ -164,6 +169,7 @@ class DecisionMetrics(Collector):
         policy = engine.policy
         with self._lock:
             self._in_force[policy.name] = (policy.version, policy.digest)
+            self._last_policy = None
 
     def _note_halt(self, session_id: Any, blocks: bool) -> None:
         if not isinstance(session_id, str):
