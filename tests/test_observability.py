@@ -57,13 +57,45 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         yield {
             "steps": steps,
             "text": text,
-            "records": [r for r in lines if r["kind"] == "decision"],
+            "records": [r for r in lines if r["kind"] in ("decision", "pass")],
+            "decisions": list(decisions_in(lines)),
             "spans": exporter.get_finished_spans(),
         }
     finally:
         server.shutdown()
         server.server_close()
         thread.join()
+
+
+def decisions_in(lines: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """Every decision the log records: a decision record, or one verdict of a pass record
+    (whose decision ids are the pass id and the verdict's index)."""
+    for record in lines:
+        policy = record.get("policy", {})
+        common = {
+            "policy": policy.get("name"),
+            "policy_version": policy.get("version"),
+            "session_id": record.get("session_id"),
+        }
+        if record["kind"] == "decision":
+            yield {
+                **common,
+                "decision_id": record["decision_id"],
+                "check": record["check"],
+                "outcome": record["outcome"],
+                "enforced": record["enforced"],
+                "reason": record["reasons"][0]["code"],
+            }
+        elif record["kind"] == "pass":
+            for index, verdict in enumerate(record["verdicts"]):
+                yield {
+                    **common,
+                    "decision_id": f"{record['pass_id']}-{index}",
+                    "check": verdict["check"],
+                    "outcome": verdict["outcome"],
+                    "enforced": verdict["enforced"],
+                    "reason": verdict["codes"][0],
+                }
 
 
 def samples(text: str, name: str) -> dict[tuple[tuple[str, str], ...], float]:
@@ -80,29 +112,29 @@ class TestAgentLoop:
         """Per policy, version, check, outcome, primary reason and enforcement, /metrics counts
         exactly the decision records of the same run."""
         from_log: Counter[tuple[tuple[str, str], ...]] = Counter()
-        for record in run["records"]:
+        for decision in run["decisions"]:
             labels = {
-                "policy": record["policy"]["name"],
-                "policy_version": record["policy"]["version"],
-                "check": record["check"],
-                "outcome": record["outcome"],
-                "reason": record["reasons"][0]["code"],
-                "enforced": "true" if record["enforced"] else "false",
+                "policy": decision["policy"],
+                "policy_version": decision["policy_version"],
+                "check": decision["check"],
+                "outcome": decision["outcome"],
+                "reason": decision["reason"],
+                "enforced": "true" if decision["enforced"] else "false",
             }
             from_log[tuple(sorted(labels.items()))] += 1
         served = samples(run["text"], "prunewarden_decisions_total")
         assert served == {key: float(count) for key, count in from_log.items()}
-        assert run["steps"] > len(run["records"]) > 50
+        assert len(run["decisions"]) > 50
 
     def test_durations_and_halts_match_the_audit_log(self, run: dict[str, Any]) -> None:
-        """The histograms count every record; halt episodes are the sessions that halted."""
+        """The histograms count every decision; halt episodes are the sessions that halted."""
         counts = samples(run["text"], "prunewarden_decision_duration_seconds_count")
-        by_check = Counter(record["check"] for record in run["records"])
+        by_check = Counter(decision["check"] for decision in run["decisions"])
         assert {dict(k)["check"]: v for k, v in counts.items()} == by_check
         halted = {
-            r["session_id"]
-            for r in run["records"]
-            if r["check"] == "collapse" and r["outcome"] == "halt" and r["enforced"]
+            d["session_id"]
+            for d in run["decisions"]
+            if d["check"] == "collapse" and d["outcome"] == "halt" and d["enforced"]
         }
         assert samples(run["text"], "prunewarden_halt_episodes_total") == {(): len(halted)}
 
@@ -115,7 +147,7 @@ class TestAgentLoop:
                 in_spans += list(attributes.get("prunewarden.decision_ids", ())) or [
                     str(attributes["prunewarden.decision_id"])
                 ]
-        assert sorted(in_spans) == sorted(r["decision_id"] for r in run["records"])
+        assert sorted(in_spans) == sorted(d["decision_id"] for d in run["decisions"])
 
     def test_records_join_the_agents_trace(self, run: dict[str, Any]) -> None:
         """Each record names the agent step's trace and span it was made in."""

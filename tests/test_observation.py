@@ -33,8 +33,9 @@ def items(count: int) -> list[dict[str, Any]]:
 
 
 def written(stream: io.StringIO) -> list[dict[str, Any]]:
+    """The decision and pass records (a pass is one record for all its decisions)."""
     records = [json.loads(line) for line in stream.getvalue().splitlines()]
-    return [r for r in records if r["kind"] == "decision"]
+    return [r for r in records if r["kind"] in ("decision", "pass")]
 
 
 class TestCallHooks:
@@ -85,18 +86,22 @@ class TestCallHooks:
 
 class TestRecords:
     def test_duration_in_every_record(self) -> None:
-        """Each record keeps how long deciding took; the record still validates."""
+        """Each decision record, and a pass's one record, keeps how long deciding took; the
+        records still validate."""
         stream = io.StringIO()
-        Engine.default(audit=AuditLog(stream)).authorize_evictions(items(2))
+        engine = Engine.default(audit=AuditLog(stream))
+        engine.evaluate(EVICTION)
+        engine.authorize_evictions(items(2))
         records = written(stream)
-        assert len(records) == 2
+        assert [r["kind"] for r in records] == ["decision", "pass"]
         for record in records:
             assert isinstance(record["duration_ns"], int)
             assert record["duration_ns"] > 0
             RECORD.validate(record)
 
     def test_trace_ids_from_the_trace_context(self) -> None:
-        """Records name the caller's trace and span; the context is asked once per call."""
+        """Records (a pass's one record too) name the caller's trace and span; the context is
+        asked once per call."""
         asked: list[int] = []
 
         def context() -> tuple[str, str]:
@@ -104,10 +109,12 @@ class TestRecords:
             return TRACE
 
         stream = io.StringIO()
-        Engine.default(audit=AuditLog(stream), trace_context=context).authorize_evictions(items(3))
+        engine = Engine.default(audit=AuditLog(stream), trace_context=context)
+        engine.authorize_evictions(items(3))
+        engine.evaluate(EVICTION)
         records = written(stream)
-        assert [(r["trace_id"], r["span_id"]) for r in records] == [TRACE] * 3
-        assert len(asked) == 1
+        assert [(r["trace_id"], r["span_id"]) for r in records] == [TRACE] * 2
+        assert len(asked) == 2
         for record in records:
             RECORD.validate(record)
 

@@ -118,6 +118,9 @@ class DecisionMetrics(Collector):
             "true" if decision.enforced else "false",
         )
         duration = record.get("duration_ns")
+        if isinstance(duration, int) and record.get("kind") == "pass":
+            # One record for the whole pass: each of its decisions took its share.
+            duration //= max(len(record.get("verdicts") or ()), 1)
         with self._lock:
             self._decisions[key] = self._decisions.get(key, 0) + 1
             if isinstance(duration, int):

@@ -28,9 +28,11 @@ from prunewarden._json import JsonPath
 from prunewarden._schemas import inline_refs
 from prunewarden._source import Origin, Parsed, json_path
 from prunewarden.errors import Problem, describe_value
+from prunewarden.limits import MAX_DECISION_RULE_MS
 
-# One validator's evaluation budget at load time; a policy is small, so this only stops a
-# pathological expression (the CEL limits of prunewarden.rules bound the rest).
+# One validator's CPU time at load time; a policy is small, so this only stops a pathological
+# expression. All the validators of a policy share MAX_DECISION_RULE_MS, as the rules of one
+# decision do, and the memory and RE2 bounds of prunewarden.rules hold for them too.
 VALIDATOR_TIMEOUT = 0.5
 
 
@@ -140,13 +142,14 @@ def validator_problems(
         message = f"the policy cannot be checked by its validators: {exc}"
         return [merged.problem(("spec",), message)]
     problems = []
+    shared = cel.Budget(MAX_DECISION_RULE_MS / 1000)
     for validator in validators:
         declared = f"validator {validator.name!r} of {validator.origin}"
         try:
             passed = cel.evaluate_bool(
                 validator.expression,
                 {name: variables[name] for name in validator.expression.reads},
-                deadline=cel.Deadline(VALIDATOR_TIMEOUT),
+                deadline=cel.Deadline(VALIDATOR_TIMEOUT, shared),
             )
         except cel.EvaluationError as exc:
             message = f"{declared} could not be evaluated ({exc}); refusing"
