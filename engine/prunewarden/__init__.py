@@ -15,6 +15,7 @@ import logging
 
 from prunewarden.__about__ import __version__
 from prunewarden._identity import PolicyIdentity
+from prunewarden._status import ReloadStatus
 from prunewarden.audit import AuditLog
 from prunewarden.decision import Action, Decision, Reason, ShadowResult
 from prunewarden.engine import Engine
@@ -33,7 +34,7 @@ from prunewarden.errors import (
 )
 from prunewarden.planner import Plan
 from prunewarden.policy import Policy, load_builtin_policy, load_policy, parse_policy
-from prunewarden.reload import ReloadingEngine, ReloadResult, ReloadStatus
+from prunewarden.reload import ReloadingEngine, ReloadResult
 from prunewarden.session import Session, SessionStore, SqliteSessionStore
 
 logging.getLogger("prunewarden").addHandler(logging.NullHandler())
