@@ -9,10 +9,10 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -qq --upgrade pip
 
-# Installed markers: re-install when the project's metadata changes. The serve extra is part of
-# both: make demo ends with the server, make bench measures it.
+# Installed markers: re-install when the project's metadata changes. make demo ends with the
+# server and draws its plots; the test extra pulls every optional library, so their tests run.
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -qq -e '.[serve]'
+	$(BIN)/python -m pip install -qq -e '.[serve,plot]'
 	touch $@
 
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
@@ -47,7 +47,8 @@ pytest: $(VENV)/.installed-test
 # must not grow), prunewarden serve under 8 concurrent clients on loopback against in-process
 # Session.authorize, and last the hot-path targets of docs/benchmarks.md, each measured in this
 # run (benchmarks/targets.py; --runs 5 gives their spread).
-bench: $(VENV)/.installed
+# The test extra brings prometheus-client and the OpenTelemetry SDK for the observed pass.
+bench: $(VENV)/.installed-test
 	$(BIN)/python -m benchmarks $(BENCH_ARGS)
 	$(BIN)/python benchmarks/rules_cache.py
 	$(BIN)/python benchmarks/replay_scale.py

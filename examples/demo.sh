@@ -2,8 +2,9 @@
 # `make demo`: replay the recorded sessions in examples/traces/ (the source documents'
 # observations and healthy sessions) under the default policy, show what a looser candidate policy
 # would change, walk a deployment's policies (overlays, a shadow candidate, a refused overlay), and
-# review the audit log; then start prunewarden serve and drive one session through the Python
-# client (and the Node client where node is on PATH).
+# review the audit log (the replayed traces and the log are drawn into .demo/plots/); then start
+# prunewarden serve and drive one session through the Python client (and the Node client where
+# node is on PATH).
 set -u
 mkdir -p .demo
 audit=.demo/audit.jsonl
@@ -14,10 +15,11 @@ prunewarden validate policies/*.yaml examples/policies/*.yaml || exit $?
 
 echo
 echo "== Recorded sessions replayed under policies/default.yaml"
-echo "   (one JSON line per decided event: .demo/decisions.jsonl; audit log: $audit)"
+echo "   (one JSON line per decided event: .demo/decisions.jsonl; audit log: $audit;"
+echo "   one plot per trace: .demo/plots/)"
 echo
 prunewarden replay --policy policies/default.yaml --decisions .demo/decisions.jsonl \
-    --audit-log "$audit" examples/traces/*.jsonl || exit $?
+    --audit-log "$audit" --plot .demo/plots examples/traces/*.jsonl || exit $?
 
 echo
 echo "== What examples/policies/loose-candidate.yaml would change (exit 1 fails a CI gate)"
@@ -65,9 +67,9 @@ prunewarden validate "$deploy/replay.yaml"
 [ $? -eq 3 ] || exit 1
 
 echo
-echo "== The audit log: its hash chain, and what it recorded"
+echo "== The audit log: its hash chain, and what it recorded (drawn per day: .demo/plots/)"
 prunewarden audit verify "$audit" || exit $?
-prunewarden audit report "$audit" || exit $?
+prunewarden audit report --plot .demo/plots/audit-report.png "$audit" || exit $?
 
 echo
 echo "== The decision point over HTTP (docs/server.md): one server, one audit log, any language"

@@ -12,6 +12,7 @@ from typing import IO, Any
 from prunewarden.cli._policy import base_dirs
 from prunewarden.engine import Engine
 from prunewarden.errors import ExitCode
+from prunewarden.plots import figure_class, prepare_file, write_calibration_plot
 from prunewarden.policy import Policy, load_policy
 from prunewarden.replay import (
     DEFAULT_HEADROOM,
@@ -85,6 +86,12 @@ def add_command(commands: Any) -> None:
     parser.add_argument(
         "--date", type=_date, metavar="YYYY-MM-DD", help="recorded date (default: today, UTC)"
     )
+    parser.add_argument(
+        "--plot",
+        metavar="FILE",
+        help="draw the healthy and collapsed traces' spreads, the fitted floor and the headroom "
+        "as a PNG (needs: pip install 'prunewarden[plot]')",
+    )
 
 
 def run_calibrate(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
@@ -95,6 +102,9 @@ def run_calibrate(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) ->
     ):
         raise CalibrationError(f"{args.out}: --out must not overwrite the base policy")
     date = args.date or dt.datetime.now(dt.UTC).date().isoformat()
+    if args.plot is not None:  # before the fit: a missing extra fails fast
+        figure_class()
+        prepare_file(args.plot)
     healthy = [read_trace(path, base) for path in args.healthy]
     collapsed = [read_trace(path, base) for path in args.collapsed]
     ref = extends_reference(args.base, args.out)
@@ -110,6 +120,9 @@ def run_calibrate(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) ->
     )
     _write(args.out, fitted.text)
     stdout.write(render(base, fitted, healthy, collapsed, args.out))
+    if args.plot is not None:
+        write_calibration_plot(fitted, base.identity, healthy, collapsed, args.plot)
+        stderr.write(f"plot: written to {args.plot}\n")
     missed = [t.path for t in collapsed if t.path not in halts(fitted.policy, collapsed)]
     for path in missed:
         stderr.write(f"{path}: known collapsed, but the fitted policy does not halt on it\n")
