@@ -79,7 +79,7 @@ _PLAN_KEYS = frozenset(
     }
 )
 _WINDOW_ONLY_KEYS = frozenset(
-    {"score", "perturbed_score", "text_sha256", "rewrite_count", "derived_from"}
+    {"score", "perturbed_score", "text_sha256", "rewrite_count", "derived_from", "group"}
 )
 _TURN_KEYS = frozenset({"turn", "mean_relevance", "tokens"})
 
@@ -312,6 +312,8 @@ def _window_segment(segment: Any, low: float, high: float) -> bool:  # noqa: PLR
     if "rewrite_count" in segment and not _count(segment["rewrite_count"]):
         return False
     if "derived_from" in segment and not accepts_ids(segment["derived_from"]):
+        return False
+    if "group" in segment and not accepts_ids([segment["group"]]):
         return False
     return _segment({k: v for k, v in segment.items() if k not in _WINDOW_ONLY_KEYS})
 

@@ -217,6 +217,28 @@ class PassCandidates:
             self.ids.pop()
             self._offered = None
 
+    def mark(self) -> CandidatesMark:
+        """Where the chosen segments stand now: :meth:`rollback` returns here (an eviction
+        group whose members were kept one by one, then refused as a whole)."""
+        self.withdraw()
+        return CandidatesMark(len(self.ids), self._chosen.copy())
+
+    def rollback(self, mark: CandidatesMark) -> None:
+        """Un-choose every segment kept since ``mark``."""
+        self.withdraw()
+        for own in self.ids[mark.count :]:
+            del self._positions[own]
+        del self.ids[mark.count :]
+        self._chosen = mark.chosen.copy()
+
+
+@dataclass(frozen=True, slots=True)
+class CandidatesMark:
+    """A point of a pass's candidate list: how many were chosen, and their running hash."""
+
+    count: int
+    chosen: Any  # a hashlib sha256 object, copied in and out
+
 
 class CandidateView(AbstractSet[str]):
     """One decision's candidates: the first ``count`` chosen ids and its own; later picks only
