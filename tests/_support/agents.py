@@ -10,7 +10,7 @@ from prunewarden.scoring import Perturbation, RecencyScorer, Scores
 
 
 class CollapsibleScorer:
-    """Recency scores with the pinned segments (the canaries) high; once ``collapsed``, every
+    """Recency scores with the canaries high; once ``collapsed``, every
     score bunches at 0.5 and the canaries sink just below it, as a scorer that lost its frame."""
 
     def __init__(self) -> None:
@@ -23,9 +23,9 @@ class CollapsibleScorer:
         for segment in segments:
             own = str(segment["id"])
             if self.collapsed:
-                value = 0.45 if segment.get("non_recoverable") else 0.5
+                value = 0.45 if segment["metadata"]["canary"] else 0.5
                 scores[own] = (value, value)
-            elif segment.get("non_recoverable"):
+            elif segment["metadata"]["canary"]:
                 scores[own] = (0.9, 0.9)
         return Scores(scores, dict.fromkeys(scores, Perturbation("none")))
 

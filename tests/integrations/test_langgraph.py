@@ -207,7 +207,8 @@ class TestCollapse:
 
 class TestSegments:
     def test_tool_pairs_are_grouped_and_pins_marked(self) -> None:
-        """A call and its answer share a group; the system prompt and the last are pinned."""
+        """A call and its answer share a group; the system prompt, the task (first human
+        message) and the last are pinned."""
         messages = [
             SystemMessage("s", id="s"),
             HumanMessage("h", id="h"),
@@ -220,7 +221,7 @@ class TestSegments:
         )
         assert [(s["id"], s["kind"], s.get("group"), s["non_recoverable"]) for s in segments] == [
             ("s", "system", None, True),
-            ("h", "negation", None, False),
+            ("h", "negation", None, True),
             ("a", "assistant", "tool-calls:a", False),
             ("r", "tool", "tool-calls:a", False),
             ("d", "assistant", None, True),

@@ -1,8 +1,9 @@
 """The framework-free half of an adapter: one guarded pass over a message window for a budget.
 
 Each call is one rewrite cycle: the window is scored, the cycle observed by the collapse guard
-(the pinned segments are its canaries), the turn observed for the drift signal, and, when the
-window is over its token budget, the session plans a pass freeing the excess. A frozen pass
+(its canaries are the segments whose ``metadata.canary`` is true: the task and what the caller
+pins, whose relevance to the task a sound scorer keeps high), and, when the window is over its
+token budget, the session plans a pass freeing the excess. A frozen pass
 (a halt, stale scores) evicts nothing, and says why.
 """
 
@@ -38,11 +39,18 @@ class PassOutcome:
 
 
 class WindowPruner:
-    """Scores a window, observes it, and plans a pass when it is over ``budget_tokens``."""
+    """Scores a window, observes it, and plans a pass when it is over ``budget_tokens``.
 
-    def __init__(self, scorer: Scorer, *, budget_tokens: int) -> None:
+    Turns (the drift signal's mean relevance and tokens) are observed only with
+    ``observe_turns``: evicting the lowest scores raises the mean while the tokens fall, which
+    is the signal itself, so an adapter that only evicts would trip it. Turn it on where the
+    agent also rewrites or compresses its messages.
+    """
+
+    def __init__(self, scorer: Scorer, *, budget_tokens: int, observe_turns: bool = False) -> None:
         self.scorer = scorer
         self.budget_tokens = budget_tokens
+        self.observe_turns = observe_turns
 
     def run(
         self, session: Session, segments: Sequence[Mapping[str, Any]], task: str
@@ -65,11 +73,11 @@ class WindowPruner:
             return self._frozen(session, None, ("invalid_window",))
 
     def _guarded(self, session: Session, window: list[dict[str, Any]]) -> PassOutcome:
-        pinned = [str(s["id"]) for s in window if s.get("non_recoverable")]
+        canaries = [str(s["id"]) for s in window if (s.get("metadata") or {}).get("canary")]
         cycle_scores = {str(s["id"]): float(s["score"]) for s in window if "score" in s}
-        collapse = session.observe_cycle(cycle_scores, pinned=pinned)
+        collapse = session.observe_cycle(cycle_scores, pinned=canaries)
         total = sum(int(s.get("tokens", 0)) for s in window)
-        if cycle_scores:
+        if self.observe_turns and cycle_scores:
             mean = math.fsum(cycle_scores.values()) / len(cycle_scores)
             session.observe_turn(mean_relevance=_clip(session, mean), tokens=total)
         if collapse.blocks:

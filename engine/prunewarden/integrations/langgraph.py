@@ -2,9 +2,11 @@
 
 Needs ``prunewarden[langgraph]``. Messages map to window segments: the kind from the message
 type (``system``, ``user``, ``assistant``, ``tool``) unless the caller's classifier names one;
-the system prompt, the messages the caller pins, earlier tombstones and the newest message are
-pinned (``non_recoverable``); an assistant message with tool calls and the tool messages that
-answer it form one eviction group, so a pass never splits them; ``text_sha256`` binds each
+the system prompt, the task (the first human message), the messages the caller pins, earlier
+tombstones and the newest message are pinned (``non_recoverable``), and the task and the
+caller's pins are the collapse guard's canaries (``metadata.canary``); an assistant message
+with tool calls and the tool messages that answer it form one eviction group, so a pass never
+splits them; ``text_sha256`` binds each
 score to the content scored.
 
 The hook returns a ``RemoveMessage`` for every evicted id but the earliest, which it overwrites
@@ -16,6 +18,7 @@ state (``state_key``), so the graph's checkpointer persists it with the messages
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NotRequired
 
@@ -51,11 +54,16 @@ class PrunedAgentState(AgentState):
 
 
 def message_text(message: BaseMessage) -> str:
-    """The text a message carries (text parts of a multi-part content, joined)."""
+    """The text a message carries (text parts of a multi-part content, joined), and the calls
+    an assistant message makes (``name(arguments)``, one a line)."""
     content = message.content
     if isinstance(content, str):
-        return content
-    parts = [p if isinstance(p, str) else str(p.get("text", "")) for p in content]
+        parts = [content]
+    else:
+        parts = [p if isinstance(p, str) else str(p.get("text", "")) for p in content]
+    if isinstance(message, AIMessage):
+        calls = message.tool_calls
+        parts += [f"{c['name']}({json.dumps(c['args'], sort_keys=True)})" for c in calls]
     return "\n".join(p for p in parts if p)
 
 
@@ -69,6 +77,7 @@ def message_segments(
     """The window segments of a message list, without scores (see the module's docstring)."""
     groups: dict[str, str] = {}  # tool_call_id -> the group of the message that made the call
     last = len(messages) - keep_last
+    task_seen = False
     segments = []
     for i, message in enumerate(messages):
         message_id = f"message-{i}" if message.id is None else str(message.id)
@@ -81,16 +90,16 @@ def message_segments(
         elif isinstance(message, ToolMessage):
             group = groups.get(message.tool_call_id)
         text = message_text(message)
+        canary = (message.type == "human" and not task_seen) or bool(pin and pin(message))
+        task_seen = task_seen or message.type == "human"
         segment: dict[str, Any] = {
             "id": message_id,
             "kind": "tombstone" if tombstone else kind,
             "text": text,
             "tokens": count_tokens_approximately([message]),
             "text_sha256": text_sha256(text),
-            "non_recoverable": message.type == "system"
-            or tombstone
-            or i >= last
-            or bool(pin and pin(message)),
+            "non_recoverable": message.type == "system" or tombstone or i >= last or canary,
+            "metadata": {"canary": canary},
         }
         if group is not None:
             segment["group"] = group

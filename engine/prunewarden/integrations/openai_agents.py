@@ -5,7 +5,8 @@ Redis, the SDK's own): items are added unchanged; reading the history runs one g
 (as :mod:`prunewarden.integrations.langgraph` does), and when it evicts, the wrapped session is
 rewritten without the evicted items and with one tombstone message (``role: assistant``)
 counting what was removed. A function call and its output share an eviction group; system and
-developer messages, earlier tombstones, the newest item and what ``pin`` pins are pinned. A
+developer messages, the task (the first user message), earlier tombstones, the newest item and
+what ``pin`` pins are pinned; the task and the pins are the collapse guard's canaries. A
 frozen pass (a collapse halt, stale scores) returns the history whole and logs why.
 
 The prunewarden session is opened once per wrapper from the engine: give the engine a
@@ -68,6 +69,7 @@ def item_segments(
     """The window segments of a history: ids from each item's content (the SDK's items carry
     none of their own), stable across reads."""
     seen: Counter[str] = Counter()
+    task_seen = False
     segments = []
     for i, item in enumerate(items):
         text = item_text(item)
@@ -76,6 +78,9 @@ def item_segments(
         own = f"item-{digest}" if seen[digest] == 1 else f"item-{digest}-{seen[digest]}"
         kind = _CALL_TYPES.get(str(item.get("type")), str(item.get("role", "item")))
         tombstone = is_tombstone(item)
+        is_user = item.get("role") == "user"
+        canary = (is_user and not task_seen) or bool(pin and pin(item))
+        task_seen = task_seen or is_user
         segment: dict[str, Any] = {
             "id": own,
             "kind": "tombstone" if tombstone else (classify(item) if classify else None) or kind,
@@ -85,7 +90,8 @@ def item_segments(
             "non_recoverable": item.get("role") in {"system", "developer"}
             or tombstone
             or i == len(items) - 1
-            or bool(pin and pin(item)),
+            or canary,
+            "metadata": {"canary": canary},
         }
         if item.get("type") in _CALL_TYPES and item.get("call_id"):
             segment["group"] = f"call:{item['call_id']}"
