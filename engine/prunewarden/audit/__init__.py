@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from prunewarden.audit._chain import seal
 from prunewarden.audit._log import FSYNC_MODES, AuditLog, FsyncMode
+from prunewarden.audit._pass import decision_rows, pass_record
 from prunewarden.audit._record import (
     DecisionContext,
     authorization_header,
@@ -47,6 +48,7 @@ __all__ = [
     "Skipped",
     "authorization_header",
     "decision_record",
+    "decision_rows",
     "describe",
     "find_authorization",
     "get_logger",
@@ -56,6 +58,7 @@ __all__ = [
     "log_policy_reload_failed",
     "log_policy_reloaded",
     "parse_time",
+    "pass_record",
     "query",
     "report",
     "rotated_files",
