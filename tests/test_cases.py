@@ -3,6 +3,10 @@
 A case has ``description``, an optional ``policy`` (spec overrides merged into a minimal policy;
 absent means the bundled default), ``input`` (the document) and ``expect``: ``outcome``, optional
 ``enforced``, ``reasons`` (every code, in order), and optional ``actions``, ``kept``, ``evicted``.
+
+``tests/cases/plan/<name>.yaml`` hold a pruning pass: ``input`` is a window (``$defs/plan``) and
+``expect`` the plan's ``evict``, ``tombstones``, ``pinned``, ``frozen`` and every ``decisions``
+entry's ``check``, ``outcome`` and ``reasons``, in order.
 """
 
 from __future__ import annotations
@@ -18,7 +22,9 @@ from jsonschema import Draft202012Validator
 from prunewarden import Engine, Policy, RefusedError
 
 CASES = Path(__file__).parent / "cases"
-CASE_FILES = sorted(CASES.glob("**/*.yaml"))
+CASE_FILES = sorted(p for p in CASES.glob("**/*.yaml") if p.parent.name != "plan")
+PLAN_CASE_FILES = sorted(CASES.glob("plan/*.yaml"))
+PLAN_EXPECT_KEYS = {"evict", "tombstones", "pinned", "frozen", "decisions"}
 CASE_KEYS = {"description", "policy", "input", "expect"}
 EXPECT_KEYS = {"outcome", "enforced", "reasons", "actions", "kept", "evicted"}
 DECISION_SCHEMA = Path(__file__).parents[1] / "schemas" / "decision.v1.schema.json"
@@ -66,6 +72,25 @@ def test_case(path: Path, engine: Engine, make_policy: Callable[..., Policy]) ->
         assert raised.value.decision.codes == decision.codes
     else:
         assert engine.enforce(case["input"]).outcome == decision.outcome
+
+
+@pytest.mark.parametrize("path", PLAN_CASE_FILES, ids=lambda path: path.stem)
+def test_plan_case(path: Path, engine: Engine, make_policy: Callable[..., Policy]) -> None:
+    """The case's window, under its policy, plans exactly the expected pass."""
+    case = yaml.safe_load(path.read_text(encoding="utf-8"))
+    assert set(case) <= CASE_KEYS, f"{path}: unknown keys {set(case) - CASE_KEYS}"
+    assert set(case["expect"]) == PLAN_EXPECT_KEYS, f"{path}: expect needs {PLAN_EXPECT_KEYS}"
+    if "policy" in case:
+        engine = Engine(make_policy(**case["policy"]))
+    plan = engine.plan(case["input"])
+    expect = case["expect"]
+    assert all(decision_errors(d.to_dict()) == [] for d in plan.decisions)
+    for field in ("evict", "tombstones", "pinned"):
+        assert list(getattr(plan, field)) == expect[field], field
+    assert plan.frozen is expect["frozen"]
+    assert [
+        {"check": d.check, "outcome": d.outcome, "reasons": list(d.codes)} for d in plan.decisions
+    ] == expect["decisions"]
 
 
 class TestCaseCorpus:

@@ -353,3 +353,121 @@ class TestCli:
         err = io.StringIO()
         assert run(["plan", str(document)], io.StringIO(), err) == 2
         assert f"{document}:2:17: $.free_tokens: -1 is less than the minimum of 0" in err.getvalue()
+
+
+def grouped(seg_id: str, score: float, group: str, **extra: Any) -> dict[str, Any]:
+    return {**seg(seg_id, score, **extra), "group": group}
+
+
+class TestGroups:
+    def test_a_group_is_evicted_whole(self, engine: Engine) -> None:
+        """A tool call and its result go together, in window order, even past the target."""
+        window = [
+            seg("a", 0.25),
+            grouped("call", 0.125, "t1"),
+            grouped("result", 0.375, "t1"),
+            seg("b", 0.5),
+        ]
+        plan = engine.plan({"segments": window, "free_tokens": 250})
+        assert plan.evict == ("a", "call", "result")
+        assert plan.freed_tokens == 300
+        assert plan.tombstones == ("a", "call", "result")
+
+    def test_a_group_ranks_by_its_most_relevant_member(self, engine: Engine) -> None:
+        """A low-scored member does not drag its group ahead of a segment scored between."""
+        window = [grouped("call", 0.125, "t1"), grouped("result", 0.75, "t1"), seg("a", 0.5)]
+        plan = engine.plan({"segments": window, "free_tokens": 100})
+        assert plan.evict == ("a",)
+
+    def test_a_refused_member_refuses_the_group_naming_it(self, engine: Engine) -> None:
+        """The unstable result is refused; the call is refused with group_member_refused."""
+        window = [
+            grouped("call", 0.125, "t1"),
+            grouped("result", 0.125, "t1", perturbed_score=0.875),
+            seg("a", 0.25),
+        ]
+        plan = engine.plan({"segments": window, "keep_top_k": 0})
+        assert plan.evict == ("a",)
+        evictions = [d for d in plan.decisions if d.check == "eviction"]
+        assert [(d.outcome, d.codes) for d in evictions] == [
+            ("allow", ("authorized",)),
+            ("deny", ("unstable_score",)),
+            ("deny", ("group_member_refused",)),
+            ("allow", ("authorized",)),
+        ]
+        detail = evictions[2].reasons[0].detail
+        assert detail == {"group": "t1", "member": "result", "codes": ["unstable_score"]}
+        assert "'result'" in evictions[2].reasons[0].message
+
+    def test_a_refused_group_leaves_no_candidates_behind(self, engine_with: EngineFactory) -> None:
+        """Later picks' candidates hold only what was really chosen: a rule allowing two
+        candidates lets a and b go after the refused pair."""
+        rule = {
+            "name": "two-per-pass",
+            "check": "eviction",
+            "when": "size(candidates) > 2",
+            "effect": "deny",
+            "message": "at most two evictions in one pass",
+        }
+        window = [
+            grouped("call", 0.125, "t1"),
+            grouped("result", 0.125, "t1", perturbed_score=0.875),
+            seg("a", 0.25),
+            seg("b", 0.375),
+        ]
+        plan = engine_with(rules=[rule]).plan({"segments": window, "keep_top_k": 0})
+        assert plan.evict == ("a", "b")
+        assert [d.codes for d in plan.decisions[1:]] == [
+            ("authorized",),
+            ("unstable_score",),
+            ("group_member_refused",),
+            ("authorized",),
+            ("authorized",),
+        ]
+
+    def test_a_pinned_member_pins_the_group(self, engine: Engine) -> None:
+        """A group holding a pinned kind is never evicted on its score; all of it is pinned."""
+        window = [
+            grouped("rule", 0.125, "g", kind="constraint"),
+            grouped("note", 0.125, "g"),
+            seg("a", 0.25),
+        ]
+        plan = engine.plan({"segments": window, "keep_top_k": 0})
+        assert plan.evict == ("a",)
+        assert plan.pinned == ("rule", "note")
+
+    def test_a_member_judged_against_a_chosen_segment_makes_the_group_unscoreable(
+        self, engine: Engine
+    ) -> None:
+        """One untrusted score holds back the whole group; mates may depend on each other."""
+        window = [
+            seg("base", 0.125),
+            grouped("call", 0.25, "t1", score_dependencies=["result"]),
+            grouped("result", 0.25, "t1", score_dependencies=["base"]),
+            seg("x", 0.5),
+        ]
+        plan = engine.plan({"segments": window, "keep_top_k": 0})
+        assert plan.evict == ("base", "x")
+        assert plan.unscoreable == ("call", "result")
+
+    def test_mates_judged_against_each_other_are_refused(self, engine: Engine) -> None:
+        """The guard refuses a score judged against a mate slated in the same pass: the
+        group stays (a scorer leaves mates out of a segment's dependencies)."""
+        window = [
+            grouped("call", 0.25, "t1"),
+            grouped("result", 0.25, "t1", score_dependencies=["call"]),
+        ]
+        plan = engine.plan({"segments": window, "keep_top_k": 0})
+        assert plan.evict == ()
+        evictions = [d for d in plan.decisions if d.check == "eviction"]
+        assert [d.codes for d in evictions] == [
+            ("authorized",),
+            ("unscoreable",),
+            ("group_member_refused",),
+        ]
+
+    def test_an_empty_group_id_is_an_input_error(self, engine: Engine) -> None:
+        """group is an id: an empty one is located under the segment."""
+        with pytest.raises(InputError) as raised:
+            engine.plan({"segments": [grouped("a", 0.5, "")], "keep_top_k": 0})
+        assert [p.path for p in raised.value.problems] == ["$.segments[0].group"]

@@ -8,6 +8,11 @@ against): those are unscoreable now and wait for a re-score. Each pick is author
 eviction guard; where the policy requires a tombstone the plan writes one, and the authorization
 rests on it.
 
+Eviction groups (a tool call and its result) are one unit: ranked by their most relevant member,
+pinned when one member is, unscoreable when one member is, and authorized member by member; the
+first refusal refuses the others with ``group_member_refused`` naming it, and nothing of the group
+is evicted.
+
 Each decision's candidates are the segments chosen before it and itself (a rule reading
 ``candidates`` sees the pass so far); its eviction document lists them in the order chosen, so
 that a pass costs the same per segment at any size (:class:`PassCandidates`).
@@ -23,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from prunewarden._observation import TraceContext, stamp_record
 from prunewarden.audit import input_digest, pass_record
-from prunewarden.decision import Decision, PassStamps, Reason, Stamp
+from prunewarden.decision import Decision, PassStamps, Reason, Stamp, Verdict
 from prunewarden.inputs import (
     Check,
     CollapseRequest,
@@ -253,12 +258,17 @@ def plan_pass(
 ) -> Plan:
     """Decide one pass; every decision goes into ``log`` (the caller records the pass)."""
     decisions: list[Decision] = []
+    units = _units(request.segments)
     pinned_kinds = session.policy.spec.eviction.pinned_kinds
     pinned = tuple(
         w.segment.id
-        for w in request.segments
-        if w.segment.kind in pinned_kinds or w.segment.non_recoverable
+        for unit in units
+        if any(m.segment.kind in pinned_kinds or m.segment.non_recoverable for m in unit)
+        for w in unit
     )
+    if len(units) < len(request.segments):  # window order, as without groups
+        pinned_ids = set(pinned)
+        pinned = tuple(w.segment.id for w in request.segments if w.segment.id in pinned_ids)
 
     if request.history is not None:
         collapse = session.decide(
@@ -276,67 +286,134 @@ def plan_pass(
         recompute = next((a.ids or () for a in stale.actions if a.action == "recompute"), ())
         return _frozen(request, pinned, decisions, recompute)
 
-    return _select(session, request, pinned, decisions, log)
+    return _Selection(session, request, decisions, log).run(units, pinned)
 
 
-def _select(
-    session: Session,
-    request: PlanRequest,
-    pinned: tuple[str, ...],
-    decisions: list[Decision],
-    log: PassLog,
-) -> Plan:
-    require_tombstone = session.policy.spec.eviction.require_tombstone
-    total = len(request.segments)
-    chosen: list[WindowSegment] = []
-    chosen_ids: set[str] = set()
-    candidates = PassCandidates()
-    judged_against: set[str] = set()  # what the chosen segments' scores depend on
-    tombstones: list[str] = []
-    unscoreable: list[str] = []
-    freed = 0
-    never = set(pinned)
-    # sorted() is stable: equal scores keep their window order.
-    for window in sorted(request.segments, key=lambda w: w.score):
-        if _met(request, total, len(chosen), freed):
-            break
+Unit = tuple[WindowSegment, ...]
+
+
+def _units(segments: tuple[WindowSegment, ...]) -> list[Unit]:
+    """What a pass evicts as one: each ungrouped segment alone, each group's members together
+    (in window order, placed where the group's first member is)."""
+    members: dict[str, list[WindowSegment]] = {}
+    order: list[WindowSegment | list[WindowSegment]] = []
+    for window in segments:
+        if window.group is None:
+            order.append(window)
+        elif window.group in members:
+            members[window.group].append(window)
+        else:
+            members[window.group] = [window]
+            order.append(members[window.group])
+    return [tuple(u) if isinstance(u, list) else (u,) for u in order]
+
+
+class _Selection:
+    """The eviction phase of one pass: units lowest score first, each authorized whole."""
+
+    def __init__(
+        self, session: Session, request: PlanRequest, decisions: list[Decision], log: PassLog
+    ) -> None:
+        self.session = session
+        self.log = log
+        self.request = request
+        self.decisions = decisions
+        self.require_tombstone = session.policy.spec.eviction.require_tombstone
+        self.candidates = PassCandidates()
+        self.chosen: list[WindowSegment] = []
+        self.chosen_ids: set[str] = set()
+        self.judged_against: set[str] = set()  # what the chosen segments' scores depend on
+        self.tombstones: list[str] = []
+        self.unscoreable: list[str] = []
+        self.freed = 0
+
+    def run(self, units: list[Unit], pinned: tuple[str, ...]) -> Plan:
+        request, total = self.request, len(self.request.segments)
+        never = set(pinned)
+        # A group is as relevant as its most relevant member; sorted() is stable: equal scores
+        # keep their window order.
+        for unit in sorted(units, key=lambda u: max(w.score for w in u)):
+            if _met(request, total, len(self.chosen), self.freed):
+                break
+            if unit[0].segment.id in never:
+                continue
+            if self._unscoreable(unit):
+                self.unscoreable.extend(w.segment.id for w in unit)
+                continue
+            self._authorize(unit)
+        return Plan(
+            evict=tuple(w.segment.id for w in self.chosen),
+            tombstones=tuple(self.tombstones),
+            pinned=pinned,
+            unscoreable=tuple(self.unscoreable),
+            recompute=(),
+            frozen=False,
+            target_met=_met(request, total, len(self.chosen), self.freed),
+            freed_tokens=self.freed,
+            decisions=tuple(self.decisions),
+        )
+
+    def _unscoreable(self, unit: Unit) -> bool:
+        """A member judged against a chosen segment, or that a chosen one was judged against."""
+        return any(
+            any(d in self.chosen_ids for d in w.segment.score_dependencies if d != w.segment.id)
+            or w.segment.id in self.judged_against
+            for w in unit
+        )
+
+    def _authorize(self, unit: Unit) -> None:
+        """Decide each member in turn; the first refusal refuses the rest of the group."""
+        mark = self.candidates.mark()
+        kept: list[tuple[WindowSegment, bool]] = []
+        for window in unit:
+            decision = self._decide(window)
+            if decision.blocks:
+                self.candidates.withdraw()
+                if len(unit) > 1:
+                    self.candidates.rollback(mark)
+                    self._refuse_group(unit, window, decision)
+                return
+            self.candidates.keep()
+            kept.append((window, self._needs_tombstone(window)))
+        for window, tombstone in kept:
+            self.chosen.append(window)
+            self.chosen_ids.add(window.segment.id)
+            self.judged_against.update(window.segment.score_dependencies)
+            self.freed += window.segment.tokens or 0
+            if tombstone:
+                self.tombstones.append(window.segment.id)
+
+    def _needs_tombstone(self, window: WindowSegment) -> bool:
+        return self.require_tombstone and not window.segment.tombstone_written
+
+    def _decide(self, window: WindowSegment, gate: Verdict | None = None) -> Decision:
+        """Offer ``window`` as a candidate and decide its eviction (the caller keeps or
+        withdraws the offer)."""
         seg = window.segment
-        if seg.id in never:
-            continue
-        depends_on_chosen = any(d in chosen_ids for d in seg.score_dependencies if d != seg.id)
-        if depends_on_chosen or seg.id in judged_against:
-            unscoreable.append(seg.id)
-            continue
-        needs_tombstone = require_tombstone and not seg.tombstone_written
-        if needs_tombstone:
+        if self._needs_tombstone(window):
             seg = replace(seg, tombstone_written=True)  # authorized on the tombstone it writes
-        offered = candidates.offer(seg.id)
+        offered = self.candidates.offer(seg.id)
         eviction = EvictionRequest(seg, window.score, window.perturbed_score, offered)
         item = _eviction_item(seg, window)
-        document = {"check": "eviction", **item, "eviction_candidates": candidates.ids}
-        decision = session.decide("eviction", eviction, document, in_pass=log)
-        decisions.append(decision)
-        if decision.blocks:
-            candidates.withdraw()
-            continue
-        candidates.keep()
-        chosen.append(window)
-        chosen_ids.add(seg.id)
-        judged_against.update(seg.score_dependencies)
-        freed += seg.tokens or 0
-        if needs_tombstone:
-            tombstones.append(seg.id)
-    return Plan(
-        evict=tuple(w.segment.id for w in chosen),
-        tombstones=tuple(tombstones),
-        pinned=pinned,
-        unscoreable=tuple(unscoreable),
-        recompute=(),
-        frozen=False,
-        target_met=_met(request, total, len(chosen), freed),
-        freed_tokens=freed,
-        decisions=tuple(decisions),
-    )
+        document = {"check": "eviction", **item, "eviction_candidates": self.candidates.ids}
+        decision = self.session.decide("eviction", eviction, document, gate, in_pass=self.log)
+        self.decisions.append(decision)
+        return decision
+
+    def _refuse_group(self, unit: Unit, refused: WindowSegment, decision: Decision) -> None:
+        """One ``group_member_refused`` refusal for every other member of the group."""
+        member = refused.segment.id
+        reason = Reason(
+            "group_member_refused",
+            f"segment {member!r} of eviction group {refused.group!r} was refused "
+            f"({', '.join(decision.codes)}); the group is evicted together or not at all",
+            {"group": refused.group, "member": member, "codes": list(decision.codes)},
+        )
+        gate = Verdict(True, [reason])
+        for window in unit:
+            if window is not refused:
+                self._decide(window, gate)
+                self.candidates.withdraw()
 
 
 def _met(request: PlanRequest, total: int, evicted: int, freed: int) -> bool:

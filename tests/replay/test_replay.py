@@ -219,6 +219,32 @@ class TestSeedObservations:
             assert plan.target_met
             assert plan.tombstones == plan.evict
 
+    @pytest.mark.parametrize(
+        ("free_tokens", "evicted"), [(10, ("other",)), (15, ("other", "call", "result"))]
+    )
+    def test_a_traced_pass_keeps_its_groups(
+        self, engine: Engine, tmp_path: Path, free_tokens: int, evicted: tuple[str, ...]
+    ) -> None:
+        """A pass line's eviction groups replay as groups: the pair ranks by its higher score
+        and goes together."""
+        segment = {"kind": "turn", "tokens": 10, "text": "", "text_sha256": EMPTY_SHA256}
+        window = [
+            {**segment, "id": "call", "score": 0.125, "perturbed_score": 0.125, "group": "t1"},
+            {**segment, "id": "other", "score": 0.25, "perturbed_score": 0.25},
+            {**segment, "id": "result", "score": 0.375, "perturbed_score": 0.375, "group": "t1"},
+        ]
+        lines = [
+            {"type": "session", "trace_version": 1, "session_id": "grouped"},
+            {"type": "pass", "segments": window, "free_tokens": free_tokens},
+        ]
+        trace = tmp_path / "grouped.jsonl"
+        trace.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+        (plan,) = [r for _, r in results_of(engine, trace) if isinstance(r, Plan)]
+        assert plan.evict == evicted
+
+
+EMPTY_SHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+
 
 # --------------------------------------------------------------------------------------------
 # Replay: summaries, records, the audit log

@@ -100,6 +100,7 @@ class WindowSegment:
     score: float
     perturbed_score: float | None
     span: Span  # the same segment as the staleness guard sees it
+    group: str | None = None  # an eviction group: evicted with its other members or not at all
 
 
 @dataclass(frozen=True, slots=True)

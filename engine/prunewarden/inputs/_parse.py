@@ -226,6 +226,7 @@ def _plan(data: dict[str, Any]) -> PlanRequest:
             float(s["score"]),
             float(s["perturbed_score"]) if s.get("perturbed_score") is not None else None,
             _span(s, s["id"]),
+            s.get("group"),
         )
         for s in data["segments"]
     )

@@ -182,6 +182,19 @@ class PassCandidates:
             self.ids.pop()
             self._offered = None
 
+    def mark(self) -> int:
+        """Where the chosen segments stand now: :meth:`rollback` returns here (an eviction
+        group whose members were kept one by one, then refused as a whole)."""
+        self.withdraw()
+        return len(self.ids)
+
+    def rollback(self, mark: int) -> None:
+        """Un-choose every segment kept since ``mark``."""
+        self.withdraw()
+        for own in self.ids[mark:]:
+            del self._positions[own]
+        del self.ids[mark:]
+
 
 class CandidateView(AbstractSet[str]):
     """One decision's candidates: the first ``count`` chosen ids and its own; later picks only

@@ -25,6 +25,9 @@ FAIL_CLOSED = {
     # Not fail-closed, but equally out of a single document's reach: it needs a session's state.
     "pruning_halted": "session state: a halted collapse guard seen by Session or replay",
     "session_state_unavailable": "fail-closed path: a session's state could not be saved",
+    # Decided by a pruning pass over an eviction group, never by one eviction document.
+    "group_member_refused": "pruning pass: another member of the segment's eviction group was "
+    "refused",
 }
 
 

@@ -1,0 +1,16 @@
+"""Adapters for agent frameworks: their message histories pruned by a session's pass.
+
+A framework keeps the history; the adapter maps it to window segments (kinds, pins, eviction
+groups for tool-call pairs, text hashes), scores them with a
+:class:`~prunewarden.scoring.Scorer`, runs the session's pass for a token budget and gives the
+framework back what to remove and the tombstone to write. Each framework's module needs its
+extra: :mod:`prunewarden.integrations.langgraph` (``prunewarden[langgraph]``),
+:mod:`prunewarden.integrations.openai_agents` (``prunewarden[openai-agents]``). This package
+itself imports none of them.
+"""
+
+from __future__ import annotations
+
+from prunewarden.integrations._pass import PassOutcome, WindowPruner, tombstone_text
+
+__all__ = ["PassOutcome", "WindowPruner", "tombstone_text"]
