@@ -214,9 +214,37 @@ class TestUpdate:
         assert text.startswith("# prunewarden policy lock")
         assert render({}).endswith("policies: {}\n")
 
-    def test_the_example_lock_holds_every_example(self) -> None:
-        """examples/deployments/policy.lock is current: every loadable example is in it."""
-        entries = read(DEPLOYMENTS / LOCK_FILENAME).entries
-        for name in ("base", "prod-eu", "staging", "prod-eu-candidate"):
-            loaded = load_policy(DEPLOYMENTS / f"{name}.yaml")
-            assert entries[f"{loaded.name}@{loaded.version}"] == loaded.digest
+
+#: Shipped policy folders, each with a policy.lock that CI checks.
+SHIPPED = [ROOT / "policies", ROOT / "examples" / "policies", DEPLOYMENTS]
+#: Shipped files that are meant to be refused at load (documented), so never locked.
+REFUSED = {DEPLOYMENTS / "replay.yaml"}
+
+
+def shipped_policies(folder: Path) -> list[Path]:
+    return [
+        path
+        for path in sorted(folder.glob("*.yaml"))
+        if yaml.safe_load(path.read_text()).get("kind") == "Policy" and path not in REFUSED
+    ]
+
+
+class TestShippedLocks:
+    @pytest.mark.parametrize(
+        "folder", SHIPPED, ids=lambda folder: folder.relative_to(ROOT).as_posix()
+    )
+    def test_every_shipped_policy_is_locked_as_it_is(self, folder: Path) -> None:
+        """Each shipped folder has a policy.lock holding every policy in it at its current
+        content: content changed without a version bump fails here."""
+        entries = read(folder / LOCK_FILENAME).entries
+        policies = shipped_policies(folder)
+        assert policies
+        for path in policies:
+            loaded = load_policy(path, lock=False)
+            assert entries.get(f"{loaded.name}@{loaded.version}") == loaded.digest, path.name
+
+    def test_refused_examples_stay_refused(self) -> None:
+        """The files left out of the locks are the ones documented as refused at load."""
+        for path in REFUSED:
+            with pytest.raises(PolicyError):
+                load_policy(path)
