@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 import yaml
+from prunewarden.cli import _jobs
 from prunewarden.cli._main import run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,6 +45,44 @@ def write_policy(path: Path, **spec: Any) -> str:
     document = {"apiVersion": "prunewarden/v1", "kind": "Policy", "metadata": metadata}
     path.write_text(yaml.safe_dump({**document, "spec": spec}))
     return str(path)
+
+
+@pytest.fixture
+def still_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Progress paced by a clock that never moves: only the closing line, however slow the
+    machine (a replay taking over the 2-second tick printed a second line under load)."""
+    monkeypatch.setattr(_jobs, "CLOCK", lambda: 0.0)
+
+
+class SteppingClock:
+    """A clock that moves ``step`` seconds each time it is read."""
+
+    def __init__(self, step: float) -> None:
+        self.now, self.step = 0.0, step
+
+    def __call__(self) -> float:
+        self.now += self.step
+        return self.now
+
+
+class TestProgress:
+    def test_a_log_gets_a_line_per_tick_and_one_at_the_end(self) -> None:
+        """Off a terminal, a line every 2 seconds of the clock, then where it ended."""
+        stream = io.StringIO()
+        progress = _jobs.Progress(stream, "replay", [], on=True, clock=SteppingClock(1.0))
+        for events in (1, 2, 3):
+            progress.update(0, events, 0)
+        progress.close()
+        assert stream.getvalue().splitlines() == ["replay: 2 events", "replay: 3 events"]
+
+    def test_a_still_clock_shows_only_the_end(self) -> None:
+        """However many updates arrive, a clock that does not move shows only the end."""
+        stream = io.StringIO()
+        progress = _jobs.Progress(stream, "diff", [], on=True, clock=lambda: 0.0)
+        for events in range(1, 500):
+            progress.update(events % 2, events, 0)
+        progress.close()
+        assert stream.getvalue() == "diff: 997 events\n"
 
 
 class TestReplayCommand:
@@ -155,6 +194,7 @@ class TestReplayCommand:
         assert code == 2
         assert err == f"{tmp_path / 'none.jsonl'}: $: cannot read: No such file or directory\n"
 
+    @pytest.mark.usefixtures("still_clock")
     def test_progress_only_when_asked_or_on_a_terminal(self) -> None:
         """stderr that is not a terminal gets no progress unless --progress says so."""
         trace = trace_named("healthy-session.jsonl")
@@ -205,6 +245,7 @@ class TestParallel:
         assert len(sessions) == decided
         assert sessions.count("seed-001-buf-definition") == 4
 
+    @pytest.mark.usefixtures("still_clock")
     def test_workers_report_progress(self) -> None:
         """With --jobs, the workers' progress reaches the parent's progress line."""
         traces = [trace_named("healthy-session.jsonl"), trace_named("healthy-homogeneous.jsonl")]
