@@ -116,6 +116,18 @@ class TestDecisionRecords:
         assert [r["code"] for r in record["reasons"]] == list(decision.codes)
         assert activation["kind"] == "policy_activated"
 
+    @pytest.mark.parametrize(("mode", "enforced"), [("audit", False), ("enforce", True)])
+    def test_the_record_says_whether_a_refusal_binds(
+        self, log_path: Path, make_policy: Any, mode: str, enforced: bool
+    ) -> None:
+        """A refusal in audit mode is recorded with enforced false; in enforce mode, true."""
+        policy = make_policy(eviction={"mode": mode})
+        with AuditLog(log_path) as audit:
+            decision = Engine(policy, audit=audit).evaluate(eviction(non_recoverable=True))
+        assert (decision.outcome, decision.enforced) == ("deny", enforced)
+        record = records(log_path)[-1]
+        assert (record["outcome"], record["enforced"]) == ("deny", enforced)
+
     def test_records_follow_the_schema(self, log_path: Path) -> None:
         """Every record written for the examples validates against audit-record.v1."""
         with AuditLog(log_path, inputs=True) as audit:
