@@ -124,6 +124,51 @@ class TestAuthorization:
         assert plan.evict == ("u",)
 
 
+PIN_NEVER = [
+    {
+        "name": "pin-never",
+        "check": "eviction",
+        "when": "segment.text.contains('never')",
+        "effect": "pin",
+        "message": "states a negation",
+    }
+]
+
+
+class TestRulePins:
+    def test_a_rule_pin_sticks_for_the_session(self, engine_with: EngineFactory) -> None:
+        """A segment a rule pinned is refused once, then pinned in later passes (no decision
+        again), while its text is unchanged."""
+        window = [seg("n", 0.0625, text="never log tokens"), *WINDOW[1:]]
+        session = engine_with(rules=PIN_NEVER).session("s")
+        first = session.plan(window, free_tokens=100)
+        refused = [d for d in first.decisions if d.refused]
+        assert [d.codes for d in refused] == [("rule:pin-never",)]
+        assert first.pinned == ("n",)
+        assert first.evict == ("b",)
+        with capture_logs() as logs:
+            second = session.plan(window, free_tokens=100)
+        assert second.pinned == ("n",)
+        assert second.evict == ("b",)
+        assert [r["outcome"] for r in logs if r["check"] == "eviction"] == ["allow"]
+
+    def test_changed_text_is_decided_again(self, engine_with: EngineFactory) -> None:
+        """A pinned id whose text changed is no longer pinned by the earlier pass."""
+        session = engine_with(rules=PIN_NEVER).session("s")
+        session.plan([seg("n", 0.0625, text="never log tokens"), *WINDOW[1:]], free_tokens=100)
+        plan = session.plan([seg("n", 0.0625, text="log tokens"), *WINDOW[1:]], free_tokens=100)
+        assert plan.evict == ("n",)
+        assert plan.pinned == ()
+
+    def test_another_session_decides_afresh(self, engine_with: EngineFactory) -> None:
+        """The pin belongs to the session that saw it refused."""
+        engine = engine_with(rules=PIN_NEVER)
+        window = [seg("n", 0.0625, text="never log tokens"), *WINDOW[1:]]
+        engine.session("one").plan(window, free_tokens=100)
+        plan = engine.session("two").plan(window, free_tokens=100)
+        assert [d.codes for d in plan.decisions if d.refused] == [("rule:pin-never",)]
+
+
 class TestDependencies:
     def test_dependent_of_an_evicted_segment_is_unscoreable(self, engine: Engine) -> None:
         """Seed 001: a score judged against a segment this pass evicts is not trusted."""

@@ -7,6 +7,10 @@ was judged against a segment this pass already evicts (or that such a segment wa
 against): those are unscoreable now and wait for a re-score. Each pick is authorized by the
 eviction guard; where the policy requires a tombstone the plan writes one, and the authorization
 rests on it.
+
+A segment a custom rule pins (a refusal with a ``pin`` action naming it) stays pinned for the
+rest of the session while its text is unchanged, as a pinned kind is: it is refused and logged
+once, not again on every pass.
 """
 
 from __future__ import annotations
@@ -59,10 +63,13 @@ class Plan:
 def plan_pass(session: Session, request: PlanRequest, document: Mapping[str, Any]) -> Plan:
     decisions: list[Decision] = []
     pinned_kinds = session.policy.spec.eviction.pinned_kinds
+    rule_pins = session.rule_pins
     pinned = tuple(
         w.segment.id
         for w in request.segments
-        if w.segment.kind in pinned_kinds or w.segment.non_recoverable
+        if w.segment.kind in pinned_kinds
+        or w.segment.non_recoverable
+        or rule_pins.get(w.segment.id) == w.segment.text
     )
 
     if request.history is not None:
@@ -118,6 +125,9 @@ def _select(
         decision = session.decide("eviction", eviction, _eviction_document(window, candidates))
         decisions.append(decision)
         if decision.blocks:
+            if _pins(decision, seg.id):
+                session.rule_pins[seg.id] = seg.text
+                never.add(seg.id)
             continue
         chosen.append(window)
         chosen_ids.add(seg.id)
@@ -128,7 +138,7 @@ def _select(
     return Plan(
         evict=tuple(w.segment.id for w in chosen),
         tombstones=tuple(tombstones),
-        pinned=pinned,
+        pinned=tuple(w.segment.id for w in request.segments if w.segment.id in never),
         unscoreable=tuple(unscoreable),
         recompute=(),
         frozen=False,
@@ -136,6 +146,11 @@ def _select(
         freed_tokens=freed,
         decisions=tuple(decisions),
     )
+
+
+def _pins(decision: Decision, segment_id: str) -> bool:
+    """Whether a refusal pins the segment (a rule's ``pin`` action naming it)."""
+    return any(a.action == "pin" and segment_id in (a.ids or ()) for a in decision.actions)
 
 
 def _met(request: PlanRequest, total: int, evicted: int, freed: int) -> bool:

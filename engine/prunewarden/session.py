@@ -72,6 +72,8 @@ class Session:
         # A relative spread floor's reference: the spreads of the first relative_to.first_cycles
         # cycles, on the judged scale (at most that many, however long the session runs).
         self._early_spreads: tuple[float, ...] = ()
+        # Segments a rule pinned in a pruning pass (id -> text), pinned for the later passes.
+        self.rule_pins: dict[str, str] = {}
 
     @property
     def halted(self) -> bool:
