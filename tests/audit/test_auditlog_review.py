@@ -364,6 +364,21 @@ class TestSql:
         )
         assert int(out.splitlines()[2]) == len(scenario.files) - 1
 
+    @pytest.mark.parametrize("name", ["log*.jsonl", "log?.jsonl", "log[1].jsonl"])
+    def test_file_names_are_not_patterns(
+        self, scenario: Scenario, tmp_path: Path, name: str
+    ) -> None:
+        """A log named with *, ? or [ is read as that one file, not as a pattern matching
+        its neighbours (log1.jsonl here)."""
+        (tmp_path / name).write_bytes(scenario.files[-1].read_bytes())
+        (tmp_path / "log1.jsonl").write_bytes(scenario.files[0].read_bytes())
+        statement = "SELECT DISTINCT filename FROM records"
+        code, out, err = cli("audit", "sql", "--format", "json", statement, str(tmp_path / name))
+        assert (code, err) == (0, "")
+        assert [row["filename"] for row in map(json.loads, out.splitlines())] == [
+            str(tmp_path / name)
+        ]
+
     def test_bad_sql_is_a_usage_error(self, scenario: Scenario) -> None:
         """DuckDB's message is passed on, without a traceback."""
         code, out, err = cli("audit", "sql", "SELEC nonsense", *scenario.args)

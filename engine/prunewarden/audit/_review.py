@@ -295,6 +295,15 @@ def _literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
+_GLOB_CHARACTERS = re.compile(r"([*?\[])")
+
+
+def _glob_literal(path: str) -> str:
+    """``path`` as a DuckDB file pattern matching only itself: DuckDB expands ``*``, ``?`` and
+    ``[...]`` in every file name it reads, so each becomes a one-character class (``[*]``)."""
+    return _GLOB_CHARACTERS.sub(r"[\1]", path)
+
+
 def sql(
     statement: str, paths: Iterable[str | os.PathLike[str]]
 ) -> tuple[list[str], list[str], Iterator[tuple[Any, ...]]]:
@@ -318,7 +327,8 @@ def sql(
         connection.execute("SET TimeZone = 'UTC'")
         columns = "{" + ", ".join(f"{_literal(k)}: {_literal(v)}" for k, v in _COLUMNS.items())
         views = _VIEWS.format(
-            files="[" + ", ".join(_literal(name) for name in files) + "]", columns=columns + "}"
+            files="[" + ", ".join(_literal(_glob_literal(name)) for name in files) + "]",
+            columns=columns + "}",
         )
         connection.execute(views)
         cursor = connection.execute(statement)
