@@ -8,8 +8,9 @@ Rules only tighten. A matched rule in ``enforce`` mode with effect ``deny``, ``h
 refuses; ``warn`` and ``audit`` add a reason and leave the outcome; nothing turns a refusal into an
 allow. When a rule refuses what the guard allowed, the guard's allowing reasons (``authorized``)
 are not listed among the refusal's reasons: they move into the first refusing reason's detail,
-under ``guard``, so that a refused decision never reads as authorized. A rule that errors, times out or gives something other than a bool counts as matched, with
-reason ``rule_error:<name>`` (fail closed).
+under ``guard``, so that a refused decision never reads as authorized. A rule that errors, times
+out or gives something other than a bool counts as matched, with reason ``rule_error:<name>``
+(fail closed).
 """
 
 from __future__ import annotations
