@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import os
 import sys
 import threading
@@ -32,6 +31,7 @@ import structlog
 
 from prunewarden.audit import _record as auditlog
 from prunewarden.audit._chain import GENESIS, seal
+from prunewarden.audit._locking import lock_exclusive, require_file_locks, unlock
 from prunewarden.audit._reading import scan_appended
 from prunewarden.audit._redaction import DEFAULT_MASKS, parse_masks
 from prunewarden.audit._rotation import next_sequence
@@ -135,7 +135,7 @@ class AuditLog:
             return
         with self._lock:
             try:
-                fcntl.flock(self._acquire().fd, fcntl.LOCK_UN)
+                unlock(self._acquire().fd)
             except OSError as exc:
                 raise self._error(exc) from None
 
@@ -196,11 +196,12 @@ class AuditLog:
             self._append(state, records)
         finally:
             if self._file is not None:
-                fcntl.flock(self._file.fd, fcntl.LOCK_UN)
+                unlock(self._file.fd)
 
     def _acquire(self) -> _FileState:
         """Open and lock the file now at ``path`` (reopening if it was rotated or replaced)."""
         assert self.path is not None  # noqa: S101 - only file sinks lock
+        require_file_locks()
         state = self._file
         if state is not None and state.pid != os.getpid():
             # Inherited through fork: the open file description, and so the lock, is shared with
@@ -213,14 +214,14 @@ class AuditLog:
                 flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
                 fd = os.open(self.path, flags, 0o644)
                 state = self._file = _FileState(fd, os.getpid(), _identity(os.fstat(fd)))
-            fcntl.flock(state.fd, fcntl.LOCK_EX)
+            lock_exclusive(state.fd)
             try:
                 current: tuple[int, int] | None = _identity(self.path.stat())
             except FileNotFoundError:
                 current = None
             if current == state.identity:
                 return state
-            fcntl.flock(state.fd, fcntl.LOCK_UN)
+            unlock(state.fd)
             os.close(state.fd)
             self._file = state = None
 
@@ -258,7 +259,7 @@ class AuditLog:
         flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
         fd = os.open(temporary, flags, 0o644)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            lock_exclusive(fd)
             # Link, then rename over: NAME always exists, so no writer creates a stray file.
             os.link(path, archived)
             temporary.replace(path)
@@ -275,7 +276,7 @@ class AuditLog:
                 _sync(state.fd)
                 _sync_dir(path.parent)
         finally:
-            fcntl.flock(state.fd, fcntl.LOCK_UN)
+            unlock(state.fd)
             os.close(state.fd)
         return fresh, auditlog.log_rotated_record(archived.name, sequence)
 
