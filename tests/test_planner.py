@@ -248,7 +248,7 @@ class TestInput:
         ("document", "path"),
         [
             ({"segments": WINDOW}, "$"),
-            ({"segments": WINDOW, "free_tokens": 1, "keep_top_k": 1}, "$"),
+            ({"segments": WINDOW, "free_tokens": 1, "keep_top_k": 1}, "$.keep_top_k"),
             ({"segments": [WINDOW[0], WINDOW[0]], "free_tokens": 1}, "$.segments[1].id"),
             ({"segments": [{**WINDOW[1], "score": 1.5}], "free_tokens": 1}, "$.segments[0].score"),
             ({"segments": [{**WINDOW[1], "bogus": 1}], "free_tokens": 1}, "$.segments[0].bogus"),
@@ -261,6 +261,25 @@ class TestInput:
         with pytest.raises(InputError) as raised:
             engine.plan(document)
         assert path in [p.path for p in raised.value.problems]
+
+    def test_two_targets_name_the_conflict(self, engine: Engine) -> None:
+        """free_tokens with keep_top_k is one problem naming both fields, not a raw oneOf
+        dump; neither is one problem naming the choice."""
+        with pytest.raises(InputError) as raised:
+            engine.plan({"segments": WINDOW, "free_tokens": 1, "keep_top_k": 1})
+        (problem,) = raised.value.problems
+        assert problem.path == "$.keep_top_k"
+        assert problem.message == (
+            "'free_tokens' and 'keep_top_k' conflict: give only one of 'free_tokens' or "
+            "'keep_top_k'"
+        )
+        with pytest.raises(InputError) as raised:
+            engine.plan({"segments": WINDOW})
+        (problem,) = raised.value.problems
+        assert (problem.path, problem.message) == (
+            "$",
+            "one of 'free_tokens' or 'keep_top_k' is required",
+        )
 
     @settings(max_examples=60, deadline=None)
     @given(
