@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from prunewarden import load_policy
 from prunewarden.cli import _jobs
 from prunewarden.cli._main import run
 
@@ -342,3 +345,125 @@ class TestDiffCommand:
         code, _, err = cli("diff", "--base", DEFAULT, trace_named("healthy-session.jsonl"))
         assert code == 2
         assert "--candidate" in err
+
+
+def git(repo: Path, *argv: str) -> str:
+    done = subprocess.run(
+        ["git", "-C", str(repo), *argv], capture_output=True, text=True, check=True, env=GIT_ENV
+    )
+    return done.stdout
+
+
+GIT_ENV = {
+    **os.environ,
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@example.invalid",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@example.invalid",
+    "GIT_CONFIG_GLOBAL": os.devnull,
+    "GIT_CONFIG_NOSYSTEM": "1",
+}
+
+OVERLAY = (
+    "apiVersion: prunewarden/v1\nkind: Policy\nextends: ../shared/base.yaml\n"
+    "metadata: {{name: prod, version: {version}}}\nspec:\n  collapse: {{spread_floor: {floor}}}\n"
+)
+SHARED = (
+    "apiVersion: prunewarden/v1\nkind: Policy\nmetadata: {{name: base, version: {version}}}\n"
+    "spec:\n  eviction: {{stability_delta: {delta}}}\n"
+)
+
+
+@pytest.fixture
+def repository(tmp_path: Path) -> Path:
+    """A git repository whose main commit holds prod.yaml extending ../shared/base.yaml; the
+    working tree then loosens both (the change under review)."""
+    repo = tmp_path / "repo"
+    (repo / "policies").mkdir(parents=True)
+    (repo / "shared").mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "policies" / "prod.yaml").write_text(OVERLAY.format(version="1.0.0", floor=0.08))
+    (repo / "shared" / "base.yaml").write_text(SHARED.format(version="1.0.0", delta=0.25))
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "policies")
+    (repo / "policies" / "prod.yaml").write_text(OVERLAY.format(version="1.1.0", floor=0.01))
+    (repo / "shared" / "base.yaml").write_text(SHARED.format(version="1.1.0", delta=0.9))
+    return repo
+
+
+class TestDiffBaseRef:
+    def test_base_and_its_chain_come_from_the_revision(
+        self, repository: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """--base-ref main reads prod.yaml and the base it extends (relative, another folder)
+        as main holds them; --base defaults to the candidate's path."""
+        monkeypatch.chdir(repository)
+        traces = map(str, TRACES)
+        code, out, err = cli(
+            "diff",
+            "--base-ref",
+            "main",
+            "--candidate",
+            "policies/prod.yaml",
+            "--format",
+            "json",
+            *traces,
+        )
+        assert (code, err) == (1, "")
+        report = json.loads(out)
+        assert (report["base"]["name"], report["base"]["version"]) == ("prod", "1.0.0")
+        assert report["candidate"]["version"] == "1.1.0"
+        committed = tmp_copy_of_main(repository)
+        assert report["base"]["digest"] == load_policy(committed).digest
+
+    def test_the_same_revision_changes_nothing(self, repository: Path) -> None:
+        """Comparing main with itself through --base and --base-ref exits 0."""
+        prod = repository / "policies" / "prod.yaml"
+        git(repository, "stash", "-q")
+        code, out, err = cli(
+            "diff",
+            "--base-ref",
+            "main",
+            "--base",
+            str(prod),
+            "--candidate",
+            str(prod),
+            *map(str, TRACES),
+        )
+        assert (code, err) == (0, "")
+        assert out.splitlines()[-1].endswith("compared: 0 changed")
+
+    def test_a_file_missing_at_the_revision_exits_three(self, repository: Path) -> None:
+        """A policy the revision does not hold is one located line, exit 3."""
+        new = repository / "policies" / "new.yaml"
+        new.write_text(OVERLAY.format(version="1.0.0", floor=0.08))
+        code, _, err = cli("diff", "--base-ref", "main", "--candidate", str(new), str(TRACES[0]))
+        assert code == 3
+        assert (
+            err
+            == "main:policies/new.yaml: $: not in git revision main (or main is not a revision)\n"
+        )
+
+    def test_problems_name_the_revision_file(self, repository: Path) -> None:
+        """An invalid base at the revision is reported as REF:path, not as a scratch copy."""
+        base = repository / "shared" / "base.yaml"
+        base.write_text(SHARED.format(version="1.2.0", delta=-1))
+        git(repository, "commit", "-q", "-am", "a bad base")
+        prod = str(repository / "policies" / "prod.yaml")
+        code, _, err = cli("diff", "--base-ref", "HEAD", "--candidate", prod, str(TRACES[0]))
+        assert code == 3
+        assert err.startswith("HEAD:shared/base.yaml:5:")
+
+    def test_base_or_base_ref_is_required(self) -> None:
+        """Without --base and --base-ref there is nothing to compare with: exit 2."""
+        code, _, err = cli("diff", "--candidate", LOOSE, str(TRACES[0]))
+        assert code == 2
+        assert "--base FILE or --base-ref REF is required" in err
+
+
+def tmp_copy_of_main(repo: Path) -> Path:
+    """main's policies checked out in a worktree of their own (the way to load them without
+    --base-ref)."""
+    tree = repo.parent / "main-tree"
+    git(repo, "worktree", "add", "-q", "--detach", str(tree), "main")
+    return tree / "policies" / "prod.yaml"
