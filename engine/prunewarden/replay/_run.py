@@ -400,8 +400,11 @@ def run_jobs(
         while pending:
             _, pending = wait(pending, timeout=_REPORT_EVERY, return_when=FIRST_COMPLETED)
             _drain(progress_queue, on_progress)
-        _drain(progress_queue, on_progress)
         results = [future.result() for future in futures]
+    # A result can arrive before the progress its worker queued last: a queue is fed by a
+    # thread of its own. Workers flush their queue as they exit, and the pool has joined them
+    # here, so this drain hears every job's final count (under load, one drain before missed it).
+    _drain(progress_queue, on_progress)
     if progress_queue is not None:
         progress_queue.close()
         progress_queue.join_thread()
