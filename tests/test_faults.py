@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any, Self
@@ -12,8 +13,10 @@ from typing import IO, Any, Self
 import pytest
 import structlog
 from prunewarden import AuditLog, Engine, PolicyError, load_policy, parse_policy
+from prunewarden._files import open_regular
 from prunewarden.cli._main import run
 from prunewarden.guards import GUARDS, Guard
+from prunewarden.policy import _build as policy_build
 from structlog.testing import capture_logs
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -75,7 +78,7 @@ class TestGuardFaults:
     @pytest.mark.usefixtures("raising_eviction")
     def test_a_guard_that_raises_refuses(self) -> None:
         """The decision is an enforced deny with internal_error, logged like any other."""
-        engine = Engine.default()
+        engine = Engine.default(logger=structlog.get_logger())
         with capture_logs() as logs:
             decision = engine.evaluate(eviction("bad"))
         assert (decision.outcome, decision.enforced, decision.codes) == (
@@ -89,8 +92,9 @@ class TestGuardFaults:
 
     @pytest.mark.usefixtures("raising_eviction")
     def test_one_raising_segment_in_a_pass(self) -> None:
-        """In a pass, only the segment whose guard raised is refused; every one is logged."""
-        engine = Engine.default()
+        """In a pass, only the segment whose guard raised is refused; every one is in the
+        pass's record."""
+        engine = Engine.default(logger=structlog.get_logger())
         with capture_logs() as logs:
             decisions = engine.authorize_evictions([item("a"), item("bad"), item("c")])
         assert [d.codes for d in decisions] == [
@@ -98,7 +102,8 @@ class TestGuardFaults:
             ("internal_error",),
             ("authorized",),
         ]
-        assert [r["decision_id"] for r in logs] == [d.decision_id for d in decisions]
+        (record,) = logs
+        assert [tuple(v["codes"]) for v in record["verdicts"]] == [d.codes for d in decisions]
 
 
 class TestSinkFaults:
@@ -120,33 +125,24 @@ class TestSinkFaults:
         logged = [r["decision_id"] for r in lines(stream)]
         assert logged == [d.decision_id for d in (*before, after)]
 
-    def test_failing_audit_log_refuses_mid_pass(self) -> None:
-        """An audit log that fails in the middle of a pass: the segments decided before keep
-        their decisions and records, those after are refused, and the log stays readable."""
+    def test_failing_audit_log_refuses_the_whole_pass(self) -> None:
+        """An audit log that fails when a pass is written: every decision of the pass is
+        refused (the pass is one record), what was written before stays, and the log resumes
+        with the next pass."""
         stream = FailingStream()
         engine = Engine.default(audit=AuditLog(stream, fsync="never"))
         engine.evaluate(eviction("warm-up"))  # the policy and the first decision are logged
         written = len(lines(stream))
-        original = stream.write
-        calls = 0
-
-        def fail_after_two(text: str) -> int:
-            nonlocal calls
-            calls += 1
-            if calls > 2:
-                stream.failing = True
-            return original(text)
-
-        stream.write = fail_after_two  # type: ignore[method-assign]
+        stream.failing = True
         decisions = engine.authorize_evictions([item(f"p{i}") for i in range(5)])
-        codes = [d.codes for d in decisions]
-        assert codes[:2] == [("authorized",)] * 2
-        assert codes[2:] == [("audit_unavailable",)] * 3
+        stream.failing = False
+        after = engine.authorize_evictions([item(f"q{i}") for i in range(2)])
+        assert [d.codes for d in decisions] == [("audit_unavailable",)] * 5
+        assert {d.reasons[0].detail["refused_pass"] for d in decisions} == {decisions[0].pass_id}
+        assert [d.codes for d in after] == [("authorized",)] * 2
         records = lines(stream)
-        assert len(records) == written + 2
-        assert [r["decision_id"] for r in records[written:]] == [
-            d.decision_id for d in decisions[:2]
-        ]
+        assert [r["kind"] for r in records[written:]] == ["pass"]
+        assert records[written]["pass_id"] == after[0].pass_id
 
     def test_full_disk_through_the_command_line(self) -> None:
         """An audit log on a full device: the decision is refused (exit 1), not lost or crashed."""
@@ -198,14 +194,14 @@ class TestPolicyReplacedMidRead:
     def _race(
         self, monkeypatch: pytest.MonkeyPatch, path: Path, replace: Callable[[], object]
     ) -> None:
-        real_open = Path.open
+        real_open = open_regular
 
-        def racing_open(self: Path, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
-            if self == path and mode == "rb":
-                return _ReplacedWhileRead(self, replace)
-            return real_open(self, mode, *args, **kwargs)
+        def racing_open(name: str | os.PathLike[str]) -> Any:
+            if Path(name) == path:
+                return _ReplacedWhileRead(path, replace)
+            return real_open(name)
 
-        monkeypatch.setattr(Path, "open", racing_open)
+        monkeypatch.setattr(policy_build, "open_regular", racing_open)
 
     def test_rewritten_in_place_is_refused(
         self, monkeypatch: pytest.MonkeyPatch, policy_path: Path
@@ -249,7 +245,7 @@ class TestPolicyReplacedMidRead:
 
     def test_an_engine_keeps_the_policy_it_was_built_with(self, policy_path: Path) -> None:
         """Replacing the file does not change an engine already running on it."""
-        engine = Engine.from_file(policy_path)
+        engine = Engine.from_file(policy_path, logger=structlog.get_logger())
         policy_path.write_text(NEW, encoding="utf-8")
         with capture_logs() as logs:
             decision = engine.evaluate(eviction())

@@ -5,18 +5,22 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from prunewarden import Engine, InputError
+from prunewarden import AuditLog, Decision, Engine, InputError, Policy
+from prunewarden.audit import input_digest
 from prunewarden.cli._main import run
 from structlog.testing import capture_logs
 
 EngineFactory = Callable[..., Engine]
+PolicyFactory = Callable[..., Policy]
 
 
 def sha(text: str) -> str:
@@ -38,6 +42,18 @@ def seg(
         "text_sha256": sha(text),
         **extra,
     }
+
+
+class DiscardLogger:
+    """A decision logger that keeps nothing: a large pass measures the planner, not logging."""
+
+    def info(self, event: str, **fields: Any) -> None:
+        """Drop the record."""
+
+
+@pytest.fixture
+def quiet_engine() -> Engine:
+    return Engine.default(logger=DiscardLogger())
 
 
 WINDOW = [
@@ -107,13 +123,19 @@ class TestAuthorization:
         refused = [d for d in plan.decisions if d.refused]
         assert [d.codes for d in refused] == [("unstable_score",)]
 
-    def test_every_decision_is_logged(self, engine: Engine) -> None:
-        """The staleness gate and each authorization produce one logged decision each."""
+    def test_a_plan_is_one_record_of_every_decision(self, engine: Engine) -> None:
+        """The staleness gate and each authorization are verdicts of one pass record, in order,
+        with what the plan may do."""
+        logged = Engine(engine.policy, logger=structlog.get_logger())
         with capture_logs() as logs:
-            plan = engine.plan({"segments": WINDOW, "free_tokens": 200, "session_id": "s9"})
-        assert [r["check"] for r in logs] == ["staleness", "eviction", "eviction"]
-        assert [r["decision_id"] for r in logs] == [d.decision_id for d in plan.decisions]
-        assert {r["session_id"] for r in logs} == {"s9"}
+            plan = logged.plan({"segments": WINDOW, "free_tokens": 200, "session_id": "s9"})
+        (record,) = logs
+        assert (record["event"], record["pass"], record["session_id"]) == ("pass", "plan", "s9")
+        assert [v["check"] for v in record["verdicts"]] == ["staleness", "eviction", "eviction"]
+        assert [d.decision_id for d in plan.decisions] == [
+            f"{record['pass_id']}-{i}" for i in range(3)
+        ]
+        assert record["plan"]["evict"] == list(plan.evict)
 
     def test_audit_mode_refusals_do_not_block(self, engine_with: EngineFactory) -> None:
         """In audit mode a refused pick is still evicted: callers proceed."""
@@ -136,21 +158,23 @@ PIN_NEVER = [
 
 
 class TestRulePins:
-    def test_a_rule_pin_sticks_for_the_session(self, engine_with: EngineFactory) -> None:
+    def test_a_rule_pin_sticks_for_the_session(self, make_policy: PolicyFactory) -> None:
         """A segment a rule pinned is refused once, then pinned in later passes (no decision
         again), while its text is unchanged."""
         window = [seg("n", 0.0625, text="never log tokens"), *WINDOW[1:]]
-        session = engine_with(rules=PIN_NEVER).session("s")
+        heard: list[Decision] = []
+        engine = Engine(make_policy(rules=PIN_NEVER), on_decision=lambda d, _: heard.append(d))
+        session = engine.session("s")
         first = session.plan(window, free_tokens=100)
         refused = [d for d in first.decisions if d.refused]
         assert [d.codes for d in refused] == [("rule:pin-never",)]
         assert first.pinned == ("n",)
         assert first.evict == ("b",)
-        with capture_logs() as logs:
-            second = session.plan(window, free_tokens=100)
+        heard.clear()
+        second = session.plan(window, free_tokens=100)
         assert second.pinned == ("n",)
         assert second.evict == ("b",)
-        assert [r["outcome"] for r in logs if r["check"] == "eviction"] == ["allow"]
+        assert [d.outcome for d in heard if d.check == "eviction"] == ["allow"]
 
     def test_changed_text_is_decided_again(self, engine_with: EngineFactory) -> None:
         """A pinned id whose text changed is no longer pinned by the earlier pass."""
@@ -167,6 +191,46 @@ class TestRulePins:
         engine.session("one").plan(window, free_tokens=100)
         plan = engine.session("two").plan(window, free_tokens=100)
         assert [d.codes for d in plan.decisions if d.refused] == [("rule:pin-never",)]
+
+
+class TestPassCandidates:
+    def test_rules_see_the_segments_chosen_so_far(self, engine_with: EngineFactory) -> None:
+        """A rule reading candidates sees the picks before it and the segment itself."""
+        rule = {
+            "name": "three-per-pass",
+            "check": "eviction",
+            "when": "size(candidates) > 3",
+            "effect": "deny",
+            "message": "at most three evictions in one pass",
+        }
+        window = [seg(f"s{i}", i / 16) for i in range(6)]
+        plan = engine_with(rules=[rule]).plan({"segments": window, "keep_top_k": 0})
+        assert plan.evict == ("s0", "s1", "s2")
+        assert [d.outcome for d in plan.decisions[1:]] == ["allow"] * 3 + ["deny"] * 3
+
+    def test_the_record_digests_the_window_it_logs(self, tmp_path: Path) -> None:
+        """input_digest is the digest of the plan document; the verdicts name each pick."""
+        window = [seg("u", 0.0625, perturbed_score=0.5), *WINDOW]
+        document = {"segments": window, "keep_top_k": 0}
+        log_path = tmp_path / "audit.jsonl"
+        with AuditLog(log_path, inputs=[]) as audit:  # the whole document, nothing erased
+            plan = Engine.default(audit=audit).plan(document)
+        assert plan.evict == ("b", "a", "d", "c")
+        (record,) = [json.loads(line) for line in log_path.read_text().splitlines()][1:]
+        picks = [v["segment"] for v in record["verdicts"] if v["check"] == "eviction"]
+        assert picks == ["u", "b", "a", "d", "c"]
+        assert record["input"] == document
+        assert record["input_digest"] == input_digest(document)
+
+    def test_a_pass_costs_the_same_per_segment_at_any_size(self, quiet_engine: Engine) -> None:
+        """16k segments plan in seconds (each pick once rebuilt, sorted and digested the
+        candidates so far: about 20 s here); the bound is generous, make bench measures it."""
+        window = [seg(f"s{i}", (i * 7919 % 16_000) / 16_000, tokens=1) for i in range(16_000)]
+        started = time.perf_counter()
+        plan = quiet_engine.plan({"segments": window, "keep_top_k": 0})
+        elapsed = time.perf_counter() - started
+        assert len(plan.evict) == 16_000
+        assert elapsed < 8.0
 
 
 class TestDependencies:

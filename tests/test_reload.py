@@ -15,6 +15,7 @@ import pytest
 import structlog
 from jsonschema import Draft202012Validator
 from prunewarden import AuditLog, Decision, ReloadingEngine, parse_policy
+from prunewarden import reload as reload_module
 from prunewarden._resources import schema
 from prunewarden.policy import _overlay as overlay_module
 
@@ -154,14 +155,18 @@ class TestReload:
     def test_a_change_to_the_base_reloads_the_overlay(
         self, files: Path, engine: ReloadingEngine
     ) -> None:
-        """Every file of the chain is watched, not only the top one."""
+        """Every file of the chain is watched, not only the top one: a changed base changes the
+        overlay's content, which reloads once the overlay's version says so."""
         replace(
             files.parent / "base.yaml", BASE.replace("canary_margin: 0.25", "canary_margin: 0.2")
         )
         assert engine.poll() is None  # seen, settling
         result = engine.poll()
         assert result is not None
-        assert result.changed
+        assert not result.changed
+        assert "prod@1.0.0 is in force with another content" in result.problems[0]
+        replace(files, prod(0.25, version="1.0.1"))
+        assert engine.reload().changed
         assert engine.policy.spec.collapse.canary_margin == 0.2
 
     def test_a_lock_file_that_appears_is_enforced(
@@ -193,11 +198,9 @@ class TestReload:
 
 
 class TestSessionsAndPlans:
-    def test_a_session_keeps_the_policy_it_began_with(
-        self, files: Path, engine: ReloadingEngine
-    ) -> None:
-        """A session decides under the snapshot in force when it started; a new session
-        after a reload decides under the new one."""
+    def test_a_session_follows_a_reload(self, files: Path, engine: ReloadingEngine) -> None:
+        """A session started before a reload decides under the new snapshot after it, as a
+        session started after the reload does."""
         before = engine.session("run-1")
         replace(files, VERSION_B)
         assert engine.reload().changed
@@ -209,7 +212,7 @@ class TestSessionsAndPlans:
         )
         old = before.authorize(segment, score, perturbed, EVICTION["eviction_candidates"])
         new = after.authorize(segment, score, perturbed, EVICTION["eviction_candidates"])
-        assert (old.outcome, old.policy.version) == ("allow", "1.0.0")
+        assert (old.outcome, old.policy.version) == ("deny", "1.1.0")
         assert (new.outcome, new.policy.version) == ("deny", "1.1.0")
 
     def test_a_plan_is_decided_under_one_snapshot(
@@ -414,3 +417,64 @@ class TestAuditRecords:
         assert "refused by validator 'floor-band'" in failed["error"]["problems"][0]
         assert failed["policy"]["digest"] == records[1]["policy"]["digest"]
         assert records[4]["policy"]["version"] == "1.1.0"
+
+
+class TestHostileFiles:
+    def test_a_policy_python_cannot_read_is_a_result_not_an_exception(
+        self, files: Path, engine: ReloadingEngine
+    ) -> None:
+        """An integer too long to read, or a lone surrogate, is reported, never raised."""
+        for extra in ("  params: {n: " + "9" * 5000 + "}\n", '  params: {s: "\\ud800"}\n'):
+            replace(files, prod(0.25, version="9.0.0", extra=extra))
+            result = engine.reload()
+            assert not result.changed
+            assert result.problems
+        assert engine.policy.version == "1.0.0"
+
+    def test_any_failure_of_a_load_is_a_result(
+        self, files: Path, engine: ReloadingEngine, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Whatever a load raises, reload() returns with the last good policy in force."""
+
+        def broken(*args: object, **kwargs: object) -> None:
+            msg = "unexpected"
+            raise RuntimeError(msg)
+
+        monkeypatch.setattr(reload_module, "load_policy", broken)
+        replace(files, VERSION_B)
+        result = engine.reload()
+        assert (result.changed, result.policy.version) == (False, "1.0.0")
+        assert result.problems == (f"{files}: $: the policy could not be loaded (RuntimeError)",)
+
+    def test_a_touched_bad_file_is_reported_once(
+        self, files: Path, engine: ReloadingEngine, logger: Any
+    ) -> None:
+        """The same bad content seen again under a new modification time logs nothing new."""
+        replace(files, INVALID["schema"])
+        engine.reload()
+        for step in range(1, 4):
+            os.utime(files, ns=(time.time_ns(), time.time_ns() + step * 10**9))
+            engine.reload()
+        assert len(events(logger, "policy_reload_failed")) == 1
+
+    def test_the_poller_reports_a_bad_content_once(
+        self, files: Path, engine: ReloadingEngine, logger: Any
+    ) -> None:
+        """Polling bad files again and again logs one policy_reload_failed."""
+        replace(files, prod(0.25, version="9.0.0", extra="  params: {n: " + "9" * 5000 + "}\n"))
+        for _ in range(6):
+            engine.poll()
+        assert len(events(logger, "policy_reload_failed")) == 1
+
+    def test_new_content_under_the_version_in_force_is_refused(
+        self, files: Path, engine: ReloadingEngine, logger: Any
+    ) -> None:
+        """A write read half-done (a rule dropped, the version unchanged) is not swapped in."""
+        before = engine.policy
+        replace(files, prod(0.01))  # another content, still prod@1.0.0
+        result = engine.reload()
+        assert not result.changed
+        assert "prod@1.0.0 is in force with another content" in result.problems[0]
+        assert engine.policy is before
+        (failed,) = events(logger, "policy_reload_failed")
+        assert failed["policy"]["digest"] == before.digest

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+import structlog
 from prunewarden import Engine, InputError
 from structlog.testing import capture_logs
 
@@ -106,7 +107,8 @@ class TestCycles:
 class TestHaltHolds:
     @pytest.fixture
     def halted(self, engine: Engine) -> Any:
-        session = engine.session("s-halted", {"team": "core"})
+        logged = Engine(engine.policy, logger=structlog.get_logger())
+        session = logged.session("s-halted", {"team": "core"})
         for c in range(1, 6):
             session.observe_cycle(narrowing(c), ["task"])
         return session
@@ -183,9 +185,10 @@ class TestBoundedMemory:
         for c in range(1, 50):
             session.observe_cycle(narrowing(1 + c % 5), ["task"])
             session.observe_turn(0.5, 1000 - c)
-        assert len(session._snapshots) == 4
-        assert len(session._turns) == 5
-        assert set(session._baseline) == {"task"}
+        state = session.state()
+        assert len(state["snapshots"]) == 4
+        assert len(state["turns"]) == 5
+        assert set(state["baseline"]) == {"task"}
 
     def test_memory_does_not_grow_with_session_length(self, engine: Engine) -> None:
         """Ten times more cycles does not take more memory."""
@@ -236,6 +239,6 @@ class TestThreads:
         for thread in threads:
             thread.join()
         assert errors == []
-        cycles = [s.cycle for s in session._snapshots]
+        cycles = [s["cycle"] for s in session.state()["snapshots"]]
         assert cycles == sorted(cycles)
         assert cycles[-1] == 160

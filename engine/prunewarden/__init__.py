@@ -4,7 +4,14 @@ Three guards keep an agent that scores and evicts its own context from failing s
 ``collapse`` (the score spread collapsed and a pinned canary inverted), ``eviction`` (a
 self-scored number must not delete what the scorer cannot re-derive) and ``staleness`` (a score
 bound to text a rewrite changed is stale). Their thresholds live in versioned YAML policies.
+
+Silent until the caller chooses a sink: decisions go to an ``AuditLog``, a structlog logger or an
+``on_decision`` hook passed to the engine; diagnostics go to ``logging.getLogger("prunewarden")``,
+which has only a ``NullHandler`` (the library convention) until the application configures
+logging.
 """
+
+import logging
 
 from prunewarden.__about__ import __version__
 from prunewarden._identity import PolicyIdentity
@@ -19,6 +26,7 @@ from prunewarden.errors import (
     PrunewardenError,
     RefusedError,
     RelevanceCollapseError,
+    SessionStateError,
     StaleScoreError,
     SuiteError,
     UntrustedEvictionError,
@@ -26,7 +34,9 @@ from prunewarden.errors import (
 from prunewarden.planner import Plan
 from prunewarden.policy import Policy, load_builtin_policy, load_policy, parse_policy
 from prunewarden.reload import ReloadingEngine, ReloadResult
-from prunewarden.session import Session
+from prunewarden.session import Session, SessionStore, SqliteSessionStore
+
+logging.getLogger("prunewarden").addHandler(logging.NullHandler())
 
 __all__ = [
     "Action",
@@ -47,7 +57,10 @@ __all__ = [
     "ReloadResult",
     "ReloadingEngine",
     "Session",
+    "SessionStateError",
+    "SessionStore",
     "ShadowResult",
+    "SqliteSessionStore",
     "StaleScoreError",
     "SuiteError",
     "UntrustedEvictionError",

@@ -4,7 +4,13 @@ Policies are YAML and input documents are JSON; both reach the validators as pla
 plus an index from JSON path to ``(line, column)``, so every problem can point at its culprit.
 YAML is composed with the safe loader and built by hand, which lets us refuse what PyYAML would
 silently accept: duplicate keys, non-string keys, merge keys, non-finite numbers, and alias
-expansions or nesting deep enough to exhaust memory or the stack.
+expansions or nesting deep enough to exhaust memory or the stack. Nodes are counted while the
+document is composed, so a document of too many values stops there, not after all of them were
+held in memory.
+
+Both refuse, as located problems, what Python cannot carry through: an integer of more than
+:data:`~prunewarden.limits.MAX_INTEGER_DIGITS` digits (it cannot be printed) and a string holding
+a lone surrogate (``"\\ud800"``: it is not Unicode text, and cannot be written as UTF-8).
 """
 
 from __future__ import annotations
@@ -19,7 +25,22 @@ import yaml
 
 from prunewarden._json import JsonPath
 from prunewarden.errors import Problem, describe_value
-from prunewarden.limits import MAX_INPUT_CHARS, MAX_POLICY_BYTES, MAX_YAML_DEPTH, MAX_YAML_NODES
+from prunewarden.limits import (
+    MAX_INPUT_CHARS,
+    MAX_INTEGER_DIGITS,
+    MAX_POLICY_BYTES,
+    MAX_PROBLEMS,
+    MAX_YAML_DEPTH,
+    MAX_YAML_NODES,
+)
+
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+# A lone surrogate spelled in JSON or YAML text, or one already in the text (decoded with
+# surrogateescape); a surrogate pair spelled out also matches, and is then found to be whole.
+_SURROGATE_IN_TEXT = re.compile(r"[\ud800-\udfff]|\\(?:u|U0000)[dD][89a-fA-F]")
+_LONG_INTEGER = re.compile(rf"-?[0-9]{{{MAX_INTEGER_DIGITS + 1},}}")
+SURROGATE_MESSAGE = "holds a lone surrogate (not Unicode text)"
+LONG_INTEGER_MESSAGE = f"an integer of more than {MAX_INTEGER_DIGITS} digits"
 
 
 def json_path(path: JsonPath) -> str:
@@ -30,7 +51,18 @@ def json_path(path: JsonPath) -> str:
 class _Loader(yaml.SafeLoader):
     """The safe loader, closer to JSON and YAML 1.2: dates stay strings; only true and false are
     booleans (YAML 1.1 reads ``mode: off`` as false, and ``off`` is a mode); and ``1e-3`` is a
-    number (the YAML 1.1 float pattern wants a dot in the mantissa)."""
+    number (the YAML 1.1 float pattern wants a dot in the mantissa). It counts the nodes it
+    composes and stops past :data:`~prunewarden.limits.MAX_YAML_NODES`."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self.composed = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        self.composed += 1
+        if self.composed > MAX_YAML_NODES:
+            raise _TooLargeError(_TOO_MANY_NODES)
+        return super().compose_node(parent, index)
 
 
 _YAML_1_1_ONLY = ("tag:yaml.org,2002:timestamp", "tag:yaml.org,2002:bool")
@@ -86,6 +118,31 @@ class Parsed:
         return (0, 0)
 
 
+_TOO_MANY_NODES = f"more than {MAX_YAML_NODES} values (after alias expansion)"
+_COUNTED_EVENTS = (yaml.ScalarEvent, yaml.CollectionStartEvent)
+
+
+def _count_nodes(text: str) -> None:
+    """Raise :class:`_TooLargeError` when ``text`` holds more nodes than the limit, counted on
+    the events of libyaml's parser (when PyYAML has it): a few hundred milliseconds for a
+    megabyte, against tens of seconds to compose it in Python first. A text libyaml cannot
+    parse is left to the loader, which says where it is wrong."""
+    if not getattr(yaml, "__with_libyaml__", False):
+        return  # the loader counts while it composes
+    parser = yaml.CSafeLoader(text)
+    count = 0
+    try:
+        while parser.check_event():
+            if isinstance(parser.get_event(), _COUNTED_EVENTS):
+                count += 1
+                if count > MAX_YAML_NODES:
+                    raise _TooLargeError(_TOO_MANY_NODES)
+    except yaml.YAMLError:
+        return
+    finally:
+        parser.dispose()
+
+
 class _Builder:
     def __init__(self, loader: _Loader, parsed: Parsed) -> None:
         self.loader = loader
@@ -96,8 +153,7 @@ class _Builder:
     def build(self, node: yaml.Node, path: JsonPath) -> Any:
         self.nodes += 1
         if self.nodes > MAX_YAML_NODES:
-            msg = f"more than {MAX_YAML_NODES} values (after alias expansion)"
-            raise _TooLargeError(msg)
+            raise _TooLargeError(_TOO_MANY_NODES)
         if len(path) > MAX_YAML_DEPTH:
             msg = f"nested deeper than {MAX_YAML_DEPTH} levels"
             raise _TooLargeError(msg)
@@ -106,8 +162,15 @@ class _Builder:
             return self._mapping(node, path)
         if isinstance(node, yaml.SequenceNode):
             return [self.build(item, (*path, i)) for i, item in enumerate(node.value)]
+        if _long_integer(node):
+            self._add(path, LONG_INTEGER_MESSAGE)
+            return None
         value = self.loader.construct_object(node)
-        if isinstance(value, float) and not math.isfinite(value):
+        if isinstance(value, str) and _lone_surrogate(value):
+            value = _paired(value)
+            if value is None:
+                self._add(path, SURROGATE_MESSAGE)
+        elif isinstance(value, float) and not math.isfinite(value):
             self._add(path, f"{describe_value(value)} is not a finite number")
         elif isinstance(value, bytes):
             self._add(path, "binary values are not accepted")
@@ -119,8 +182,17 @@ class _Builder:
             if key_node.tag == "tag:yaml.org,2002:merge":
                 self._add(path, "YAML merge keys ('<<') are not supported; write the values out")
                 continue
-            key = self.loader.construct_object(key_node)
             key_at = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
+            unreadable = LONG_INTEGER_MESSAGE if _long_integer(key_node) else None
+            key = None if unreadable else self.loader.construct_object(key_node)
+            if isinstance(key, str) and _lone_surrogate(key):
+                key = _paired(key)
+                unreadable = None if key is not None else f"a mapping key {SURROGATE_MESSAGE}"
+            if unreadable:
+                self.problems.append(
+                    Problem(self.parsed.filename, *key_at, json_path(path), unreadable)
+                )
+                continue
             if not isinstance(key, str):
                 self.problems.append(
                     Problem(
@@ -155,6 +227,29 @@ class _TooLargeError(Exception):
     pass
 
 
+def _long_integer(node: yaml.Node) -> bool:
+    """An integer scalar too long for Python to read (it would raise deep in the constructor)."""
+    return (
+        node.tag == "tag:yaml.org,2002:int"
+        and isinstance(node.value, str)
+        and len(node.value) > MAX_INTEGER_DIGITS
+        and sum(character.isdigit() for character in node.value) > MAX_INTEGER_DIGITS
+    )
+
+
+def _lone_surrogate(text: str) -> bool:
+    return not text.isascii() and _SURROGATE.search(text) is not None
+
+
+def _paired(text: str) -> str | None:
+    """``text`` with its surrogate pairs made characters (YAML spells a character beyond the
+    Basic Multilingual Plane as a pair and PyYAML keeps both halves); None if one is alone."""
+    try:
+        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le")
+    except UnicodeDecodeError:
+        return None
+
+
 def parse_yaml(text: str, filename: str) -> tuple[Parsed, list[Problem]]:
     """Parse one YAML document; return the data and every problem found while building it."""
     parsed = Parsed(None, filename)
@@ -163,6 +258,7 @@ def parse_yaml(text: str, filename: str) -> tuple[Parsed, list[Problem]]:
         return parsed, [Problem(filename, 0, 0, "$", size_msg)]
     loader: _Loader | None = None
     try:
+        _count_nodes(text)
         loader = _Loader(text)
         node = loader.get_single_node()
         if node is None:
@@ -219,14 +315,56 @@ def parse_json(text: str, filename: str) -> tuple[Parsed, list[Problem]]:
     except json.JSONDecodeError as exc:
         return parsed, [Problem(filename, exc.lineno, exc.colno, "$", f"invalid JSON: {exc.msg}")]
     except ValueError as exc:
-        located, problems = (
-            parse_yaml(text, filename) if len(text) <= MAX_POLICY_BYTES else (parsed, [])
-        )
-        duplicates = [p for p in problems if "duplicate key" in p.message]
-        return located, duplicates or [Problem(filename, 0, 0, "$", f"invalid JSON: {exc}")]
+        return _refused_json(text, filename, parsed, exc)
     except RecursionError:
         return parsed, [Problem(filename, 0, 0, "$", "invalid JSON: nested too deeply")]
+    if _SURROGATE_IN_TEXT.search(text) is not None:
+        return parsed, _surrogate_problems(parsed.data, text, filename)
     return parsed, []
+
+
+def _refused_json(
+    text: str, filename: str, parsed: Parsed, exc: ValueError
+) -> tuple[Parsed, list[Problem]]:
+    """A duplicate key or an integer too long to read, located (by reading the text as YAML
+    when it is small enough, else by finding the digits)."""
+    located, problems = (
+        parse_yaml(text, filename) if len(text) <= MAX_POLICY_BYTES else (parsed, [])
+    )
+    kept = [
+        p for p in problems if "duplicate key" in p.message or p.message == LONG_INTEGER_MESSAGE
+    ]
+    if kept:
+        return located, kept
+    digits = _LONG_INTEGER.search(text)
+    if digits is not None:
+        line = text.count("\n", 0, digits.start()) + 1
+        column = digits.start() - text.rfind("\n", 0, digits.start())
+        return parsed, [Problem(filename, line, column, "$", LONG_INTEGER_MESSAGE)]
+    return located, [Problem(filename, 0, 0, "$", f"invalid JSON: {exc}")]
+
+
+def _surrogate_problems(data: Any, text: str, filename: str) -> list[Problem]:
+    """A problem for each string (or key) of ``data`` that holds a lone surrogate, located in
+    ``text``; none when every surrogate escape was half of a pair."""
+    found: list[JsonPath] = []
+    stack: list[tuple[Any, JsonPath]] = [(data, ())]
+    while stack and len(found) < MAX_PROBLEMS:
+        value, path = stack.pop()
+        if isinstance(value, str):
+            if _lone_surrogate(value):
+                found.append(path)
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                if _lone_surrogate(key):
+                    found.append(path)
+                stack.append((item, (*path, key)))
+        elif isinstance(value, list):
+            stack.extend((item, (*path, i)) for i, item in enumerate(value))
+    if not found:
+        return []
+    located = locate(text, filename)
+    return [located.problem(path, SURROGATE_MESSAGE) for path in sorted(found, key=str)]
 
 
 def locate(text: str, filename: str) -> Parsed:

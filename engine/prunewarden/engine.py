@@ -1,10 +1,18 @@
-"""The engine: one compiled policy, documents in, logged decisions out."""
+"""The engine: one compiled policy, documents in, logged decisions out.
+
+Silent until its caller chooses a sink: records go to an :class:`AuditLog`, a structlog logger or
+a decision hook the caller passed, and nowhere else. Diagnostics (a hook that raised, an optional
+audit log that failed) go to the standard ``logging`` logger ``prunewarden``, which has only a
+``NullHandler`` until the application configures logging.
+"""
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Mapping
+import logging
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -12,41 +20,52 @@ from prunewarden.audit import (
     AuditLog,
     DecisionContext,
     decision_record,
-    get_logger,
     input_digest,
     log_decision,
     subject_of,
     texts_of,
 )
 from prunewarden.decision import Decision, Reason, Verdict
-from prunewarden.errors import (
-    InputError,
-    Problem,
-    RefusedError,
-    RelevanceCollapseError,
-    StaleScoreError,
-    UntrustedEvictionError,
+from prunewarden.errors import REFUSALS
+from prunewarden.inputs import (
+    Check,
+    Request,
+    check_caller_fields,
+    parse_evictions,
+    parse_plan,
+    parse_request,
 )
-from prunewarden.inputs import Check, Request, parse_evictions, parse_plan, parse_request
 from prunewarden.pipeline import Pipeline, Shadow, compile_policy
-from prunewarden.planner import Plan
+from prunewarden.planner import PassLog, PassSink, Plan
 from prunewarden.policy import Policy, load_builtin_policy, load_policy
 from prunewarden.rules import DEFAULT_CACHE_SIZE
-from prunewarden.session import Session
+from prunewarden.session import (
+    Binder,
+    Session,
+    SessionBinding,
+    SessionRegistry,
+    SessionStore,
+)
 
-_REFUSALS: dict[str, type[RefusedError]] = {
-    "collapse": RelevanceCollapseError,
-    "eviction": UntrustedEvictionError,
-    "staleness": StaleScoreError,
-}
+_diagnostics = logging.getLogger("prunewarden")
+
+# Called with every decision and its audit record (whatever the sink); what it returns is ignored.
+DecisionHook = Callable[[Decision, Mapping[str, Any]], object]
 
 
 class Engine:
     """Evaluates input documents against one policy and logs every decision it makes.
 
     Records go to ``audit`` (an :class:`AuditLog`: a chained, locked file or a stream) when one is
-    given, else to the structlog ``logger`` (by default the ``prunewarden`` logger the embedding
-    application configured).
+    given, else to the structlog ``logger`` when one is given (``audit.get_logger()`` is the
+    ``prunewarden`` logger of the application's structlog configuration), else nowhere. Each
+    ``on_decision`` hook (a callable, or several) receives every decision and its record,
+    whatever the sink; a hook that raises is reported to ``logging.getLogger("prunewarden")``
+    and never changes a decision.
+
+    ``store`` (a :class:`~prunewarden.session.SessionStore`) keeps the state of every session
+    :meth:`session` opens, and a stateless call naming a session id is refused while the live
+    session or the store holds that session halted (``pruning_halted``).
 
     With ``shadow``, a candidate policy decides every request too; what it decided is recorded
     beside the decision and never changes it (see :mod:`prunewarden.pipeline`).
@@ -55,7 +74,7 @@ class Engine:
     audit log serializes its writers.
     """
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 - each setting is independent and keyword-only
         self,
         policy: Policy,
         *,
@@ -63,10 +82,21 @@ class Engine:
         rule_cache_size: int = DEFAULT_CACHE_SIZE,
         audit: AuditLog | None = None,
         shadow: Policy | None = None,
+        on_decision: DecisionHook | Iterable[DecisionHook] | None = None,
+        store: SessionStore | None = None,
+        sessions: SessionRegistry | None = None,
     ) -> None:
         self.policy = policy
         self._pipelines = compile_policy(policy, rule_cache_size=rule_cache_size)
-        self._logger = logger if logger is not None else get_logger()
+        self._logger = logger
+        self._hooks: tuple[DecisionHook, ...] = _hooks(on_decision)
+        # Live sessions and the store, shared with the engines that replace this one on reload.
+        self.sessions = sessions if sessions is not None else SessionRegistry(store)
+        if store is not None:
+            self.sessions.store = store
+        self.session_binding = SessionBinding(
+            policy, self._decide, self._write_record, self._record_plan
+        )
         self.audit = audit
         if audit is not None:
             audit.add_policy(policy)
@@ -99,16 +129,55 @@ class Engine:
         Raises :class:`InputError` for a malformed document (or session id or labels); every
         other failure, in a guard or in the logger, becomes a refusing decision.
         """
-        _check_caller_fields(session_id, labels)
+        check_caller_fields(session_id, labels)
         data = dict(document) if isinstance(document, Mapping) else document
         check, request = parse_request(data, self.policy.spec.scores, filename=filename, text=text)
         return self._decide(check, request, data, session_id=session_id, labels=labels)
 
-    def session(self, session_id: str, labels: Mapping[str, str] | None = None) -> Session:
+    def session(
+        self,
+        session_id: str,
+        labels: Mapping[str, str] | None = None,
+        *,
+        state: Mapping[str, Any] | None = None,
+        store: SessionStore | None = None,
+    ) -> Session:
         """A stateful view for one agent session: feed it cycles and turns as they happen, ask it
-        to authorize, prune and plan with the history it kept (bounded by the policy)."""
-        _check_caller_fields(session_id, labels)
-        return Session(self.policy, self._decide, session_id, dict(labels or {}))
+        to authorize, prune and plan with the history it kept (bounded by the policy).
+
+        ``state`` (a ``Session.state()`` snapshot) restores a session; ``store`` (else the
+        engine's) loads the session's saved state, or creates it, and saves every change. A state
+        kept under another policy is carried over where this policy's windows can use it (one
+        ``session_rebound`` record); otherwise :class:`SessionStateError` says what cannot be.
+        """
+        return self.open_session(session_id, labels, state=state, store=store)
+
+    def open_session(
+        self,
+        session_id: str,
+        labels: Mapping[str, str] | None = None,
+        *,
+        state: Mapping[str, Any] | None = None,
+        store: SessionStore | None = None,
+        bind: Binder | None = None,
+    ) -> Session:
+        """:meth:`session`, deciding through ``bind`` (a callable returning the binding in force:
+        a ``ReloadingEngine`` passes its own, so that the session follows reloads)."""
+        check_caller_fields(session_id, labels)
+        store = store if store is not None else self.sessions.store
+        binder: Binder = bind if bind is not None else self._bound
+        if state is None and store is not None:
+            state = store.load(session_id)
+        session = Session(
+            binder, session_id, dict(labels or {}), store=store, registry=self.sessions
+        )
+        if state is not None:
+            session.restore(state, keep_labels=labels is not None)
+        session.save()
+        return session
+
+    def _bound(self) -> SessionBinding:
+        return self.session_binding
 
     def plan(
         self,
@@ -124,14 +193,16 @@ class Engine:
 
         ``session_id`` and ``labels`` override the document's own.
         """
-        _check_caller_fields(session_id, labels)
+        check_caller_fields(session_id, labels)
         data = dict(document) if isinstance(document, Mapping) else document
         request = parse_plan(data, self.policy.spec.scores, filename=filename, text=text)
+        # A session for this one pass: its decisions are stateless calls (a halted session of
+        # the same id refuses them).
         session = Session(
-            self.policy,
-            self._decide,
+            self._bound,
             session_id if session_id is not None else request.session_id,
             dict(labels if labels is not None else request.labels),
+            stateless=True,
         )
         return session.plan_request(request, data)
 
@@ -144,25 +215,39 @@ class Engine:
         session_id: str | None = None,
         labels: Mapping[str, str] | None = None,
         gate: Verdict | None = None,
-        digest: str | None = None,
+        from_session: bool = False,
+        in_pass: PassLog | None = None,
     ) -> Decision:
         """Decide on a validated request and log it; ``gate`` refuses without running the guard
-        (pruning halted by an earlier collapse decision); ``digest``, when given, is
-        ``input_digest(data)`` computed by the caller."""
+        (pruning halted by an earlier collapse decision). A stateless call (not
+        ``from_session``) naming a session id is gated by that session's halt. A decision
+        ``in_pass`` is stamped with the pass's id and its index, and logged with the pass
+        (:class:`PassSink`)."""
+        if gate is None and not from_session and session_id is not None and check != "collapse":
+            gate = self.sessions.gate(session_id, check, request)
         pipeline = self._pipelines[check]
-        decision = pipeline.decide(request) if gate is None else pipeline.to_decision(gate)
+        stamp = in_pass.next_stamp() if in_pass is not None else None
+        if gate is None:
+            decision = pipeline.decide(request, stamp)
+        else:
+            decision = pipeline.to_decision(gate, stamp)
         if self.shadow is not None:
             # The candidate decides the request on its own (no gate: it keeps no session).
             scores = self.policy.spec.scores
             decision = replace(decision, shadow=self.shadow.evaluate(check, request, data, scores))
+        if in_pass is not None:
+            return in_pass.add(decision, request)
+        if self.audit is None and self._logger is None and not self._hooks:
+            return decision  # no sink chosen: no record to build
         try:
             context = DecisionContext(
-                input_digest(data) if digest is None else digest,
+                input_digest(data),
                 subject_of(request),
                 session_id,
                 labels or {},
                 data,
                 texts_of(request),
+                from_session,
             )
         except Exception as exc:  # noqa: BLE001 - a record that cannot be built cannot be logged
             return self._refuse_unlogged(pipeline, decision, exc)
@@ -182,7 +267,7 @@ class Engine:
         """
         decision = self.evaluate(document, session_id=session_id, labels=labels)
         if decision.blocks:
-            raise _REFUSALS[decision.check](decision)
+            raise REFUSALS[decision.check](decision)
         return decision
 
     def detect_collapse(
@@ -230,29 +315,31 @@ class Engine:
         session_id: str | None = None,
         labels: Mapping[str, str] | None = None,
     ) -> tuple[Decision, ...]:
-        """Eviction guard for a whole pruning pass: one logged decision per item
-        ``{"segment", "score", "perturbed_score"}``, in order.
+        """Eviction guard for a whole pruning pass: one decision per item
+        ``{"segment", "score", "perturbed_score"}``, in order, and one audit record for the
+        pass (its decisions are ``<pass_id>-<index>``).
 
         Every segment of the pass is an eviction candidate unless ``eviction_candidates`` says
         otherwise. The pass is validated first, as a whole: a malformed item raises
         :class:`InputError` (paths ``$.evictions[i]...``) before anything is decided or logged.
-        Each record digests the eviction document its decision stands for (the item, with
-        ``check`` and the candidates), as :meth:`authorize_eviction` would.
+        The record digests the pass document ``{"evictions": [...], "eviction_candidates":
+        [...]}``. When it cannot be written (and the audit log is required), every decision of
+        the pass is a refusal.
         """
-        _check_caller_fields(session_id, labels)
+        check_caller_fields(session_id, labels)
         parsed = parse_evictions(evictions, eviction_candidates, self.policy.spec.scores)
-        return tuple(
-            [
-                self._decide(
-                    "eviction",
-                    item.request,
-                    item.document,
-                    session_id=session_id,
-                    labels=labels,
-                    digest=item.digest,
-                )
-                for item in parsed
-            ]
+        log = PassLog()
+        for item in parsed.items:
+            self._decide(
+                "eviction",
+                item.request,
+                item.document,
+                session_id=session_id,
+                labels=labels,
+                in_pass=log,
+            )
+        return self._pass_sink().record(
+            "evictions", log, parsed.document, session_id=session_id, labels=labels or {}
         )
 
     def prune(  # noqa: PLR0913 - mirrors the staleness document's optional fields
@@ -294,19 +381,62 @@ class Engine:
                 masks,
                 shadow_policy=(self.shadow.policy if self.shadow else None),
             )
-            log_decision(audit.logger if audit is not None else self._logger, record)
-        except Exception as exc:
+            sink = audit.logger if audit is not None else self._logger
+            if sink is not None:
+                log_decision(sink, record)
+        except Exception as exc:  # noqa: BLE001 - a sink that fails refuses, or is reported
             if audit is not None and not audit.required:
                 with contextlib.suppress(Exception):
-                    self._logger.exception(
-                        "audit_write_failed",
-                        sink=audit.name,
-                        error=f"{type(exc).__name__}: {exc}",
-                        decision_id=decision.decision_id,
+                    _diagnostics.warning(
+                        "audit_write_failed: sink %s, decision %s: %s: %s",
+                        audit.name,
+                        decision.decision_id,
+                        type(exc).__name__,
+                        exc,
                     )
                 return decision
             return self._refuse_unlogged(pipeline, decision, exc, context)
+        self._notify(decision, record)
         return decision
+
+    def _pass_sink(self) -> PassSink:
+        """Where this engine's passes go: its audit log or logger, and its hooks."""
+        audit = self.audit
+        sink = audit.logger if audit is not None else self._logger
+        return PassSink(
+            self.policy,
+            self._pipelines,
+            write=None if sink is None else partial(log_decision, sink),
+            notify=self._notify if self._hooks else None,
+            report=self._report_unwritten,
+            required=audit is None or audit.required,
+            masks=audit.masks if audit is not None else None,
+            shadow_policy=self.shadow.policy if self.shadow else None,
+        )
+
+    def _record_plan(self, log: PassLog, plan: Plan, document: Any, **fields: Any) -> Plan:
+        return self._pass_sink().record_plan(log, plan, document, **fields)
+
+    def _report_unwritten(self, pass_id: str, exc: Exception) -> None:
+        name = self.audit.name if self.audit is not None else "logger"
+        with contextlib.suppress(Exception):
+            _diagnostics.warning("audit_write_failed: sink %s, pass %s: %r", name, pass_id, exc)
+
+    def _notify(self, decision: Decision, record: Mapping[str, Any]) -> None:
+        """Hand a decision and its record to every hook; a hook that raises is reported and
+        changes nothing."""
+        for hook in self._hooks:
+            try:
+                hook(decision, record)
+            except Exception:  # noqa: BLE001 - a hook never changes a decision
+                with contextlib.suppress(Exception):
+                    _diagnostics.exception("on_decision hook %r raised", hook)
+
+    def _write_record(self, record: dict[str, Any]) -> None:
+        """Write a record that is not a decision (``session_rebound``) to the sink, if any."""
+        sink = self.audit.logger if self.audit is not None else self._logger
+        if sink is not None:
+            log_decision(sink, record)
 
     def _refuse_unlogged(
         self,
@@ -330,22 +460,18 @@ class Engine:
                     self.policy,
                     shadow_policy=(self.shadow.policy if self.shadow else None),
                 )
-                log_decision(self.audit.logger if self.audit else self._logger, record)
+                self._notify(refusal, record)
+                self._write_record(record)
         return refusal
 
 
-def _check_caller_fields(session_id: Any, labels: Any) -> None:
-    problems = []
-    if session_id is not None and not isinstance(session_id, str):
-        problems.append(Problem("<arguments>", 0, 0, "$.session_id", "must be a string or None"))
-    if labels is not None:
-        if not isinstance(labels, Mapping):
-            problems.append(Problem("<arguments>", 0, 0, "$.labels", "must be a mapping"))
-        else:
-            problems += [
-                Problem("<arguments>", 0, 0, f"$.labels.{key}", "keys and values must be strings")
-                for key, value in labels.items()
-                if not isinstance(key, str) or not isinstance(value, str)
-            ]
-    if problems:
-        raise InputError(problems)
+def _hooks(on_decision: DecisionHook | Iterable[DecisionHook] | None) -> tuple[DecisionHook, ...]:
+    if on_decision is None:
+        return ()
+    if callable(on_decision):
+        return (on_decision,)
+    hooks = tuple(on_decision)
+    if not all(callable(hook) for hook in hooks):
+        msg = "on_decision takes a callable or an iterable of callables"
+        raise TypeError(msg)
+    return hooks

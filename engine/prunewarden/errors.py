@@ -73,6 +73,11 @@ class InputError(ProblemsError):
     exit_code = ExitCode.USAGE
 
 
+class SessionStateError(InputError):
+    """A session state (``Session.state()``, or what a store held) that cannot be restored under
+    this policy: malformed, or kept under windows the policy cannot use."""
+
+
 class SuiteError(ProblemsError):
     """A policy test suite is malformed, fails its schema, or names an invalid policy or input."""
 
@@ -105,6 +110,14 @@ class UntrustedEvictionError(RefusedError):
 
 class StaleScoreError(RefusedError):
     """A score was about to be applied to text it was not computed against."""
+
+
+# What Engine.enforce and Session.enforce raise for a binding refusal, by check.
+REFUSALS: dict[str, type[RefusedError]] = {
+    "collapse": RelevanceCollapseError,
+    "eviction": UntrustedEvictionError,
+    "staleness": StaleScoreError,
+}
 
 
 def describe_value(value: Any) -> str:

@@ -44,6 +44,24 @@ MAX_DESCRIPTION_CHARS: Final = 4096
 #: Kinds listed in ``spec.eviction.pinned_kinds``.
 MAX_PINNED_KINDS: Final = 64
 
+# --- Rules at run time (docs/rules.md: "Budgets") -------------------------------------------------
+
+#: CPU time all the rules of one decision may spend together (each rule also has its own
+#: ``timeout_ms``); guardrail validators share the same budget when a policy loads.
+MAX_DECISION_RULE_MS: Final = 10_000
+#: Characters of strings and items of lists one evaluation of an expression may create
+#: (concatenation, ``lower``, ``string``, the folding ``contains_any`` does): as much as one whole
+#: input document again. Memory is otherwise bounded only by time.
+MAX_RULE_ALLOCATION: Final = 64 * 1024 * 1024
+#: Worst-case steps of one ``matches`` call, priced before it runs: characters searched times the
+#: size of the compiled RE2 program (what RE2's NFA takes when its DFA runs out of memory). One
+#: search cannot be interrupted, so its worst case must fit before it starts.
+MAX_MATCH_STEPS: Final = 16 * 1024 * 1024
+#: Characters of a ``matches`` pattern (a pattern may come from the input).
+MAX_MATCH_PATTERN_CHARS: Final = 8192
+#: Memory RE2 may use for one compiled pattern (its program and its DFA cache).
+MAX_MATCH_MEMORY_BYTES: Final = 1024 * 1024
+
 # --- Input documents -----------------------------------------------------------------------------
 
 #: Characters of one input document's JSON text.
@@ -90,6 +108,18 @@ MAX_NOTE_CHARS: Final = 1000
 #: Problems reported for one policy or document; a note says when more were found. Reporting a
 #: million bad values would take longer than any caller waits.
 MAX_PROBLEMS: Final = 100
+
+# --- the audit log -----------------------------------------------------------------------------
+
+#: The shortest HMAC key a keyed audit log accepts: the size of the SHA-256 output it keys
+#: (RFC 2104, section 3).
+MIN_KEY_BYTES: Final = 32
+#: Seconds one write to a FIFO or character device may wait for a full pipe to drain before the
+#: record is refused (``audit_unavailable``).
+STREAM_WRITE_SECONDS: Final = 1.0
+#: Bytes of one audit-log line that are parsed; a longer line is hashed and counted as torn.
+MAX_PARSED_LINE: Final = 16 * 1024 * 1024
+
 
 #: Where the schemas state a limit: (schema, JSON pointer to the keyword) -> value.
 SCHEMA_LIMITS: Final[dict[tuple[str, str], int]] = {

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import os
 import threading
 from collections.abc import Mapping
@@ -31,15 +32,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
 
+from prunewarden._files import open_regular, read_regular
 from prunewarden._identity import PolicyIdentity
-from prunewarden.audit import get_logger, log_policy_reload_failed, log_policy_reloaded
+from prunewarden.audit import log_policy_reload_failed, log_policy_reloaded
 from prunewarden.decision import Decision
 from prunewarden.engine import Engine
 from prunewarden.errors import PolicyError
+from prunewarden.limits import MAX_POLICY_BYTES
 from prunewarden.planner import Plan
 from prunewarden.policy import BUILTIN, LockOption, Policy, load_policy
 from prunewarden.policy import _lock as policylock
-from prunewarden.session import Session
+from prunewarden.session import Session, SessionBinding, SessionRegistry, SessionStore
+
+_diagnostics = logging.getLogger("prunewarden")
 
 DEFAULT_INTERVAL = 1.0  # seconds between two looks at the files
 _ATTEMPTS = 3  # loads tried by reload() while the files keep changing under it
@@ -65,21 +70,22 @@ class ReloadingEngine:
     """An engine on the policy at ``path`` that reloads it when its files change.
 
     ``shadow`` names a candidate policy file, watched the same way (see
-    :class:`~prunewarden.pipeline.Shadow`); ``lock`` chooses the lock file as for
-    :func:`~prunewarden.load_policy`. Other keyword arguments (``logger``,
-    ``rule_cache_size``, ...) go to every :class:`Engine` built. With ``interval`` 0 nothing is
-    polled and only :meth:`reload` reloads. The first load must succeed: it raises
+    :class:`~prunewarden.pipeline.Shadow`); ``lock`` chooses the lock file and ``base_dirs`` the
+    folders of shared bases as for :func:`~prunewarden.load_policy`. Other keyword arguments
+    (``logger``, ``rule_cache_size``, ...) go to every :class:`Engine` built. With ``interval``
+    0 nothing is polled and only :meth:`reload` reloads. The first load must succeed: it raises
     :class:`PolicyError`.
 
     Thread-safe: any number of threads may evaluate while a reload happens.
     """
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 - each a documented option
         self,
         path: str | os.PathLike[str],
         *,
         shadow: str | os.PathLike[str] | None = None,
         lock: LockOption = None,
+        base_dirs: tuple[str | os.PathLike[str], ...] = (),
         interval: float = DEFAULT_INTERVAL,
         logger: Any = None,
         **engine_options: Any,
@@ -88,19 +94,26 @@ class ReloadingEngine:
         self.shadow_path = str(shadow) if shadow is not None else None
         self.interval = interval
         self._lock_option = lock
-        self._logger = logger if logger is not None else get_logger()
-        self._options = {"logger": self._logger, **engine_options}
+        self._base_dirs = tuple(base_dirs)
+        self._logger = logger
+        # Every snapshot shares one registry of live sessions (and the store behind them).
+        sessions = SessionRegistry(engine_options.pop("store", None))
+        self._options = {"logger": self._logger, "sessions": sessions, **engine_options}
         # policy_reload_failed is an audit record: it goes where the decisions go.
         audit = engine_options.get("audit")
         self._records = audit.logger if audit is not None else self._logger
-        active = load_policy(self.path, lock=lock)
-        candidate = load_policy(self.shadow_path, lock=lock) if self.shadow_path else None
+        active = load_policy(self.path, lock=lock, base_dirs=self._base_dirs)
+        candidate = (
+            load_policy(self.shadow_path, lock=lock, base_dirs=self._base_dirs)
+            if self.shadow_path
+            else None
+        )
         self._engine = Engine(active, shadow=candidate, **self._options)
         self._candidate = candidate
         self._reloading = threading.Lock()
         self._seen = self._signatures()
         self._pending: dict[str, _Signature] | None = None
-        self._reported: dict[str, dict[str, _Signature]] = {}
+        self._reported: dict[str, tuple[tuple[str, ...], str]] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         if interval > 0:
@@ -130,6 +143,9 @@ class ReloadingEngine:
     def authorize_eviction(self, *args: Any, **kwargs: Any) -> Decision:
         return self._engine.authorize_eviction(*args, **kwargs)
 
+    def authorize_evictions(self, *args: Any, **kwargs: Any) -> tuple[Decision, ...]:
+        return self._engine.authorize_evictions(*args, **kwargs)
+
     def prune(self, *args: Any, **kwargs: Any) -> Decision:
         return self._engine.prune(*args, **kwargs)
 
@@ -138,11 +154,24 @@ class ReloadingEngine:
         pass begins."""
         return self._engine.plan(document, **options)
 
-    def session(self, session_id: str, labels: Mapping[str, str] | None = None) -> Session:
-        """:meth:`Engine.session` on the snapshot in force now. A session keeps that policy for
-        its whole life (the history it keeps is sized by it, and its decisions stay comparable);
-        a session started after a reload uses the new one."""
-        return self._engine.session(session_id, labels)
+    def session(
+        self,
+        session_id: str,
+        labels: Mapping[str, str] | None = None,
+        *,
+        state: Mapping[str, Any] | None = None,
+        store: SessionStore | None = None,
+    ) -> Session:
+        """:meth:`Engine.session`, following reloads: each call of the session decides under the
+        snapshot in force when it begins. At the first call after a reload, the session carries
+        its history over as far as the new policy's windows allow and writes one
+        ``session_rebound`` record saying what it kept; the halt always carries over."""
+        return self._engine.open_session(
+            session_id, labels, state=state, store=store, bind=self._binding
+        )
+
+    def _binding(self) -> SessionBinding:
+        return self._engine.session_binding
 
     # --- reloading -----------------------------------------------------------------------------
 
@@ -200,18 +229,16 @@ class ReloadingEngine:
             except Exception as exc:  # noqa: BLE001 - the watcher must outlive any one failure
                 with contextlib.suppress(Exception):
                     problem = f"the reload failed ({type(exc).__name__}: {exc})"
-                    log_policy_reload_failed(
-                        self._records, self.path, [problem], self.policy.identity
-                    )
+                    self._record_failure(self.path, (problem,), self.policy.identity)
 
     def _reload(self, before: dict[str, _Signature]) -> ReloadResult:
         with self._reloading:
             current = self._engine
-            active, active_problems = self._load(self.path)
+            active, active_problems = self._load(self.path, current.policy)
             candidate = self._candidate
             shadow_problems: tuple[str, ...] = ()
             if self.shadow_path is not None:
-                loaded, shadow_problems = self._load(self.shadow_path)
+                loaded, shadow_problems = self._load(self.shadow_path, self._candidate)
                 candidate = loaded or self._candidate
             if self._signatures() != before:
                 raise _ChangedWhileReadingError
@@ -230,18 +257,32 @@ class ReloadingEngine:
                 self._engine = Engine(policy, shadow=candidate, **self._options)
                 self._candidate = candidate
                 with contextlib.suppress(Exception):
-                    log_policy_reloaded(self._logger, current.policy.identity, policy)
+                    if self._logger is not None:
+                        log_policy_reloaded(self._logger, current.policy.identity, policy)
+                    _diagnostics.info(
+                        "policy_reloaded: %s@%s %s", policy.name, policy.version, policy.digest
+                    )
             return ReloadResult(changed, policy.identity, (*active_problems, *shadow_problems))
 
-    def _load(self, path: str) -> tuple[Policy | None, tuple[str, ...]]:
+    def _load(self, path: str, in_force: Policy | None) -> tuple[Policy | None, tuple[str, ...]]:
         """The policy at ``path`` if it loads from files that did not change while being read,
-        else None and its problems."""
+        and does not give the ``name@version`` in force another content; else None and its
+        problems. Never raises for a bad policy: whatever goes wrong is a problem."""
         try:
-            policy = load_policy(path, lock=self._lock_option)
+            policy = load_policy(path, lock=self._lock_option, base_dirs=self._base_dirs)
         except PolicyError as exc:
             return None, tuple(str(problem) for problem in exc.problems)
+        except Exception as exc:  # noqa: BLE001 - the policy in force must outlive any file
+            return None, (f"{path}: $: the policy could not be loaded ({type(exc).__name__})",)
         if not _unchanged_since_read(policy):
             raise _ChangedWhileReadingError
+        if in_force is not None and _reused_version(policy, in_force):
+            message = (
+                f"{path}: $: {policy.name}@{policy.version} is in force with another content "
+                f"({in_force.digest}; read: {policy.digest}): not reloaded; a new content needs "
+                "a new version (a file written in place may have been read half-written)"
+            )
+            return None, (message,)
         return policy, ()
 
     def _report(
@@ -251,17 +292,26 @@ class ReloadingEngine:
         signatures: dict[str, _Signature],
         in_force: Policy | None,
     ) -> None:
-        """Log ``policy_reload_failed`` once per content of the files, naming what stays in
-        force."""
+        """Log ``policy_reload_failed`` once per content of the files (and problems), naming
+        what stays in force: a file touched again, or polled again, is not news."""
         if not problems:
             self._reported.pop(path, None)
             return
-        if self._reported.get(path) == signatures:
+        seen = (problems, _contents(signatures))
+        if self._reported.get(path) == seen:
             return
-        self._reported[path] = signatures
+        self._reported[path] = seen
         kept = in_force.identity if in_force is not None else None
         with contextlib.suppress(Exception):
+            self._record_failure(path, problems, kept)
+
+    def _record_failure(
+        self, path: str, problems: tuple[str, ...], kept: PolicyIdentity | None
+    ) -> None:
+        """``policy_reload_failed`` to the sink the caller chose, and to the diagnostics log."""
+        if self._records is not None:
             log_policy_reload_failed(self._records, path, problems, kept)
+        _diagnostics.warning("policy_reload_failed: %s: %s", path, "; ".join(problems))
 
     def _signatures(self) -> dict[str, _Signature]:
         """Every file whose change matters: both chains, the top files, the lock files."""
@@ -303,12 +353,31 @@ def _unchanged_since_read(policy: Policy) -> bool:
         if source.path.startswith(BUILTIN):
             continue
         try:
-            data = Path(source.path).read_bytes()
+            with open_regular(source.path) as stream:  # never blocks on a FIFO put in its place
+                digest = hashlib.file_digest(stream, "sha256").hexdigest()
         except OSError:
             return False
-        if hashlib.sha256(data).hexdigest() != source.sha256:
+        if digest != source.sha256:
             return False
     return True
+
+
+def _contents(signatures: Mapping[str, _Signature]) -> str:
+    """A digest of what the watched files hold (a regular file's bytes, else why not)."""
+    digest = hashlib.sha256()
+    for name in sorted(signatures):
+        try:
+            data = read_regular(name, MAX_POLICY_BYTES)
+        except OSError as exc:
+            data = f"unreadable: {exc.strerror}".encode()
+        digest.update(hashlib.sha256(name.encode("utf-8", "surrogatepass") + b"\0" + data).digest())
+    return digest.hexdigest()
+
+
+def _reused_version(new: Policy, old: Policy) -> bool:
+    """The same ``name@version`` as the policy in force, with another content: refused even
+    without a lock file."""
+    return (new.name, new.version) == (old.name, old.version) and new.digest != old.digest
 
 
 def _differs(new: Policy, old: Policy) -> bool:

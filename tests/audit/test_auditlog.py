@@ -438,15 +438,19 @@ class TestFailClosed:
         assert decision.codes == ("audit_unavailable",)
         assert decision.reasons[0].detail["error"] == "AuditError"
 
-    def test_optional_log_failure_keeps_the_decision_and_reports(self, tmp_path: Path) -> None:
-        """With required=False the decision stands and the failure goes to structlog."""
+    def test_optional_log_failure_keeps_the_decision_and_reports(
+        self, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """With required=False the decision stands and the failure goes to the diagnostics
+        logger (logging "prunewarden")."""
         engine = Engine.default(audit=AuditLog(tmp_path, required=False))
-        with structlog.testing.capture_logs() as logged:
+        with caplog.at_level("WARNING", logger="prunewarden"):
             decision = engine.evaluate(eviction())
         assert decision.codes == ("authorized",)
-        (event,) = logged
-        assert event["event"] == "audit_write_failed"
-        assert event["decision_id"] == decision.decision_id
+        (event,) = caplog.records
+        assert (event.name, event.levelname) == ("prunewarden", "WARNING")
+        assert event.getMessage().startswith("audit_write_failed")
+        assert decision.decision_id in event.getMessage()
 
     def test_a_closed_stream_refuses(self) -> None:
         """A stream sink that can no longer be written refuses like a file."""
@@ -478,10 +482,18 @@ class TestFailClosed:
 
 
 class TestStructlog:
-    def test_without_a_sink_records_go_to_the_configured_logger(self) -> None:
-        """No audit sink: the application's structlog configuration receives the same fields."""
+    def test_without_a_sink_nothing_is_logged(self) -> None:
+        """No audit sink and no logger: the structlog configuration receives nothing."""
         with structlog.testing.capture_logs() as logged:
-            decision = Engine.default().evaluate(eviction(), session_id="s")
+            Engine.default().evaluate(eviction(), session_id="s")
+        assert logged == []
+
+    def test_a_structlog_logger_passed_in_receives_the_records(self) -> None:
+        """logger=structlog.get_logger(): the application's structlog configuration receives
+        the same fields as an audit record, without the chain."""
+        engine = Engine.default(logger=structlog.get_logger())
+        with structlog.testing.capture_logs() as logged:
+            decision = engine.evaluate(eviction(), session_id="s")
         (event,) = logged
         assert event["event"] == "decision"
         assert event["decision_id"] == decision.decision_id
@@ -502,6 +514,7 @@ class TestStructlog:
 WITHOUT_FCNTL = """
 import io, json, sys
 sys.modules["fcntl"] = None  # as on Windows: import fcntl raises ImportError
+sys.modules["resource"] = None  # POSIX only too
 import prunewarden
 from prunewarden import AuditError, AuditLog, Engine
 document = json.loads(sys.argv[2])
@@ -526,8 +539,9 @@ print(json.dumps({
 @pytest.mark.slow
 class TestWithoutFileLocks:
     def test_stream_sink_works_and_file_sink_refuses_clearly(self, tmp_path: Path) -> None:
-        """Where fcntl is missing (Windows), prunewarden imports and logs to a stream; a file
-        sink alone refuses, saying why, and a decision it cannot log is refused (fail closed)."""
+        """Where fcntl and resource are missing (Windows), prunewarden imports and logs to a
+        stream (rule budgets on time.thread_time); a file sink alone refuses, saying why, and a
+        decision it cannot log is refused (fail closed)."""
         log = tmp_path / "audit.jsonl"
         document = json.dumps(eviction())
         run = subprocess.run(

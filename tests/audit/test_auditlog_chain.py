@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import hashlib
 import io
 import itertools
 import json
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from prunewarden import AuditLog, Engine, Policy
+from prunewarden import AuditError, AuditLog, Engine, Policy
 from prunewarden.audit import _reading
 from prunewarden.audit._chain import GENESIS, seal
 from prunewarden.audit._record import policy_activated_record
@@ -19,6 +21,8 @@ from prunewarden.audit._verify import Verification, verify_files
 from prunewarden.cli._main import run
 
 KEY_ENV = "PW_TEST_AUDIT_KEY"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "inputs" / "eviction-healthy.json"
+KEY = b"s3cret-key-of-thirty-two-bytes!!"
 
 
 def eviction(segment_id: str = "s41") -> dict[str, Any]:
@@ -227,13 +231,13 @@ class TestTampering:
 class TestKeyed:
     @pytest.fixture
     def keyed(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-        monkeypatch.setenv(KEY_ENV, "s3cret-key")
+        monkeypatch.setenv(KEY_ENV, KEY.decode())
         return write_log(tmp_path / "keyed.jsonl", decisions=4, hmac_key_env=KEY_ENV)
 
     def test_keyed_log_verifies_with_its_key(self, keyed: Path) -> None:
         """Records are sealed with HMAC-SHA-256 and verify with the key."""
         assert all(json.loads(line)["hash"].startswith("hmac-sha256:") for line in lines_of(keyed))
-        assert verify(keyed, key=b"s3cret-key").ok
+        assert verify(keyed, key=KEY).ok
         code, _, _ = cli("audit", "verify", "--key-env", KEY_ENV, str(keyed))
         assert code == 0
 
@@ -247,6 +251,33 @@ class TestKeyed:
         assert line == 1
         assert "or the key is wrong" in message
 
+    def test_an_unkeyed_writer_cannot_append_to_a_keyed_log(
+        self, keyed: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Without the key, appending to a keyed log refuses (audit_unavailable); nothing is
+        written, and the log still verifies with its key."""
+        before = keyed.read_bytes()
+        with AuditLog(keyed) as audit:
+            decision = Engine.default(audit=audit).evaluate(eviction())
+        assert decision.codes == ("audit_unavailable",)
+        assert "records are keyed" in decision.reasons[0].message
+        assert keyed.read_bytes() == before
+        monkeypatch.setenv("PRUNEWARDEN_AUDIT_KEY", "")
+        code, _, err = cli("evaluate", "--audit-log", str(keyed), str(EXAMPLE))
+        assert code != 0
+        assert "PRUNEWARDEN_AUDIT_KEY is not set or empty" in err
+        assert keyed.read_bytes() == before
+        assert verify(keyed, key=KEY).ok
+
+    @pytest.mark.parametrize("key", ["k", "x" * 31])
+    def test_keys_shorter_than_32_bytes_are_refused(
+        self, key: str, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A key must be at least 32 bytes: a shorter one is a configuration error."""
+        monkeypatch.setenv(KEY_ENV, key)
+        with pytest.raises(AuditError, match=f"is {len(key)} bytes; at least 32"):
+            AuditLog(io.StringIO(), hmac_key_env=KEY_ENV)
+
     def test_a_rewritten_chain_without_the_key_is_detected(self, keyed: Path) -> None:
         """Whoever can write the file but lacks the key cannot re-seal an edited chain."""
         records = [json.loads(line) for line in lines_of(keyed)]
@@ -258,7 +289,7 @@ class TestKeyed:
             forged.append(line)
         keyed.write_bytes(b"".join(forged))
         assert verify(keyed).ok  # plain chain: recomputable by anyone
-        line_no, message = failure(verify(keyed, key=b"s3cret-key"))
+        line_no, message = failure(verify(keyed, key=KEY))
         assert line_no == 1
         assert "not keyed although a key was given" in message
 
@@ -340,6 +371,27 @@ class TestRecovery:
         line, message = failure(verify(log))
         assert line == len(lines) + 1
         assert "no write_recovered record accounts for it" in message
+
+    def test_a_huge_garbage_tail_is_read_in_bounded_chunks(self, log: Path) -> None:
+        """32 MB without a newline: the next writer recovers it holding at most a few MB (the
+        whole tail was copied, then parsed, at about three times its size)."""
+        whole = lines_of(log)
+        garbage = b"x" * (32 * 1024 * 1024)
+        with log.open("ab") as handle:
+            handle.write(garbage)
+        tracemalloc.start()
+        try:
+            with AuditLog(log) as audit:
+                Engine.default(audit=audit).evaluate(eviction())
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert peak < 16 * 1024 * 1024
+        recovered = json.loads(lines_of(log)[len(whole) + 1])
+        assert recovered["torn"] == [
+            {"bytes": len(garbage), "sha256": hashlib.sha256(garbage).hexdigest()}
+        ]
+        assert verify(log).ok
 
     def test_a_whole_record_missing_only_its_newline_is_adopted(self, log: Path) -> None:
         """A writer cut just before the newline wrote a whole record: the next writer keeps it."""

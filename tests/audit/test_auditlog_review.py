@@ -456,7 +456,7 @@ class TestEvaluateOptions:
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         """With $PRUNEWARDEN_AUDIT_KEY set, evaluate seals records with it and verify checks."""
-        monkeypatch.setenv("PRUNEWARDEN_AUDIT_KEY", "k3y")
+        monkeypatch.setenv("PRUNEWARDEN_AUDIT_KEY", "k3y-" + "0" * 28)
         log = tmp_path / "audit.jsonl"
         cli(
             "evaluate",
@@ -472,10 +472,10 @@ class TestEvaluateOptions:
         assert cli("audit", "verify", str(log))[0] == 5
 
     def test_schema_command_prints_the_record_schema(self) -> None:
-        """prunewarden schema audit-record prints audit-record.v1."""
+        """prunewarden schema audit-record prints the current format, audit-record.v2."""
         code, out, _ = cli("schema", "audit-record")
         assert code == 0
-        assert json.loads(out)["title"] == "prunewarden audit record v1"
+        assert json.loads(out)["title"] == "prunewarden audit record v2"
 
 
 WIDE = {"task": 0.9, "a": 0.1, "b": 0.5, "c": 0.95}

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import yaml
 from prunewarden import load_policy
+from prunewarden.audit import decision_rows
 from prunewarden.cli import _jobs
 from prunewarden.cli._main import run
 
@@ -34,7 +35,7 @@ def trace_named(name: str) -> str:
 
 def without_ids(value: Any) -> Any:
     """A decision record without what differs between two runs: ids and times."""
-    varying = {"decision_id", "evaluated_at", "collapse_decision", "refused_decision"}
+    varying = {"decision_id", "evaluated_at", "collapse_decision", "refused_decision", "pass_id"}
     if isinstance(value, dict):
         return {k: without_ids(v) for k, v in value.items() if k not in varying}
     if isinstance(value, list):
@@ -133,7 +134,8 @@ class TestReplayCommand:
 
     def test_decisions_and_audit_log_to_files(self, tmp_path: Path) -> None:
         """--decisions writes one line per decided event; --audit-log a chain that verifies,
-        one record per decision after the policy's activation."""
+        one record per decision (a pass: one record holding its decisions) after the policy's
+        activation."""
         decisions, audit = tmp_path / "d.jsonl", tmp_path / "audit.jsonl"
         code, _, err = cli(
             "replay", "--decisions", str(decisions), "--audit-log", str(audit), *map(str, TRACES)
@@ -143,7 +145,8 @@ class TestReplayCommand:
         decided = sum(len(r["plan"]["decisions"]) if "plan" in r else 1 for r in lines)
         assert cli("audit", "verify", str(audit))[0] == 0
         records = [json.loads(line) for line in audit.read_text().splitlines()]
-        assert [r["kind"] for r in records].count("decision") == decided
+        rows = [row for record in records for row in decision_rows(record)]
+        assert len(rows) == decided
         assert [r["kind"] for r in records].count("policy_activated") == 1
         # The same decisions: each replayed decision is found in the log by its id.
         replayed = {
@@ -151,7 +154,7 @@ class TestReplayCommand:
             for r in lines
             for d in (r["plan"]["decisions"] if "plan" in r else [r["decision"]])
         }
-        assert replayed == {r["decision_id"] for r in records if r["kind"] == "decision"}
+        assert replayed == {row["decision_id"] for row in rows}
 
     def test_a_malformed_trace_exits_two_and_the_others_still_run(self, tmp_path: Path) -> None:
         """The bad trace's problems are located on stderr; the other traces are summarized;
@@ -244,17 +247,21 @@ class TestParallel:
         verified = cli("audit", "verify", str(audit))
         assert verified[0] == 0, verified
         records = [json.loads(line) for line in audit.read_text().splitlines()]
-        sessions = [r["session_id"] for r in records if r["kind"] == "decision"]
+        sessions = [row["session_id"] for record in records for row in decision_rows(record)]
         assert len(sessions) == decided
         assert sessions.count("seed-001-buf-definition") == 4
 
     @pytest.mark.usefixtures("still_clock")
     def test_workers_report_progress(self) -> None:
-        """With --jobs, the workers' progress reaches the parent's progress line."""
+        """With --jobs, the workers' progress reaches the parent's progress line, and the last
+        line counts every event of every worker (however slowly the workers start, and however
+        late their last report arrives)."""
         traces = [trace_named("healthy-session.jsonl"), trace_named("healthy-homogeneous.jsonl")]
         code, _, err = cli("replay", "--jobs", "2", "--progress", *traces)
         assert code == 0
-        assert err == "replay: 38 events, 100%\n"
+        lines = err.splitlines()
+        assert lines[-1] == "replay: 38 events, 100%"
+        assert all(line.startswith("replay: ") for line in lines)
 
     def test_diff_jobs_match_serial(self) -> None:
         """diff --jobs 2 reports exactly what a serial diff does."""
@@ -400,6 +407,8 @@ class TestDiffBaseRef:
         monkeypatch.chdir(repository)
         traces = map(str, TRACES)
         code, out, err = cli(
+            "--base-dir",
+            "shared",
             "diff",
             "--base-ref",
             "main",
@@ -414,13 +423,16 @@ class TestDiffBaseRef:
         assert (report["base"]["name"], report["base"]["version"]) == ("prod", "1.0.0")
         assert report["candidate"]["version"] == "1.1.0"
         committed = tmp_copy_of_main(repository)
-        assert report["base"]["digest"] == load_policy(committed).digest
+        shared = committed.parents[1] / "shared"
+        assert report["base"]["digest"] == load_policy(committed, base_dirs=(shared,)).digest
 
     def test_the_same_revision_changes_nothing(self, repository: Path) -> None:
         """Comparing main with itself through --base and --base-ref exits 0."""
         prod = repository / "policies" / "prod.yaml"
         git(repository, "stash", "-q")
         code, out, err = cli(
+            "--base-dir",
+            str(repository / "shared"),
             "diff",
             "--base-ref",
             "main",
@@ -450,7 +462,9 @@ class TestDiffBaseRef:
         base.write_text(SHARED.format(version="1.2.0", delta=-1))
         git(repository, "commit", "-q", "-am", "a bad base")
         prod = str(repository / "policies" / "prod.yaml")
-        code, _, err = cli("diff", "--base-ref", "HEAD", "--candidate", prod, str(TRACES[0]))
+        shared = str(repository / "shared")
+        argv = ["--base-dir", shared, "diff", "--base-ref", "HEAD", "--candidate", prod]
+        code, _, err = cli(*argv, str(TRACES[0]))
         assert code == 3
         assert err.startswith("HEAD:shared/base.yaml:5:")
 

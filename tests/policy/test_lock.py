@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 from prunewarden import PolicyError, load_policy
+from prunewarden._json import sha256_digest
 from prunewarden.policy._lock import LOCK_FILENAME, find, read, render, update
 from prunewarden.policy._overlay import resolve_file
 
@@ -146,8 +147,30 @@ class TestUpdate:
         assert [(e.key, e.added) for e in report] == [("base@1.0.0", False), ("prod@1.4.0", False)]
         assert lock.read_bytes() == before
         loaded = yaml.safe_load(before)
-        assert loaded["lockVersion"] == 1
+        assert (loaded["lockVersion"], loaded["digestVersion"]) == (1, 2)
         assert loaded["policies"]["prod@1.4.0"] == load_policy(chain).digest
+
+    def test_a_version_1_lock_holds_version_1_digests(self, tmp_path: Path, chain: Path) -> None:
+        """A lock file without digestVersion (written before the switch to RFC 8785) is
+        checked against version 1 digests: unchanged content loads, changed content is
+        refused, and entries added to it are version 1 digests."""
+        lock = tmp_path / LOCK_FILENAME
+        legacy = {
+            name: sha256_digest(load_policy(tmp_path / f"{name.split('@')[0]}.yaml").document)
+            for name in ("base@1.0.0", "prod@1.4.0")
+        }
+        lock.write_text(render(legacy, 1))
+        assert "digestVersion" not in lock.read_text()
+        assert load_policy(chain).digest != legacy["prod@1.4.0"]  # the digests did change
+        load_policy(chain)  # and the old lock still holds the same content
+        chain.write_text(
+            chain.read_text().replace("consecutive_cycles: 3", "consecutive_cycles: 4")
+        )
+        assert "reused for different content" in problems_of(chain)[0]
+        chain.write_text(chain.read_text().replace("1.4.0", "1.4.1"))
+        update(lock, [resolve_file(chain)])
+        assert read(lock).digest_version == 1
+        assert read(lock).entries["prod@1.4.1"] == sha256_digest(load_policy(chain).document)
 
     def test_update_refuses_a_reused_version_and_writes_nothing(
         self, tmp_path: Path, chain: Path
@@ -214,6 +237,14 @@ class TestUpdate:
         assert text.startswith("# prunewarden policy lock")
         assert render({}).endswith("policies: {}\n")
 
+    def test_the_example_lock_holds_every_example(self) -> None:
+        """examples/deployments/policy.lock is current: every loadable example is in it."""
+        lock = read(DEPLOYMENTS / LOCK_FILENAME)
+        assert lock.digest_version == 1  # written before digests moved to RFC 8785
+        for name in ("base", "prod-eu", "staging", "prod-eu-candidate"):
+            loaded = load_policy(DEPLOYMENTS / f"{name}.yaml")
+            assert lock.entries[f"{loaded.name}@{loaded.version}"] == sha256_digest(loaded.document)
+
 
 #: Shipped policy folders, each with a policy.lock that CI checks.
 SHIPPED = [ROOT / "policies", ROOT / "examples" / "policies", DEPLOYMENTS]
@@ -236,12 +267,19 @@ class TestShippedLocks:
     def test_every_shipped_policy_is_locked_as_it_is(self, folder: Path) -> None:
         """Each shipped folder has a policy.lock holding every policy in it at its current
         content: content changed without a version bump fails here."""
-        entries = read(folder / LOCK_FILENAME).entries
+        lock = read(folder / LOCK_FILENAME)
         policies = shipped_policies(folder)
         assert policies
         for path in policies:
             loaded = load_policy(path, lock=False)
-            assert entries.get(f"{loaded.name}@{loaded.version}") == loaded.digest, path.name
+            # A lock file keeps the digest version it was written in (version 1 without a line).
+            digest = loaded.digest if lock.digest_version == 2 else sha256_digest(loaded.document)
+            assert lock.entries.get(f"{loaded.name}@{loaded.version}") == digest, path.name
+
+    @pytest.mark.parametrize("folder", SHIPPED[:2], ids=["policies", "examples/policies"])
+    def test_new_locks_hold_version_2_digests(self, folder: Path) -> None:
+        """The locks written since digests moved to RFC 8785 say so (digestVersion: 2)."""
+        assert read(folder / LOCK_FILENAME).digest_version == 2
 
     def test_refused_examples_stay_refused(self) -> None:
         """The files left out of the locks are the ones documented as refused at load."""

@@ -203,7 +203,7 @@ class TestMerge:
         """Sources go from the policy to its root, each with the SHA-256 of its bytes."""
         mid = write(tmp_path, "teams/mid.yaml", policy("mid", "", extends="../base.yaml"))
         top = write(tmp_path, "teams/top.yaml", policy("top", "", extends="mid.yaml"))
-        sources = load_policy(top).sources
+        sources = load_policy(top, base_dirs=(tmp_path,)).sources
         assert [s.path for s in sources] == [str(top), str(mid), str(base)]
         for source, path in zip(sources, (top, mid, base), strict=True):
             assert source.sha256 == hashlib.sha256(path.read_bytes()).hexdigest()

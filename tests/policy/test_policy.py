@@ -152,9 +152,13 @@ class TestErrors:
         """An empty file is not a policy."""
         assert problems_of(text) == ["p.yaml:1:1: $: the document is empty"]
 
-    def test_non_mapping_document_is_rejected(self) -> None:
-        """A list is not a policy."""
-        assert problems_of("- a\n- b\n") == ["p.yaml:1:1: $: ['a', 'b'] is not of type 'object'"]
+    @pytest.mark.parametrize(
+        ("text", "shape"), [("- a\n- b\n", "a list"), ("API_KEY=sk-live-1\n", "a single value")]
+    )
+    def test_non_mapping_document_is_rejected_unquoted(self, text: str, shape: str) -> None:
+        """A list or a scalar is not a policy, and the refusal does not quote it."""
+        message = f"p.yaml:1:1: $: not a policy: the document is {shape}, not a mapping"
+        assert problems_of(text) == [message]
 
     def test_score_range_must_be_ordered(self) -> None:
         """scores.min must be below scores.max."""

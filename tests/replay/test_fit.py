@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from prunewarden import Engine, load_builtin_policy, load_policy
+from prunewarden import Engine, PolicyError, load_builtin_policy, load_policy
 from prunewarden.cli._main import run
 from prunewarden.replay._fit import bump_minor, extends_reference, quantile
 from prunewarden.replay._run import SilentLogger, replay_trace
@@ -237,7 +237,9 @@ class TestCalibrate:
             "--out", str(out), "--date", "2026-01-31",
         )  # fmt: skip
         assert code == 0, stderr
-        policy = load_policy(out)
+        with pytest.raises(PolicyError, match="outside the folder of this policy"):
+            load_policy(out)  # the base is not in the fitted policy's folder
+        policy = load_policy(out, base_dirs=(base.parent,))
         assert policy.version == "2.4.0"
         assert policy.spec.scores.min == -1.0
         assert yaml.safe_load(out.read_text(encoding="utf-8"))["extends"] == "../policies/team.yaml"

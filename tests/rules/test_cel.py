@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from prunewarden.rules._budget import Deadline
 from prunewarden.rules._checker import MAX_NESTING
 from prunewarden.rules._compiler import compile_expression
-from prunewarden.rules._evaluation import Deadline, EvaluationError, evaluate
+from prunewarden.rules._evaluation import EvaluationError, evaluate
 from prunewarden.rules._expression import Expression, ExpressionError, ExpressionProblem, Result
 from prunewarden.rules._values import MAX_VALUE_DEPTH, to_cel, type_name
 from prunewarden.rules._variables import variable_shapes

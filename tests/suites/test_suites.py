@@ -981,6 +981,7 @@ class TestCoverage:
             "internal_error",
             "audit_unavailable",
             "pruning_halted",
+            "session_state_unavailable",
             "too_few_entries",
         }
 

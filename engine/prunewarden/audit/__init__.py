@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from prunewarden.audit._chain import seal
 from prunewarden.audit._log import FSYNC_MODES, AuditLog, FsyncMode
+from prunewarden.audit._pass import decision_rows, pass_record
 from prunewarden.audit._record import (
     DecisionContext,
     authorization_header,
@@ -17,6 +18,7 @@ from prunewarden.audit._record import (
     log_decision,
     log_policy_reload_failed,
     log_policy_reloaded,
+    session_rebound_record,
     subject_of,
     texts_of,
 )
@@ -49,6 +51,7 @@ __all__ = [
     "Skipped",
     "authorization_header",
     "decision_record",
+    "decision_rows",
     "describe",
     "find_authorization",
     "get_logger",
@@ -59,10 +62,12 @@ __all__ = [
     "log_policy_reload_failed",
     "log_policy_reloaded",
     "parse_time",
+    "pass_record",
     "query",
     "report",
     "rotated_files",
     "seal",
+    "session_rebound_record",
     "sql",
     "subject_of",
     "texts_of",

@@ -4,10 +4,16 @@ Any file may hold the remains of an interrupted write: a line that is not a reco
 without its newline. Readers (``verify``, ``audit query`` ...) are told whether each line was
 ended; a writer learns where the last whole record is, its hash, the lines torn after it and the
 policies already activated, before it writes after them.
+
+What follows the last newline may be anything, of any size (a process killed mid-write, or
+garbage appended by hand): it is read in bounded chunks, to hash it and find where it starts, and
+parsed only when it is small enough to be a record a writer could have left. A writer catching up
+on a 300 MB newline-less tail once held several copies of it at once.
 """
 
 from __future__ import annotations
 
+import hashlib
 import mmap
 import os
 from collections.abc import Iterator
@@ -17,9 +23,12 @@ from typing import Any
 
 from prunewarden.audit import _record as auditlog
 from prunewarden.audit._chain import parse_record
+from prunewarden.limits import MAX_PARSED_LINE
 
 # Below this, the bytes other writers appended are read with pread; above, through mmap.
 _MMAP_FROM = 1024 * 1024
+# How much of an unended tail is read at a time.
+_CHUNK = 1024 * 1024
 
 
 def iter_lines(path: Path) -> Iterator[tuple[int, bytes, bool]]:
@@ -36,46 +45,92 @@ def iter_lines(path: Path) -> Iterator[tuple[int, bytes, bool]]:
 class Scan:
     last_hash: str
     activated: set[str]
-    torn: list[bytes]
-    tail: bytes
+    torn: list[dict[str, Any]]  # each torn line's length and hash (``torn_fields``)
+    tail: dict[str, Any] | None  # the same for what follows the last newline, if anything
     tail_record: dict[str, Any] | None
 
 
 def scan_appended(fd: int, start: int, end: int, last_hash: str) -> Scan:
     """What a writer must know about the bytes ``[start, end)`` another writer appended."""
-    if end - start < _MMAP_FROM:
-        return _scan_buffer(os.pread(fd, end - start, start), last_hash)
-    base = start - start % mmap.ALLOCATIONGRANULARITY
-    with mmap.mmap(fd, end - base, access=mmap.ACCESS_READ, offset=base) as view:
-        return _scan_buffer(view, last_hash, start - base)
+    lines_end = _last_newline(fd, start, end) + 1  # start when no line was ended
+    tail, tail_record = _tail(fd, lines_end, end)
+    if lines_end - start < _MMAP_FROM:
+        scan = _scan_buffer(os.pread(fd, lines_end - start, start), last_hash)
+    else:
+        base = start - start % mmap.ALLOCATIONGRANULARITY
+        with mmap.mmap(fd, lines_end - base, access=mmap.ACCESS_READ, offset=base) as view:
+            scan = _scan_buffer(view, last_hash, start - base)
+    scan.tail, scan.tail_record = tail, tail_record
+    if tail_record is not None and auditlog.kind_of(tail_record) == auditlog.POLICY_ACTIVATED:
+        scan.activated.add(auditlog.policy_digest_of(tail_record))
+    return scan
+
+
+def _last_newline(fd: int, start: int, end: int) -> int:
+    """The offset of the last newline in ``[start, end)``, or ``start - 1``; read backwards one
+    bounded chunk at a time."""
+    at = end
+    while at > start:
+        size = min(_CHUNK, at - start)
+        found = os.pread(fd, size, at - size).rfind(b"\n")
+        if found != -1:
+            return at - size + found
+        at -= size
+    return start - 1
+
+
+def _tail(fd: int, start: int, end: int) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """The fields of the unended bytes ``[start, end)``, and the record they hold, if any."""
+    if start >= end:
+        return None, None
+    digest = hashlib.sha256()
+    at = start
+    while at < end:
+        chunk = os.pread(fd, min(_CHUNK, end - at), at)
+        if not chunk:
+            break
+        digest.update(chunk)
+        at += len(chunk)
+    fields = {"bytes": at - start, "sha256": digest.hexdigest()}
+    if end - start > MAX_PARSED_LINE:
+        return fields, None
+    return fields, parse_record(os.pread(fd, end - start, start))
 
 
 def _scan_buffer(buf: bytes | mmap.mmap, last_hash: str, start: int = 0) -> Scan:
+    """Activations and the last whole record of ``buf[start:]``, which ends with a newline (or
+    is empty)."""
     end = len(buf)
+    view = memoryview(buf)
     activated: set[str] = set()
     at = buf.find(auditlog.ACTIVATION_MARKER, start, end)
     while at != -1:
         line_start = buf.rfind(b"\n", start, at) + 1 or start
         line_end = buf.find(b"\n", at, end)
         line_end = end if line_end == -1 else line_end
-        record = parse_record(buf[line_start:line_end])
+        record = _parse_line(view, line_start, line_end)
         if record is not None and auditlog.kind_of(record) == auditlog.POLICY_ACTIVATED:
             activated.add(auditlog.policy_digest_of(record))
         at = buf.find(auditlog.ACTIVATION_MARKER, line_end, end)
     # line_end: the newline ending a whole line (start - 1: none in the region).
     line_end = buf.rfind(b"\n", start, end)
     line_end = start - 1 if line_end == -1 else line_end
-    tail = bytes(buf[line_end + 1 : end])
     # Walk back to the last whole record; lines after it are torn writes.
-    torn: list[bytes] = []
+    torn: list[dict[str, Any]] = []
     while line_end >= start:
         line_start = buf.rfind(b"\n", start, line_end) + 1 or start
-        line = bytes(buf[line_start:line_end])
-        record = parse_record(line)
+        record = _parse_line(view, line_start, line_end)
         if record is not None:
             last_hash = auditlog.hash_of(record)
             break
-        torn.insert(0, line)
+        line = view[line_start:line_end]
+        torn.insert(0, {"bytes": len(line), "sha256": hashlib.sha256(line).hexdigest()})
         line_end = line_start - 1
-    tail_record = parse_record(tail) if tail else None
-    return Scan(last_hash, activated, torn, tail, tail_record)
+    view.release()
+    return Scan(last_hash, activated, torn, None, None)
+
+
+def _parse_line(view: memoryview, line_start: int, line_end: int) -> dict[str, Any] | None:
+    if line_end - line_start > MAX_PARSED_LINE:
+        return None
+    return parse_record(bytes(view[line_start:line_end]))

@@ -1,22 +1,26 @@
 """The audit record format: the only place that names log fields.
 
-A record is one JSON object on one line, described by ``schemas/audit-record.v1.schema.json``. Its
-``kind`` says what happened: a ``decision``; a ``policy_activated`` record holding the full
+A record is one JSON object on one line, described by ``schemas/audit-record.v2.schema.json``
+(``record_version`` 2: sealed over RFC 8785 canonical JSON; logs of ``record_version`` 1, sealed
+over Python's sorted-keys JSON, still verify and read). Its ``kind`` says what happened: a
+``pass`` (one pruning pass and every decision in it, :mod:`._pass`); a
+``decision``; a ``policy_activated`` record holding the full
 canonical policy, written before the first decision under that policy's digest in each log file; a
 ``policy_reload_failed``; a ``log_rotated`` header at the top of a file that continues a rotated
-one; a ``write_recovered`` record after the remains of an interrupted write.
+one; a ``write_recovered`` record after the remains of an interrupted write; a ``session_rebound``
+when a session moves to a reloaded policy.
 
 Records are chained: ``_chain`` seals a record into its line, adding ``prev_hash`` and ``hash``.
 What keeps segment and span text out of a record is in ``_redaction``.
 
-Library code never configures structlog: decisions without an audit sink go to the logger the
-embedding application configured (:func:`get_logger`), with the same fields minus the chain.
+Library code never configures structlog, and writes nowhere on its own: decisions go to the audit
+sink or the structlog logger the caller passed (:func:`get_logger` names the ``prunewarden``
+logger), with the same fields minus the chain.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Iterable, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,22 +29,33 @@ import structlog
 
 from prunewarden.__about__ import __version__
 from prunewarden._identity import PolicyIdentity
-from prunewarden._json import canonical_json, sha256_digest
-from prunewarden.audit._chain import canonical_record
+from prunewarden._json import canonical_digest, encode_canonical, sha256_digest
 from prunewarden.audit._redaction import erase, logged_reasons
 from prunewarden.decision import Decision, utc_now
 from prunewarden.inputs import CollapseRequest, EvictionRequest, Request, StalenessRequest
 from prunewarden.policy import Policy
 
 LOGGER_NAME = "prunewarden"
-RECORD_VERSION = 1
+RECORD_VERSION = 2
+# Every version a reader knows: 1 sealed over canonical_json, 2 over RFC 8785.
+RECORD_VERSIONS = (1, 2)
 
 DECISION = "decision"
+PRUNING_PASS = "pass"  # noqa: S105 - a record kind, not a password
 POLICY_ACTIVATED = "policy_activated"
 POLICY_RELOAD_FAILED = "policy_reload_failed"
 LOG_ROTATED = "log_rotated"
 WRITE_RECOVERED = "write_recovered"
-KINDS = (DECISION, POLICY_ACTIVATED, POLICY_RELOAD_FAILED, LOG_ROTATED, WRITE_RECOVERED)
+SESSION_REBOUND = "session_rebound"
+KINDS = (
+    DECISION,
+    PRUNING_PASS,
+    POLICY_ACTIVATED,
+    POLICY_RELOAD_FAILED,
+    LOG_ROTATED,
+    WRITE_RECOVERED,
+    SESSION_REBOUND,
+)
 
 # Substrings a canonical record line contains, for cheap scans before parsing.
 ACTIVATION_MARKER = b'"kind":"policy_activated"'
@@ -65,16 +80,18 @@ class DecisionContext:
     document: Any = None
     # The request's segment and span text: never logged, only kept out of rule messages.
     texts: tuple[str, ...] = ()
+    # Decided by a Session (with its history), not by a stateless engine call.
+    from_session: bool = False
 
 
 def input_digest(document: Any) -> str:
-    """``sha256:`` over the canonical JSON (UTF-8) of an input document.
+    """``sha256:`` over the RFC 8785 canonical JSON of an input document (from
+    ``record_version`` 2; any language with a JCS library recomputes it).
 
     JSON text may spell lone surrogates (``"\\ud800"``); they are hashed as their UTF-8-style
     bytes rather than refused, so that such a document is still decided and logged.
     """
-    encoded = canonical_json(document).encode("utf-8", "surrogatepass")
-    return "sha256:" + hashlib.sha256(encoded).hexdigest()
+    return "sha256:" + hashlib.sha256(encode_canonical(document)).hexdigest()
 
 
 def text_fields(text: str) -> dict[str, Any]:
@@ -135,6 +152,7 @@ def decision_record(
         "actions": [action.to_dict() for action in decision.actions],
         "subject": context.subject,
         "session_id": context.session_id,
+        "from_session": context.from_session,
         "labels": dict(context.labels),
         "policy": policy_fields(policy),
         "engine_version": decision.engine_version,
@@ -193,15 +211,38 @@ def policy_reload_failed_record(
     )
 
 
+def session_rebound_record(  # noqa: PLR0913 - the two identities and what carried over
+    session_id: str | None,
+    labels: Mapping[str, str],
+    previous: PolicyIdentity,
+    policy: Policy,
+    *,
+    kept: Iterable[str],
+    dropped: Mapping[str, str],
+) -> dict[str, Any]:
+    """A session moved from the ``previous`` policy to ``policy`` (a reload, or a state restored
+    under another policy): which parts of its history it ``kept``, and why it ``dropped`` the
+    others."""
+    return _event(
+        SESSION_REBOUND,
+        session_id=session_id,
+        labels=dict(labels),
+        previous_policy=previous.to_dict(),
+        policy=policy_fields(policy),
+        kept=list(kept),
+        dropped=dict(dropped),
+    )
+
+
 def log_rotated_record(previous_file: str, sequence: int) -> dict[str, Any]:
     """The header of a file that continues the chain of ``previous_file``."""
     return _event(LOG_ROTATED, rotation={"previous_file": previous_file, "sequence": sequence})
 
 
-def write_recovered_record(torn: Iterable[bytes]) -> dict[str, Any]:
+def write_recovered_record(torn: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """Follows the remains of interrupted writes (lines that are not records), naming each by
-    length and hash so a verifier can tell them from lines inserted later."""
-    return _event(WRITE_RECOVERED, torn=[torn_fields(line) for line in torn])
+    length and hash (``torn_fields``) so a verifier can tell them from lines inserted later."""
+    return _event(WRITE_RECOVERED, torn=[dict(fields) for fields in torn])
 
 
 def torn_fields(line: bytes) -> dict[str, Any]:
@@ -321,9 +362,16 @@ def subject_ids(record: Mapping[str, Any]) -> list[str]:
 
 
 def digest_matches_document(record: Mapping[str, Any]) -> bool:
-    """A ``policy_activated`` record's document hashes to the digest it names."""
+    """A ``policy_activated`` record's document hashes to the digest it names: by digest
+    version 1 in a ``record_version`` 1 record, by RFC 8785 (digest version 2) from 2 on."""
     document = document_of(record)
-    return document is not None and sha256_digest(document) == policy_digest_of(record)
+    if document is None:
+        return False
+    digest = sha256_digest if record.get("record_version") == 1 else canonical_digest
+    try:
+        return digest(document) == policy_digest_of(record)
+    except (TypeError, ValueError):
+        return False
 
 
 # Filters of ``audit query`` and ``audit report``: how to read each from a record, and a
@@ -339,26 +387,6 @@ FIELD_READERS: dict[str, Any] = {
     "policy_digest": policy_digest_of,
     "ts": lambda r: r.get("ts"),
 }
-FIELD_KEYS = {
-    "kind": "kind",
-    "decision_id": "decision_id",
-    "check": "check",
-    "outcome": "outcome",
-    "session_id": "session_id",
-    "policy_name": "name",
-    "policy_version": "version",
-    "policy_digest": "digest",
-}
-
-
-def line_marker(name: str, value: str) -> bytes:
-    """``"key":"value"`` as it appears in a canonical line holding that field's value."""
-    return canonical_record({FIELD_KEYS[name]: value})[1:-1]
-
-
-def value_marker(value: str) -> bytes:
-    """A string value as it appears anywhere in a canonical line."""
-    return json.dumps(value, ensure_ascii=True).encode("ascii")
 
 
 def record_ts(record: Mapping[str, Any]) -> str:

@@ -3,8 +3,12 @@
 A record names segments and spans by id, length and hash; their text reaches a log only where a
 team opted in. It could still slip in two ways, and both are closed here, so that they can be
 reviewed together: an input document logged on request is copied with the paths its masks point
-at erased (JSON pointers; by default every segment and span text), and a rule's message, which may
-quote text, is withheld or has the text in it replaced.
+at erased (JSON pointers; by default every field that holds text, as the input schema declares
+it), and a rule's message, which may quote text, is withheld or has the text in it replaced.
+
+The default masks are derived from ``input.v1`` rather than listed, so that a text field added to
+a document type is erased from the day it is added: a hand-kept list once missed the plan's
+``/segments/*/text`` and logged every window segment's text.
 """
 
 from __future__ import annotations
@@ -13,12 +17,54 @@ import json
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from prunewarden._resources import schema
 from prunewarden.decision import Reason
 from prunewarden.errors import AuditError
 from prunewarden.rules import Rule
 
-# Where segment and span text sits in an input document: erased unless a team opts in to more.
-DEFAULT_MASKS = ("/segment/text", "/spans/*/text")
+# The keywords that bound a string to a name, a hash or a choice: anything else is text.
+_STRING_BOUNDS = ("maxLength", "pattern", "enum", "const", "format")
+
+
+def text_pointers(input_schema: Mapping[str, Any]) -> tuple[str, ...]:
+    """Where the document types of ``input_schema`` (each check, and the plan) hold text, as
+    JSON pointers with ``*`` for every element or member: every string without a bound (no
+    ``maxLength``, ``pattern``, ``enum``, ``const`` or ``format``) and every free-form object
+    (``metadata``: it may carry anything)."""
+    definitions = input_schema.get("$defs", {})
+    roots = [branch["then"] for branch in input_schema.get("allOf", ()) if "then" in branch]
+    roots.append({"$ref": "#/$defs/plan"})
+    found: set[str] = set()
+    for root in roots:
+        _collect_text(root, definitions, (), found)
+    return tuple(sorted(found))
+
+
+def _collect_text(
+    node: Any, definitions: Mapping[str, Any], path: tuple[str, ...], found: set[str]
+) -> None:
+    if not isinstance(node, Mapping):
+        return
+    ref = node.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/"):
+        _collect_text(definitions[ref.removeprefix("#/$defs/")], definitions, path, found)
+    for keyword in ("anyOf", "oneOf", "allOf"):
+        for branch in node.get(keyword, ()):
+            _collect_text(branch, definitions, path, found)
+    kind = node.get("type")
+    if kind == "string" and not any(bound in node for bound in _STRING_BOUNDS):
+        found.add(_pointer(path))
+    properties = node.get("properties", {})
+    members = node.get("additionalProperties")
+    if kind == "object" and not properties and not isinstance(members, Mapping):
+        found.add(_pointer(path))  # free-form: no declared fields, any value
+    for name, child in properties.items():
+        _collect_text(child, definitions, (*path, name), found)
+    if isinstance(members, Mapping):
+        _collect_text(members, definitions, (*path, "*"), found)
+    if "items" in node:
+        _collect_text(node["items"], definitions, (*path, "*"), found)
+
 
 # A text shorter than this is not searched for in rule messages (it would match inside words).
 MIN_SCRUBBED_TEXT = 4
@@ -129,3 +175,20 @@ def _matches(value: Any, tokens: list[str], path: tuple[str | int, ...]) -> Iter
         # Deleting from a list shifts what follows: erase from the end.
         for index in sorted(indices, reverse=True):
             yield from _matches(value[index], rest, (*path, index))
+
+
+# Where text sits in an input document: erased unless a team opts in to more.
+DEFAULT_MASKS = text_pointers(schema("input"))
+
+
+def masks_setting(inputs: bool | Iterable[str] | None) -> tuple[str, ...] | None:
+    """The masks of ``AuditLog(inputs=...)``: None logs no input, True the default masks, a
+    list of JSON pointers exactly those."""
+    if inputs is None or inputs is False:
+        return None
+    if inputs is True:
+        return DEFAULT_MASKS
+    if isinstance(inputs, str):
+        msg = "inputs takes a list of JSON pointers, not one string"
+        raise AuditError(msg)
+    return parse_masks(inputs)

@@ -39,6 +39,7 @@ from prunewarden.audit import (
     sql,
     verify_files,
 )
+from prunewarden.cli._printable import printable
 from prunewarden.errors import AuditError, ExitCode, InputError, Problem
 
 ENV_LOG = "PRUNEWARDEN_AUDIT_LOG"
@@ -93,7 +94,8 @@ def evaluation_audit(
     settings: dict[str, Any] = {
         "fsync": args.audit_fsync,
         "inputs": inputs,
-        "hmac_key_env": ENV_KEY if os.environ.get(ENV_KEY) else None,
+        # Set but empty is a key that went missing, not a request for an unkeyed log.
+        "hmac_key_env": ENV_KEY if ENV_KEY in os.environ else None,
     }
     out = stdout
     if target is None:
@@ -262,9 +264,9 @@ def _verify(args: argparse.Namespace, files: list[Path], stdout: IO[str], stderr
     key = key_text.encode("utf-8") if key_text else None
     result = verify_files(files, key=key, expect=args.expect)
     for finding in result.findings:
-        (stderr if finding.fatal else stdout).write(f"{finding}\n")
+        (stderr if finding.fatal else stdout).write(f"{printable(str(finding))}\n")
     for summary in result.files:
-        stdout.write(f"{summary}\n")
+        stdout.write(f"{printable(str(summary))}\n")
     return ExitCode.OK if result.ok else ExitCode.UNVERIFIED
 
 
@@ -312,8 +314,10 @@ def _query(args: argparse.Namespace, files: list[Path], stdout: IO[str], stderr:
     if args.limit is not None:
         matches = itertools.islice(matches, max(args.limit, 0))
     if args.format == "json":
-        for line, _ in matches:
-            stdout.write(line.decode("ascii") + "\n")
+        # A decision record as written; a decision of a pass as its row (the pass is one line).
+        for line, record in matches:
+            text = line.decode("utf-8") if "pass_id" not in record else json.dumps(record)
+            stdout.write(text + "\n")
     else:
         stdout.write(_row([name for name, _ in _QUERY_COLUMNS]))
         for _, record in matches:
@@ -334,7 +338,7 @@ def _cell(value: Any) -> str:
         return "-"
     if isinstance(value, bool):
         return "yes" if value else "no"
-    return str(value)
+    return printable(str(value))
 
 
 def _report(args: argparse.Namespace, files: list[Path], stdout: IO[str], stderr: IO[str]) -> int:
@@ -369,7 +373,7 @@ def _show_policy(
         header = authorization_header(found.decision, found.activation)
         header[1] += f", {found.file}:{found.line}"
         header.insert(2, f"activated at {found.file}:{found.activation_line}")
-        stdout.write("".join(f"# {line}\n" for line in header))
+        stdout.write("".join(f"# {printable(line)}\n" for line in header))
         stdout.write(yaml.safe_dump(found.document, sort_keys=False, allow_unicode=True))
     _warn(skipped, stderr)
     return ExitCode.OK
@@ -392,7 +396,7 @@ def _sql_cell(value: Any, sql_type: str) -> str:
         return "-"
     value = json_value(value, sql_type)
     if isinstance(value, dict | list):
-        return json.dumps(value, ensure_ascii=False)
+        return printable(json.dumps(value, ensure_ascii=False))
     return _cell(value)
 
 
@@ -408,7 +412,7 @@ def _table(names: list[str], rows: list[list[str]]) -> str:
 
 def _warn(skipped: Skipped, stderr: IO[str]) -> None:
     for message in skipped.messages():
-        stderr.write(f"{message}\n")
+        stderr.write(f"{printable(message)}\n")
 
 
 _AUDIT_COMMANDS: dict[str, Any] = {

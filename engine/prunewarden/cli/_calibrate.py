@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from prunewarden.cli._policy import base_dirs
 from prunewarden.engine import Engine
 from prunewarden.errors import ExitCode
 from prunewarden.policy import Policy, load_policy
@@ -87,7 +88,7 @@ def add_command(commands: Any) -> None:
 
 
 def run_calibrate(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
-    base = load_policy(args.base)
+    base = load_policy(args.base, base_dirs=base_dirs(args))
     if (
         not args.base.startswith("builtin:")
         and Path(args.out).resolve() == Path(args.base).resolve()

@@ -3,20 +3,23 @@
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import IO, Any, TypeVar
 
 from prunewarden import _resources as resources
+from prunewarden._files import open_regular
 from prunewarden._source import parse_json
 from prunewarden.cli import _audit as auditcli
 from prunewarden.cli import _policy as policycli
 from prunewarden.cli._common import EXIT_CODES, report
+from prunewarden.cli._printable import printable
 from prunewarden.decision import Decision
 from prunewarden.engine import Engine
 from prunewarden.errors import ExitCode, InputError, PolicyError, Problem
+from prunewarden.limits import MAX_INPUT_CHARS
 from prunewarden.planner import Plan
 from prunewarden.policy import load_policy
 
@@ -31,6 +34,7 @@ SCHEMAS = (
     "audit-record",
     "policy-lock",
     "trace",
+    "session-state",
 )
 
 
@@ -68,7 +72,9 @@ def run_validate(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> 
     status = ExitCode.OK
     for name in args.files:
         try:
-            policy = load_policy(name, lock=policycli.lock_option(args))
+            policy = load_policy(
+                name, lock=policycli.lock_option(args), base_dirs=policycli.base_dirs(args)
+            )
         except PolicyError as exc:
             report(exc.problems, stderr)
             status = ExitCode.POLICY
@@ -148,7 +154,7 @@ def render_text(decision: Decision) -> str:
     lines.append(f"  policy: {policy.name}@{policy.version} {policy.digest[:19]}")
     if decision.shadow is not None:
         lines.append(f"  {decision.shadow.summary(decision)}")
-    return "\n".join(lines) + "\n"
+    return "".join(printable(line) + "\n" for line in lines)
 
 
 def run_schema(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:  # noqa: ARG001
@@ -157,13 +163,24 @@ def run_schema(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> in
 
 
 def _read_input(name: str) -> tuple[str, str]:
+    """The document's text, read no further than one character past the limit (so that
+    :func:`parse_json` refuses it as too large): standard input may be endless, and a file
+    must be a regular one (a FIFO or ``/dev/zero`` is refused unread)."""
     if name == "-":
-        return sys.stdin.read(), "<stdin>"
+        return _read_text(sys.stdin, "<stdin>"), "<stdin>"
     try:
-        return Path(name).read_text(encoding="utf-8"), name
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
-        raise InputError([Problem(name, 0, 0, "$", f"cannot read: {reason}")]) from None
+        with open_regular(name) as raw, io.TextIOWrapper(raw, encoding="utf-8") as stream:
+            return _read_text(stream, name), name
+    except OSError as exc:
+        raise InputError([Problem(name, 0, 0, "$", f"cannot read: {exc.strerror}")]) from None
+
+
+def _read_text(stream: IO[str], name: str) -> str:
+    try:
+        return stream.read(MAX_INPUT_CHARS + 1)
+    except UnicodeDecodeError as exc:
+        message = f"cannot read: not UTF-8 text (byte {exc.start})"
+        raise InputError([Problem(name, 0, 0, "$", message)]) from None
 
 
 def add_plan(commands: Any) -> None:
@@ -205,4 +222,4 @@ def render_plan(plan: Plan) -> str:
     refusals = [d for d in plan.decisions if d.refused]
     lines += [f"  {d.check} {d.outcome}: {', '.join(d.codes)}" for d in refusals]
     lines.append(f"  decisions: {len(plan.decisions)} ({len(refusals)} refused)")
-    return "\n".join(lines) + "\n"
+    return "".join(printable(line) + "\n" for line in lines)

@@ -16,6 +16,7 @@ from typing import IO, Any
 from prunewarden._identity import PolicyIdentity
 from prunewarden.cli._common import UsageError
 from prunewarden.cli._jobs import Runner, progress_for
+from prunewarden.cli._policy import base_dirs
 from prunewarden.cli._replay import (
     add_run_options,
     exit_status,
@@ -63,14 +64,15 @@ def add_diff(commands: Any) -> None:
 
 
 def run_diff(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
+    bases = base_dirs(args)
     if args.base_ref is not None:
-        base = load_policy_at(args.base_ref, args.base or args.candidate)
+        base = load_policy_at(args.base_ref, args.base or args.candidate, bases)
     elif args.base is None:
         msg = "prunewarden diff: --base FILE or --base-ref REF is required"
         raise UsageError(msg)
     else:
-        base = policy_or_default(args.base)
-    candidate = policy_or_default(args.candidate)
+        base = policy_or_default(args.base, bases)
+    candidate = policy_or_default(args.candidate, bases)
     identities = (base.identity, candidate.identity)
     progress = progress_for(args, stderr, "diff", args.traces)
     with tempfile.TemporaryFile("w+", encoding="utf-8") as changes:

@@ -43,6 +43,7 @@ def _parser(stdout: IO[str]) -> Parser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"prunewarden {__version__}")
+    _policy.add_base_dir_option(parser)
     commands = parser.add_subparsers(
         dest="command", required=True, metavar="COMMAND", parser_class=Parser
     )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 from typing import IO, Any
 
@@ -99,6 +100,31 @@ def add_evaluate_options(evaluate: Any) -> None:
     add_lock_option(evaluate)
 
 
+BASE_DIRS_VARIABLE = "PRUNEWARDEN_BASE_DIRS"
+
+
+def add_base_dir_option(parser: Any) -> None:
+    """``prunewarden --base-dir DIR COMMAND ...``: a folder of shared bases ``extends`` may
+    name, for every command."""
+    parser.add_argument(
+        "--base-dir",
+        action="append",
+        default=[],
+        metavar="DIR",
+        dest="base_dirs",
+        help="a folder of shared base policies that `extends` may lead into, besides the "
+        "folder of the policy naming it (repeatable; also $PRUNEWARDEN_BASE_DIRS, "
+        f"separated by {os.pathsep!r})",
+    )
+
+
+def base_dirs(args: argparse.Namespace) -> tuple[str, ...]:
+    """The allowed base folders: ``--base-dir`` options, then ``$PRUNEWARDEN_BASE_DIRS``."""
+    given: list[str] = list(getattr(args, "base_dirs", None) or [])
+    variable = os.environ.get(BASE_DIRS_VARIABLE, "")
+    return (*given, *(folder for folder in variable.split(os.pathsep) if folder))
+
+
 def lock_option(args: argparse.Namespace) -> LockOption:
     found: str | None = getattr(args, "lock", None)
     return found
@@ -106,9 +132,13 @@ def lock_option(args: argparse.Namespace) -> LockOption:
 
 def evaluation_policies(args: argparse.Namespace) -> tuple[Policy, Policy | None]:
     """The active policy (``--policy``, else the bundled default) and the ``--shadow`` one."""
-    lock = lock_option(args)
-    active = load_policy(args.policy, lock=lock) if args.policy else load_builtin_policy()
-    shadow = load_policy(args.shadow, lock=lock) if args.shadow else None
+    lock, bases = lock_option(args), base_dirs(args)
+    active = (
+        load_policy(args.policy, lock=lock, base_dirs=bases)
+        if args.policy
+        else load_builtin_policy()
+    )
+    shadow = load_policy(args.shadow, lock=lock, base_dirs=bases) if args.shadow else None
     return active, shadow
 
 
@@ -117,7 +147,7 @@ def run_policy(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> in
 
 
 def _show(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:  # noqa: ARG001
-    resolution = overlay.resolve_file(args.file)
+    resolution = overlay.resolve_file(args.file, base_dirs(args))
     if args.format == "json":
         stdout.write(json.dumps(provenance.render_json(resolution), indent=2) + "\n")
     else:
@@ -126,7 +156,8 @@ def _show(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:  #
 
 
 def _diff(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:  # noqa: ARG001
-    a, b = overlay.resolve_file(args.a), overlay.resolve_file(args.b)
+    bases = base_dirs(args)
+    a, b = overlay.resolve_file(args.a, bases), overlay.resolve_file(args.b, bases)
     changes = policydiff.diff(a, b)
     if args.format == "json":
         out = {
@@ -156,7 +187,7 @@ def _lock(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
     for name in args.files:
         target = args.lock or str(Path(name).parent / policylock.LOCK_FILENAME)
         try:
-            groups.setdefault(target, []).append(overlay.resolve_file(name))
+            groups.setdefault(target, []).append(overlay.resolve_file(name, base_dirs(args)))
         except PolicyError as exc:
             _report(exc, stderr)
             status = ExitCode.POLICY

@@ -18,6 +18,7 @@ from prunewarden._identity import PolicyIdentity
 from prunewarden.audit import FSYNC_MODES, AuditLog
 from prunewarden.cli._common import UsageError
 from prunewarden.cli._jobs import Runner, progress_for
+from prunewarden.cli._policy import base_dirs
 from prunewarden.errors import AuditError, ExitCode, Problem
 from prunewarden.policy import Policy, load_builtin_policy, load_policy
 from prunewarden.replay import (
@@ -107,7 +108,7 @@ def _positive(text: str) -> int:
 
 
 def run_replay(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
-    policy = policy_or_default(args.policy)
+    policy = policy_or_default(args.policy, base_dirs(args))
     identity = policy.identity
     audit = _audit_target(args)
     report_to = stderr if args.decisions == "-" else stdout
@@ -128,10 +129,12 @@ def run_replay(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> in
     return exit_status(summaries, changed=False)
 
 
-def policy_or_default(path: str | None) -> Policy:
+def policy_or_default(path: str | None, bases: tuple[str, ...] = ()) -> Policy:
     """The policy file at ``path`` (and a ``policy.lock`` beside it, as :func:`load_policy`
-    checks by default), else the bundled default."""
-    return load_policy(path) if path is not None else load_builtin_policy("default")
+    checks by default), else the bundled default; ``bases``: the allowed base folders."""
+    if path is None:
+        return load_builtin_policy("default")
+    return load_policy(path, base_dirs=bases)
 
 
 def _audit_target(args: argparse.Namespace) -> AuditTarget | None:

@@ -23,9 +23,10 @@ from prunewarden.policy import BUILTIN, LOCK_FILENAME, Policy, load_policy
 MAX_FILES = 8  # policies in one extends chain (prunewarden.policy's limit)
 
 
-def load_policy_at(ref: str, path: str) -> Policy:
+def load_policy_at(ref: str, path: str, base_dirs: tuple[str, ...] = ()) -> Policy:
     """The policy file ``path`` (as named on the command line) as git revision ``ref`` of its
-    repository holds it. Raises :class:`PolicyError` when it cannot be read there."""
+    repository holds it; ``base_dirs`` inside the repository name the revision's folders of
+    shared bases. Raises :class:`PolicyError` when it cannot be read there."""
     shown = f"{ref}:{path}"
     top = _git(Path(path).resolve().parent, "rev-parse", "--show-toplevel")
     if top is None:
@@ -36,7 +37,7 @@ def load_policy_at(ref: str, path: str) -> Policy:
         copy = Path(scratch)
         _export_chain(root, ref, relative, copy)
         try:
-            return load_policy(copy / relative)
+            return load_policy(copy / relative, base_dirs=_in_copy(base_dirs, root, copy))
         except PolicyError as exc:
             raise PolicyError([_renamed(p, copy, ref) for p in exc.problems]) from None
 
@@ -60,6 +61,16 @@ def _export_chain(root: Path, ref: str, first: PurePosixPath, copy: Path) -> Non
         if lock is not None:
             (target.parent / LOCK_FILENAME).write_text(lock, encoding="utf-8")
         wanted = _extended(text, wanted)
+
+
+def _in_copy(base_dirs: tuple[str, ...], root: Path, copy: Path) -> tuple[str, ...]:
+    """The allowed base folders, those inside the repository moved into the scratch copy."""
+    moved: list[str] = []
+    for folder in base_dirs:
+        real = Path(os.path.realpath(folder))
+        inside = real.is_relative_to(root.resolve())
+        moved.append(str(copy / real.relative_to(root.resolve())) if inside else folder)
+    return tuple(moved)
 
 
 def _extended(text: str, path: PurePosixPath) -> PurePosixPath | None:

@@ -8,6 +8,7 @@ from typing import IO, Any
 
 from prunewarden import suites
 from prunewarden.cli._common import UsageError, report
+from prunewarden.cli._policy import base_dirs
 
 TEST_EXIT_CODES = """\
 exit codes:
@@ -83,7 +84,10 @@ def run_test(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
         where = ", ".join(paths)
         raise UsageError(f"prunewarden test: no *{suites.SUITE_SUFFIX} suite under {where}")
     outcome = suites.run_files(
-        files, patterns=args.filter, coverage_threshold=args.coverage_threshold
+        files,
+        patterns=args.filter,
+        coverage_threshold=args.coverage_threshold,
+        base_dirs=base_dirs(args),
     )
     for invalid in outcome.invalid:
         report(invalid.problems, stderr)

@@ -1,9 +1,10 @@
 """Request documents: the typed requests (model), their parsing and validation with located
-errors, the fast acceptor of well-formed documents, and eviction passes.
+errors, the compiled yes or no for valid documents, and eviction passes.
 """
 
 from __future__ import annotations
 
+from prunewarden.inputs._checks import check_caller_fields
 from prunewarden.inputs._model import (
     CHECKS,
     Check,
@@ -20,14 +21,16 @@ from prunewarden.inputs._model import (
     TurnStats,
     WindowSegment,
 )
-from prunewarden.inputs._parse import parse_plan, parse_request
-from prunewarden.inputs._passes import parse_evictions
+from prunewarden.inputs._parse import parse_plan, parse_request, refused_unchecked
+from prunewarden.inputs._passes import CandidateView, PassCandidates, parse_evictions
 
 __all__ = [
     "CHECKS",
+    "CandidateView",
     "Check",
     "CollapseRequest",
     "EvictionRequest",
+    "PassCandidates",
     "PlanRequest",
     "Request",
     "ScoreRange",
@@ -38,7 +41,9 @@ __all__ = [
     "Turn",
     "TurnStats",
     "WindowSegment",
+    "check_caller_fields",
     "parse_evictions",
     "parse_plan",
     "parse_request",
+    "refused_unchecked",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -52,7 +53,7 @@ class EvictionRequest:
     segment: Segment
     score: float
     perturbed_score: float | None
-    eviction_candidates: frozenset[str]
+    eviction_candidates: AbstractSet[str]  # a frozenset, or a planned pass's CandidateView
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,13 +15,13 @@ from __future__ import annotations
 import copy
 import errno
 import os
-import stat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from prunewarden import _resources as resources
+from prunewarden._files import open_regular
 from prunewarden._identity import PolicyIdentity, PolicySource
-from prunewarden._json import sha256_digest
+from prunewarden._json import canonical_digest
 from prunewarden._schemas import apply_defaults
 from prunewarden.errors import PolicyError, Problem, describe_value
 from prunewarden.inputs import ScoreRange
@@ -69,7 +69,7 @@ def build_policy(
         raise PolicyError(problems)
     document = normalize_document(parsed.data)
     metadata = document["metadata"]
-    identity = PolicyIdentity(metadata["name"], metadata["version"], sha256_digest(document))
+    identity = PolicyIdentity(metadata["name"], metadata["version"], canonical_digest(document))
     return Policy(
         identity, _spec(document["spec"]), document, parsed.filename, compiled, sources=sources
     )
@@ -100,9 +100,10 @@ def read_policy_bytes(path: Path) -> bytes:
     half new, or cut short into a different but valid policy. (Replace policies by renaming a
     complete file over the old one: an open file keeps reading the old one whole.)
 
-    Raises :class:`OSError` (its ``strerror`` says why) like any unreadable file.
+    Only a regular file is read (see :mod:`prunewarden._files`). Raises :class:`OSError` (its
+    ``strerror`` says why) like any unreadable file.
     """
-    with path.open("rb") as stream:
+    with open_regular(path) as stream:  # a FIFO or a device is refused unread
         before = os.fstat(stream.fileno())
         raw = stream.read(MAX_POLICY_BYTES + 1)
         after = os.fstat(stream.fileno())
@@ -110,7 +111,7 @@ def read_policy_bytes(path: Path) -> bytes:
         msg = f"file is larger than the limit of {MAX_POLICY_BYTES} bytes"
         raise OSError(errno.EFBIG, msg)
     changed = (before.st_size, before.st_mtime_ns) != (after.st_size, after.st_mtime_ns)
-    if stat.S_ISREG(after.st_mode) and (changed or len(raw) != after.st_size):
+    if changed or len(raw) != after.st_size:
         msg = "file changed while it was being read; not loaded (replace policies atomically)"
         raise OSError(errno.EAGAIN, msg)
     return raw

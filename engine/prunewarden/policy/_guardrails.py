@@ -3,7 +3,11 @@
 - ``spec.validators``: CEL conditions over the resolved policy (``metadata`` and ``spec``, every
   default filled in), checked when a policy loads. A policy failing one is refused.
 - ``spec.locked``: JSON pointers to values that policies extending the one declaring them may not
-  change (a rule is addressed by its name: ``/spec/rules/pin-negations``).
+  change (a rule is addressed by its name: ``/spec/rules/pin-negations``). A rule's text alone
+  does not fix what it decides: locking a rule (or its ``when`` or ``message_expression``) also
+  locks every ``spec.params`` entry its expressions read and the score scale (``spec.scores``,
+  calibration included), so that an overlay cannot empty a param or rescale the scores under
+  it (:func:`implied_locks`).
 
 Both accumulate along an ``extends`` chain: an overlay may add its own, never drop or redefine an
 inherited one. A refusal points at the file and line of the overlay that set the culprit value and
@@ -12,6 +16,7 @@ names the guardrail and where the base declared it, so the overlay's author sees
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -23,9 +28,11 @@ from prunewarden._json import JsonPath
 from prunewarden._schemas import inline_refs
 from prunewarden._source import Origin, Parsed, json_path
 from prunewarden.errors import Problem, describe_value
+from prunewarden.limits import MAX_DECISION_RULE_MS
 
-# One validator's evaluation budget at load time; a policy is small, so this only stops a
-# pathological expression (the CEL limits of prunewarden.rules bound the rest).
+# One validator's CPU time at load time; a policy is small, so this only stops a pathological
+# expression. All the validators of a policy share MAX_DECISION_RULE_MS, as the rules of one
+# decision do, and the memory and RE2 bounds of prunewarden.rules hold for them too.
 VALIDATOR_TIMEOUT = 0.5
 
 
@@ -47,6 +54,7 @@ class Lock:
     pointer: str
     tokens: tuple[str, ...]
     origin: Origin
+    why: str = ""  # for a lock implied by another: what it protects
 
 
 class Located(Protocol):
@@ -134,13 +142,14 @@ def validator_problems(
         message = f"the policy cannot be checked by its validators: {exc}"
         return [merged.problem(("spec",), message)]
     problems = []
+    shared = cel.Budget(MAX_DECISION_RULE_MS / 1000)
     for validator in validators:
         declared = f"validator {validator.name!r} of {validator.origin}"
         try:
             passed = cel.evaluate_bool(
                 validator.expression,
                 {name: variables[name] for name in validator.expression.reads},
-                deadline=cel.Deadline(VALIDATOR_TIMEOUT),
+                deadline=cel.Deadline(VALIDATOR_TIMEOUT, shared),
             )
         except cel.EvaluationError as exc:
             message = f"{declared} could not be evaluated ({exc}); refusing"
@@ -212,6 +221,58 @@ def declared_locks(document: Mapping[str, Any], origins: Mapping[JsonPath, Origi
     ]
 
 
+# Where an expression reads params: ``params.name`` reads one; ``params`` read any other way (an
+# index, a macro, a comprehension) may read any. Found in the expression's text rather than its
+# compiled tree so that locks hold whatever compiles; a mention in a string literal only locks
+# more than needed, never less.
+_PARAM_READ = re.compile(r"\bparams\b(?:\s*\.\s*([A-Za-z_][A-Za-z0-9_]*))?")
+_EXPRESSIONS = ("when", "message_expression")
+_SCALE: tuple[str, ...] = ("spec", "scores")
+
+
+def implied_locks(locks: Iterable[Lock], document: Mapping[str, Any]) -> list[Lock]:
+    """What the rule locks among ``locks`` cover beyond the rule's own text, in ``document``
+    (the policy declaring or inheriting them): ``/spec/params/<name>`` for each param the
+    rule's expressions read (all of ``/spec/params`` when they read it other than by name), and
+    ``/spec/scores``, the scale its score comparisons are made on."""
+    rules = document.get("spec", {}).get("rules", [])
+    locks = list(locks)
+    explicit = {lock.tokens for lock in locks}  # reported as declared, not twice
+    implied: dict[tuple[str, ...], Lock] = {}
+    for lock in locks:
+        for rule in _covered_rules(lock.tokens, rules):
+            why = f" (the locked rule {rule['name']!r}"
+            implied.setdefault(_SCALE, _implied(_SCALE, lock, f"{why} compares scores on it)"))
+            for name in _params_read(rule):
+                tokens = ("spec", "params") if name is None else ("spec", "params", name)
+                implied.setdefault(tokens, _implied(tokens, lock, f"{why} reads it)"))
+    return [lock for tokens, lock in implied.items() if tokens not in explicit]
+
+
+def _covered_rules(tokens: tuple[str, ...], rules: list[Any]) -> list[dict[str, Any]]:
+    named = [rule for rule in rules if isinstance(rule, dict) and isinstance(rule.get("name"), str)]
+    if len(tokens) <= 2 and tokens == ("spec", "rules")[: len(tokens)]:
+        return named  # the whole spec, or every rule
+    if tokens[:2] != ("spec", "rules") or (len(tokens) > 3 and tokens[3] not in _EXPRESSIONS):
+        return []
+    return [rule for rule in named if rule["name"] == tokens[2]]
+
+
+def _params_read(rule: Mapping[str, Any]) -> set[str | None]:
+    """The param names a rule's expressions read; None stands for "any of them"."""
+    found: set[str | None] = set()
+    for key in _EXPRESSIONS:
+        text = rule.get(key)
+        if isinstance(text, str):
+            found.update(match[1] for match in _PARAM_READ.finditer(text))
+    return found
+
+
+def _implied(tokens: tuple[str, ...], lock: Lock, why: str) -> Lock:
+    pointer = "/" + "/".join(t.replace("~", "~0").replace("/", "~1") for t in tokens)
+    return Lock(pointer, tokens, lock.origin, f" with {lock.pointer}{why}")
+
+
 def unresolved_locks(locks: Iterable[Lock], document: Mapping[str, Any]) -> list[Problem]:
     """A lock that names nothing in the policy declaring it would protect nothing: refuse it."""
     return [
@@ -241,7 +302,7 @@ def changed_locks(
             continue
         target = _document_path(after, lock.tokens)
         culprit = _set_by(merged.origins, target, layer)
-        message = f"changes {lock.pointer}, which is locked by {lock.origin}"
+        message = f"changes {lock.pointer}, which is locked by {lock.origin}{lock.why}"
         if not isinstance(old, dict | list) and not isinstance(new, dict | list):
             message += f" ({describe_value(old)} -> {describe_value(new)})"
         if culprit is None:

@@ -1,8 +1,10 @@
 """Policies that extend policies: the ``extends`` chain, its merge, and where each value came from.
 
 A policy names the policy it overlays with ``extends``: a path relative to its own file, or
-``builtin:<name>`` for a bundled policy. The chain is read from the policy down to its root (at
-most :data:`MAX_CHAIN` files, none twice) and merged from the root up:
+``builtin:<name>`` for a bundled policy, confined as :mod:`prunewarden.policy._bases` says (a
+file that is not a policy is refused without a word of its content). The chain is read from the
+policy down to its root (at most :data:`MAX_CHAIN` files, none twice) and merged from the root
+up:
 
 - maps deep-merge; lists and scalars replace;
 - ``spec.rules`` merge by ``name``: a rule named like an inherited one replaces it where it stood
@@ -34,11 +36,12 @@ from typing import Any
 
 from prunewarden import _resources as resources
 from prunewarden._identity import PolicyIdentity, PolicySource
-from prunewarden._json import JsonPath, paths, sha256_digest
+from prunewarden._json import JsonPath, canonical_digest, paths, sha256_digest
 from prunewarden._schemas import schema_problems
 from prunewarden._source import Origin, Parsed, json_path, parse_yaml
 from prunewarden.errors import PolicyError, Problem
 from prunewarden.policy import _guardrails as guardrails
+from prunewarden.policy._bases import OUTSIDE, BaseDirs, confined, real_dirs
 from prunewarden.policy._build import (
     build_policy,
     normalize_document,
@@ -99,6 +102,8 @@ class Resolution:
     identities: tuple[PolicyIdentity, ...]
     origins: Mapping[JsonPath, Origin]
     key_origins: Mapping[JsonPath, Origin]
+    # Each layer's digest by digest version 1, for lock files that hold those.
+    legacy_digests: tuple[str, ...] = ()
 
     def origin(self, path: JsonPath) -> Origin | None:
         """Where the value at ``path`` was set: its key's line when it has a key."""
@@ -123,21 +128,23 @@ def load_builtin(name: str) -> Policy:
     return resolve_file(BUILTIN + name).policy
 
 
-def parse(text: str, filename: str = "<policy>") -> Policy:
+def parse(text: str, filename: str = "<policy>", base_dirs: BaseDirs = ()) -> Policy:
     """:func:`prunewarden.parse_policy`: a relative ``extends`` is read from ``filename``'s
     folder."""
-    return _resolution(_Target(filename, None, text)).policy
+    return _resolution(_Target(filename, None, text), real_dirs(base_dirs)).policy
 
 
-def resolve_file(path: str | FilePath) -> Resolution:
-    """Read and resolve the policy at ``path`` (or ``builtin:<name>``), keeping provenance."""
+def resolve_file(path: str | FilePath, base_dirs: BaseDirs = ()) -> Resolution:
+    """Read and resolve the policy at ``path`` (or ``builtin:<name>``), keeping provenance;
+    ``extends`` may also lead into ``base_dirs``."""
     shown = str(path)
+    allowed = real_dirs(base_dirs)
     if shown.startswith(BUILTIN):
         target, problem = _builtin(shown)
         if target is None:
             raise PolicyError([Problem(shown, 0, 0, "$", problem)])
-        return _resolution(target)
-    return _resolution(_Target(shown, FilePath(path)))
+        return _resolution(target, allowed)
+    return _resolution(_Target(shown, FilePath(path)), allowed)
 
 
 def builtin_names() -> list[str]:
@@ -151,8 +158,8 @@ def _read_bytes(path: FilePath) -> bytes:
     return read_policy_bytes(path)  # bounded, and refused if the file changes while read
 
 
-def _resolution(first: _Target) -> Resolution:
-    layers, problems = _read_chain(first)
+def _resolution(first: _Target, allowed: tuple[str, ...]) -> Resolution:
+    layers, problems = _read_chain(first, allowed)
     if problems and len(layers) == 1 and not _extends(layers[0]):
         # A single file with schema problems: report its expressions' problems with them, as
         # they do not depend on anything the file inherits.
@@ -164,7 +171,7 @@ def _resolution(first: _Target) -> Resolution:
     return _merge(layers)
 
 
-def _read_chain(first: _Target) -> tuple[list[Layer], list[Problem]]:
+def _read_chain(first: _Target, allowed: tuple[str, ...]) -> tuple[list[Layer], list[Problem]]:
     """The chain's files from the policy down to its root, and every problem found reading
     them (each file is checked against the schema on its own)."""
     layers: list[Layer] = []
@@ -177,7 +184,7 @@ def _read_chain(first: _Target) -> tuple[list[Layer], list[Problem]]:
         if layer is None:
             break
         layers.append(layer)
-        target, referrer = _next_target(layer, layers, problems), layer
+        target, referrer = _next_target(layer, layers, problems, allowed), layer
     layers.reverse()
     return layers, problems
 
@@ -204,7 +211,15 @@ def _read_layer(target: _Target, referrer: Layer | None) -> tuple[Layer | None, 
     parsed, problems = parse_yaml(text, target.shown)
     if not parsed.built:
         return None, problems
-    problems += schema_problems("policy", parsed)
+    if not isinstance(parsed.data, dict):
+        # Said without the value: a file named by mistake (or by malice) is not quoted.
+        shape = "a list" if isinstance(parsed.data, list) else "a single value"
+        message = f"not a policy: the document is {shape}, not a mapping"
+        if referrer is None:
+            return None, [parsed.problem((), message)]
+        return None, unreadable(message)
+    unread = {problem.path for problem in problems}  # a value refused unread is None below
+    problems += [p for p in schema_problems("policy", parsed) if p.path not in unread]
     problems += param_problems(parsed)
     real = os.path.realpath(target.file if target.file is not None else target.shown)
     source = PolicySource(target.shown, hashlib.sha256(raw).hexdigest())
@@ -217,8 +232,11 @@ def _extends(layer: Layer) -> str | None:
     return extends if isinstance(extends, str) and extends else None
 
 
-def _next_target(layer: Layer, chain: list[Layer], problems: list[Problem]) -> _Target | None:
-    """The policy ``layer`` extends, if it extends one that can be read without a cycle."""
+def _next_target(
+    layer: Layer, chain: list[Layer], problems: list[Problem], allowed: tuple[str, ...]
+) -> _Target | None:
+    """The policy ``layer`` extends, if it extends one that may and can be read without a
+    cycle."""
     extends = _extends(layer)
     if extends is None:
         return None  # none, or the schema reports a malformed one
@@ -235,6 +253,9 @@ def _next_target(layer: Layer, chain: list[Layer], problems: list[Problem]) -> _
         problems.append(layer.parsed.problem(at, problem))
         return None
     real = os.path.realpath(target.file) if target.file is not None else target.shown
+    if not extends.startswith(BUILTIN) and not confined(real, layer.real, allowed):
+        problems.append(layer.parsed.problem(at, f"{extends}: {OUTSIDE}"))
+        return None
     if any(real == seen.real for seen in chain):
         cycle = " -> ".join([*(seen.source.path for seen in chain), target.shown])
         problems.append(layer.parsed.problem(at, f"extends cycle: {cycle}"))
@@ -288,6 +309,7 @@ def _merge(layers: list[Layer]) -> Resolution:
         locks = guardrails.declared_locks(merged.data, merged.origins)
         if index:
             inherited = [lock for lock in locks if lock.origin.layer < index]
+            inherited += guardrails.implied_locks(inherited, documents[-1])
             problems += guardrails.changed_locks(inherited, documents[-1], document, merged, index)
         own = [lock for lock in locks if lock.origin.layer == index]
         problems += guardrails.unresolved_locks(own, document)
@@ -306,12 +328,16 @@ def _merge(layers: list[Layer]) -> Resolution:
     policy = build_policy(merged, sources, problems)
     identities = tuple(
         PolicyIdentity(
-            document["metadata"]["name"], document["metadata"]["version"], sha256_digest(document)
+            document["metadata"]["name"],
+            document["metadata"]["version"],
+            canonical_digest(document),
         )
         for document in documents
     )
+    # What lock files of digest version 1 hold (Python's sorted-keys JSON).
+    legacy = tuple(sha256_digest(document) for document in documents)
     origins, key_origins = _canonical_origins(merged, policy.document)
-    return Resolution(policy, tuple(layers), identities, origins, key_origins)
+    return Resolution(policy, tuple(layers), identities, origins, key_origins, legacy)
 
 
 class _Overlay:

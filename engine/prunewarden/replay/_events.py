@@ -18,7 +18,8 @@ from prunewarden import _resources as resources
 from prunewarden._json import JsonPath, paths
 from prunewarden._source import Parsed, json_path, locate
 from prunewarden.errors import InputError, Problem
-from prunewarden.inputs import ScoreRange, parse_plan, parse_request
+from prunewarden.inputs import ScoreRange, parse_plan, parse_request, refused_unchecked
+from prunewarden.limits import MAX_LABELS
 
 EventType = Literal["cycle", "turn", "eviction", "prune", "pass"]
 EVENT_TYPES: tuple[EventType, ...] = ("cycle", "turn", "eviction", "prune", "pass")
@@ -135,6 +136,26 @@ def semantic_problems(data: dict[str, Any], scores: ScoreRange, at: TraceLine) -
             found.append(at.problem(inside, problem.message))
         return found
     return []
+
+
+def size_problems(data: dict[str, Any], at: TraceLine, *, header: bool) -> list[Problem]:
+    """Lists and objects over their limit, and values that cannot be reported on, found before
+    the schema runs, as for an input document: the schema would check every item of a list of
+    a million before saying that it is too long."""
+    if header:
+        labels = data.get("labels")
+        if isinstance(labels, dict) and len(labels) > MAX_LABELS:
+            message = f"{len(labels)} entries, more than the limit of {MAX_LABELS}"
+            return [at.problem(("labels",), message)]
+        return []
+    if data.get("type") not in EVENT_TYPES:
+        return []  # the schema says what is wrong with it
+    document, prefix = _as_document(data)
+    refused = refused_unchecked(document, "plan" if data.get("type") == "pass" else None)
+    return [
+        at.problem(path[len(prefix) :] if path[: len(prefix)] == prefix else (), message)
+        for path, message in refused
+    ]
 
 
 def check_as_document(data: dict[str, Any], scores: ScoreRange) -> None:

@@ -31,6 +31,7 @@ from typing import Any
 
 import yaml
 
+from prunewarden._files import open_regular
 from prunewarden._stats import pstdev
 from prunewarden.engine import Engine
 from prunewarden.errors import ExitCode, PrunewardenError
@@ -75,7 +76,8 @@ class Fit:
 def read_trace(path: str, base: Policy) -> TraceData:
     """The raw cycle scores of a trace, checked in full against the base's score range."""
     try:
-        raw = Path(path).read_bytes()
+        with open_regular(path) as stream:
+            digest = hashlib.file_digest(stream, "sha256").hexdigest()
     except OSError as exc:
         raise CalibrationError(f"{path}: cannot read: {exc.strerror}") from None
     with TraceReader(path, scores=base.spec.scores) as reader:
@@ -84,7 +86,7 @@ def read_trace(path: str, base: Policy) -> TraceData:
             for event in reader
             if event.type == "cycle"
         ]
-    return TraceData(path, hashlib.sha256(raw).hexdigest(), tuple(cycles))
+    return TraceData(path, digest, tuple(cycles))
 
 
 def quantile(ordered: Sequence[float], q: float) -> float:
@@ -184,7 +186,7 @@ def fit(  # noqa: PLR0913 - the fit's inputs, each a command-line option
     }
     document = _document(base, base_ref, scale, floor, metadata)
     text = _text(document, base)
-    return Fit(scale, floor, largest, parse_policy(text, out), text)
+    return Fit(scale, floor, largest, _parse(text, base, out), text)
 
 
 def _results(
@@ -232,7 +234,18 @@ def _text(document: dict[str, Any], base: Policy) -> str:
 
 
 def _policy(base: Policy, out: str, document: dict[str, Any]) -> Policy:
-    return parse_policy(_text(document, base), out)
+    return _parse(_text(document, base), base, out)
+
+
+def _parse(text: str, base: Policy, out: str) -> Policy:
+    """The fitted policy, which extends the base wherever ``out`` is: the folders of the base's
+    chain are allowed bases (the caller named the base, and its chain has loaded)."""
+    folders = tuple(
+        os.path.dirname(os.path.abspath(source.path))  # noqa: PTH100, PTH120 - as named
+        for source in base.sources
+        if not source.path.startswith("builtin:")
+    )
+    return parse_policy(text, out, base_dirs=folders)
 
 
 _VERSION = re.compile(r"^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)")

@@ -360,6 +360,7 @@ class WorkerProgress:
             _PROGRESS_QUEUE.put(self.last)
 
     def done(self) -> None:
+        """The last message: the parent reads it once the pool has joined its workers."""
         if self.last is not None:
             _PROGRESS_QUEUE.put(self.last)
 
@@ -385,7 +386,8 @@ def run_jobs(
 
     Workers are spawned, not forked: a fresh interpreter inherits no locks, threads or open
     audit files from the caller. ``on_progress(index, events, bytes)`` hears from ``work``
-    through :func:`in_worker`.
+    through :func:`in_worker` (which every job must run through), the last counts of every job
+    included.
     """
     context = multiprocessing.get_context("spawn")
     progress_queue = context.Queue() if on_progress is not None else None
@@ -412,6 +414,7 @@ def run_jobs(
 
 
 def _drain(progress_queue: Any, on_progress: Callable[[int, int, int], None] | None) -> None:
+    """Hand every message already queued to ``on_progress``."""
     if progress_queue is None or on_progress is None:
         return
     while True:

@@ -19,9 +19,9 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Iterator
-from pathlib import Path
 from typing import IO, Any, Self
 
+from prunewarden._files import open_regular
 from prunewarden._schemas import schema_problems
 from prunewarden._source import parse_json
 from prunewarden.errors import InputError, Problem, describe_value
@@ -38,6 +38,7 @@ from prunewarden.replay._events import (
     in_trace,
     line_shapes,
     semantic_problems,
+    size_problems,
     target_problems,
 )
 
@@ -59,7 +60,8 @@ _DEFAULT_SCORES = ScoreRange(0.0, 1.0)
 class TraceReader:
     """Reads a trace line by line; raises :class:`InputError` at the first bad line.
 
-    ``source`` is a path or a binary stream. ``scores`` is the replaying policy's score range
+    ``source`` is a path (of a regular file: a FIFO or a device is refused unread) or a binary
+    stream. ``scores`` is the replaying policy's score range
     (default ``[0, 1]``). After an error, :meth:`rest_problems` reads on and reports the problems
     of the remaining lines, so that a malformed trace is reported at once.
     """
@@ -85,7 +87,7 @@ class TraceReader:
         if isinstance(source, str | os.PathLike):
             self.name = name or os.fspath(source)
             try:
-                self._file: IO[bytes] = Path(source).open("rb")  # noqa: SIM115 - closed by close()
+                self._file: IO[bytes] = open_regular(source)  # closed by close()
             except OSError as exc:
                 problem = Problem(self.name, 0, 0, "$", f"cannot read: {exc.strerror}")
                 raise InputError([problem]) from None
@@ -219,7 +221,7 @@ class TraceReader:
                 f"(this prunewarden reads version {TRACE_VERSION})"
             )
             return [at.problem(("trace_version",), message)]
-        problems = schema_problems("trace", at)
+        problems = size_problems(data, at, header=header) or schema_problems("trace", at)
         if kind == "pass":
             problems = [p for p in problems if not about_targets(p)] + target_problems(data, at)
         if problems or header:

@@ -1,12 +1,14 @@
-"""Custom CEL rules: the only package that imports ``celpy``. Expressions are compiled and
-checked against the documented variables when a policy loads, and evaluated with a deadline.
+"""Custom CEL rules: the only package that imports ``celpy`` (and ``re2``). Expressions are
+compiled and checked against the documented variables when a policy loads, and evaluated within a
+budget of CPU time and memory.
 """
 
 from __future__ import annotations
 
+from prunewarden.rules._budget import Budget, Deadline
 from prunewarden.rules._checker import field_paths
 from prunewarden.rules._compiler import compile_expression
-from prunewarden.rules._evaluation import Deadline, EvaluationError, evaluate_bool
+from prunewarden.rules._evaluation import EvaluationError, evaluate_bool
 from prunewarden.rules._expression import Expression, ExpressionError, Shape
 from prunewarden.rules._model import DEFAULT_CACHE_SIZE, Rule
 from prunewarden.rules._ruleset import RuleSet
@@ -15,6 +17,7 @@ from prunewarden.rules._values import to_cel
 
 __all__ = [
     "DEFAULT_CACHE_SIZE",
+    "Budget",
     "Deadline",
     "EvaluationError",
     "Expression",

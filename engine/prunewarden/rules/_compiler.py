@@ -18,8 +18,9 @@ from typing import Any
 from celpy.celparser import CELParseError, CELParser
 from celpy.evaluation import CELEvalError
 
+from prunewarden.rules._budget import BudgetExceededError, Deadline, DeadlineExceededError
 from prunewarden.rules._checker import Checker, depth_problems
-from prunewarden.rules._evaluation import Deadline, DeadlineExceededError, clean_message, run
+from prunewarden.rules._evaluation import clean_message, run
 from prunewarden.rules._expression import (
     Expression,
     ExpressionError,
@@ -127,6 +128,8 @@ def _trial(
         except DeadlineExceededError:
             message = f"took longer than {_TRIAL_SECONDS:g} s on a sample input"
             return ExpressionProblem(message)
+        except BudgetExceededError as exc:
+            return ExpressionProblem(f"over its budget on a sample input: {exc}")
         except RecursionError:
             return ExpressionProblem("too deeply nested to evaluate")
         if not (is_bool(value) if result == "bool" else isinstance(value, str)):

@@ -1,24 +1,26 @@
 """Running a compiled expression: every failure becomes an :class:`EvaluationError`.
 
-An error value, a timeout, an exhausted stack and a bug in the evaluator all end as an
+An error value, a spent budget, an exhausted stack and a bug in the evaluator all end as an
 :class:`EvaluationError` with a short message that never quotes the activation, which cel-python
 embeds in some of its own messages.
 
 ``celpy.Environment()`` raises the process-wide recursion limit; this package never creates one.
 It evaluates with the tree-walking :class:`~celpy.evaluation.Evaluator` (what
-``InterpretedRunner`` wraps), subclassed only to check a deadline between nodes.
+``InterpretedRunner`` wraps), subclassed only to check the deadline between nodes; the engine
+functions check it inside their loops, and :func:`run` once more after the last node, so a value
+computed past the budget is never returned (see ``_budget``).
 """
 
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Mapping
 from typing import Any
 
 import lark
 from celpy.evaluation import Activation, CELEvalError, Evaluator
 
+from prunewarden.rules._budget import BudgetExceededError, Deadline, Meter, current
 from prunewarden.rules._expression import Expression
 from prunewarden.rules._functions import FUNCTIONS
 from prunewarden.rules._values import is_bool, type_name
@@ -26,11 +28,6 @@ from prunewarden.rules._values import is_bool, type_name
 
 class EvaluationError(Exception):
     """An expression failed while it was evaluated; the message is safe to show and log."""
-
-
-class DeadlineExceededError(BaseException):
-    """Derives from BaseException so that no ``except Exception`` inside cel-python swallows it:
-    it is control flow, not an error of the expression."""
 
 
 class _Evaluator(Evaluator):
@@ -50,40 +47,27 @@ class _Evaluator(Evaluator):
 
     def visit_children(self, tree: Any) -> list[Any]:
         if self._deadline.expired():
-            raise DeadlineExceededError
+            raise self._deadline.exceeded()
         self.level += 1
         values: list[Any] = lark.visitors.Interpreter.visit_children(self, tree)
         self.level -= 1
         return values
 
 
-class Deadline:
-    """A budget of the evaluating thread's own CPU time.
-
-    Wall-clock time would make a rule's verdict depend on the machine's load: a thread waiting
-    for the GIL or a core would time out and refuse for no fault of the rule. What a deadline
-    must stop is a rule doing too much work, and that is CPU time. The cheap wall clock is read
-    first; the thread's CPU clock (a system call) only once the wall-clock budget has run out.
-    """
-
-    __slots__ = ("_cpu_start", "_seconds", "_wall")
-
-    def __init__(self, seconds: float) -> None:
-        self._seconds = seconds
-        self._wall = time.monotonic() + seconds
-        self._cpu_start = time.thread_time()
-
-    def expired(self) -> bool:
-        if time.monotonic() <= self._wall:
-            return False
-        return time.thread_time() - self._cpu_start > self._seconds
-
-
 def run(expression: Expression, variables: Mapping[str, Any], deadline: Deadline) -> Any:
+    """The value of ``expression``; raises :class:`BudgetExceededError` when the budget is spent
+    before, during or by the end of the evaluation (then its value is not used)."""
     if deadline.expired():
-        raise DeadlineExceededError
+        raise deadline.exceeded()
     activation = Activation(vars=dict(variables), functions=FUNCTIONS)
-    return _Evaluator(expression.tree, activation, deadline).evaluate()
+    token = current.set(Meter(deadline))
+    try:
+        value = _Evaluator(expression.tree, activation, deadline).evaluate()
+    finally:
+        current.reset(token)
+    if deadline.expired():  # the last node, or an engine function, may have run past it
+        raise deadline.exceeded()
+    return value
 
 
 def evaluate(expression: Expression, variables: Mapping[str, Any], *, deadline: Deadline) -> Any:
@@ -98,8 +82,8 @@ def evaluate(expression: Expression, variables: Mapping[str, Any], *, deadline: 
     except CELEvalError as exc:
         where = f" at {exc.line}:{exc.column}" if exc.line else ""
         raise EvaluationError(f"{clean_message(exc)}{where}") from None
-    except DeadlineExceededError:
-        raise EvaluationError("timed out") from None
+    except BudgetExceededError as exc:
+        raise EvaluationError(str(exc)) from None
     except RecursionError:
         raise EvaluationError("ran out of stack while evaluating") from None
     except Exception as exc:  # noqa: BLE001 - a bug in the evaluator must not escape as a traceback

@@ -16,7 +16,12 @@ from typing import Any
 import celpy.celtypes as ct
 from celpy.evaluation import CELEvalError, base_functions
 
+from prunewarden.rules import _budget as budget
+from prunewarden.rules._patterns import matches
 from prunewarden.rules._values import type_name
+
+# Engine functions' loops look at the clock every this many elements.
+_CHECK_EVERY = 4096
 
 
 def _is_number(value: Any) -> bool:
@@ -55,7 +60,9 @@ def _numbers(values: Any, function: str) -> list[float] | CELEvalError:
     if not isinstance(values, ct.ListType | list):
         return CELEvalError(f"{function}() takes a list or a map of numbers", TypeError, None)
     out = []
-    for value in values:
+    for index, value in enumerate(values):
+        if index % _CHECK_EVERY == 0:
+            budget.check()
         if not _is_number(value):
             message = f"{function}() takes numbers, found {type_name(value)}"
             return CELEvalError(message, TypeError, None)
@@ -108,7 +115,13 @@ def _abs(value: Any) -> Any:
 def _lower(text: Any) -> Any:
     if not isinstance(text, ct.StringType):
         return CELEvalError(f"lower() takes a string, not {type_name(text)}", TypeError, None)
+    budget.allocate(_grown(text, 2))  # a character lowers to at most two (İ -> i̇)
     return ct.StringType(text.lower())
+
+
+def _grown(text: str, factor: int) -> int:
+    """An upper bound of a text's length after case mapping: ASCII keeps its length."""
+    return len(text) if text.isascii() else factor * len(text)
 
 
 def _contains_any(text: Any, needles: Any) -> Any:
@@ -116,8 +129,32 @@ def _contains_any(text: Any, needles: Any) -> Any:
         return CELEvalError("contains_any() takes a string and a list of strings", TypeError, None)
     if not all(isinstance(n, ct.StringType) for n in needles):
         return CELEvalError("contains_any() takes a list of strings", TypeError, None)
-    folded = str(text).casefold()
-    return ct.BoolType(any(str(needle).casefold() in folded for needle in needles))
+    budget.allocate(_grown(text, 3))  # a character folds to at most three (ﬃ -> ffi)
+    folded = text.casefold()
+    for needle in needles:
+        budget.check()  # each needle scans the whole text: the loop is where the time goes
+        if str(needle).casefold() in folded:
+            return ct.BoolType(True)
+    budget.check()
+    return ct.BoolType(False)
+
+
+def _sized(name: str) -> Callable[..., Any]:
+    """cel-python's ``name`` (``+``, ``string``, ``bytes``), its result's size charged to the
+    allocation budget: before it is built when the operands tell (a concatenation), else after
+    (a conversion builds no more than its operand's own text)."""
+    original = base_functions[name]
+
+    def function(*args: Any) -> Any:
+        if len(args) == 2 and all(isinstance(a, str | bytes | list) for a in args):
+            budget.allocate(len(args[0]) + len(args[1]))
+        result = original(*args)
+        if len(args) == 1 and isinstance(result, str | bytes):
+            budget.allocate(len(result))
+        return result
+
+    function.__name__ = name
+    return function
 
 
 ENGINE_FUNCTIONS: dict[str, tuple[Callable[..., Any], int, str]] = {
@@ -146,5 +183,9 @@ FUNCTIONS: dict[str, Any] = {
     "_<=_": _heterogeneous("_<=_", lambda a, b: a <= b),
     "_>_": _heterogeneous("_>_", lambda a, b: a > b),
     "_>=_": _heterogeneous("_>=_", lambda a, b: a >= b),
+    "_+_": _sized("_+_"),
+    "string": _sized("string"),
+    "bytes": _sized("bytes"),
+    "matches": matches,
     **{name: function for name, (function, _, _) in ENGINE_FUNCTIONS.items()},
 }

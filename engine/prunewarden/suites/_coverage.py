@@ -24,6 +24,7 @@ FAIL_CLOSED = {
     "audit_unavailable": "fail-closed path: the decision could not be logged",
     # Not fail-closed, but equally out of a single document's reach: it needs a session's state.
     "pruning_halted": "session state: a halted collapse guard seen by Session or replay",
+    "session_state_unavailable": "fail-closed path: a session's state could not be saved",
 }
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from prunewarden._files import open_regular
 from prunewarden._json import paths
 from prunewarden._schemas import schema_problems
 from prunewarden._source import Parsed, json_path, parse_json, parse_yaml
@@ -116,10 +117,12 @@ def load_suite(path: str | os.PathLike[str]) -> Suite:
 
 
 class SuiteLoader:
-    """Loads suites, reading each policy once however many suites name it."""
+    """Loads suites, reading each policy once however many suites name it; ``base_dirs``: the
+    folders of shared bases their ``extends`` may lead into (see :func:`load_policy`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, base_dirs: Iterable[str | os.PathLike[str]] = ()) -> None:
         self._policies: dict[str, Policy | PolicyError] = {}
+        self._base_dirs = tuple(base_dirs)
 
     def load(self, path: str | os.PathLike[str]) -> Suite:
         filename = os.fspath(path)
@@ -148,7 +151,7 @@ class SuiteLoader:
             loader: Callable[[], Policy] = lambda: load_builtin_policy(name)  # noqa: E731
         else:
             key = os.path.normpath(base / reference)
-            loader = lambda: load_policy(key)  # noqa: E731
+            loader = lambda: load_policy(key, base_dirs=self._base_dirs)  # noqa: E731
         if key not in self._policies:
             try:
                 self._policies[key] = loader()
@@ -162,7 +165,8 @@ class SuiteLoader:
 
 def _read_text(filename: str) -> tuple[str | None, list[Problem]]:
     try:
-        raw = Path(filename).read_bytes()
+        with open_regular(filename) as stream:  # a FIFO or a device is refused unread
+            raw = stream.read()
     except OSError as exc:
         return None, [Problem(filename, 0, 0, "$", f"cannot read: {exc.strerror}")]
     try:

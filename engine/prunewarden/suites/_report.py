@@ -7,6 +7,7 @@ selects the cases, runs them and measures coverage. The renderers only format wh
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 import xml.etree.ElementTree as ET
@@ -67,11 +68,12 @@ def run_files(
     *,
     patterns: Sequence[str] = (),
     coverage_threshold: float | None = None,
+    base_dirs: Sequence[str | os.PathLike[str]] = (),
 ) -> Report:
     """Load every suite file (an invalid one is reported, the others still run), select the
     cases matching ``patterns``, run them and measure coverage."""
     start = time.perf_counter()
-    loader = SuiteLoader()
+    loader = SuiteLoader(base_dirs)
     suites: list[Suite] = []
     invalid: list[InvalidSuite] = []
     for file in files:

@@ -1,0 +1,59 @@
+"""The sessions an engine knows of, so that a stateless call cannot bypass a halt.
+
+``engine.authorize_eviction(..., session_id="s")`` decides without a session's history, but not
+against its halt: when a live session of that id (or the store behind the engine) holds pruning
+halted, the stateless call is refused with ``pruning_halted`` too. A registry is shared by the
+engines that stand for one another (the snapshots of a ``ReloadingEngine``). It keeps only the
+halts in force, by session id (a few fields each), so a halt outlives the session object that
+reported it for as long as the engine lives; a store keeps it beyond that.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from prunewarden.decision import Verdict
+from prunewarden.errors import SessionStateError
+from prunewarden.inputs import Check, Request
+from prunewarden.session._state import Halt, read_state
+from prunewarden.session._store import SessionStore
+from prunewarden.session._verdicts import halt_verdict, unavailable_verdict
+
+
+class SessionRegistry:
+    """The halts live sessions hold, by session id, and the store (if any) where the other
+    sessions may be held."""
+
+    def __init__(self, store: SessionStore | None = None) -> None:
+        self.store = store
+        self._halts: dict[str, Halt] = {}
+        self._lock = threading.Lock()
+
+    def note(self, session_id: str | None, halt: Halt | None) -> None:
+        """A live session of ``session_id`` now holds ``halt`` (None: it holds none)."""
+        if session_id is None:
+            return
+        with self._lock:
+            if halt is None:
+                self._halts.pop(session_id, None)
+            else:
+                self._halts[session_id] = halt
+
+    def gate(self, session_id: str, check: Check, request: Request) -> Verdict | None:
+        """The refusal a stateless ``check`` for ``session_id`` gets, or None: the halt a live
+        session holds, else the one its stored state holds. A store that cannot be read
+        refuses (fail closed)."""
+        with self._lock:
+            halt = self._halts.get(session_id)
+        if halt is not None:
+            return halt_verdict(halt, check, request)
+        if self.store is None:
+            return None
+        try:
+            document = self.store.load(session_id)
+            halt = read_state(document).history.halt if document is not None else None
+        except SessionStateError:
+            return unavailable_verdict(check, request, "SessionStateError: malformed state")
+        except Exception as exc:  # noqa: BLE001 - a store that fails refuses pruning
+            return unavailable_verdict(check, request, f"{type(exc).__name__}: {exc}")
+        return halt_verdict(halt, check, request) if halt is not None else None

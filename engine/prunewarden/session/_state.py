@@ -1,0 +1,240 @@
+"""A session's history as one immutable value, and as the document ``session-state.v1``.
+
+A :class:`History` is everything a session keeps between calls: the last few snapshots and
+turns (sized by the policy's windows), each canary's baseline, the spreads of the first cycles,
+and the halt in force. The session swaps in a new value on every change, so a snapshot of it
+(``Session.state()``) is always whole, and a store can write exactly what a decision saw.
+
+A history kept under one policy can be carried over to another (a reload, or a restore after a
+deploy): :func:`fit_history` keeps each part the new policy's windows can use and says why it
+drops the others. The halt is never dropped: only a later cycle that passes the collapse guard
+lifts it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from prunewarden import _schemas
+from prunewarden._identity import PolicyIdentity
+from prunewarden._source import Parsed
+from prunewarden.errors import Problem, SessionStateError
+from prunewarden.inputs import ScoreRange, Snapshot, Turn
+from prunewarden.limits import MAX_ENTRIES
+from prunewarden.policy import Calibration, Policy
+
+STATE_VERSION = 1
+STATE_FILENAME = "<session-state>"
+PARTS = ("snapshots", "baseline", "early_spreads", "turns", "halt")
+
+
+@dataclass(frozen=True, slots=True)
+class Halt:
+    """The enforced collapse decision that halted pruning, as the gate names it."""
+
+    decision_id: str
+    code: str
+    cycle: int | None
+    policy: str  # the digest of the policy that halted
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "decision_id": self.decision_id,
+            "code": self.code,
+            "cycle": self.cycle,
+            "policy": self.policy,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class History:
+    """What a session has kept so far; replaced whole on every change."""
+
+    snapshots: tuple[Snapshot, ...] = ()
+    # Each canary's score when first seen pinned, for the session's whole life.
+    baseline: Mapping[str, float] = field(default_factory=dict)
+    # A relative spread floor's reference: the spreads of the first cycles, on ``spread_scale``.
+    early_spreads: tuple[float, ...] = ()
+    spread_scale: Calibration | None = None
+    cycles_seen: int = 0
+    turns: tuple[Turn, ...] = ()
+    halt: Halt | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Fitted:
+    """A history carried over to a policy: what was kept, and why the rest was dropped."""
+
+    history: History
+    kept: tuple[str, ...]
+    dropped: Mapping[str, str]
+
+
+def remember_baseline(
+    baseline: Mapping[str, float], snapshot: Snapshot, limit: int = MAX_ENTRIES
+) -> dict[str, float]:
+    """The baselines after ``snapshot``: a canary pinned for the first time gets its score now;
+    every other keeps the one it had, pinned now or not. Past ``limit`` canaries, those not
+    pinned now are forgotten, the earliest first."""
+    updated = dict(baseline)
+    for canary in snapshot.pinned:
+        if canary not in updated and canary in snapshot.scores:
+            updated[canary] = snapshot.scores[canary]
+    if len(updated) > limit:
+        pinned = set(snapshot.pinned)
+        spare = [c for c in updated if c not in pinned][: len(updated) - limit]
+        for canary in spare:
+            del updated[canary]
+    return updated
+
+
+def state_document(
+    history: History, policy: PolicyIdentity, session_id: str | None, labels: Mapping[str, str]
+) -> dict[str, Any]:
+    """The ``session-state.v1`` document of a history (JSON values only)."""
+    return {
+        "state_version": STATE_VERSION,
+        "session_id": session_id,
+        "labels": dict(labels),
+        "policy": policy.to_dict(),
+        "cycles_seen": history.cycles_seen,
+        "snapshots": [
+            {"cycle": s.cycle, "scores": dict(s.scores), "pinned": list(s.pinned)}
+            for s in history.snapshots
+        ],
+        "baseline": dict(history.baseline),
+        "early_spreads": {
+            "scale": history.spread_scale.to_dict() if history.spread_scale else None,
+            "values": list(history.early_spreads),
+        },
+        "turns": [
+            {"turn": t.turn, "mean_relevance": t.mean_relevance, "tokens": t.tokens}
+            for t in history.turns
+        ],
+        "halt": history.halt.to_dict() if history.halt is not None else None,
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class RestoredState:
+    """A validated state document, typed."""
+
+    history: History
+    policy: PolicyIdentity
+    session_id: str | None
+    labels: dict[str, str]
+
+
+def read_state(document: Any, filename: str = STATE_FILENAME) -> RestoredState:
+    """Validate a ``session-state.v1`` document and type it, or raise
+    :class:`SessionStateError` with every problem located."""
+    parsed = Parsed(document, filename)
+    problems = _schemas.problems_of(
+        _schemas.validator("session-state").iter_errors(document), parsed
+    )
+    if not problems:
+        problems = list(_order_problems(document, filename))
+    if problems:
+        raise SessionStateError(problems)
+    spreads = document["early_spreads"]
+    scale = spreads["scale"]
+    halt = document["halt"]
+    history = History(
+        snapshots=tuple(
+            Snapshot(s["cycle"], dict(s["scores"]), tuple(s.get("pinned", ())))
+            for s in document["snapshots"]
+        ),
+        baseline=dict(document["baseline"]),
+        early_spreads=tuple(float(v) for v in spreads["values"]),
+        spread_scale=Calibration(scale["low"], scale["high"]) if scale is not None else None,
+        cycles_seen=document["cycles_seen"],
+        turns=tuple(Turn(t["turn"], t["mean_relevance"], t["tokens"]) for t in document["turns"]),
+        halt=Halt(halt["decision_id"], halt["code"], halt["cycle"], halt["policy"])
+        if halt is not None
+        else None,
+    )
+    return RestoredState(
+        history,
+        PolicyIdentity(**document["policy"]),
+        document["session_id"],
+        dict(document["labels"]),
+    )
+
+
+def _order_problems(document: Mapping[str, Any], filename: str) -> Iterable[Problem]:
+    for name, key in (("snapshots", "cycle"), ("turns", "turn")):
+        numbers = [entry[key] for entry in document[name]]
+        for index in range(1, len(numbers)):
+            if numbers[index] <= numbers[index - 1]:
+                message = f"{numbers[index]} does not follow {key} {numbers[index - 1]}"
+                yield Problem(filename, 0, 0, f"$.{name}[{index}].{key}", message)
+    if len(document["snapshots"]) > document["cycles_seen"]:
+        message = "fewer cycles seen than snapshots kept"
+        yield Problem(filename, 0, 0, "$.cycles_seen", message)
+
+
+def fit_history(history: History, policy: Policy) -> Fitted:
+    """``history`` as ``policy`` can use it: each window cut to the policy's size, and each part
+    the policy cannot use dropped, with the reason. The halt always carries over."""
+    spec = policy.spec
+    dropped: dict[str, str] = {}
+    snapshots = history.snapshots[-(spec.collapse.consecutive_cycles + 1) :]
+    outside = _outside(spec.scores, (v for s in snapshots for v in s.scores.values()))
+    if outside:
+        dropped["snapshots"] = outside
+        snapshots = ()
+    baseline = history.baseline
+    outside = _outside(spec.scores, baseline.values())
+    if outside:
+        dropped["baseline"] = outside
+        baseline = {}
+    early, scale = history.early_spreads, history.spread_scale
+    if spec.collapse.spread_floor_mode == "relative":
+        needed = min(history.cycles_seen, spec.collapse.relative_first_cycles)
+        if scale != spec.calibration:
+            dropped["early_spreads"] = "the early spreads were measured on another calibration"
+        elif len(early) < needed:
+            dropped["early_spreads"] = (
+                f"{needed} early spreads are needed (relative_to.first_cycles), "
+                f"{len(early)} were kept"
+            )
+        if "early_spreads" in dropped:
+            early, scale = (), spec.calibration
+        early = early[: spec.collapse.relative_first_cycles]
+    turns = history.turns[-(spec.staleness.drift_consecutive_turns + 1) :]
+    outside = _outside(spec.scores, (t.mean_relevance for t in turns))
+    if outside:
+        dropped["turns"] = outside
+        turns = ()
+    fitted = replace(
+        history,
+        snapshots=snapshots,
+        baseline=baseline,
+        early_spreads=early,
+        spread_scale=scale,
+        turns=turns,
+    )
+    kept = tuple(part for part in PARTS if part not in dropped)
+    return Fitted(fitted, kept, dropped)
+
+
+def refuse_dropped(fitted: Fitted, policy: Policy, filename: str = STATE_FILENAME) -> None:
+    """Raise :class:`SessionStateError` when a restore would drop part of the state."""
+    if not fitted.dropped:
+        return
+    identity = f"{policy.name}@{policy.version}"
+    raise SessionStateError(
+        [
+            Problem(filename, 0, 0, f"$.{part}", f"cannot be used under {identity}: {why}")
+            for part, why in fitted.dropped.items()
+        ]
+    )
+
+
+def _outside(scores: ScoreRange, values: Iterable[float]) -> str | None:
+    for value in values:
+        if not scores.min <= value <= scores.max:
+            return f"{value!r} is outside the policy's score range [{scores.min}, {scores.max}]"
+    return None

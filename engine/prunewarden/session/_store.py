@@ -1,0 +1,144 @@
+"""Where session states outlive the process: the :class:`SessionStore` interface, and its
+embedded default on SQLite.
+
+A session with a store writes its whole state (``session-state.v1``) on every change, inside the
+call that made it and before that call returns: a process killed right after a decision was
+reported cannot come back without the halt that decision reported. One row per session, replaced
+whole in one transaction, so a reader never sees half a state.
+
+:class:`SqliteSessionStore` uses the standard library's ``sqlite3`` in WAL mode. With
+``synchronous="FULL"`` (the default) a committed state is on disk, not only in the OS cache: it
+survives a power cut, at the price of an fsync per change. ``"NORMAL"`` survives any crash of the
+process (``kill -9``) but not of the machine, without that fsync. Many threads and processes may
+share one database file; SQLite serializes the writers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any, Literal, Protocol, Self, runtime_checkable
+
+from prunewarden.decision import utc_now
+
+BUSY_TIMEOUT_MS = 30_000  # how long a writer waits for another process's transaction
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS sessions (
+    session_id TEXT PRIMARY KEY,
+    state TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+)
+"""
+_UPSERT = """
+INSERT INTO sessions (session_id, state, updated_at) VALUES (?, ?, ?)
+ON CONFLICT (session_id) DO UPDATE SET state = excluded.state, updated_at = excluded.updated_at
+"""
+
+
+@runtime_checkable
+class SessionStore(Protocol):
+    """Keeps one ``session-state.v1`` document per session id.
+
+    ``save`` must not return before the state is durable (a process killed right after may not
+    lose it); ``load`` returns the last state saved, or None. Both may raise: a session whose
+    state cannot be saved refuses to prune until it can (``session_state_unavailable``).
+    """
+
+    def load(self, session_id: str) -> dict[str, Any] | None: ...
+
+    def save(self, session_id: str, state: Mapping[str, Any]) -> None: ...
+
+
+class SqliteSessionStore:
+    """A :class:`SessionStore` in one SQLite database file (created if missing).
+
+    ``synchronous``: ``"FULL"`` (the default: each save is on disk when it returns) or
+    ``"NORMAL"`` (each save survives the process, not a power cut)."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        synchronous: Literal["FULL", "NORMAL"] = "FULL",
+    ) -> None:
+        if synchronous not in ("FULL", "NORMAL"):
+            msg = f"synchronous must be FULL or NORMAL, not {synchronous!r}"
+            raise ValueError(msg)
+        self.path = Path(path)
+        self.synchronous = synchronous
+        self._lock = threading.Lock()
+        self._connection: sqlite3.Connection | None = None
+        self._pid = 0
+        with self._lock:
+            self._connect()
+
+    def __repr__(self) -> str:
+        return f"SqliteSessionStore({str(self.path)!r})"
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def load(self, session_id: str) -> dict[str, Any] | None:
+        with self._lock:
+            row = (
+                self._connect()
+                .execute("SELECT state FROM sessions WHERE session_id = ?", (session_id,))
+                .fetchone()
+            )
+        if row is None:
+            return None
+        state: dict[str, Any] = json.loads(row[0])
+        return state
+
+    def save(self, session_id: str, state: Mapping[str, Any]) -> None:
+        text = json.dumps(state, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        with self._lock:
+            connection = self._connect()
+            with connection:  # one transaction: committed (and synced) when the block ends
+                connection.execute(_UPSERT, (session_id, text, utc_now()))
+
+    def delete(self, session_id: str) -> None:
+        """Forget a session (its next ``Engine.session`` starts afresh)."""
+        with self._lock:
+            connection = self._connect()
+            with connection:
+                connection.execute("DELETE FROM sessions WHERE session_id = ?", (session_id,))
+
+    def session_ids(self) -> Iterator[str]:
+        """Every session id held, sorted."""
+        with self._lock:
+            rows = (
+                self._connect()
+                .execute("SELECT session_id FROM sessions ORDER BY session_id")
+                .fetchall()
+            )
+        return iter([row[0] for row in rows])
+
+    def close(self) -> None:
+        with self._lock:
+            connection, self._connection = self._connection, None
+            if connection is not None and self._pid == os.getpid():
+                connection.close()
+
+    def _connect(self) -> sqlite3.Connection:
+        """The connection of this process (a connection inherited through fork is not used)."""
+        if self._connection is not None and self._pid == os.getpid():
+            return self._connection
+        connection = sqlite3.connect(
+            self.path, timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False
+        )
+        connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        connection.execute("PRAGMA journal_mode = WAL")
+        connection.execute(f"PRAGMA synchronous = {self.synchronous}")
+        with connection:
+            connection.execute(_SCHEMA)
+        self._connection, self._pid = connection, os.getpid()
+        return connection
