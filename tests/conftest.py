@@ -10,7 +10,16 @@ from typing import Any
 import pytest
 import yaml
 from _support.server import Server, running_server
+from hypothesis import HealthCheck, settings
 from prunewarden import Engine, Policy, parse_policy
+
+# Property tests check behaviour, not speed: no per-example wall-clock deadline (200 ms by
+# default) and no too-slow health check, which a loaded 2-core CI machine can trip. A test that
+# states its own settings keeps them (the fuzz tests keep a deadline far above their cost).
+settings.register_profile(
+    "prunewarden", deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.load_profile("prunewarden")
 
 PolicyFactory = Callable[..., Policy]
 EngineFactory = Callable[..., Engine]

@@ -40,7 +40,7 @@ TRANSCRIPTS = [
     ("docs/deployments.md", "prunewarden evaluate --format text --policy examples/deployments/"),
     ("docs/replay.md", "prunewarden replay examples/traces/collapse-narrowing.jsonl"),
     ("docs/replay.md", "prunewarden diff --base policies/default.yaml"),
-    ("docs/testing-policies.md", "sed -i 's/spread_floor: 0.08/spread_floor: 0.06/'"),
+    ("docs/testing-policies.md", "sed -i 's/spread_floor: 0.08/spread_floor: 0.06/; "),
     ("docs/testing-policies.md", "prunewarden test policies/tests"),
 ]
 

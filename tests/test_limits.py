@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from prunewarden.limits import (
     MAX_KIND_CHARS,
     MAX_METADATA_ENTRIES,
     MAX_POLICY_BYTES,
+    MAX_PROBLEMS,
     MAX_RULES,
     MAX_SEGMENTS,
     MAX_SNAPSHOTS,
@@ -320,3 +322,19 @@ class TestInputLimits:
             "$.evictions",
             f"{MAX_SEGMENTS + 1} segments in one pass, more than the limit of {MAX_SEGMENTS}",
         )
+
+
+class TestReports:
+    def test_the_more_problems_note_is_printed_first(self, tmp_path: Path) -> None:
+        """A document with more than MAX_PROBLEMS problems: the note leads the report (it is
+        located at 0:0, before every line), then the first MAX_PROBLEMS problems."""
+        document = {"check": "eviction", **{f"k{i}": 1 for i in range(MAX_PROBLEMS + 20)}}
+        path = tmp_path / "many.json"
+        path.write_text(json.dumps(document), encoding="utf-8")
+        err = io.StringIO()
+        assert run(["evaluate", str(path)], io.StringIO(), err) == 2
+        lines = err.getvalue().splitlines()
+        assert (
+            lines[0] == f"{path}: $: more problems not shown: at most {MAX_PROBLEMS} are reported"
+        )
+        assert len(lines) == MAX_PROBLEMS + 1

@@ -14,12 +14,13 @@ import pytest
 import structlog
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from prunewarden import AuditLog, Engine, InputError
+from prunewarden import AuditLog, Decision, Engine, InputError, Policy
 from prunewarden.audit import input_digest
 from prunewarden.cli._main import run
 from structlog.testing import capture_logs
 
 EngineFactory = Callable[..., Engine]
+PolicyFactory = Callable[..., Policy]
 
 
 def sha(text: str) -> str:
@@ -145,6 +146,53 @@ class TestAuthorization:
         assert plan.evict == ("u",)
 
 
+PIN_NEVER = [
+    {
+        "name": "pin-never",
+        "check": "eviction",
+        "when": "segment.text.contains('never')",
+        "effect": "pin",
+        "message": "states a negation",
+    }
+]
+
+
+class TestRulePins:
+    def test_a_rule_pin_sticks_for_the_session(self, make_policy: PolicyFactory) -> None:
+        """A segment a rule pinned is refused once, then pinned in later passes (no decision
+        again), while its text is unchanged."""
+        window = [seg("n", 0.0625, text="never log tokens"), *WINDOW[1:]]
+        heard: list[Decision] = []
+        engine = Engine(make_policy(rules=PIN_NEVER), on_decision=lambda d, _: heard.append(d))
+        session = engine.session("s")
+        first = session.plan(window, free_tokens=100)
+        refused = [d for d in first.decisions if d.refused]
+        assert [d.codes for d in refused] == [("rule:pin-never",)]
+        assert first.pinned == ("n",)
+        assert first.evict == ("b",)
+        heard.clear()
+        second = session.plan(window, free_tokens=100)
+        assert second.pinned == ("n",)
+        assert second.evict == ("b",)
+        assert [d.outcome for d in heard if d.check == "eviction"] == ["allow"]
+
+    def test_changed_text_is_decided_again(self, engine_with: EngineFactory) -> None:
+        """A pinned id whose text changed is no longer pinned by the earlier pass."""
+        session = engine_with(rules=PIN_NEVER).session("s")
+        session.plan([seg("n", 0.0625, text="never log tokens"), *WINDOW[1:]], free_tokens=100)
+        plan = session.plan([seg("n", 0.0625, text="log tokens"), *WINDOW[1:]], free_tokens=100)
+        assert plan.evict == ("n",)
+        assert plan.pinned == ()
+
+    def test_another_session_decides_afresh(self, engine_with: EngineFactory) -> None:
+        """The pin belongs to the session that saw it refused."""
+        engine = engine_with(rules=PIN_NEVER)
+        window = [seg("n", 0.0625, text="never log tokens"), *WINDOW[1:]]
+        engine.session("one").plan(window, free_tokens=100)
+        plan = engine.session("two").plan(window, free_tokens=100)
+        assert [d.codes for d in plan.decisions if d.refused] == [("rule:pin-never",)]
+
+
 class TestPassCandidates:
     def test_rules_see_the_segments_chosen_so_far(self, engine_with: EngineFactory) -> None:
         """A rule reading candidates sees the picks before it and the segment itself."""
@@ -264,7 +312,7 @@ class TestInput:
         ("document", "path"),
         [
             ({"segments": WINDOW}, "$"),
-            ({"segments": WINDOW, "free_tokens": 1, "keep_top_k": 1}, "$"),
+            ({"segments": WINDOW, "free_tokens": 1, "keep_top_k": 1}, "$.keep_top_k"),
             ({"segments": [WINDOW[0], WINDOW[0]], "free_tokens": 1}, "$.segments[1].id"),
             ({"segments": [{**WINDOW[1], "score": 1.5}], "free_tokens": 1}, "$.segments[0].score"),
             ({"segments": [{**WINDOW[1], "bogus": 1}], "free_tokens": 1}, "$.segments[0].bogus"),
@@ -277,6 +325,25 @@ class TestInput:
         with pytest.raises(InputError) as raised:
             engine.plan(document)
         assert path in [p.path for p in raised.value.problems]
+
+    def test_two_targets_name_the_conflict(self, engine: Engine) -> None:
+        """free_tokens with keep_top_k is one problem naming both fields, not a raw oneOf
+        dump; neither is one problem naming the choice."""
+        with pytest.raises(InputError) as raised:
+            engine.plan({"segments": WINDOW, "free_tokens": 1, "keep_top_k": 1})
+        (problem,) = raised.value.problems
+        assert problem.path == "$.keep_top_k"
+        assert problem.message == (
+            "'free_tokens' and 'keep_top_k' conflict: give only one of 'free_tokens' or "
+            "'keep_top_k'"
+        )
+        with pytest.raises(InputError) as raised:
+            engine.plan({"segments": WINDOW})
+        (problem,) = raised.value.problems
+        assert (problem.path, problem.message) == (
+            "$",
+            "one of 'free_tokens' or 'keep_top_k' is required",
+        )
 
     @settings(max_examples=60, deadline=None)
     @given(

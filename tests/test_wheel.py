@@ -1,11 +1,13 @@
-"""The built wheel, installed in a fresh venv, finds its schemas and bundled policies."""
+"""The built wheel, installed in a fresh venv with only its declared dependencies, finds its
+schemas and bundled policies."""
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
-import sysconfig
+import tomllib
 import venv
 from pathlib import Path
 
@@ -14,57 +16,49 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
+#: Wheels of the runtime dependencies, fetched once (pip download) and reused offline after.
+WHEEL_CACHE = ROOT / ".venv" / "wheel-cache"
+
+
+def distribution_name(requirement: str) -> str:
+    """The normalized distribution name a requirement (or a distribution's Name) starts with."""
+    name = re.split(r"[<>=!~ ;\[]", requirement.strip(), maxsplit=1)[0]
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def pip(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pip", "--disable-pip-version-check", *argv],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A fresh venv with only the wheel installed; dependencies come from this environment
-    through a .pth file, so the test runs offline."""
+    """A fresh venv holding the wheel and only the dependencies it declares, installed from
+    wheels alone (nothing of this environment is visible in it), so that a dependency the wheel
+    forgets to declare fails here."""
     work = tmp_path_factory.mktemp("wheel")
     dist = work / "dist"
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--no-deps",
-            "--no-build-isolation",
-            "--quiet",
-            "--wheel-dir",
-            str(dist),
-            str(ROOT),
-        ],
-        check=True,
-        capture_output=True,
-    )
+    built = pip("wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(dist), str(ROOT))
+    assert built.returncode == 0, built.stderr
     (wheel,) = dist.glob("prunewarden-*.whl")
     env_dir = work / "venv"
     venv.EnvBuilder(with_pip=False).create(env_dir)
     python = env_dir / "bin" / "python"
-    site = subprocess.run(
-        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-    # Dependencies (not prunewarden itself: a plain path entry does not run the editable
-    # finder that lives in this environment's .pth files).
-    Path(site, "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "--python",
-            str(python),
-            "install",
-            "--no-deps",
-            "--no-index",
-            "--quiet",
-            str(wheel),
-        ],
-        check=True,
-        capture_output=True,
-    )
+    install = ("--python", str(python), "install", "-q", "--no-index")
+    offline = pip(*install, "--find-links", str(WHEEL_CACHE), str(wheel))
+    if offline.returncode != 0:  # the cache lacks a dependency: fetch them once, then install
+        fetched = pip(
+            "download", "-q", "--only-binary", ":all:", "-d", str(WHEEL_CACHE), str(wheel)
+        )
+        assert fetched.returncode == 0, fetched.stderr
+        for copy in WHEEL_CACHE.glob("prunewarden-*.whl"):  # pip download copies it too
+            copy.unlink()
+        offline = pip(*install, "--find-links", str(WHEEL_CACHE), str(wheel))
+    assert offline.returncode == 0, offline.stderr
     return env_dir / "bin"
 
 
@@ -88,6 +82,36 @@ class TestWheel:
         ).stdout.splitlines()
         assert all(str(installed.parent) in line for line in out)
         assert out[1].endswith("prunewarden/_data/schemas")
+
+    def test_only_declared_dependencies_are_installed(self, installed: Path) -> None:
+        """The venv holds the wheel's declared dependencies (their requirements met) and
+        nothing of the development environment: no test tools, no borrowed site-packages."""
+        script = (
+            "import importlib.metadata as m, importlib.util as u, json, sys; "
+            "names = sorted(d.metadata['Name'].lower() for d in m.distributions()); "
+            "print(json.dumps({'names': names, 'requires': m.requires('prunewarden'), "
+            "'path': sys.path, "
+            "'dev': [n for n in ('pytest', 'hypothesis', 'duckdb') if u.find_spec(n)]}))"
+        )
+        found = json.loads(
+            subprocess.run(
+                [str(installed / "python"), "-c", script],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
+        )
+        assert found["dev"] == []
+        assert not any(str(ROOT / ".venv") in entry for entry in found["path"])
+        declared = {
+            distribution_name(requirement)
+            for requirement in found["requires"]
+            if "extra ==" not in requirement
+        }
+        project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+        assert declared == {distribution_name(r) for r in project["dependencies"]}
+        assert declared <= {distribution_name(name) for name in found["names"]}
+        assert "prunewarden" in found["names"]
 
     def test_validate_and_evaluate_outside_the_repo(self, installed: Path, tmp_path: Path) -> None:
         """The console script validates a policy and evaluates on the bundled default."""

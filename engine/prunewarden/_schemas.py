@@ -117,6 +117,8 @@ def capped(problems: Iterable[Problem], filename: str) -> list[Problem]:
 def _leaves(error: ValidationError) -> list[ValidationError]:
     # The useful message of an if/then or anyOf branch is in its deepest errors. When every
     # alternative of an anyOf only failed on its type, one message naming the types is clearer.
+    if _field_choice(error) is not None:
+        return [error]
     if not error.context:
         return [error]
     if error.validator in ("anyOf", "oneOf") and all(
@@ -128,9 +130,39 @@ def _leaves(error: ValidationError) -> list[ValidationError]:
     return [leaf for child in error.context for leaf in _leaves(child)]
 
 
+def _field_choice(error: ValidationError) -> list[str] | None:
+    """The fields of a ``oneOf`` whose every branch only requires fields (exactly one of them
+    must be given), else None."""
+    branches = error.validator_value
+    if error.validator != "oneOf" or not isinstance(error.instance, dict):
+        return None
+    if not isinstance(branches, list):
+        return None
+    if not all(isinstance(b, dict) and set(b) == {"required"} for b in branches):
+        return None
+    return [name for branch in branches for name in branch["required"]]
+
+
+def _choice_problem(
+    error: ValidationError, fields: list[str], path: tuple[Any, ...], parsed: Parsed
+) -> Problem:
+    """'free_tokens' and 'keep_top_k' conflict (at the later one), or: one of them is needed."""
+    instance: dict[str, Any] = error.instance if isinstance(error.instance, dict) else {}
+    given = [name for name in instance if name in fields]
+    named = " or ".join(repr(name) for name in fields)
+    if len(given) > 1:
+        conflict = " and ".join(repr(name) for name in given)
+        message = f"{conflict} conflict: give only one of {named}"
+        return parsed.problem((*path, given[-1]), message, at_key=True)
+    return parsed.problem(path, f"one of {named} is required")
+
+
 def _to_problems(error: ValidationError, parsed: Parsed) -> Iterator[Problem]:
     for leaf in _leaves(error):
         path = tuple(leaf.absolute_path)
+        if (fields := _field_choice(leaf)) is not None:
+            yield _choice_problem(leaf, fields, path, parsed)
+            continue
         if leaf.validator == "additionalProperties" and isinstance(leaf.instance, dict):
             allowed = leaf.schema.get("properties", {}) if isinstance(leaf.schema, dict) else {}
             for key in leaf.instance:

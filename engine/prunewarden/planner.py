@@ -13,6 +13,10 @@ pinned when one member is, unscoreable when one member is, and authorized member
 first refusal refuses the others with ``group_member_refused`` naming it, and nothing of the group
 is evicted.
 
+A segment a custom rule pins (a refusal with a ``pin`` action naming it) stays pinned for the
+rest of the session while its text is unchanged, as a pinned kind is: it is refused and logged
+once, not again on every pass.
+
 Each decision's candidates are the segments chosen before it and itself (a rule reading
 ``candidates`` sees the pass so far); its eviction document lists them in the order chosen, so
 that a pass costs the same per segment at any size (:class:`PassCandidates`).
@@ -260,10 +264,16 @@ def plan_pass(
     decisions: list[Decision] = []
     units = _units(request.segments)
     pinned_kinds = session.policy.spec.eviction.pinned_kinds
+    rule_pins = session.rule_pins
     pinned = tuple(
         w.segment.id
         for unit in units
-        if any(m.segment.kind in pinned_kinds or m.segment.non_recoverable for m in unit)
+        if any(
+            m.segment.kind in pinned_kinds
+            or m.segment.non_recoverable
+            or rule_pins.get(m.segment.id) == m.segment.text
+            for m in unit
+        )
         for w in unit
     )
     if len(units) < len(request.segments):  # window order, as without groups
@@ -325,6 +335,7 @@ class _Selection:
         self.judged_against: set[str] = set()  # what the chosen segments' scores depend on
         self.tombstones: list[str] = []
         self.unscoreable: list[str] = []
+        self.pinned_now: set[str] = set()  # pinned by a rule in this pass
         self.freed = 0
 
     def run(self, units: list[Unit], pinned: tuple[str, ...]) -> Plan:
@@ -341,6 +352,9 @@ class _Selection:
                 self.unscoreable.extend(w.segment.id for w in unit)
                 continue
             self._authorize(unit)
+        if self.pinned_now:
+            never |= self.pinned_now
+            pinned = tuple(w.segment.id for w in request.segments if w.segment.id in never)
         return Plan(
             evict=tuple(w.segment.id for w in self.chosen),
             tombstones=tuple(self.tombstones),
@@ -369,6 +383,9 @@ class _Selection:
             decision = self._decide(window)
             if decision.blocks:
                 self.candidates.withdraw()
+                if _pins(decision, window.segment.id):
+                    self.session.rule_pins[window.segment.id] = window.segment.text
+                    self.pinned_now.add(window.segment.id)
                 if len(unit) > 1:
                     self.candidates.rollback(mark)
                     self._refuse_group(unit, window, decision)
@@ -414,6 +431,11 @@ class _Selection:
             if window is not refused:
                 self._decide(window, gate)
                 self.candidates.withdraw()
+
+
+def _pins(decision: Decision, segment_id: str) -> bool:
+    """Whether a refusal pins the segment (a rule's ``pin`` action naming it)."""
+    return any(a.action == "pin" and segment_id in (a.ids or ()) for a in decision.actions)
 
 
 def _met(request: PlanRequest, total: int, evicted: int, freed: int) -> bool:

@@ -6,6 +6,8 @@ import hashlib
 import io
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -115,6 +117,18 @@ class TestDecisionRecords:
         assert (record["outcome"], record["enforced"]) == (decision.outcome, decision.enforced)
         assert [r["code"] for r in record["reasons"]] == list(decision.codes)
         assert activation["kind"] == "policy_activated"
+
+    @pytest.mark.parametrize(("mode", "enforced"), [("audit", False), ("enforce", True)])
+    def test_the_record_says_whether_a_refusal_binds(
+        self, log_path: Path, make_policy: Any, mode: str, enforced: bool
+    ) -> None:
+        """A refusal in audit mode is recorded with enforced false; in enforce mode, true."""
+        policy = make_policy(eviction={"mode": mode})
+        with AuditLog(log_path) as audit:
+            decision = Engine(policy, audit=audit).evaluate(eviction(non_recoverable=True))
+        assert (decision.outcome, decision.enforced) == ("deny", enforced)
+        record = records(log_path)[-1]
+        assert (record["outcome"], record["enforced"]) == ("deny", enforced)
 
     def test_records_follow_the_schema(self, log_path: Path) -> None:
         """Every record written for the examples validates against audit-record.v1."""
@@ -495,3 +509,54 @@ class TestStructlog:
         (record,) = [json.loads(line) for line in stream.getvalue().splitlines()]
         assert record["kind"] == "policy_reload_failed"
         assert record["prev_hash"] == "sha256:" + "0" * 64
+
+
+WITHOUT_FCNTL = """
+import io, json, sys
+sys.modules["fcntl"] = None  # as on Windows: import fcntl raises ImportError
+sys.modules["resource"] = None  # POSIX only too
+import prunewarden
+from prunewarden import AuditError, AuditLog, Engine
+document = json.loads(sys.argv[2])
+stream = io.StringIO()
+with AuditLog(stream) as audit:
+    streamed = Engine.default(audit=audit).evaluate(document)
+try:
+    AuditLog(sys.argv[1]).open()
+    opened = "opened"
+except AuditError as exc:
+    opened = str(exc)
+with AuditLog(sys.argv[1]) as audit:
+    refused = Engine.default(audit=audit).evaluate(document)
+print(json.dumps({
+    "streamed": [streamed.outcome, len(stream.getvalue().splitlines())],
+    "opened": opened,
+    "refused": [refused.outcome, list(refused.codes)],
+}))
+"""
+
+
+@pytest.mark.slow
+class TestWithoutFileLocks:
+    def test_stream_sink_works_and_file_sink_refuses_clearly(self, tmp_path: Path) -> None:
+        """Where fcntl and resource are missing (Windows), prunewarden imports and logs to a
+        stream (rule budgets on time.thread_time); a file sink alone refuses, saying why, and a
+        decision it cannot log is refused (fail closed)."""
+        log = tmp_path / "audit.jsonl"
+        document = json.dumps(eviction())
+        run = subprocess.run(
+            [sys.executable, "-c", WITHOUT_FCNTL, str(log), document],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert (run.returncode, run.stderr) == (0, "")
+        result = json.loads(run.stdout)
+        assert result["streamed"] == ["allow", 2]  # the activation, then the decision
+        assert result["opened"] == (
+            f"cannot write audit log {log}: the audit log file sink needs POSIX file locks "
+            "(fcntl), which this platform lacks; log to a stream instead (AuditLog(stream), or "
+            "--audit-log - on the command line)"
+        )
+        assert result["refused"] == ["deny", ["audit_unavailable"]]
+        assert not log.exists()

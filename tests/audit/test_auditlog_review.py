@@ -19,6 +19,7 @@ import yaml
 from prunewarden import AuditLog, Decision, Engine, parse_policy
 from prunewarden import decision as decision_module
 from prunewarden._json import sha256_digest
+from prunewarden.audit import EPISODE_COLUMNS, RecordFilter, Skipped, halt_episodes, parse_time
 from prunewarden.cli._main import run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -285,12 +286,12 @@ class TestQuery:
             == f"{log}: 1 line(s) that are not records skipped (see: prunewarden audit verify)\n"
         )
 
-    @pytest.mark.parametrize("bad", ["yesterday", "2025-13-01", "14/11/2025"])
+    @pytest.mark.parametrize("bad", ["yesterday", "2025-13-01", "14/11/2025", "7y", "7 d"])
     def test_bad_times_are_usage_errors(self, scenario: Scenario, bad: str) -> None:
-        """--since and --until take dates or RFC 3339 times."""
+        """--since and --until take dates, RFC 3339 times or times ago (7d)."""
         code, out, err = cli("audit", "query", *scenario.args, "--since", bad)
         assert (code, out) == (2, "")
-        assert "is not a date or an RFC 3339 time" in err
+        assert "is not a date, an RFC 3339 time or a time ago" in err
 
     def test_missing_files_and_no_files(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -363,6 +364,21 @@ class TestSql:
             *scenario.args,
         )
         assert int(out.splitlines()[2]) == len(scenario.files) - 1
+
+    @pytest.mark.parametrize("name", ["log*.jsonl", "log?.jsonl", "log[1].jsonl"])
+    def test_file_names_are_not_patterns(
+        self, scenario: Scenario, tmp_path: Path, name: str
+    ) -> None:
+        """A log named with *, ? or [ is read as that one file, not as a pattern matching
+        its neighbours (log1.jsonl here)."""
+        (tmp_path / name).write_bytes(scenario.files[-1].read_bytes())
+        (tmp_path / "log1.jsonl").write_bytes(scenario.files[0].read_bytes())
+        statement = "SELECT DISTINCT filename FROM records"
+        code, out, err = cli("audit", "sql", "--format", "json", statement, str(tmp_path / name))
+        assert (code, err) == (0, "")
+        assert [row["filename"] for row in map(json.loads, out.splitlines())] == [
+            str(tmp_path / name)
+        ]
 
     def test_bad_sql_is_a_usage_error(self, scenario: Scenario) -> None:
         """DuckDB's message is passed on, without a traceback."""
@@ -460,3 +476,107 @@ class TestEvaluateOptions:
         code, out, _ = cli("schema", "audit-record")
         assert code == 0
         assert json.loads(out)["title"] == "prunewarden audit record v2"
+
+
+WIDE = {"task": 0.9, "a": 0.1, "b": 0.5, "c": 0.95}
+FLAT = {"task": 0.5, "a": 0.5, "b": 0.52, "c": 0.54}
+
+
+@pytest.fixture
+def sessions_log(tmp_path: Path) -> Path:
+    """Two labelled sessions: s1 halts in two episodes (two halts, a healthy cycle, one halt),
+    s2 (another team) in one; the healthy cycles between them allow."""
+    log = tmp_path / "audit.jsonl"
+    with AuditLog(log) as audit:
+        engine = Engine.default(audit=audit)
+        one = engine.session("s1", labels={"team": "search", "env": "prod"})
+        for scores in (WIDE, FLAT, FLAT, FLAT, WIDE, FLAT, FLAT):
+            one.observe_cycle(scores, ["task"])
+        two = engine.session("s2", labels={"team": "ads", "env": "prod"})
+        for scores in (WIDE, FLAT, FLAT):
+            two.observe_cycle(scores, ["task"])
+    return log
+
+
+class TestLabelsAndTimesAgo:
+    def test_label_filters_query_and_report(self, sessions_log: Path) -> None:
+        """--label K=V keeps the decisions recorded with that label; several must all match."""
+        code, out, _ = cli(
+            "audit", "query", str(sessions_log), "--format", "json", "--label", "team=ads"
+        )
+        assert code == 0
+        assert {json.loads(line)["session_id"] for line in out.splitlines()} == {"s2"}
+        _, out, _ = cli(
+            "audit",
+            "query",
+            str(sessions_log),
+            "--format",
+            "json",
+            "--label",
+            "env=prod",
+            "--label",
+            "team=search",
+        )
+        assert {json.loads(line)["session_id"] for line in out.splitlines()} == {"s1"}
+        _, out, _ = cli(
+            "audit", "report", str(sessions_log), "--format", "json", "--label", "team=ads"
+        )
+        rows = [json.loads(line) for line in out.splitlines()]
+        assert sum(row.get("count", 0) for row in rows) == 3
+        _, out, _ = cli("audit", "query", str(sessions_log), "--label", "team=none")
+        assert len(out.splitlines()) == 1  # the header only
+
+    def test_a_label_must_be_key_value(self, sessions_log: Path) -> None:
+        """--label without '=' is a usage error."""
+        code, out, err = cli("audit", "query", str(sessions_log), "--label", "team")
+        assert (code, out) == (2, "")
+        assert err == "audit: --label 'team' is not KEY=VALUE\n"
+
+    def test_since_a_time_ago(self, sessions_log: Path) -> None:
+        """--since 7d keeps what was decided in the last seven days (all of this log), and
+        --until 1d what is older than a day (none of it)."""
+        _, out, _ = cli("audit", "query", str(sessions_log), "--format", "json", "--since", "7d")
+        assert len(out.splitlines()) == 10
+        _, out, _ = cli("audit", "query", str(sessions_log), "--format", "json", "--until", "1d")
+        assert out == ""
+
+    @pytest.mark.parametrize(
+        ("text", "expected"),
+        [
+            ("7d", "2025-11-07T12:00:00.000000Z"),
+            ("12h", "2025-11-14T00:00:00.000000Z"),
+            ("30m", "2025-11-14T11:30:00.000000Z"),
+            ("90s", "2025-11-14T11:58:30.000000Z"),
+            ("2w", "2025-10-31T12:00:00.000000Z"),
+        ],
+    )
+    def test_time_ago_units(self, text: str, expected: str) -> None:
+        """s, m, h, d and w count back from now."""
+        now = datetime(2025, 11, 14, 12, 0, tzinfo=UTC)
+        assert parse_time(text, now) == expected
+
+
+class TestHaltEpisodes:
+    def test_report_counts_episodes_per_session(self, sessions_log: Path) -> None:
+        """Consecutive halts of a session are one episode; an allowing cycle ends it."""
+        code, out, _ = cli("audit", "report", str(sessions_log), "--format", "json")
+        assert code == 0
+        episodes = [row for row in map(json.loads, out.splitlines()) if "halt_episodes" in row]
+        assert [
+            (row["session_id"], row["halt_episodes"], row["halt_decisions"]) for row in episodes
+        ] == [("s1", 2, 3), ("s2", 1, 1)]
+        assert episodes[0]["first_halt"] < episodes[0]["last_halt"]
+
+    def test_report_table_lists_episodes_after_the_counts(self, sessions_log: Path) -> None:
+        """The table report adds the halts by session under the counts."""
+        _, out, _ = cli("audit", "report", str(sessions_log), "--label", "team=search")
+        tail = out.split("collapse halts by session (an episode: consecutive halts)\n")[1]
+        header, _, row = tail.splitlines()
+        assert header.split() == list(EPISODE_COLUMNS)
+        assert row.split()[:3] == ["s1", "2", "3"]
+
+    def test_no_halt_no_episodes(self, scenario: Scenario) -> None:
+        """A log without halts reports no episode section."""
+        _, out, _ = cli("audit", "report", *scenario.args)
+        assert "halts by session" not in out
+        assert halt_episodes(scenario.files, RecordFilter(), Skipped()) == []

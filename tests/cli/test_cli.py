@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from prunewarden.cli._main import run
+from prunewarden.errors import ExitCode
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "inputs"
@@ -242,11 +243,14 @@ class TestMisc:
         assert out.startswith("prunewarden ")
 
     def test_help_documents_exit_codes(self) -> None:
-        """--help lists the exit codes."""
+        """--help lists every exit code, including 4 (a policy test failed)."""
         code, out, _ = cli("--help")
         assert code == 0
         assert "exit codes:" in out
         assert "3   invalid policy" in out
+        assert "4   test: a policy test case failed" in out
+        listed = {int(line.split()[0]) for line in out.split("exit codes:")[1].splitlines()[1:]}
+        assert listed >= {int(code) for code in ExitCode}
 
     def test_usage_error_exits_two_without_traceback(self) -> None:
         """An unknown command is a one-line usage error."""

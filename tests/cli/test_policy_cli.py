@@ -77,6 +77,28 @@ class TestShow:
         )
         assert shown["provenance"]["/spec/rules/0/mode"] is None
 
+    def test_a_path_locked_again_is_listed_once_at_its_first_lock(self, tmp_path: Path) -> None:
+        """An overlay restating a lock its base declared: show lists the path once, cited at
+        the base that locked it first."""
+        head = "apiVersion: prunewarden/v1\nkind: Policy\n"
+        (tmp_path / "base.yaml").write_text(
+            head + "metadata: {name: base, version: 1.0.0}\nspec:\n"
+            "  collapse: {spread_floor: 0.09}\n  locked: [/spec/collapse/spread_floor]\n"
+        )
+        overlay = tmp_path / "overlay.yaml"
+        overlay.write_text(
+            head + "extends: base.yaml\nmetadata: {name: overlay, version: 1.0.0}\n"
+            "spec:\n  locked: [/spec/collapse/spread_floor]\n"
+        )
+        for argv in (["policy", "show"], ["policy", "show", "--resolved"]):
+            code, out, err = cli(*argv, str(overlay))
+            assert (code, err) == (0, "")
+            (line,) = [text for text in out.splitlines() if "locked:" in text]
+            assert line.split("#")[0].strip() == "locked: [/spec/collapse/spread_floor]"
+            assert line.endswith("base.yaml:6")
+        code, out, _ = cli("policy", "show", "--format", "json", str(overlay))
+        assert json.loads(out)["document"]["spec"]["locked"] == ["/spec/collapse/spread_floor"]
+
     def test_show_a_bundled_policy(self) -> None:
         """builtin:NAME works wherever a policy file does."""
         code, out, _ = cli("policy", "show", "builtin:default")

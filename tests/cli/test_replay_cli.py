@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from prunewarden import load_policy
 from prunewarden.audit import decision_rows
+from prunewarden.cli import _jobs
 from prunewarden.cli._main import run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,6 +49,44 @@ def write_policy(path: Path, **spec: Any) -> str:
     document = {"apiVersion": "prunewarden/v1", "kind": "Policy", "metadata": metadata}
     path.write_text(yaml.safe_dump({**document, "spec": spec}))
     return str(path)
+
+
+@pytest.fixture
+def still_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Progress paced by a clock that never moves: only the closing line, however slow the
+    machine (a replay taking over the 2-second tick printed a second line under load)."""
+    monkeypatch.setattr(_jobs, "CLOCK", lambda: 0.0)
+
+
+class SteppingClock:
+    """A clock that moves ``step`` seconds each time it is read."""
+
+    def __init__(self, step: float) -> None:
+        self.now, self.step = 0.0, step
+
+    def __call__(self) -> float:
+        self.now += self.step
+        return self.now
+
+
+class TestProgress:
+    def test_a_log_gets_a_line_per_tick_and_one_at_the_end(self) -> None:
+        """Off a terminal, a line every 2 seconds of the clock, then where it ended."""
+        stream = io.StringIO()
+        progress = _jobs.Progress(stream, "replay", [], on=True, clock=SteppingClock(1.0))
+        for events in (1, 2, 3):
+            progress.update(0, events, 0)
+        progress.close()
+        assert stream.getvalue().splitlines() == ["replay: 2 events", "replay: 3 events"]
+
+    def test_a_still_clock_shows_only_the_end(self) -> None:
+        """However many updates arrive, a clock that does not move shows only the end."""
+        stream = io.StringIO()
+        progress = _jobs.Progress(stream, "diff", [], on=True, clock=lambda: 0.0)
+        for events in range(1, 500):
+            progress.update(events % 2, events, 0)
+        progress.close()
+        assert stream.getvalue() == "diff: 997 events\n"
 
 
 class TestReplayCommand:
@@ -158,6 +200,7 @@ class TestReplayCommand:
         assert code == 2
         assert err == f"{tmp_path / 'none.jsonl'}: $: cannot read: No such file or directory\n"
 
+    @pytest.mark.usefixtures("still_clock")
     def test_progress_only_when_asked_or_on_a_terminal(self) -> None:
         """stderr that is not a terminal gets no progress unless --progress says so."""
         trace = trace_named("healthy-session.jsonl")
@@ -208,6 +251,7 @@ class TestParallel:
         assert len(sessions) == decided
         assert sessions.count("seed-001-buf-definition") == 4
 
+    @pytest.mark.usefixtures("still_clock")
     def test_workers_report_progress(self) -> None:
         """With --jobs, the workers' progress reaches the parent's progress line, and the last
         line counts every event of every worker (however slowly the workers start, and however
@@ -308,3 +352,132 @@ class TestDiffCommand:
         code, _, err = cli("diff", "--base", DEFAULT, trace_named("healthy-session.jsonl"))
         assert code == 2
         assert "--candidate" in err
+
+
+def git(repo: Path, *argv: str) -> str:
+    done = subprocess.run(
+        ["git", "-C", str(repo), *argv], capture_output=True, text=True, check=True, env=GIT_ENV
+    )
+    return done.stdout
+
+
+GIT_ENV = {
+    **os.environ,
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@example.invalid",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@example.invalid",
+    "GIT_CONFIG_GLOBAL": os.devnull,
+    "GIT_CONFIG_NOSYSTEM": "1",
+}
+
+OVERLAY = (
+    "apiVersion: prunewarden/v1\nkind: Policy\nextends: ../shared/base.yaml\n"
+    "metadata: {{name: prod, version: {version}}}\nspec:\n  collapse: {{spread_floor: {floor}}}\n"
+)
+SHARED = (
+    "apiVersion: prunewarden/v1\nkind: Policy\nmetadata: {{name: base, version: {version}}}\n"
+    "spec:\n  eviction: {{stability_delta: {delta}}}\n"
+)
+
+
+@pytest.fixture
+def repository(tmp_path: Path) -> Path:
+    """A git repository whose main commit holds prod.yaml extending ../shared/base.yaml; the
+    working tree then loosens both (the change under review)."""
+    repo = tmp_path / "repo"
+    (repo / "policies").mkdir(parents=True)
+    (repo / "shared").mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "policies" / "prod.yaml").write_text(OVERLAY.format(version="1.0.0", floor=0.08))
+    (repo / "shared" / "base.yaml").write_text(SHARED.format(version="1.0.0", delta=0.25))
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "policies")
+    (repo / "policies" / "prod.yaml").write_text(OVERLAY.format(version="1.1.0", floor=0.01))
+    (repo / "shared" / "base.yaml").write_text(SHARED.format(version="1.1.0", delta=0.9))
+    return repo
+
+
+class TestDiffBaseRef:
+    def test_base_and_its_chain_come_from_the_revision(
+        self, repository: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """--base-ref main reads prod.yaml and the base it extends (relative, another folder)
+        as main holds them; --base defaults to the candidate's path."""
+        monkeypatch.chdir(repository)
+        traces = map(str, TRACES)
+        code, out, err = cli(
+            "--base-dir",
+            "shared",
+            "diff",
+            "--base-ref",
+            "main",
+            "--candidate",
+            "policies/prod.yaml",
+            "--format",
+            "json",
+            *traces,
+        )
+        assert (code, err) == (1, "")
+        report = json.loads(out)
+        assert (report["base"]["name"], report["base"]["version"]) == ("prod", "1.0.0")
+        assert report["candidate"]["version"] == "1.1.0"
+        committed = tmp_copy_of_main(repository)
+        shared = committed.parents[1] / "shared"
+        assert report["base"]["digest"] == load_policy(committed, base_dirs=(shared,)).digest
+
+    def test_the_same_revision_changes_nothing(self, repository: Path) -> None:
+        """Comparing main with itself through --base and --base-ref exits 0."""
+        prod = repository / "policies" / "prod.yaml"
+        git(repository, "stash", "-q")
+        code, out, err = cli(
+            "--base-dir",
+            str(repository / "shared"),
+            "diff",
+            "--base-ref",
+            "main",
+            "--base",
+            str(prod),
+            "--candidate",
+            str(prod),
+            *map(str, TRACES),
+        )
+        assert (code, err) == (0, "")
+        assert out.splitlines()[-1].endswith("compared: 0 changed")
+
+    def test_a_file_missing_at_the_revision_exits_three(self, repository: Path) -> None:
+        """A policy the revision does not hold is one located line, exit 3."""
+        new = repository / "policies" / "new.yaml"
+        new.write_text(OVERLAY.format(version="1.0.0", floor=0.08))
+        code, _, err = cli("diff", "--base-ref", "main", "--candidate", str(new), str(TRACES[0]))
+        assert code == 3
+        assert (
+            err
+            == "main:policies/new.yaml: $: not in git revision main (or main is not a revision)\n"
+        )
+
+    def test_problems_name_the_revision_file(self, repository: Path) -> None:
+        """An invalid base at the revision is reported as REF:path, not as a scratch copy."""
+        base = repository / "shared" / "base.yaml"
+        base.write_text(SHARED.format(version="1.2.0", delta=-1))
+        git(repository, "commit", "-q", "-am", "a bad base")
+        prod = str(repository / "policies" / "prod.yaml")
+        shared = str(repository / "shared")
+        argv = ["--base-dir", shared, "diff", "--base-ref", "HEAD", "--candidate", prod]
+        code, _, err = cli(*argv, str(TRACES[0]))
+        assert code == 3
+        assert err.startswith("HEAD:shared/base.yaml:5:")
+
+    def test_base_or_base_ref_is_required(self) -> None:
+        """Without --base and --base-ref there is nothing to compare with: exit 2."""
+        code, _, err = cli("diff", "--candidate", LOOSE, str(TRACES[0]))
+        assert code == 2
+        assert "--base FILE or --base-ref REF is required" in err
+
+
+def tmp_copy_of_main(repo: Path) -> Path:
+    """main's policies checked out in a worktree of their own (the way to load them without
+    --base-ref)."""
+    tree = repo.parent / "main-tree"
+    git(repo, "worktree", "add", "-q", "--detach", str(tree), "main")
+    return tree / "policies" / "prod.yaml"

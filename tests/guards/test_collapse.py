@@ -350,6 +350,18 @@ class TestBaseline:
         decision = engine.detect_collapse(self.history(), baseline={"c": 0.625})
         assert decision.codes == ("canary_healthy",)
 
+    def test_an_empty_baseline_is_no_reference_not_the_default(self, engine: Engine) -> None:
+        """baseline: {} states that no canary has a reference score: every pinned canary is
+        missing its baseline (canary_missing, a halt), never a silent fall back to the earliest
+        snapshot."""
+        for decision in (
+            engine.detect_collapse(self.history(), baseline={}),
+            engine.evaluate({"check": "collapse", "history": self.history(), "baseline": {}}),
+        ):
+            assert decision.outcome == "halt"
+            assert decision.codes == ("canary_missing",)
+            assert primary_detail(decision)["missing"] == ["c"]
+
     def test_baseline_through_evaluate(self, engine: Engine) -> None:
         """evaluate() takes the same baseline as detect_collapse()."""
         document = {"check": "collapse", "history": self.history(), "baseline": {"c": 0.625}}

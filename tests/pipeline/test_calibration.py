@@ -217,6 +217,26 @@ class TestRelativeFloor:
         assert decision.codes == ("collapse_detected",)
         assert decision.reasons[0].detail["early_cycles"] == 2
 
+    def test_early_spread_is_the_mean_of_the_first_cycles(self, engine_with: EngineFactory) -> None:
+        """With three early cycles of different spreads the floor scales their mean (not their
+        largest or their first), from a history and from a session alike."""
+        collapse = {**RELATIVE, "relative_to": {"first_cycles": 3}}
+        early = [bunched(0.05, 0.9), bunched(0.1, 0.9), bunched(0.3, 0.9)]
+        spreads = [statistics.pstdev(scores.values()) for scores in early]
+        mean = statistics.fmean(spreads)
+        history = [snap(cycle, scores) for cycle, scores in enumerate(early, start=1)]
+        history += [snap(4, bunched(0.01, 0.5)), snap(5, bunched(0.01, 0.5))]
+        engine = engine_with(collapse=collapse)
+        session = engine.session("mean")
+        for snapshot in history:
+            seen = session.observe_cycle(snapshot["scores"], ["task"], cycle=snapshot["cycle"])
+        for decision in (engine.detect_collapse(history), seen):
+            detail = decision.reasons[0].detail
+            assert detail["early_cycles"] == 3
+            assert detail["early_spread"] == pytest.approx(mean)
+            assert detail["spread_floor"] == pytest.approx(0.5 * mean)
+            assert mean < max(spreads)
+
     def test_default_absolute_floor_ignores_early_spread(self, engine: Engine) -> None:
         """Without the relative mode the detail is as before: no early spread."""
         history = [snap(i, bunched(0.1, 0.9)) for i in (1, 2, 3)]

@@ -244,3 +244,45 @@ class TestUpdate:
         for name in ("base", "prod-eu", "staging", "prod-eu-candidate"):
             loaded = load_policy(DEPLOYMENTS / f"{name}.yaml")
             assert lock.entries[f"{loaded.name}@{loaded.version}"] == sha256_digest(loaded.document)
+
+
+#: Shipped policy folders, each with a policy.lock that CI checks.
+SHIPPED = [ROOT / "policies", ROOT / "examples" / "policies", DEPLOYMENTS]
+#: Shipped files that are meant to be refused at load (documented), so never locked.
+REFUSED = {DEPLOYMENTS / "replay.yaml"}
+
+
+def shipped_policies(folder: Path) -> list[Path]:
+    return [
+        path
+        for path in sorted(folder.glob("*.yaml"))
+        if yaml.safe_load(path.read_text()).get("kind") == "Policy" and path not in REFUSED
+    ]
+
+
+class TestShippedLocks:
+    @pytest.mark.parametrize(
+        "folder", SHIPPED, ids=lambda folder: folder.relative_to(ROOT).as_posix()
+    )
+    def test_every_shipped_policy_is_locked_as_it_is(self, folder: Path) -> None:
+        """Each shipped folder has a policy.lock holding every policy in it at its current
+        content: content changed without a version bump fails here."""
+        lock = read(folder / LOCK_FILENAME)
+        policies = shipped_policies(folder)
+        assert policies
+        for path in policies:
+            loaded = load_policy(path, lock=False)
+            # A lock file keeps the digest version it was written in (version 1 without a line).
+            digest = loaded.digest if lock.digest_version == 2 else sha256_digest(loaded.document)
+            assert lock.entries.get(f"{loaded.name}@{loaded.version}") == digest, path.name
+
+    @pytest.mark.parametrize("folder", SHIPPED[:2], ids=["policies", "examples/policies"])
+    def test_new_locks_hold_version_2_digests(self, folder: Path) -> None:
+        """The locks written since digests moved to RFC 8785 say so (digestVersion: 2)."""
+        assert read(folder / LOCK_FILENAME).digest_version == 2
+
+    def test_refused_examples_stay_refused(self) -> None:
+        """The files left out of the locks are the ones documented as refused at load."""
+        for path in REFUSED:
+            with pytest.raises(PolicyError):
+                load_policy(path)

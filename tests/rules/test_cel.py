@@ -252,10 +252,10 @@ class TestEvaluation:
         """A comprehension over a big list stops at the deadline with a clean error."""
         expression = compile_eviction("candidates.exists(c, c == 'never-there')")
         values = {"candidates": to_cel([str(i) for i in range(20_000)])}
-        started = time.monotonic()
+        started = time.thread_time()  # CPU time: a loaded machine does not stretch it
         with pytest.raises(EvaluationError, match="timed out"):
             evaluate(expression, values, deadline=Deadline(0.02))
-        assert time.monotonic() - started < 1.0
+        assert time.thread_time() - started < 1.0
 
     def test_stack_exhaustion_is_an_evaluation_error(self) -> None:
         """Evaluating with almost no stack left fails cleanly, not with a RecursionError."""

@@ -296,7 +296,7 @@ EFFECTS = [
         PIN_NEGATIONS,
         segment_doc("Never emit local time"),
         "deny",
-        ["rule:pin-negations", "authorized"],
+        ["rule:pin-negations"],
         [{"action": "pin", "ids": ["s1"]}],
     ),
     (PIN_NEGATIONS, segment_doc("emit UTC"), "allow", ["authorized"], []),
@@ -311,7 +311,7 @@ EFFECTS = [
         "- {name: low-score, check: eviction, when: 'score < 0.2', effect: deny, message: low}",
         segment_doc(),
         "deny",
-        ["rule:low-score", "authorized"],
+        ["rule:low-score"],
         [],
     ),
     (
@@ -351,7 +351,7 @@ EFFECTS = [
             ],
         },
         "halt",
-        ["rule:canary-floor", "insufficient_history"],
+        ["rule:canary-floor"],
         [{"action": "halt_pruning"}, {"action": "freeze_buffer"}, {"action": "escalate"}],
     ),
     (
@@ -361,7 +361,7 @@ EFFECTS = [
         ),
         spans_doc(("a", ["b", "c"]), ("b", []), ("c", [])),
         "deny",
-        ["rule:many-parents", "bound"],
+        ["rule:many-parents"],
         [],
     ),
 ]
@@ -383,6 +383,17 @@ class TestEffects:
         assert decision.outcome == outcome
         assert list(decision.codes) == codes
         assert [a.to_dict() for a in decision.actions] == actions
+
+    def test_a_refusal_carries_no_allowing_reason(self) -> None:
+        """A rule denying what the guard authorized: the decision lists only refusing reasons;
+        the guard's authorized reason is kept in the rule reason's detail, under guard."""
+        rule = "- {name: low, check: eviction, when: 'score < 0.2', effect: deny, message: low}"
+        decision = decide(engine(rule), segment_doc())
+        assert decision.outcome == "deny"
+        assert decision.codes == ("rule:low",)
+        (guard,) = decision.reasons[0].detail["guard"]
+        assert guard["code"] == "authorized"
+        assert decision.reasons[0].detail["rule"] == "low"
 
     def test_audit_rule_says_so(self) -> None:
         """An audit rule's reason is marked as not enforced."""
@@ -744,7 +755,9 @@ class TestContentPinsExample:
         assert decision["reasons"][0]["code"] == "rule:pin-negations"
         assert decision["actions"] == [{"action": "pin", "ids": ["turn-03"]}]
         records = [json.loads(line) for line in Path(log).read_text().splitlines()]
-        assert [r["code"] for r in records[-1]["reasons"]] == ["rule:pin-negations", "authorized"]
+        reasons = records[-1]["reasons"]
+        assert [r["code"] for r in reasons] == ["rule:pin-negations"]
+        assert [r["code"] for r in reasons[0]["detail"]["guard"]] == ["authorized"]
 
     @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(

@@ -1040,7 +1040,7 @@ class TestCoverage:
         shutil.copy(EXAMPLES / "eviction-untagged-negation.json", tmp_path / "doc.json")
         (problem,) = problems_of(tmp_path / "demo_test.yaml")
         assert problem.endswith(
-            "$.cases[0].expect.reasons_include[1]: content-pins@1.0.0 has no rule 'pin-negation' "
+            "$.cases[0].expect.reasons_include[1]: content-pins@1.0.1 has no rule 'pin-negation' "
             "(rules: canary-floor, narrow-spread, pin-definitions, pin-negations, wide-summary)"
         )
 

@@ -24,10 +24,12 @@ from prunewarden.audit._record import (
 )
 from prunewarden.audit._redaction import DEFAULT_MASKS
 from prunewarden.audit._review import (
+    EPISODE_COLUMNS,
     REPORT_COLUMNS,
     RecordFilter,
     Skipped,
     find_authorization,
+    halt_episodes,
     json_value,
     parse_time,
     query,
@@ -39,6 +41,7 @@ from prunewarden.audit._verify import verify_files
 
 __all__ = [
     "DEFAULT_MASKS",
+    "EPISODE_COLUMNS",
     "FSYNC_MODES",
     "REPORT_COLUMNS",
     "AuditLog",
@@ -52,6 +55,7 @@ __all__ = [
     "describe",
     "find_authorization",
     "get_logger",
+    "halt_episodes",
     "input_digest",
     "json_value",
     "log_decision",

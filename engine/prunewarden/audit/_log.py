@@ -16,7 +16,6 @@ from the last whole record across the gap, and ``verify`` reports the loss.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import sys
 import threading
@@ -31,6 +30,7 @@ import structlog
 
 from prunewarden.audit import _record as auditlog
 from prunewarden.audit._chain import GENESIS, is_keyed, key_from_env, seal
+from prunewarden.audit._locking import lock_exclusive, require_file_locks, unlock
 from prunewarden.audit._pipe import PipeWriter, is_stream_device
 from prunewarden.audit._reading import scan_appended
 from prunewarden.audit._redaction import masks_setting
@@ -150,7 +150,7 @@ class AuditLog:
             return
         with self._lock:
             try:
-                fcntl.flock(self._acquire().fd, fcntl.LOCK_UN)
+                unlock(self._acquire().fd)
             except OSError as exc:
                 raise self._error(exc) from None
 
@@ -264,7 +264,7 @@ class AuditLog:
             self._append(state, sealed, len(records))
         finally:
             if self._file is not None:
-                fcntl.flock(self._file.fd, fcntl.LOCK_UN)
+                unlock(self._file.fd)
         # Synced after the lock is let go: other writers append while this one waits for the
         # disk (it syncs their records too), and the records are on disk before this returns.
         if self._file is not None and self._file.sync_due:
@@ -274,6 +274,7 @@ class AuditLog:
     def _acquire(self) -> _FileState:
         """Open and lock the file now at ``path`` (reopening if it was rotated or replaced)."""
         assert self.path is not None  # noqa: S101 - only file sinks lock
+        require_file_locks()
         state = self._file
         if state is not None and state.pid != os.getpid():
             # Inherited through fork: the open file description, and so the lock, is shared with
@@ -286,14 +287,14 @@ class AuditLog:
                 flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
                 fd = os.open(self.path, flags, 0o644)
                 state = self._file = _FileState(fd, os.getpid(), _identity(os.fstat(fd)))
-            fcntl.flock(state.fd, fcntl.LOCK_EX)
+            lock_exclusive(state.fd)
             try:
                 current: tuple[int, int] | None = _identity(self.path.stat())
             except FileNotFoundError:
                 current = None
             if current == state.identity:
                 return state
-            fcntl.flock(state.fd, fcntl.LOCK_UN)
+            unlock(state.fd)
             os.close(state.fd)
             self._file = state = None
 
@@ -332,7 +333,7 @@ class AuditLog:
         flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
         fd = os.open(temporary, flags, 0o644)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            lock_exclusive(fd)
             # Link, then rename over: NAME always exists, so no writer creates a stray file.
             os.link(path, archived)
             temporary.replace(path)
@@ -349,7 +350,7 @@ class AuditLog:
                 sync_file(state.fd)
                 sync_dir(path.parent)
         finally:
-            fcntl.flock(state.fd, fcntl.LOCK_UN)
+            unlock(state.fd)
             os.close(state.fd)
         return fresh, auditlog.log_rotated_record(archived.name, sequence)
 

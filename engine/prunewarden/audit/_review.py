@@ -13,7 +13,7 @@ import os
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -24,14 +24,25 @@ from prunewarden.audit._reading import iter_lines
 from prunewarden.audit._rotation import order_files
 from prunewarden.errors import AuditError
 
+_AGO = re.compile(r"(\d{1,9})([smhdw])")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
-def parse_time(text: str) -> str:
-    """An RFC 3339 time or a date (``2025-11-14``: its midnight, UTC) as a record's ``ts``
-    spelling (UTC, microseconds, ``Z``), so that times compare as strings."""
+
+def parse_time(text: str, now: datetime | None = None) -> str:
+    """An RFC 3339 time, a date (``2025-11-14``: its midnight, UTC) or a time ago (``7d``,
+    ``12h``, ``30m``, ``90s``, ``2w`` before ``now``) as a record's ``ts`` spelling (UTC,
+    microseconds, ``Z``), so that times compare as strings."""
+    if ago := _AGO.fullmatch(text.strip()):
+        delta = timedelta(**{_UNITS[ago.group(2)]: int(ago.group(1))})
+        moment = (now or datetime.now(UTC)) - delta
+        return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     try:
         moment = datetime.fromisoformat(text.replace("z", "Z"))
     except ValueError:
-        msg = f"{text!r} is not a date or an RFC 3339 time (2025-11-14, 2025-11-14T09:30:00Z)"
+        msg = (
+            f"{text!r} is not a date, an RFC 3339 time or a time ago "
+            "(2025-11-14, 2025-11-14T09:30:00Z, 7d, 12h)"
+        )
         raise AuditError(msg) from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
@@ -94,6 +105,7 @@ class RecordFilter:
     decision_id: str | None = None
     since: str | None = None
     until: str | None = None
+    labels: tuple[tuple[str, str], ...] = ()  # each (key, value) must be among the labels
 
     _FIELDS = (
         "policy_name",
@@ -120,6 +132,7 @@ class RecordFilter:
             found.append(value_marker(self.reason))
         if self.subject is not None and not self.subject.isdigit():
             found.append(value_marker(self.subject))
+        found += [value_marker(value) for _, value in self.labels]
         return [marker for marker in found if marker is not None]
 
     def matches(self, record: dict[str, Any]) -> bool:
@@ -135,13 +148,19 @@ class RecordFilter:
             return False
         if self.subject is not None and self.subject not in auditlog.subject_ids(record):
             return False
-        if self.since is not None or self.until is not None:
-            ts = _comparable_ts(auditlog.record_ts(record))
-            if (self.since is not None and ts < self.since) or (
-                self.until is not None and ts >= self.until
-            ):
-                return False
-        return True
+        return self._labelled(record) and self._in_time(record)
+
+    def _labelled(self, record: dict[str, Any]) -> bool:
+        if not self.labels:
+            return True
+        labels = record.get("labels")
+        return isinstance(labels, dict) and all(labels.get(k) == v for k, v in self.labels)
+
+    def _in_time(self, record: dict[str, Any]) -> bool:
+        if self.since is None and self.until is None:
+            return True
+        ts = _comparable_ts(auditlog.record_ts(record))
+        return (self.since is None or ts >= self.since) and (self.until is None or ts < self.until)
 
 
 @dataclass
@@ -225,6 +244,35 @@ def report(
         dict(zip(REPORT_COLUMNS, (*key, t.count, t.first, t.last), strict=True))
         for key, t in sorted(tallies.items())
     ]
+
+
+EPISODE_COLUMNS = ("session_id", "halt_episodes", "halt_decisions", "first_halt", "last_halt")
+
+
+def halt_episodes(
+    paths: Iterable[str | os.PathLike[str]], where: RecordFilter, skipped: Skipped
+) -> list[dict[str, Any]]:
+    """Per session, the collapse halts among the decisions matching ``where``: how many, and in
+    how many episodes (a run of halts that no allowing collapse decision of the session
+    interrupts is one episode, however many passes it refused). Sessions without a halt are
+    left out; decisions without a session count under ``None``."""
+    halting: dict[str | None, bool] = {}
+    tallies: dict[str | None, dict[str, Any]] = {}
+    for _, record in query(paths, where, skipped):
+        if record.get("check") != "collapse":
+            continue
+        session = record.get("session_id")
+        halted = record.get("outcome") == "halt"
+        if halted:
+            ts = auditlog.record_ts(record)
+            tally = tallies.setdefault(
+                session, dict(zip(EPISODE_COLUMNS, (session, 0, 0, ts, ts), strict=True))
+            )
+            tally["halt_episodes"] += not halting.get(session, False)
+            tally["halt_decisions"] += 1
+            tally["last_halt"] = ts
+        halting[session] = halted
+    return [tallies[key] for key in sorted(tallies, key=lambda key: (key is not None, key or ""))]
 
 
 @dataclass(frozen=True, slots=True)
@@ -359,6 +407,15 @@ def _literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
+_GLOB_CHARACTERS = re.compile(r"([*?\[])")
+
+
+def _glob_literal(path: str) -> str:
+    """``path`` as a DuckDB file pattern matching only itself: DuckDB expands ``*``, ``?`` and
+    ``[...]`` in every file name it reads, so each becomes a one-character class (``[*]``)."""
+    return _GLOB_CHARACTERS.sub(r"[\1]", path)
+
+
 def sql(
     statement: str, paths: Iterable[str | os.PathLike[str]]
 ) -> tuple[list[str], list[str], Iterator[tuple[Any, ...]]]:
@@ -382,7 +439,8 @@ def sql(
         connection.execute("SET TimeZone = 'UTC'")
         columns = "{" + ", ".join(f"{_literal(k)}: {_literal(v)}" for k, v in _COLUMNS.items())
         views = _VIEWS.format(
-            files="[" + ", ".join(_literal(name) for name in files) + "]", columns=columns + "}"
+            files="[" + ", ".join(_literal(_glob_literal(name)) for name in files) + "]",
+            columns=columns + "}",
         )
         connection.execute(views)
         cursor = connection.execute(statement)

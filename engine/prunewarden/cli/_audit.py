@@ -21,6 +21,7 @@ import yaml
 
 from prunewarden.audit import (
     DEFAULT_MASKS,
+    EPISODE_COLUMNS,
     FSYNC_MODES,
     REPORT_COLUMNS,
     AuditLog,
@@ -29,6 +30,7 @@ from prunewarden.audit import (
     authorization_header,
     describe,
     find_authorization,
+    halt_episodes,
     json_value,
     parse_time,
     query,
@@ -223,8 +225,22 @@ def _add_filters(parser: argparse.ArgumentParser) -> None:
         "--subject", metavar="ID", help="a segment id, span id or cycle the decision is about"
     )
     parser.add_argument("--decision", dest="decision_id", metavar="ID", help="decision id")
-    parser.add_argument("--since", metavar="T", help="from this time (RFC 3339 or date), inclusive")
-    parser.add_argument("--until", metavar="T", help="to this time (RFC 3339 or date), exclusive")
+    parser.add_argument(
+        "--label",
+        dest="labels",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a label the decision was recorded with (repeatable: every one must match)",
+    )
+    parser.add_argument(
+        "--since",
+        metavar="T",
+        help="from this time (RFC 3339, a date, or a time ago: 7d, 12h, 30m), inclusive",
+    )
+    parser.add_argument(
+        "--until", metavar="T", help="to this time (same forms as --since), exclusive"
+    )
 
 
 def run_audit(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
@@ -274,7 +290,16 @@ def _filter(args: argparse.Namespace) -> RecordFilter:
         decision_id=args.decision_id,
         since=parse_time(args.since) if args.since else None,
         until=parse_time(args.until) if args.until else None,
+        labels=tuple(_label(text) for text in args.labels),
     )
+
+
+def _label(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        msg = f"audit: --label {text!r} is not KEY=VALUE"
+        raise AuditError(msg)
+    return key, value
 
 
 _QUERY_COLUMNS = (
@@ -328,17 +353,24 @@ def _report(args: argparse.Namespace, files: list[Path], stdout: IO[str], stderr
     if args.plot is not None:  # before reading: a missing extra fails fast
         figure_class()
         prepare_file(args.plot)
-    rows = report(files, _filter(args), skipped)
+    where = _filter(args)
+    rows = report(files, where, skipped)
+    halted = any(row["check"] == "collapse" and row["outcome"] == "halt" for row in rows)
+    episodes = halt_episodes(files, where, Skipped()) if halted else []
     if args.format == "json":
-        for row in rows:
+        for row in [*rows, *episodes]:
             stdout.write(json.dumps(row) + "\n")
     else:
         stdout.write(
             _table(list(REPORT_COLUMNS), [[_cell(row[c]) for c in REPORT_COLUMNS] for row in rows])
         )
+        if episodes:
+            stdout.write("\ncollapse halts by session (an episode: consecutive halts)\n")
+            cells = [[_cell(row[c]) for c in EPISODE_COLUMNS] for row in episodes]
+            stdout.write(_table(list(EPISODE_COLUMNS), cells))
     _warn(skipped, stderr)
     if args.plot is not None:
-        daily = count_daily(files, _filter(args))
+        daily = count_daily(files, where)
         write_audit_plot(daily, [str(f) for f in files], args.plot)
         stderr.write(f"plot: written to {args.plot}\n")
     return ExitCode.OK

@@ -15,6 +15,7 @@ exit codes:
   1   refused: deny or halt by an enforcing guard (policy diff: the policies differ)
   2   usage error, or a malformed input document
   3   invalid policy, or a policy version reused for different content
+  4   test: a policy test case failed or broke, or coverage fell short
   5   audit verify: a log failed verification
   70  internal error (a bug: please report it)
 """

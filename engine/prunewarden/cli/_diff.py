@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import IO, Any
 
 from prunewarden._identity import PolicyIdentity
+from prunewarden.cli._common import UsageError
 from prunewarden.cli._jobs import Runner, progress_for
 from prunewarden.cli._policy import base_dirs
 from prunewarden.cli._replay import (
@@ -27,6 +28,7 @@ from prunewarden.cli._replay import (
     report_problems,
     short_identity,
 )
+from prunewarden.cli._revision import load_policy_at
 from prunewarden.plots import write_diff_plots
 from prunewarden.replay import DiffJob, Group, GroupKey, TraceDiff, diff_in_worker, run_diff_job
 
@@ -52,8 +54,16 @@ def add_diff(commands: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     diff.add_argument("traces", nargs="+", metavar="TRACE", help="trace files (JSON Lines)")
-    diff.add_argument("--base", metavar="FILE", required=True, help="the policy in force")
+    diff.add_argument(
+        "--base", metavar="FILE", help="the policy in force (with --base-ref: as REF holds it)"
+    )
     diff.add_argument("--candidate", metavar="FILE", required=True, help="the policy proposed")
+    diff.add_argument(
+        "--base-ref",
+        metavar="REF",
+        help="read the base policy and its extends chain from git revision REF (e.g. "
+        "origin/main); --base defaults to the candidate's path",
+    )
     add_run_options(diff)
     add_plot_option(
         diff,
@@ -64,7 +74,14 @@ def add_diff(commands: Any) -> None:
 
 def run_diff(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
     bases = base_dirs(args)
-    base, candidate = policy_or_default(args.base, bases), policy_or_default(args.candidate, bases)
+    if args.base_ref is not None:
+        base = load_policy_at(args.base_ref, args.base or args.candidate, bases)
+    elif args.base is None:
+        msg = "prunewarden diff: --base FILE or --base-ref REF is required"
+        raise UsageError(msg)
+    else:
+        base = policy_or_default(args.base, bases)
+    candidate = policy_or_default(args.candidate, bases)
     identities = (base.identity, candidate.identity)
     check_plot_target(args.plot)
     progress = progress_for(args, stderr, "diff", args.traces)

@@ -3,6 +3,8 @@
 Both ways give the same output, so that ``--jobs`` only changes how long a run takes: a worker
 writes its trace's lines to a temporary file, and the files are copied to the output in job
 order once every job is done. The progress line adds up what each job reports, wherever it runs.
+When it is shown depends on a clock the caller may replace (``CLOCK``), so that tests reading
+the progress output do not depend on how fast the machine is.
 """
 
 from __future__ import annotations
@@ -17,6 +19,9 @@ from pathlib import Path
 from typing import IO, Any
 
 from prunewarden.replay import DiffJob, ReplayJob, TraceReader, concatenate, run_jobs
+
+#: The clock that paces progress lines; tests replace it with a fixed or stepping one.
+CLOCK: Callable[[], float] = time.monotonic
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,8 +67,17 @@ class Progress:
     """Events replayed and the share of the traces' bytes read, on one line of standard error
     (rewritten in place on a terminal, a line every few seconds otherwise)."""
 
-    def __init__(self, stream: IO[str], verb: str, traces: Sequence[str], *, on: bool) -> None:
+    def __init__(
+        self,
+        stream: IO[str],
+        verb: str,
+        traces: Sequence[str],
+        *,
+        on: bool,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.stream = stream
+        self.clock = clock
         self.verb = verb
         self.on = on
         self.tty = on and _isatty(stream)
@@ -71,7 +85,7 @@ class Progress:
         self.total = sum(_size(trace) for trace in traces) if on else 0
         self.events: dict[int, int] = {}
         self.read: dict[int, int] = {}
-        self.shown = 0.0 if self.tty else time.monotonic()  # a log gets its first line later
+        self.shown = 0.0 if self.tty else clock()  # a log gets its first line later
         self.width = 0
 
     def callback(self, index: int) -> Callable[[TraceReader], None] | None:
@@ -85,7 +99,7 @@ class Progress:
 
     def update(self, index: int, events: int, read: int) -> None:
         self.events[index], self.read[index] = events, read
-        now = time.monotonic()
+        now = self.clock()
         if now - self.shown >= self.every:
             self.shown = now
             self._show()
@@ -117,7 +131,7 @@ def progress_for(
     args: argparse.Namespace, stderr: IO[str], verb: str, traces: Sequence[str]
 ) -> Progress:
     on = args.progress if args.progress is not None else _isatty(stderr)
-    return Progress(stderr, verb, traces, on=on)
+    return Progress(stderr, verb, traces, on=on, clock=CLOCK)
 
 
 def _isatty(stream: IO[str]) -> bool:

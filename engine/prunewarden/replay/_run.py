@@ -336,9 +336,6 @@ _R = TypeVar("_R")
 # Where a worker process sends (job index, events read, bytes read); set by _start_worker.
 _PROGRESS_QUEUE: Any = None
 _REPORT_EVERY = 0.2  # seconds between a worker's progress messages
-# How long the parent waits for the workers' last progress messages once every job is done: a
-# message put just before a job returned may still be in the queue's feeder thread.
-_LAST_REPORTS_WAIT = 10.0
 
 
 def _start_worker(progress_queue: Any) -> None:
@@ -360,11 +357,12 @@ class WorkerProgress:
         now = time.monotonic()
         if now - self.sent >= _REPORT_EVERY:
             self.sent = now
-            _PROGRESS_QUEUE.put((*self.last, False))
+            _PROGRESS_QUEUE.put(self.last)
 
     def done(self) -> None:
-        """The last message, always sent: the parent waits for one per job."""
-        _PROGRESS_QUEUE.put((*(self.last or (self.index, 0, 0)), True))
+        """The last message: the parent reads it once the pool has joined its workers."""
+        if self.last is not None:
+            _PROGRESS_QUEUE.put(self.last)
 
 
 def in_worker(index: int, work: Callable[[Progress | None], _R]) -> _R:
@@ -401,46 +399,30 @@ def run_jobs(
     ) as pool:
         futures = [pool.submit(work, job) for job in jobs]
         pending = set(futures)
-        finished = 0  # jobs whose last progress message arrived
         while pending:
             _, pending = wait(pending, timeout=_REPORT_EVERY, return_when=FIRST_COMPLETED)
-            finished += _drain(progress_queue, on_progress)
-        deadline = time.monotonic() + _LAST_REPORTS_WAIT
-        while progress_queue is not None and finished < len(jobs):
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                break
-            finished += _drain(progress_queue, on_progress, wait_for=remaining)
+            _drain(progress_queue, on_progress)
         results = [future.result() for future in futures]
+    # A result can arrive before the progress its worker queued last: a queue is fed by a
+    # thread of its own. Workers flush their queue as they exit, and the pool has joined them
+    # here, so this drain hears every job's final count (under load, one drain before missed it).
+    _drain(progress_queue, on_progress)
     if progress_queue is not None:
         progress_queue.close()
         progress_queue.join_thread()
     return results
 
 
-def _drain(
-    progress_queue: Any,
-    on_progress: Callable[[int, int, int], None] | None,
-    *,
-    wait_for: float = 0.0,
-) -> int:
-    """Hand every queued message to ``on_progress`` (waiting up to ``wait_for`` seconds for the
-    first); return how many were a job's last."""
+def _drain(progress_queue: Any, on_progress: Callable[[int, int, int], None] | None) -> None:
+    """Hand every message already queued to ``on_progress``."""
     if progress_queue is None or on_progress is None:
-        return 0
-    last = 0
+        return
     while True:
         try:
-            if wait_for > 0:
-                message = progress_queue.get(timeout=wait_for)
-                wait_for = 0.0
-            else:
-                message = progress_queue.get_nowait()
+            index, events, read = progress_queue.get_nowait()
         except queue.Empty:
-            return last
-        index, events, read, final = message
+            return
         on_progress(index, events, read)
-        last += bool(final)
 
 
 def replay_in_worker(job: ReplayJob) -> TraceSummary:

@@ -20,11 +20,15 @@ evaluation fails, and a rule that fails counts as matched (fail closed).
 
 from __future__ import annotations
 
-import resource
 import time
 from contextvars import ContextVar
 
 from prunewarden.limits import MAX_RULE_ALLOCATION
+
+try:
+    import resource
+except ImportError:  # not POSIX (Windows): time.thread_time measures the same CPU time
+    resource = None  # type: ignore[assignment]
 
 
 class BudgetExceededError(BaseException):
@@ -34,7 +38,7 @@ class BudgetExceededError(BaseException):
         return str(self.args[0]) if self.args else "over its budget"
 
 
-_RUSAGE_THREAD = getattr(resource, "RUSAGE_THREAD", None)
+_RUSAGE_THREAD: int | None = getattr(resource, "RUSAGE_THREAD", None)
 
 
 def _thread_cpu() -> float:

@@ -6,10 +6,12 @@ evaluated once per item and matches when any item matches.
 
 Rules only tighten. A matched rule in ``enforce`` mode with effect ``deny``, ``halt`` or ``pin``
 refuses; ``warn`` and ``audit`` add a reason and leave the outcome; nothing turns a refusal into an
-allow. A rule that errors, times out or gives something other than a bool counts as matched, with
-reason ``rule_error:<name>`` (fail closed). The rules of one request share one
-:class:`~prunewarden.rules._budget.Budget` of CPU time; once it is spent, every rule left
-fails closed without running.
+allow. When a rule refuses what the guard allowed, the guard's allowing reasons (``authorized``)
+are not listed among the refusal's reasons: they move into the first refusing reason's detail,
+under ``guard``, so that a refused decision never reads as authorized. A rule that errors, times
+out or gives something other than a bool counts as matched, with reason ``rule_error:<name>``
+(fail closed). The rules of one request share one :class:`~prunewarden.rules._budget.Budget` of
+CPU time; once it is spent, every rule left fails closed without running.
 """
 
 from __future__ import annotations
@@ -83,11 +85,12 @@ class RuleSet:
             if action not in merged_actions:
                 merged_actions.append(action)
         if binding and not verdict.refused:
-            # A rule refused what the guard allowed: its reasons lead, the guard's follow.
+            # A rule refused what the guard allowed. A refusal carries no allowing reason: what
+            # the guard found goes into the first refusing reason's detail, as ``guard``.
             kept = _everything(request) if verdict.kept is not None else None
             return Verdict(
                 True,
-                [*binding, *verdict.reasons, *advisory],
+                [*_with_guard(binding, verdict.reasons), *advisory],
                 merged_actions,
                 kept=kept,
                 evicted=() if kept is not None else None,
@@ -226,6 +229,16 @@ def _reasons(rule: Rule, outcome: _Outcome) -> list[Reason]:
         message = f"rule {rule.name!r} failed{where}: {error}; counted as matched"
         reasons.append(Reason(f"rule_error:{rule.name}", message + suffix, detail))
     return reasons
+
+
+def _with_guard(binding: list[Reason], guard: Sequence[Reason]) -> list[Reason]:
+    """The rules' refusing reasons, the first carrying the allowing guard's reasons in its
+    detail (``guard``: code, message and detail of each)."""
+    if not guard:
+        return binding
+    first = binding[0]
+    detail = {**first.detail, "guard": [reason.to_dict() for reason in guard]}
+    return [Reason(first.code, first.message, detail), *binding[1:]]
 
 
 def _actions(rule: Rule, request: Request) -> tuple[Action, ...]:

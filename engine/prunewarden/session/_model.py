@@ -120,6 +120,8 @@ class Session:
         self._unsaved: str | None = None  # why the last save failed, while it stays unsaved
         # A session for one stateless call (Engine.plan): its decisions are not a session's.
         self._stateless = stateless
+        # Segments a rule pinned in a pruning pass (id -> text), pinned for the later passes.
+        self.rule_pins: dict[str, str] = {}
 
     @property
     def policy(self) -> Policy:
