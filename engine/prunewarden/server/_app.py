@@ -25,11 +25,18 @@ import contextlib
 import hmac
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, Histogram, generate_latest
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    generate_latest,
+)
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -37,7 +44,6 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from prunewarden import _resources as resources
-from prunewarden.decision import Decision
 from prunewarden.errors import InputError
 from prunewarden.server._config import ServerConfig
 from prunewarden.server._openapi import openapi_document
@@ -56,12 +62,6 @@ LATENCY = Histogram(
     buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0),
 )
 
-DECISIONS = Counter(
-    "prunewarden_decisions_total",
-    "Decisions made (logged or refused for want of a log), by check and outcome",
-    ["check", "outcome", "enforced"],
-)
-
 INLINE_BODY_BYTES = 16 * 1024  # the largest body a call may have to run on the event loop
 THREADS = 64  # worker threads deciding at once (each request's engine call runs in one)
 
@@ -78,9 +78,12 @@ def create_app(
     service: DecisionService,
     sessions: SessionService,
     on_shutdown: Callable[[], None] = lambda: None,
+    decision_metrics: CollectorRegistry | None = None,
 ) -> Starlette:
-    """The ASGI application; ``on_shutdown`` runs once the last request has been answered."""
-    endpoints = _Endpoints(config, service, sessions)
+    """The ASGI application; ``on_shutdown`` runs once the last request has been answered.
+    ``decision_metrics`` is the registry of the engine's :class:`DecisionMetrics`, served at
+    ``/metrics`` after the process-wide registry (the HTTP metrics)."""
+    endpoints = _Endpoints(config, service, sessions, decision_metrics)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
@@ -98,9 +101,14 @@ class _Endpoints:
     """The routes of API v1 and the one wrapper each handler runs in."""
 
     def __init__(
-        self, config: ServerConfig, service: DecisionService, sessions: SessionService
+        self,
+        config: ServerConfig,
+        service: DecisionService,
+        sessions: SessionService,
+        decision_metrics: CollectorRegistry | None,
     ) -> None:
         self.config = config
+        self.decision_metrics = decision_metrics
         self.service = service
         self.sessions = sessions
         self.openapi = openapi_document()
@@ -248,18 +256,16 @@ class _Endpoints:
             _authorize(request, self.config.token)
         except ServiceProblemError as exc:
             return problem_response(exc.problem, {})
-        return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)
+        text = generate_latest(REGISTRY)
+        if self.decision_metrics is not None:
+            text += generate_latest(self.decision_metrics)
+        return Response(text, media_type=CONTENT_TYPE_LATEST)
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
     status = exc.status_code if isinstance(exc, HTTPException) else 500
     kind = {404: "not-found", 405: "method-not-allowed"}.get(status, "internal-error")
     return problem_response(ProblemDocument(kind, f"{request.method} {request.url.path}"), {})
-
-
-def count_decision(decision: Decision, _record: Mapping[str, Any]) -> None:
-    """The engine's decision hook: one count per decision."""
-    DECISIONS.labels(decision.check, decision.outcome, str(decision.enforced).lower()).inc()
 
 
 def _authorize(request: Request, token: str | None) -> None:

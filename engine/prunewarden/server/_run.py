@@ -25,13 +25,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import uvicorn
+from prometheus_client import CollectorRegistry
 from redis.exceptions import RedisError
 from starlette.applications import Starlette
 
 from prunewarden.audit import AuditLog
 from prunewarden.errors import AuditError
+from prunewarden.metrics import DecisionMetrics
 from prunewarden.reload import ReloadingEngine
-from prunewarden.server._app import count_decision, create_app
+from prunewarden.server._app import create_app
 from prunewarden.server._config import Listen, ServerConfig, ServerConfigError
 from prunewarden.server._redis import RedisSessionStore
 from prunewarden.server._service import DecisionService
@@ -71,6 +73,10 @@ def build_app(config: ServerConfig) -> Built:
     except BaseException:
         audit.close()
         raise
+    # The decision metrics of docs/observability.md, on a registry of this app's own: a process
+    # may build more than one app (tests do), and each counts only its engine's decisions.
+    registry = CollectorRegistry()
+    metrics = DecisionMetrics(registry)
     try:
         engine = ReloadingEngine(
             config.policy,
@@ -79,12 +85,13 @@ def build_app(config: ServerConfig) -> Built:
             interval=config.reload_interval,
             audit=audit,
             store=store,
-            on_decision=count_decision,
+            on_decision=metrics,
         )
     except BaseException:
         store.close()
         audit.close()
         raise
+    metrics.watch(engine)
     sessions = SessionService(engine, store, ttl=config.session_ttl)
     syncer = _Syncer(audit) if config.audit_fsync == "batch" else None
     closed: list[bool] = []
@@ -101,7 +108,13 @@ def build_app(config: ServerConfig) -> Built:
         finally:
             audit.close()
 
-    app = create_app(config, DecisionService(engine, audit), sessions, on_shutdown=close)
+    app = create_app(
+        config,
+        DecisionService(engine, audit),
+        sessions,
+        on_shutdown=close,
+        decision_metrics=registry,
+    )
     return Built(app, engine, audit, sessions, close)
 
 
