@@ -18,13 +18,22 @@ from prunewarden.cli._jobs import Runner, progress_for
 from prunewarden.cli._policy import base_dirs
 from prunewarden.cli._replay import (
     add_run_options,
+    cluster_for,
     exit_status,
     policy_or_default,
     quantity,
     report_problems,
     short_identity,
 )
-from prunewarden.replay import DiffJob, Group, GroupKey, TraceDiff, diff_in_worker, run_diff_job
+from prunewarden.replay import (
+    DiffJob,
+    Group,
+    GroupKey,
+    TraceDiff,
+    diff_in_worker,
+    expand_traces,
+    run_diff_job,
+)
 
 DIFF_EXIT_CODES = """\
 exit codes:
@@ -47,20 +56,27 @@ def add_diff(commands: Any) -> None:
         epilog=DIFF_EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    diff.add_argument("traces", nargs="+", metavar="TRACE", help="trace files (JSON Lines)")
+    diff.add_argument(
+        "traces",
+        nargs="+",
+        metavar="TRACE",
+        help="trace files (JSON Lines; .gz, .zst; URLs and globs fsspec reads)",
+    )
     diff.add_argument("--base", metavar="FILE", required=True, help="the policy in force")
     diff.add_argument("--candidate", metavar="FILE", required=True, help="the policy proposed")
     add_run_options(diff)
 
 
 def run_diff(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
+    traces = expand_traces(args.traces)
+    cluster = cluster_for(args)
     bases = base_dirs(args)
     base, candidate = policy_or_default(args.base, bases), policy_or_default(args.candidate, bases)
     identities = (base.identity, candidate.identity)
-    progress = progress_for(args, stderr, "diff", args.traces)
+    progress = progress_for(args, stderr, "diff", traces)
     with tempfile.TemporaryFile("w+", encoding="utf-8") as changes:
-        jobs = [DiffJob(i, trace, base, candidate, "") for i, trace in enumerate(args.traces)]
-        results: list[TraceDiff] = Runner(args.jobs, changes, progress).run(
+        jobs = [DiffJob(i, trace, base, candidate, "") for i, trace in enumerate(traces)]
+        results: list[TraceDiff] = Runner(args.jobs, changes, progress, cluster).run(
             jobs,
             serial=lambda job: run_diff_job(job, changes, progress.callback(job.index)),
             parallel=diff_in_worker,

@@ -21,7 +21,6 @@ import stat
 from collections.abc import Iterator
 from typing import IO, Any, Self
 
-from prunewarden._files import open_regular
 from prunewarden._schemas import schema_problems
 from prunewarden._source import parse_json
 from prunewarden.errors import InputError, Problem, describe_value
@@ -41,6 +40,7 @@ from prunewarden.replay._events import (
     size_problems,
     target_problems,
 )
+from prunewarden.replay._sources import open_trace
 
 TRACE_VERSION = 1
 
@@ -60,8 +60,9 @@ _DEFAULT_SCORES = ScoreRange(0.0, 1.0)
 class TraceReader:
     """Reads a trace line by line; raises :class:`InputError` at the first bad line.
 
-    ``source`` is a path (of a regular file: a FIFO or a device is refused unread) or a binary
-    stream. ``scores`` is the replaying policy's score range
+    ``source`` is a path (of a regular file: a FIFO or a device is refused unread), a URL
+    fsspec reads (``s3://...``, ``memory://...``), either gzip- or zstd-compressed by its name
+    (``.gz``, ``.zst``), or a binary stream. ``scores`` is the replaying policy's score range
     (default ``[0, 1]``). After an error, :meth:`rest_problems` reads on and reports the problems
     of the remaining lines, so that a malformed trace is reported at once.
     """
@@ -87,7 +88,7 @@ class TraceReader:
         if isinstance(source, str | os.PathLike):
             self.name = name or os.fspath(source)
             try:
-                self._file: IO[bytes] = open_regular(source)  # closed by close()
+                self._file: IO[bytes] = open_trace(source)  # closed by close()
             except OSError as exc:
                 problem = Problem(self.name, 0, 0, "$", f"cannot read: {exc.strerror}")
                 raise InputError([problem]) from None
