@@ -6,6 +6,7 @@ Imports the layers below it (policy, inputs, decision); nothing above it.
 from __future__ import annotations
 
 from prunewarden.audit._chain import seal
+from prunewarden.audit._export import AUDIT_COLUMNS, export_parquet, sql_parquet
 from prunewarden.audit._log import FSYNC_MODES, AuditLog, FsyncMode
 from prunewarden.audit._record import (
     DecisionContext,
@@ -37,6 +38,7 @@ from prunewarden.audit._rotation import rotated_files
 from prunewarden.audit._verify import verify_files
 
 __all__ = [
+    "AUDIT_COLUMNS",
     "DEFAULT_MASKS",
     "FSYNC_MODES",
     "REPORT_COLUMNS",
@@ -48,6 +50,7 @@ __all__ = [
     "authorization_header",
     "decision_record",
     "describe",
+    "export_parquet",
     "find_authorization",
     "get_logger",
     "input_digest",
@@ -62,6 +65,7 @@ __all__ = [
     "seal",
     "session_rebound_record",
     "sql",
+    "sql_parquet",
     "subject_of",
     "texts_of",
     "verify_files",
