@@ -132,7 +132,7 @@ def _client(cluster: DaskCluster) -> Iterator[Any]:
                         threads_per_worker=1,
                         processes=True,
                         host="127.0.0.1",
-                        dashboard_address=None,
+                        dashboard_address="127.0.0.1:0",  # its HTTP server, on a free loopback port
                         silence_logs=logging.CRITICAL,
                     )
                 )
