@@ -20,6 +20,7 @@ import errno
 import gzip
 import io
 import os
+import zlib
 from collections.abc import Iterable
 from typing import IO, Any
 
@@ -29,6 +30,8 @@ from prunewarden.errors import InputError, Problem
 from prunewarden.limits import MAX_TRACE_FILES
 
 _GLOB_CHARACTERS = frozenset("*?[")
+# Compressed bytes given to the zstd decompressor at once: a few MiB of output at the most.
+_ZSTD_FEED = 256
 REMOTE_EXTRA = "pip install 'prunewarden[remote]'"
 
 
@@ -64,8 +67,7 @@ def _decompressed(name: str, raw: IO[bytes]) -> IO[bytes]:
         return _Owning(gzip.GzipFile(fileobj=raw, mode="rb"), raw)
     if name.endswith(".zst"):
         zstandard = optional_module("zstandard", f"reading {name} needs zstandard: {REMOTE_EXTRA}")
-        reader = zstandard.ZstdDecompressor().stream_reader(raw, closefd=False)
-        return _Owning(reader, raw)
+        return _Owning(_ZstdFrames(zstandard, raw), raw)
     return raw
 
 
@@ -77,6 +79,14 @@ class _Owning(io.BufferedReader):
         super().__init__(stream)
         self._source = source
 
+    def readline(self, size: int | None = -1, /) -> bytes:
+        """A line, or :class:`OSError` (``EIO``) when the compressed data is corrupt or cut
+        short, whatever the decompressor raised."""
+        try:
+            return super().readline(size)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise OSError(errno.EIO, f"cannot decompress: {exc}") from None
+
     def close(self) -> None:
         try:
             super().close()
@@ -86,6 +96,50 @@ class _Owning(io.BufferedReader):
     def fileno(self) -> int:
         """No descriptor whose size is the trace's: the decompressed length is unknown."""
         raise io.UnsupportedOperation("a decompressed stream")
+
+
+class _ZstdFrames(io.RawIOBase):
+    """Zstandard frames decompressed from ``source``, fed :data:`_ZSTD_FEED` bytes at a time so
+    that one call never expands a dense frame far past the reader's line limit, and an
+    :class:`OSError` when the data ends inside a frame (zstandard's own stream reader takes a
+    cut-off trace for a short one)."""
+
+    def __init__(self, zstandard: Any, source: IO[bytes]) -> None:
+        self._zstandard = zstandard
+        self._frame = zstandard.ZstdDecompressor().decompressobj()
+        self._source = source
+        self._pending = b""
+        self._started = False  # some input was fed to the current frame
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        while not self._pending:
+            if self._frame.eof:
+                rest = self._frame.unused_data
+                self._frame = self._zstandard.ZstdDecompressor().decompressobj()
+                self._started = False
+                if rest:
+                    self._feed(rest)
+                    continue
+            chunk = self._source.read(_ZSTD_FEED)
+            if not chunk:
+                if self._started and not self._frame.eof:
+                    raise OSError(errno.EIO, "the compressed data ends inside a frame")
+                return 0
+            self._feed(chunk)
+        size = min(len(buffer), len(self._pending))
+        buffer[:size] = self._pending[:size]
+        self._pending = self._pending[size:]
+        return size
+
+    def _feed(self, chunk: bytes) -> None:
+        self._started = True
+        try:
+            self._pending = self._frame.decompress(chunk)
+        except self._zstandard.ZstdError as exc:
+            raise OSError(errno.EIO, str(exc)) from None
 
 
 def expand_traces(names: Iterable[str]) -> list[str]:

@@ -83,6 +83,7 @@ class TraceReader:
         self.events = 0
         self.bytes_read = 0
         self.size: int | None = None
+        self._unreadable = False
         self._last: dict[str, int | None] = {"cycle": None, "turn": None}
         self._before = dict(self._last)  # the numbers before the latest event
         if isinstance(source, str | os.PathLike):
@@ -283,7 +284,7 @@ class TraceReader:
         """``(line number, text)`` of the next non-blank line, None at the end; raises
         :class:`InputError` for a line too long or not UTF-8 (the next call goes on after it)."""
         limit = self.max_line_bytes
-        while raw := self._file.readline(limit + 1):
+        while raw := self._read_line(limit + 1):
             self.line += 1
             self.bytes_read += len(raw)
             if len(raw) > limit and not raw.endswith(b"\n"):
@@ -301,9 +302,21 @@ class TraceReader:
                 return self.line, text
         return None
 
+    def _read_line(self, limit: int) -> bytes:
+        """The next line, at most ``limit`` bytes of it; b"" at the end, and after a read error
+        (a corrupt or truncated compressed trace), which is raised once as a problem."""
+        if self._unreadable:
+            return b""
+        try:
+            return self._file.readline(limit)
+        except OSError as exc:
+            self._unreadable = True
+            message = f"cannot read: {exc.strerror or exc}"
+            raise InputError([Problem(self.name, self.line + 1, 1, "$", message)]) from None
+
     def _skip_line(self) -> int:
         skipped = 0
-        while chunk := self._file.readline(64 * 1024):
+        while chunk := self._read_line(64 * 1024):
             skipped += len(chunk)
             if chunk.endswith(b"\n"):
                 break
