@@ -27,10 +27,8 @@ def cli(*argv: str) -> tuple[int, str, str]:
 def parquet_rows(folder: Path, statement: str) -> list[tuple[Any, ...]]:
     """``statement`` over the view ``decisions`` of a Parquet folder, in DuckDB directly."""
     with duckdb.connect(":memory:") as connection:
-        connection.execute(
-            "CREATE VIEW decisions AS SELECT * FROM read_parquet("
-            f"'{folder}/**/*.parquet', hive_partitioning = true)"
-        )
+        parquet = connection.read_parquet(f"{folder}/**/*.parquet", hive_partitioning=True)
+        parquet.create_view("decisions")
         return connection.execute(statement).fetchall()
 
 
