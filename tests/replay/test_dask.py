@@ -120,6 +120,22 @@ class TestDaskReplay:
         assert f"{bad}:2:" in serial[2]
         assert dask == serial
 
+    def test_calibrate_compares_on_the_cluster(self, scheduler: str, tmp_path: Path) -> None:
+        """calibrate's per-trace comparison on the cluster prints what the serial run prints."""
+        named = {Path(path).name: path for path in EXAMPLES}
+        healthy = [named["healthy-session.jsonl"], named["healthy-homogeneous.jsonl"]]
+        argv = (
+            "calibrate", "--healthy", *healthy,
+            "--collapsed", named["collapse-narrowing.jsonl"],
+            "--base", "builtin:default", "--date", "2026-11-30",
+        )  # fmt: skip
+        out = str(tmp_path / "fitted.yaml")
+        serial = cli(*argv, "--out", out)
+        dask = cli(*argv, "--out", out, "--executor", "dask", "--scheduler", scheduler)
+        assert serial[0] == 0
+        assert "halt at cycle 12 (collapse_detected) -> halt at cycle" in serial[1]
+        assert dask == serial
+
 
 class TestDaskOptions:
     def test_a_local_cluster_sized_by_jobs(self, tmp_path: Path) -> None:

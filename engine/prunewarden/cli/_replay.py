@@ -86,6 +86,24 @@ def add_replay(commands: Any) -> None:
 def add_run_options(parser: argparse.ArgumentParser, *, parquet: bool = False) -> None:
     """--jobs, --executor, --scheduler, --format (with ``parquet``: a choice for the decisions),
     --progress."""
+    add_executor_options(parser)
+    parser.add_argument(
+        "--format",
+        choices=["table", "json", *(["parquet"] if parquet else [])],
+        default="table",
+        help="table: readable (default); json: the whole report"
+        + ("; parquet: --decisions DIR gets partitioned Parquet, the table is printed" * parquet),
+    )
+    parser.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="show progress on standard error (default: when it is a terminal)",
+    )
+
+
+def add_executor_options(parser: argparse.ArgumentParser) -> None:
+    """Where traces run: --jobs, --executor, --scheduler."""
     parser.add_argument(
         "--jobs",
         type=_positive,
@@ -105,19 +123,6 @@ def add_run_options(parser: argparse.ArgumentParser, *, parquet: bool = False) -
         metavar="ADDRESS",
         help="with --executor dask: the scheduler of an existing cluster (tcp://host:8786); "
         "without it, a local cluster of --jobs worker processes runs for the command",
-    )
-    parser.add_argument(
-        "--format",
-        choices=["table", "json", *(["parquet"] if parquet else [])],
-        default="table",
-        help="table: readable (default); json: the whole report"
-        + ("; parquet: --decisions DIR gets partitioned Parquet, the table is printed" * parquet),
-    )
-    parser.add_argument(
-        "--progress",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="show progress on standard error (default: when it is a terminal)",
     )
 
 
