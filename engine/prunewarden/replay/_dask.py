@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+import uuid
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -81,17 +82,18 @@ def run_on_dask(
         return []
     with _client(cluster) as client:
         policies = _scatter(client, jobs[0])
+        run = uuid.uuid4().hex  # task keys unique on a scheduler other commands share
         submitted: deque[Any] = deque()
         results: list[Result] = []
         pending = iter(jobs)
         window = IN_FLIGHT_PER_WORKER * max(1, len(client.scheduler_info()["workers"]))
         for job in pending:
-            submitted.append(_submit(client, job, policies))
+            submitted.append(_submit(client, job, policies, run))
             if len(submitted) >= window:
                 break
         for job in pending:
             results.append(_hand_on(submitted.popleft(), on_result))
-            submitted.append(_submit(client, job, policies))
+            submitted.append(_submit(client, job, policies, run))
         while submitted:
             results.append(_hand_on(submitted.popleft(), on_result))
         return results
@@ -110,8 +112,8 @@ def _scatter(client: Any, job: Job) -> tuple[Any, ...]:
     return tuple(client.scatter(policy, broadcast=True, hash=False) for policy in policies)
 
 
-def _submit(client: Any, job: Job, policies: tuple[Any, ...]) -> Any:
-    key = f"prunewarden-trace-{job.index}-{id(policies)}"
+def _submit(client: Any, job: Job, policies: tuple[Any, ...], run: str) -> Any:
+    key = f"prunewarden-{run}-{job.index}"
     if isinstance(job, ReplayJob):
         return client.submit(replay_task, job.index, job.trace, job.audit, *policies, key=key)
     return client.submit(diff_task, job.index, job.trace, *policies, key=key)
