@@ -9,8 +9,9 @@ trace is never split, since a session's decisions depend on everything it saw be
 policy is scattered to every worker once, before any task, and a task names it by its future;
 no task carries a policy. A task returns the trace's summary and its output lines; results are
 handed on in trace order as they arrive (later traces wait in memory for an earlier one), so the
-output is the serial run's, line for line. At most :data:`IN_FLIGHT_PER_WORKER` tasks per
-worker are submitted ahead, which bounds the scheduler's load and the results held here.
+output is the serial run's, line for line. Tasks are submitted :data:`BATCH_PER_WORKER` per
+worker at a time, one batch running while the next waits behind it: a round trip to the
+scheduler per batch rather than per task, and never more than two batches held here.
 
 With no scheduler address a ``LocalCluster`` of worker processes (one thread each) is started on
 the loopback interface for the run and closed after it, its logs silenced.
@@ -34,7 +35,7 @@ from prunewarden.replay._diff import DiffJob, TraceDiff, run_diff_job
 from prunewarden.replay._run import AuditTarget, ReplayJob, TraceSummary, run_replay_job
 
 DASK_EXTRA = "pip install 'prunewarden[dask]'"
-IN_FLIGHT_PER_WORKER = 32
+BATCH_PER_WORKER = 32
 # Seconds to reach a scheduler, and for a started cluster's workers to come up.
 CONNECT_TIMEOUT = 60.0
 
@@ -83,27 +84,29 @@ def run_on_dask(
     with _client(cluster) as client:
         policies = _scatter(client, jobs[0])
         run = uuid.uuid4().hex  # task keys unique on a scheduler other commands share
-        submitted: deque[Any] = deque()
+        workers = max(1, len(client.scheduler_info()["workers"]))
+        size = BATCH_PER_WORKER * workers
+        batches = (jobs[i : i + size] for i in range(0, len(jobs), size))
+        submitted: deque[list[Any]] = deque()
         results: list[Result] = []
-        pending = iter(jobs)
-        window = IN_FLIGHT_PER_WORKER * max(1, len(client.scheduler_info()["workers"]))
-        for job in pending:
-            submitted.append(_submit(client, job, policies, run))
-            if len(submitted) >= window:
-                break
-        for job in pending:
-            results.append(_hand_on(submitted.popleft(), on_result))
-            submitted.append(_submit(client, job, policies, run))
+        for batch in batches:
+            submitted.append(_submit(client, batch, policies, run))
+            if len(submitted) > 1:  # one batch running, the next queued behind it
+                results += _hand_on(client, submitted.popleft(), on_result)
         while submitted:
-            results.append(_hand_on(submitted.popleft(), on_result))
+            results += _hand_on(client, submitted.popleft(), on_result)
         return results
 
 
-def _hand_on(future: Any, on_result: Callable[[Result, str], None]) -> Result:
-    result, lines = future.result()
-    future.release()
-    on_result(result, lines)
-    return result  # type: ignore[no-any-return]
+def _hand_on(
+    client: Any, futures: list[Any], on_result: Callable[[Result, str], None]
+) -> list[Result]:
+    """Wait for a batch, in order; hand each result on; let the cluster forget them."""
+    done = client.gather(futures)
+    client.cancel(futures)  # releases the results held on the workers
+    for result, lines in done:
+        on_result(result, lines)
+    return [result for result, _ in done]
 
 
 def _scatter(client: Any, job: Job) -> tuple[Any, ...]:
@@ -112,11 +115,16 @@ def _scatter(client: Any, job: Job) -> tuple[Any, ...]:
     return tuple(client.scatter(policy, broadcast=True, hash=False) for policy in policies)
 
 
-def _submit(client: Any, job: Job, policies: tuple[Any, ...], run: str) -> Any:
-    key = f"prunewarden-{run}-{job.index}"
-    if isinstance(job, ReplayJob):
-        return client.submit(replay_task, job.index, job.trace, job.audit, *policies, key=key)
-    return client.submit(diff_task, job.index, job.trace, *policies, key=key)
+def _submit(client: Any, batch: Sequence[Job], policies: tuple[Any, ...], run: str) -> list[Any]:
+    """One task per job of ``batch``, submitted in one call."""
+    keys = [f"prunewarden-{run}-{job.index}" for job in batch]
+    indexes, traces = [job.index for job in batch], [job.trace for job in batch]
+    if isinstance(batch[0], ReplayJob):
+        audits = [job.audit for job in batch if isinstance(job, ReplayJob)]
+        arguments = [[policies[0]] * len(batch)]
+        return list(client.map(replay_task, indexes, traces, audits, *arguments, key=keys))
+    arguments = [[policy] * len(batch) for policy in policies]
+    return list(client.map(diff_task, indexes, traces, *arguments, key=keys))
 
 
 @contextlib.contextmanager
