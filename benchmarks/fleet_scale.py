@@ -5,8 +5,8 @@
 
 Each run is the command a team runs, timed whole (a pool or a cluster started and stopped
 included). The three are run in turn ``--repeat`` times and each keeps its fastest time, so that
-load from elsewhere on the machine weighs on all three alike; the load average is reported. Target: the Dask run within 1.3x of the process pool's wall time, and every run's
-decisions the serial run's, line for line (decision ids and times aside). The per-decision cost
+load from elsewhere on the machine weighs on all three alike; the load average is reported.
+Target: the Dask run within 1.3x of the process pool's wall time, and every run's decisions the serial run's, line for line (decision ids and times aside). The per-decision cost
 of the serial run is the number docs/scale.md works from.
 """
 
@@ -32,8 +32,8 @@ _TIME = re.compile(rb'"evaluated_at":"[^"]*"')
 
 def _make_traces() -> Any:
     spec = importlib.util.spec_from_file_location("make_traces", ROOT / "examples/make_traces.py")
-    assert spec is not None
-    assert spec.loader is not None
+    if spec is None or spec.loader is None:
+        raise ImportError("examples/make_traces.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
