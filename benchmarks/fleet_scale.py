@@ -6,8 +6,9 @@
 Each run is the command a team runs, timed whole (a pool or a cluster started and stopped
 included). The three are run in turn ``--repeat`` times and each keeps its fastest time, so that
 load from elsewhere on the machine weighs on all three alike; the load average is reported.
-Target: the Dask run within 1.3x of the process pool's wall time, and every run's decisions the serial run's, line for line (decision ids and times aside). The per-decision cost
-of the serial run is the number docs/scale.md works from.
+Target: the Dask run within 1.3x of the process pool's wall time, and every run's decisions
+the serial run's, line for line (decision ids and times aside). The per-decision cost of the
+serial run is the number docs/scale.md works from.
 """
 
 from __future__ import annotations
