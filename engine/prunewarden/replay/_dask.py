@@ -131,11 +131,16 @@ def _submit(client: Any, batch: Sequence[Job], policies: tuple[Any, ...], run: s
 def _client(cluster: DaskCluster) -> Iterator[Any]:
     try:
         distributed = optional_module("distributed", f"--executor dask needs {DASK_EXTRA}")
+        dask_config = optional_module("dask.config", f"--executor dask needs {DASK_EXTRA}")
     except OSError as exc:
         raise ExecutorError(exc.strerror or str(exc)) from None
     with contextlib.ExitStack() as stack:
         try:
             if cluster.address is None:
+                # Every task to a worker at once, not one per free thread: a trace takes a few
+                # milliseconds, about the scheduler's round trip to hand out the next one.
+                saturation = {"distributed.scheduler.worker-saturation": "inf"}
+                stack.enter_context(dask_config.set(saturation))
                 local = stack.enter_context(
                     distributed.LocalCluster(
                         n_workers=cluster.workers,
