@@ -41,18 +41,21 @@ pytest: $(VENV)/.installed-test
 # The engine against plain reference checks: a table on stdout, JSON in benchmarks/results/.
 # BENCH_ARGS passes options through (python -m benchmarks --help), e.g. BENCH_ARGS=--quick.
 # Then the workloads measured as whole runs: the rule cache, trace replay (500 turns x 200
-# segments: time, and peak RSS against a ten times longer trace), audit-log throughput, and one
-# pruning pass from 1k to 100k segments (the time per segment must not grow); and a fleet's
-# 2,000 traces serially, with --jobs 2 and on a 2-worker Dask LocalCluster (the extras of the
-# test install: dask, fsspec, pyarrow).
+# segments: time, and peak RSS against a ten times longer trace), audit-log throughput (and 4
+# writer processes appending), one pruning pass from 1k to 100k segments (the time per segment
+# must not grow), a fleet's 2,000 traces serially, with --jobs 2 and on a 2-worker Dask
+# LocalCluster (the extras of the test install: dask, fsspec, pyarrow), and last the hot-path
+# targets of docs/benchmarks.md, each measured in this run (benchmarks/targets.py; --runs 5
+# gives their spread).
 bench: $(VENV)/.installed-test
 	$(BIN)/python -m benchmarks $(BENCH_ARGS)
 	$(BIN)/python benchmarks/rules_cache.py
 	$(BIN)/python benchmarks/replay_scale.py
 	$(BIN)/python benchmarks/bench_replay.py --turns 500 --segments 200 --repeat 1 --traces 2
-	$(BIN)/python benchmarks/bench_auditlog.py --records 100000 --writes 2000
+	$(BIN)/python benchmarks/bench_auditlog.py --records 100000 --writes 2000 --writers 4
 	$(BIN)/python benchmarks/pass_scale.py --repeat 3
 	$(BIN)/python benchmarks/fleet_scale.py --traces 2000 --workers 2
+	$(BIN)/python -m benchmarks.targets
 
 # The fuzz tests with fifty times the examples of make test (several minutes).
 fuzz: $(VENV)/.installed-test

@@ -1,11 +1,14 @@
 """Audit log speed, as ratios against plain references.
 
-    python benchmarks/bench_auditlog.py [--records 1000000] [--dir DIR]
+    python benchmarks/bench_auditlog.py [--records 1000000] [--dir DIR] [--writers 4]
 
 Reading: generates a chained log of N decision records (real decisions, varied ids, sessions,
 policies and times) and times verify, query, report and sql over it against a plain reference
 (reading every line, and ``json.loads`` of every line). Writing: times Engine.evaluate with no
-sink against the same with an audit file under each fsync mode.
+sink against the same with an audit file under each fsync mode. Appending: ``--writers``
+processes append prepared records to one chained file at once (``fsync="batch"``, in batches of
+``--batch`` records: ``AuditLog.write_batch``), against one process writing the same lines
+with no lock and no chain.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import multiprocessing
+import os
 import random
 import tempfile
 import time
@@ -168,6 +173,68 @@ def writing(directory: Path, count: int) -> list[tuple[str, float]]:
     return results
 
 
+def _templates() -> tuple[Any, list[dict[str, Any]]]:
+    policy = parse_policy(
+        "apiVersion: prunewarden/v1\nkind: Policy\nmetadata: {name: prod-eu, version: 1.0.0}\n"
+    )
+    engine = Engine(policy, logger=_Null())
+    records = []
+    for document in (json.loads(p.read_text()) for p in EXAMPLES):
+        _, request = parse_request(document, policy.spec.scores)
+        context = DecisionContext(input_digest(document), subject_of(request))
+        records.append(decision_record(engine.evaluate(document), context, policy))
+    return policy, records
+
+
+def _append(path: Path, batches: int, size: int, start: Any) -> None:
+    policy, templates = _templates()
+    batch = [dict(templates[i % len(templates)]) for i in range(size)]
+    with AuditLog(path, fsync="batch") as audit:
+        audit.add_policy(policy)
+        start.wait()
+        for _ in range(batches):
+            audit.write_batch(batch)
+
+
+def appending(directory: Path, writers: int, count: int, size: int) -> list[tuple[str, float]]:
+    """``writers`` processes appending ``count`` records in all to one chained file."""
+    batches = max(count // (writers * size), 1)
+    total = batches * size * writers
+    _, templates = _templates()
+    lines = [
+        seal(templates[i % len(templates)], "sha256:" + "0" * 64, None)[0] for i in range(size)
+    ]
+    plain = directory / "plain.jsonl"
+
+    def reference() -> None:
+        fd = os.open(plain, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            for _ in range(total // size):
+                os.write(fd, b"".join(lines))
+        finally:
+            os.close(fd)
+
+    path = directory / "append.jsonl"
+    context = multiprocessing.get_context("fork")
+    start = context.Barrier(writers + 1)
+    processes = [
+        context.Process(target=_append, args=(path, batches, size, start)) for _ in range(writers)
+    ]
+    for process in processes:
+        process.start()
+    began = time.perf_counter()
+    start.wait()
+    for process in processes:
+        process.join()
+    seconds = time.perf_counter() - began
+    verified = verify_files([path])
+    assert verified.ok, verified  # noqa: S101 - a benchmark of a broken chain measures nothing
+    return [
+        ("reference: one process, no lock, no chain", timed(reference)),
+        (f"{writers} writers, chained, fsync batch, batches of {size}", seconds),
+    ]
+
+
 def show(title: str, results: list[tuple[str, float]], count: int) -> None:
     reference = results[0][1]
     print(f"\n{title}")
@@ -181,8 +248,18 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--writes", type=int, default=2_000)
     parser.add_argument("--dir", type=Path, default=None)
+    parser.add_argument("--writers", type=int, default=4)
+    parser.add_argument("--appends", type=int, default=200_000)
+    parser.add_argument("--batch", type=int, default=100)
+    parser.add_argument("--only-append", action="store_true", help="skip reading and writing")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(dir=args.dir) as directory:
+        results = appending(Path(directory), args.writers, args.appends, args.batch)
+        batches = max(args.appends // (args.writers * args.batch), 1)
+        total = batches * args.batch * args.writers
+        show(f"appending {total:,} records (ratio against no lock, no chain)", results, total)
+        if args.only_append:
+            return
         path = Path(directory) / "audit.jsonl"
         seconds = timed(lambda: generate(path, args.records))
         size = path.stat().st_size

@@ -1,19 +1,25 @@
-"""What every workload needs: the engine as an application runs it, and its stages one by one."""
+"""What every workload needs: the engine as a deployment runs it, and its stages one by one.
+
+The deployment setting: every decision (every pass) is written to a chained, locked audit file
+with ``fsync="batch"``, in a temporary folder removed at exit.
+"""
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import structlog
-from prunewarden import Engine
+from prunewarden import AuditLog, Engine
 from prunewarden.audit._record import (
     DecisionContext,
     decision_record,
     input_digest,
-    log_decision,
     subject_of,
     texts_of,
 )
@@ -40,9 +46,22 @@ def json_logger() -> Any:
     )
 
 
-def default_engine() -> Engine:
-    """The bundled default policy (the source documents' thresholds), logging every decision."""
-    return Engine.default(logger=json_logger())
+_AUDIT_DIR = Path(tempfile.mkdtemp(prefix="prunewarden-bench-"))
+atexit.register(shutil.rmtree, _AUDIT_DIR, ignore_errors=True)
+_logs: list[AuditLog] = []
+
+
+def audit_log(name: str) -> AuditLog:
+    """A chained audit file (``fsync="batch"``), as a deployment writes one."""
+    log = AuditLog(_AUDIT_DIR / f"{name.replace('/', '-')}-{len(_logs)}.jsonl", fsync="batch")
+    _logs.append(log)
+    return log
+
+
+def default_engine(name: str = "engine") -> Engine:
+    """The bundled default policy (the source documents' thresholds), writing every decision
+    to a chained audit file."""
+    return Engine.default(audit=audit_log(name))
 
 
 def document_stages(
@@ -73,7 +92,8 @@ def decision_stages(
     """The stages after validation, for typed requests and the documents they came from
     (``digests``: their input digests, when validation computed them)."""
     policy = engine.policy
-    logger = json_logger()
+    sink = audit_log("stages")
+    sink.add_policy(policy)
     verdicts = [(p, p.guard.evaluate(p.settings, r)) for p, r in steps]
     decisions = [p.to_decision(v) for p, v in verdicts]
     known = digests if digests is not None else [None] * len(steps)
@@ -87,7 +107,7 @@ def decision_stages(
         "guard": lambda: [p.guard.evaluate(p.settings, r) for p, r in steps],
         "decision": lambda: [p.to_decision(v) for p, v in verdicts],
         "record": records,
-        "log": lambda: log_each(logger, built),
+        "log": lambda: log_each(sink, built),
     }
 
 
@@ -105,6 +125,6 @@ def context_of(
     )
 
 
-def log_each(logger: Any, records: Sequence[Mapping[str, Any]]) -> None:
+def log_each(sink: AuditLog, records: Sequence[Mapping[str, Any]]) -> None:
     for record in records:
-        log_decision(logger, record)
+        sink.write(dict(record))

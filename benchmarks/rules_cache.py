@@ -1,9 +1,10 @@
 """The rule result cache at work: a steady-state eviction pass with and without it.
 
-A pass asks the eviction guard about 200 segments under a policy with 3 rules; between passes 10%
-of the segments change (new text, new score), as in an agent that rewrites a little of its window
-each cycle. The same passes run on an engine whose cache is off, and on one without rules (the
-plain reference: what the built-in guard and input validation cost alone).
+A pass (``Engine.authorize_evictions``, one audit record) asks the eviction guard about 200
+segments under a policy with 3 rules; between passes 10% of the segments change (new text, new
+score), as in an agent that rewrites a little of its window each cycle. The same passes run on
+an engine whose cache is off, and on one without rules (the plain reference: what the built-in
+guard and input validation cost alone).
 
     python benchmarks/rules_cache.py
 
@@ -21,6 +22,7 @@ from typing import Any
 from prunewarden import Engine, parse_policy
 
 SEGMENTS = 200
+TARGET_SECONDS = 0.012  # the warm 3-rule pass
 CHANGED = 0.10
 WARMUP_PASSES = 2
 MEASURED_PASSES = 10
@@ -121,11 +123,13 @@ def run(seed: int = 7) -> dict[str, Any]:
             hits, misses = cache.hits, cache.misses
         order = list(engines)
         rng.shuffle(order)
+        items = [
+            {key: d[key] for key in ("segment", "score", "perturbed_score")} for d in documents
+        ]
         for name in order:
             engine = engines[name]
             started = time.perf_counter()
-            for document in documents:
-                engine.evaluate(document)
+            engine.authorize_evictions(items, [d["segment"]["id"] for d in documents])
             if n >= WARMUP_PASSES:
                 times[name].append(time.perf_counter() - started)
     hits, misses = cache.hits - hits, cache.misses - misses
@@ -152,7 +156,10 @@ def main() -> None:
     print(f"steady-state eviction pass: {SEGMENTS} segments, 3 rules, {CHANGED:.0%} changed")
     print(f"  no rules (reference): {result['pass_seconds_no_rules'] * 1000:8.1f} ms")
     print(f"  rules, cache off:     {result['pass_seconds_cache_off'] * 1000:8.1f} ms")
-    print(f"  rules, cache on:      {result['pass_seconds_cache_on'] * 1000:8.1f} ms")
+    on = result["pass_seconds_cache_on"]
+    met = "met" if on <= TARGET_SECONDS else "MISSED"
+    target = f"target <= {TARGET_SECONDS * 1000:g} ms: {met}"
+    print(f"  rules, cache on:      {on * 1000:8.1f} ms ({target})")
     print(f"  cache on vs off:      {result['speedup_cache_on_vs_off']:8.1f}x faster per pass")
     print(f"  rule time only:       {result['rule_speedup_cache_on_vs_off']:8.1f}x faster")
     print(f"  cache hit rate:       {result['cache_hit_rate']:8.1%} (steady state)")

@@ -92,7 +92,8 @@ class TestGuardFaults:
 
     @pytest.mark.usefixtures("raising_eviction")
     def test_one_raising_segment_in_a_pass(self) -> None:
-        """In a pass, only the segment whose guard raised is refused; every one is logged."""
+        """In a pass, only the segment whose guard raised is refused; every one is in the
+        pass's record."""
         engine = Engine.default(logger=structlog.get_logger())
         with capture_logs() as logs:
             decisions = engine.authorize_evictions([item("a"), item("bad"), item("c")])
@@ -101,7 +102,8 @@ class TestGuardFaults:
             ("internal_error",),
             ("authorized",),
         ]
-        assert [r["decision_id"] for r in logs] == [d.decision_id for d in decisions]
+        (record,) = logs
+        assert [tuple(v["codes"]) for v in record["verdicts"]] == [d.codes for d in decisions]
 
 
 class TestSinkFaults:
@@ -123,33 +125,24 @@ class TestSinkFaults:
         logged = [r["decision_id"] for r in lines(stream)]
         assert logged == [d.decision_id for d in (*before, after)]
 
-    def test_failing_audit_log_refuses_mid_pass(self) -> None:
-        """An audit log that fails in the middle of a pass: the segments decided before keep
-        their decisions and records, those after are refused, and the log stays readable."""
+    def test_failing_audit_log_refuses_the_whole_pass(self) -> None:
+        """An audit log that fails when a pass is written: every decision of the pass is
+        refused (the pass is one record), what was written before stays, and the log resumes
+        with the next pass."""
         stream = FailingStream()
         engine = Engine.default(audit=AuditLog(stream, fsync="never"))
         engine.evaluate(eviction("warm-up"))  # the policy and the first decision are logged
         written = len(lines(stream))
-        original = stream.write
-        calls = 0
-
-        def fail_after_two(text: str) -> int:
-            nonlocal calls
-            calls += 1
-            if calls > 2:
-                stream.failing = True
-            return original(text)
-
-        stream.write = fail_after_two  # type: ignore[method-assign]
+        stream.failing = True
         decisions = engine.authorize_evictions([item(f"p{i}") for i in range(5)])
-        codes = [d.codes for d in decisions]
-        assert codes[:2] == [("authorized",)] * 2
-        assert codes[2:] == [("audit_unavailable",)] * 3
+        stream.failing = False
+        after = engine.authorize_evictions([item(f"q{i}") for i in range(2)])
+        assert [d.codes for d in decisions] == [("audit_unavailable",)] * 5
+        assert {d.reasons[0].detail["refused_pass"] for d in decisions} == {decisions[0].pass_id}
+        assert [d.codes for d in after] == [("authorized",)] * 2
         records = lines(stream)
-        assert len(records) == written + 2
-        assert [r["decision_id"] for r in records[written:]] == [
-            d.decision_id for d in decisions[:2]
-        ]
+        assert [r["kind"] for r in records[written:]] == ["pass"]
+        assert records[written]["pass_id"] == after[0].pass_id
 
     def test_full_disk_through_the_command_line(self) -> None:
         """An audit log on a full device: the decision is refused (exit 1), not lost or crashed."""

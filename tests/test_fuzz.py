@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 import yaml
+from _support.backends import BACKENDS, compiled_backend
 from _support.generators import (
     edge_values,
     json_values,
@@ -234,6 +235,24 @@ class TestDocuments:
         """Any document of any check, valid or with one thing wrong, is a valid decision or an
         InputError, and never a decision when the exact validator refuses it."""
         decide(engine, document)
+
+    @fuzz(150)
+    @given(document=mutated(json_values | edge_values | non_finite | python_values))
+    def test_fallback_validator_gives_the_same_verdicts_and_errors(
+        self, engine: Engine, document: Any
+    ) -> None:
+        """Without jsonschema-rs, the pure-Python validator gives every document the same
+        outcome and reasons, or the same located problems."""
+        verdicts: list[tuple[str, tuple[Any, ...]]] = []
+        for backend in BACKENDS:
+            with compiled_backend(backend):
+                try:
+                    decision = engine.evaluate(document)
+                except InputError as exc:
+                    verdicts.append(("refused", tuple(exc.problems)))
+                else:
+                    verdicts.append((decision.outcome, decision.codes))
+        assert verdicts[0] == verdicts[1]
 
     @fuzz(150)
     @given(

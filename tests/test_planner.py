@@ -122,14 +122,19 @@ class TestAuthorization:
         refused = [d for d in plan.decisions if d.refused]
         assert [d.codes for d in refused] == [("unstable_score",)]
 
-    def test_every_decision_is_logged(self, engine: Engine) -> None:
-        """The staleness gate and each authorization produce one logged decision each."""
+    def test_a_plan_is_one_record_of_every_decision(self, engine: Engine) -> None:
+        """The staleness gate and each authorization are verdicts of one pass record, in order,
+        with what the plan may do."""
         logged = Engine(engine.policy, logger=structlog.get_logger())
         with capture_logs() as logs:
             plan = logged.plan({"segments": WINDOW, "free_tokens": 200, "session_id": "s9"})
-        assert [r["check"] for r in logs] == ["staleness", "eviction", "eviction"]
-        assert [r["decision_id"] for r in logs] == [d.decision_id for d in plan.decisions]
-        assert {r["session_id"] for r in logs} == {"s9"}
+        (record,) = logs
+        assert (record["event"], record["pass"], record["session_id"]) == ("pass", "plan", "s9")
+        assert [v["check"] for v in record["verdicts"]] == ["staleness", "eviction", "eviction"]
+        assert [d.decision_id for d in plan.decisions] == [
+            f"{record['pass_id']}-{i}" for i in range(3)
+        ]
+        assert record["plan"]["evict"] == list(plan.evict)
 
     def test_audit_mode_refusals_do_not_block(self, engine_with: EngineFactory) -> None:
         """In audit mode a refused pick is still evicted: callers proceed."""
@@ -155,23 +160,19 @@ class TestPassCandidates:
         assert plan.evict == ("s0", "s1", "s2")
         assert [d.outcome for d in plan.decisions[1:]] == ["allow"] * 3 + ["deny"] * 3
 
-    def test_each_record_digests_the_document_it_logs(self, tmp_path: Path) -> None:
-        """input_digest is the digest of the logged document: candidates in the order chosen."""
+    def test_the_record_digests_the_window_it_logs(self, tmp_path: Path) -> None:
+        """input_digest is the digest of the plan document; the verdicts name each pick."""
         window = [seg("u", 0.0625, perturbed_score=0.5), *WINDOW]
+        document = {"segments": window, "keep_top_k": 0}
         log_path = tmp_path / "audit.jsonl"
         with AuditLog(log_path, inputs=[]) as audit:  # the whole document, nothing erased
-            plan = Engine.default(audit=audit).plan({"segments": window, "keep_top_k": 0})
+            plan = Engine.default(audit=audit).plan(document)
         assert plan.evict == ("b", "a", "d", "c")
-        lines = [json.loads(line) for line in log_path.read_text().splitlines()]
-        picks = [r for r in lines if r.get("check") == "eviction"]
-        assert [r["input"]["eviction_candidates"] for r in picks] == [
-            ["u"],
-            ["b"],
-            ["b", "a"],
-            ["b", "a", "d"],
-            ["b", "a", "d", "c"],
-        ]
-        assert all(r["input_digest"] == input_digest(r["input"]) for r in picks)
+        (record,) = [json.loads(line) for line in log_path.read_text().splitlines()][1:]
+        picks = [v["segment"] for v in record["verdicts"] if v["check"] == "eviction"]
+        assert picks == ["u", "b", "a", "d", "c"]
+        assert record["input"] == document
+        assert record["input_digest"] == input_digest(document)
 
     def test_a_pass_costs_the_same_per_segment_at_any_size(self, quiet_engine: Engine) -> None:
         """16k segments plan in seconds (each pick once rebuilt, sorted and digested the

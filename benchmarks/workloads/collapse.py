@@ -9,6 +9,7 @@ instead of raising.
 
 from __future__ import annotations
 
+import math
 import random
 import statistics
 from collections.abc import Mapping, Sequence
@@ -29,18 +30,34 @@ REQUIRED_CONSECUTIVE = 2
 
 
 def reference(documents: Sequence[Mapping[str, Any]]) -> list[Verdict]:
-    return [_detect_collapse(doc["history"], doc.get("baseline")) for doc in documents]
+    """The seed code: ``statistics.pstdev`` (exact, with fractions) and ``statistics.median``."""
+    return [
+        _detect_collapse(doc["history"], doc.get("baseline"), statistics.pstdev)
+        for doc in documents
+    ]
+
+
+def fsum_pstdev(values: Sequence[float]) -> float:
+    """The population standard deviation as the engine computes it (``math.fsum``, two
+    passes): a reference written as well as the engine's own code."""
+    mean = math.fsum(values) / len(values)
+    return math.sqrt(math.fsum([(v - mean) ** 2 for v in values]) / len(values))
+
+
+def fast_reference(documents: Sequence[Mapping[str, Any]]) -> list[Verdict]:
+    """The seed code with :func:`fsum_pstdev` in place of ``statistics.pstdev``."""
+    return [_detect_collapse(doc["history"], doc.get("baseline"), fsum_pstdev) for doc in documents]
 
 
 def _detect_collapse(
-    history: Sequence[Mapping[str, Any]], baseline: Mapping[str, float] | None
+    history: Sequence[Mapping[str, Any]],
+    baseline: Mapping[str, float] | None,
+    pstdev: Any,
 ) -> Verdict:
     if len(history) < REQUIRED_CONSECUTIVE + 1:
         return ("allow", ("insufficient_history",), None)
     recent = history[-REQUIRED_CONSECUTIVE:]
-    spread_collapsed = all(
-        statistics.pstdev(list(s["scores"].values())) < SPREAD_FLOOR for s in recent
-    )
+    spread_collapsed = all(pstdev(list(s["scores"].values())) < SPREAD_FLOOR for s in recent)
     if not spread_collapsed:
         return ("allow", ("spread_healthy",), None)
     last = recent[-1]
@@ -92,13 +109,13 @@ def documents(entries: int) -> list[dict[str, Any]]:
     ]
 
 
-def build(entries: int) -> Case:
+def build(entries: int, fast: bool = False) -> Case:
     docs = documents(entries)
-    engine = default_engine()
+    engine = default_engine(f"collapse-{entries}")
     return Case(
         decisions=len(docs),
         engine=lambda: [engine.evaluate(d) for d in docs],
-        reference=partial(reference, docs),
+        reference=partial(fast_reference if fast else reference, docs),
         stages=document_stages(engine, docs),
     )
 
@@ -112,3 +129,10 @@ for _size in SIZES:
             description=f"3 histories of 3 snapshots x {_size} entries, engine.evaluate each",
         )
     )
+register(
+    Workload(
+        "collapse/200/fsum-reference",
+        partial(build, 200, fast=True),
+        description="collapse/200 against the seed code with an fsum-based pstdev",
+    )
+)

@@ -14,10 +14,12 @@ from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any
 
+from prunewarden.audit import input_digest, pass_record
 from prunewarden.inputs._passes import parse_evictions
 from prunewarden.pipeline._compile import compile_policy
+from prunewarden.planner import PassLog
 
-from benchmarks.common import decision_stages, default_engine, document_stages
+from benchmarks.common import audit_log, default_engine, document_stages
 from benchmarks.harness import Case, Verdict, Workload, register
 
 SEGMENTS = 200
@@ -95,7 +97,7 @@ def evictions(count: int = SEGMENTS) -> tuple[list[dict[str, Any]], list[str]]:
 def build_per_document() -> Case:
     items, candidates = evictions()
     docs = [{"check": "eviction", **item, "eviction_candidates": candidates} for item in items]
-    engine = default_engine()
+    engine = default_engine("per-document")
     return Case(
         decisions=len(docs),
         engine=lambda: [engine.evaluate(d) for d in docs],
@@ -106,23 +108,43 @@ def build_per_document() -> Case:
 
 def build_pass() -> Case:
     items, candidates = evictions()
-    engine = default_engine()
-    scores = engine.policy.spec.scores
-    pipeline = compile_policy(engine.policy)["eviction"]
-    parsed = parse_evictions(items, candidates, scores)
-    steps = [(pipeline, item.request) for item in parsed]
+    engine = default_engine("pass")
+    policy = engine.policy
+    pipeline = compile_policy(policy)["eviction"]
+    parsed = parse_evictions(items, candidates, policy.spec.scores)
+    sink = audit_log("pass-stages")
+    sink.add_policy(policy)
+
+    def decide() -> PassLog:
+        log = PassLog()
+        for item in parsed.items:
+            log.add(pipeline.decide(item.request, log.next_stamp()), item.request)
+        return log
+
+    decided = decide()
+
+    def record() -> dict[str, Any]:
+        digest = input_digest(parsed.document)
+        return pass_record(
+            "evictions",
+            decided.decisions,
+            decided.requests,
+            input_digest=digest,
+            policy=policy,
+            session_id=None,
+            labels={},
+        )
+
+    built = record()
     return Case(
         decisions=len(items),
         engine=lambda: engine.authorize_evictions(items, candidates),
         reference=partial(reference, items, candidates),
         stages={
-            "validation": lambda: parse_evictions(items, candidates, scores),
-            **decision_stages(
-                engine,
-                steps,
-                [item.document for item in parsed],
-                [item.digest for item in parsed],
-            ),
+            "validation": lambda: parse_evictions(items, candidates, policy.spec.scores),
+            "decision": decide,
+            "record": record,
+            "log": lambda: sink.write(dict(built)),
         },
     )
 
@@ -131,8 +153,11 @@ register(
     Workload(
         f"eviction/pass-{SEGMENTS}",
         build_pass,
-        target=2.0,
-        description=f"{SEGMENTS} segments, engine.authorize_evictions on the whole pass",
+        target=5.0,
+        description=(
+            f"{SEGMENTS} segments, engine.authorize_evictions on the whole pass, one record to "
+            "a chained audit file (fsync batch)"
+        ),
     )
 )
 register(

@@ -132,7 +132,7 @@ def documents(count: int = SPANS) -> list[dict[str, Any]]:
 
 def build() -> Case:
     docs = documents()
-    engine = default_engine()
+    engine = default_engine("staleness")
     return Case(
         decisions=len(docs),
         engine=lambda: [engine.evaluate(d) for d in docs],
@@ -145,6 +145,7 @@ register(
     Workload(
         f"staleness/{SPANS}",
         build,
+        target=2.0,
         description=f"3 prune requests of {SPANS} spans, engine.evaluate each",
     )
 )

@@ -24,16 +24,24 @@ def data_dir(kind: str) -> Path:
 
 
 @cache
-def schema(name: str) -> dict[str, Any]:
-    """A bundled JSON Schema by short name: ``policy``, ``input``, ``decision``."""
-    path = data_dir("schemas") / f"{name}.v1.schema.json"
+def schema(name: str, version: int | None = None) -> dict[str, Any]:
+    """A bundled JSON Schema by short name (``policy``, ``input``, ``decision``): its latest
+    version, or ``version`` (``audit-record`` has 2, and 1 for logs written before)."""
+    if version is None:
+        versions = [int(p.name.split(".")[1][1:]) for p in schema_files() if _named(p, name)]
+        version = max(versions, default=1)
+    path = data_dir("schemas") / f"{name}.v{version}.schema.json"
     loaded: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     return loaded
 
 
+def _named(path: Path, name: str) -> bool:
+    return path.name.split(".")[0] == name
+
+
 def schema_files() -> list[Path]:
-    """The bundled schema files (``NAME.v1.schema.json``), sorted."""
-    return sorted(data_dir("schemas").glob("*.v1.schema.json"))
+    """The bundled schema files (``NAME.vN.schema.json``), sorted."""
+    return sorted(data_dir("schemas").glob("*.v[0-9]*.schema.json"))
 
 
 def builtin_policy_path(name: str) -> Path:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from prunewarden.__about__ import __version__
 from prunewarden._identity import PolicyIdentity, PolicySource
@@ -63,12 +63,47 @@ def utc_now() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds")[:-6] + "Z"
 
 
+class Stamp(NamedTuple):
+    """Where a decision of a pruning pass sits: the pass's id and time, read once for the pass,
+    and the decision's index in it. Its ``decision_id`` is ``<pass_id>-<index>``. A tuple: one
+    is made per decision, and a frozen dataclass costs several times as much to build."""
+
+    pass_id: str
+    position: int  # the decision's index in the pass ("index" is a method of every tuple)
+    evaluated_at: str
+
+    @property
+    def decision_id(self) -> str:
+        return f"{self.pass_id}-{self.position}"
+
+
+class PassStamps:
+    """The stamps of one pass's decisions, in the order they are made: one random id and one
+    clock read for the whole pass."""
+
+    __slots__ = ("evaluated_at", "made", "pass_id")
+
+    def __init__(self) -> None:
+        self.pass_id = new_decision_id()
+        self.evaluated_at = utc_now()
+        self.made = 0
+
+    def next(self) -> Stamp:
+        stamp = Stamp(self.pass_id, self.made, self.evaluated_at)
+        self.made += 1
+        return stamp
+
+
 @dataclass(frozen=True, slots=True)
 class Decision:
     """A guard's verdict.
 
     ``outcome`` is the verdict whatever the mode; ``enforced`` says whether it binds. In ``audit``
     mode a refusal is recorded but ``enforced`` is false and callers proceed.
+
+    A decision of a pruning pass (:meth:`Engine.authorize_evictions`, a plan) carries the pass's
+    id and its ``index`` in the pass instead of an id and a clock read of its own: the pass is
+    one audit record, listing every decision's verdict in order.
     """
 
     check: str
@@ -87,6 +122,8 @@ class Decision:
     # What a shadow policy decided on the same request (Engine(policy, shadow=...)); recorded
     # beside the decision, never part of what the caller is told to do.
     shadow: ShadowResult | None = None
+    pass_id: str | None = None
+    index: int | None = None
 
     @property
     def refused(self) -> bool:
@@ -120,6 +157,8 @@ class Decision:
             out["evicted"] = list(self.evicted)
         if self.sources:
             out["policy"]["sources"] = [source.to_dict() for source in self.sources]
+        if self.pass_id is not None:
+            out["pass_id"], out["index"] = self.pass_id, self.index
         return out
 
 

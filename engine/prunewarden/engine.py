@@ -12,6 +12,7 @@ import contextlib
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +26,17 @@ from prunewarden.audit import (
     texts_of,
 )
 from prunewarden.decision import Decision, Reason, Verdict
-from prunewarden.errors import REFUSALS, InputError, Problem
-from prunewarden.inputs import Check, Request, parse_evictions, parse_plan, parse_request
+from prunewarden.errors import REFUSALS
+from prunewarden.inputs import (
+    Check,
+    Request,
+    check_caller_fields,
+    parse_evictions,
+    parse_plan,
+    parse_request,
+)
 from prunewarden.pipeline import Pipeline, Shadow, compile_policy
-from prunewarden.planner import Plan
+from prunewarden.planner import PassLog, PassSink, Plan
 from prunewarden.policy import Policy, load_builtin_policy, load_policy
 from prunewarden.rules import DEFAULT_CACHE_SIZE
 from prunewarden.session import (
@@ -86,7 +94,9 @@ class Engine:
         self.sessions = sessions if sessions is not None else SessionRegistry(store)
         if store is not None:
             self.sessions.store = store
-        self.session_binding = SessionBinding(policy, self._decide, self._write_record)
+        self.session_binding = SessionBinding(
+            policy, self._decide, self._write_record, self._record_plan
+        )
         self.audit = audit
         if audit is not None:
             audit.add_policy(policy)
@@ -119,7 +129,7 @@ class Engine:
         Raises :class:`InputError` for a malformed document (or session id or labels); every
         other failure, in a guard or in the logger, becomes a refusing decision.
         """
-        _check_caller_fields(session_id, labels)
+        check_caller_fields(session_id, labels)
         data = dict(document) if isinstance(document, Mapping) else document
         check, request = parse_request(data, self.policy.spec.scores, filename=filename, text=text)
         return self._decide(check, request, data, session_id=session_id, labels=labels)
@@ -153,7 +163,7 @@ class Engine:
     ) -> Session:
         """:meth:`session`, deciding through ``bind`` (a callable returning the binding in force:
         a ``ReloadingEngine`` passes its own, so that the session follows reloads)."""
-        _check_caller_fields(session_id, labels)
+        check_caller_fields(session_id, labels)
         store = store if store is not None else self.sessions.store
         binder: Binder = bind if bind is not None else self._bound
         if state is None and store is not None:
@@ -183,7 +193,7 @@ class Engine:
 
         ``session_id`` and ``labels`` override the document's own.
         """
-        _check_caller_fields(session_id, labels)
+        check_caller_fields(session_id, labels)
         data = dict(document) if isinstance(document, Mapping) else document
         request = parse_plan(data, self.policy.spec.scores, filename=filename, text=text)
         # A session for this one pass: its decisions are stateless calls (a halted session of
@@ -205,26 +215,33 @@ class Engine:
         session_id: str | None = None,
         labels: Mapping[str, str] | None = None,
         gate: Verdict | None = None,
-        digest: str | None = None,
         from_session: bool = False,
+        in_pass: PassLog | None = None,
     ) -> Decision:
         """Decide on a validated request and log it; ``gate`` refuses without running the guard
-        (pruning halted by an earlier collapse decision); ``digest``, when given, is
-        ``input_digest(data)`` computed by the caller. A stateless call (not ``from_session``)
-        naming a session id is gated by that session's halt."""
+        (pruning halted by an earlier collapse decision). A stateless call (not
+        ``from_session``) naming a session id is gated by that session's halt. A decision
+        ``in_pass`` is stamped with the pass's id and its index, and logged with the pass
+        (:class:`PassSink`)."""
         if gate is None and not from_session and session_id is not None and check != "collapse":
             gate = self.sessions.gate(session_id, check, request)
         pipeline = self._pipelines[check]
-        decision = pipeline.decide(request) if gate is None else pipeline.to_decision(gate)
+        stamp = in_pass.next_stamp() if in_pass is not None else None
+        if gate is None:
+            decision = pipeline.decide(request, stamp)
+        else:
+            decision = pipeline.to_decision(gate, stamp)
         if self.shadow is not None:
             # The candidate decides the request on its own (no gate: it keeps no session).
             scores = self.policy.spec.scores
             decision = replace(decision, shadow=self.shadow.evaluate(check, request, data, scores))
+        if in_pass is not None:
+            return in_pass.add(decision, request)
         if self.audit is None and self._logger is None and not self._hooks:
             return decision  # no sink chosen: no record to build
         try:
             context = DecisionContext(
-                input_digest(data) if digest is None else digest,
+                input_digest(data),
                 subject_of(request),
                 session_id,
                 labels or {},
@@ -298,29 +315,31 @@ class Engine:
         session_id: str | None = None,
         labels: Mapping[str, str] | None = None,
     ) -> tuple[Decision, ...]:
-        """Eviction guard for a whole pruning pass: one logged decision per item
-        ``{"segment", "score", "perturbed_score"}``, in order.
+        """Eviction guard for a whole pruning pass: one decision per item
+        ``{"segment", "score", "perturbed_score"}``, in order, and one audit record for the
+        pass (its decisions are ``<pass_id>-<index>``).
 
         Every segment of the pass is an eviction candidate unless ``eviction_candidates`` says
         otherwise. The pass is validated first, as a whole: a malformed item raises
         :class:`InputError` (paths ``$.evictions[i]...``) before anything is decided or logged.
-        Each record digests the eviction document its decision stands for (the item, with
-        ``check`` and the candidates), as :meth:`authorize_eviction` would.
+        The record digests the pass document ``{"evictions": [...], "eviction_candidates":
+        [...]}``. When it cannot be written (and the audit log is required), every decision of
+        the pass is a refusal.
         """
-        _check_caller_fields(session_id, labels)
+        check_caller_fields(session_id, labels)
         parsed = parse_evictions(evictions, eviction_candidates, self.policy.spec.scores)
-        return tuple(
-            [
-                self._decide(
-                    "eviction",
-                    item.request,
-                    item.document,
-                    session_id=session_id,
-                    labels=labels,
-                    digest=item.digest,
-                )
-                for item in parsed
-            ]
+        log = PassLog()
+        for item in parsed.items:
+            self._decide(
+                "eviction",
+                item.request,
+                item.document,
+                session_id=session_id,
+                labels=labels,
+                in_pass=log,
+            )
+        return self._pass_sink().record(
+            "evictions", log, parsed.document, session_id=session_id, labels=labels or {}
         )
 
     def prune(  # noqa: PLR0913 - mirrors the staleness document's optional fields
@@ -380,6 +399,29 @@ class Engine:
         self._notify(decision, record)
         return decision
 
+    def _pass_sink(self) -> PassSink:
+        """Where this engine's passes go: its audit log or logger, and its hooks."""
+        audit = self.audit
+        sink = audit.logger if audit is not None else self._logger
+        return PassSink(
+            self.policy,
+            self._pipelines,
+            write=None if sink is None else partial(log_decision, sink),
+            notify=self._notify if self._hooks else None,
+            report=self._report_unwritten,
+            required=audit is None or audit.required,
+            masks=audit.masks if audit is not None else None,
+            shadow_policy=self.shadow.policy if self.shadow else None,
+        )
+
+    def _record_plan(self, log: PassLog, plan: Plan, document: Any, **fields: Any) -> Plan:
+        return self._pass_sink().record_plan(log, plan, document, **fields)
+
+    def _report_unwritten(self, pass_id: str, exc: Exception) -> None:
+        name = self.audit.name if self.audit is not None else "logger"
+        with contextlib.suppress(Exception):
+            _diagnostics.warning("audit_write_failed: sink %s, pass %s: %r", name, pass_id, exc)
+
     def _notify(self, decision: Decision, record: Mapping[str, Any]) -> None:
         """Hand a decision and its record to every hook; a hook that raises is reported and
         changes nothing."""
@@ -433,20 +475,3 @@ def _hooks(on_decision: DecisionHook | Iterable[DecisionHook] | None) -> tuple[D
         msg = "on_decision takes a callable or an iterable of callables"
         raise TypeError(msg)
     return hooks
-
-
-def _check_caller_fields(session_id: Any, labels: Any) -> None:
-    problems = []
-    if session_id is not None and not isinstance(session_id, str):
-        problems.append(Problem("<arguments>", 0, 0, "$.session_id", "must be a string or None"))
-    if labels is not None:
-        if not isinstance(labels, Mapping):
-            problems.append(Problem("<arguments>", 0, 0, "$.labels", "must be a mapping"))
-        else:
-            problems += [
-                Problem("<arguments>", 0, 0, f"$.labels.{key}", "keys and values must be strings")
-                for key, value in labels.items()
-                if not isinstance(key, str) or not isinstance(value, str)
-            ]
-    if problems:
-        raise InputError(problems)

@@ -112,6 +112,18 @@ MAX_NOTE_CHARS: Final = 1000
 #: million bad values would take longer than any caller waits.
 MAX_PROBLEMS: Final = 100
 
+# --- the audit log -----------------------------------------------------------------------------
+
+#: The shortest HMAC key a keyed audit log accepts: the size of the SHA-256 output it keys
+#: (RFC 2104, section 3).
+MIN_KEY_BYTES: Final = 32
+#: Seconds one write to a FIFO or character device may wait for a full pipe to drain before the
+#: record is refused (``audit_unavailable``).
+STREAM_WRITE_SECONDS: Final = 1.0
+#: Bytes of one audit-log line that are parsed; a longer line is hashed and counted as torn.
+MAX_PARSED_LINE: Final = 16 * 1024 * 1024
+
+
 #: Where the schemas state a limit: (schema, JSON pointer to the keyword) -> value.
 SCHEMA_LIMITS: Final[dict[tuple[str, str], int]] = {
     ("input", "/$defs/id/maxLength"): MAX_ID_CHARS,

@@ -456,7 +456,7 @@ class TestEvaluateOptions:
         assert cli("audit", "verify", str(log))[0] == 5
 
     def test_schema_command_prints_the_record_schema(self) -> None:
-        """prunewarden schema audit-record prints audit-record.v1."""
+        """prunewarden schema audit-record prints the current format, audit-record.v2."""
         code, out, _ = cli("schema", "audit-record")
         assert code == 0
-        assert json.loads(out)["title"] == "prunewarden audit record v1"
+        assert json.loads(out)["title"] == "prunewarden audit record v2"

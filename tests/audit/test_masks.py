@@ -87,6 +87,7 @@ class TestPlanInputs:
         text = log_path.read_text()
         assert private not in text
         logged = [json.loads(line) for line in text.splitlines()][1:]
-        assert [r["check"] for r in logged][:2] == ["staleness", "eviction"]
+        assert [r["kind"] for r in logged] == ["pass"]
+        assert [v["check"] for v in logged[0]["verdicts"]][:2] == ["staleness", "eviction"]
         assert "/segments/0/text" in logged[0]["input_erased"]
-        assert "/segment/metadata" in logged[1]["input_erased"]
+        assert "/segments/0/metadata" in logged[0]["input_erased"]

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 import yaml
+from prunewarden.audit import decision_rows
 from prunewarden.cli._main import run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,7 +31,7 @@ def trace_named(name: str) -> str:
 
 def without_ids(value: Any) -> Any:
     """A decision record without what differs between two runs: ids and times."""
-    varying = {"decision_id", "evaluated_at", "collapse_decision", "refused_decision"}
+    varying = {"decision_id", "evaluated_at", "collapse_decision", "refused_decision", "pass_id"}
     if isinstance(value, dict):
         return {k: without_ids(v) for k, v in value.items() if k not in varying}
     if isinstance(value, list):
@@ -91,7 +92,8 @@ class TestReplayCommand:
 
     def test_decisions_and_audit_log_to_files(self, tmp_path: Path) -> None:
         """--decisions writes one line per decided event; --audit-log a chain that verifies,
-        one record per decision after the policy's activation."""
+        one record per decision (a pass: one record holding its decisions) after the policy's
+        activation."""
         decisions, audit = tmp_path / "d.jsonl", tmp_path / "audit.jsonl"
         code, _, err = cli(
             "replay", "--decisions", str(decisions), "--audit-log", str(audit), *map(str, TRACES)
@@ -101,7 +103,8 @@ class TestReplayCommand:
         decided = sum(len(r["plan"]["decisions"]) if "plan" in r else 1 for r in lines)
         assert cli("audit", "verify", str(audit))[0] == 0
         records = [json.loads(line) for line in audit.read_text().splitlines()]
-        assert [r["kind"] for r in records].count("decision") == decided
+        rows = [row for record in records for row in decision_rows(record)]
+        assert len(rows) == decided
         assert [r["kind"] for r in records].count("policy_activated") == 1
         # The same decisions: each replayed decision is found in the log by its id.
         replayed = {
@@ -109,7 +112,7 @@ class TestReplayCommand:
             for r in lines
             for d in (r["plan"]["decisions"] if "plan" in r else [r["decision"]])
         }
-        assert replayed == {r["decision_id"] for r in records if r["kind"] == "decision"}
+        assert replayed == {row["decision_id"] for row in rows}
 
     def test_a_malformed_trace_exits_two_and_the_others_still_run(self, tmp_path: Path) -> None:
         """The bad trace's problems are located on stderr; the other traces are summarized;
@@ -201,7 +204,7 @@ class TestParallel:
         verified = cli("audit", "verify", str(audit))
         assert verified[0] == 0, verified
         records = [json.loads(line) for line in audit.read_text().splitlines()]
-        sessions = [r["session_id"] for r in records if r["kind"] == "decision"]
+        sessions = [row["session_id"] for record in records for row in decision_rows(record)]
         assert len(sessions) == decided
         assert sessions.count("seed-001-buf-definition") == 4
 

@@ -89,30 +89,35 @@ class TestDecisions:
         assert first.codes == ("unscoreable", "perturbation_missing")
         assert explicit.codes == ("perturbation_missing",)
 
-    def test_every_decision_is_logged_in_order(self, engine: Engine) -> None:
-        """One record per decision, in the order of the pass, naming each decision."""
+    def test_a_pass_is_one_record_listing_every_decision_in_order(self, engine: Engine) -> None:
+        """One pass record, its verdicts in the order of the pass; each decision is named by
+        the pass id and its index."""
         items = [{**ITEM, "segment": {**ITEM["segment"], "id": f"s{i}"}} for i in range(5)]
         with capture_logs() as logs:
             decisions = engine.authorize_evictions(items)
-        assert [r["decision_id"] for r in logs] == [d.decision_id for d in decisions]
-        assert len({d.decision_id for d in decisions}) == 5
+        (record,) = logs
+        assert record["event"] == "pass"
+        assert [v["segment"] for v in record["verdicts"]] == [f"s{i}" for i in range(5)]
+        assert [v["codes"] for v in record["verdicts"]] == [list(d.codes) for d in decisions]
+        assert [(d.pass_id, d.index) for d in decisions] == [
+            (record["pass_id"], i) for i in range(5)
+        ]
+        assert [d.decision_id for d in decisions] == [f"{record['pass_id']}-{i}" for i in range(5)]
+        assert {d.evaluated_at for d in decisions} == {record["ts"]}
 
     @settings(max_examples=100, deadline=None)
     @given(items=passes(), explicit=st.booleans())
-    def test_records_digest_the_eviction_document(
+    def test_the_record_digests_the_pass_document(
         self, engine: Engine, items: list[dict[str, Any]], explicit: bool
     ) -> None:
-        """Each record's input digest is that of the eviction document the decision stands for:
-        the item, with check and the pass's candidates."""
+        """The pass record's input digest is that of the pass document: the items and the
+        pass's candidates."""
         candidates = ["kept", *(item["segment"]["id"] for item in items)] if explicit else None
         with capture_logs() as logs:
             engine.authorize_evictions(items, candidates)
         ids = candidates if candidates is not None else [i["segment"]["id"] for i in items]
-        expected = [
-            input_digest({"check": "eviction", **item, "eviction_candidates": ids})
-            for item in items
-        ]
-        assert [record["input_digest"] for record in logs] == expected
+        expected = input_digest({"evictions": items, "eviction_candidates": ids})
+        assert [record["input_digest"] for record in logs] == ([expected] if items else [])
 
     def test_empty_pass(self, engine: Engine) -> None:
         """A pass with nothing to evict decides nothing."""

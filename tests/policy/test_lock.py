@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 from prunewarden import PolicyError, load_policy
+from prunewarden._json import sha256_digest
 from prunewarden.policy._lock import LOCK_FILENAME, find, read, render, update
 from prunewarden.policy._overlay import resolve_file
 
@@ -146,8 +147,30 @@ class TestUpdate:
         assert [(e.key, e.added) for e in report] == [("base@1.0.0", False), ("prod@1.4.0", False)]
         assert lock.read_bytes() == before
         loaded = yaml.safe_load(before)
-        assert loaded["lockVersion"] == 1
+        assert (loaded["lockVersion"], loaded["digestVersion"]) == (1, 2)
         assert loaded["policies"]["prod@1.4.0"] == load_policy(chain).digest
+
+    def test_a_version_1_lock_holds_version_1_digests(self, tmp_path: Path, chain: Path) -> None:
+        """A lock file without digestVersion (written before the switch to RFC 8785) is
+        checked against version 1 digests: unchanged content loads, changed content is
+        refused, and entries added to it are version 1 digests."""
+        lock = tmp_path / LOCK_FILENAME
+        legacy = {
+            name: sha256_digest(load_policy(tmp_path / f"{name.split('@')[0]}.yaml").document)
+            for name in ("base@1.0.0", "prod@1.4.0")
+        }
+        lock.write_text(render(legacy, 1))
+        assert "digestVersion" not in lock.read_text()
+        assert load_policy(chain).digest != legacy["prod@1.4.0"]  # the digests did change
+        load_policy(chain)  # and the old lock still holds the same content
+        chain.write_text(
+            chain.read_text().replace("consecutive_cycles: 3", "consecutive_cycles: 4")
+        )
+        assert "reused for different content" in problems_of(chain)[0]
+        chain.write_text(chain.read_text().replace("1.4.0", "1.4.1"))
+        update(lock, [resolve_file(chain)])
+        assert read(lock).digest_version == 1
+        assert read(lock).entries["prod@1.4.1"] == sha256_digest(load_policy(chain).document)
 
     def test_update_refuses_a_reused_version_and_writes_nothing(
         self, tmp_path: Path, chain: Path
@@ -216,7 +239,8 @@ class TestUpdate:
 
     def test_the_example_lock_holds_every_example(self) -> None:
         """examples/deployments/policy.lock is current: every loadable example is in it."""
-        entries = read(DEPLOYMENTS / LOCK_FILENAME).entries
+        lock = read(DEPLOYMENTS / LOCK_FILENAME)
+        assert lock.digest_version == 1  # written before digests moved to RFC 8785
         for name in ("base", "prod-eu", "staging", "prod-eu-candidate"):
             loaded = load_policy(DEPLOYMENTS / f"{name}.yaml")
-            assert entries[f"{loaded.name}@{loaded.version}"] == loaded.digest
+            assert lock.entries[f"{loaded.name}@{loaded.version}"] == sha256_digest(loaded.document)

@@ -21,6 +21,8 @@ from prunewarden._resources import schema
 from prunewarden.cli._main import run
 from prunewarden.inputs._model import ScoreRange
 from prunewarden.inputs._parse import parse_request
+from prunewarden.rules import _budget as budget_module
+from prunewarden.rules import _variables as variables_module
 from prunewarden.rules._variables import build_variables
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -550,16 +552,62 @@ class TestCache:
         assert (cache.hits, cache.misses) == (2, 2)
         assert first.codes == second.codes
 
-    def test_only_the_values_read_make_the_key(self) -> None:
-        """A change the rule does not read still hits; a change it reads misses."""
+    def test_rules_reading_only_the_segment_share_one_digest(self) -> None:
+        """Rules reading only the segment and its scores are keyed by one digest of all of it,
+        computed once per request: any change to the segment misses for each of them."""
         e = engine(self.RULES)
         cache = e._pipelines["eviction"].rules.cache  # type: ignore[union-attr]
         decide(e, segment_doc("never", kind="turn"))
-        decide(e, segment_doc("never", kind="summary"))  # kind is read by neither rule
+        decide(e, segment_doc("never", kind="turn"))
         assert (cache.hits, cache.misses) == (2, 2)
-        changed = decide(e, segment_doc("fine now", kind="summary"))
-        assert (cache.hits, cache.misses) == (3, 3)
+        changed = decide(e, segment_doc("fine now", kind="turn"))
+        assert (cache.hits, cache.misses) == (2, 4)
         assert "rule:negation" not in changed.codes
+
+    def test_the_shared_digest_is_computed_once_per_request(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Two rules reading only the segment: one digest per segment, not one per rule."""
+        computed: list[object] = []
+        real = variables_module._digest
+
+        def counting(value: object) -> bytes:
+            computed.append(value)
+            return real(value)
+
+        monkeypatch.setattr(variables_module, "_digest", counting)
+        e = engine(self.RULES)
+        decide(e, segment_doc("never"))
+        assert len(computed) == 1
+
+    def test_rules_reading_candidates_keep_their_own_key(self) -> None:
+        """A rule reading the candidates is keyed by what it reads: a segment change it does
+        not read still hits."""
+        rule = (
+            "- {name: c, check: eviction, when: 'size(candidates) > 3', effect: deny, message: m}"
+        )
+        e = engine(rule)
+        cache = e._pipelines["eviction"].rules.cache  # type: ignore[union-attr]
+        decide(e, segment_doc("one"))
+        decide(e, segment_doc("two"))
+        assert (cache.hits, cache.misses) == (1, 1)
+
+    def test_a_request_answered_from_the_cache_reads_no_cpu_clock(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """The decision's budget and the rules' deadlines start only when a rule is evaluated."""
+        e = engine(self.RULES)
+        decide(e, segment_doc("never"))
+        reads: list[float] = []
+        real = budget_module._thread_cpu
+
+        def counted() -> float:
+            reads.append(0)
+            return real()
+
+        monkeypatch.setattr(budget_module, "_thread_cpu", counted)
+        decide(e, segment_doc("never"))
+        assert reads == []
 
     def test_per_item_results_are_cached_per_item(self) -> None:
         """Spans unchanged between two prune requests are not evaluated again."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 from prunewarden.audit._chain import seal
 from prunewarden.audit._export import AUDIT_COLUMNS, export_parquet, sql_parquet
 from prunewarden.audit._log import FSYNC_MODES, AuditLog, FsyncMode
+from prunewarden.audit._pass import decision_rows, pass_record
 from prunewarden.audit._record import (
     DecisionContext,
     authorization_header,
@@ -49,6 +50,7 @@ __all__ = [
     "Skipped",
     "authorization_header",
     "decision_record",
+    "decision_rows",
     "describe",
     "export_parquet",
     "find_authorization",
@@ -59,6 +61,7 @@ __all__ = [
     "log_policy_reload_failed",
     "log_policy_reloaded",
     "parse_time",
+    "pass_record",
     "query",
     "report",
     "rotated_files",

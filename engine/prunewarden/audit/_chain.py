@@ -1,10 +1,12 @@
 """The hash chain: how a record is sealed into a line, and how a line is split back.
 
 Records are chained: ``hash`` is SHA-256 (or HMAC-SHA-256, in keyed mode) over the record's
-canonical form without ``hash`` - sorted keys, no spaces, ASCII - which includes ``prev_hash``,
-the hash of the record before it. The line on disk is that canonical form with ``"hash"`` appended
-as its last member, so a verifier hashes the bytes it read instead of re-serializing them. The
-writer and the verifier both take these bytes from here, so that they cannot disagree about them.
+canonical form without ``hash`` - RFC 8785 from ``record_version`` 2 (so that a verifier in any
+language can recompute it), sorted keys, no spaces and ASCII in version 1 - which includes
+``prev_hash``, the hash of the record before it. The line on disk is that canonical form with
+``"hash"`` appended as its last member, so a verifier hashes the bytes it read instead of
+re-serializing them. The writer and the verifier both take these bytes from here, so that they
+cannot disagree about them.
 """
 
 from __future__ import annotations
@@ -17,10 +19,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from prunewarden._json import encode_canonical
 from prunewarden.errors import AuditError
-
-#: The shortest HMAC key accepted: the size of the SHA-256 output it keys (RFC 2104, section 3).
-MIN_KEY_BYTES = 32
+from prunewarden.limits import MIN_KEY_BYTES
 
 # prev_hash of the first record of a chain.
 GENESIS = "sha256:" + "0" * 64
@@ -29,7 +30,8 @@ _HASH_TAIL = re.compile(rb',"hash":"((?:sha256|hmac-sha256):[0-9a-f]{64})"}$')
 
 
 def canonical_record(record: Mapping[str, Any]) -> bytes:
-    """Sorted keys, no spaces, ASCII only (any text survives, escaped), no NaN."""
+    """The canonical form of ``record_version`` 1: sorted keys, no spaces, ASCII only (any text
+    survives, escaped), no NaN."""
     text = json.dumps(
         record, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False
     )
@@ -43,9 +45,17 @@ def record_hash(body: bytes, key: bytes | None) -> str:
     return "hmac-sha256:" + hmac.new(key, body, hashlib.sha256).hexdigest()
 
 
+def sealed_form(record: Mapping[str, Any]) -> bytes:
+    """The bytes a record's hash covers: RFC 8785, or version 1's form for a version 1 record."""
+    if record.get("record_version") == 1:
+        return canonical_record(record)
+    return encode_canonical(record)
+
+
 def seal(record: Mapping[str, Any], prev_hash: str, key: bytes | None) -> tuple[bytes, str]:
-    """The line for ``record`` chained after ``prev_hash``, and the record's hash."""
-    body = canonical_record({**record, "prev_hash": prev_hash})
+    """The line for ``record`` chained after ``prev_hash``, and the record's hash: the canonical
+    form is computed once, and the line is it with the hash appended."""
+    body = sealed_form({**record, "prev_hash": prev_hash})
     digest = record_hash(body, key)
     return body[:-1] + b',"hash":"' + digest.encode("ascii") + b'"}\n', digest
 

@@ -16,7 +16,6 @@ from the last whole record across the gap, and ``verify`` reports the loss.
 from __future__ import annotations
 
 import contextlib
-import errno
 import fcntl
 import os
 import sys
@@ -34,8 +33,8 @@ from prunewarden.audit import _record as auditlog
 from prunewarden.audit._chain import GENESIS, is_keyed, key_from_env, seal
 from prunewarden.audit._pipe import PipeWriter, is_stream_device
 from prunewarden.audit._reading import scan_appended
-from prunewarden.audit._redaction import DEFAULT_MASKS, parse_masks
-from prunewarden.audit._rotation import next_sequence
+from prunewarden.audit._redaction import masks_setting
+from prunewarden.audit._rotation import next_sequence, sync_dir, sync_file
 from prunewarden.errors import AuditError
 from prunewarden.policy import Policy
 
@@ -85,7 +84,7 @@ class AuditLog:
         self.fsync = fsync
         self.required = required
         self.max_bytes = max_bytes
-        self.masks: tuple[str, ...] | None = _masks(inputs)
+        self.masks: tuple[str, ...] | None = masks_setting(inputs)
         self._hmac_key = key_from_env(hmac_key_env)
         self.path: Path | None = None
         self._stream: IO[str] | None = None
@@ -161,14 +160,27 @@ class AuditLog:
         Raises :class:`AuditError` when it cannot be written; nothing already written is
         touched.
         """
+        self.write_batch([record])
+
+    def write_batch(self, records: list[dict[str, Any]]) -> None:
+        """Chain and append ``records`` (and the policy activations they need) as one batch:
+        one lock, one read of what others appended, one ``write``, one step of the chain, and
+        under ``fsync="batch"`` at most one sync. A batch is written whole or not at all (a
+        killed writer leaves a torn tail, which the next writer accounts for).
+
+        Raises :class:`AuditError` when it cannot be written; nothing already written is
+        touched.
+        """
+        if not records:
+            return
         with self._lock:
             try:
                 if self._pipe is not None:
-                    self._write_pipe(self._pipe, record)
+                    self._write_pipe(self._pipe, records)
                 elif self.path is None:
-                    self._write_stream(record)
+                    self._write_stream(records)
                 else:
-                    self._write_file(record)
+                    self._write_file(records)
             except OSError as exc:
                 raise self._error(exc) from None
             except ValueError as exc:  # a closed stream, a value JSON cannot hold
@@ -185,28 +197,28 @@ class AuditLog:
                 return
             try:
                 if self.fsync != "never" and state.unsynced:
-                    _sync(state.fd)
+                    sync_file(state.fd)
             finally:
                 os.close(state.fd)
 
     # --- streams -------------------------------------------------------------------------------
 
-    def _write_stream(self, record: dict[str, Any]) -> None:
+    def _write_stream(self, batch: list[dict[str, Any]]) -> None:
         stream = self._stream
         assert stream is not None  # noqa: S101 - no path means a stream
-        data, last, activated = self._seal(self._chain, self._with_activation(self._chain, record))
-        stream.write(data.decode("ascii"))
+        data, last, activated = self._seal(self._chain, self._with_activation(self._chain, batch))
+        stream.write(data.decode("utf-8"))
         stream.flush()
         self._chain.advance(last, activated)
 
-    def _write_pipe(self, pipe: PipeWriter, record: dict[str, Any]) -> None:
+    def _write_pipe(self, pipe: PipeWriter, batch: list[dict[str, Any]]) -> None:
         pipe.finish(self._chain.advance)  # sealed after what a reader has whole, or not at all
-        data, last, activated = self._seal(self._chain, self._with_activation(self._chain, record))
+        data, last, activated = self._seal(self._chain, self._with_activation(self._chain, batch))
         pipe.send(data, last, activated, self._chain.advance)
 
     # --- files ---------------------------------------------------------------------------------
 
-    def _write_file(self, record: dict[str, Any]) -> None:
+    def _write_file(self, batch: list[dict[str, Any]]) -> None:
         state = self._acquire()
         try:
             torn = self._catch_up(state)
@@ -217,17 +229,25 @@ class AuditLog:
                 )
                 raise AuditError(msg)
             if torn:
-                self._append(state, [auditlog.write_recovered_record(torn)])
-            records = self._with_activation(state.chain, record)
-            data, _, _ = self._seal(state.chain, records)
-            full = self.max_bytes is not None and state.size + len(data) > self.max_bytes
+                recovered = [auditlog.write_recovered_record(torn)]
+                self._append(state, self._seal(state.chain, recovered), 1)
+            records = self._with_activation(state.chain, batch)
+            sealed = self._seal(state.chain, records)
+            full = self.max_bytes is not None and state.size + len(sealed[0]) > self.max_bytes
             if full and state.size > 0:
+                # Sealed again only here: the new file starts its own activations.
                 state, header = self._rotate(state)
-                records = [header, *self._with_activation(state.chain, record)]
-            self._append(state, records)
+                records = [header, *self._with_activation(state.chain, batch)]
+                sealed = self._seal(state.chain, records)
+            self._append(state, sealed, len(records))
         finally:
             if self._file is not None:
                 fcntl.flock(self._file.fd, fcntl.LOCK_UN)
+        # Synced after the lock is let go: other writers append while this one waits for the
+        # disk (it syncs their records too), and the records are on disk before this returns.
+        if self._file is not None and self._file.sync_due:
+            self._file.sync_due = False
+            sync_file(self._file.fd)
 
     def _acquire(self) -> _FileState:
         """Open and lock the file now at ``path`` (reopening if it was rotated or replaced)."""
@@ -304,23 +324,24 @@ class AuditLog:
         self._file = fresh
         try:
             if self.fsync != "never":
-                _sync(state.fd)
-                _sync_dir(path.parent)
+                sync_file(state.fd)
+                sync_dir(path.parent)
         finally:
             fcntl.flock(state.fd, fcntl.LOCK_UN)
             os.close(state.fd)
         return fresh, auditlog.log_rotated_record(archived.name, sequence)
 
-    def _append(self, state: _FileState, records: list[dict[str, Any]]) -> None:
-        """Seal and write ``records`` in one go; the chain and the size move on only once all of
-        it is written (a failed write leaves a torn tail for the next writer to recover)."""
-        data, last, activated = self._seal(state.chain, records)
+    def _append(self, state: _FileState, sealed: tuple[bytes, str, set[str]], count: int) -> None:
+        """Write ``count`` sealed records in one go; the chain and the size move on only once
+        all of it is written (a failed write leaves a torn tail for the next writer to
+        recover)."""
+        data, last, activated = sealed
         view = memoryview(data)
         while view:
             view = view[os.write(state.fd, view) :]
         state.size += len(data)
         state.chain.advance(last, activated)
-        state.unsynced += len(records)
+        state.unsynced += count
         if self.fsync == "always" or (
             self.fsync == "batch"
             and (
@@ -328,25 +349,32 @@ class AuditLog:
                 or time.monotonic() - state.synced_at >= BATCH_SECONDS
             )
         ):
-            _sync(state.fd)
+            state.sync_due = True  # synced once the lock is let go (_write_file)
             state.unsynced = 0
             state.synced_at = time.monotonic()
 
     # --- chaining ------------------------------------------------------------------------------
 
-    def _with_activation(self, chain: _Chain, record: dict[str, Any]) -> list[dict[str, Any]]:
-        if auditlog.kind_of(record) != auditlog.DECISION:
-            return [record]
-        # The policy that decided, and a shadow policy beside it: both reconstructible.
-        needed = [auditlog.policy_digest_of(record), auditlog.shadow_digest_of(record)]
-        activations = []
-        for digest in dict.fromkeys(d for d in needed if d and d not in chain.activated):
-            activation = self._policies.get(digest)
-            if activation is None:
-                msg = f"policy {digest} was not added to {self!r} (AuditLog.add_policy)"
-                raise AuditError(msg)
-            activations.append(auditlog.restamped(activation))
-        return [*activations, record]
+    def _with_activation(self, chain: _Chain, batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """``batch`` with a ``policy_activated`` record before the first decision (or pass)
+        under each policy this file has not activated yet."""
+        out: list[dict[str, Any]] = []
+        activated: set[str] = set()
+        for record in batch:
+            if auditlog.kind_of(record) in (auditlog.DECISION, auditlog.PRUNING_PASS):
+                # The policy that decided, and a shadow policy beside it: both reconstructible.
+                needed = [auditlog.policy_digest_of(record), auditlog.shadow_digest_of(record)]
+                for digest in dict.fromkeys(needed):
+                    if not digest or digest in chain.activated or digest in activated:
+                        continue
+                    activation = self._policies.get(digest)
+                    if activation is None:
+                        msg = f"policy {digest} was not added to {self!r} (AuditLog.add_policy)"
+                        raise AuditError(msg)
+                    out.append(auditlog.restamped(activation))
+                    activated.add(digest)
+            out.append(record)
+        return out
 
     def _seal(self, chain: _Chain, records: list[dict[str, Any]]) -> tuple[bytes, str, set[str]]:
         """The lines for ``records`` after the chain's last hash, the new last hash, and the
@@ -384,6 +412,7 @@ class _FileState:
     chain: _Chain = field(default_factory=_Chain)
     unsynced: int = 0
     synced_at: float = field(default_factory=time.monotonic)
+    sync_due: bool = False
 
 
 # Every sink, so that a forked child gets fresh thread locks (one held by another thread of the
@@ -411,33 +440,5 @@ class _Writer:
     info = warning = error = critical = debug = msg
 
 
-def _masks(inputs: bool | Iterable[str] | None) -> tuple[str, ...] | None:
-    if inputs is None or inputs is False:
-        return None
-    if inputs is True:
-        return DEFAULT_MASKS
-    if isinstance(inputs, str):
-        msg = "inputs takes a list of JSON pointers, not one string"
-        raise AuditError(msg)
-    return parse_masks(inputs)
-
-
 def _identity(stat: os.stat_result) -> tuple[int, int]:
     return (stat.st_dev, stat.st_ino)
-
-
-def _sync(fd: int) -> None:
-    try:
-        getattr(os, "fdatasync", os.fsync)(fd)
-    except OSError as exc:
-        # A character device or pipe (/dev/null, a FIFO to a shipper) has nothing to sync.
-        if exc.errno != errno.EINVAL:
-            raise
-
-
-def _sync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -23,9 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from prunewarden.errors import AuditError
-
-#: How long one write may wait for a full pipe to drain before the record is refused.
-STREAM_WRITE_SECONDS = 1.0
+from prunewarden.limits import STREAM_WRITE_SECONDS
 
 # Called with the chain's new last hash and the policies activated, once a record is all out.
 Written = Callable[[str, set[str]], None]

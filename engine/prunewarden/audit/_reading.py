@@ -23,13 +23,12 @@ from typing import Any
 
 from prunewarden.audit import _record as auditlog
 from prunewarden.audit._chain import parse_record
+from prunewarden.limits import MAX_PARSED_LINE
 
 # Below this, the bytes other writers appended are read with pread; above, through mmap.
 _MMAP_FROM = 1024 * 1024
 # How much of an unended tail is read at a time.
 _CHUNK = 1024 * 1024
-# A line longer than this is not parsed: it is counted and hashed as torn, whatever it holds.
-MAX_PARSED_LINE = 16 * 1024 * 1024
 
 
 def iter_lines(path: Path) -> Iterator[tuple[int, bytes, bool]]:

@@ -1,7 +1,10 @@
 """The audit record format: the only place that names log fields.
 
-A record is one JSON object on one line, described by ``schemas/audit-record.v1.schema.json``. Its
-``kind`` says what happened: a ``decision``; a ``policy_activated`` record holding the full
+A record is one JSON object on one line, described by ``schemas/audit-record.v2.schema.json``
+(``record_version`` 2: sealed over RFC 8785 canonical JSON; logs of ``record_version`` 1, sealed
+over Python's sorted-keys JSON, still verify and read). Its ``kind`` says what happened: a
+``pass`` (one pruning pass and every decision in it, :mod:`._pass`); a
+``decision``; a ``policy_activated`` record holding the full
 canonical policy, written before the first decision under that policy's digest in each log file; a
 ``policy_reload_failed``; a ``log_rotated`` header at the top of a file that continues a rotated
 one; a ``write_recovered`` record after the remains of an interrupted write; a ``session_rebound``
@@ -18,7 +21,6 @@ logger), with the same fields minus the chain.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Iterable, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,17 +29,19 @@ import structlog
 
 from prunewarden.__about__ import __version__
 from prunewarden._identity import PolicyIdentity
-from prunewarden._json import canonical_json, sha256_digest
-from prunewarden.audit._chain import canonical_record
+from prunewarden._json import canonical_digest, encode_canonical, sha256_digest
 from prunewarden.audit._redaction import erase, logged_reasons
 from prunewarden.decision import Decision, utc_now
 from prunewarden.inputs import CollapseRequest, EvictionRequest, Request, StalenessRequest
 from prunewarden.policy import Policy
 
 LOGGER_NAME = "prunewarden"
-RECORD_VERSION = 1
+RECORD_VERSION = 2
+# Every version a reader knows: 1 sealed over canonical_json, 2 over RFC 8785.
+RECORD_VERSIONS = (1, 2)
 
 DECISION = "decision"
+PRUNING_PASS = "pass"  # noqa: S105 - a record kind, not a password
 POLICY_ACTIVATED = "policy_activated"
 POLICY_RELOAD_FAILED = "policy_reload_failed"
 LOG_ROTATED = "log_rotated"
@@ -45,6 +49,7 @@ WRITE_RECOVERED = "write_recovered"
 SESSION_REBOUND = "session_rebound"
 KINDS = (
     DECISION,
+    PRUNING_PASS,
     POLICY_ACTIVATED,
     POLICY_RELOAD_FAILED,
     LOG_ROTATED,
@@ -80,13 +85,13 @@ class DecisionContext:
 
 
 def input_digest(document: Any) -> str:
-    """``sha256:`` over the canonical JSON (UTF-8) of an input document.
+    """``sha256:`` over the RFC 8785 canonical JSON of an input document (from
+    ``record_version`` 2; any language with a JCS library recomputes it).
 
     JSON text may spell lone surrogates (``"\\ud800"``); they are hashed as their UTF-8-style
     bytes rather than refused, so that such a document is still decided and logged.
     """
-    encoded = canonical_json(document).encode("utf-8", "surrogatepass")
-    return "sha256:" + hashlib.sha256(encoded).hexdigest()
+    return "sha256:" + hashlib.sha256(encode_canonical(document)).hexdigest()
 
 
 def text_fields(text: str) -> dict[str, Any]:
@@ -357,9 +362,16 @@ def subject_ids(record: Mapping[str, Any]) -> list[str]:
 
 
 def digest_matches_document(record: Mapping[str, Any]) -> bool:
-    """A ``policy_activated`` record's document hashes to the digest it names."""
+    """A ``policy_activated`` record's document hashes to the digest it names: by digest
+    version 1 in a ``record_version`` 1 record, by RFC 8785 (digest version 2) from 2 on."""
     document = document_of(record)
-    return document is not None and sha256_digest(document) == policy_digest_of(record)
+    if document is None:
+        return False
+    digest = sha256_digest if record.get("record_version") == 1 else canonical_digest
+    try:
+        return digest(document) == policy_digest_of(record)
+    except (TypeError, ValueError):
+        return False
 
 
 # Filters of ``audit query`` and ``audit report``: how to read each from a record, and a
@@ -375,26 +387,6 @@ FIELD_READERS: dict[str, Any] = {
     "policy_digest": policy_digest_of,
     "ts": lambda r: r.get("ts"),
 }
-FIELD_KEYS = {
-    "kind": "kind",
-    "decision_id": "decision_id",
-    "check": "check",
-    "outcome": "outcome",
-    "session_id": "session_id",
-    "policy_name": "name",
-    "policy_version": "version",
-    "policy_digest": "digest",
-}
-
-
-def line_marker(name: str, value: str) -> bytes:
-    """``"key":"value"`` as it appears in a canonical line holding that field's value."""
-    return canonical_record({FIELD_KEYS[name]: value})[1:-1]
-
-
-def value_marker(value: str) -> bytes:
-    """A string value as it appears anywhere in a canonical line."""
-    return json.dumps(value, ensure_ascii=True).encode("ascii")
 
 
 def record_ts(record: Mapping[str, Any]) -> str:

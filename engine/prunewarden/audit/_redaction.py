@@ -179,3 +179,16 @@ def _matches(value: Any, tokens: list[str], path: tuple[str | int, ...]) -> Iter
 
 # Where text sits in an input document: erased unless a team opts in to more.
 DEFAULT_MASKS = text_pointers(schema("input"))
+
+
+def masks_setting(inputs: bool | Iterable[str] | None) -> tuple[str, ...] | None:
+    """The masks of ``AuditLog(inputs=...)``: None logs no input, True the default masks, a
+    list of JSON pointers exactly those."""
+    if inputs is None or inputs is False:
+        return None
+    if inputs is True:
+        return DEFAULT_MASKS
+    if isinstance(inputs, str):
+        msg = "inputs takes a list of JSON pointers, not one string"
+        raise AuditError(msg)
+    return parse_masks(inputs)

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from prunewarden.audit import _record as auditlog
-from prunewarden.audit._chain import parse_record
+from prunewarden.audit._chain import canonical_record, parse_record
+from prunewarden.audit._pass import decision_rows
 from prunewarden.audit._reading import iter_lines
 from prunewarden.audit._rotation import order_files
 from prunewarden.errors import AuditError
@@ -42,6 +43,39 @@ _TS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z")
 
 def _comparable_ts(ts: str) -> str:
     return ts if _TS.fullmatch(ts) else parse_time(ts)
+
+
+FIELD_KEYS = {
+    "kind": "kind",
+    "decision_id": "decision_id",
+    "check": "check",
+    "outcome": "outcome",
+    "session_id": "session_id",
+    "policy_name": "name",
+    "policy_version": "version",
+    "policy_digest": "digest",
+}
+
+
+def line_marker(name: str, value: str) -> bytes | None:
+    """``"key":"value"`` as it appears in a canonical line holding that field's value, or None
+    when the record versions spell it differently (beyond printable ASCII: escaped in version 1,
+    UTF-8 in version 2; such a filter is applied to parsed records only)."""
+    if not _printable(value):
+        return None
+    return canonical_record({FIELD_KEYS[name]: value})[1:-1]
+
+
+def value_marker(value: str) -> bytes | None:
+    """A string value as it appears anywhere in a canonical line (None, as for
+    :func:`line_marker`, when versions spell it differently)."""
+    if not _printable(value):
+        return None
+    return json.dumps(value, ensure_ascii=True).encode("ascii")
+
+
+def _printable(value: str) -> bool:
+    return value.isascii() and value.isprintable()
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,20 +106,25 @@ class RecordFilter:
     )
 
     def markers(self) -> list[bytes]:
-        """Substrings every matching line contains."""
-        found = [auditlog.line_marker("kind", auditlog.DECISION)]
-        found += [
-            auditlog.line_marker(name, value)
+        """Substrings every matching line contains, ``decision`` and ``pass`` lines alike."""
+        found = [
+            line_marker(name, value)
             for name in self._FIELDS
-            if (value := getattr(self, name)) is not None
+            if name != "decision_id" and (value := getattr(self, name)) is not None
         ]
+        if self.decision_id is not None:
+            # A pass's decisions are <pass_id>-<index>: the line holds the pass id.
+            pass_id, dash, _ = self.decision_id.rpartition("-")
+            found.append(value_marker(pass_id if dash else self.decision_id))
         if self.reason is not None:
-            found.append(b'"code":' + auditlog.value_marker(self.reason))
+            found.append(value_marker(self.reason))
         if self.subject is not None and not self.subject.isdigit():
-            found.append(auditlog.value_marker(self.subject))
-        return found
+            found.append(value_marker(self.subject))
+        return [marker for marker in found if marker is not None]
 
     def matches(self, record: dict[str, Any]) -> bool:
+        """``record`` is a decision (a record, or one row of a pass: :func:`decision_rows`)
+        that every given field matches."""
         if auditlog.kind_of(record) != auditlog.DECISION:
             return False
         for name in self._FIELDS:
@@ -142,10 +181,12 @@ def scan(
 def query(
     paths: Iterable[str | os.PathLike[str]], where: RecordFilter, skipped: Skipped
 ) -> Iterator[tuple[bytes, dict[str, Any]]]:
-    """Decision records matching ``where``: the line as written, and the record."""
+    """Decisions matching ``where``: the line as written, and the decision (a ``decision``
+    record, or one verdict of a ``pass`` record as :func:`decision_rows` shapes it)."""
     for _, _, line, record in scan(paths, where.markers(), skipped):
-        if where.matches(record):
-            yield line, record
+        for row in decision_rows(record):
+            if where.matches(row):
+                yield line, row
 
 
 @dataclass
@@ -207,17 +248,18 @@ def find_authorization(
     """The decision ``decision_id`` and the policy activated for its digest before it in the same
     file. Raises :class:`AuditError` when either is missing or the policy does not hash to the
     digest the decision names."""
-    wanted = auditlog.line_marker("decision_id", decision_id)
+    wanted = RecordFilter(decision_id=decision_id).markers()
     activations: dict[str, tuple[Path, int, dict[str, Any]]] = {}
-    for path, number, _, record in scan(
-        paths, [wanted], skipped, also=lambda line: auditlog.ACTIVATION_MARKER in line
+    for path, number, _, found_record in scan(
+        paths, wanted, skipped, also=lambda line: auditlog.ACTIVATION_MARKER in line
     ):
-        kind = auditlog.kind_of(record)
+        kind = auditlog.kind_of(found_record)
         if kind == auditlog.POLICY_ACTIVATED:
-            activations[auditlog.policy_digest_of(record)] = (path, number, record)
-        elif kind == auditlog.DECISION and auditlog.FIELD_READERS["decision_id"](record) == (
-            decision_id
-        ):
+            activations[auditlog.policy_digest_of(found_record)] = (path, number, found_record)
+            continue
+        rows = [r for r in decision_rows(found_record) if r.get("decision_id") == decision_id]
+        if rows:
+            record = rows[0]
             digest = auditlog.policy_digest_of(record)
             found = activations.get(digest)
             if found is None or found[0] != path:
@@ -254,6 +296,10 @@ _COLUMNS = {
     ),
     "engine_version": "VARCHAR",
     "input_digest": "VARCHAR",
+    "pass_id": "VARCHAR",
+    "pass": "VARCHAR",
+    "verdicts": "JSON",
+    "plan": "JSON",
     "kept": "VARCHAR[]",
     "evicted": "VARCHAR[]",
     "input": "JSON",
@@ -280,8 +326,26 @@ CREATE VIEW decisions AS
         subject->>'$.segment.id' AS segment_id,
         (subject->>'$.cycle')::BIGINT AS cycle,
         json_extract_string(subject, '$.spans[*].span_id') AS span_ids,
-        kept, evicted, reasons, actions, subject, input_digest, filename
-    FROM records WHERE kind = 'decision';
+        kept, evicted, reasons, actions, subject, input_digest, NULL AS pass_id, filename
+    FROM records WHERE kind = 'decision'
+    UNION ALL
+    SELECT pass_id || '-' || (i - 1) AS decision_id, ts, v->>'$.check' AS "check",
+        v->>'$.outcome' AS outcome, (v->>'$.enforced')::BOOLEAN AS enforced,
+        v->>'$.codes[0]' AS reason,
+        json_extract_string(v, '$.codes[*]') AS reason_codes,
+        policy.name AS policy_name, policy.version AS policy_version,
+        policy.digest AS policy_digest, session_id, labels,
+        v->>'$.segment' AS segment_id, (v->>'$.cycle')::BIGINT AS cycle,
+        NULL::VARCHAR[] AS span_ids, NULL::VARCHAR[] AS kept, NULL::VARCHAR[] AS evicted,
+        to_json(list_transform(json_extract_string(v, '$.codes[*]'), lambda c: {{'code': c}}))
+            AS reasons,
+        v->'$.actions' AS actions,
+        CASE WHEN v->>'$.segment' IS NULL THEN json_object('cycle', v->'$.cycle')
+            ELSE json_object('segment', json_object('id', v->>'$.segment')) END AS subject,
+        input_digest, pass_id, filename
+    FROM (SELECT *, unnest(range(1, json_array_length(verdicts)::BIGINT + 1)) AS i
+          FROM records WHERE kind = 'pass') AS passes,
+        LATERAL (SELECT verdicts->(i - 1) AS v);
 CREATE VIEW policies AS
     SELECT policy.name AS policy_name, policy.version AS policy_version,
         policy.digest AS policy_digest, any_value(document) AS document,

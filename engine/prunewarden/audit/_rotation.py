@@ -9,6 +9,7 @@ files rely on the same naming, so it is spelled here once.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 from collections.abc import Iterable
@@ -56,3 +57,22 @@ def order_files(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
     for index, path in enumerate(ordered):
         first_seen.setdefault(rotation_base(path), index)
     return sorted(ordered, key=lambda p: (first_seen[rotation_base(p)], sequence(p)))
+
+
+def sync_file(fd: int) -> None:
+    """Flush a file's data to the disk (nothing to do for a character device or a pipe)."""
+    try:
+        getattr(os, "fdatasync", os.fsync)(fd)
+    except OSError as exc:
+        # A character device or pipe (/dev/null, a FIFO to a shipper) has nothing to sync.
+        if exc.errno != errno.EINVAL:
+            raise
+
+
+def sync_dir(directory: Path) -> None:
+    """Flush a directory's entries (a rename, a new link) to the disk."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -252,7 +252,7 @@ class _FileCheck:
 
     def _meaning(self, number: int, record: dict[str, Any], kind: str) -> None:
         version = record.get("record_version")
-        if version != auditlog.RECORD_VERSION:
+        if version not in auditlog.RECORD_VERSIONS:
             self._fail(number, f"record_version {version!r} is not one this verifier knows")
         if kind not in auditlog.KINDS:
             self._fail(number, f"unknown record kind {kind!r}")
@@ -260,7 +260,7 @@ class _FileCheck:
             if not auditlog.digest_matches_document(record):
                 self._fail(number, "the activated policy document does not hash to its digest")
             self.activated.add(auditlog.policy_digest_of(record))
-        elif kind == auditlog.DECISION:
+        elif kind in (auditlog.DECISION, auditlog.PRUNING_PASS):
             digest = auditlog.policy_digest_of(record)
             if digest not in self.activated:
                 self._fail(

@@ -291,8 +291,10 @@ def _query(args: argparse.Namespace, files: list[Path], stdout: IO[str], stderr:
     if args.limit is not None:
         matches = itertools.islice(matches, max(args.limit, 0))
     if args.format == "json":
-        for line, _ in matches:
-            stdout.write(line.decode("ascii") + "\n")
+        # A decision record as written; a decision of a pass as its row (the pass is one line).
+        for line, record in matches:
+            text = line.decode("utf-8") if "pass_id" not in record else json.dumps(record)
+            stdout.write(text + "\n")
     else:
         stdout.write(_row([name for name, _ in _QUERY_COLUMNS]))
         for _, record in matches:

@@ -1,9 +1,10 @@
 """Request documents: the typed requests (model), their parsing and validation with located
-errors, the fast acceptor of well-formed documents, and eviction passes.
+errors, the compiled yes or no for valid documents, and eviction passes.
 """
 
 from __future__ import annotations
 
+from prunewarden.inputs._checks import check_caller_fields
 from prunewarden.inputs._model import (
     CHECKS,
     Check,
@@ -40,6 +41,7 @@ __all__ = [
     "Turn",
     "TurnStats",
     "WindowSegment",
+    "check_caller_fields",
     "parse_evictions",
     "parse_plan",
     "parse_request",

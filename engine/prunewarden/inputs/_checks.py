@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from prunewarden._json import JsonPath
-from prunewarden.errors import describe_value
+from prunewarden.errors import InputError, Problem, describe_value
 from prunewarden.inputs._model import ScoreRange
 from prunewarden.limits import (
     INTEGER_CEILING,
@@ -241,3 +241,22 @@ def _non_finite(value: Any, path: JsonPath) -> Iterator[Found]:
     elif isinstance(value, list | tuple):
         for i, item in enumerate(value):
             yield from _non_finite(item, (*path, i))
+
+
+def check_caller_fields(session_id: Any, labels: Any) -> None:
+    """The session id and labels a caller passes with a document: a string (or None), and a
+    mapping of strings; raise :class:`InputError` otherwise."""
+    problems = []
+    if session_id is not None and not isinstance(session_id, str):
+        problems.append(Problem("<arguments>", 0, 0, "$.session_id", "must be a string or None"))
+    if labels is not None:
+        if not isinstance(labels, Mapping):
+            problems.append(Problem("<arguments>", 0, 0, "$.labels", "must be a mapping"))
+        else:
+            problems += [
+                Problem("<arguments>", 0, 0, f"$.labels.{key}", "keys and values must be strings")
+                for key, value in labels.items()
+                if not isinstance(key, str) or not isinstance(value, str)
+            ]
+    if problems:
+        raise InputError(problems)

@@ -1,8 +1,9 @@
 """Input documents: validated against ``input.v1`` and the policy, then typed.
 
-A malformed document is an :class:`InputError`, never a decision. A document the fast acceptor is
-sure of is typed at once; any other takes the exact path, the schema and the checks beyond it
-(:mod:`prunewarden.inputs._checks`), which is slower but says what is wrong and where.
+A malformed document is an :class:`InputError`, never a decision. A document the compiled
+validator accepts (:mod:`prunewarden.inputs._validation`) is typed at once; any other takes the
+exact path, the schema and the checks beyond it (:mod:`prunewarden.inputs._checks`), which is
+slower but says what is wrong and where.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from typing import Any
 from prunewarden._schemas import capped, problems_of, validator
 from prunewarden._source import Parsed, locate
 from prunewarden.errors import InputError, Problem
-from prunewarden.inputs._acceptor import accepts, accepts_plan, collapse_scores
 from prunewarden.inputs._checks import Found, oversized, plan_problems, request_problems, unreadable
 from prunewarden.inputs._model import (
     Check,
@@ -31,6 +31,7 @@ from prunewarden.inputs._model import (
     TurnStats,
     WindowSegment,
 )
+from prunewarden.inputs._validation import accepts, accepts_plan
 from prunewarden.limits import MAX_PROBLEMS
 
 
@@ -41,9 +42,9 @@ def parse_request(
 
     ``text`` is the document's source, used only to put line and column on errors.
     """
-    fast = _parse_fast(data, scores)
-    if fast is not None:
-        return fast
+    if accepts(data, scores):
+        check: Check = data["check"]
+        return check, _BUILDERS[check](data)
     return parse_request_exact(data, scores, filename=filename, text=text)
 
 
@@ -125,19 +126,6 @@ def _locate(data: Any, filename: str, text: str | None) -> Parsed:
     return located
 
 
-def _parse_fast(data: Any, scores: ScoreRange) -> tuple[Check, Request] | None:
-    """The fast path (:mod:`._acceptor`): the typed request, or None when it is not sure the
-    document is valid."""
-    check = data.get("check") if type(data) is dict else None
-    if type(check) is str and check == "collapse":
-        screened = collapse_scores(data, scores.min, scores.max)
-        return None if screened is None else ("collapse", _collapse(data, screened))
-    if accepts(data, scores):
-        valid: Check = data["check"]
-        return valid, _BUILDERS[valid](data)
-    return None
-
-
 def _int_or_none(value: Any) -> int | None:
     # JSON Schema's "integer" admits 3.0; the guards index and slice with it.
     return None if value is None else int(value)
@@ -149,39 +137,31 @@ def _floats(scores: Mapping[str, Any]) -> dict[str, float]:
     return {entry: float(value) for entry, value in scores.items()}
 
 
-def _snapshots(
-    data: dict[str, Any], scores: list[dict[str, float]] | None = None
-) -> tuple[Snapshot, ...]:
-    """The history's snapshots; ``scores`` are their scores as floats when already known."""
-    history = data["history"]
-    floats = scores if scores is not None else [_floats(s["scores"]) for s in history]
+def _snapshots(data: dict[str, Any]) -> tuple[Snapshot, ...]:
     return tuple(
-        Snapshot(int(s["cycle"]), converted, tuple(s.get("pinned", ())))
-        for s, converted in zip(history, floats, strict=True)
+        Snapshot(int(s["cycle"]), _floats(s["scores"]), tuple(s.get("pinned", ())))
+        for s in data["history"]
     )
 
 
-def _collapse(
-    data: dict[str, Any],
-    screened: tuple[list[dict[str, float]], dict[str, float] | None] | None = None,
-) -> CollapseRequest:
-    """``screened``: the scores as the fast path converted them (snapshots', then baseline's)."""
-    if screened is not None:
-        return CollapseRequest(_snapshots(data, screened[0]), screened[1])
+def _collapse(data: dict[str, Any]) -> CollapseRequest:
     baseline = data.get("baseline")
     return CollapseRequest(_snapshots(data), _floats(baseline) if baseline is not None else None)
 
 
 def _segment(seg: dict[str, Any]) -> Segment:
+    # Positional, in the model's field order: built once per segment of every window.
+    get = seg.get
+    tokens = get("tokens")
     return Segment(
-        id=seg["id"],
-        kind=seg["kind"],
-        text=seg.get("text", ""),
-        non_recoverable=seg.get("non_recoverable", False),
-        score_dependencies=tuple(seg.get("score_dependencies", ())),
-        tombstone_written=seg.get("tombstone_written", False),
-        tokens=_int_or_none(seg.get("tokens")),
-        metadata=seg.get("metadata", {}),
+        seg["id"],
+        seg["kind"],
+        get("text", ""),
+        get("non_recoverable", False),
+        tuple(get("score_dependencies", ())),
+        get("tombstone_written", False),
+        None if tokens is None else int(tokens),
+        get("metadata", {}),
     )
 
 
@@ -202,13 +182,15 @@ def eviction_request(data: Mapping[str, Any], candidates: frozenset[str]) -> Evi
 
 
 def _span(s: dict[str, Any], span_id: str) -> Span:
+    get = s.get
+    score = s["score"]
     return Span(
-        span_id=span_id,
-        text=s.get("text", ""),
-        score=float(s["score"]) if s["score"] is not None else None,
-        text_sha256=s.get("text_sha256", ""),
-        rewrite_count=int(s.get("rewrite_count", 0)),
-        derived_from=tuple(s.get("derived_from", ())),
+        span_id,
+        get("text", ""),
+        None if score is None else float(score),
+        get("text_sha256", ""),
+        int(get("rewrite_count", 0)),
+        tuple(get("derived_from", ())),
     )
 
 

@@ -1,48 +1,54 @@
 """A whole eviction pass, validated at once: the input of :meth:`Engine.authorize_evictions`;
 and the growing candidate list of a planned pass (:class:`PassCandidates`).
 
+A pass is one decision event with one audit record, which digests the pass document once
+(:attr:`Parsed.document`): no item is digested on its own.
+
 A pruning pass asks about every segment it is about to evict, and every one of them is a candidate
 of the same pass. Asked one document at a time, the engine validates the shared candidate list
 again for every segment, which makes a pass quadratic in its size; here the list is validated once
-and each item through the fast path. A malformed pass is refused as a whole, before anything is
-decided, with every problem located under ``$.evictions[i]`` or ``$.eviction_candidates``.
+and the items together through the compiled schema. A malformed pass is refused as a whole, before
+anything is decided, with every problem located under ``$.evictions[i]`` or
+``$.eviction_candidates``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 from collections.abc import Iterable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from itertools import islice
 from typing import Any
 
-from prunewarden._json import canonical_json
 from prunewarden._source import json_path
 from prunewarden.errors import InputError, Problem, describe_value
-from prunewarden.inputs._acceptor import accepts_eviction, accepts_ids
 from prunewarden.inputs._model import EvictionRequest, ScoreRange
 from prunewarden.inputs._parse import eviction_request, parse_request
+from prunewarden.inputs._validation import PASS_ITEM_FIELDS, accepts_ids, accepts_pass_items
 from prunewarden.limits import MAX_SEGMENTS
 
 #: The fields of one item of a pass: an eviction document without ``check`` and candidates.
-ITEM_FIELDS = ("perturbed_score", "score", "segment")
+ITEM_FIELDS = PASS_ITEM_FIELDS
 _ITEM_KEYS = frozenset(ITEM_FIELDS)
 _FILENAME = "<input>"
 
 
 @dataclass(frozen=True, slots=True)
 class PassItem:
-    """One item of a pass: its typed request, the eviction document it stands for (the item with
-    ``check`` and the candidates) and that document's input digest."""
+    """One item of a pass: its typed request and the eviction document it stands for (the item
+    with ``check`` and the candidates)."""
 
     request: EvictionRequest
     document: dict[str, Any]
-    digest: str | None
 
 
-Parsed = list[PassItem]
+@dataclass(frozen=True, slots=True)
+class Parsed:
+    """A valid pass: its items, and the pass document its one audit record digests."""
+
+    items: list[PassItem]
+    document: dict[str, Any]
 
 
 def parse_evictions(
@@ -64,41 +70,22 @@ def parse_evictions(
     if len(items) > MAX_SEGMENTS:
         message = f"{len(items)} segments in one pass, more than the limit of {MAX_SEGMENTS}"
         raise InputError([Problem(_FILENAME, 0, 0, "$.evictions", message)])
-    low, high = scores.min, scores.max
-    if (candidates is None or accepts_ids(candidates)) and all(
-        type(item) is dict and item.keys() <= _ITEM_KEYS and accepts_eviction(item, low, high)
-        for item in items
-    ):
+    if (candidates is None or accepts_ids(candidates)) and accepts_pass_items(items, scores):
         ids = [item["segment"]["id"] for item in items]
-        if len(set(ids)) == len(ids):
-            return _with_documents(items, ids if candidates is None else candidates)
+        return _with_documents(items, ids if candidates is None else candidates)
     return _parse_exact(items, candidates, scores)
 
 
 def _with_documents(items: list[Any], candidates: list[str]) -> Parsed:
     shared = frozenset(candidates)
-    # Every document shares the candidate list, which sorts right after "check": hash that
-    # prefix once and each item's own fields after it, instead of the whole list per item (a
-    # pass of n segments would hash n times n ids). The digest is input_digest's, byte for byte.
-    prefix = hashlib.sha256(
-        f'{{"check":"eviction","eviction_candidates":{canonical_json(candidates)},'.encode(
-            "utf-8", "surrogatepass"
+    parsed = [
+        PassItem(
+            eviction_request(item, shared),
+            {"check": "eviction", **item, "eviction_candidates": candidates},
         )
-    )
-    parsed = []
-    for item in items:
-        document = {"check": "eviction", **item, "eviction_candidates": candidates}
-        parsed.append(PassItem(eviction_request(item, shared), document, _digest(prefix, item)))
-    return parsed
-
-
-def _digest(prefix: Any, item: Mapping[str, Any]) -> str | None:
-    digest = prefix.copy()
-    try:
-        digest.update(canonical_json(item)[1:].encode("utf-8", "surrogatepass"))
-    except (TypeError, ValueError):
-        return None  # the engine digests the document itself, and refuses if it cannot
-    return f"sha256:{digest.hexdigest()}"
+        for item in items
+    ]
+    return Parsed(parsed, {"evictions": items, "eviction_candidates": candidates})
 
 
 def _as_list(values: Any, name: str, what: str) -> list[Any]:
@@ -162,25 +149,19 @@ def _problem(path: tuple[str | int, ...], message: str) -> Problem:
     return Problem(_FILENAME, 0, 0, json_path(path), message)
 
 
-_PREFIX = '{"check":"eviction","eviction_candidates":['
-
-
 class PassCandidates:
     """The candidates of a planned pass, pick by pick: the segments chosen so far and the one
     offered now, in the order the pass chose them.
 
-    A pass of n picks would build, sort and digest n growing sets (quadratic); here an offer
-    costs the same whatever was chosen before. :meth:`offer` returns the candidates as a fixed
-    set view, and :attr:`ids` is the eviction document's candidate list: valid until the next
-    :meth:`keep` or :meth:`withdraw`, which is all a decision needs (it is digested, checked
-    and logged before the pass moves on). The digest is ``input_digest`` of that document, byte
-    for byte, from a hash of the chosen prefix kept running.
+    A pass of n picks would build n growing sets (quadratic); here an offer costs the same
+    whatever was chosen before. :meth:`offer` returns the candidates as a fixed set view, and
+    :attr:`ids` is the eviction document's candidate list: valid until the next :meth:`keep` or
+    :meth:`withdraw`, which is all a decision needs (it is checked before the pass moves on).
     """
 
     def __init__(self) -> None:
         self.ids: list[str] = []
         self._positions: dict[str, int] = {}
-        self._chosen = hashlib.sha256(_PREFIX.encode())
         self._offered: str | None = None
 
     def offer(self, segment_id: str) -> AbstractSet[str]:
@@ -189,27 +170,11 @@ class PassCandidates:
         self.ids.append(segment_id)
         return CandidateView(self.ids, self._positions, len(self._positions), segment_id)
 
-    def digest(self, item: Mapping[str, Any]) -> str | None:
-        """``input_digest`` of the offered segment's document: ``item`` (its fields other
-        than ``check`` and the candidates) with the candidate list."""
-        digest = self._chosen.copy()
-        try:
-            own = canonical_json(self._offered)
-            rest = canonical_json(item)[1:]
-        except (TypeError, ValueError):
-            return None  # the engine digests the document itself, and refuses if it cannot
-        separator = "," if self._positions else ""
-        digest.update(f"{separator}{own}],{rest}".encode("utf-8", "surrogatepass"))
-        return f"sha256:{digest.hexdigest()}"
-
     def keep(self) -> None:
         """The offered segment is chosen: a candidate of every later decision."""
         own, self._offered = self._offered, None
-        if own is None:
-            return
-        separator = "," if self._positions else ""
-        self._positions[own] = len(self._positions)
-        self._chosen.update(f"{separator}{canonical_json(own)}".encode("utf-8", "surrogatepass"))
+        if own is not None:
+            self._positions[own] = len(self._positions)
 
     def withdraw(self) -> None:
         """The offered segment is not chosen."""

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from prunewarden._identity import PolicyIdentity, PolicySource
-from prunewarden.decision import Action, Decision, Reason, Verdict
+from prunewarden.decision import Action, Decision, Reason, Stamp, Verdict
 from prunewarden.guards import GUARDS, Guard
 from prunewarden.inputs import CHECKS, Check, Request
 from prunewarden.pipeline import _calibration as calibrated
@@ -30,7 +30,8 @@ class Pipeline:
     sources: tuple[PolicySource, ...] = ()  # the policy's files, named by every decision
     calibration: Calibration | None = None  # spec.scores.calibration (prunewarden.calibration)
 
-    def decide(self, request: Request) -> Decision:
+    def decide(self, request: Request, stamp: Stamp | None = None) -> Decision:
+        """The decision on a validated request; ``stamp`` places it in a pruning pass."""
         if self.mode == "off":
             verdict = self.guard.when_off(self.settings, request)
         else:
@@ -56,7 +57,7 @@ class Pipeline:
                 verdict = self.rules.apply(verdict, request)
             if self.calibration is not None:
                 verdict = self._annotate(verdict, raw, request)
-        return self.to_decision(verdict)
+        return self.to_decision(verdict, stamp)
 
     def _annotate(self, verdict: Verdict, raw: Request, judged: Request) -> Verdict:
         """Every reason names the scale its scores were judged on (fail closed: a record that
@@ -76,7 +77,23 @@ class Pipeline:
         verdict.reasons = calibrated.annotate(verdict.reasons, detail)
         return verdict
 
-    def to_decision(self, verdict: Verdict) -> Decision:
+    def to_decision(self, verdict: Verdict, stamp: Stamp | None = None) -> Decision:
+        if stamp is not None:
+            return Decision(
+                check=self.check,
+                outcome=self.guard.refusal if verdict.refused else "allow",
+                enforced=self.mode == "enforce",
+                reasons=tuple(verdict.reasons),
+                actions=tuple(verdict.actions),
+                policy=self.policy,
+                decision_id=stamp.decision_id,
+                evaluated_at=stamp.evaluated_at,
+                kept=verdict.kept,
+                evicted=verdict.evicted,
+                sources=self.sources,
+                pass_id=stamp.pass_id,
+                index=stamp.position,
+            )
         return Decision(
             check=self.check,
             outcome=self.guard.refusal if verdict.refused else "allow",
@@ -89,9 +106,11 @@ class Pipeline:
             sources=self.sources,
         )
 
-    def refuse(self, reason: Reason, actions: tuple[Action, ...] = ()) -> Decision:
+    def refuse(
+        self, reason: Reason, actions: tuple[Action, ...] = (), stamp: Stamp | None = None
+    ) -> Decision:
         """A refusal decided outside the guard (the log could not be written, ...)."""
-        return self.to_decision(Verdict(True, [reason], list(actions)))
+        return self.to_decision(Verdict(True, [reason], list(actions)), stamp)
 
 
 def compile_policy(

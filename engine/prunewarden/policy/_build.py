@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from prunewarden import _resources as resources
 from prunewarden._files import open_regular
 from prunewarden._identity import PolicyIdentity, PolicySource
-from prunewarden._json import sha256_digest
+from prunewarden._json import canonical_digest
 from prunewarden._schemas import apply_defaults
 from prunewarden.errors import PolicyError, Problem, describe_value
 from prunewarden.inputs import ScoreRange
@@ -69,7 +69,7 @@ def build_policy(
         raise PolicyError(problems)
     document = normalize_document(parsed.data)
     metadata = document["metadata"]
-    identity = PolicyIdentity(metadata["name"], metadata["version"], sha256_digest(document))
+    identity = PolicyIdentity(metadata["name"], metadata["version"], canonical_digest(document))
     return Policy(
         identity, _spec(document["spec"]), document, parsed.filename, compiled, sources=sources
     )

@@ -22,6 +22,8 @@ from pathlib import Path
 
 from prunewarden._files import read_regular
 from prunewarden._identity import PolicyIdentity
+from prunewarden._json import DIGEST_VERSION as CANONICAL_DIGEST_VERSION
+from prunewarden._json import LEGACY_DIGEST_VERSION
 from prunewarden._schemas import schema_problems
 from prunewarden._source import Parsed, parse_yaml
 from prunewarden.errors import PolicyError, Problem
@@ -31,6 +33,10 @@ from prunewarden.policy._overlay import BUILTIN, Resolution
 
 LOCK_FILENAME = "policy.lock"
 LOCK_VERSION = 1
+# The digests a lock file holds: version 2 (RFC 8785) in files written since, version 1
+# (Python's sorted-keys JSON) in files without a digestVersion line. A file keeps its version:
+# entries added to a version 1 file are version 1 digests.
+DIGEST_VERSION = CANONICAL_DIGEST_VERSION
 
 _HEADER = """\
 # prunewarden policy lock: each policy name@version and the digest of its resolved content.
@@ -46,6 +52,7 @@ class PolicyLock:
     path: str
     entries: dict[str, str]  # name@version -> digest
     parsed: Parsed | None = None
+    digest_version: int = DIGEST_VERSION
 
 
 def key(identity: PolicyIdentity) -> str:
@@ -81,20 +88,29 @@ def read(path: str | os.PathLike[str]) -> PolicyLock:
         problems += schema_problems("policy-lock", parsed)
     if problems:
         raise PolicyError(problems)
-    return PolicyLock(shown, dict(parsed.data["policies"]), parsed)
+    version = parsed.data.get("digestVersion", LEGACY_DIGEST_VERSION)
+    return PolicyLock(shown, dict(parsed.data["policies"]), parsed, version)
+
+
+def _digests(resolution: Resolution, lock: PolicyLock) -> tuple[str, ...]:
+    """Each layer's digest in the version the lock file holds."""
+    if lock.digest_version == LEGACY_DIGEST_VERSION:
+        return resolution.legacy_digests
+    return tuple(identity.digest for identity in resolution.identities)
 
 
 def problems(resolution: Resolution, lock: PolicyLock) -> list[Problem]:
     """Each policy of the chain whose ``name@version`` the lock holds to another digest, located
     at its ``metadata.version``."""
     found = []
-    for layer, identity in zip(resolution.layers, resolution.identities, strict=True):
+    layers = zip(resolution.layers, resolution.identities, _digests(resolution, lock), strict=True)
+    for layer, identity, digest in layers:
         locked = lock.entries.get(key(identity))
-        if locked is None or locked == identity.digest:
+        if locked is None or locked == digest:
             continue
         message = (
             f"version {identity.version} reused for different content: bump the version "
-            f"({lock.path} holds {key(identity)} to {locked}; this content is {identity.digest})"
+            f"({lock.path} holds {key(identity)} to {locked}; this content is {digest})"
         )
         found.append(layer.parsed.problem(("metadata", "version"), message))
     return found
@@ -128,34 +144,40 @@ def update(path: str | os.PathLike[str], resolutions: list[Resolution]) -> list[
     report: list[Entry] = []
     found: list[Problem] = []
     for resolution in resolutions:
-        found += problems(resolution, PolicyLock(lock.path, entries))
-        for layer, identity in zip(resolution.layers, resolution.identities, strict=True):
+        found += problems(resolution, PolicyLock(lock.path, entries, None, lock.digest_version))
+        digests = _digests(resolution, lock)
+        for layer, identity, digest in zip(
+            resolution.layers, resolution.identities, digests, strict=True
+        ):
             name = key(identity)
             if layer.source.path.startswith(BUILTIN) or any(e.key == name for e in report):
                 continue
             added = name not in entries
-            entries.setdefault(name, identity.digest)
-            report.append(Entry(name, identity.digest, added))
+            entries.setdefault(name, digest)
+            report.append(Entry(name, digest, added))
     if found:
         raise PolicyError(found)
     if any(entry.added for entry in report):
-        write(target, entries)
+        write(target, entries, lock.digest_version)
     return report
 
 
-def render(entries: dict[str, str]) -> str:
+def render(entries: dict[str, str], digest_version: int = DIGEST_VERSION) -> str:
     """The lock file's text: a header, then the entries by name and version."""
-    lines = [_HEADER.rstrip("\n"), f"lockVersion: {LOCK_VERSION}", "policies:"]
+    lines = [_HEADER.rstrip("\n"), f"lockVersion: {LOCK_VERSION}"]
+    if digest_version != LEGACY_DIGEST_VERSION:
+        lines.append(f"digestVersion: {digest_version}")
+    lines.append("policies:")
     lines += [f"  {name}: {entries[name]}" for name in sorted(entries, key=_order)]
     if not entries:
         lines[-1] = "policies: {}"
     return "\n".join(lines) + "\n"
 
 
-def write(path: Path, entries: dict[str, str]) -> None:
+def write(path: Path, entries: dict[str, str], digest_version: int = DIGEST_VERSION) -> None:
     """Replace the lock file atomically, so that a process watching it never reads half of it.
     Raises :class:`PolicyError` when it cannot be written."""
-    text = render(entries)
+    text = render(entries, digest_version)
     try:
         mode = path.stat().st_mode & 0o777 if path.exists() else 0o644
         handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)

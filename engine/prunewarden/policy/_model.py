@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from prunewarden._identity import PolicyIdentity, PolicySource
-from prunewarden._json import canonical_json
+from prunewarden._json import encode_canonical
 from prunewarden.inputs._model import ScoreRange
 from prunewarden.rules._model import Rule
 
@@ -106,4 +106,5 @@ class Policy:
         return self.identity.digest
 
     def canonical_json(self) -> str:
-        return canonical_json(self.document)
+        """The document in RFC 8785 canonical form: what :attr:`digest` hashes."""
+        return encode_canonical(self.document).decode("utf-8")

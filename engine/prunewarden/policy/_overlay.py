@@ -36,7 +36,7 @@ from typing import Any
 
 from prunewarden import _resources as resources
 from prunewarden._identity import PolicyIdentity, PolicySource
-from prunewarden._json import JsonPath, paths, sha256_digest
+from prunewarden._json import JsonPath, canonical_digest, paths, sha256_digest
 from prunewarden._schemas import schema_problems
 from prunewarden._source import Origin, Parsed, json_path, parse_yaml
 from prunewarden.errors import PolicyError, Problem
@@ -102,6 +102,8 @@ class Resolution:
     identities: tuple[PolicyIdentity, ...]
     origins: Mapping[JsonPath, Origin]
     key_origins: Mapping[JsonPath, Origin]
+    # Each layer's digest by digest version 1, for lock files that hold those.
+    legacy_digests: tuple[str, ...] = ()
 
     def origin(self, path: JsonPath) -> Origin | None:
         """Where the value at ``path`` was set: its key's line when it has a key."""
@@ -326,12 +328,16 @@ def _merge(layers: list[Layer]) -> Resolution:
     policy = build_policy(merged, sources, problems)
     identities = tuple(
         PolicyIdentity(
-            document["metadata"]["name"], document["metadata"]["version"], sha256_digest(document)
+            document["metadata"]["name"],
+            document["metadata"]["version"],
+            canonical_digest(document),
         )
         for document in documents
     )
+    # What lock files of digest version 1 hold (Python's sorted-keys JSON).
+    legacy = tuple(sha256_digest(document) for document in documents)
     origins, key_origins = _canonical_origins(merged, policy.document)
-    return Resolution(policy, tuple(layers), identities, origins, key_origins)
+    return Resolution(policy, tuple(layers), identities, origins, key_origins, legacy)
 
 
 class _Overlay:

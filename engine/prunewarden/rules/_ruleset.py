@@ -65,7 +65,7 @@ class RuleSet:
         if not self.rules:
             return verdict
         variables = Variables(self.check, request, self._params)
-        shared = Budget(MAX_DECISION_RULE_MS / 1000)
+        shared = _SharedBudget()
         binding: list[Reason] = []
         advisory: list[Reason] = []
         actions: list[Action] = []
@@ -100,9 +100,9 @@ class RuleSet:
             evicted=verdict.evicted,
         )
 
-    def _evaluate(self, rule: Rule, variables: Variables, shared: Budget) -> _Outcome:
+    def _evaluate(self, rule: Rule, variables: Variables, shared: _SharedBudget) -> _Outcome:
         outcome = _Outcome([], [])
-        deadline = Deadline(rule.timeout, shared)
+        deadline = _LazyDeadline(rule.timeout, shared)
         try:
             items: list[tuple[str, int | None]] = (
                 [(item_id, i) for i, (item_id, _) in enumerate(variables.items())]
@@ -118,7 +118,7 @@ class RuleSet:
                 matched = self._condition(rule, variables, item, deadline)
             except EvaluationError as exc:
                 outcome.errors.append((item_id, str(exc)))
-                if deadline.expired():
+                if deadline.started().expired():
                     break
                 continue
             except Exception as exc:  # noqa: BLE001 - fail closed, as above
@@ -134,15 +134,21 @@ class RuleSet:
         return outcome
 
     def _condition(
-        self, rule: Rule, variables: Variables, item: int | None, deadline: Deadline
+        self, rule: Rule, variables: Variables, item: int | None, deadline: _LazyDeadline
     ) -> bool:
         reads = rule.when.reads
-        key = (rule.index, rule.name, *variables.digest(reads, item))
+        shared_digest = variables.shared_digest(reads, item)
+        if shared_digest is not None:
+            key: tuple[Any, ...] = (rule.index, rule.name, shared_digest)
+        else:
+            key = (rule.index, rule.name, *variables.digest(reads, item))
         cached = self.cache.get(key)
         if cached is not None:
             return cached
         try:
-            matched = evaluate_bool(rule.when, variables.cel(reads, item), deadline=deadline)
+            matched = evaluate_bool(
+                rule.when, variables.cel(reads, item), deadline=deadline.started()
+            )
         except EvaluationError as exc:
             if str(exc) == "timed out":
                 msg = f"timed out (timeout_ms: {rule.timeout * 1000:g})"
@@ -151,7 +157,9 @@ class RuleSet:
         self.cache.put(key, matched)
         return matched
 
-    def _message(self, rule: Rule, variables: Variables, item: int | None, shared: Budget) -> str:
+    def _message(
+        self, rule: Rule, variables: Variables, item: int | None, shared: _SharedBudget
+    ) -> str:
         if rule.message_expression is None:
             return rule.message or f"rule {rule.name!r} matched"
         position = None if item is None or item < 0 else item
@@ -160,10 +168,41 @@ class RuleSet:
             return evaluate_text(
                 rule.message_expression,
                 variables.cel(reads, position),
-                deadline=Deadline(rule.timeout, shared),
+                deadline=Deadline(rule.timeout, shared.started()),
             )
         except Exception as exc:  # noqa: BLE001 - the rule matched; only its wording failed
             return f"rule {rule.name!r} matched (its message_expression failed: {exc})"
+
+
+class _SharedBudget:
+    """The decision's budget, started (one CPU-clock read) only when a rule is evaluated: a
+    request whose every rule is answered from the cache reads no clock."""
+
+    __slots__ = ("_budget",)
+
+    def __init__(self) -> None:
+        self._budget: Budget | None = None
+
+    def started(self) -> Budget:
+        if self._budget is None:
+            self._budget = Budget(MAX_DECISION_RULE_MS / 1000)
+        return self._budget
+
+
+class _LazyDeadline:
+    """A rule's deadline, started when the rule is first evaluated rather than looked up."""
+
+    __slots__ = ("_deadline", "_seconds", "_shared")
+
+    def __init__(self, seconds: float, shared: _SharedBudget) -> None:
+        self._seconds = seconds
+        self._shared = shared
+        self._deadline: Deadline | None = None
+
+    def started(self) -> Deadline:
+        if self._deadline is None:
+            self._deadline = Deadline(self._seconds, self._shared.started())
+        return self._deadline
 
 
 def _reasons(rule: Rule, outcome: _Outcome) -> list[Reason]:

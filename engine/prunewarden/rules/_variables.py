@@ -158,8 +158,22 @@ def _digest(value: Any) -> bytes:
     return hashlib.blake2b(repr(value).encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
+# What a request says about its own subject: a rule reading nothing else (params aside) is keyed
+# by one digest of all of it, computed once per request and shared by every such rule.
+SUBJECT_VARIABLES: dict[str, frozenset[str]] = {
+    "eviction": frozenset({"segment", "score", "perturbed_score", "params"}),
+}
+
+
 class Variables:
-    """The variables of one request, built, converted and digested at most once each."""
+    """The variables of one request, built, converted and digested at most once each.
+
+    The cache key of a rule that reads only the request's subject (an eviction's segment and
+    scores) is one digest of all of it, shared by every such rule: a pass of n segments under r
+    rules digests n times, not n times r. Such a key changes with any field of the segment, read
+    or not, which in a pass is what changes anyway (a rewritten segment). Other rules (those
+    reading the candidates, or a per-item variable) are keyed by exactly what they read.
+    """
 
     def __init__(self, check: str, request: Request, params: Any) -> None:
         self.check = check
@@ -169,6 +183,21 @@ class Variables:
         self._cel: dict[tuple[str, frozenset[str] | None], Any] = {}
         self._digests: dict[tuple[str, frozenset[str] | None], bytes] = {}
         self._items: list[tuple[str, dict[str, Any]]] | None = None
+        self._subject: bytes | None = None
+
+    def shared_digest(
+        self, reads: Mapping[str, frozenset[str] | None], item: int | None
+    ) -> bytes | None:
+        """The digest shared by every rule that reads only the request's subject (and params);
+        None for any other rule."""
+        subject = SUBJECT_VARIABLES.get(self.check)
+        if item is None and subject is not None and reads.keys() <= subject:
+            if self._subject is None:
+                self._subject = _digest(
+                    [self._value(name) for name in sorted(subject) if name != "params"]
+                )
+            return self._subject
+        return None
 
     def items(self) -> list[tuple[str, dict[str, Any]]]:
         if self._items is None:

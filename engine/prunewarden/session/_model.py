@@ -38,7 +38,7 @@ from prunewarden.inputs import (
     parse_plan,
     parse_request,
 )
-from prunewarden.planner import Plan, plan_pass
+from prunewarden.planner import PassLog, Plan, RecordPass, plan_pass
 from prunewarden.policy import Policy
 from prunewarden.session._registry import SessionRegistry
 from prunewarden.session._state import (
@@ -71,8 +71,8 @@ class DecideRequest(Protocol):
         session_id: str | None = None,
         labels: Mapping[str, str] | None = None,
         gate: Verdict | None = None,
-        digest: str | None = None,
         from_session: bool = False,
+        in_pass: PassLog | None = None,
     ) -> Decision: ...
 
 
@@ -84,6 +84,7 @@ class SessionBinding:
     policy: Policy
     decide: DecideRequest
     write_record: Callable[[dict[str, Any]], None]
+    record_pass: RecordPass
 
 
 Binder = Callable[[], SessionBinding]
@@ -294,9 +295,18 @@ class Session:
             return self.plan_request(request, document)
 
     def plan_request(self, request: PlanRequest, document: Mapping[str, Any]) -> Plan:
-        """Plan a validated pass (the document is what the audit records digest)."""
+        """Plan a validated pass: one audit record, which digests the document."""
         with self._lock:
-            return plan_pass(self, request, document)
+            log = PassLog()
+            plan = plan_pass(self, request, document, log)
+            return self._binding.record_pass(
+                log,
+                plan,
+                document,
+                session_id=self.session_id,
+                labels=self.labels,
+                from_session=not self._stateless,
+            )
 
     def evaluate(self, document: Mapping[str, Any]) -> Decision:
         """Decide one input document (as :meth:`Engine.evaluate` takes it) with this session's
@@ -347,10 +357,10 @@ class Session:
         document: Any,
         gate: Verdict | None = None,
         *,
-        digest: str | None = None,
+        in_pass: PassLog | None = None,
     ) -> Decision:
-        """Decide and log under this session's id and labels; ``digest``, when given, is
-        ``input_digest(document)`` computed by the caller."""
+        """Decide and log under this session's id and labels; a decision ``in_pass`` is logged
+        with its pass (:meth:`plan_request`)."""
         return self._binding.decide(
             check,
             request,
@@ -358,8 +368,8 @@ class Session:
             session_id=self.session_id,
             labels=self.labels,
             gate=gate,
-            digest=digest,
             from_session=not self._stateless,
+            in_pass=in_pass,
         )
 
     def gate(self, check: Check, request: Request | None = None) -> Verdict | None:

@@ -1,13 +1,14 @@
-"""The fast path of input validation agrees with JSON Schema and the semantic checks."""
+"""The compiled validation of inputs agrees with JSON Schema and the semantic checks, with
+jsonschema-rs and with the pure-Python fallback alike."""
 
 from __future__ import annotations
 
-import contextlib
 from collections import OrderedDict
 from decimal import Decimal
 from typing import Any
 
 import pytest
+from _support.backends import BACKENDS, compiled_backend
 from _support.generators import (
     edge_values,
     json_values,
@@ -20,8 +21,6 @@ from _support.generators import (
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from prunewarden import InputError
-from prunewarden._resources import schema
-from prunewarden.inputs._acceptor import TEXT_SHA256, accepts, accepts_plan
 from prunewarden.inputs._model import PlanRequest, ScoreRange
 from prunewarden.inputs._parse import (
     parse_plan,
@@ -29,6 +28,7 @@ from prunewarden.inputs._parse import (
     parse_request,
     parse_request_exact,
 )
+from prunewarden.inputs._validation import accepts
 
 RANGES = [ScoreRange(0.0, 1.0), ScoreRange(-1.0, 2.0), ScoreRange(0.25, 0.75)]
 ranges = st.sampled_from(RANGES)
@@ -43,10 +43,18 @@ def exact(document: Any, scores: ScoreRange) -> tuple[str, Any] | None:
 
 
 def fast(document: Any, scores: ScoreRange) -> tuple[str, Any] | None:
-    """What parse_request makes of a document the fast path accepts; None if it does not."""
-    if not accepts(document, scores):
-        return None
-    return parse_request(document, scores)
+    """What parse_request makes of a document, with each backend of the compiled validator
+    (they must agree); None if refused. A compiled "yes" the exact path would refuse shows as a
+    request where ``exact`` gives None."""
+    results: list[tuple[str, Any] | None] = []
+    for backend in BACKENDS:
+        with compiled_backend(backend):
+            try:
+                results.append(parse_request(document, scores))
+            except InputError:
+                results.append(None)
+    assert results.count(results[0]) == len(results)
+    return results[0]
 
 
 AGREE = settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -60,7 +68,15 @@ def exact_plan(document: Any, scores: ScoreRange) -> PlanRequest | None:
 
 
 def fast_plan(document: Any, scores: ScoreRange) -> PlanRequest | None:
-    return parse_plan(document, scores) if accepts_plan(document, scores) else None
+    results: list[PlanRequest | None] = []
+    for backend in BACKENDS:
+        with compiled_backend(backend):
+            try:
+                results.append(parse_plan(document, scores))
+            except InputError:
+                results.append(None)
+    assert results.count(results[0]) == len(results)
+    return results[0]
 
 
 class TestPlanAgreement:
@@ -104,14 +120,12 @@ class TestAgreement:
 
     @settings(max_examples=150, deadline=None)
     @given(document=mutated(python_values), scores=ranges)
-    def test_python_values_never_accepted_only_by_the_fast_path(
+    def test_python_values_decided_as_the_exact_path_decides(
         self, document: Any, scores: ScoreRange
     ) -> None:
-        """Values only Python can hold (tuples, Decimals, huge integers) are at most refused by
-        the fast path where the exact path accepts, never the other way round."""
-        ours = fast(document, scores)
-        if ours is not None:
-            assert ours == exact(document, scores)
+        """Values only Python can hold (tuples, Decimals, huge integers) are accepted or refused
+        as the exact path says: the compiled validator never accepts one the exact path refuses."""
+        assert fast(document, scores) == exact(document, scores)
 
     @pytest.mark.parametrize(
         "document",
@@ -132,10 +146,9 @@ class TestAgreement:
     @settings(deadline=None)
     @example("0" * 64 + "\n")
     @given(digest=st.text(alphabet="0123456789abcdefABCDEF\n", max_size=66))
-    def test_hash_pattern_is_the_schema_pattern(self, digest: str) -> None:
-        """The fast path's text_sha256 pattern is the schema's, applied the same way."""
-        pattern = schema("input")["$defs"]["span"]["properties"]["text_sha256"]["pattern"]
-        assert TEXT_SHA256.pattern == pattern
+    def test_hash_pattern_as_the_schema_applies_it(self, digest: str) -> None:
+        """text_sha256 is accepted or refused as python-jsonschema applies its pattern
+        (re.search: a trailing newline passes), whatever the compiled regex engine says."""
         spans = [{"span_id": "a", "text": "", "score": None, "text_sha256": digest}]
         document = {"check": "staleness", "spans": spans, "keep_top_k": 1}
         assert fast(document, RANGES[0]) == exact(document, RANGES[0])
@@ -179,6 +192,7 @@ STALENESS: dict[str, Any] = {
     "recompute_budget": 2,
 }
 LONG, TOO_LONG = "i" * 256, "i" * 257
+TRAILING_NEWLINE = frozenset({"sha-trailing-newline", "sha-newline"})
 
 
 def NESTED(levels: int) -> dict[str, Any]:  # noqa: N802 - reads as a constant in the table
@@ -332,15 +346,26 @@ class TestEdges:
         assert (exact(document, RANGES[0]) is not None) == accepted
         assert fast(document, RANGES[0]) == exact(document, RANGES[0])
 
+    @pytest.mark.parametrize("backend", BACKENDS)
+    @pytest.mark.parametrize("name", [name for name, edge in EDGES.items() if edge[3]])
+    def test_valid_edges_take_the_compiled_path(self, name: str, backend: str) -> None:
+        """Every valid edge document is accepted by the compiled validator itself, not only by
+        the exact path after it (a hash with a trailing newline aside: Rust's ``$`` is strict)."""
+        base, path, value, _ = EDGES[name]
+        document = _edit(base, path, value)
+        expected = backend == "jsonschema" or name not in TRAILING_NEWLINE
+        with compiled_backend(backend):
+            assert accepts(document, RANGES[0]) == expected
+
     @pytest.mark.parametrize(
         ("path", "value"),
         [
             (("segment", "metadata"), {1: "a"}),
-            (("segment", "score_dependencies"), ("a",)),
             (("segment",), OrderedDict(id="s", kind="turn")),
             (("score",), Decimal("0.5")),
+            (("segment", "tokens"), 2**64),
         ],
-        ids=["integer-key", "tuple", "ordered-dict", "decimal"],
+        ids=["integer-key", "ordered-dict", "decimal", "integer-beyond-64-bits"],
     )
     def test_python_only_values_take_the_exact_path(
         self, path: tuple[str, ...], value: Any
@@ -348,5 +373,13 @@ class TestEdges:
         """What JSON text cannot hold, the fast path leaves to the exact path, which decides."""
         document = _edit(EVICTION, path, value)
         assert not accepts(document, RANGES[0])
-        with contextlib.suppress(InputError):
-            assert parse_request(document, RANGES[0]) == parse_request_exact(document, RANGES[0])
+        assert fast(document, RANGES[0]) == exact(document, RANGES[0])
+
+    def test_a_tuple_is_an_array_on_both_paths(self) -> None:
+        """A tuple where a list belongs is a JSON array, as json.dumps writes it."""
+        document = _edit(EVICTION, ("segment", "score_dependencies"), ("a",))
+        assert accepts(document, RANGES[0])
+        request = fast(document, RANGES[0])
+        assert request == exact(document, RANGES[0])
+        assert request is not None
+        assert request[1].segment.score_dependencies == ("a",)

@@ -1,0 +1,113 @@
+"""The hot-path targets of issue 14, each measured in one run, and their spread over repeated runs.
+
+    python benchmarks/targets.py [--runs 5] [--out PATH]
+
+One run measures, side by side on this machine:
+
+- the eviction pass (200 segments, one record to a chained audit file, ``fsync="batch"``)
+  against the seeds' bare ``authorize_eviction`` loop;
+- collapse at 200 entries (with its record) against the seed code, and against the seed code
+  with an fsum-based ``pstdev`` (a reference written as well as the engine's own code);
+- staleness at 200 spans (with its record) against the seed code;
+- the warm 3-rule pass (``benchmarks/rules_cache.py``), and its ratio to the same pass without
+  rules;
+- a replay of 500 turns x 200 segments (``benchmarks/replay_scale.py``): the wall time of the
+  ``prunewarden replay`` command, start-up included;
+- audit appends from 4 writer processes (``benchmarks/bench_auditlog.py``), records per second.
+
+With ``--runs N`` the whole set runs N times and the table gives each target's median, lowest
+and highest value: what ``docs/benchmarks.md`` reports as the spread.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from benchmarks import bench_auditlog, replay_scale, rules_cache
+from benchmarks.harness import run_workload
+from benchmarks.workloads import load
+
+
+def _ratio(name: str) -> float:
+    workload = load()[name]
+    return run_workload(workload, repeat=7, min_time=0.05).ratio
+
+
+def _replay() -> float:
+    with tempfile.TemporaryDirectory() as work:
+        trace = Path(work, "trace.jsonl")
+        replay_scale.make_trace(500, 200, trace)
+        seconds, _, _ = replay_scale.replay(trace)
+    return seconds
+
+
+def _appends() -> float:
+    with tempfile.TemporaryDirectory() as work:
+        results = bench_auditlog.appending(Path(work), 4, 200_000, 100)
+    total = 4 * 100 * max(200_000 // (4 * 100), 1)
+    return total / results[1][1]
+
+
+# name, unit, target (and whether lower is better), what measures it.
+TARGETS: list[tuple[str, str, float, bool, Callable[[], float]]] = [
+    ("eviction pass vs seeds' loop", "x", 5.0, True, lambda: _ratio("eviction/pass-200")),
+    ("collapse/200 vs seed code", "x", 0.5, True, lambda: _ratio("collapse/200")),
+    (
+        "collapse/200 vs fsum reference",
+        "x",
+        float("nan"),
+        True,
+        lambda: _ratio("collapse/200/fsum-reference"),
+    ),
+    ("staleness/200 vs seed code", "x", 2.0, True, lambda: _ratio("staleness/200")),
+    (
+        "warm 3-rule pass",
+        "ms",
+        12.0,
+        True,
+        lambda: rules_cache.run()["pass_seconds_cache_on"] * 1000,
+    ),
+    ("replay 500 x 200, wall", "s", 1.2, True, _replay),
+    ("audit appends, 4 writers", "/s", 50_000.0, False, _appends),
+]
+
+
+def run_once() -> dict[str, float]:
+    return {name: measure() for name, _, _, _, measure in TARGETS}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args(argv)
+    runs = []
+    for n in range(args.runs):
+        print(f"run {n + 1} of {args.runs} ...", file=sys.stderr)
+        runs.append(run_once())
+    header = ["target", "median", "lowest", "highest", "goal"]
+    print(f"{header[0]:34s}" + "".join(f" {h:>12s}" for h in header[1:]) + "  status")
+    for name, unit, goal, lower, _ in TARGETS:
+        values = [run[name] for run in runs]
+        median = statistics.median(values)
+        if math.isnan(goal):
+            status, goal_text = "-", "-"
+        else:
+            status = "met" if (median <= goal) == lower else "MISSED"
+            goal_text = f"{'<=' if lower else '>='} {goal:g}{unit}"
+        cells = [f"{v:,.2f}{unit}" for v in (median, min(values), max(values))]
+        print(f"{name:34s}" + "".join(f" {c:>12s}" for c in [*cells, goal_text]) + f"  {status}")
+    if args.out is not None:
+        args.out.write_text(json.dumps({"runs": runs}, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,277 @@
+"""A pruning pass is one audit record (audit-record.v2), sealed over RFC 8785; readers see its
+decisions, and logs of record_version 1 still verify and read."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from jsonschema import Draft202012Validator
+from prunewarden import AuditLog, Engine
+from prunewarden._json import encode_canonical
+from prunewarden._resources import schema
+from prunewarden.audit import decision_rows, seal
+from prunewarden.audit._chain import GENESIS, canonical_record
+from prunewarden.audit._record import policy_activated_record, policy_reload_failed_record
+from prunewarden.cli._main import run
+
+ROOT = Path(__file__).resolve().parents[2]
+VERIFIER = ROOT / "examples" / "verify" / "jcs_verify.mjs"
+RECORD = Draft202012Validator(schema("audit-record"))
+RECORD_V1 = Draft202012Validator(schema("audit-record", 1))
+
+
+def cli(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = run(list(argv), out, err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def item(segment_id: str, perturbed: float | None = 0.11) -> dict[str, Any]:
+    segment = {"id": segment_id, "kind": "turn", "text": "é", "tombstone_written": True}
+    return {"segment": segment, "score": 0.1, "perturbed_score": perturbed}
+
+
+@pytest.fixture
+def log(tmp_path: Path) -> tuple[Path, tuple[Any, ...]]:
+    """A log with one eviction pass (seg-1 refused: no perturbed score) and one plan."""
+    path = tmp_path / "audit.jsonl"
+    with AuditLog(path) as audit:
+        engine = Engine.default(audit=audit)
+        decisions = engine.authorize_evictions([item("seg-0"), item("seg-1", None), item("é-2")])
+        window = [{"id": f"w{i}", "kind": "turn", "score": i / 8, "tokens": 5} for i in range(3)]
+        engine.plan({"segments": window, "free_tokens": 5})
+    return path, decisions
+
+
+def records(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+class TestPassRecord:
+    def test_one_record_per_pass_valid_under_v2(self, log: tuple[Path, Any]) -> None:
+        """An eviction pass and a plan are one pass record each, valid under audit-record.v2."""
+        path, _ = log
+        written = records(path)
+        assert [r["kind"] for r in written] == ["policy_activated", "pass", "pass"]
+        assert [r["pass"] for r in written[1:]] == ["evictions", "plan"]
+        assert {r["record_version"] for r in written} == {2}
+        for record in written:
+            assert list(RECORD.iter_errors(record)) == []
+
+    def test_decisions_carry_the_pass_id_and_index(self, log: tuple[Path, Any]) -> None:
+        """Each decision is <pass_id>-<index>, with the pass's one time; decision.v1 holds it."""
+        path, decisions = log
+        record = records(path)[1]
+        assert [d.decision_id for d in decisions] == [f"{record['pass_id']}-{i}" for i in range(3)]
+        assert {d.evaluated_at for d in decisions} == {record["ts"]}
+        decision_schema = Draft202012Validator(schema("decision"))
+        assert list(decision_schema.iter_errors(decisions[1].to_dict())) == []
+        assert decisions[1].to_dict()["index"] == 1
+
+    def test_rows_are_the_decisions_of_the_pass(self, log: tuple[Path, Any]) -> None:
+        """decision_rows shapes each verdict as a decision record, in order."""
+        path, decisions = log
+        rows = decision_rows(records(path)[1])
+        assert [r["decision_id"] for r in rows] == [d.decision_id for d in decisions]
+        assert [r["subject"] for r in rows] == [
+            {"segment": {"id": "seg-0"}},
+            {"segment": {"id": "seg-1"}},
+            {"segment": {"id": "é-2"}},
+        ]
+        assert [r["reasons"][0]["code"] for r in rows] == [
+            "authorized",
+            "perturbation_missing",
+            "authorized",
+        ]
+
+
+class TestReaders:
+    def test_query_by_subject_finds_the_segment(self, log: tuple[Path, Any]) -> None:
+        """audit query --subject finds one segment's verdict inside a pass, ASCII or not."""
+        path, decisions = log
+        for wanted, decision in (("seg-1", decisions[1]), ("é-2", decisions[2])):
+            code, out, _ = cli("audit", "query", "--subject", wanted, "--format", "json", str(path))
+            assert code == 0
+            (row,) = [json.loads(line) for line in out.splitlines()]
+            assert (row["decision_id"], row["outcome"]) == (decision.decision_id, decision.outcome)
+
+    def test_report_counts_every_verdict(self, log: tuple[Path, Any]) -> None:
+        """audit report counts the verdicts of passes."""
+        path, _ = log
+        code, out, _ = cli("audit", "report", "--format", "json", str(path))
+        assert code == 0
+        rows = [json.loads(line) for line in out.splitlines()]
+        counted = {(r["check"], r["outcome"], r["reason"]): r["count"] for r in rows}
+        assert counted[("eviction", "allow", "authorized")] == 2
+        assert counted[("eviction", "deny", "perturbation_missing")] == 1
+
+    def test_show_policy_names_the_policy_of_one_verdict(self, log: tuple[Path, Any]) -> None:
+        """audit show-policy takes <pass_id>-<index>."""
+        path, decisions = log
+        code, out, _ = cli("audit", "show-policy", decisions[1].decision_id, str(path))
+        assert code == 0
+        assert f"authorized decision {decisions[1].decision_id}" in out
+
+    def test_sql_decisions_view_has_a_row_per_verdict(self, log: tuple[Path, Any]) -> None:
+        """The decisions view of audit sql unnests passes: one row per verdict, with its pass."""
+        pytest.importorskip("duckdb")
+        path, decisions = log
+        statement = (
+            "SELECT decision_id, segment_id, reason FROM decisions WHERE pass_id IS NOT NULL"
+        )
+        code, out, err = cli("audit", "sql", "--format", "json", statement, str(path))
+        assert code == 0, err
+        rows = [json.loads(line) for line in out.splitlines()]
+        evictions = [r for r in rows if r["decision_id"].startswith(decisions[0].pass_id)]
+        assert [(r["segment_id"], r["reason"]) for r in evictions] == [
+            ("seg-0", "authorized"),
+            ("seg-1", "perturbation_missing"),
+            ("é-2", "authorized"),
+        ]
+
+
+class TestVersionOneLogs:
+    @pytest.fixture
+    def v1_log(self, tmp_path: Path) -> Path:
+        """A log as record_version 1 wrote it: Python's sorted-keys ASCII JSON, v1 digests."""
+        engine = Engine.default(logger=None)
+        activation = {**policy_activated_record(engine.policy), "record_version": 1}
+        activation["policy"] = {**activation["policy"], "digest": _v1_digest(activation)}
+        decision = {
+            "record_version": 1,
+            "kind": "decision",
+            "decision_id": "0" * 32,
+            "ts": "2025-11-14T10:15:00.000000Z",
+            "check": "eviction",
+            "outcome": "allow",
+            "enforced": True,
+            "reasons": [{"code": "authorized", "message": "ok", "detail": {"score": 1.0}}],
+            "actions": [],
+            "subject": {
+                "segment": {"id": "s41", "kind": "turn", "text_length": 0, "text_sha256": "0" * 64}
+            },
+            "session_id": None,
+            "labels": {},
+            "policy": activation["policy"],
+            "engine_version": "0.1.0",
+            "input_digest": "sha256:" + "1" * 64,
+        }
+        path = tmp_path / "v1.jsonl"
+        first, last = seal(activation, GENESIS, None)
+        second, _ = seal(decision, last, None)
+        path.write_bytes(first + second)
+        assert b'"score":1.0' in second  # version 1's own spelling, kept as written
+        assert second.startswith(canonical_record({**decision, "prev_hash": last})[:-1])
+        return path
+
+    def test_a_v1_log_verifies_and_reads(self, v1_log: Path) -> None:
+        """verify, query and report read a record_version 1 log as before."""
+        assert cli("audit", "verify", str(v1_log))[0] == 0
+        code, out, _ = cli("audit", "query", "--subject", "s41", str(v1_log))
+        assert (code, out.count("authorized")) == (0, 1)
+        for record in records(v1_log):
+            assert list(RECORD_V1.iter_errors(record)) == []
+
+    def test_a_v1_log_continued_by_v2_records_verifies(self, v1_log: Path) -> None:
+        """A v2 writer appends to a v1 log: the chain runs on across the versions."""
+        with AuditLog(v1_log) as audit:
+            Engine.default(audit=audit).authorize_evictions([item("s1")])
+        assert [r["record_version"] for r in records(v1_log)] == [1, 1, 2, 2]
+        assert cli("audit", "verify", str(v1_log))[0] == 0
+
+
+def _v1_digest(record: dict[str, Any]) -> str:
+    text = json.dumps(record["document"], sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+class TestOtherLanguages:
+    def test_node_verifies_a_log_the_engine_wrote(self, log: tuple[Path, Any]) -> None:
+        """Node recomputes every hash of a log AuditLog wrote, passes and activations alike."""
+        path, _ = log
+        node = shutil.which("node")
+        assert node is not None
+        result = subprocess.run(
+            [node, str(VERIFIER), "chain", str(path)], capture_output=True, text=True, check=False
+        )
+        assert (result.returncode, result.stdout.strip()) == (0, "ok 3 records")
+
+    def test_node_recomputes_the_activated_policy_digest(
+        self, log: tuple[Path, Any], tmp_path: Path
+    ) -> None:
+        """The digest of the policy_activated document, recomputed in Node, is its digest."""
+        path, _ = log
+        activation = records(path)[0]
+        document = tmp_path / "policy.json"
+        document.write_bytes(encode_canonical(activation["document"]))
+        node = shutil.which("node")
+        assert node is not None
+        result = subprocess.run(
+            [node, str(VERIFIER), "digest", str(document)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert result.stdout.strip() == activation["policy"]["digest"]
+
+
+class TestBatches:
+    def test_a_batch_is_one_write_with_each_record_serialized_once(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """write_batch: one lock, one write call, one canonical form per record; the chain
+        verifies."""
+        path = tmp_path / "audit.jsonl"
+        writes: list[int] = []
+        encoded: list[object] = []
+        real_write = os.write
+        real_encode = encode_canonical
+
+        def counted_write(fd: int, data: Any) -> int:
+            writes.append(len(data))
+            return real_write(fd, data)
+
+        def counted_encode(value: Any) -> bytes:
+            encoded.append(value)
+            return real_encode(value)
+
+        monkeypatch.setattr(os, "write", counted_write)
+        monkeypatch.setattr("prunewarden.audit._chain.encode_canonical", counted_encode)
+        batch = [policy_reload_failed_record(f"p{i}.yaml", ["bad"], None) for i in range(3)]
+        with AuditLog(path) as audit:
+            audit.write_batch(batch)
+        assert (len(writes), len(encoded)) == (1, 3)
+        assert [r["error"]["path"] for r in records(path)] == ["p0.yaml", "p1.yaml", "p2.yaml"]
+        assert cli("audit", "verify", str(path))[0] == 0
+
+
+class TestHooks:
+    def test_hooks_receive_each_decision_with_the_pass_record(self) -> None:
+        """A decision hook sees every decision of a pass, each with the one pass record."""
+        seen: list[tuple[Any, Any]] = []
+        engine = Engine.default(on_decision=lambda d, r: seen.append((d, r)))
+        decisions = engine.authorize_evictions([item("a"), item("b", None)])
+        assert [d for d, _ in seen] == list(decisions)
+        (record,) = {id(r): r for _, r in seen}.values()
+        assert record["kind"] == "pass"
+        assert [v["segment"] for v in record["verdicts"]] == ["a", "b"]
+
+    def test_no_sink_no_record(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Without a sink or a hook, a pass builds no record (and digests nothing)."""
+        monkeypatch.setattr("prunewarden.planner.input_digest", _refuse_to_digest)
+        decisions = Engine.default().authorize_evictions([item("a")])
+        assert decisions[0].codes == ("authorized",)
+
+
+def _refuse_to_digest(_: Any) -> str:
+    msg = "no record should be built"
+    raise AssertionError(msg)

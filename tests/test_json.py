@@ -1,0 +1,230 @@
+"""Canonical JSON by RFC 8785: byte-identical to an independent implementation, and to Node."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import shutil
+import struct
+import subprocess
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any
+
+import pytest
+import rfc8785
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from prunewarden import load_policy
+from prunewarden._json import (
+    _encode_exact,
+    canonical_digest,
+    canonical_json,
+    encode_canonical,
+    format_number,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+VERIFIER = ROOT / "examples" / "verify" / "jcs_verify.mjs"
+
+# RFC 8785 Appendix B: IEEE 754 values (as bit patterns) and what JCS writes for them.
+RFC_NUMBERS = [
+    ("0000000000000000", "0"),
+    ("8000000000000000", "0"),
+    ("0000000000000001", "5e-324"),
+    ("8000000000000001", "-5e-324"),
+    ("7fefffffffffffff", "1.7976931348623157e+308"),
+    ("ffefffffffffffff", "-1.7976931348623157e+308"),
+    ("4340000000000000", "9007199254740992"),
+    ("c340000000000000", "-9007199254740992"),
+    ("4430000000000000", "295147905179352830000"),
+    ("44b52d02c7e14af5", "9.999999999999997e+22"),
+    ("44b52d02c7e14af6", "1e+23"),
+    ("44b52d02c7e14af7", "1.0000000000000001e+23"),
+    ("444b1ae4d6e2ef4e", "999999999999999700000"),
+    ("444b1ae4d6e2ef4f", "999999999999999900000"),
+    ("444b1ae4d6e2ef50", "1e+21"),
+    ("3eb0c6f7a0b5ed8c", "9.999999999999997e-7"),
+    ("3eb0c6f7a0b5ed8d", "0.000001"),
+    ("41b3de4355555553", "333333333.3333332"),
+    ("41b3de4355555554", "333333333.33333325"),
+    ("41b3de4355555555", "333333333.3333333"),
+    ("41b3de4355555556", "333333333.3333334"),
+    ("41b3de4355555557", "333333333.33333343"),
+    ("becbf647612f3696", "-0.0000033333333333333333"),
+    ("43143ff3c1cb0959", "1424953923781206.2"),
+]
+
+json_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**53) + 1, 2**53 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text()
+)
+json_values = st.recursive(
+    json_scalars,
+    lambda children: (
+        st.lists(children, max_size=6) | st.dictionaries(st.text(), children, max_size=6)
+    ),
+    max_leaves=40,
+)
+# Numbers at the edges where orjson and ECMAScript spell them differently.
+edge_floats = st.sampled_from(
+    [1.0, -0.0, 0.0, 2.0, 1e-6, 1.5e-6, 9.99e-6, 1e-7, 1e15, 1e16, 2.5e20, 1e21, 123456789.0]
+)
+
+
+def _from_bits(bits: str) -> float:
+    return float(struct.unpack(">d", bytes.fromhex(bits))[0])
+
+
+class TestNumbers:
+    @pytest.mark.parametrize(("bits", "expected"), RFC_NUMBERS, ids=[b for b, _ in RFC_NUMBERS])
+    def test_rfc_appendix_b_numbers(self, bits: str, expected: str) -> None:
+        """Every number of RFC 8785 Appendix B is written as the RFC says, by both writers."""
+        number = _from_bits(bits)
+        assert format_number(number) == expected
+        assert encode_canonical([number]) == f"[{expected}]".encode()
+
+    def test_integral_floats_lose_their_point(self) -> None:
+        """1.0 is written 1 and -0.0 is written 0, also inside objects and next to strings."""
+        value = {"a": 1.0, "b": [-0.0, 2.0, "x.0,"], "c": 0.5}
+        assert encode_canonical(value) == b'{"a":1,"b":[0,2,"x.0,"],"c":0.5}'
+
+    @pytest.mark.parametrize(
+        "value",
+        [
+            {"a": "x.0,", "b": 1.0, "c": "q.0]", "d": [-0.0, 10.0, -10.0], "e": "-0.0}"},
+            {"a": 'say "1.0," twice', "b": [2.0, "\\", "0.0]"], "c": -0.0},
+            [0.0, "a.0}b", {"x": 3.0}, '"', 4.0],
+        ],
+        ids=["strings", "escapes", "quote-inside"],
+    )
+    def test_integral_floats_mended_outside_strings_only(self, value: Any) -> None:
+        """Strings that spell an integral float are left as they are, escapes or not."""
+        assert encode_canonical(value) == rfc8785.dumps(value)
+
+    def test_exponents_as_ecmascript_writes_them(self) -> None:
+        """5e-7 keeps its exponent; 1e-6 and 1e16 are written out; 1e21 is not."""
+        assert encode_canonical([5e-7, 1e-6, 1e16, 1e21]) == (
+            b"[5e-7,0.000001,10000000000000000,1e+21]"
+        )
+
+    def test_integers_beyond_two_to_the_53_are_doubles(self) -> None:
+        """A large integer is written as JavaScript reads it: the nearest double."""
+        assert encode_canonical(2**60 + 1) == b"1152921504606847000"
+        assert encode_canonical(10**400) == b"null"
+
+    def test_non_finite_numbers_are_null(self) -> None:
+        """NaN and the infinities are written null, as JSON.stringify writes them."""
+        assert encode_canonical([math.nan, math.inf, -math.inf]) == b"[null,null,null]"
+
+
+class TestStringsAndKeys:
+    def test_keys_in_utf16_order(self) -> None:
+        """A key beyond the BMP sorts by its surrogates, before U+E000 (RFC 8785 3.2.3)."""
+        value = {"\ue000": 1, "\U0001f600": 2, "a": 3}
+        assert encode_canonical(value) == rfc8785.dumps(value)
+        assert encode_canonical(value).index("😀".encode()) < encode_canonical(value).index(
+            "\ue000".encode()
+        )
+
+    def test_control_characters_escaped_as_the_rfc_says(self) -> None:
+        """Controls as \\b \\t \\n \\f \\r or \\u00xx; DEL, U+2028 and '/' as they are."""
+        text = "".join(map(chr, range(0x20))) + '"\\/\x7f\u2028é'
+        assert encode_canonical(text) == rfc8785.dumps(text)
+
+    def test_lone_surrogates_are_escaped(self) -> None:
+        """A lone surrogate is written escaped, as JSON.stringify writes it: valid UTF-8."""
+        assert encode_canonical({"a": "x\ud800", "\udfff": 1}) == (b'{"a":"x\\ud800","\\udfff":1}')
+
+    def test_subclasses_and_tuples_are_json(self) -> None:
+        """An OrderedDict, a str subclass and a tuple are written as their JSON values."""
+
+        class Name(str):
+            __slots__ = ()
+
+        value = OrderedDict([("b", (1, 2)), (Name("a"), Name("x"))])
+        assert encode_canonical(value) == b'{"a":"x","b":[1,2]}'
+
+    def test_non_json_values_are_refused(self) -> None:
+        """A set, or a key that is not a string, is a TypeError."""
+        with pytest.raises(TypeError):
+            encode_canonical({"a": {1, 2}})
+        with pytest.raises(TypeError):
+            encode_canonical({1: "a"})
+
+
+class TestConformance:
+    @settings(max_examples=400)
+    @given(json_values)
+    def test_identical_to_rfc8785_package(self, value: Any) -> None:
+        """Any JSON value is written byte for byte as the rfc8785 package writes it."""
+        expected = rfc8785.dumps(value)
+        assert encode_canonical(value) == expected
+        assert _encode_exact(value) == expected
+
+    @given(st.dictionaries(st.text(max_size=3), edge_floats | st.floats(), max_size=8))
+    def test_edge_numbers_identical_to_rfc8785_package(self, value: dict[str, float]) -> None:
+        """Floats at the spelling edges agree with the rfc8785 package (non-finite aside)."""
+        finite = {k: v for k, v in value.items() if math.isfinite(v)}
+        assert encode_canonical(finite) == rfc8785.dumps(finite)
+
+    @given(json_values)
+    def test_canonical_form_is_a_fixed_point(self, value: Any) -> None:
+        """Reading the canonical bytes back and writing them again changes nothing."""
+        encoded = encode_canonical(value)
+        assert encode_canonical(json.loads(encoded)) == encoded
+
+    def test_version_1_form_differs_where_the_issue_says(self) -> None:
+        """Digest version 1 wrote 1.0 and 5e-07; version 2 writes 1 and 5e-7."""
+        assert canonical_json([1.0, 5e-7]) == "[1.0,5e-07]"
+        assert encode_canonical([1.0, 5e-7]) == b"[1,5e-7]"
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+class TestNodeVerifier:
+    def _node(self, *arguments: str) -> subprocess.CompletedProcess[str]:
+        node = shutil.which("node")
+        assert node is not None
+        return subprocess.run(
+            [node, str(VERIFIER), *arguments], capture_output=True, text=True, check=False
+        )
+
+    def test_node_recomputes_a_policy_digest(self, tmp_path: Path) -> None:
+        """Node's JCS digest of a policy document equals the one Python computes."""
+        policy = load_policy("builtin:default")
+        document = tmp_path / "policy.json"
+        document.write_text(json.dumps(policy.document), encoding="utf-8")
+        result = self._node("digest", str(document))
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.strip() == canonical_digest(policy.document)
+
+    def test_node_verifies_a_chain_written_by_python(self, tmp_path: Path) -> None:
+        """Node recomputes every hash of a JCS-sealed chain and follows its links."""
+        log = tmp_path / "audit.jsonl"
+        log.write_bytes(b"".join(_chain([{"n": 1.0, "text": "é\u2028"}, {"n": 5e-7}])))
+        result = self._node("chain", str(log))
+        assert (result.returncode, result.stdout.strip()) == (0, "ok 2 records")
+
+    def test_node_detects_a_changed_record(self, tmp_path: Path) -> None:
+        """A record edited after it was sealed fails Node's check."""
+        lines = _chain([{"n": 1}, {"n": 2}])
+        log = tmp_path / "audit.jsonl"
+        log.write_bytes(lines[0] + lines[1].replace(b'"n":2', b'"n":3'))
+        result = self._node("chain", str(log))
+        assert result.returncode == 1
+        assert result.stdout.startswith("FAIL line 2: hash")
+
+
+def _chain(records: list[dict[str, Any]]) -> list[bytes]:
+    """Lines sealed as record_version 2 seals them: JCS body, then the hash appended."""
+    previous = "sha256:" + "0" * 64
+    lines = []
+    for record in records:
+        body = encode_canonical({**record, "record_version": 2, "prev_hash": previous})
+        previous = "sha256:" + hashlib.sha256(body).hexdigest()
+        lines.append(body[:-1] + b',"hash":"' + previous.encode() + b'"}\n')
+    return lines
