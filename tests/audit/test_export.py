@@ -3,6 +3,7 @@ and check, and counted by DuckDB as ``audit report`` counts the logs."""
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 from collections import Counter
@@ -11,6 +12,10 @@ from typing import Any
 
 import duckdb
 import pytest
+from prunewarden import AuditLog, Engine
+from prunewarden.audit import decision_rows, seal
+from prunewarden.audit._chain import GENESIS
+from prunewarden.audit._record import policy_activated_record
 from prunewarden.cli._main import run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -84,7 +89,8 @@ class TestAuditExport:
         out = tmp_path / "parquet"
         assert cli("audit", "export", "--parquet", str(out), str(log))[0] == 0
         records = [json.loads(line) for line in log.read_text().splitlines()]
-        decisions = [r for r in records if r["kind"] == "decision"]
+        decisions = [row for record in records for row in decision_rows(record)]
+        assert any(record["kind"] == "pass" for record in records)
         rows = parquet_rows(out, 'SELECT decision_id, "check", outcome FROM decisions')
         assert sorted(rows) == sorted(
             (d["decision_id"], d["check"], d["outcome"]) for d in decisions
@@ -116,6 +122,61 @@ class TestAuditExport:
         code, from_folder, err = cli("audit", "sql", statement, str(out), "--format", "json")
         assert (code, err) == (0, "")
         assert cli("audit", "sql", statement, str(log), "--format", "json")[1] == from_folder
+
+
+class TestVersions:
+    def test_a_v1_log_continued_in_v2_exports_every_decision(self, tmp_path: Path) -> None:
+        """A record_version 1 decision and a version 2 pass in one chain both become rows, and
+        DuckDB's counts are audit report's."""
+        log = tmp_path / "mixed.jsonl"
+        log.write_bytes(_v1_records())
+        segments = [
+            {"segment": {"id": f"s{i}", "kind": "turn", "text": "t", "tombstone_written": True},
+             "score": 0.1, "perturbed_score": 0.11 if i else None}
+            for i in range(3)
+        ]  # fmt: skip
+        with AuditLog(log) as audit:
+            Engine.default(audit=audit).authorize_evictions(segments)
+        out = tmp_path / "parquet"
+        assert cli("audit", "export", "--parquet", str(out), str(log))[0] == 0
+        rows = parquet_rows(
+            out, "SELECT record_version, decision_id, outcome FROM decisions ORDER BY ALL"
+        )
+        assert sorted((version, outcome) for version, _, outcome in rows) == [
+            (1, "allow"), (2, "allow"), (2, "allow"), (2, "deny"),
+        ]  # fmt: skip
+        ids: dict[int, list[str]] = {version: [] for version, _, _ in rows}
+        for version, decision_id, _ in rows:
+            ids[version].append(decision_id)
+        assert ids[1] == ["0" * 32]
+        assert sorted(decision_id[-2:] for decision_id in ids[2]) == ["-0", "-1", "-2"]
+        code, report, _ = cli("audit", "report", str(log), "--format", "json")
+        assert code == 0
+        counted = Counter[str]()
+        for row in map(json.loads, report.splitlines()):
+            counted[row["outcome"]] += row["count"]
+        assert counted == Counter(outcome for _, _, outcome in rows)
+
+
+def _v1_records() -> bytes:
+    """An activation and one decision as record_version 1 wrote them."""
+    engine = Engine.default(logger=None)
+    activation = {**policy_activated_record(engine.policy), "record_version": 1}
+    text = json.dumps(activation["document"], sort_keys=True, separators=(",", ":"))
+    digest = "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+    activation["policy"] = {**activation["policy"], "digest": digest}
+    decision = {
+        "record_version": 1, "kind": "decision", "decision_id": "0" * 32,
+        "ts": "2025-11-14T10:15:00.000000Z", "check": "eviction", "outcome": "allow",
+        "enforced": True, "reasons": [{"code": "authorized", "message": "ok", "detail": {}}],
+        "actions": [], "subject": {"segment": {"id": "s41", "kind": "turn", "text_length": 0,
+        "text_sha256": "0" * 64}}, "session_id": None, "labels": {},
+        "policy": activation["policy"], "engine_version": "0.1.0",
+        "input_digest": "sha256:" + "1" * 64,
+    }  # fmt: skip
+    first, last = seal(activation, GENESIS, None)
+    second, _ = seal(decision, last, None)
+    return first + second
 
 
 class TestReplayParquet:

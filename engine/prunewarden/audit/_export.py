@@ -4,8 +4,11 @@ A month of a fleet's decisions is billions of lines; DuckDB, Spark or a warehous
 faster as columns. ``audit export --parquet DIR LOG...`` verifies the chain of the logs first
 (an export of a log that does not verify would launder it) and then writes one row per decision
 (:data:`AUDIT_COLUMNS`) under ``DIR/date=YYYY-MM-DD/check=NAME/``, ``date`` being the day of the
-record's ``ts`` in UTC. Policy activations and the other kinds of record stay in the log: the
-export is for counting decisions, the log remains the evidence. ``audit sql`` given the folder
+record's ``ts`` in UTC. Logs of ``record_version`` 1 (a record per decision) and 2 (a ``pass``
+record holding every decision of a pruning pass) give the same rows: a pass is read as the
+decisions it holds (:func:`~prunewarden.audit._pass.decision_rows`: ids ``<pass_id>-<index>``).
+Policy activations and the other kinds of record stay in the log: the export is for counting
+decisions, the log remains the evidence. ``audit sql`` given the folder
 instead of logs runs the same statements over a ``decisions`` view of the Parquet files.
 """
 
@@ -20,6 +23,7 @@ from typing import Any
 from prunewarden._parquet import write_partitioned
 from prunewarden.audit import _record as auditlog
 from prunewarden.audit._chain import parse_record
+from prunewarden.audit._pass import decision_rows
 from prunewarden.audit._reading import iter_lines
 from prunewarden.audit._rotation import order_files
 from prunewarden.audit._verify import Verification, verify_files
@@ -66,18 +70,13 @@ def export_parquet(
     return verification, written
 
 
-def decision_records(record: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    """The decisions a record holds, each shaped as a ``decision`` record."""
-    return [record] if auditlog.kind_of(record) == auditlog.DECISION else []
-
-
 def _rows(files: Iterable[Path]) -> Iterator[dict[str, Any]]:
     for path in files:
         for number, line, ended in iter_lines(path):
             record = parse_record(line) if ended else None
             if record is None:
                 continue
-            for decision in decision_records(record):
+            for decision in decision_rows(record):
                 yield _row(decision, str(path), number)
 
 
