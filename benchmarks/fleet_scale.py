@@ -27,7 +27,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET_RATIO = 1.3
-_ID = re.compile(rb'"[0-9a-f]{32}"')
+_ID = re.compile(rb'"[0-9a-f]{32}(-[0-9]+)?"')
 _TIME = re.compile(rb'"evaluated_at":"[^"]*"')
 
 

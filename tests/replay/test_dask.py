@@ -23,7 +23,7 @@ LOOSE = str(ROOT / "examples" / "policies" / "loose-candidate.yaml")
 GENERATED = 200
 # Bounds on the cluster's start and on every run: a hung cluster fails the test, never CI.
 TIMEOUT = 120
-_ID = re.compile(r'"[0-9a-f]{32}"')
+_ID = re.compile(r'"[0-9a-f]{32}(-[0-9]+)?"')
 _TIME = re.compile(r'"evaluated_at":"[^"]*"')
 
 
