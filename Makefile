@@ -9,13 +9,14 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -qq --upgrade pip
 
-# Installed markers: re-install when the project's metadata changes.
+# Installed markers: re-install when the project's metadata changes. make demo ends with the
+# server and draws its plots; the test extra pulls every optional library, so their tests run.
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -qq -e .
+	$(BIN)/python -m pip install -qq -e '.[serve,plot]'
 	touch $@
 
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -qq -e '.[test]'
+	$(BIN)/python -m pip install -qq -e '.[test,serve]'
 	touch $@ $(VENV)/.installed
 
 demo: $(VENV)/.installed
@@ -44,9 +45,11 @@ pytest: $(VENV)/.installed-test
 # segments: time, and peak RSS against a ten times longer trace), audit-log throughput (and 4
 # writer processes appending), one pruning pass from 1k to 100k segments (the time per segment
 # must not grow), a fleet's 2,000 traces serially, with --jobs 2 and on a 2-worker Dask
-# LocalCluster (the extras of the test install: dask, fsspec, pyarrow), and last the hot-path
+# LocalCluster (the extras of the test install: dask, fsspec, pyarrow), prunewarden serve under 8
+# concurrent clients on loopback against in-process Session.authorize, and last the hot-path
 # targets of docs/benchmarks.md, each measured in this run (benchmarks/targets.py; --runs 5
 # gives their spread).
+# The test extra brings prometheus-client and the OpenTelemetry SDK for the observed pass.
 bench: $(VENV)/.installed-test
 	$(BIN)/python -m benchmarks $(BENCH_ARGS)
 	$(BIN)/python benchmarks/rules_cache.py
@@ -55,6 +58,7 @@ bench: $(VENV)/.installed-test
 	$(BIN)/python benchmarks/bench_auditlog.py --records 100000 --writes 2000 --writers 4
 	$(BIN)/python benchmarks/pass_scale.py --repeat 3
 	$(BIN)/python benchmarks/fleet_scale.py --traces 2000 --workers 2
+	$(BIN)/python benchmarks/bench_server.py --clients 8 --requests 8000
 	$(BIN)/python -m benchmarks.targets
 
 # The fuzz tests with fifty times the examples of make test (several minutes).

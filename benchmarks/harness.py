@@ -46,14 +46,17 @@ class Case:
     """One prepared workload.
 
     ``engine`` and ``reference`` decide the same ``decisions`` inputs; ``verdicts`` turns what
-    ``engine`` returns into verdicts comparable to what ``reference`` returns. ``stages`` run the
-    engine's stages one at a time on prepared inputs, to explain where its time goes.
+    ``engine`` returns into verdicts comparable to what ``reference`` returns (passed through
+    ``reference_verdicts``: a reference that is the engine set up otherwise returns decisions).
+    ``stages`` run the engine's stages one at a time on prepared inputs, to explain where its
+    time goes.
     """
 
     decisions: int
     engine: Callable[[], Any]
-    reference: Callable[[], Sequence[Verdict]]
+    reference: Callable[[], Any]
     verdicts: Callable[[Any], Sequence[Verdict]] = decision_verdicts
+    reference_verdicts: Callable[[Any], Sequence[Verdict]] = list
     stages: Mapping[str, Callable[[], object]] = field(default_factory=dict)
 
 
@@ -86,7 +89,7 @@ class DisagreementError(AssertionError):
 def check_agreement(name: str, case: Case) -> int:
     """Run both ways once and compare every verdict; return how many were compared."""
     ours = list(case.verdicts(case.engine()))
-    theirs = list(case.reference())
+    theirs = list(case.reference_verdicts(case.reference()))
     if len(ours) != case.decisions or ours != theirs:
         diff = next(
             (i for i, (a, b) in enumerate(zip(ours, theirs, strict=False)) if a != b),

@@ -2,7 +2,9 @@
 # `make demo`: replay the recorded sessions in examples/traces/ (the source documents'
 # observations and healthy sessions) under the default policy, show what a looser candidate policy
 # would change, walk a deployment's policies (overlays, a shadow candidate, a refused overlay), and
-# review the audit log.
+# review the audit log (the replayed traces and the log are drawn into .demo/plots/); then start
+# prunewarden serve and drive one session through the Python client (and the Node client where
+# node is on PATH).
 set -u
 mkdir -p .demo
 audit=.demo/audit.jsonl
@@ -13,10 +15,11 @@ prunewarden validate policies/*.yaml examples/policies/*.yaml || exit $?
 
 echo
 echo "== Recorded sessions replayed under policies/default.yaml"
-echo "   (one JSON line per decided event: .demo/decisions.jsonl; audit log: $audit)"
+echo "   (one JSON line per decided event: .demo/decisions.jsonl; audit log: $audit;"
+echo "   one plot per trace: .demo/plots/)"
 echo
 prunewarden replay --policy policies/default.yaml --decisions .demo/decisions.jsonl \
-    --audit-log "$audit" examples/traces/*.jsonl || exit $?
+    --audit-log "$audit" --plot .demo/plots examples/traces/*.jsonl || exit $?
 
 echo
 echo "== What examples/policies/loose-candidate.yaml would change (exit 1 fails a CI gate)"
@@ -64,6 +67,31 @@ prunewarden validate "$deploy/replay.yaml"
 [ $? -eq 3 ] || exit 1
 
 echo
-echo "== The audit log: its hash chain, and what it recorded"
+echo "== The audit log: its hash chain, and what it recorded (drawn per day: .demo/plots/)"
 prunewarden audit verify "$audit" || exit $?
-prunewarden audit report "$audit" || exit $?
+prunewarden audit report --plot .demo/plots/audit-report.png "$audit" || exit $?
+
+echo
+echo "== The decision point over HTTP (docs/server.md): one server, one audit log, any language"
+sock=.demo/pdp.sock
+rm -f "$sock" .demo/serve-audit.jsonl .demo/sessions.sqlite3
+prunewarden serve --policy policies/default.yaml --audit-log .demo/serve-audit.jsonl \
+    --listen "unix:$sock" > .demo/serve.log 2>&1 &
+server=$!
+tries=0
+until [ -S "$sock" ]; do
+    tries=$((tries + 1))
+    if [ $tries -gt 300 ] || ! kill -0 $server 2>/dev/null; then cat .demo/serve.log; exit 1; fi
+    sleep 0.1
+done
+echo "-- A Python agent (prunewarden.client)"
+python examples/clients/python/drive_session.py "unix:$sock" python-agent || { kill $server; exit 1; }
+if command -v node > /dev/null; then
+    echo
+    echo "-- A Node agent (examples/clients/node, no dependencies)"
+    node examples/clients/node/drive-session.mjs "unix:$sock" node-agent || { kill $server; exit 1; }
+fi
+kill -TERM $server
+wait $server || exit $?
+cat .demo/serve.log
+prunewarden audit verify .demo/serve-audit.jsonl || exit $?

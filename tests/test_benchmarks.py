@@ -50,7 +50,12 @@ class TestHarness:
         """The issue's targets are registered: collapse at 200 entries, an eviction pass to a
         chained audit file, staleness at 200 spans."""
         targets = {name: w.target for name, w in load().items() if w.target is not None}
-        assert targets == {"collapse/200": 0.5, "eviction/pass-200": 5.0, "staleness/200": 2.0}
+        assert targets == {
+            "collapse/200": 0.5,
+            "eviction/pass-200": 5.0,
+            "staleness/200": 2.0,
+            "eviction/pass-200/observed": 1.10,
+        }
 
     def test_disagreement_is_an_error(self) -> None:
         """A reference that reaches another verdict stops the run instead of timing it."""

@@ -10,7 +10,7 @@ import importlib
 
 from benchmarks.harness import REGISTRY, Workload
 
-MODULES = ("collapse", "eviction", "staleness")
+MODULES = ("collapse", "eviction", "staleness", "observability")
 
 
 def load() -> dict[str, Workload]:

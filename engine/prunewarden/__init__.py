@@ -15,6 +15,7 @@ import logging
 
 from prunewarden.__about__ import __version__
 from prunewarden._identity import PolicyIdentity
+from prunewarden._status import ReloadStatus
 from prunewarden.audit import AuditLog
 from prunewarden.decision import Action, Decision, Reason, ShadowResult
 from prunewarden.engine import Engine
@@ -55,6 +56,7 @@ __all__ = [
     "RefusedError",
     "RelevanceCollapseError",
     "ReloadResult",
+    "ReloadStatus",
     "ReloadingEngine",
     "Session",
     "SessionStateError",

@@ -10,12 +10,21 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any
 
+from prunewarden._observation import (
+    CallHook,
+    TraceContext,
+    call_hooks,
+    join_call,
+    public_call,
+    stamp_record,
+)
 from prunewarden.audit import (
     AuditLog,
     DecisionContext,
@@ -63,6 +72,14 @@ class Engine:
     whatever the sink; a hook that raises is reported to ``logging.getLogger("prunewarden")``
     and never changes a decision.
 
+    Each ``on_call`` hook gets every public call in which a decision was made, once, with all
+    its decisions and records (a :class:`~prunewarden._observation.Call`): what one span per
+    call is made from (:class:`prunewarden.tracing.CallSpans`).
+
+    ``trace_context`` (:func:`prunewarden.tracing.current_trace_context`) is asked, as each
+    record is built, for the caller's current trace and span ids, which the record keeps
+    (``trace_id``, ``span_id``); every record also keeps ``duration_ns``, the time spent deciding.
+
     ``store`` (a :class:`~prunewarden.session.SessionStore`) keeps the state of every session
     :meth:`session` opens, and a stateless call naming a session id is refused while the live
     session or the store holds that session halted (``pruning_halted``).
@@ -83,6 +100,8 @@ class Engine:
         audit: AuditLog | None = None,
         shadow: Policy | None = None,
         on_decision: DecisionHook | Iterable[DecisionHook] | None = None,
+        on_call: CallHook | Iterable[CallHook] | None = None,
+        trace_context: TraceContext | None = None,
         store: SessionStore | None = None,
         sessions: SessionRegistry | None = None,
     ) -> None:
@@ -90,6 +109,8 @@ class Engine:
         self._pipelines = compile_policy(policy, rule_cache_size=rule_cache_size)
         self._logger = logger
         self._hooks: tuple[DecisionHook, ...] = _hooks(on_decision)
+        self._call_hooks: tuple[CallHook, ...] = call_hooks(on_call)
+        self._trace_context = trace_context
         # Live sessions and the store, shared with the engines that replace this one on reload.
         self.sessions = sessions if sessions is not None else SessionRegistry(store)
         if store is not None:
@@ -114,6 +135,7 @@ class Engine:
     def from_file(cls, path: str | Path, **kwargs: Any) -> Engine:
         return cls(load_policy(path), **kwargs)
 
+    @public_call("prunewarden.evaluate")
     def evaluate(
         self,
         document: Mapping[str, Any],
@@ -179,6 +201,7 @@ class Engine:
     def _bound(self) -> SessionBinding:
         return self.session_binding
 
+    @public_call("prunewarden.plan")
     def plan(
         self,
         document: Mapping[str, Any],
@@ -223,6 +246,7 @@ class Engine:
         ``from_session``) naming a session id is gated by that session's halt. A decision
         ``in_pass`` is stamped with the pass's id and its index, and logged with the pass
         (:class:`PassSink`)."""
+        started = time.perf_counter_ns()
         if gate is None and not from_session and session_id is not None and check != "collapse":
             gate = self.sessions.gate(session_id, check, request)
         pipeline = self._pipelines[check]
@@ -237,7 +261,7 @@ class Engine:
             decision = replace(decision, shadow=self.shadow.evaluate(check, request, data, scores))
         if in_pass is not None:
             return in_pass.add(decision, request)
-        if self.audit is None and self._logger is None and not self._hooks:
+        if self.audit is None and self._logger is None and not self._hooks + self._call_hooks:
             return decision  # no sink chosen: no record to build
         try:
             context = DecisionContext(
@@ -251,8 +275,9 @@ class Engine:
             )
         except Exception as exc:  # noqa: BLE001 - a record that cannot be built cannot be logged
             return self._refuse_unlogged(pipeline, decision, exc)
-        return self._log(pipeline, decision, context)
+        return self._log(pipeline, decision, context, started)
 
+    @public_call("prunewarden.enforce")
     def enforce(
         self,
         document: Mapping[str, Any],
@@ -270,6 +295,7 @@ class Engine:
             raise REFUSALS[decision.check](decision)
         return decision
 
+    @public_call("prunewarden.detect_collapse")
     def detect_collapse(
         self,
         history: Iterable[Mapping[str, Any]],
@@ -284,6 +310,7 @@ class Engine:
             document["baseline"] = dict(baseline)
         return self.evaluate(document, session_id=session_id, labels=labels)
 
+    @public_call("prunewarden.authorize_eviction")
     def authorize_eviction(  # noqa: PLR0913 - mirrors the eviction document's fields
         self,
         segment: Mapping[str, Any],
@@ -307,6 +334,7 @@ class Engine:
             labels=labels,
         )
 
+    @public_call("prunewarden.authorize_evictions")
     def authorize_evictions(
         self,
         evictions: Iterable[Mapping[str, Any]],
@@ -342,6 +370,7 @@ class Engine:
             "evictions", log, parsed.document, session_id=session_id, labels=labels or {}
         )
 
+    @public_call("prunewarden.prune")
     def prune(  # noqa: PLR0913 - mirrors the staleness document's optional fields
         self,
         spans: Iterable[Mapping[str, Any]],
@@ -370,7 +399,9 @@ class Engine:
             document["recompute_budget"] = recompute_budget
         return self.evaluate(document, session_id=session_id, labels=labels)
 
-    def _log(self, pipeline: Pipeline, decision: Decision, context: DecisionContext) -> Decision:
+    def _log(
+        self, pipeline: Pipeline, decision: Decision, context: DecisionContext, started: int
+    ) -> Decision:
         audit = self.audit
         try:
             masks = audit.masks if audit is not None else None
@@ -381,6 +412,7 @@ class Engine:
                 masks,
                 shadow_policy=(self.shadow.policy if self.shadow else None),
             )
+            stamp_record(record, started, self._trace_context)
             sink = audit.logger if audit is not None else self._logger
             if sink is not None:
                 log_decision(sink, record)
@@ -407,11 +439,12 @@ class Engine:
             self.policy,
             self._pipelines,
             write=None if sink is None else partial(log_decision, sink),
-            notify=self._notify if self._hooks else None,
+            notify=self._notify if self._hooks or self._call_hooks else None,
             report=self._report_unwritten,
             required=audit is None or audit.required,
             masks=audit.masks if audit is not None else None,
             shadow_policy=self.shadow.policy if self.shadow else None,
+            trace_context=self._trace_context,
         )
 
     def _record_plan(self, log: PassLog, plan: Plan, document: Any, **fields: Any) -> Plan:
@@ -431,6 +464,8 @@ class Engine:
             except Exception:  # noqa: BLE001 - a hook never changes a decision
                 with contextlib.suppress(Exception):
                     _diagnostics.exception("on_decision hook %r raised", hook)
+        if self._call_hooks:
+            join_call(decision, record, self._call_hooks)
 
     def _write_record(self, record: dict[str, Any]) -> None:
         """Write a record that is not a decision (``session_rebound``) to the sink, if any."""
@@ -460,6 +495,7 @@ class Engine:
                     self.policy,
                     shadow_policy=(self.shadow.policy if self.shadow else None),
                 )
+                stamp_record(record, None, self._trace_context)
                 self._notify(refusal, record)
                 self._write_record(record)
         return refusal

@@ -106,6 +106,17 @@ MAX_TRACE_FILES: Final = 1_000_000
 #: Characters of an event's or a header's ``note``.
 MAX_NOTE_CHARS: Final = 1000
 
+# --- The server (prunewarden serve) -------------------------------------------------------------
+
+#: Bytes of one request body; a longer one is refused (HTTP 413) before it is read whole. A JSON
+#: text of MAX_INPUT_CHARS characters fits when it is ASCII, as JSON documents almost always are.
+MAX_REQUEST_BYTES: Final = MAX_INPUT_CHARS
+#: Seconds one request may take from its body being read to its answer; past that the caller gets
+#: HTTP 503 (a decision still running is logged when it ends, and never returned).
+REQUEST_SECONDS: Final = 30.0
+#: Seconds a session may stay idle before the server forgets it (its state and its halt).
+SESSION_IDLE_SECONDS: Final = 24 * 3600.0
+
 # --- Reports -------------------------------------------------------------------------------------
 
 #: Problems reported for one policy or document; a note says when more were found. Reporting a

@@ -16,10 +16,12 @@ that a pass costs the same per segment at any size (:class:`PassCandidates`).
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
+from prunewarden._observation import TraceContext, stamp_record
 from prunewarden.audit import input_digest, pass_record
 from prunewarden.decision import Decision, PassStamps, Reason, Stamp
 from prunewarden.inputs import (
@@ -84,9 +86,10 @@ class PassLog:
     """The decisions of one pruning pass and the requests they decided, in order: one stamp
     (id and time) for the pass, and one audit record when it ends."""
 
-    __slots__ = ("decisions", "requests", "stamps")
+    __slots__ = ("decisions", "requests", "stamps", "started")
 
     def __init__(self) -> None:
+        self.started = time.perf_counter_ns()  # the record's duration_ns counts from here
         self.stamps = PassStamps()
         self.decisions: list[Decision] = []
         self.requests: list[Request] = []
@@ -107,7 +110,7 @@ class PassLog:
             {"error": type(exc).__name__, "refused_pass": self.stamps.pass_id},
         )
         refusals = PassLog()
-        refusals.stamps = self.stamps
+        refusals.stamps, refusals.started = self.stamps, self.started
         for decision, request in zip(self.decisions, self.requests, strict=True):
             stamp = Stamp(self.stamps.pass_id, len(refusals.decisions), self.stamps.evaluated_at)
             refused = pipelines[decision.check].refuse(reason, stamp=stamp)  # type: ignore[index]
@@ -175,6 +178,7 @@ class PassSink:
     required: bool
     masks: tuple[str, ...] | None = None
     shadow_policy: Policy | None = None
+    trace_context: TraceContext | None = None
 
     def record(  # noqa: PLR0913 - everything a pass record is made of
         self,
@@ -227,7 +231,7 @@ class PassSink:
         return tuple(refusals.decisions)
 
     def _record(self, pass_kind: str, log: PassLog, document: Any, **fields: Any) -> dict[str, Any]:
-        return log.record(
+        record = log.record(
             pass_kind,
             document,
             policy=self.policy,
@@ -235,6 +239,8 @@ class PassSink:
             shadow_policy=self.shadow_policy,
             **fields,
         )
+        stamp_record(record, log.started, self.trace_context)
+        return record
 
     def _notify(self, decisions: tuple[Decision, ...], record: Mapping[str, Any]) -> None:
         if self.notify is not None:

@@ -27,15 +27,16 @@ import hashlib
 import logging
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
 
 from prunewarden._files import open_regular, read_regular
 from prunewarden._identity import PolicyIdentity
+from prunewarden._status import ReloadOutcome, ReloadStatus
 from prunewarden.audit import log_policy_reload_failed, log_policy_reloaded
-from prunewarden.decision import Decision
+from prunewarden.decision import Decision, utc_now
 from prunewarden.engine import Engine
 from prunewarden.errors import PolicyError
 from prunewarden.limits import MAX_POLICY_BYTES
@@ -60,6 +61,10 @@ class ReloadResult:
     changed: bool
     policy: PolicyIdentity
     problems: tuple[str, ...] = ()
+
+
+# Called with what each reload did (also the background poller's); what it returns is ignored.
+ReloadHook = Callable[[ReloadResult], object]
 
 
 class _ChangedWhileReadingError(Exception):
@@ -116,6 +121,16 @@ class ReloadingEngine:
         self._reported: dict[str, tuple[tuple[str, ...], str]] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._reload_hooks: list[ReloadHook] = []
+        self._status = ReloadStatus(
+            self._engine.policy.identity,
+            candidate.identity if candidate is not None else None,
+            utc_now(),
+            None,
+            None,
+            (),
+            polling=False,
+        )
         if interval > 0:
             self.start()
 
@@ -180,11 +195,11 @@ class ReloadingEngine:
         force. Never raises for a bad policy: the result says what happened."""
         for _ in range(_ATTEMPTS):
             try:
-                return self._reload(self._signatures())
+                return self._noted(self._reload(self._signatures()))
             except _ChangedWhileReadingError:
                 continue
         message = "the policy files kept changing while they were read; try again"
-        return ReloadResult(False, self.policy.identity, (message,))
+        return self._noted(ReloadResult(False, self.policy.identity, (message,)))
 
     def poll(self) -> ReloadResult | None:
         """One look at the files, as the background thread takes it: None when nothing changed
@@ -197,9 +212,54 @@ class ReloadingEngine:
             self._pending = signatures  # changed since the last look: let the writer finish
             return None
         try:
-            return self._reload(signatures)
+            return self._noted(self._reload(signatures))
         except _ChangedWhileReadingError:
             return None  # the next look sees the new signatures
+        except Exception as exc:
+            problem = f"the reload failed ({type(exc).__name__}: {exc})"
+            self._noted(ReloadResult(False, self.policy.identity, (problem,)))
+            raise
+
+    def status(self) -> ReloadStatus:
+        """The policy in force, the last reload and its problems: what a health check reads."""
+        polling = self._thread is not None and self._thread.is_alive()
+        status = self._status
+        return ReloadStatus(
+            status.policy,
+            status.shadow,
+            status.in_force_since,
+            status.last_reload_at,
+            status.last_reload,
+            status.problems,
+            polling=polling,
+        )
+
+    def add_reload_hook(self, hook: ReloadHook) -> None:
+        """Call ``hook`` with the result of every reload that looked at changed files (the
+        background poller's too); a hook that raises is reported to the ``prunewarden`` logger
+        and changes nothing."""
+        self._reload_hooks.append(hook)
+
+    def _noted(self, result: ReloadResult) -> ReloadResult:
+        """Keep what a reload did for :meth:`status` (one assignment: readers never see half)."""
+        engine = self._engine
+        shadow = engine.shadow.policy.identity if engine.shadow is not None else None
+        now = utc_now()
+        previous = self._status
+        outcome: ReloadOutcome = (
+            "failed" if result.problems else "reloaded" if result.changed else "unchanged"
+        )
+        since = now if result.changed else previous.in_force_since
+        self._status = ReloadStatus(
+            engine.policy.identity, shadow, since, now, outcome, result.problems, polling=False
+        )
+        for hook in list(self._reload_hooks):
+            try:
+                hook(result)
+            except Exception:  # noqa: BLE001 - a hook never changes a reload
+                with contextlib.suppress(Exception):
+                    _diagnostics.exception("reload hook %r raised", hook)
+        return result
 
     def start(self) -> None:
         """Start polling in a daemon thread (done by the constructor unless ``interval`` is 0)."""

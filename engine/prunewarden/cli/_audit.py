@@ -40,6 +40,7 @@ from prunewarden.audit import (
 from prunewarden.cli._export import add_export, exported_folders, run_export, sql_over_folders
 from prunewarden.cli._printable import printable
 from prunewarden.errors import AuditError, ExitCode, InputError, Problem
+from prunewarden.plots import count_daily, figure_class, prepare_file, write_audit_plot
 
 ENV_LOG = "PRUNEWARDEN_AUDIT_LOG"
 ENV_KEY = "PRUNEWARDEN_AUDIT_KEY"
@@ -187,6 +188,12 @@ def add_audit_command(commands: Any) -> None:
     report.add_argument("files", nargs="*", metavar="FILE")
     _add_filters(report)
     report.add_argument("--format", choices=["table", "json"], default="table")
+    report.add_argument(
+        "--plot",
+        metavar="FILE",
+        help="also draw the decisions per day by outcome and policy version as a PNG "
+        "(needs: pip install 'prunewarden[plot]')",
+    )
 
     show = command(
         "show-policy", "print the full policy that authorized a decision, as logged with it"
@@ -320,6 +327,9 @@ def _cell(value: Any) -> str:
 
 def _report(args: argparse.Namespace, files: list[Path], stdout: IO[str], stderr: IO[str]) -> int:
     skipped = Skipped()
+    if args.plot is not None:  # before reading: a missing extra fails fast
+        figure_class()
+        prepare_file(args.plot)
     rows = report(files, _filter(args), skipped)
     if args.format == "json":
         for row in rows:
@@ -329,6 +339,10 @@ def _report(args: argparse.Namespace, files: list[Path], stdout: IO[str], stderr
             _table(list(REPORT_COLUMNS), [[_cell(row[c]) for c in REPORT_COLUMNS] for row in rows])
         )
     _warn(skipped, stderr)
+    if args.plot is not None:
+        daily = count_daily(files, _filter(args))
+        write_audit_plot(daily, [str(f) for f in files], args.plot)
+        stderr.write(f"plot: written to {args.plot}\n")
     return ExitCode.OK
 
 

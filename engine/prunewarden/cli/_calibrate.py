@@ -19,6 +19,7 @@ from prunewarden.cli._jobs import Progress, Runner
 from prunewarden.cli._policy import base_dirs
 from prunewarden.cli._replay import add_executor_options, cluster_for
 from prunewarden.errors import ExitCode
+from prunewarden.plots import figure_class, prepare_file, write_calibration_plot
 from prunewarden.policy import Policy, load_policy
 from prunewarden.replay import (
     DEFAULT_HEADROOM,
@@ -94,6 +95,12 @@ def add_command(commands: Any) -> None:
         "--date", type=_date, metavar="YYYY-MM-DD", help="recorded date (default: today, UTC)"
     )
     add_executor_options(parser)
+    parser.add_argument(
+        "--plot",
+        metavar="FILE",
+        help="draw the healthy and collapsed traces' spreads, the fitted floor and the headroom "
+        "as a PNG (needs: pip install 'prunewarden[plot]')",
+    )
 
 
 def run_calibrate(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
@@ -104,6 +111,9 @@ def run_calibrate(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) ->
     ):
         raise CalibrationError(f"{args.out}: --out must not overwrite the base policy")
     date = args.date or dt.datetime.now(dt.UTC).date().isoformat()
+    if args.plot is not None:  # before the fit: a missing extra fails fast
+        figure_class()
+        prepare_file(args.plot)
     healthy = [read_trace(path, base) for path in args.healthy]
     collapsed = [read_trace(path, base) for path in args.collapsed]
     ref = extends_reference(args.base, args.out)
@@ -120,6 +130,9 @@ def run_calibrate(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) ->
     _write(args.out, fitted.text)
     compared = compare_per_trace(args, base, fitted.policy, [*healthy, *collapsed], stderr)
     stdout.write(render(base, fitted, healthy, collapsed, args.out, compared=compared))
+    if args.plot is not None:
+        write_calibration_plot(fitted, base.identity, healthy, collapsed, args.plot)
+        stderr.write(f"plot: written to {args.plot}\n")
     missed = [d.trace for d in compared[len(healthy) :] if d.candidate_halt is None]
     for path in missed:
         stderr.write(f"{path}: known collapsed, but the fitted policy does not halt on it\n")

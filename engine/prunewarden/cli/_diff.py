@@ -17,14 +17,18 @@ from prunewarden._identity import PolicyIdentity
 from prunewarden.cli._jobs import Runner, progress_for
 from prunewarden.cli._policy import base_dirs
 from prunewarden.cli._replay import (
+    add_plot_option,
     add_run_options,
+    check_plot_target,
     cluster_for,
     exit_status,
     policy_or_default,
     quantity,
+    report_plots,
     report_problems,
     short_identity,
 )
+from prunewarden.plots import write_diff_plots
 from prunewarden.replay import (
     DiffJob,
     Group,
@@ -65,6 +69,11 @@ def add_diff(commands: Any) -> None:
     diff.add_argument("--base", metavar="FILE", required=True, help="the policy in force")
     diff.add_argument("--candidate", metavar="FILE", required=True, help="the policy proposed")
     add_run_options(diff)
+    add_plot_option(
+        diff,
+        "draw one PNG per trace into DIR: both policies' spread, floors and halts, and every "
+        "event whose decisions differ (needs: pip install 'prunewarden[plot]')",
+    )
 
 
 def run_diff(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
@@ -73,6 +82,7 @@ def run_diff(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
     bases = base_dirs(args)
     base, candidate = policy_or_default(args.base, bases), policy_or_default(args.candidate, bases)
     identities = (base.identity, candidate.identity)
+    check_plot_target(args.plot)
     progress = progress_for(args, stderr, "diff", traces)
     with tempfile.TemporaryFile("w+", encoding="utf-8") as changes:
         jobs = [DiffJob(i, trace, base, candidate, "") for i, trace in enumerate(traces)]
@@ -89,6 +99,9 @@ def run_diff(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
             _write_diff_json(identities, results, groups, changes, stdout)
         else:
             stdout.write(render_diff(identities, results, groups))
+    if args.plot is not None:
+        paths = write_diff_plots(base, candidate, traces, args.plot)
+        report_plots(paths, args.plot, stderr)
     return exit_status(results, changed=any(result.changed for result in results))
 
 

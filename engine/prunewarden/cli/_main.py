@@ -12,7 +12,17 @@ from collections.abc import Callable
 from typing import IO, Any, NoReturn
 
 from prunewarden.__about__ import __version__
-from prunewarden.cli import _audit, _calibrate, _decide, _diff, _policy, _replay, _suites
+from prunewarden.cli import (
+    _audit,
+    _calibrate,
+    _decide,
+    _diff,
+    _doctor,
+    _policy,
+    _replay,
+    _serve,
+    _suites,
+)
 from prunewarden.cli._common import EXIT_CODES, ExitError, Parser, report
 from prunewarden.errors import ExitCode, InputError, PolicyError, PrunewardenError
 
@@ -31,6 +41,8 @@ COMMANDS: dict[str, tuple[AddParser, Run]] = {
     "replay": (_replay.add_replay, _replay.run_replay),
     "diff": (_diff.add_diff, _diff.run_diff),
     "calibrate": (_calibrate.add_command, _calibrate.run_calibrate),
+    "serve": (_serve.add_serve, _serve.run_serve),
+    "doctor": (_doctor.add_doctor, _doctor.run_doctor),
 }
 
 

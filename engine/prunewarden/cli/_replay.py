@@ -21,6 +21,7 @@ from prunewarden.cli._common import UsageError
 from prunewarden.cli._jobs import Runner, progress_for
 from prunewarden.cli._policy import base_dirs
 from prunewarden.errors import AuditError, ExitCode, Problem
+from prunewarden.plots import figure_class, prepare_folder, write_replay_plots
 from prunewarden.policy import Policy, load_builtin_policy, load_policy
 from prunewarden.replay import (
     AuditTarget,
@@ -81,6 +82,26 @@ def add_replay(commands: Any) -> None:
         help="when records reach the disk (default: batch)",
     )
     add_run_options(replay, parquet=True)
+    add_plot_option(
+        replay,
+        "draw one PNG per trace into DIR: spread and floor, canary and median, "
+        "halts, turns and drift (needs: pip install 'prunewarden[plot]')",
+    )
+
+
+def add_plot_option(parser: argparse.ArgumentParser, text: str, metavar: str = "DIR") -> None:
+    parser.add_argument("--plot", metavar=metavar, help=text)
+
+
+def check_plot_target(folder: str | None) -> None:
+    """Before any work: matplotlib is installed and the plots' folder can be made."""
+    if folder is not None:
+        figure_class()
+        prepare_folder(folder)
+
+
+def report_plots(paths: Sequence[Path], folder: str, stderr: IO[str]) -> None:
+    stderr.write(f"plots: {quantity(len(paths), 'PNG')} written to {folder}\n")
 
 
 def add_run_options(parser: argparse.ArgumentParser, *, parquet: bool = False) -> None:
@@ -145,6 +166,7 @@ def run_replay(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> in
     cluster = cluster_for(args)
     policy = policy_or_default(args.policy, base_dirs(args))
     identity = policy.identity
+    check_plot_target(args.plot)
     audit = _audit_target(args)
     report_to = stderr if args.decisions == "-" else stdout
     progress = progress_for(args, stderr, "replay", traces)
@@ -164,6 +186,8 @@ def run_replay(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> in
         report_to.write(json.dumps(replay_report(identity, summaries), indent=2) + "\n")
     else:
         report_to.write(render_replay(identity, summaries))
+    if args.plot is not None:
+        report_plots(write_replay_plots(policy, traces, args.plot), args.plot, stderr)
     return exit_status(summaries, changed=False)
 
 

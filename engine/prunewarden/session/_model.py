@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 from typing import Any, NoReturn, Protocol
 
 from prunewarden._identity import PolicyIdentity
+from prunewarden._observation import public_call
 from prunewarden._stats import pstdev
 from prunewarden.audit import session_rebound_record
 from prunewarden.decision import Decision, Verdict
@@ -166,6 +167,7 @@ class Session:
         with self._lock:
             self._save()
 
+    @public_call("prunewarden.observe_cycle")
     def observe_cycle(
         self, scores: Mapping[str, float], pinned: Iterable[str] = (), *, cycle: int | None = None
     ) -> Decision:
@@ -223,6 +225,7 @@ class Session:
             self._history = replace(self._history, turns=(*turns, parsed)[-keep:])
             self._save()
 
+    @public_call("prunewarden.authorize")
     def authorize(
         self,
         segment: Mapping[str, Any],
@@ -243,6 +246,7 @@ class Session:
             request = self._parse(document)
             return self.decide("eviction", request, document, self.gate("eviction"))
 
+    @public_call("prunewarden.prune")
     def prune(
         self,
         spans: Iterable[Mapping[str, Any]],
@@ -266,6 +270,7 @@ class Session:
             request = self._parse(document)
             return self.decide("staleness", request, document, self.gate("staleness", request))
 
+    @public_call("prunewarden.plan")
     def plan(  # noqa: PLR0913 - mirrors the plan document's optional fields
         self,
         segments: Iterable[Mapping[str, Any]],
@@ -308,6 +313,7 @@ class Session:
                 from_session=not self._stateless,
             )
 
+    @public_call("prunewarden.evaluate")
     def evaluate(self, document: Mapping[str, Any]) -> Decision:
         """Decide one input document (as :meth:`Engine.evaluate` takes it) with this session's
         history: a collapse document's snapshots are observed in order (the last decision is
@@ -341,6 +347,7 @@ class Session:
                 recompute_budget=data.get("recompute_budget"),
             )
 
+    @public_call("prunewarden.enforce")
     def enforce(self, document: Mapping[str, Any]) -> Decision:
         """Like :meth:`evaluate`, but raise when an enforced guard refuses (as
         :meth:`Engine.enforce` does): :class:`RelevanceCollapseError`,

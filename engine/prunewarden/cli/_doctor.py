@@ -1,0 +1,70 @@
+"""``prunewarden doctor``: a deployment's health in one line, for a probe or a person.
+
+The checks are :func:`prunewarden.health.diagnose`; this module parses the options and prints
+the line on standard output, whatever it says, so a probe reads one stream and the exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import IO, Any
+
+from prunewarden.cli._audit import ENV_KEY
+from prunewarden.health import EXTRAS, diagnose
+
+DOCTOR_EXIT_CODES = """\
+exit codes:
+  0   healthy: every check passed
+  2   the audit log or checkpoint cannot be written or read, or a required extra is missing
+  3   a policy does not load, or does not match its lock file
+  5   the audit log's chain fails verification, or lost the checkpoint's head
+"""
+
+
+def add_doctor(commands: Any) -> None:
+    """``prunewarden doctor``."""
+    doctor = commands.add_parser(
+        "doctor",
+        help="check a deployment (policy, lock, audit log, extras); one line, non-zero if sick",
+        description="Check that the policy (and shadow) load and match their lock file, that "
+        "the audit log can be\nappended to and its chain verifies, holding the head kept at "
+        "the last checkpoint, and that\nthe extras named are installed. Prints one line.",
+        epilog=DOCTOR_EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    doctor.add_argument("--policy", required=True, metavar="FILE", help="the policy in force")
+    doctor.add_argument("--shadow", metavar="FILE", help="the shadow candidate, if one runs")
+    doctor.add_argument("--audit-log", metavar="PATH", help="the audit log (with its rotations)")
+    doctor.add_argument(
+        "--checkpoint",
+        metavar="FILE",
+        help="a file keeping the chain's head: must still be in the chain; advanced when it is",
+    )
+    doctor.add_argument(
+        "--key-env",
+        metavar="NAME",
+        default=ENV_KEY,
+        help=f"environment variable holding the HMAC key of a keyed log (default: {ENV_KEY})",
+    )
+    doctor.add_argument(
+        "--extra",
+        action="append",
+        default=[],
+        choices=sorted(EXTRAS),
+        help="an extra the deployment needs installed (repeatable)",
+    )
+
+
+def run_doctor(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:  # noqa: ARG001
+    key_text = os.environ.get(args.key_env, "")
+    diagnosis = diagnose(
+        args.policy,
+        shadow=args.shadow,
+        audit_log=args.audit_log,
+        key=key_text.encode("utf-8") if key_text else None,
+        checkpoint=args.checkpoint,
+        extras=args.extra,
+    )
+    stdout.write(diagnosis.line() + "\n")
+    return diagnosis.exit_code

@@ -1,0 +1,171 @@
+"""``prunewarden serve``: run the policy decision point (see docs/server.md).
+
+The server lives in :mod:`prunewarden.server`, which needs the ``serve`` extra; it is imported
+when the command runs, not when the CLI starts, so that every other command works without
+Starlette and uvicorn installed (an optional dependency, not a cycle).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import logging
+from types import ModuleType
+from typing import IO, Any
+
+from prunewarden.cli._common import UsageError
+from prunewarden.errors import AuditError, ExitCode
+from prunewarden.limits import MAX_REQUEST_BYTES, REQUEST_SECONDS, SESSION_IDLE_SECONDS
+
+SERVE_EXIT_CODES = """\
+exit codes:
+  0   stopped by SIGTERM or SIGINT, after the requests in flight were answered
+  2   usage error: an address, a token file, a session store, the audit log cannot be used
+  3   invalid policy
+  70  internal error (a bug: please report it)
+
+The bearer token comes from --token-file, else $PRUNEWARDEN_TOKEN. A TCP address other than
+loopback is refused without one.
+"""
+
+
+def add_serve(commands: Any) -> None:
+    serve = commands.add_parser(
+        "serve",
+        help="run the policy decision point over HTTP (API v1; docs/server.md)",
+        description="Serve API v1: decisions, plans and sessions as the CLI's JSON documents, "
+        "every decision logged before it is returned. Needs prunewarden[serve].",
+        epilog=SERVE_EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    serve.add_argument("--policy", metavar="FILE", help="policy YAML (reloaded when it changes)")
+    serve.add_argument(
+        "--audit-log",
+        metavar="PATH",
+        default="prunewarden-audit.jsonl",
+        help="chained decision log (default: prunewarden-audit.jsonl)",
+    )
+    serve.add_argument(
+        "--audit-fsync",
+        choices=["always", "batch", "never"],
+        default="batch",
+        help="when records reach the disk (default: batch)",
+    )
+    serve.add_argument(
+        "--sessions",
+        metavar="STORE",
+        help="sqlite:PATH or redis://HOST:PORT/DB (default: sessions.sqlite3 next to the "
+        "audit log)",
+    )
+    serve.add_argument(
+        "--listen",
+        metavar="ADDRESS",
+        default="127.0.0.1:8181",
+        help="HOST:PORT or unix:/path.sock (default: 127.0.0.1:8181, loopback only)",
+    )
+    serve.add_argument("--shadow", metavar="FILE", help="candidate policy decided beside it")
+    serve.add_argument("--lock", metavar="FILE", help="lock file (default: policy.lock beside)")
+    serve.add_argument("--token-file", metavar="FILE", help="file holding the bearer token")
+    serve.add_argument(
+        "--socket-mode",
+        metavar="OCTAL",
+        default="660",
+        help="permissions of a unix socket (default: 660, owner and group)",
+    )
+    serve.add_argument(
+        "--max-request-bytes",
+        type=int,
+        default=MAX_REQUEST_BYTES,
+        metavar="N",
+        help=f"largest request body (default: {MAX_REQUEST_BYTES})",
+    )
+    serve.add_argument(
+        "--request-timeout",
+        type=float,
+        default=REQUEST_SECONDS,
+        metavar="SECONDS",
+        help=f"longest a request may take (default: {REQUEST_SECONDS:g})",
+    )
+    serve.add_argument(
+        "--session-ttl",
+        type=float,
+        default=SESSION_IDLE_SECONDS,
+        metavar="SECONDS",
+        help=f"forget sessions idle this long (default: {SESSION_IDLE_SECONDS:g})",
+    )
+    serve.add_argument(
+        "--reload-interval",
+        type=float,
+        default=1.0,
+        metavar="SECONDS",
+        help="how often the policy files are checked for changes (0: never; default: 1)",
+    )
+    serve.add_argument(
+        "--print-openapi",
+        action="store_true",
+        help="print the OpenAPI document the server serves, and exit",
+    )
+
+
+def run_serve(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
+    server = _server_package()
+    if args.print_openapi:
+        stdout.write(json.dumps(server.openapi_document(), indent=2) + "\n")
+        return ExitCode.OK
+    if args.policy is None:
+        raise UsageError("prunewarden serve: --policy FILE is required")
+    try:
+        socket_mode = int(args.socket_mode, 8)
+        listen = server.parse_listen(args.listen)
+        config = server.ServerConfig(
+            policy=args.policy,
+            audit_log=args.audit_log,
+            listen=listen,
+            sessions=args.sessions,
+            shadow=args.shadow,
+            lock=args.lock,
+            token=server.read_token(args.token_file),
+            audit_fsync=args.audit_fsync,
+            reload_interval=args.reload_interval,
+            max_request_bytes=args.max_request_bytes,
+            request_seconds=args.request_timeout,
+            session_ttl=args.session_ttl,
+            socket_mode=socket_mode,
+        )
+    except ValueError:
+        raise UsageError(
+            f"prunewarden serve: --socket-mode {args.socket_mode!r} is not octal"
+        ) from None
+    except server.ServerConfigError as exc:
+        raise UsageError(f"prunewarden serve: {exc}") from None
+    # The library is silent; the command shows its diagnostics (warnings and worse).
+    logging.basicConfig(stream=stderr, level=logging.WARNING, format="prunewarden: %(message)s")
+    try:
+        built = server.build_app(config)
+    except (AuditError, server.ServerConfigError) as exc:
+        raise UsageError(f"prunewarden serve: {exc}") from None
+    try:
+        sock = server.bind(listen, socket_mode)
+    except server.ServerConfigError as exc:
+        built.close()
+        raise UsageError(f"prunewarden serve: {exc}") from None
+    policy = built.engine.policy
+    stdout.write(
+        f"prunewarden serve: listening on {server.bound_url(listen, sock)} "
+        f"(policy {policy.name}@{policy.version})\n"
+    )
+    stdout.flush()
+    server.run(built, sock, listen)
+    stdout.write("prunewarden serve: stopped\n")
+    return ExitCode.OK
+
+
+def _server_package() -> ModuleType:
+    try:
+        return importlib.import_module("prunewarden.server")
+    except ImportError as exc:
+        message = (
+            f"prunewarden serve needs the serve extra: pip install 'prunewarden[serve]' ({exc})"
+        )
+        raise UsageError(message) from None

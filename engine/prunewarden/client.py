@@ -1,0 +1,285 @@
+"""A client for ``prunewarden serve``, with the method names of :class:`~prunewarden.Session`.
+
+An agent that calls a shared decision point instead of embedding the engine changes one line::
+
+    client = Client("unix:/run/prunewarden/pdp.sock")      # or "http://127.0.0.1:8181"
+    session = client.session("agent-7")                      # was: engine.session("agent-7")
+    decision = session.authorize({"id": "s1", "kind": "tool_output"}, 0.1, 0.12)
+
+Answers are the server's JSON documents (``decision.v1`` dicts, plans, states). A refused input
+raises :class:`~prunewarden.InputError` with the server's located problems, as the engine would;
+an answer the server could not log raises :class:`~prunewarden.AuditError`; any other problem
+document raises :class:`ServerError`. :class:`AsyncClient` has the same methods, awaited.
+Needs ``httpx`` (the ``client`` extra).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Iterable, Mapping
+from typing import Any, Generic, Self, TypeVar
+from urllib.parse import quote
+
+import httpx
+
+from prunewarden.errors import AuditError, InputError, Problem, PrunewardenError
+
+UNIX_PREFIX = "unix:"
+DEFAULT_TIMEOUT = 30.0
+_UNIX_BASE = "http://prunewarden"  # the host part is not used on a unix socket
+
+_R = TypeVar("_R")  # what a call returns: the document, or an awaitable of it
+
+
+class ServerError(PrunewardenError):
+    """The server answered with a problem document (``problem``) other than a refused input or
+    an unlogged decision: a missing token, a request too large, a deadline, a missing session."""
+
+    def __init__(self, status: int, problem: Mapping[str, Any]) -> None:
+        self.status = status
+        self.problem = dict(problem)
+        super().__init__(f"HTTP {status}: {problem.get('detail') or problem.get('title', '')}")
+
+
+def _raise_for_problem(response: httpx.Response) -> None:
+    if response.status_code < 400:
+        return
+    try:
+        problem = response.json()
+    except ValueError:
+        problem = {"detail": response.text[:200]}
+    if not isinstance(problem, dict):
+        problem = {"detail": str(problem)[:200]}
+    kind = str(problem.get("type", "")).rsplit("/", 1)[-1]
+    if kind in {"invalid-input", "session-conflict"} and problem.get("problems"):
+        raise InputError(
+            Problem(p["file"], p["line"], p["column"], p["path"], p["message"])
+            for p in problem["problems"]
+        )
+    if kind == "audit-unavailable":
+        raise AuditError(str(problem.get("detail", "the decision could not be logged")))
+    raise ServerError(response.status_code, problem)
+
+
+def _transport_options(url: str) -> tuple[str, dict[str, Any]]:
+    """The base URL and the transport options for ``url`` (``unix:PATH`` or ``http://...``)."""
+    if url.startswith(UNIX_PREFIX):
+        return _UNIX_BASE, {"uds": url[len(UNIX_PREFIX) :]}
+    return url.rstrip("/"), {}
+
+
+def _headers(token: str | None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"} if token is not None else {}
+
+
+def _cycle(scores: Mapping[str, float], pinned: Iterable[str], cycle: int | None) -> dict[str, Any]:
+    body: dict[str, Any] = {"scores": dict(scores), "pinned": list(pinned)}
+    if cycle is not None:
+        body["cycle"] = cycle
+    return body
+
+
+def _turn(mean_relevance: float, tokens: int, turn: int | None) -> dict[str, Any]:
+    body: dict[str, Any] = {"mean_relevance": mean_relevance, "tokens": tokens}
+    if turn is not None:
+        body["turn"] = turn
+    return body
+
+
+def _eviction(
+    segment: Mapping[str, Any],
+    score: float,
+    perturbed_score: float | None,
+    eviction_candidates: Iterable[str],
+) -> dict[str, Any]:
+    return {
+        "check": "eviction",
+        "segment": dict(segment),
+        "score": score,
+        "perturbed_score": perturbed_score,
+        "eviction_candidates": list(eviction_candidates),
+    }
+
+
+def _optional(document: dict[str, Any], **fields: Any) -> None:
+    document.update({name: value for name, value in fields.items() if value is not None})
+
+
+class _Calls(Generic[_R]):
+    """Every call of API v1 as (method, path, body), sent by the subclass (sync or async)."""
+
+    def _send(self, method: str, path: str, body: Any = None, **params: Any) -> _R:
+        raise NotImplementedError
+
+    def evaluate(self, document: Mapping[str, Any], *, session_id: str | None = None) -> _R:
+        """``POST /v1/evaluate``: the decision on one input document."""
+        return self._send("POST", "/v1/evaluate", dict(document), session_id=session_id)
+
+    def plan(self, document: Mapping[str, Any]) -> _R:
+        """``POST /v1/plan``: one pruning pass."""
+        return self._send("POST", "/v1/plan", dict(document))
+
+    def policy(self) -> _R:
+        """``GET /v1/policy``: the policy in force."""
+        return self._send("GET", "/v1/policy")
+
+    def ready(self) -> _R:
+        """``GET /readyz``; raises :class:`ServerError` (503) when not ready."""
+        return self._send("GET", "/readyz")
+
+
+class _SessionCalls(Generic[_R]):
+    """The calls of one session, with the names and arguments of :class:`~prunewarden.Session`."""
+
+    def __init__(self, calls: _Calls[_R], session_id: str) -> None:
+        if not session_id or "/" in session_id:
+            message = "a session id is not empty and holds no '/' (it is one segment of a path)"
+            raise InputError([Problem("<arguments>", 0, 0, "$.session_id", message)])
+        self.session_id = session_id
+        self._send = calls._send  # noqa: SLF001 - the session sends through its client
+        self._path = f"/v1/sessions/{quote(session_id, safe='')}"
+
+    def observe_cycle(
+        self, scores: Mapping[str, float], pinned: Iterable[str] = (), *, cycle: int | None = None
+    ) -> _R:
+        """One rewrite cycle's scores; the collapse decision (``cycle`` defaults to the next)."""
+        return self._send("POST", f"{self._path}/cycles", _cycle(scores, pinned, cycle))
+
+    def observe_turn(self, mean_relevance: float, tokens: int, *, turn: int | None = None) -> _R:
+        """One turn's mean relevance and tokens (``turn`` defaults to the next)."""
+        return self._send("POST", f"{self._path}/turns", _turn(mean_relevance, tokens, turn))
+
+    def authorize(
+        self,
+        segment: Mapping[str, Any],
+        score: float,
+        perturbed_score: float | None = None,
+        eviction_candidates: Iterable[str] = (),
+    ) -> _R:
+        """The eviction guard for one segment, refused while the session is halted."""
+        body = _eviction(segment, score, perturbed_score, eviction_candidates)
+        return self._send("POST", f"{self._path}/evictions", body)
+
+    def prune(
+        self,
+        spans: Iterable[Mapping[str, Any]],
+        keep_top_k: int,
+        *,
+        turn: Mapping[str, int] | None = None,
+        tombstones: Iterable[str] = (),
+        recompute_budget: int | None = None,
+    ) -> _R:
+        """The staleness guard, with the turns the server observed for the session."""
+        body = {
+            "check": "staleness",
+            "spans": [dict(s) for s in spans],
+            "keep_top_k": keep_top_k,
+            "tombstones": list(tombstones),
+        }
+        _optional(body, turn=turn, recompute_budget=recompute_budget)
+        return self._send("POST", f"{self._path}/prunes", body)
+
+    def plan(  # noqa: PLR0913 - mirrors Session.plan
+        self,
+        segments: Iterable[Mapping[str, Any]],
+        *,
+        free_tokens: int | None = None,
+        keep_top_k: int | None = None,
+        turn: Mapping[str, int] | None = None,
+        tombstones: Iterable[str] = (),
+        recompute_budget: int | None = None,
+    ) -> _R:
+        """One pruning pass with the session's history."""
+        body = {"segments": [dict(s) for s in segments], "tombstones": list(tombstones)}
+        _optional(
+            body,
+            free_tokens=free_tokens,
+            keep_top_k=keep_top_k,
+            turn=turn,
+            recompute_budget=recompute_budget,
+        )
+        return self._send("POST", f"{self._path}/plans", body)
+
+    def state(self) -> _R:
+        """``GET /v1/sessions/{id}``: what the server keeps of the session."""
+        return self._send("GET", self._path)
+
+    def delete(self) -> _R:
+        """``DELETE /v1/sessions/{id}``: forget the session (its history and its halt)."""
+        return self._send("DELETE", self._path)
+
+
+class Client(_Calls[Any]):
+    """A client of one server (``http://HOST:PORT`` or ``unix:PATH``); thread-safe."""
+
+    def __init__(
+        self, url: str, *, token: str | None = None, timeout: float = DEFAULT_TIMEOUT
+    ) -> None:
+        base, options = _transport_options(url)
+        self._http = httpx.Client(
+            base_url=base,
+            headers=_headers(token),
+            timeout=timeout,
+            transport=httpx.HTTPTransport(**options),
+        )
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def session(self, session_id: str) -> ClientSession:
+        """The session ``session_id`` on the server (opened by its first call)."""
+        return ClientSession(self, session_id)
+
+    def _send(self, method: str, path: str, body: Any = None, **params: Any) -> Any:
+        response = self._http.request(method, path, json=body, params=_params(params))
+        _raise_for_problem(response)
+        return response.json()
+
+
+class ClientSession(_SessionCalls[Any]):
+    """A session held by the server, called synchronously."""
+
+
+class AsyncClient(_Calls[Awaitable[Any]]):
+    """:class:`Client` for asyncio: the same methods, awaited."""
+
+    def __init__(
+        self, url: str, *, token: str | None = None, timeout: float = DEFAULT_TIMEOUT
+    ) -> None:
+        base, options = _transport_options(url)
+        self._http = httpx.AsyncClient(
+            base_url=base,
+            headers=_headers(token),
+            timeout=timeout,
+            transport=httpx.AsyncHTTPTransport(**options),
+        )
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    def session(self, session_id: str) -> AsyncClientSession:
+        return AsyncClientSession(self, session_id)
+
+    async def _send(self, method: str, path: str, body: Any = None, **params: Any) -> Any:
+        response = await self._http.request(method, path, json=body, params=_params(params))
+        _raise_for_problem(response)
+        return response.json()
+
+
+class AsyncClientSession(_SessionCalls[Awaitable[Any]]):
+    """A session held by the server, its calls awaited."""
+
+
+def _params(params: Mapping[str, Any]) -> dict[str, Any]:
+    return {name: value for name, value in params.items() if value is not None}

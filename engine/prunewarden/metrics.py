@@ -1,0 +1,290 @@
+"""Prometheus metrics of what an engine decides, kept by a decision hook.
+
+``DecisionMetrics`` is a decision hook: pass it to an engine (``Engine(policy,
+on_decision=metrics)``, or to a :class:`~prunewarden.ReloadingEngine`, which hands it to every
+snapshot) and every decision counts, whatever the audit sink. Nothing wraps the engine's methods:
+the engine calls the hook with each decision and its audit record, so the metrics and the audit
+log count the same decisions. A pruning pass's totals come from its :class:`~prunewarden.Plan`
+(:meth:`DecisionMetrics.observe_plan`), and reloads from the engine that reloads
+(:meth:`DecisionMetrics.watch`).
+
+The hook sits on the hot path of every decision, so it only adds to plain counts under one lock;
+the counts become metric families when the registry is scraped (a custom collector, as
+prometheus-client documents for values kept elsewhere).
+
+Label sets are bounded: policies, versions, checks, outcomes, reason codes (the documented codes
+and ``rule:<name>`` of the policy's rules), rule names, candidate versions. Session and segment
+ids are never labels; the halted sessions are a gauge.
+
+This module needs the ``prometheus`` extra (prometheus-client); ``import prunewarden`` never
+imports it.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+try:
+    from prometheus_client import REGISTRY, CollectorRegistry
+    from prometheus_client.core import (
+        CounterMetricFamily,
+        GaugeMetricFamily,
+        HistogramMetricFamily,
+        Metric,
+    )
+    from prometheus_client.registry import Collector
+except ImportError as exc:  # pragma: no cover - the message says what to install
+    msg = "prunewarden.metrics needs prometheus-client: pip install 'prunewarden[prometheus]'"
+    raise ImportError(msg) from exc
+
+if TYPE_CHECKING:
+    from prunewarden.decision import Decision
+    from prunewarden.planner import Plan
+    from prunewarden.reload import ReloadingEngine, ReloadResult
+
+DECISION_LABELS = ["policy", "policy_version", "check", "outcome", "reason", "enforced"]
+# Seconds: a guard decides in tens of microseconds; a rule with a deadline may take milliseconds.
+DURATION_BUCKETS = (
+    0.00001,
+    0.000025,
+    0.00005,
+    0.0001,
+    0.00025,
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.1,
+    1.0,
+)
+RELOAD_RESULTS = ("reloaded", "unchanged", "failed")
+AUDIT_UNAVAILABLE = "audit_unavailable"
+RULE_ERROR = "rule_error:"
+_FAILURES = (RULE_ERROR, AUDIT_UNAVAILABLE)
+
+
+class _Timings:
+    """One histogram's buckets (not cumulative), count and sum."""
+
+    __slots__ = ("buckets", "total")
+
+    def __init__(self) -> None:
+        self.buckets = [0] * (len(DURATION_BUCKETS) + 1)
+        self.total = 0.0
+
+
+class DecisionMetrics(Collector):
+    """Prometheus metrics on ``registry`` (default: prometheus-client's global registry).
+
+    Call it as a decision hook; thread-safe. One instance per registry: a second would register
+    the same names again, which prometheus-client refuses.
+    """
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = REGISTRY if registry is None else registry
+        self._lock = threading.Lock()
+        self._decisions: dict[tuple[str, ...], int] = {}
+        self._timings: dict[str, _Timings] = {}
+        self._evicted = 0
+        self._freed = 0
+        self._frozen: dict[str, int] = {}
+        self._halted: set[str] = set()
+        self._episodes = 0
+        self._in_force: dict[str, tuple[str, str]] = {}  # policy name -> (version, digest)
+        self._last_policy: object = None  # the identity last seen: most decisions share it
+        self._reloads = dict.fromkeys(RELOAD_RESULTS, 0)
+        self._audit_failures = 0
+        self._rule_errors: dict[str, int] = {}
+        self._disagreements: dict[str, int] = {}
+        self.registry.register(self)
+
+    # --- the hooks -----------------------------------------------------------------------------
+
+    def __call__(self, decision: Decision, record: Mapping[str, Any]) -> None:
+        """The decision hook: count one decision and its record."""
+        policy = decision.policy
+        reasons = decision.reasons
+        key = (
+            policy.name,
+            policy.version,
+            decision.check,
+            decision.outcome,
+            reasons[0].code if reasons else "",
+            "true" if decision.enforced else "false",
+        )
+        duration = record.get("duration_ns")
+        if isinstance(duration, int) and record.get("kind") == "pass":
+            # One record for the whole pass: each of its decisions took its share.
+            duration //= max(len(record.get("verdicts") or ()), 1)
+        with self._lock:
+            self._decisions[key] = self._decisions.get(key, 0) + 1
+            if isinstance(duration, int):
+                timings = self._timings.get(decision.check)
+                if timings is None:
+                    timings = self._timings[decision.check] = _Timings()
+                seconds = duration / 1e9
+                timings.buckets[bisect.bisect_left(DURATION_BUCKETS, seconds)] += 1
+                timings.total += seconds
+            if policy is not self._last_policy:
+                self._last_policy = policy
+                self._in_force[policy.name] = (policy.version, policy.digest)
+            for found in reasons:
+                code = found.code
+                if not code.startswith(_FAILURES):
+                    continue
+                if code == AUDIT_UNAVAILABLE:
+                    self._audit_failures += 1
+                else:
+                    rule = code.removeprefix(RULE_ERROR)
+                    self._rule_errors[rule] = self._rule_errors.get(rule, 0) + 1
+            shadow = decision.shadow
+            if shadow is not None and not shadow.agrees_with(decision):
+                version = shadow.policy.version
+                self._disagreements[version] = self._disagreements.get(version, 0) + 1
+            if decision.check == "collapse":
+                self._note_halt(record.get("session_id"), decision.blocks)
+
+    def observe_plan(self, plan: Plan) -> None:
+        """Count one pruning pass: what it evicts and frees, or why it froze."""
+        with self._lock:
+            if plan.frozen:
+                refusing = [d.reasons[0].code for d in plan.decisions if d.refused and d.reasons]
+                reason = refusing[0] if refusing else "unknown"
+                self._frozen[reason] = self._frozen.get(reason, 0) + 1
+                return
+            self._evicted += len(plan.evict)
+            self._freed += plan.freed_tokens
+
+    def observe_reload(self, result: ReloadResult) -> None:
+        """Count one reload (what :meth:`watch` hands the reloading engine)."""
+        outcome = "failed" if result.problems else "reloaded" if result.changed else "unchanged"
+        with self._lock:
+            self._reloads[outcome] += 1
+
+    def watch(self, engine: ReloadingEngine) -> None:
+        """Count ``engine``'s reloads, and show the policy in force from now on."""
+        engine.add_reload_hook(self.observe_reload)
+        policy = engine.policy
+        with self._lock:
+            self._in_force[policy.name] = (policy.version, policy.digest)
+            self._last_policy = None
+
+    def _note_halt(self, session_id: Any, blocks: bool) -> None:
+        if not isinstance(session_id, str):
+            self._episodes += blocks
+        elif blocks and session_id not in self._halted:
+            self._halted.add(session_id)
+            self._episodes += 1
+        elif not blocks:
+            self._halted.discard(session_id)
+
+    # --- the collector -------------------------------------------------------------------------
+
+    def describe(self) -> list[Metric]:
+        """The names this collector registers (what the registry checks for duplicates)."""
+        return list(self._families(empty=True))
+
+    def collect(self) -> Iterator[Metric]:
+        with self._lock:
+            families = list(self._families(empty=False))
+        yield from families
+
+    def _families(self, *, empty: bool) -> Iterator[Metric]:
+        decisions = CounterMetricFamily(
+            "prunewarden_decisions",
+            "Decisions made, by policy version, check, outcome, primary reason and enforcement.",
+            labels=DECISION_LABELS,
+        )
+        duration = HistogramMetricFamily(
+            "prunewarden_decision_duration_seconds",
+            "Time the engine spent deciding (guards, rules, shadow, the record), by check.",
+            labels=["check"],
+        )
+        evicted = CounterMetricFamily(
+            "prunewarden_pass_evicted_segments", "Segments pruning passes planned to evict."
+        )
+        freed = CounterMetricFamily(
+            "prunewarden_pass_freed_tokens", "Tokens pruning passes planned to free."
+        )
+        frozen = CounterMetricFamily(
+            "prunewarden_pass_frozen",
+            "Pruning passes frozen, by the reason of the refusing gate.",
+            labels=["reason"],
+        )
+        halted = GaugeMetricFamily(
+            "prunewarden_sessions_halted",
+            "Sessions whose last collapse decision halted pruning (enforced).",
+        )
+        episodes = CounterMetricFamily(
+            "prunewarden_halt_episodes",
+            "Times a session entered a halt (a halting decision without a session is one).",
+        )
+        info = GaugeMetricFamily(
+            "prunewarden_policy_info",
+            "The policy version in force per policy name (value 1).",
+            labels=["name", "version", "digest"],
+        )
+        reloads = CounterMetricFamily(
+            "prunewarden_policy_reloads",
+            "Reloads that looked at changed policy files, by result.",
+            labels=["result"],
+        )
+        audit_failures = CounterMetricFamily(
+            "prunewarden_audit_write_failures",
+            "Decisions refused because the audit log could not record them (audit_unavailable).",
+        )
+        rule_errors = CounterMetricFamily(
+            "prunewarden_rule_errors",
+            "Custom rules that failed to evaluate (rule_error), by rule.",
+            labels=["rule"],
+        )
+        disagreements = CounterMetricFamily(
+            "prunewarden_shadow_disagreements",
+            "Decisions the shadow candidate would have made differently, by candidate version.",
+            labels=["candidate_version"],
+        )
+        if not empty:
+            for key, count in sorted(self._decisions.items()):
+                decisions.add_metric(list(key), count)
+            for check, timings in sorted(self._timings.items()):
+                duration.add_metric([check], _cumulative(timings), timings.total)
+            evicted.add_metric([], self._evicted)
+            freed.add_metric([], self._freed)
+            for reason, count in sorted(self._frozen.items()):
+                frozen.add_metric([reason], count)
+            halted.add_metric([], len(self._halted))
+            episodes.add_metric([], self._episodes)
+            for name, (version, digest) in sorted(self._in_force.items()):
+                info.add_metric([name, version, digest], 1)
+            for result, count in self._reloads.items():
+                reloads.add_metric([result], count)
+            audit_failures.add_metric([], self._audit_failures)
+            for rule, count in sorted(self._rule_errors.items()):
+                rule_errors.add_metric([rule], count)
+            for version, count in sorted(self._disagreements.items()):
+                disagreements.add_metric([version], count)
+        yield decisions
+        yield duration
+        yield evicted
+        yield freed
+        yield frozen
+        yield halted
+        yield episodes
+        yield info
+        yield reloads
+        yield audit_failures
+        yield rule_errors
+        yield disagreements
+
+
+def _cumulative(timings: _Timings) -> list[tuple[str, float]]:
+    buckets, running = [], 0
+    for bound, count in zip((*DURATION_BUCKETS, float("inf")), timings.buckets, strict=True):
+        running += count
+        buckets.append(("+Inf" if bound == float("inf") else repr(bound), float(running)))
+    return buckets

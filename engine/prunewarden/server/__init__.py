@@ -1,0 +1,39 @@
+"""``prunewarden serve``: the engine as a policy decision point over HTTP (API v1).
+
+One policy, one audit log, one place to reload, for agents in any language: Starlette routes on
+uvicorn, the same JSON documents as the CLI, RFC 9457 problem documents with the CLI's located
+messages, sessions held server-side. Needs the ``serve`` extra (``pip install
+'prunewarden[serve]'``). Imports ``reload`` and the layers below it; only ``cli`` imports this.
+"""
+
+from __future__ import annotations
+
+from prunewarden.server._app import create_app
+from prunewarden.server._config import (
+    DEFAULT_LISTEN,
+    TOKEN_ENV,
+    Listen,
+    ServerConfig,
+    ServerConfigError,
+    parse_listen,
+    read_token,
+)
+from prunewarden.server._openapi import openapi_document
+from prunewarden.server._run import Built, bind, bound_url, build_app, run
+
+__all__ = [
+    "DEFAULT_LISTEN",
+    "TOKEN_ENV",
+    "Built",
+    "Listen",
+    "ServerConfig",
+    "ServerConfigError",
+    "bind",
+    "bound_url",
+    "build_app",
+    "create_app",
+    "openapi_document",
+    "parse_listen",
+    "read_token",
+    "run",
+]

@@ -1,0 +1,132 @@
+"""What a server is told at start: where it listens, who may call it, and its limits.
+
+The checks that make a deployment safe live here, before anything binds: a TCP address beyond
+loopback needs a bearer token (a policy decision point that anyone on the network can call, and
+whose audit log anyone can fill, is worse than none), and a token is read once, from an
+environment variable or a file, never from the command line where ``ps`` shows it.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from prunewarden.errors import PrunewardenError
+from prunewarden.limits import MAX_REQUEST_BYTES, REQUEST_SECONDS, SESSION_IDLE_SECONDS
+
+DEFAULT_LISTEN = "127.0.0.1:8181"
+TOKEN_ENV = "PRUNEWARDEN_TOKEN"  # noqa: S105 - the name of the variable, not a token
+UNIX_PREFIX = "unix:"
+DEFAULT_SOCKET_MODE = 0o660  # the socket's owner and group may call; nobody else
+
+
+class ServerConfigError(PrunewardenError):
+    """A server setting that cannot be used (an address, a token file, a session store)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Listen:
+    """A TCP host and port, or the path of a unix socket (``host`` and ``port`` unused)."""
+
+    host: str = "127.0.0.1"
+    port: int = 8181
+    unix_path: str | None = None
+
+    @property
+    def is_unix(self) -> bool:
+        return self.unix_path is not None
+
+    @property
+    def is_loopback(self) -> bool:
+        if self.unix_path is not None:
+            return True
+        if self.host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(self.host).is_loopback
+        except ValueError:
+            return False  # a host name: it may resolve to anything
+
+    def url(self, port: int | None = None) -> str:
+        """How a client names the address (``unix:PATH`` for a socket)."""
+        if self.unix_path is not None:
+            return f"{UNIX_PREFIX}{self.unix_path}"
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port if port is None else port}"
+
+
+def parse_listen(text: str) -> Listen:
+    """``unix:/path.sock``, ``HOST:PORT`` or ``[V6]:PORT``."""
+    if text.startswith(UNIX_PREFIX):
+        path = text[len(UNIX_PREFIX) :]
+        if not path:
+            raise ServerConfigError(f"--listen {text!r}: the socket path is empty")
+        return Listen(unix_path=path)
+    host, sep, port = text.rpartition(":")
+    if not sep or not host:
+        raise ServerConfigError(f"--listen {text!r}: expected HOST:PORT or unix:PATH")
+    host = host.removeprefix("[").removesuffix("]")
+    if not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ServerConfigError(f"--listen {text!r}: {port!r} is not a TCP port")
+    return Listen(host=host, port=int(port))
+
+
+def read_token(token_file: str | None, environ: dict[str, str] | None = None) -> str | None:
+    """The bearer token: the file's first line when ``token_file`` is given, else the
+    ``PRUNEWARDEN_TOKEN`` environment variable, else None."""
+    if token_file is not None:
+        try:
+            text = Path(token_file).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+            raise ServerConfigError(f"--token-file {token_file}: cannot read: {reason}") from None
+        token = text.strip()
+        if not token:
+            raise ServerConfigError(f"--token-file {token_file}: the file holds no token")
+        return token
+    value = (environ if environ is not None else dict(os.environ)).get(TOKEN_ENV, "").strip()
+    return value or None
+
+
+@dataclass(frozen=True, slots=True)
+class ServerConfig:
+    """Everything :func:`~prunewarden.server.create_app` and the runner need.
+
+    ``audit_log``: the chained decision log (required: a decision point without a log is not
+    one). ``sessions``: ``sqlite:PATH`` or ``redis://...`` (default: ``sessions.sqlite3`` next
+    to the audit log). ``token``: the bearer token callers must present (None: none is asked).
+    """
+
+    policy: str
+    audit_log: str
+    listen: Listen
+    sessions: str | None = None
+    shadow: str | None = None
+    lock: str | None = None
+    token: str | None = None
+    audit_fsync: str = "batch"
+    reload_interval: float = 1.0
+    max_request_bytes: int = MAX_REQUEST_BYTES
+    request_seconds: float = REQUEST_SECONDS
+    session_ttl: float = SESSION_IDLE_SECONDS
+    socket_mode: int = DEFAULT_SOCKET_MODE
+
+    def __post_init__(self) -> None:
+        if not self.listen.is_loopback and self.token is None:
+            msg = (
+                f"refusing to listen on {self.listen.url()} without a token: set "
+                f"{TOKEN_ENV} or pass --token-file (or listen on loopback or a unix socket)"
+            )
+            raise ServerConfigError(msg)
+        if self.max_request_bytes < 1 or self.request_seconds <= 0 or self.session_ttl <= 0:
+            msg = "the request size, request time and session TTL limits must be positive"
+            raise ServerConfigError(msg)
+
+    @property
+    def session_store_url(self) -> str:
+        """Where sessions are kept: as given, else a SQLite file next to the audit log."""
+        if self.sessions is not None:
+            return self.sessions
+        return f"sqlite:{Path(self.audit_log).with_name('sessions.sqlite3')}"

@@ -1,0 +1,394 @@
+"""The OpenAPI 3.1 description of API v1, built from the bundled JSON Schemas.
+
+Request and decision documents are not restated: they are ``$ref``s to the schemas by their
+``$id`` (``https://prunewarden.dev/schemas/input.v1.schema.json#/$defs/plan``), the same
+references the schemas use among themselves. A tool resolves them from the bundled files
+(``prunewarden schema NAME``), or from the server, which serves each at ``/schemas/NAME``. Only
+what no schema describes yet (a plan, a problem document, the small acknowledgements) is
+defined here.
+
+``schemas/openapi.v1.json`` is this document, committed (``prunewarden serve --print-openapi``
+writes it); a test holds the two equal.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+SCHEMA_BASE = "https://prunewarden.dev/schemas/"
+_INPUT = SCHEMA_BASE + "input.v1.schema.json"
+_DECISION = SCHEMA_BASE + "decision.v1.schema.json"
+_JSON = "application/json"
+_PROBLEM = "application/problem+json"
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _json_body(name: str, description: str) -> dict[str, Any]:
+    return {
+        "required": True,
+        "description": description,
+        "content": {_JSON: {"schema": _ref(name)}},
+    }
+
+
+def _ok(name: str, description: str) -> dict[str, Any]:
+    return {"description": description, "content": {_JSON: {"schema": _ref(name)}}}
+
+
+def _problems(*statuses: int) -> dict[str, Any]:
+    meaning = {
+        400: "The body is not valid: every problem, located (`<request>:LINE:COL: $.path: ...`)",
+        401: "No valid bearer token",
+        404: "No such session",
+        409: "The request conflicts with the session's state: a cycle or turn out of order, a "
+        "stored state this policy cannot use, or the session busy on another replica",
+        413: "The body is larger than the limit",
+        503: "The decision could not be logged (fail closed), the session store cannot be "
+        "reached, the request ran out of time, or the server is not ready",
+    }
+    return {
+        str(status): {
+            "description": meaning[status],
+            "content": {_PROBLEM: {"schema": _ref("Problem")}},
+        }
+        for status in statuses
+    }
+
+
+_SESSION_ID = {
+    "name": "session_id",
+    "in": "path",
+    "required": True,
+    "description": "The session's id, chosen by the caller (one path segment: no '/')",
+    "schema": {"type": "string", "minLength": 1, "maxLength": 256, "pattern": "^[^/]+$"},
+}
+
+_DECIDING = (400, 401, 413, 503)
+_SESSION_DECIDING = (400, 401, 409, 413, 503)
+
+
+def _session_post(
+    operation: str, summary: str, body: str, answer: str, body_text: str
+) -> dict[str, Any]:
+    return {
+        "post": {
+            "operationId": operation,
+            "summary": summary,
+            "tags": ["sessions"],
+            "parameters": [_SESSION_ID],
+            "requestBody": _json_body(body, body_text),
+            "responses": {
+                "200": _ok(answer, "The decision (or acknowledgement), logged"),
+                **_problems(*_SESSION_DECIDING),
+            },
+        }
+    }
+
+
+def _paths() -> dict[str, Any]:
+    return {
+        "/healthz": {
+            "get": {
+                "operationId": "health",
+                "summary": "The process is up",
+                "tags": ["operations"],
+                "security": [],
+                "responses": {"200": _ok("Health", "Up")},
+            }
+        },
+        "/readyz": {
+            "get": {
+                "operationId": "readiness",
+                "summary": "A policy is loaded and the audit log can be written",
+                "tags": ["operations"],
+                "security": [],
+                "responses": {"200": _ok("Readiness", "Ready"), **_problems(503)},
+            }
+        },
+        "/schemas/{name}": {
+            "get": {
+                "operationId": "schema",
+                "summary": "A bundled JSON Schema, by the file name its `$id` ends with",
+                "tags": ["operations"],
+                "security": [],
+                "parameters": [
+                    {
+                        "name": "name",
+                        "in": "path",
+                        "required": True,
+                        "schema": {"type": "string", "pattern": "^[a-z-]+\\.v1\\.schema\\.json$"},
+                    }
+                ],
+                "responses": {
+                    "200": {"description": "The schema", "content": {_JSON: {"schema": {}}}},
+                    **_problems(404),
+                },
+            }
+        },
+        "/v1/policy": {
+            "get": {
+                "operationId": "policy",
+                "summary": "The policy in force: identity, digest, files, resolved document",
+                "tags": ["policy"],
+                "responses": {"200": _ok("PolicyInForce", "The policy"), **_problems(401)},
+            }
+        },
+        "/v1/evaluate": {
+            "post": {
+                "operationId": "evaluate",
+                "summary": "Decide on one input document (stateless), as `prunewarden evaluate`",
+                "tags": ["decisions"],
+                "parameters": [
+                    {
+                        "name": "session_id",
+                        "in": "query",
+                        "required": False,
+                        "description": "Recorded with the decision; a halted session of this "
+                        "id refuses the call",
+                        "schema": {"type": "string", "minLength": 1, "maxLength": 256},
+                    }
+                ],
+                "requestBody": _json_body("InputDocument", "An input.v1 document"),
+                "responses": {
+                    "200": _ok("Decision", "The decision (logged)"),
+                    **_problems(*_DECIDING),
+                },
+            }
+        },
+        "/v1/plan": {
+            "post": {
+                "operationId": "plan",
+                "summary": "Plan one pruning pass (stateless), as `prunewarden plan`",
+                "tags": ["decisions"],
+                "requestBody": _json_body("PlanDocument", "A plan document"),
+                "responses": {
+                    "200": _ok("Plan", "The plan (every decision logged)"),
+                    **_problems(*_DECIDING),
+                },
+            }
+        },
+        "/v1/sessions/{session_id}/cycles": _session_post(
+            "observe_cycle",
+            "Report one rewrite cycle's scores; the collapse decision on the session's history",
+            "Snapshot",
+            "Decision",
+            "One cycle: `{cycle, scores, pinned}`",
+        ),
+        "/v1/sessions/{session_id}/turns": _session_post(
+            "observe_turn",
+            "Report one turn's mean relevance and tokens (no decision)",
+            "Turn",
+            "TurnObserved",
+            "One turn: `{turn, mean_relevance, tokens}`",
+        ),
+        "/v1/sessions/{session_id}/evictions": _session_post(
+            "authorize",
+            "The eviction guard for one segment, refused while the session is halted",
+            "EvictionDocument",
+            "Decision",
+            "An eviction document",
+        ),
+        "/v1/sessions/{session_id}/prunes": _session_post(
+            "prune",
+            "The staleness guard, with the turns the session observed",
+            "StalenessDocument",
+            "Decision",
+            "A staleness document without `turns`",
+        ),
+        "/v1/sessions/{session_id}/plans": _session_post(
+            "plan_session",
+            "Plan one pruning pass with the session's history",
+            "PlanDocument",
+            "Plan",
+            "A plan document without `history`, `baseline`, `turns`, `session_id`, `labels`",
+        ),
+        "/v1/sessions/{session_id}": {
+            "get": {
+                "operationId": "state",
+                "summary": "What the session keeps",
+                "tags": ["sessions"],
+                "parameters": [_SESSION_ID],
+                "responses": {
+                    "200": _ok("SessionState", "The state"),
+                    **_problems(400, 401, 404, 409, 503),
+                },
+            },
+            "delete": {
+                "operationId": "delete_session",
+                "summary": "Forget the session: its history and its halt",
+                "tags": ["sessions"],
+                "parameters": [_SESSION_ID],
+                "responses": {
+                    "200": _ok("SessionDeleted", "Done"),
+                    **_problems(400, 401, 409, 503),
+                },
+            },
+        },
+    }
+
+
+def _identity() -> dict[str, Any]:
+    return {"$ref": _DECISION + "#/properties/policy"}
+
+
+def _components() -> dict[str, Any]:
+    ids = {"type": "array", "items": {"type": "string"}}
+    return {
+        "securitySchemes": {
+            "bearer": {
+                "type": "http",
+                "scheme": "bearer",
+                "description": "Asked when the server has a token (always beyond loopback)",
+            }
+        },
+        "schemas": {
+            "InputDocument": {"$ref": _INPUT},
+            "PlanDocument": {"$ref": _INPUT + "#/$defs/plan"},
+            "Snapshot": {"$ref": _INPUT + "#/$defs/snapshot"},
+            "Turn": {"$ref": _INPUT + "#/$defs/turn"},
+            "EvictionDocument": {"$ref": _INPUT + "#/$defs/eviction"},
+            "StalenessDocument": {"$ref": _INPUT + "#/$defs/staleness"},
+            "Decision": {"$ref": _DECISION},
+            "Plan": {
+                "type": "object",
+                "description": "What a pruning pass may do, as `prunewarden plan` prints it",
+                "required": [
+                    "evict",
+                    "tombstones",
+                    "pinned",
+                    "unscoreable",
+                    "recompute",
+                    "frozen",
+                    "target_met",
+                    "freed_tokens",
+                    "decisions",
+                ],
+                "properties": {
+                    "evict": ids,
+                    "tombstones": ids,
+                    "pinned": ids,
+                    "unscoreable": ids,
+                    "recompute": ids,
+                    "frozen": {"type": "boolean"},
+                    "target_met": {"type": "boolean"},
+                    "freed_tokens": {"type": "integer"},
+                    "decisions": {"type": "array", "items": {"$ref": _DECISION}},
+                },
+            },
+            "TurnObserved": {
+                "type": "object",
+                "required": ["session_id", "turn", "halted", "policy"],
+                "properties": {
+                    "session_id": {"type": "string"},
+                    "turn": {"type": ["integer", "null"]},
+                    "halted": {"type": "boolean"},
+                    "policy": _identity(),
+                },
+            },
+            "SessionState": {
+                "type": "object",
+                "required": ["session_id", "halted", "state", "policy"],
+                "properties": {
+                    "session_id": {"type": "string"},
+                    "halted": {"type": "boolean"},
+                    "state": {"$ref": SCHEMA_BASE + "session-state.v1.schema.json"},
+                    "policy": _identity(),
+                },
+            },
+            "SessionDeleted": {
+                "type": "object",
+                "required": ["session_id", "deleted", "policy"],
+                "properties": {
+                    "session_id": {"type": "string"},
+                    "deleted": {"type": "boolean"},
+                    "policy": _identity(),
+                },
+            },
+            "Health": {
+                "type": "object",
+                "required": ["status", "policy"],
+                "properties": {"status": {"const": "ok"}, "policy": _identity()},
+            },
+            "Readiness": {
+                "type": "object",
+                "required": ["status", "checks", "policy"],
+                "properties": {
+                    "status": {"type": "string"},
+                    "checks": {"type": "object"},
+                    "policy": _identity(),
+                },
+            },
+            "PolicyInForce": {
+                "type": "object",
+                "required": ["policy", "digest", "sources", "document", "shadow"],
+                "properties": {
+                    "policy": _identity(),
+                    "digest": {"type": "string", "pattern": "^sha256:[0-9a-f]{64}$"},
+                    "sources": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "required": ["path", "sha256"],
+                            "properties": {
+                                "path": {"type": "string"},
+                                "sha256": {"type": "string"},
+                            },
+                        },
+                    },
+                    "document": {
+                        "type": "object",
+                        "description": "The resolved policy.v1 document",
+                    },
+                    "shadow": {"oneOf": [{"type": "null"}, _identity()]},
+                },
+            },
+            "Problem": {
+                "type": "object",
+                "description": "RFC 9457 problem details; `problems` holds the located problems "
+                "the CLI prints",
+                "required": ["type", "title", "status", "detail"],
+                "properties": {
+                    "type": {"type": "string", "format": "uri"},
+                    "title": {"type": "string"},
+                    "status": {"type": "integer"},
+                    "detail": {"type": "string"},
+                    "problems": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "required": ["file", "line", "column", "path", "message", "text"],
+                            "properties": {
+                                "file": {"type": "string"},
+                                "line": {"type": "integer"},
+                                "column": {"type": "integer"},
+                                "path": {"type": "string"},
+                                "message": {"type": "string"},
+                                "text": {"type": "string"},
+                            },
+                        },
+                    },
+                },
+            },
+        },
+    }
+
+
+def openapi_document() -> dict[str, Any]:
+    """The OpenAPI 3.1 document ``GET /openapi.json`` serves."""
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "prunewarden decision point",
+            "version": "v1",
+            "description": "Policy decisions for self-editing context windows over HTTP: "
+            "the documents of the prunewarden CLI, validated by its bundled schemas. "
+            "See docs/server.md.",
+        },
+        "jsonSchemaDialect": "https://json-schema.org/draft/2020-12/schema",
+        "security": [{"bearer": []}],
+        "paths": _paths(),
+        "components": _components(),
+    }

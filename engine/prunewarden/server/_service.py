@@ -1,0 +1,145 @@
+"""The decision point without HTTP: request bodies in, answers or problem documents out.
+
+Everything here is synchronous and thread-safe; the HTTP layer (:mod:`._app`) runs each call in
+a worker thread under a deadline. Kept apart from Starlette so that what the server decides can
+be read (and tested) without a socket.
+
+Fail closed: a decision the audit log refused (``audit_unavailable``) is never returned; the
+caller gets HTTP 503 and the refusal's id instead, so a client cannot act on a decision that is
+not in the log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from prunewarden.audit import AuditLog
+from prunewarden.decision import Decision
+from prunewarden.errors import AuditError, InputError, PrunewardenError
+from prunewarden.planner import Plan
+from prunewarden.reload import ReloadingEngine
+from prunewarden.server._documents import check_object, read_body
+from prunewarden.server._problems import ProblemDocument, invalid_input
+
+AUDIT_UNAVAILABLE = "audit_unavailable"
+
+_T = TypeVar("_T")
+
+
+class ServiceProblemError(Exception):
+    """Raised by the service with the problem document the caller gets."""
+
+    def __init__(self, problem: ProblemDocument) -> None:
+        super().__init__(problem.detail)
+        self.problem = problem
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """A successful answer: the JSON document and the ids of the decisions it carries."""
+
+    document: dict[str, Any]
+    decision_ids: tuple[str, ...] = ()
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+class DecisionService:
+    """Stateless decisions and policy information over one :class:`ReloadingEngine`."""
+
+    def __init__(self, engine: ReloadingEngine, audit: AuditLog) -> None:
+        self.engine = engine
+        self.audit = audit
+
+    # --- stateless ---------------------------------------------------------------------------
+
+    def evaluate(self, body: bytes, session_id: str | None = None) -> Answer:
+        """``POST /v1/evaluate``: one input document, one decision (``decision.v1``)."""
+        data, text = read_body(body)
+        decision = guarded(
+            lambda: self.engine.evaluate(
+                data, filename="<request>", text=text, session_id=session_id
+            )
+        )
+        return decision_answer(decision)
+
+    def plan(self, body: bytes) -> Answer:
+        """``POST /v1/plan``: one pruning pass, every decision of it."""
+        data, text = read_body(body)
+        check_object(data)
+        plan = guarded(lambda: self.engine.plan(data, filename="<request>", text=text))
+        return plan_answer(plan)
+
+    # --- the policy and health ---------------------------------------------------------------
+
+    def policy_document(self) -> Answer:
+        """``GET /v1/policy``: the identity, digest, files and resolved document in force."""
+        engine = self.engine.engine
+        policy = engine.policy
+        shadow = engine.shadow.policy.identity.to_dict() if engine.shadow is not None else None
+        return Answer(
+            {
+                "policy": policy.identity.to_dict(),
+                "digest": policy.digest,
+                "sources": [source.to_dict() for source in policy.sources],
+                "document": policy.document,
+                "shadow": shadow,
+            }
+        )
+
+    def readiness(self) -> tuple[bool, dict[str, Any]]:
+        """Whether the server can decide: a policy is loaded and the audit log can be written."""
+        checks: dict[str, Any] = {"policy": True}
+        try:
+            self.audit.open()
+            checks["audit_log"] = True
+        except AuditError as exc:
+            checks["audit_log"] = False
+            checks["audit_error"] = str(exc)
+        ready = all(value is True for key, value in checks.items() if key != "audit_error")
+        return ready, {
+            "status": "ready" if ready else "not ready",
+            "checks": checks,
+            "policy": self.engine.policy.identity.to_dict(),
+        }
+
+
+def guarded(call: Callable[[], _T]) -> _T:
+    """Run an engine call; a refused input becomes a 400 problem document."""
+    try:
+        return call()
+    except InputError as exc:
+        raise ServiceProblemError(invalid_input(exc.problems)) from None
+    except PrunewardenError as exc:
+        raise ServiceProblemError(ProblemDocument("invalid-input", str(exc))) from None
+
+
+def decision_answer(decision: Decision) -> Answer:
+    """A decision as the answer, unless it could not be logged (HTTP 503)."""
+    refuse_unlogged((decision,))
+    return Answer(decision.to_dict(), (decision.decision_id,))
+
+
+def plan_answer(plan: Plan) -> Answer:
+    refuse_unlogged(plan.decisions)
+    return Answer(plan.to_dict(), tuple(d.decision_id for d in plan.decisions))
+
+
+def refuse_unlogged(decisions: tuple[Decision, ...]) -> None:
+    """Fail closed: a decision the audit log did not take is not an answer."""
+    for decision in decisions:
+        if AUDIT_UNAVAILABLE in decision.codes:
+            reason = decision.reasons[decision.codes.index(AUDIT_UNAVAILABLE)]
+            raise ServiceProblemError(
+                ProblemDocument(
+                    "audit-unavailable",
+                    reason.message,
+                    extra={"decision_id": decision.decision_id, "policy": _identity(decision)},
+                )
+            )
+
+
+def _identity(decision: Decision) -> Mapping[str, str]:
+    return decision.policy.to_dict()

@@ -1,0 +1,100 @@
+"""prunewarden.client against a real server: Session's method names, sync and async, and the
+engine's exceptions for the server's problem documents."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from _support.server import Server
+from prunewarden import InputError
+from prunewarden.client import AsyncClient, Client, ServerError
+
+SEGMENT = {"id": "s1", "kind": "tool_output", "tombstone_written": True}
+HEALTHY = [
+    {"c": 0.9, "a": 0.6, "b": 0.1},
+    {"c": 0.88, "a": 0.55, "b": 0.12},
+]
+COLLAPSED = {"c": 0.3, "a": 0.31, "b": 0.3}
+
+
+class TestSyncClient:
+    def test_session_methods_mirror_session(self, server: Server) -> None:
+        """observe_cycle, observe_turn, authorize, prune, plan, state, delete on one session."""
+        with Client(server.url) as client:
+            session = client.session("client-sync")
+            first = session.observe_cycle(HEALTHY[0], ["c"])
+            second = session.observe_cycle(HEALTHY[1], ["c"])
+            turn = session.observe_turn(0.5, 100)
+            allowed = session.authorize(SEGMENT, 0.1, 0.12)
+            pruned = session.prune([], 0)
+            plan = session.plan([], keep_top_k=0)
+            state = session.state()
+            deleted = session.delete()
+        assert (first["check"], second["check"]) == ("collapse", "collapse")
+        assert turn["halted"] is False
+        assert allowed["outcome"] == "allow"
+        assert pruned["check"] == "staleness"
+        assert plan["frozen"] is False
+        assert state["session_id"] == "client-sync"
+        assert deleted["deleted"] is True
+
+    def test_halt_holds_across_calls(self, server: Server) -> None:
+        """After a halting cycle, authorize answers pruning_halted."""
+        with Client(server.url) as client:
+            session = client.session("client-halt")
+            for scores in (*HEALTHY, COLLAPSED, COLLAPSED):
+                last = session.observe_cycle(scores, ["c"])
+            refused = session.authorize(SEGMENT, 0.1, 0.12)
+        assert last["outcome"] == "halt"
+        assert refused["reasons"][0]["code"] == "pruning_halted"
+
+    def test_invalid_input_raises_input_error_with_located_problems(self, server: Server) -> None:
+        """A 400 becomes the engine's InputError, its problems as the server located them."""
+        with Client(server.url) as client, pytest.raises(InputError) as info:
+            client.session("client-bad").authorize({"id": "s1", "kind": 3}, 0.1)
+        assert info.value.problems[0].path == "$.segment.kind"
+        assert info.value.problems[0].file == "<request>"
+
+    def test_out_of_order_cycle_raises_input_error(self, server: Server) -> None:
+        """A 409 conflict is an InputError at $.cycle, as Session raises it."""
+        with Client(server.url) as client:
+            session = client.session("client-order")
+            session.observe_cycle({"a": 0.5}, cycle=3)
+            with pytest.raises(InputError) as info:
+                session.observe_cycle({"a": 0.5}, cycle=2)
+        assert info.value.problems[0].path == "$.cycle"
+
+    def test_missing_session_raises_server_error(self, server: Server) -> None:
+        """The state of a session the server does not hold is a ServerError 404."""
+        with Client(server.url) as client, pytest.raises(ServerError) as info:
+            client.session("never-seen").state()
+        assert info.value.status == 404
+
+    def test_session_ids_are_escaped_in_paths(self, server: Server) -> None:
+        """A session id with spaces, % and ? names one session; one with / is refused."""
+        with Client(server.url) as client:
+            session = client.session("team a%20?agent 7")
+            session.observe_turn(0.5, 10)
+            assert session.state()["session_id"] == "team a%20?agent 7"
+            with pytest.raises(InputError):
+                client.session("a/b")
+
+
+class TestAsyncClient:
+    def test_concurrent_sessions(self, server: Server) -> None:
+        """AsyncClient: the same calls awaited, several sessions at once."""
+
+        async def drive(client: AsyncClient, name: str) -> str:
+            session = client.session(name)
+            await session.observe_cycle(HEALTHY[0], ["c"])
+            decision = await session.authorize(SEGMENT, 0.1, 0.12)
+            return str(decision["outcome"])
+
+        async def main() -> list[str]:
+            async with AsyncClient(server.url) as client:
+                policy = await client.policy()
+                assert policy["policy"]["name"] == "served"
+                return await asyncio.gather(*(drive(client, f"async-{i}") for i in range(8)))
+
+        assert asyncio.run(main()) == ["allow"] * 8

@@ -1,0 +1,56 @@
+"""The Node client example drives a session through a live server (skipped without node)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from _support.server import audit_decisions, running_server
+
+ROOT = Path(__file__).resolve().parents[2]
+DRIVER = ROOT / "examples" / "clients" / "node" / "drive-session.mjs"
+NODE = shutil.which("node")
+TOKEN = "node-token"  # noqa: S105 - the test server's own token
+
+pytestmark = pytest.mark.skipif(NODE is None, reason="node is not on PATH")
+
+
+def drive(url: str, session_id: str, token: str | None = None) -> list[str]:
+    assert NODE is not None
+    env = {**os.environ, "PRUNEWARDEN_TOKEN": token or ""}
+    done = subprocess.run(
+        [NODE, str(DRIVER), url, session_id],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout.splitlines()
+
+
+class TestNodeClient:
+    def test_drives_a_session_to_a_halt_over_tcp_with_a_token(
+        self, policy_file: Path, tmp_path: Path
+    ) -> None:
+        """fetch over TCP with a bearer token: allow, collapse halt, pruning_halted, 409."""
+        with running_server(policy_file, tmp_path, token=TOKEN) as server:
+            lines = drive(server.url, "node-tcp", TOKEN)
+        assert lines[0] == "policy: served@1.0.0"
+        assert lines[3] == "evict tool-42: eviction allow authorized"
+        assert lines[5].startswith("cycle 4: collapse halt")
+        assert lines[6] == "evict tool-42: eviction deny pruning_halted"
+        assert lines[7] == "state: halted=true"
+        assert lines[8].startswith("cycle 1 again: HTTP 409 <request>:1:")
+        assert len(audit_decisions(server.audit_log)) == 6
+
+    def test_drives_a_session_over_a_unix_socket(self, policy_file: Path, tmp_path: Path) -> None:
+        """node:http over a unix socket reaches the same API."""
+        sock = tmp_path / "node.sock"
+        with running_server(policy_file, tmp_path, listen=f"unix:{sock}") as server:
+            lines = drive(server.url, "node-unix")
+        assert lines[6] == "evict tool-42: eviction deny pruning_halted"

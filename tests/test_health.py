@@ -1,0 +1,165 @@
+"""``prunewarden doctor`` and :func:`prunewarden.health.diagnose`: a deployment in one line."""
+
+from __future__ import annotations
+
+import io
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from prunewarden.cli._main import run
+from prunewarden.health import diagnose
+
+ROOT = Path(__file__).resolve().parent.parent
+TRACE = str(ROOT / "examples" / "traces" / "collapse-narrowing.jsonl")
+POLICY = """\
+apiVersion: prunewarden/v1
+kind: Policy
+metadata: {name: prod, version: 1.0.0}
+spec:
+  eviction: {stability_delta: 0.25}
+"""
+
+
+def cli(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = run(list(argv), out, err)
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture
+def deployment(tmp_path: Path) -> Path:
+    """A policy with its lock file, and an audit log of one replayed trace."""
+    (tmp_path / "prod.yaml").write_text(POLICY)
+    assert cli("policy", "lock", str(tmp_path / "prod.yaml"))[0] == 0
+    log = tmp_path / "audit.jsonl"
+    assert (
+        cli("replay", "--policy", str(tmp_path / "prod.yaml"), "--audit-log", str(log), TRACE)[0]
+        == 0
+    )
+    return tmp_path
+
+
+def doctor(folder: Path, *more: str) -> tuple[int, str, str]:
+    return cli(
+        "doctor",
+        "--policy",
+        str(folder / "prod.yaml"),
+        "--audit-log",
+        str(folder / "audit.jsonl"),
+        "--checkpoint",
+        str(folder / "head"),
+        *more,
+    )
+
+
+class TestDoctor:
+    def test_healthy_deployment_is_one_ok_line(self, deployment: Path) -> None:
+        """Policy, lock, audit log and checkpoint pass: one line starting ok, exit 0, and the
+        checkpoint holds the chain's head."""
+        code, out, err = doctor(deployment)
+        assert (code, err) == (0, "")
+        assert out.count("\n") == 1
+        assert out.startswith("ok: policy prod@1.0.0 sha256:")
+        assert f"locked by {deployment / 'policy.lock'}" in out
+        assert "records verify" in out
+        head = (deployment / "head").read_text().strip()
+        assert head.startswith("sha256:")
+        assert f"at {head[:19]}" in out
+
+    def test_invalid_policy_fails_with_its_located_problem(self, deployment: Path) -> None:
+        """A policy that does not load: exit 3, its first problem located in the line."""
+        (deployment / "prod.yaml").write_text(POLICY.replace("0.25", "2.0"))
+        code, out, _ = doctor(deployment)
+        assert code == 3
+        assert out.startswith(f"FAIL: policy {deployment / 'prod.yaml'}:5:")
+        assert "stability_delta" in out
+        assert "; ok: audit" in out
+
+    def test_content_changed_under_a_locked_version_fails(self, deployment: Path) -> None:
+        """The lock file refuses new content under a locked name@version: exit 3."""
+        (deployment / "prod.yaml").write_text(POLICY.replace("0.25", "0.2"))
+        code, out, _ = doctor(deployment)
+        assert code == 3
+        assert out.startswith("FAIL: policy ")
+        assert "prod@1.0.0" in out
+
+    def test_tampered_chain_fails(self, deployment: Path) -> None:
+        """An altered record: exit 5, the broken line named."""
+        log = deployment / "audit.jsonl"
+        lines = log.read_text().splitlines(keepends=True)
+        lines[3] = lines[3].replace('"allow"', '"deny"', 1)
+        log.write_text("".join(lines))
+        code, out, _ = doctor(deployment)
+        assert code == 5
+        assert out.startswith(f"FAIL: audit chain fails: {log}:4:")
+
+    def test_records_cut_after_the_checkpoint_fail(self, deployment: Path) -> None:
+        """Whole records cut from the end since the last checkpoint: exit 5."""
+        assert doctor(deployment)[0] == 0
+        log = deployment / "audit.jsonl"
+        lines = log.read_text().splitlines(keepends=True)
+        log.write_text("".join(lines[:-2]))
+        code, out, _ = doctor(deployment)
+        assert code == 5
+        assert "is not in the chain" in out
+
+    def test_checkpoint_advances_with_the_log(self, deployment: Path) -> None:
+        """Records appended after a checkpoint are fine; the checkpoint moves to the new head."""
+        assert doctor(deployment)[0] == 0
+        first = (deployment / "head").read_text()
+        policy = str(deployment / "prod.yaml")
+        cli("replay", "--policy", policy, "--audit-log", str(deployment / "audit.jsonl"), TRACE)
+        code, out, _ = doctor(deployment)
+        assert code == 0
+        assert "checkpoint held" in out
+        assert (deployment / "head").read_text() != first
+
+    def test_unwritable_audit_log_fails(self, deployment: Path) -> None:
+        """An audit log whose folder does not exist cannot be written: exit 2."""
+        blocker = deployment / "file"
+        blocker.write_text("")
+        code, out, _ = cli(
+            "doctor", "--policy", str(deployment / "prod.yaml"), "--audit-log", f"{blocker}/a.log"
+        )
+        assert code == 2
+        assert out.startswith(f"FAIL: audit {blocker}/a.log: not writable: no folder {blocker}")
+
+    def test_a_new_log_in_a_writable_folder_is_fine(self, deployment: Path) -> None:
+        """No records yet is healthy when the log can be created."""
+        code, out, _ = cli(
+            "doctor",
+            "--policy",
+            str(deployment / "prod.yaml"),
+            "--audit-log",
+            str(deployment / "new.jsonl"),
+        )
+        assert code == 0
+        assert "new.jsonl writable, no records yet" in out
+        assert not (deployment / "new.jsonl").exists()
+
+    def test_missing_extra_fails(self, deployment: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        """A required extra that is not installed: exit 2, with how to install it."""
+        monkeypatch.setitem(sys.modules, "duckdb", None)
+        code, out, _ = doctor(deployment, "--extra", "sql")
+        assert code == 2
+        assert out.startswith("FAIL: extras not installed: sql (pip install 'prunewarden[sql]')")
+
+    def test_every_check_runs(self, deployment: Path) -> None:
+        """Several problems are all named; the exit code is the first failing check's."""
+        (deployment / "prod.yaml").write_text(POLICY.replace("0.25", "2.0"))
+        (deployment / "audit.jsonl").write_text("not a record\n")
+        diagnosis = diagnose(
+            str(deployment / "prod.yaml"), audit_log=str(deployment / "audit.jsonl")
+        )
+        assert [f.check for f in diagnosis.findings if not f.ok] == ["policy", "audit"]
+        assert diagnosis.exit_code == 3
+
+    def test_shadow_is_checked(self, deployment: Path) -> None:
+        """A shadow candidate that does not load fails the deployment too."""
+        shutil.copy(deployment / "prod.yaml", deployment / "candidate.yaml")
+        (deployment / "candidate.yaml").write_text(POLICY.replace("1.0.0", "1.1.0") + "bad: [\n")
+        code, out, _ = doctor(deployment, "--shadow", str(deployment / "candidate.yaml"))
+        assert code == 3
+        assert out.startswith(f"FAIL: shadow {deployment / 'candidate.yaml'}:")

@@ -1,0 +1,288 @@
+"""Prometheus metrics kept by a decision hook, read back through prometheus-client's parser."""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import prometheus_client
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+from prunewarden import AuditLog, Engine, ReloadingEngine, load_policy, parse_policy
+from prunewarden.metrics import DecisionMetrics
+from prunewarden.replay import replay_trace
+
+ROOT = Path(__file__).resolve().parent.parent
+TRACES = sorted((ROOT / "examples" / "traces").glob("*.jsonl"))
+EVICTION = json.loads((ROOT / "examples" / "inputs" / "eviction-healthy.json").read_text())
+DEPLOY = ROOT / "examples" / "deployments"
+
+
+def policy_text(spec: dict[str, Any], version: str) -> str:
+    document = {
+        "apiVersion": "prunewarden/v1",
+        "kind": "Policy",
+        "metadata": {"name": "prod", "version": version},
+        "spec": spec,
+    }
+    return json.dumps(document)
+
+
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+
+
+def scrape(registry: CollectorRegistry) -> Samples:
+    """Every sample of the exposition text, parsed by prometheus-client's own parser."""
+    text = generate_latest(registry).decode("utf-8")
+    return {
+        (sample.name, frozenset(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def named(samples: Samples, name: str) -> dict[frozenset[tuple[str, str]], float]:
+    return {labels: value for (n, labels), value in samples.items() if n == name}
+
+
+@pytest.fixture
+def registry() -> CollectorRegistry:
+    return CollectorRegistry()
+
+
+@pytest.fixture
+def metrics(registry: CollectorRegistry) -> DecisionMetrics:
+    return DecisionMetrics(registry)
+
+
+class TestDecisions:
+    def test_counts_match_what_replay_decided(
+        self, registry: CollectorRegistry, metrics: DecisionMetrics
+    ) -> None:
+        """Every decision of the example traces counts once, by its bounded labels."""
+        engine = Engine.default(on_decision=metrics)
+        expected: Counter[tuple[str, str]] = Counter()
+        for trace in TRACES:
+            summary = replay_trace(engine, str(trace))
+            for check, outcomes in summary.outcomes.items():
+                for outcome, count in outcomes.items():
+                    expected[check, outcome] += count
+        decisions = named(scrape(registry), "prunewarden_decisions_total")
+        got: Counter[tuple[str, str]] = Counter()
+        for labels, value in decisions.items():
+            values = dict(labels)
+            assert set(values) == {
+                "policy",
+                "policy_version",
+                "check",
+                "outcome",
+                "reason",
+                "enforced",
+            }
+            assert (values["policy"], values["policy_version"]) == ("default", "1.0.0")
+            got[values["check"], values["outcome"]] += int(value)
+        assert got == expected
+        session_ids = {"seed-000-narrowing", "healthy-session"}
+        assert not any(v in session_ids for labels in decisions for _, v in labels)
+
+    def test_duration_histogram_counts_every_decision(
+        self, registry: CollectorRegistry, metrics: DecisionMetrics
+    ) -> None:
+        """Each decision's duration lands in its check's histogram; the buckets add up."""
+        engine = Engine.default(on_decision=metrics)
+        for _ in range(5):
+            engine.evaluate(EVICTION)
+        samples = scrape(registry)
+        count = samples[
+            "prunewarden_decision_duration_seconds_count", frozenset({("check", "eviction")})
+        ]
+        infinite = frozenset({("check", "eviction"), ("le", "+Inf")})
+        assert count == samples["prunewarden_decision_duration_seconds_bucket", infinite] == 5
+        total = samples[
+            "prunewarden_decision_duration_seconds_sum", frozenset({("check", "eviction")})
+        ]
+        assert 0 < total < 5
+
+    @pytest.mark.usefixtures("metrics")
+    def test_every_metric_is_exposed_from_the_start(self, registry: CollectorRegistry) -> None:
+        """The issue's metric names are all there before any decision, reload results at 0."""
+        names = {
+            family.name
+            for family in text_string_to_metric_families(generate_latest(registry).decode())
+        }
+        assert names == {
+            "prunewarden_decisions",
+            "prunewarden_decision_duration_seconds",
+            "prunewarden_pass_evicted_segments",
+            "prunewarden_pass_freed_tokens",
+            "prunewarden_pass_frozen",
+            "prunewarden_sessions_halted",
+            "prunewarden_halt_episodes",
+            "prunewarden_policy_info",
+            "prunewarden_policy_reloads",
+            "prunewarden_audit_write_failures",
+            "prunewarden_rule_errors",
+            "prunewarden_shadow_disagreements",
+        }
+        reloads = named(scrape(registry), "prunewarden_policy_reloads_total")
+        assert sorted((dict(k)["result"], v) for k, v in reloads.items()) == [
+            ("failed", 0.0),
+            ("reloaded", 0.0),
+            ("unchanged", 0.0),
+        ]
+
+    def test_the_default_registry_is_the_global_one(self) -> None:
+        """Without a registry, the metrics register on prometheus-client's REGISTRY."""
+        metrics = DecisionMetrics()
+        try:
+            assert metrics.registry is prometheus_client.REGISTRY
+            Engine.default(on_decision=metrics).evaluate(EVICTION)
+            text = generate_latest().decode()
+            assert 'prunewarden_decisions_total{check="eviction"' in text
+        finally:
+            prometheus_client.REGISTRY.unregister(metrics)
+
+    def test_one_instance_per_registry(
+        self, registry: CollectorRegistry, metrics: DecisionMetrics
+    ) -> None:
+        """A second instance on the same registry is refused, as prometheus-client does."""
+        assert metrics.registry is registry
+        with pytest.raises(ValueError, match="Duplicated timeseries"):
+            DecisionMetrics(registry)
+
+    def test_threads_lose_no_count(
+        self, registry: CollectorRegistry, metrics: DecisionMetrics
+    ) -> None:
+        """Decisions from several threads all count."""
+        engine = Engine.default(on_decision=metrics)
+        workers = [
+            threading.Thread(target=lambda: [engine.evaluate(EVICTION) for _ in range(50)])
+            for _ in range(4)
+        ]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+        decisions = named(scrape(registry), "prunewarden_decisions_total")
+        assert sum(decisions.values()) == 200
+
+
+class TestHalts:
+    def test_a_session_halt_is_one_episode_and_a_halted_session(
+        self, registry: CollectorRegistry, metrics: DecisionMetrics
+    ) -> None:
+        """The narrowing trace halts for three cycles: one episode, one session halted."""
+        engine = Engine.default(on_decision=metrics)
+        replay_trace(engine, str(ROOT / "examples" / "traces" / "collapse-narrowing.jsonl"))
+        samples = scrape(registry)
+        assert samples["prunewarden_halt_episodes_total", frozenset()] == 1
+        assert samples["prunewarden_sessions_halted", frozenset()] == 1
+
+    def test_a_healthy_cycle_lifts_the_halt(
+        self, registry: CollectorRegistry, metrics: DecisionMetrics
+    ) -> None:
+        """The gauge follows the session's last collapse decision."""
+        engine = Engine.default(on_decision=metrics)
+        session = engine.session("s-1")
+        narrowing = ROOT / "examples" / "traces" / "collapse-narrowing.jsonl"
+        cycles = [json.loads(line) for line in narrowing.read_text().splitlines()]
+        for cycle in [c for c in cycles if c["type"] == "cycle"]:
+            session.observe_cycle(cycle["scores"], cycle["pinned"], cycle=cycle["cycle"])
+        assert scrape(registry)["prunewarden_sessions_halted", frozenset()] == 1
+        healthy = {f"e{i}": i / 10 for i in range(10)} | {"task": 0.95}
+        session.observe_cycle(healthy, ["task"], cycle=100)
+        samples = scrape(registry)
+        assert samples["prunewarden_sessions_halted", frozenset()] == 0
+        assert samples["prunewarden_halt_episodes_total", frozenset()] == 1
+
+
+class TestFailures:
+    def test_rule_errors_by_rule(
+        self, registry: CollectorRegistry, metrics: DecisionMetrics
+    ) -> None:
+        """A rule that fails to evaluate counts under its name, whatever its position."""
+        rule = {"name": "w", "check": "eviction", "when": "segment.metadata.x == 1"}
+        rules = [{**rule, "effect": "warn", "message": "m"}]
+        policy = parse_policy(policy_text({"rules": rules}, "1.0.0"), "rules.yaml")
+        Engine(policy, on_decision=metrics).evaluate(EVICTION)
+        errors = named(scrape(registry), "prunewarden_rule_errors_total")
+        assert errors == {frozenset({("rule", "w")}): 1.0}
+
+    def test_audit_write_failures(
+        self, registry: CollectorRegistry, metrics: DecisionMetrics
+    ) -> None:
+        """A decision the audit log could not record is refused and counted."""
+
+        class Broken(io.StringIO):
+            def write(self, text: str) -> int:  # noqa: ARG002 - nothing is written
+                raise OSError(28, "No space left on device")
+
+        engine = Engine.default(audit=AuditLog(Broken()), on_decision=metrics)
+        assert engine.evaluate(EVICTION).codes[0] == "audit_unavailable"
+        assert scrape(registry)["prunewarden_audit_write_failures_total", frozenset()] == 1
+
+    def test_shadow_disagreements_by_candidate_version(
+        self, registry: CollectorRegistry, metrics: DecisionMetrics
+    ) -> None:
+        """The prod-eu candidate denies what prod-eu allows: one disagreement, by version."""
+        engine = Engine(
+            load_policy(DEPLOY / "prod-eu.yaml"),
+            shadow=load_policy(DEPLOY / "prod-eu-candidate.yaml"),
+            on_decision=metrics,
+        )
+        engine.evaluate(
+            json.loads((ROOT / "examples" / "inputs" / "eviction-healthy.json").read_text())
+        )
+        found = named(scrape(registry), "prunewarden_shadow_disagreements_total")
+        assert found == {frozenset({("candidate_version", "1.5.0")}): 1.0}
+
+
+class TestPassesAndReloads:
+    def test_plans_count_evictions_freed_tokens_and_freezes(
+        self, registry: CollectorRegistry, metrics: DecisionMetrics
+    ) -> None:
+        """observe_plan adds a pass's evictions and tokens, or its freeze by reason."""
+        engine = Engine.default(on_decision=metrics)
+        window = json.loads((ROOT / "examples" / "windows" / "free-30k-tokens.json").read_text())
+        plan = engine.plan(window)
+        assert plan.evict
+        metrics.observe_plan(plan)
+        samples = scrape(registry)
+        assert samples["prunewarden_pass_evicted_segments_total", frozenset()] == len(plan.evict)
+        assert samples["prunewarden_pass_freed_tokens_total", frozenset()] == plan.freed_tokens
+        unbound = [{k: v for k, v in s.items() if k != "text_sha256"} for s in window["segments"]]
+        frozen = engine.plan({**window, "segments": unbound})
+        assert frozen.frozen
+        metrics.observe_plan(frozen)
+        reasons = named(scrape(registry), "prunewarden_pass_frozen_total")
+        assert reasons == {frozenset({("reason", "unbound_score")}): 1.0}
+
+    def test_watched_reloads_and_the_policy_in_force(
+        self, tmp_path: Path, registry: CollectorRegistry, metrics: DecisionMetrics
+    ) -> None:
+        """Reloads count by result; policy_info shows the version in force only."""
+        path = tmp_path / "prod.yaml"
+        path.write_text(policy_text({}, "1.0.0"))
+        newer = policy_text({"eviction": {"stability_delta": 0.1}}, "1.1.0")
+        with ReloadingEngine(path, interval=0, on_decision=metrics) as reloading:
+            metrics.watch(reloading)
+            path.write_text(newer)
+            reloading.reload()
+            path.write_text("apiVersion: [\n")
+            reloading.reload()
+            reloading.evaluate(EVICTION)
+        samples = scrape(registry)
+        reloads = {
+            dict(k)["result"]: v
+            for k, v in named(samples, "prunewarden_policy_reloads_total").items()
+        }
+        assert reloads == {"reloaded": 1.0, "failed": 1.0, "unchanged": 0.0}
+        info = named(samples, "prunewarden_policy_info")
+        (labels,) = info
+        assert dict(labels)["version"] == "1.1.0"
+        assert dict(labels)["digest"] == parse_policy(newer, str(path)).digest
