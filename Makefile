@@ -51,9 +51,11 @@ pytest: $(VENV)/.installed-test
 # Then the workloads measured as whole runs: the rule cache, trace replay (500 turns x 200
 # segments: time, and peak RSS against a ten times longer trace), audit-log throughput (and 4
 # writer processes appending), one pruning pass from 1k to 100k segments (the time per segment
-# must not grow), prunewarden serve under 8 concurrent clients on loopback against in-process
-# Session.authorize, and last the hot-path targets of docs/benchmarks.md, each measured in this
-# run (benchmarks/targets.py; --runs 5 gives their spread).
+# must not grow), a fleet's 2,000 traces serially, with --jobs 2 and on a 2-worker Dask
+# LocalCluster (the extras of the test install: dask, fsspec, pyarrow), prunewarden serve under 8
+# concurrent clients on loopback against in-process Session.authorize, and last the hot-path
+# targets of docs/benchmarks.md, each measured in this run (benchmarks/targets.py; --runs 5
+# gives their spread).
 # The test extra brings prometheus-client and the OpenTelemetry SDK for the observed pass.
 bench: $(VENV)/.installed-test
 	$(BIN)/python -m benchmarks $(BENCH_ARGS)
@@ -62,6 +64,7 @@ bench: $(VENV)/.installed-test
 	$(BIN)/python benchmarks/bench_replay.py --turns 500 --segments 200 --repeat 1 --traces 2
 	$(BIN)/python benchmarks/bench_auditlog.py --records 100000 --writes 2000 --writers 4
 	$(BIN)/python benchmarks/pass_scale.py --repeat 3
+	$(BIN)/python benchmarks/fleet_scale.py --traces 2000 --workers 2
 	$(BIN)/python benchmarks/bench_server.py --clients 8 --requests 8000
 	$(BIN)/python -m benchmarks.targets
 

@@ -100,6 +100,9 @@ INTEGER_CEILING: Final = 10**MAX_INTEGER_DIGITS
 
 #: Bytes of one line of a trace (one event); a longer line is skipped unread, as a problem.
 MAX_TRACE_LINE_BYTES: Final = 8 * 1024 * 1024
+#: Traces one glob over a remote store (``s3://bucket/traces/*/*.jsonl.gz``) may name: a pattern
+#: matching more is refused before any is read.
+MAX_TRACE_FILES: Final = 1_000_000
 #: Characters of an event's or a header's ``note``.
 MAX_NOTE_CHARS: Final = 1000
 

@@ -6,6 +6,7 @@ Imports the layers below it (policy, inputs, decision); nothing above it.
 from __future__ import annotations
 
 from prunewarden.audit._chain import seal
+from prunewarden.audit._export import AUDIT_COLUMNS, export_parquet, sql_parquet
 from prunewarden.audit._log import FSYNC_MODES, AuditLog, FsyncMode
 from prunewarden.audit._pass import decision_rows, pass_record
 from prunewarden.audit._record import (
@@ -40,6 +41,7 @@ from prunewarden.audit._rotation import rotated_files
 from prunewarden.audit._verify import verify_files
 
 __all__ = [
+    "AUDIT_COLUMNS",
     "DEFAULT_MASKS",
     "EPISODE_COLUMNS",
     "FSYNC_MODES",
@@ -53,6 +55,7 @@ __all__ = [
     "decision_record",
     "decision_rows",
     "describe",
+    "export_parquet",
     "find_authorization",
     "get_logger",
     "halt_episodes",
@@ -69,6 +72,7 @@ __all__ = [
     "seal",
     "session_rebound_record",
     "sql",
+    "sql_parquet",
     "subject_of",
     "texts_of",
     "verify_files",

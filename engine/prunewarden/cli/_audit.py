@@ -39,6 +39,7 @@ from prunewarden.audit import (
     sql,
     verify_files,
 )
+from prunewarden.cli._export import add_export, exported_folders, run_export, sql_over_folders
 from prunewarden.cli._printable import printable
 from prunewarden.errors import AuditError, ExitCode, InputError, Problem
 from prunewarden.plots import count_daily, figure_class, prepare_file, write_audit_plot
@@ -211,6 +212,7 @@ def add_audit_command(commands: Any) -> None:
     sql.add_argument("statement", metavar="SQL")
     sql.add_argument("files", nargs="*", metavar="FILE")
     sql.add_argument("--format", choices=["table", "json"], default="table")
+    add_export(command, ENV_KEY)
 
 
 def _add_filters(parser: argparse.ArgumentParser) -> None:
@@ -394,7 +396,10 @@ def _show_policy(
 
 
 def _sql(args: argparse.Namespace, files: list[Path], stdout: IO[str], stderr: IO[str]) -> int:  # noqa: ARG001
-    names, types, rows = sql(args.statement, files)
+    if exported_folders(files):
+        names, types, rows = sql_over_folders(args.statement, files)
+    else:
+        names, types, rows = sql(args.statement, files)
     if args.format == "json":
         for row in rows:
             values = [json_value(v, t) for v, t in zip(row, types, strict=True)]
@@ -435,4 +440,5 @@ _AUDIT_COMMANDS: dict[str, Any] = {
     "report": _report,
     "show-policy": _show_policy,
     "sql": _sql,
+    "export": run_export,
 }

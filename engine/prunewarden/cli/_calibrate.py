@@ -1,16 +1,23 @@
-"""``prunewarden calibrate``: fit a policy's score scale and spread floor to healthy traces."""
+"""``prunewarden calibrate``: fit a policy's score scale and spread floor to healthy traces.
+
+The fit runs here; what the base and the fitted policy decide on every trace (the table that
+closes the report, and whether each known-collapsed trace halts) runs where ``--jobs``,
+``--executor`` and ``--scheduler`` say, as ``replay`` and ``diff`` do.
+"""
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
 import math
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from prunewarden.cli._jobs import Progress, Runner
 from prunewarden.cli._policy import base_dirs
-from prunewarden.engine import Engine
+from prunewarden.cli._replay import add_executor_options, cluster_for
 from prunewarden.errors import ExitCode
 from prunewarden.plots import figure_class, prepare_file, write_calibration_plot
 from prunewarden.policy import Policy, load_policy
@@ -18,14 +25,15 @@ from prunewarden.replay import (
     DEFAULT_HEADROOM,
     DEFAULT_RATE,
     CalibrationError,
+    DiffJob,
     Fit,
-    SilentLogger,
     TraceData,
-    diff_trace,
+    TraceDiff,
+    diff_in_worker,
     extends_reference,
     fit,
-    halts,
     read_trace,
+    run_diff_job,
 )
 
 CALIBRATE_EXIT_CODES = """\
@@ -86,6 +94,7 @@ def add_command(commands: Any) -> None:
     parser.add_argument(
         "--date", type=_date, metavar="YYYY-MM-DD", help="recorded date (default: today, UTC)"
     )
+    add_executor_options(parser)
     parser.add_argument(
         "--plot",
         metavar="FILE",
@@ -119,22 +128,42 @@ def run_calibrate(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) ->
         date=date,
     )
     _write(args.out, fitted.text)
-    stdout.write(render(base, fitted, healthy, collapsed, args.out))
+    compared = compare_per_trace(args, base, fitted.policy, [*healthy, *collapsed], stderr)
+    stdout.write(render(base, fitted, healthy, collapsed, args.out, compared=compared))
     if args.plot is not None:
         write_calibration_plot(fitted, base.identity, healthy, collapsed, args.plot)
         stderr.write(f"plot: written to {args.plot}\n")
-    missed = [t.path for t in collapsed if t.path not in halts(fitted.policy, collapsed)]
+    missed = [d.trace for d in compared[len(healthy) :] if d.candidate_halt is None]
     for path in missed:
         stderr.write(f"{path}: known collapsed, but the fitted policy does not halt on it\n")
     return ExitCode.REFUSED if missed else ExitCode.OK
 
 
-def render(
+def compare_per_trace(
+    args: argparse.Namespace,
+    base: Policy,
+    fitted: Policy,
+    traces: Sequence[TraceData],
+    stderr: IO[str],
+) -> list[TraceDiff]:
+    """Every trace replayed under the base and the fitted policy, where ``--jobs``,
+    ``--executor`` and ``--scheduler`` say (the fit itself runs here)."""
+    paths = [trace.path for trace in traces]
+    jobs = [DiffJob(i, path, base, fitted, os.devnull) for i, path in enumerate(paths)]
+    quiet = Progress(stderr, "calibrate", paths, on=False)
+    runner = Runner(args.jobs, None, quiet, cluster_for(args))
+    results: list[TraceDiff] = runner.run(jobs, serial=run_diff_job, parallel=diff_in_worker)
+    return results
+
+
+def render(  # noqa: PLR0913 - the fit, its traces and what each decided
     base: Policy,
     fitted: Fit,
     healthy: Sequence[TraceData],
     collapsed: Sequence[TraceData],
     out: str,
+    *,
+    compared: Sequence[TraceDiff],
 ) -> str:
     """The fit, then each trace's first halt under the base and the fitted policy."""
     policy = fitted.policy
@@ -154,10 +183,10 @@ def render(
     if collapsed:
         lines.append(_row("collapsed", results, "collapsed"))
     lines += ["", "first halt per trace (base -> fitted):"]
-    engines = (Engine(base, logger=SilentLogger()), Engine(policy, logger=SilentLogger()))
+    found_per_trace = iter(compared)
     for role, traces in (("healthy", healthy), ("collapsed", collapsed)):
         for trace in traces:
-            found = diff_trace(*engines, trace.path)
+            found = next(found_per_trace)
             lines.append(
                 f"  {role:9} {trace.path}: {_halt(found.base_halt)} -> "
                 f"{_halt(found.candidate_halt)} ({found.changed} decision(s) changed)"

@@ -21,6 +21,7 @@ from prunewarden.cli._replay import (
     add_plot_option,
     add_run_options,
     check_plot_target,
+    cluster_for,
     exit_status,
     policy_or_default,
     quantity,
@@ -30,7 +31,15 @@ from prunewarden.cli._replay import (
 )
 from prunewarden.cli._revision import load_policy_at
 from prunewarden.plots import write_diff_plots
-from prunewarden.replay import DiffJob, Group, GroupKey, TraceDiff, diff_in_worker, run_diff_job
+from prunewarden.replay import (
+    DiffJob,
+    Group,
+    GroupKey,
+    TraceDiff,
+    diff_in_worker,
+    expand_traces,
+    run_diff_job,
+)
 
 DIFF_EXIT_CODES = """\
 exit codes:
@@ -53,7 +62,12 @@ def add_diff(commands: Any) -> None:
         epilog=DIFF_EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    diff.add_argument("traces", nargs="+", metavar="TRACE", help="trace files (JSON Lines)")
+    diff.add_argument(
+        "traces",
+        nargs="+",
+        metavar="TRACE",
+        help="trace files (JSON Lines; .gz, .zst; URLs and globs fsspec reads)",
+    )
     diff.add_argument(
         "--base", metavar="FILE", help="the policy in force (with --base-ref: as REF holds it)"
     )
@@ -73,6 +87,8 @@ def add_diff(commands: Any) -> None:
 
 
 def run_diff(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
+    traces = expand_traces(args.traces)
+    cluster = cluster_for(args)
     bases = base_dirs(args)
     if args.base_ref is not None:
         base = load_policy_at(args.base_ref, args.base or args.candidate, bases)
@@ -84,10 +100,10 @@ def run_diff(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
     candidate = policy_or_default(args.candidate, bases)
     identities = (base.identity, candidate.identity)
     check_plot_target(args.plot)
-    progress = progress_for(args, stderr, "diff", args.traces)
+    progress = progress_for(args, stderr, "diff", traces)
     with tempfile.TemporaryFile("w+", encoding="utf-8") as changes:
-        jobs = [DiffJob(i, trace, base, candidate, "") for i, trace in enumerate(args.traces)]
-        results: list[TraceDiff] = Runner(args.jobs, changes, progress).run(
+        jobs = [DiffJob(i, trace, base, candidate, "") for i, trace in enumerate(traces)]
+        results: list[TraceDiff] = Runner(args.jobs, changes, progress, cluster).run(
             jobs,
             serial=lambda job: run_diff_job(job, changes, progress.callback(job.index)),
             parallel=diff_in_worker,
@@ -101,7 +117,7 @@ def run_diff(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
         else:
             stdout.write(render_diff(identities, results, groups))
     if args.plot is not None:
-        paths = write_diff_plots(base, candidate, args.traces, args.plot)
+        paths = write_diff_plots(base, candidate, traces, args.plot)
         report_plots(paths, args.plot, stderr)
     return exit_status(results, changed=any(result.changed for result in results))
 

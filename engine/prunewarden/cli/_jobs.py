@@ -1,10 +1,12 @@
-"""How ``replay`` and ``diff`` run their traces: here, or in worker processes, with progress.
+"""How ``replay`` and ``diff`` run their traces: here, in worker processes, or on a Dask
+cluster (``--executor dask``), with progress.
 
-Both ways give the same output, so that ``--jobs`` only changes how long a run takes: a worker
+Every way gives the same output, so that ``--jobs`` only changes how long a run takes: a worker
 writes its trace's lines to a temporary file, and the files are copied to the output in job
-order once every job is done. The progress line adds up what each job reports, wherever it runs.
-When it is shown depends on a clock the caller may replace (``CLOCK``), so that tests reading
-the progress output do not depend on how fast the machine is.
+order once every job is done; a Dask task returns its trace's lines, written in job order as
+they arrive. The progress line adds up what each job reports, wherever it runs. When it is shown
+depends on a clock the caller may replace (``CLOCK``), so that tests reading the progress output
+do not depend on how fast the machine is.
 """
 
 from __future__ import annotations
@@ -18,7 +20,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from prunewarden.replay import DiffJob, ReplayJob, TraceReader, concatenate, run_jobs
+from prunewarden.replay import (
+    DaskCluster,
+    DiffJob,
+    ReplayJob,
+    TraceReader,
+    concatenate,
+    run_jobs,
+    run_on_dask,
+)
 
 #: The clock that paces progress lines; tests replace it with a fixed or stepping one.
 CLOCK: Callable[[], float] = time.monotonic
@@ -32,6 +42,7 @@ class Runner:
     workers: int
     out: IO[str] | None
     progress: Progress
+    cluster: DaskCluster | None = None
 
     def run(
         self,
@@ -40,6 +51,8 @@ class Runner:
         serial: Callable[[Any], Any],
         parallel: Callable[[Any], Any],
     ) -> list[Any]:
+        if self.cluster is not None:
+            return self._run_on_dask(self.cluster, jobs)
         if self.workers == 1 or len(jobs) == 1:
             return [serial(job) for job in jobs]
         out, listen = self.out, self.progress.update if self.progress.on else None
@@ -53,6 +66,22 @@ class Runner:
             if out is not None:
                 concatenate(parts, out)
                 out.flush()
+        return results
+
+    def _run_on_dask(self, cluster: DaskCluster, jobs: Sequence[Any]) -> list[Any]:
+        done = 0
+
+        def write(result: Any, lines: str) -> None:
+            nonlocal done
+            if self.out is not None:
+                self.out.write(lines)
+            if self.progress.on:
+                self.progress.update(done, result.events, 0)
+            done += 1
+
+        results = run_on_dask(cluster, jobs, write)
+        if self.out is not None:
+            self.out.flush()
         return results
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any, Protocol
@@ -24,11 +25,14 @@ from prunewarden.plots import figure_class, prepare_folder, write_replay_plots
 from prunewarden.policy import Policy, load_builtin_policy, load_policy
 from prunewarden.replay import (
     AuditTarget,
+    DaskCluster,
     ReplayJob,
     TraceDiff,
     TraceSummary,
+    expand_traces,
     replay_in_worker,
     run_replay_job,
+    write_decisions_parquet,
 )
 
 REPLAY_EXIT_CODES = """\
@@ -51,7 +55,12 @@ def add_replay(commands: Any) -> None:
         epilog=REPLAY_EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    replay.add_argument("traces", nargs="+", metavar="TRACE", help="trace files (JSON Lines)")
+    replay.add_argument(
+        "traces",
+        nargs="+",
+        metavar="TRACE",
+        help="trace files (JSON Lines; .gz, .zst; URLs and globs fsspec reads)",
+    )
     replay.add_argument(
         "--policy", metavar="FILE", help="policy YAML (default: the bundled default policy)"
     )
@@ -72,7 +81,7 @@ def add_replay(commands: Any) -> None:
         default="batch",
         help="when records reach the disk (default: batch)",
     )
-    add_run_options(replay)
+    add_run_options(replay, parquet=True)
     add_plot_option(
         replay,
         "draw one PNG per trace into DIR: spread and floor, canary and median, "
@@ -95,7 +104,27 @@ def report_plots(paths: Sequence[Path], folder: str, stderr: IO[str]) -> None:
     stderr.write(f"plots: {quantity(len(paths), 'PNG')} written to {folder}\n")
 
 
-def add_run_options(parser: argparse.ArgumentParser) -> None:
+def add_run_options(parser: argparse.ArgumentParser, *, parquet: bool = False) -> None:
+    """--jobs, --executor, --scheduler, --format (with ``parquet``: a choice for the decisions),
+    --progress."""
+    add_executor_options(parser)
+    parser.add_argument(
+        "--format",
+        choices=["table", "json", *(["parquet"] if parquet else [])],
+        default="table",
+        help="table: readable (default); json: the whole report"
+        + ("; parquet: --decisions DIR gets partitioned Parquet, the table is printed" * parquet),
+    )
+    parser.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="show progress on standard error (default: when it is a terminal)",
+    )
+
+
+def add_executor_options(parser: argparse.ArgumentParser) -> None:
+    """Where traces run: --jobs, --executor, --scheduler."""
     parser.add_argument(
         "--jobs",
         type=_positive,
@@ -104,16 +133,17 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         help="replay up to N traces at once, in worker processes (default: 1)",
     )
     parser.add_argument(
-        "--format",
-        choices=["table", "json"],
-        default="table",
-        help="table: readable (default); json: the whole report",
+        "--executor",
+        choices=["process", "dask"],
+        default="process",
+        help="process: a pool of --jobs worker processes here (default); dask: one task per "
+        "trace on a Dask cluster (pip install 'prunewarden[dask]')",
     )
     parser.add_argument(
-        "--progress",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="show progress on standard error (default: when it is a terminal)",
+        "--scheduler",
+        metavar="ADDRESS",
+        help="with --executor dask: the scheduler of an existing cluster (tcp://host:8786); "
+        "without it, a local cluster of --jobs worker processes runs for the command",
     )
 
 
@@ -129,19 +159,27 @@ def _positive(text: str) -> int:
 
 
 def run_replay(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
+    parquet = args.format == "parquet"
+    if parquet and (args.decisions is None or args.decisions == "-"):
+        raise UsageError("--format parquet writes the decisions to a folder: give --decisions DIR")
+    traces = expand_traces(args.traces)
+    cluster = cluster_for(args)
     policy = policy_or_default(args.policy, base_dirs(args))
     identity = policy.identity
     check_plot_target(args.plot)
     audit = _audit_target(args)
     report_to = stderr if args.decisions == "-" else stdout
-    progress = progress_for(args, stderr, "replay", args.traces)
-    with _decisions_stream(args.decisions, stdout) as out:
-        jobs = [ReplayJob(i, trace, policy, audit=audit) for i, trace in enumerate(args.traces)]
-        summaries = Runner(args.jobs, out, progress).run(
+    progress = progress_for(args, stderr, "replay", traces)
+    with _decisions_stream(None if parquet else args.decisions, stdout, parquet) as out:
+        jobs = [ReplayJob(i, trace, policy, audit=audit) for i, trace in enumerate(traces)]
+        summaries = Runner(args.jobs, out, progress, cluster).run(
             jobs,
             serial=lambda job: run_replay_job(job, out, progress.callback(job.index)),
             parallel=replay_in_worker,
         )
+        if parquet and out is not None:
+            out.seek(0)
+            write_decisions_parquet(out, args.decisions)
     progress.close()
     report_problems(summaries, stderr)
     if args.format == "json":
@@ -149,7 +187,7 @@ def run_replay(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> in
     else:
         report_to.write(render_replay(identity, summaries))
     if args.plot is not None:
-        report_plots(write_replay_plots(policy, args.traces, args.plot), args.plot, stderr)
+        report_plots(write_replay_plots(policy, traces, args.plot), args.plot, stderr)
     return exit_status(summaries, changed=False)
 
 
@@ -172,9 +210,25 @@ def _audit_target(args: argparse.Namespace) -> AuditTarget | None:
     return AuditTarget(args.audit_log, args.audit_fsync)
 
 
+def cluster_for(args: argparse.Namespace) -> DaskCluster | None:
+    """The Dask cluster ``--executor dask`` asks for; None for the process pool."""
+    if args.executor != "dask":
+        if args.scheduler is not None:
+            raise UsageError("--scheduler needs --executor dask")
+        return None
+    return DaskCluster(args.scheduler, args.jobs)
+
+
 @contextlib.contextmanager
-def _decisions_stream(target: str | None, stdout: IO[str]) -> Iterator[IO[str] | None]:
-    if target is None:
+def _decisions_stream(
+    target: str | None, stdout: IO[str], staged: bool = False
+) -> Iterator[IO[str] | None]:
+    """Where the decision lines go: nowhere, standard output, the file ``target``, or (when
+    ``staged``, for Parquet) a temporary file that is converted once the run is over."""
+    if staged:
+        with tempfile.TemporaryFile("w+", encoding="utf-8") as scratch:
+            yield scratch
+    elif target is None:
         yield None
     elif target == "-":
         yield stdout

@@ -1,9 +1,11 @@
-"""Traces replayed through sessions: the trace format, runs in worker processes, the
-decision-by-decision diff of two policies, and fitting a calibration to healthy traces.
+"""Traces replayed through sessions: the trace format, where traces are read from (local,
+fsspec, compressed), runs in worker processes or on a Dask cluster, the decision-by-decision
+diff of two policies, decisions as Parquet, and fitting a calibration to healthy traces.
 """
 
 from __future__ import annotations
 
+from prunewarden.replay._dask import DaskCluster, ExecutorError, run_on_dask
 from prunewarden.replay._diff import (
     DiffJob,
     Group,
@@ -26,6 +28,7 @@ from prunewarden.replay._fit import (
     halts,
     read_trace,
 )
+from prunewarden.replay._parquet import DECISION_COLUMNS, decision_rows, write_decisions_parquet
 from prunewarden.replay._run import (
     AuditTarget,
     Halt,
@@ -40,14 +43,18 @@ from prunewarden.replay._run import (
     run_replay_job,
     run_trace,
 )
+from prunewarden.replay._sources import expand_traces, open_trace
 from prunewarden.replay._trace import TraceReader
 
 __all__ = [
+    "DECISION_COLUMNS",
     "DEFAULT_HEADROOM",
     "DEFAULT_RATE",
     "AuditTarget",
     "CalibrationError",
+    "DaskCluster",
     "DiffJob",
+    "ExecutorError",
     "Fit",
     "Group",
     "GroupKey",
@@ -63,16 +70,21 @@ __all__ = [
     "TraceSummary",
     "compare",
     "concatenate",
+    "decision_rows",
     "diff_in_worker",
     "diff_trace",
+    "expand_traces",
     "extends_reference",
     "fit",
     "halts",
+    "open_trace",
     "read_trace",
     "replay_in_worker",
     "replay_trace",
     "run_diff_job",
     "run_jobs",
+    "run_on_dask",
     "run_replay_job",
     "run_trace",
+    "write_decisions_parquet",
 ]

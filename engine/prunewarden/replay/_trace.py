@@ -21,7 +21,6 @@ import stat
 from collections.abc import Iterator
 from typing import IO, Any, Self
 
-from prunewarden._files import open_regular
 from prunewarden._schemas import schema_problems
 from prunewarden._source import parse_json
 from prunewarden.errors import InputError, Problem, describe_value
@@ -41,6 +40,7 @@ from prunewarden.replay._events import (
     size_problems,
     target_problems,
 )
+from prunewarden.replay._sources import open_trace
 
 TRACE_VERSION = 1
 
@@ -60,8 +60,9 @@ _DEFAULT_SCORES = ScoreRange(0.0, 1.0)
 class TraceReader:
     """Reads a trace line by line; raises :class:`InputError` at the first bad line.
 
-    ``source`` is a path (of a regular file: a FIFO or a device is refused unread) or a binary
-    stream. ``scores`` is the replaying policy's score range
+    ``source`` is a path (of a regular file: a FIFO or a device is refused unread), a URL
+    fsspec reads (``s3://...``, ``memory://...``), either gzip- or zstd-compressed by its name
+    (``.gz``, ``.zst``), or a binary stream. ``scores`` is the replaying policy's score range
     (default ``[0, 1]``). After an error, :meth:`rest_problems` reads on and reports the problems
     of the remaining lines, so that a malformed trace is reported at once.
     """
@@ -82,12 +83,13 @@ class TraceReader:
         self.events = 0
         self.bytes_read = 0
         self.size: int | None = None
+        self._unreadable = False
         self._last: dict[str, int | None] = {"cycle": None, "turn": None}
         self._before = dict(self._last)  # the numbers before the latest event
         if isinstance(source, str | os.PathLike):
             self.name = name or os.fspath(source)
             try:
-                self._file: IO[bytes] = open_regular(source)  # closed by close()
+                self._file: IO[bytes] = open_trace(source)  # closed by close()
             except OSError as exc:
                 problem = Problem(self.name, 0, 0, "$", f"cannot read: {exc.strerror}")
                 raise InputError([problem]) from None
@@ -282,7 +284,7 @@ class TraceReader:
         """``(line number, text)`` of the next non-blank line, None at the end; raises
         :class:`InputError` for a line too long or not UTF-8 (the next call goes on after it)."""
         limit = self.max_line_bytes
-        while raw := self._file.readline(limit + 1):
+        while raw := self._read_line(limit + 1):
             self.line += 1
             self.bytes_read += len(raw)
             if len(raw) > limit and not raw.endswith(b"\n"):
@@ -300,9 +302,21 @@ class TraceReader:
                 return self.line, text
         return None
 
+    def _read_line(self, limit: int) -> bytes:
+        """The next line, at most ``limit`` bytes of it; b"" at the end, and after a read error
+        (a corrupt or truncated compressed trace), which is raised once as a problem."""
+        if self._unreadable:
+            return b""
+        try:
+            return self._file.readline(limit)
+        except OSError as exc:
+            self._unreadable = True
+            message = f"cannot read: {exc.strerror or exc}"
+            raise InputError([Problem(self.name, self.line + 1, 1, "$", message)]) from None
+
     def _skip_line(self) -> int:
         skipped = 0
-        while chunk := self._file.readline(64 * 1024):
+        while chunk := self._read_line(64 * 1024):
             skipped += len(chunk)
             if chunk.endswith(b"\n"):
                 break
