@@ -35,7 +35,8 @@ from prunewarden.audit._record import (
     policy_activated_record,
     subject_of,
 )
-from prunewarden.audit._review import RecordFilter, Skipped, query, report, sql
+from prunewarden.audit._review import RecordFilter, Skipped, query, report
+from prunewarden.audit._sql import sql
 from prunewarden.audit._verify import verify_files
 from prunewarden.inputs._parse import parse_request
 

@@ -267,7 +267,7 @@ class TestHooks:
 
     def test_no_sink_no_record(self, monkeypatch: pytest.MonkeyPatch) -> None:
         """Without a sink or a hook, a pass builds no record (and digests nothing)."""
-        monkeypatch.setattr("prunewarden.planner.input_digest", _refuse_to_digest)
+        monkeypatch.setattr("prunewarden.planner._log.input_digest", _refuse_to_digest)
         decisions = Engine.default().authorize_evictions([item("a")])
         assert decisions[0].codes == ("authorized",)
 

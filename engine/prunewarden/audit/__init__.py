@@ -31,13 +31,12 @@ from prunewarden.audit._review import (
     Skipped,
     find_authorization,
     halt_episodes,
-    json_value,
     parse_time,
     query,
     report,
-    sql,
 )
 from prunewarden.audit._rotation import rotated_files
+from prunewarden.audit._sql import json_value, sql
 from prunewarden.audit._verify import verify_files
 
 __all__ = [

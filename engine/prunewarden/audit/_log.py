@@ -22,14 +22,14 @@ import threading
 import time
 import weakref
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Literal, Self
 
 import structlog
 
 from prunewarden.audit import _record as auditlog
-from prunewarden.audit._chain import GENESIS, is_keyed, key_from_env, seal
+from prunewarden.audit._chain import is_keyed, key_from_env, seal
+from prunewarden.audit._file_state import Chain, FileState, file_identity
 from prunewarden.audit._locking import lock_exclusive, require_file_locks, unlock
 from prunewarden.audit._pipe import PipeWriter, is_stream_device
 from prunewarden.audit._reading import scan_appended
@@ -101,8 +101,8 @@ class AuditLog:
         self._lock = threading.Lock()
         _SINKS.add(self)
         self._policies: dict[str, dict[str, Any]] = {}
-        self._file: _FileState | None = None
-        self._chain = _Chain()
+        self._file: FileState | None = None
+        self._chain = Chain()
         self.logger = structlog.wrap_logger(
             _Writer(self),
             processors=[auditlog.event_to_kind],
@@ -271,7 +271,7 @@ class AuditLog:
             self._file.sync_due = False
             sync_file(self._file.fd)
 
-    def _acquire(self) -> _FileState:
+    def _acquire(self) -> FileState:
         """Open and lock the file now at ``path`` (reopening if it was rotated or replaced)."""
         assert self.path is not None  # noqa: S101 - only file sinks lock
         require_file_locks()
@@ -286,10 +286,10 @@ class AuditLog:
             if state is None:
                 flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
                 fd = os.open(self.path, flags, 0o644)
-                state = self._file = _FileState(fd, os.getpid(), _identity(os.fstat(fd)))
+                state = self._file = FileState(fd, os.getpid(), file_identity(os.fstat(fd)))
             lock_exclusive(state.fd)
             try:
-                current: tuple[int, int] | None = _identity(self.path.stat())
+                current: tuple[int, int] | None = file_identity(self.path.stat())
             except FileNotFoundError:
                 current = None
             if current == state.identity:
@@ -298,7 +298,7 @@ class AuditLog:
             os.close(state.fd)
             self._file = state = None
 
-    def _catch_up(self, state: _FileState) -> list[dict[str, Any]]:
+    def _catch_up(self, state: FileState) -> list[dict[str, Any]]:
         """Read what other writers appended since our last write; return the torn lines to
         recover (their lengths and hashes).
 
@@ -306,7 +306,7 @@ class AuditLog:
         """
         size = os.fstat(state.fd).st_size
         if size < state.size:  # truncated under us: learn the file again
-            state.size, state.chain = 0, _Chain()
+            state.size, state.chain = 0, Chain()
         if size == state.size:
             return []
         scan = scan_appended(state.fd, state.size, size, state.chain.last)
@@ -322,7 +322,7 @@ class AuditLog:
             return []
         return [*scan.torn, scan.tail]
 
-    def _rotate(self, state: _FileState) -> tuple[_FileState, dict[str, Any]]:
+    def _rotate(self, state: FileState) -> tuple[FileState, dict[str, Any]]:
         """Archive the current file as ``NAME.NNNNNN`` and go on in a new one, already locked;
         return its state and its ``log_rotated`` header."""
         assert self.path is not None  # noqa: S101 - only file sinks rotate
@@ -342,7 +342,7 @@ class AuditLog:
             with contextlib.suppress(OSError):
                 temporary.unlink()
             raise
-        fresh = _FileState(fd, state.pid, _identity(os.fstat(fd)))
+        fresh = FileState(fd, state.pid, file_identity(os.fstat(fd)))
         fresh.chain.last = state.chain.last
         self._file = fresh
         try:
@@ -354,7 +354,7 @@ class AuditLog:
             os.close(state.fd)
         return fresh, auditlog.log_rotated_record(archived.name, sequence)
 
-    def _append(self, state: _FileState, sealed: tuple[bytes, str, set[str]], count: int) -> None:
+    def _append(self, state: FileState, sealed: tuple[bytes, str, set[str]], count: int) -> None:
         """Write ``count`` sealed records in one go; the chain and the size move on only once
         all of it is written (a failed write leaves a torn tail for the next writer to
         recover)."""
@@ -378,7 +378,7 @@ class AuditLog:
 
     # --- chaining ------------------------------------------------------------------------------
 
-    def _with_activation(self, chain: _Chain, batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def _with_activation(self, chain: Chain, batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """``batch`` with a ``policy_activated`` record before the first decision (or pass)
         under each policy this file has not activated yet."""
         out: list[dict[str, Any]] = []
@@ -399,7 +399,7 @@ class AuditLog:
             out.append(record)
         return out
 
-    def _seal(self, chain: _Chain, records: list[dict[str, Any]]) -> tuple[bytes, str, set[str]]:
+    def _seal(self, chain: Chain, records: list[dict[str, Any]]) -> tuple[bytes, str, set[str]]:
         """The lines for ``records`` after the chain's last hash, the new last hash, and the
         digests they activate."""
         lines: list[bytes] = []
@@ -414,28 +414,6 @@ class AuditLog:
     def _error(self, exc: OSError) -> AuditError:
         reason = exc.strerror or type(exc).__name__
         return AuditError(f"cannot write audit log {self.name}: {reason}")
-
-
-@dataclass
-class _Chain:
-    last: str = GENESIS
-    activated: set[str] = field(default_factory=set)
-
-    def advance(self, last: str, activated: set[str]) -> None:
-        self.last = last
-        self.activated |= activated
-
-
-@dataclass
-class _FileState:
-    fd: int
-    pid: int
-    identity: tuple[int, int]
-    size: int = 0
-    chain: _Chain = field(default_factory=_Chain)
-    unsynced: int = 0
-    synced_at: float = field(default_factory=time.monotonic)
-    sync_due: bool = False
 
 
 # Every sink, so that a forked child gets fresh thread locks (one held by another thread of the
@@ -461,7 +439,3 @@ class _Writer:
         self._sink.write(record)
 
     info = warning = error = critical = debug = msg
-
-
-def _identity(stat: os.stat_result) -> tuple[int, int]:
-    return (stat.st_dev, stat.st_ino)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from prunewarden.errors import ExitCode, PolicyError
-from prunewarden.policy import LockOption, Policy, load_builtin_policy, load_policy
+from prunewarden.policy import LockOption, Policy, Resolution, load_builtin_policy, load_policy
 from prunewarden.policy import _diff as policydiff
 from prunewarden.policy import _lock as policylock
 from prunewarden.policy import _overlay as overlay
@@ -183,7 +183,7 @@ def _described(name: str, policy: Policy) -> dict[str, Any]:
 def _lock(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
     """Lock every policy that resolves; report the others (exit 3) without losing the rest."""
     status = 0
-    groups: dict[str, list[overlay.Resolution]] = {}
+    groups: dict[str, list[Resolution]] = {}
     for name in args.files:
         target = args.lock or str(Path(name).parent / policylock.LOCK_FILENAME)
         try:

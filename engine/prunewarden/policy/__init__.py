@@ -9,6 +9,7 @@ from prunewarden.inputs import ScoreRange
 from prunewarden.policy._build import build_policy
 from prunewarden.policy._load import load_builtin_policy, load_policy, parse_policy
 from prunewarden.policy._lock import LOCK_FILENAME
+from prunewarden.policy._merge import Resolution
 from prunewarden.policy._model import (
     Calibration,
     CollapseSettings,
@@ -19,7 +20,7 @@ from prunewarden.policy._model import (
     Spec,
     StalenessSettings,
 )
-from prunewarden.policy._overlay import BUILTIN, Resolution, resolve_file
+from prunewarden.policy._overlay import BUILTIN, resolve_file
 
 __all__ = [
     "BUILTIN",

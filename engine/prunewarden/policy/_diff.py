@@ -23,7 +23,7 @@ from typing import Any, Literal
 from prunewarden._json import JsonPath
 from prunewarden._source import Origin
 from prunewarden.policy._guardrails import MISSING, lookup
-from prunewarden.policy._overlay import Resolution
+from prunewarden.policy._merge import Resolution
 from prunewarden.policy._provenance import scalar
 
 Kind = Literal["added", "removed", "changed"]

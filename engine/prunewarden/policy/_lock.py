@@ -28,8 +28,9 @@ from prunewarden._schemas import schema_problems
 from prunewarden._source import Parsed, parse_yaml
 from prunewarden.errors import PolicyError, Problem
 from prunewarden.limits import MAX_POLICY_BYTES
+from prunewarden.policy._merge import Resolution
 from prunewarden.policy._model import LockOption
-from prunewarden.policy._overlay import BUILTIN, Resolution
+from prunewarden.policy._overlay import BUILTIN
 
 LOCK_FILENAME = "policy.lock"
 LOCK_VERSION = 1

@@ -1,6 +1,6 @@
 """``prunewarden policy show``: a resolved policy with the file and line that set each value.
 
-Two renderings of one :class:`~prunewarden.policy._overlay.Resolution`:
+Two renderings of one :class:`~prunewarden.policy._merge.Resolution`:
 
 - YAML with comments: the policy as the guards run it, every default filled in, each value
   followed by ``# FILE:LINE`` (or ``# default``). It loads back to the same policy.
@@ -20,7 +20,7 @@ from prunewarden import _resources as resources
 from prunewarden._json import JsonPath
 from prunewarden._schemas import inline_refs
 from prunewarden._source import Origin
-from prunewarden.policy._overlay import Resolution
+from prunewarden.policy._merge import Resolution
 
 _COMMENT_COLUMN = 44
 

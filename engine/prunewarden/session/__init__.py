@@ -6,7 +6,8 @@ Imports the planner and the layers below it; nothing above it.
 
 from __future__ import annotations
 
-from prunewarden.session._model import Binder, DecideRequest, Session, SessionBinding
+from prunewarden.session._binding import Binder, DecideRequest, SessionBinding
+from prunewarden.session._model import Session
 from prunewarden.session._registry import SessionRegistry
 from prunewarden.session._state import (
     STATE_VERSION,

@@ -19,9 +19,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, replace
-from typing import Any, NoReturn, Protocol
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+from typing import Any, NoReturn
 
 from prunewarden._identity import PolicyIdentity
 from prunewarden._observation import public_call
@@ -39,8 +39,9 @@ from prunewarden.inputs import (
     parse_plan,
     parse_request,
 )
-from prunewarden.planner import PassLog, Plan, RecordPass, plan_pass
+from prunewarden.planner import PassLog, Plan, plan_pass
 from prunewarden.policy import Policy
+from prunewarden.session._binding import Binder
 from prunewarden.session._registry import SessionRegistry
 from prunewarden.session._state import (
     STATE_FILENAME,
@@ -57,38 +58,6 @@ from prunewarden.session._store import SessionStore
 from prunewarden.session._verdicts import halt_verdict, unavailable_verdict
 
 _diagnostics = logging.getLogger("prunewarden")
-
-
-class DecideRequest(Protocol):
-    """How a session decides: the engine's decide-and-log step, with the caller's identity and
-    the gate that stands in for the guard while pruning is halted."""
-
-    def __call__(  # noqa: PLR0913 - everything a logged decision is made of
-        self,
-        check: Check,
-        request: Request,
-        data: Any,
-        *,
-        session_id: str | None = None,
-        labels: Mapping[str, str] | None = None,
-        gate: Verdict | None = None,
-        from_session: bool = False,
-        in_pass: PassLog | None = None,
-    ) -> Decision: ...
-
-
-@dataclass(frozen=True, slots=True)
-class SessionBinding:
-    """What a session decides with: the policy in force, the engine's decide step, and where
-    the session's own records (``session_rebound``) go."""
-
-    policy: Policy
-    decide: DecideRequest
-    write_record: Callable[[dict[str, Any]], None]
-    record_pass: RecordPass
-
-
-Binder = Callable[[], SessionBinding]
 
 
 class Session:

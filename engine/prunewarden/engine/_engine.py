@@ -1,40 +1,23 @@
-"""The engine: one compiled policy, documents in, logged decisions out.
+"""The engine's calls: one compiled policy, documents in, decisions out.
 
-Silent until its caller chooses a sink: records go to an :class:`AuditLog`, a structlog logger or
-a decision hook the caller passed, and nowhere else. Diagnostics (a hook that raised, an optional
-audit log that failed) go to the standard ``logging`` logger ``prunewarden``, which has only a
-``NullHandler`` until the application configures logging.
+Each call parses its document, decides it through the policy's pipelines (gated by a halted
+session, beside a shadow policy) and hands the decision to :class:`DecisionRecorder`, which writes
+its record to the sink the caller chose; the two halves share one object so that ``Engine`` stays
+the one thing a caller builds.
 """
 
 from __future__ import annotations
 
-import contextlib
-import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
-from functools import partial
 from pathlib import Path
 from typing import Any
 
-from prunewarden._observation import (
-    CallHook,
-    TraceContext,
-    call_hooks,
-    join_call,
-    public_call,
-    stamp_record,
-)
-from prunewarden.audit import (
-    AuditLog,
-    DecisionContext,
-    decision_record,
-    input_digest,
-    log_decision,
-    subject_of,
-    texts_of,
-)
-from prunewarden.decision import Decision, Reason, Verdict
+from prunewarden._observation import CallHook, TraceContext, call_hooks, public_call
+from prunewarden.audit import AuditLog, DecisionContext, input_digest, subject_of, texts_of
+from prunewarden.decision import Decision, Verdict
+from prunewarden.engine._recording import DecisionHook, DecisionRecorder, decision_hooks
 from prunewarden.errors import REFUSALS
 from prunewarden.inputs import (
     Check,
@@ -44,8 +27,8 @@ from prunewarden.inputs import (
     parse_plan,
     parse_request,
 )
-from prunewarden.pipeline import Pipeline, Shadow, compile_policy
-from prunewarden.planner import PassLog, PassSink, Plan
+from prunewarden.pipeline import Shadow, compile_policy
+from prunewarden.planner import PassLog, Plan
 from prunewarden.policy import Policy, load_builtin_policy, load_policy
 from prunewarden.rules import DEFAULT_CACHE_SIZE
 from prunewarden.session import (
@@ -56,13 +39,8 @@ from prunewarden.session import (
     SessionStore,
 )
 
-_diagnostics = logging.getLogger("prunewarden")
 
-# Called with every decision and its audit record (whatever the sink); what it returns is ignored.
-DecisionHook = Callable[[Decision, Mapping[str, Any]], object]
-
-
-class Engine:
+class Engine(DecisionRecorder):
     """Evaluates input documents against one policy and logs every decision it makes.
 
     Records go to ``audit`` (an :class:`AuditLog`: a chained, locked file or a stream) when one is
@@ -108,8 +86,8 @@ class Engine:
         self.policy = policy
         self._pipelines = compile_policy(policy, rule_cache_size=rule_cache_size)
         self._logger = logger
-        self._hooks: tuple[DecisionHook, ...] = _hooks(on_decision)
-        self._call_hooks: tuple[CallHook, ...] = call_hooks(on_call)
+        self._hooks = decision_hooks(on_decision)
+        self._call_hooks = call_hooks(on_call)
         self._trace_context = trace_context
         # Live sessions and the store, shared with the engines that replace this one on reload.
         self.sessions = sessions if sessions is not None else SessionRegistry(store)
@@ -398,116 +376,3 @@ class Engine:
         if recompute_budget is not None:
             document["recompute_budget"] = recompute_budget
         return self.evaluate(document, session_id=session_id, labels=labels)
-
-    def _log(
-        self, pipeline: Pipeline, decision: Decision, context: DecisionContext, started: int
-    ) -> Decision:
-        audit = self.audit
-        try:
-            masks = audit.masks if audit is not None else None
-            record = decision_record(
-                decision,
-                context,
-                self.policy,
-                masks,
-                shadow_policy=(self.shadow.policy if self.shadow else None),
-            )
-            stamp_record(record, started, self._trace_context)
-            sink = audit.logger if audit is not None else self._logger
-            if sink is not None:
-                log_decision(sink, record)
-        except Exception as exc:  # noqa: BLE001 - a sink that fails refuses, or is reported
-            if audit is not None and not audit.required:
-                with contextlib.suppress(Exception):
-                    _diagnostics.warning(
-                        "audit_write_failed: sink %s, decision %s: %s: %s",
-                        audit.name,
-                        decision.decision_id,
-                        type(exc).__name__,
-                        exc,
-                    )
-                return decision
-            return self._refuse_unlogged(pipeline, decision, exc, context)
-        self._notify(decision, record)
-        return decision
-
-    def _pass_sink(self) -> PassSink:
-        """Where this engine's passes go: its audit log or logger, and its hooks."""
-        audit = self.audit
-        sink = audit.logger if audit is not None else self._logger
-        return PassSink(
-            self.policy,
-            self._pipelines,
-            write=None if sink is None else partial(log_decision, sink),
-            notify=self._notify if self._hooks or self._call_hooks else None,
-            report=self._report_unwritten,
-            required=audit is None or audit.required,
-            masks=audit.masks if audit is not None else None,
-            shadow_policy=self.shadow.policy if self.shadow else None,
-            trace_context=self._trace_context,
-        )
-
-    def _record_plan(self, log: PassLog, plan: Plan, document: Any, **fields: Any) -> Plan:
-        return self._pass_sink().record_plan(log, plan, document, **fields)
-
-    def _report_unwritten(self, pass_id: str, exc: Exception) -> None:
-        name = self.audit.name if self.audit is not None else "logger"
-        with contextlib.suppress(Exception):
-            _diagnostics.warning("audit_write_failed: sink %s, pass %s: %r", name, pass_id, exc)
-
-    def _notify(self, decision: Decision, record: Mapping[str, Any]) -> None:
-        """Hand a decision and its record to every hook; a hook that raises is reported and
-        changes nothing."""
-        for hook in self._hooks:
-            try:
-                hook(decision, record)
-            except Exception:  # noqa: BLE001 - a hook never changes a decision
-                with contextlib.suppress(Exception):
-                    _diagnostics.exception("on_decision hook %r raised", hook)
-        if self._call_hooks:
-            join_call(decision, record, self._call_hooks)
-
-    def _write_record(self, record: dict[str, Any]) -> None:
-        """Write a record that is not a decision (``session_rebound``) to the sink, if any."""
-        sink = self.audit.logger if self.audit is not None else self._logger
-        if sink is not None:
-            log_decision(sink, record)
-
-    def _refuse_unlogged(
-        self,
-        pipeline: Pipeline,
-        decision: Decision,
-        exc: Exception,
-        context: DecisionContext | None = None,
-    ) -> Decision:
-        refusal = pipeline.refuse(
-            Reason(
-                "audit_unavailable",
-                f"the decision could not be logged ({type(exc).__name__}: {exc}); refusing",
-                {"error": type(exc).__name__, "refused_decision": decision.decision_id},
-            )
-        )
-        if context is not None:
-            with contextlib.suppress(Exception):  # the refusal stands whether or not it logs
-                record = decision_record(
-                    refusal,
-                    context,
-                    self.policy,
-                    shadow_policy=(self.shadow.policy if self.shadow else None),
-                )
-                stamp_record(record, None, self._trace_context)
-                self._notify(refusal, record)
-                self._write_record(record)
-        return refusal
-
-
-def _hooks(on_decision: DecisionHook | Iterable[DecisionHook] | None) -> tuple[DecisionHook, ...]:
-    if on_decision is None:
-        return ()
-    if callable(on_decision):
-        return (on_decision,)
-    hooks = tuple(on_decision)
-    if not all(callable(hook) for hook in hooks):
-        msg = "on_decision takes a callable or an iterable of callables"
-        raise TypeError(msg)
-    return hooks

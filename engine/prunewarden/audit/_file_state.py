@@ -1,0 +1,40 @@
+"""What a writer of the audit file knows of it between appends: its descriptor and identity (to
+notice a rotation by another process), its size, the chain's last hash and the policies the file
+has activated, and how much is written but not yet synced.
+
+Kept apart from :mod:`._log` so that the append protocol there reads against a small, named state.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+
+from prunewarden.audit._chain import GENESIS
+
+
+@dataclass
+class Chain:
+    last: str = GENESIS
+    activated: set[str] = field(default_factory=set)
+
+    def advance(self, last: str, activated: set[str]) -> None:
+        self.last = last
+        self.activated |= activated
+
+
+@dataclass
+class FileState:
+    fd: int
+    pid: int
+    identity: tuple[int, int]
+    size: int = 0
+    chain: Chain = field(default_factory=Chain)
+    unsynced: int = 0
+    synced_at: float = field(default_factory=time.monotonic)
+    sync_due: bool = False
+
+
+def file_identity(stat: os.stat_result) -> tuple[int, int]:
+    return (stat.st_dev, stat.st_ino)

@@ -1,0 +1,168 @@
+"""``prunewarden audit sql``: the logs as DuckDB views, for questions the other review commands
+do not answer.
+
+Kept apart from the streaming review (:mod:`._review`) because it is the one part that needs the
+optional dependency duckdb and reads the logs through it, not line by line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from prunewarden.audit._rotation import order_files
+from prunewarden.errors import AuditError
+
+# The columns of every record kind, typed; nested parts whose shape varies stay JSON.
+_COLUMNS = {
+    "record_version": "INTEGER",
+    "kind": "VARCHAR",
+    "ts": "VARCHAR",
+    "decision_id": "VARCHAR",
+    "check": "VARCHAR",
+    "outcome": "VARCHAR",
+    "enforced": "BOOLEAN",
+    "reasons": "JSON",
+    "actions": "JSON",
+    "subject": "JSON",
+    "session_id": "VARCHAR",
+    "labels": "JSON",
+    "policy": (
+        "STRUCT(name VARCHAR, version VARCHAR, digest VARCHAR, "
+        "sources STRUCT(path VARCHAR, sha256 VARCHAR)[])"
+    ),
+    "engine_version": "VARCHAR",
+    "input_digest": "VARCHAR",
+    "pass_id": "VARCHAR",
+    "pass": "VARCHAR",
+    "verdicts": "JSON",
+    "plan": "JSON",
+    "kept": "VARCHAR[]",
+    "evicted": "VARCHAR[]",
+    "input": "JSON",
+    "input_erased": "VARCHAR[]",
+    "document": "JSON",
+    "rotation": "JSON",
+    "torn": "JSON",
+    "error": "JSON",
+    "prev_hash": "VARCHAR",
+    "hash": "VARCHAR",
+}
+
+_VIEWS = """
+CREATE VIEW records AS
+    SELECT * REPLACE (ts::TIMESTAMPTZ AS ts) FROM read_json({files},
+        format = 'newline_delimited', columns = {columns}, ignore_errors = true,
+        filename = true);
+CREATE VIEW decisions AS
+    SELECT decision_id, ts, "check", outcome, enforced,
+        reasons->>'$[0].code' AS reason,
+        json_extract_string(reasons, '$[*].code') AS reason_codes,
+        policy.name AS policy_name, policy.version AS policy_version,
+        policy.digest AS policy_digest, session_id, labels,
+        subject->>'$.segment.id' AS segment_id,
+        (subject->>'$.cycle')::BIGINT AS cycle,
+        json_extract_string(subject, '$.spans[*].span_id') AS span_ids,
+        kept, evicted, reasons, actions, subject, input_digest, NULL AS pass_id, filename
+    FROM records WHERE kind = 'decision'
+    UNION ALL
+    SELECT pass_id || '-' || (i - 1) AS decision_id, ts, v->>'$.check' AS "check",
+        v->>'$.outcome' AS outcome, (v->>'$.enforced')::BOOLEAN AS enforced,
+        v->>'$.codes[0]' AS reason,
+        json_extract_string(v, '$.codes[*]') AS reason_codes,
+        policy.name AS policy_name, policy.version AS policy_version,
+        policy.digest AS policy_digest, session_id, labels,
+        v->>'$.segment' AS segment_id, (v->>'$.cycle')::BIGINT AS cycle,
+        NULL::VARCHAR[] AS span_ids, NULL::VARCHAR[] AS kept, NULL::VARCHAR[] AS evicted,
+        to_json(list_transform(json_extract_string(v, '$.codes[*]'), lambda c: {{'code': c}}))
+            AS reasons,
+        v->'$.actions' AS actions,
+        CASE WHEN v->>'$.segment' IS NULL THEN json_object('cycle', v->'$.cycle')
+            ELSE json_object('segment', json_object('id', v->>'$.segment')) END AS subject,
+        input_digest, pass_id, filename
+    FROM (SELECT *, unnest(range(1, json_array_length(verdicts)::BIGINT + 1)) AS i
+          FROM records WHERE kind = 'pass') AS passes,
+        LATERAL (SELECT verdicts->(i - 1) AS v);
+CREATE VIEW policies AS
+    SELECT policy.name AS policy_name, policy.version AS policy_version,
+        policy.digest AS policy_digest, any_value(document) AS document,
+        min(ts) AS first_activated
+    FROM records WHERE kind = 'policy_activated'
+    GROUP BY ALL;
+"""
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+_GLOB_CHARACTERS = re.compile(r"([*?\[])")
+
+
+def _glob_literal(path: str) -> str:
+    """``path`` as a DuckDB file pattern matching only itself: DuckDB expands ``*``, ``?`` and
+    ``[...]`` in every file name it reads, so each becomes a one-character class (``[*]``)."""
+    return _GLOB_CHARACTERS.sub(r"[\1]", path)
+
+
+def sql(
+    statement: str, paths: Iterable[str | os.PathLike[str]]
+) -> tuple[list[str], list[str], Iterator[tuple[Any, ...]]]:
+    """Run ``statement`` over views ``records``, ``decisions`` and ``policies`` of the logs;
+    return the column names, their types and the rows (streamed).
+
+    Needs the optional dependency duckdb (``pip install 'prunewarden[sql]'``).
+    """
+    try:
+        import duckdb  # noqa: PLC0415 - optional: only this command needs it
+    except ImportError:
+        msg = "audit sql needs duckdb: pip install 'prunewarden[sql]'"
+        raise AuditError(msg) from None
+    files = [str(path) for path in order_files(paths)]
+    for name in files:
+        if not Path(name).is_file():
+            msg = f"cannot read {name}: no such file"
+            raise AuditError(msg)
+    connection = duckdb.connect(":memory:")
+    try:
+        connection.execute("SET TimeZone = 'UTC'")
+        columns = "{" + ", ".join(f"{_literal(k)}: {_literal(v)}" for k, v in _COLUMNS.items())
+        views = _VIEWS.format(
+            files="[" + ", ".join(_literal(_glob_literal(name)) for name in files) + "]",
+            columns=columns + "}",
+        )
+        connection.execute(views)
+        cursor = connection.execute(statement)
+    except duckdb.Error as exc:
+        connection.close()
+        msg = f"audit sql: {exc}"
+        raise AuditError(msg) from None
+    description = cursor.description or []
+    names = [str(column[0]) for column in description]
+    types = [str(column[1]) for column in description]
+
+    def rows() -> Iterator[tuple[Any, ...]]:
+        try:
+            while batch := cursor.fetchmany(10_000):
+                yield from batch
+        except duckdb.Error as exc:
+            msg = f"audit sql: {exc}"
+            raise AuditError(msg) from None
+        finally:
+            connection.close()
+
+    return names, types, rows()
+
+
+def json_value(value: Any, sql_type: str) -> Any:
+    """A SQL result value as JSON: JSON columns decoded, times in RFC 3339."""
+    if sql_type == "JSON" and isinstance(value, str):
+        return json.loads(value)
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return value

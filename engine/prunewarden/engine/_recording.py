@@ -1,0 +1,158 @@
+"""Where an engine's decisions go, and what a sink that fails turns them into.
+
+Kept apart from the calls that decide (:mod:`._engine`) because it is the one place that writes
+records: to the :class:`AuditLog` or the structlog logger the caller chose, to its hooks, and, when
+the record cannot be written to a required sink, a refusal in place of the decision. Diagnostics
+(a hook that raised, an optional audit log that failed) go to the standard ``logging`` logger
+``prunewarden``, which has only a ``NullHandler`` until the application configures logging.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from functools import partial
+from typing import Any
+
+from prunewarden._observation import CallHook, TraceContext, join_call, stamp_record
+from prunewarden.audit import AuditLog, DecisionContext, decision_record, log_decision
+from prunewarden.decision import Decision, Reason
+from prunewarden.inputs import Check
+from prunewarden.pipeline import Pipeline, Shadow
+from prunewarden.planner import PassLog, PassSink, Plan
+from prunewarden.policy import Policy
+
+_diagnostics = logging.getLogger("prunewarden")
+
+# Called with every decision and its audit record (whatever the sink); what it returns is ignored.
+DecisionHook = Callable[[Decision, Mapping[str, Any]], object]
+
+
+class DecisionRecorder:
+    """The record-writing half of an :class:`~prunewarden.engine.Engine`: one function writes a
+    decision record, so no call can forget the policy, the masks or the hooks."""
+
+    policy: Policy
+    audit: AuditLog | None
+    shadow: Shadow | None
+    _pipelines: dict[Check, Pipeline]
+    _logger: Any
+    _hooks: tuple[DecisionHook, ...]
+    _call_hooks: tuple[CallHook, ...]
+    _trace_context: TraceContext | None
+
+    def _log(
+        self, pipeline: Pipeline, decision: Decision, context: DecisionContext, started: int
+    ) -> Decision:
+        audit = self.audit
+        try:
+            masks = audit.masks if audit is not None else None
+            record = decision_record(
+                decision,
+                context,
+                self.policy,
+                masks,
+                shadow_policy=(self.shadow.policy if self.shadow else None),
+            )
+            stamp_record(record, started, self._trace_context)
+            sink = audit.logger if audit is not None else self._logger
+            if sink is not None:
+                log_decision(sink, record)
+        except Exception as exc:  # noqa: BLE001 - a sink that fails refuses, or is reported
+            if audit is not None and not audit.required:
+                with contextlib.suppress(Exception):
+                    _diagnostics.warning(
+                        "audit_write_failed: sink %s, decision %s: %s: %s",
+                        audit.name,
+                        decision.decision_id,
+                        type(exc).__name__,
+                        exc,
+                    )
+                return decision
+            return self._refuse_unlogged(pipeline, decision, exc, context)
+        self._notify(decision, record)
+        return decision
+
+    def _pass_sink(self) -> PassSink:
+        """Where this engine's passes go: its audit log or logger, and its hooks."""
+        audit = self.audit
+        sink = audit.logger if audit is not None else self._logger
+        return PassSink(
+            self.policy,
+            self._pipelines,
+            write=None if sink is None else partial(log_decision, sink),
+            notify=self._notify if self._hooks or self._call_hooks else None,
+            report=self._report_unwritten,
+            required=audit is None or audit.required,
+            masks=audit.masks if audit is not None else None,
+            shadow_policy=self.shadow.policy if self.shadow else None,
+            trace_context=self._trace_context,
+        )
+
+    def _record_plan(self, log: PassLog, plan: Plan, document: Any, **fields: Any) -> Plan:
+        return self._pass_sink().record_plan(log, plan, document, **fields)
+
+    def _report_unwritten(self, pass_id: str, exc: Exception) -> None:
+        name = self.audit.name if self.audit is not None else "logger"
+        with contextlib.suppress(Exception):
+            _diagnostics.warning("audit_write_failed: sink %s, pass %s: %r", name, pass_id, exc)
+
+    def _notify(self, decision: Decision, record: Mapping[str, Any]) -> None:
+        """Hand a decision and its record to every hook; a hook that raises is reported and
+        changes nothing."""
+        for hook in self._hooks:
+            try:
+                hook(decision, record)
+            except Exception:  # noqa: BLE001 - a hook never changes a decision
+                with contextlib.suppress(Exception):
+                    _diagnostics.exception("on_decision hook %r raised", hook)
+        if self._call_hooks:
+            join_call(decision, record, self._call_hooks)
+
+    def _write_record(self, record: dict[str, Any]) -> None:
+        """Write a record that is not a decision (``session_rebound``) to the sink, if any."""
+        sink = self.audit.logger if self.audit is not None else self._logger
+        if sink is not None:
+            log_decision(sink, record)
+
+    def _refuse_unlogged(
+        self,
+        pipeline: Pipeline,
+        decision: Decision,
+        exc: Exception,
+        context: DecisionContext | None = None,
+    ) -> Decision:
+        refusal = pipeline.refuse(
+            Reason(
+                "audit_unavailable",
+                f"the decision could not be logged ({type(exc).__name__}: {exc}); refusing",
+                {"error": type(exc).__name__, "refused_decision": decision.decision_id},
+            )
+        )
+        if context is not None:
+            with contextlib.suppress(Exception):  # the refusal stands whether or not it logs
+                record = decision_record(
+                    refusal,
+                    context,
+                    self.policy,
+                    shadow_policy=(self.shadow.policy if self.shadow else None),
+                )
+                stamp_record(record, None, self._trace_context)
+                self._notify(refusal, record)
+                self._write_record(record)
+        return refusal
+
+
+def decision_hooks(
+    on_decision: DecisionHook | Iterable[DecisionHook] | None,
+) -> tuple[DecisionHook, ...]:
+    if on_decision is None:
+        return ()
+    if callable(on_decision):
+        return (on_decision,)
+    hooks = tuple(on_decision)
+    if not all(callable(hook) for hook in hooks):
+        msg = "on_decision takes a callable or an iterable of callables"
+        raise TypeError(msg)
+    return hooks

@@ -1,0 +1,188 @@
+"""How a pruning pass is logged: all its decisions in one audit record, written when it ends.
+
+Kept apart from the selection (:mod:`._selection`) because the engine writes a pass the same way
+whether a plan or a batch of evictions made it; a record that cannot be written to a required sink
+turns every decision of the pass into a refusal.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
+
+from prunewarden._observation import TraceContext, stamp_record
+from prunewarden.audit import input_digest, pass_record
+from prunewarden.decision import Decision, PassStamps, Reason, Stamp
+from prunewarden.inputs import Check, Request
+from prunewarden.pipeline import Pipeline
+from prunewarden.planner._plan import Plan
+from prunewarden.policy import Policy
+
+
+class PassLog:
+    """The decisions of one pruning pass and the requests they decided, in order: one stamp
+    (id and time) for the pass, and one audit record when it ends."""
+
+    __slots__ = ("decisions", "requests", "stamps", "started")
+
+    def __init__(self) -> None:
+        self.started = time.perf_counter_ns()  # the record's duration_ns counts from here
+        self.stamps = PassStamps()
+        self.decisions: list[Decision] = []
+        self.requests: list[Request] = []
+
+    def next_stamp(self) -> Stamp:
+        return self.stamps.next()
+
+    def add(self, decision: Decision, request: Request) -> Decision:
+        self.decisions.append(decision)
+        self.requests.append(request)
+        return decision
+
+    def refused(self, pipelines: Mapping[Check, Pipeline], exc: Exception) -> PassLog:
+        """The same pass with every decision refused: its record could not be written."""
+        reason = Reason(
+            "audit_unavailable",
+            f"the pass could not be logged ({type(exc).__name__}: {exc}); refusing",
+            {"error": type(exc).__name__, "refused_pass": self.stamps.pass_id},
+        )
+        refusals = PassLog()
+        refusals.stamps, refusals.started = self.stamps, self.started
+        for decision, request in zip(self.decisions, self.requests, strict=True):
+            stamp = Stamp(self.stamps.pass_id, len(refusals.decisions), self.stamps.evaluated_at)
+            refused = pipelines[decision.check].refuse(reason, stamp=stamp)  # type: ignore[index]
+            refusals.add(refused, request)
+        return refusals
+
+    def record(  # noqa: PLR0913 - everything a pass record is made of
+        self,
+        pass_kind: str,
+        document: Any,
+        *,
+        policy: Policy,
+        session_id: str | None,
+        labels: Mapping[str, str],
+        from_session: bool = False,
+        plan: Plan | None = None,
+        masks: tuple[str, ...] | None = None,
+        shadow_policy: Policy | None = None,
+    ) -> dict[str, Any]:
+        """The pass's one audit record: it digests ``document``, the pass's input."""
+        return pass_record(
+            pass_kind,
+            self.decisions,
+            self.requests,
+            input_digest=input_digest(document),
+            policy=policy,
+            session_id=session_id,
+            labels=labels,
+            from_session=from_session,
+            plan=plan.summary() if plan is not None else None,
+            masks=masks,
+            document=document,
+            shadow_policy=shadow_policy,
+        )
+
+
+class RecordPass(Protocol):
+    """How a session ends a planned pass: the engine logs its one record and returns the plan
+    (refused whole when the record cannot be written)."""
+
+    def __call__(  # noqa: PLR0913 - everything a pass record is made of
+        self,
+        log: PassLog,
+        plan: Plan,
+        document: Any,
+        *,
+        session_id: str | None,
+        labels: Mapping[str, str],
+        from_session: bool,
+    ) -> Plan: ...
+
+
+@dataclass(frozen=True, slots=True)
+class PassSink:
+    """Where an engine's passes go: one record a pass through ``write`` (None: no sink was
+    chosen), each decision handed to ``notify`` with it. A record that cannot be written refuses
+    every decision of the pass when ``required``; otherwise ``report`` is told and the pass
+    stands."""
+
+    policy: Policy
+    pipelines: Mapping[Check, Pipeline]
+    write: Callable[[dict[str, Any]], None] | None
+    notify: Callable[[Decision, Mapping[str, Any]], None] | None
+    report: Callable[[str, Exception], None]
+    required: bool
+    masks: tuple[str, ...] | None = None
+    shadow_policy: Policy | None = None
+    trace_context: TraceContext | None = None
+
+    def record(  # noqa: PLR0913 - everything a pass record is made of
+        self,
+        pass_kind: str,
+        log: PassLog,
+        document: Any,
+        *,
+        session_id: str | None,
+        labels: Mapping[str, str],
+        from_session: bool = False,
+        plan: Plan | None = None,
+    ) -> tuple[Decision, ...]:
+        """Write the pass's one record and hand it to the hooks with each decision; the
+        decisions, or every one refused when the record cannot be written."""
+        decisions = tuple(log.decisions)
+        if not decisions or (self.write is None and self.notify is None):
+            return decisions  # nothing decided, or no sink chosen: no record to build
+        fields = {"session_id": session_id, "labels": labels, "from_session": from_session}
+        try:
+            record = self._record(pass_kind, log, document, plan=plan, **fields)
+            if self.write is not None:
+                self.write(record)
+        except Exception as exc:  # noqa: BLE001 - a sink that fails refuses, or is reported
+            if not self.required:
+                self.report(log.stamps.pass_id, exc)
+                return decisions
+            return self._refuse(pass_kind, log, document, exc, **fields)
+        self._notify(decisions, record)
+        return decisions
+
+    def record_plan(self, log: PassLog, plan: Plan, document: Any, **fields: Any) -> Plan:
+        """Log a planned pass as one record; a plan whose record cannot be written evicts
+        nothing, and every decision in it is a refusal."""
+        decisions = self.record("plan", log, document, plan=plan, **fields)
+        if all(a is b for a, b in zip(decisions, plan.decisions, strict=False)):
+            return replace(plan, decisions=decisions)
+        return replace(
+            plan, evict=(), tombstones=(), frozen=True, freed_tokens=0, decisions=decisions
+        )
+
+    def _refuse(
+        self, pass_kind: str, log: PassLog, document: Any, exc: Exception, **fields: Any
+    ) -> tuple[Decision, ...]:
+        refusals = log.refused(self.pipelines, exc)
+        with contextlib.suppress(Exception):  # the refusals stand whether or not they log
+            record = self._record(pass_kind, refusals, document, **fields)
+            self._notify(tuple(refusals.decisions), record)
+            if self.write is not None:
+                self.write(record)
+        return tuple(refusals.decisions)
+
+    def _record(self, pass_kind: str, log: PassLog, document: Any, **fields: Any) -> dict[str, Any]:
+        record = log.record(
+            pass_kind,
+            document,
+            policy=self.policy,
+            masks=self.masks,
+            shadow_policy=self.shadow_policy,
+            **fields,
+        )
+        stamp_record(record, log.started, self.trace_context)
+        return record
+
+    def _notify(self, decisions: tuple[Decision, ...], record: Mapping[str, Any]) -> None:
+        if self.notify is not None:
+            for decision in decisions:
+                self.notify(decision, record)
