@@ -23,9 +23,11 @@ from prunewarden.inputs import (
     Check,
     Request,
     check_caller_fields,
+    eviction_document,
     parse_evictions,
     parse_plan,
     parse_request,
+    staleness_document,
 )
 from prunewarden.pipeline import Shadow, compile_policy
 from prunewarden.planner import PassLog, Plan
@@ -301,13 +303,7 @@ class Engine(DecisionRecorder):
     ) -> Decision:
         """Eviction guard for one segment scheduled for deletion."""
         return self.evaluate(
-            {
-                "check": "eviction",
-                "segment": dict(segment),
-                "score": score,
-                "perturbed_score": perturbed_score,
-                "eviction_candidates": list(eviction_candidates),
-            },
+            eviction_document(segment, score, perturbed_score, eviction_candidates),
             session_id=session_id,
             labels=labels,
         )
@@ -363,16 +359,12 @@ class Engine(DecisionRecorder):
     ) -> Decision:
         """Staleness guard for a prune request; on allow, ``kept`` and ``evicted`` say what to
         do."""
-        document: dict[str, Any] = {
-            "check": "staleness",
-            "spans": [dict(s) for s in spans],
-            "keep_top_k": keep_top_k,
-            "tombstones": list(tombstones),
-        }
-        if turn is not None:
-            document["turn"] = dict(turn)
-        if turns is not None:
-            document["turns"] = [dict(t) for t in turns]
-        if recompute_budget is not None:
-            document["recompute_budget"] = recompute_budget
+        document = staleness_document(
+            spans,
+            keep_top_k,
+            turn=turn,
+            turns=turns,
+            tombstones=tombstones,
+            recompute_budget=recompute_budget,
+        )
         return self.evaluate(document, session_id=session_id, labels=labels)

@@ -5,6 +5,7 @@ errors, the compiled yes or no for valid documents, and eviction passes.
 from __future__ import annotations
 
 from prunewarden.inputs._checks import check_caller_fields
+from prunewarden.inputs._documents import eviction_document, staleness_document
 from prunewarden.inputs._model import (
     CHECKS,
     Check,
@@ -42,8 +43,10 @@ __all__ = [
     "TurnStats",
     "WindowSegment",
     "check_caller_fields",
+    "eviction_document",
     "parse_evictions",
     "parse_plan",
     "parse_request",
     "refused_unchecked",
+    "staleness_document",
 ]

@@ -36,8 +36,10 @@ from prunewarden.inputs import (
     PlanRequest,
     Request,
     Snapshot,
+    eviction_document,
     parse_plan,
     parse_request,
+    staleness_document,
 )
 from prunewarden.planner import PassLog, Plan, plan_pass
 from prunewarden.policy import Policy
@@ -205,13 +207,7 @@ class Session:
         eviction_candidates: Iterable[str] = (),
     ) -> Decision:
         """The eviction guard for one segment, refused while pruning is halted."""
-        document = {
-            "check": "eviction",
-            "segment": dict(segment),
-            "score": score,
-            "perturbed_score": perturbed_score,
-            "eviction_candidates": list(eviction_candidates),
-        }
+        document = eviction_document(segment, score, perturbed_score, eviction_candidates)
         with self._lock:
             self._follow()
             request = self._parse(document)
@@ -228,13 +224,9 @@ class Session:
         recompute_budget: int | None = None,
     ) -> Decision:
         """The staleness guard on a prune request, with the turns this session has seen."""
-        document: dict[str, Any] = {
-            "check": "staleness",
-            "spans": [dict(s) for s in spans],
-            "keep_top_k": keep_top_k,
-            "tombstones": list(tombstones),
-        }
-        _optional(document, turn=turn, recompute_budget=recompute_budget)
+        document = staleness_document(
+            spans, keep_top_k, turn=turn, tombstones=tombstones, recompute_budget=recompute_budget
+        )
         with self._lock:
             self._follow()
             document["turns"] = [_turn_dict(t) for t in self._history.turns]

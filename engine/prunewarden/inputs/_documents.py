@@ -1,0 +1,51 @@
+"""The request documents the typed entry points build from keyword arguments.
+
+``Engine.authorize_eviction`` and ``Session.authorize`` (and both ``prune``\\ s) take the same
+arguments and must log the same document for them, so they build it here, once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+
+def eviction_document(
+    segment: Mapping[str, Any],
+    score: float,
+    perturbed_score: float | None,
+    eviction_candidates: Iterable[str],
+) -> dict[str, Any]:
+    """An eviction request for one segment."""
+    return {
+        "check": "eviction",
+        "segment": dict(segment),
+        "score": score,
+        "perturbed_score": perturbed_score,
+        "eviction_candidates": list(eviction_candidates),
+    }
+
+
+def staleness_document(  # noqa: PLR0913 - mirrors the staleness document's optional fields
+    spans: Iterable[Mapping[str, Any]],
+    keep_top_k: int,
+    *,
+    turn: Mapping[str, int] | None = None,
+    turns: Iterable[Mapping[str, Any]] | None = None,
+    tombstones: Iterable[str] = (),
+    recompute_budget: int | None = None,
+) -> dict[str, Any]:
+    """A prune request; optional fields appear only when given."""
+    document: dict[str, Any] = {
+        "check": "staleness",
+        "spans": [dict(s) for s in spans],
+        "keep_top_k": keep_top_k,
+        "tombstones": list(tombstones),
+    }
+    if turn is not None:
+        document["turn"] = dict(turn)
+    if turns is not None:
+        document["turns"] = [dict(t) for t in turns]
+    if recompute_budget is not None:
+        document["recompute_budget"] = recompute_budget
+    return document
