@@ -147,3 +147,55 @@ class TestStoredSession:
         engine = Engine.default(store=Broken())
         decision = engine.authorize_eviction(SEGMENT, 0.1, 0.1, session_id="s")
         assert (decision.outcome, decision.codes) == ("deny", ("session_state_unavailable",))
+
+    def test_a_halt_lifted_on_another_replica_is_lifted_here(self, tmp_path: Path) -> None:
+        """Two engines on one store (two replicas): once the other lifts the halt, this one's
+        stateless calls are decided again; its memory does not keep the halt alive."""
+        with SqliteSessionStore(tmp_path / "s.db") as store:
+            here = Engine.default(store=store)
+            halt(here.session("s"))
+            there = Engine.default(store=store).session("s")
+            there.observe_cycle({"task": 0.9, "a": 0.1, "b": 0.5, "c": 0.9}, ["task"])
+            assert not there.halted
+            decision = here.authorize_eviction(SEGMENT, 0.1, 0.1, session_id="s")
+            assert decision.codes == ("authorized",)
+
+    def test_a_session_deleted_from_the_store_no_longer_halts(self, tmp_path: Path) -> None:
+        """A halted session deleted from the store (another replica's DELETE, a TTL) no longer
+        refuses this engine's stateless calls."""
+        with SqliteSessionStore(tmp_path / "s.db") as store:
+            engine = Engine.default(store=store)
+            halt(engine.session("s"))
+            store.delete("s")
+            decision = engine.authorize_eviction(SEGMENT, 0.1, 0.1, session_id="s")
+            assert decision.codes == ("authorized",)
+
+    def test_a_session_on_a_store_of_its_own_still_gates(self, tmp_path: Path) -> None:
+        """A session saved to a store the engine does not read is remembered in memory: the
+        engine's stateless calls for its id are refused."""
+        engine = Engine.default()
+        with SqliteSessionStore(tmp_path / "own.db") as own:
+            halt(engine.session("s", store=own))
+            decision = engine.authorize_eviction(SEGMENT, 0.1, 0.1, session_id="s")
+        assert decision.codes == ("pruning_halted",)
+
+    def test_a_halt_that_could_not_be_saved_is_remembered(self, tmp_path: Path) -> None:
+        """While the halt is not in the store (its save failed), the engine remembers it, so a
+        stateless call is refused although the store holds no halt."""
+
+        class ReadOnly(SqliteSessionStore):
+            def save(self, session_id: str, state: Any) -> None:
+                if state["halt"] is not None:
+                    msg = "disk full"
+                    raise OSError(msg)
+                super().save(session_id, state)
+
+        with ReadOnly(tmp_path / "s.db") as store:
+            engine = Engine.default(store=store)
+            session = engine.session("s")
+            for cycle in range(1, 6):
+                session.observe_cycle(narrowing(cycle), ["task"])
+            assert session.halted
+            assert store.load("s")["halt"] is None  # type: ignore[index]
+            decision = engine.authorize_eviction(SEGMENT, 0.1, 0.1, session_id="s")
+        assert decision.codes == ("pruning_halted",)

@@ -129,7 +129,7 @@ class Session:
             self._history = fitted.history
             if not keep_labels:
                 self.labels = restored.labels
-            self._publish()
+            self._publish(pending=True)
             if restored.policy.digest != self.policy.digest:
                 self._record_rebound(restored.policy, fitted)
 
@@ -178,7 +178,7 @@ class Session:
                 cycles_seen=history.cycles_seen + 1,
                 halt=halt,
             )
-            self._publish()
+            self._publish(pending=True)
             self._save()
             return decision
 
@@ -381,9 +381,17 @@ class Session:
         except Exception:  # noqa: BLE001 - the rebound stands; the failure is reported
             _diagnostics.exception("session_rebound could not be recorded")
 
-    def _publish(self) -> None:
-        if self._registry is not None:
-            self._registry.note(self.session_id, self._history.halt)
+    def _publish(self, *, pending: bool = False) -> None:
+        """Tell the registry the halt this session holds, for the engine's stateless calls. With
+        a store, only while the history is not saved (``pending``, or a failed save): once it
+        is, the store says it, and a halt lifted or deleted elsewhere (another replica, a TTL)
+        is not kept alive by this process."""
+        if self._registry is None:
+            return
+        # Only the registry's own store answers for this session once the registry forgets it.
+        stored = self._store is not None and self._store is self._registry.store
+        saved = stored and not pending and self._unsaved is None
+        self._registry.note(self.session_id, None if saved else self._history.halt)
 
     def _save(self) -> None:
         if self._store is None or self.session_id is None:
@@ -398,6 +406,7 @@ class Session:
                 )
         else:
             self._unsaved = None
+        self._publish()
 
     def _spread(self, snapshot: Snapshot) -> float:
         """A cycle's spread on the scale the guard judges it."""

@@ -5,7 +5,9 @@ against its halt: when a live session of that id (or the store behind the engine
 halted, the stateless call is refused with ``pruning_halted`` too. A registry is shared by the
 engines that stand for one another (the snapshots of a ``ReloadingEngine``). It keeps only the
 halts in force, by session id (a few fields each), so a halt outlives the session object that
-reported it for as long as the engine lives; a store keeps it beyond that.
+reported it for as long as the engine lives. With a store, it keeps a halt only until the session
+has saved it: the store is then the one answer, so a halt another replica lifted, a delete or a
+TTL expiry is seen at once, and a replica's memory does not grow with every halted session.
 """
 
 from __future__ import annotations
