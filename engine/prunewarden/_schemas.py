@@ -43,19 +43,24 @@ IsValid = Callable[[Any], bool]
 
 
 @cache
-def validator(name: str, definition: str | None = None) -> Draft202012Validator:
-    """A validator that reports every problem, for a bundled schema (checked once against the
-    meta-schema), or for one of its ``$defs`` when ``definition`` names it."""
+def validator(
+    name: str, definition: str | None = None, version: int | None = None
+) -> Draft202012Validator:
+    """A validator that reports every problem, for a bundled schema (its latest version, or
+    ``version``), or for one of its ``$defs`` when ``definition`` names it."""
     validator_class: type[Draft202012Validator] = _Validator
-    return validator_class(schema_of(name, definition), registry=_bundled())
+    return validator_class(schema_of(name, definition, version), registry=_bundled())
 
 
 @cache
-def schema_of(name: str, definition: str | None = None) -> dict[str, Any]:
-    """A bundled schema, or one of its ``$defs`` as a schema of its own. The bundled schemas are
-    checked against the meta-schema by the tests (``tests/test_schemas.py``), not at every
-    start: that took 0.4 s per schema, a third of a short replay's wall time."""
-    schema = resources.schema(name)
+def schema_of(
+    name: str, definition: str | None = None, version: int | None = None
+) -> dict[str, Any]:
+    """A bundled schema (its latest version, or ``version``), or one of its ``$defs`` as a
+    schema of its own. The bundled schemas are checked against the meta-schema by the tests
+    (``tests/test_schemas.py``), not at every start: that took 0.4 s per schema, a third of a
+    short replay's wall time."""
+    schema = resources.schema(name, version)
     if definition is not None:
         schema = {"$defs": schema["$defs"], "$ref": f"#/$defs/{definition}"}
     return schema

@@ -59,7 +59,7 @@ def plan_pass(
         if any(
             m.segment.kind in pinned_kinds
             or m.segment.non_recoverable
-            or rule_pins.get(m.segment.id) == m.segment.text
+            or rule_pins.holds(m.segment.id, m.segment.text)
             for m in unit
         )
         for w in unit
@@ -123,7 +123,7 @@ class _Selection:
         self.judged_against: set[str] = set()  # what the chosen segments' scores depend on
         self.tombstones: list[str] = []
         self.unscoreable: list[str] = []
-        self.pinned_now: set[str] = set()  # pinned by a rule in this pass
+        self.pinned_now: dict[str, str] = {}  # pinned by a rule in this pass: id -> text
         self.freed = 0
 
     def run(self, units: list[Unit], pinned: tuple[str, ...]) -> Plan:
@@ -141,7 +141,8 @@ class _Selection:
                 continue
             self._authorize(unit)
         if self.pinned_now:
-            never |= self.pinned_now
+            self.session.pin_by_rule(self.pinned_now)
+            never |= self.pinned_now.keys()
             pinned = tuple(w.segment.id for w in request.segments if w.segment.id in never)
         return Plan(
             evict=tuple(w.segment.id for w in self.chosen),
@@ -172,8 +173,7 @@ class _Selection:
             if decision.blocks:
                 self.candidates.withdraw()
                 if _pins(decision, window.segment.id):
-                    self.session.rule_pins[window.segment.id] = window.segment.text
-                    self.pinned_now.add(window.segment.id)
+                    self.pinned_now[window.segment.id] = window.segment.text
                 if len(unit) > 1:
                     self.candidates.rollback(mark)
                     self._refuse_group(unit, window, decision)

@@ -50,6 +50,7 @@ from prunewarden.session._state import (
     Fitted,
     Halt,
     History,
+    RulePins,
     fit_history,
     read_state,
     refuse_dropped,
@@ -91,8 +92,6 @@ class Session:
         self._unsaved: str | None = None  # why the last save failed, while it stays unsaved
         # A session for one stateless call (Engine.plan): its decisions are not a session's.
         self._stateless = stateless
-        # Segments a rule pinned in a pruning pass (id -> text), pinned for the later passes.
-        self.rule_pins: dict[str, str] = {}
 
     @property
     def policy(self) -> Policy:
@@ -108,8 +107,21 @@ class Session:
     def halt(self) -> Halt | None:
         return self._history.halt
 
+    @property
+    def rule_pins(self) -> RulePins:
+        """The segments custom rules pinned in this session's passes, pinned for the later
+        passes while their text is unchanged (kept in :meth:`state`)."""
+        return self._history.rule_pins
+
+    def pin_by_rule(self, pins: Mapping[str, str]) -> None:
+        """Keep ``pins`` (segment id -> the text a rule pinned) for the later passes; saved with
+        the pass that pinned them (:meth:`plan_request`)."""
+        with self._lock:
+            updated = self._history.rule_pins.with_pins(self.policy.digest, pins)
+            self._history = replace(self._history, rule_pins=updated)
+
     def state(self) -> dict[str, Any]:
-        """A JSON-serializable snapshot (``session-state.v1``) that
+        """A JSON-serializable snapshot (``session-state.v2``) that
         ``Engine.session(id, state=...)`` restores."""
         with self._lock:
             return state_document(self._history, self.policy.identity, self.session_id, self.labels)
@@ -266,8 +278,9 @@ class Session:
         """Plan a validated pass: one audit record, which digests the document."""
         with self._lock:
             log = PassLog()
+            pins = self._history.rule_pins
             plan = plan_pass(self, request, document, log)
-            return self._binding.record_pass(
+            recorded = self._binding.record_pass(
                 log,
                 plan,
                 document,
@@ -275,6 +288,9 @@ class Session:
                 labels=self.labels,
                 from_session=not self._stateless,
             )
+            if self._history.rule_pins is not pins:
+                self._save()
+            return recorded
 
     @public_call("prunewarden.evaluate")
     def evaluate(self, document: Mapping[str, Any]) -> Decision:

@@ -1,18 +1,23 @@
-"""A session's history as one immutable value, and as the document ``session-state.v1``.
+"""A session's history as one immutable value, and as the document ``session-state.v2``.
 
 A :class:`History` is everything a session keeps between calls: the last few snapshots and
 turns (sized by the policy's windows), each canary's baseline, the spreads of the first cycles,
-and the halt in force. The session swaps in a new value on every change, so a snapshot of it
-(``Session.state()``) is always whole, and a store can write exactly what a decision saw.
+the segments a custom rule pinned, and the halt in force. The session swaps in a new value on
+every change, so a snapshot of it (``Session.state()``) is always whole, and a store can write
+exactly what a decision saw.
 
 A history kept under one policy can be carried over to another (a reload, or a restore after a
 deploy): :func:`fit_history` keeps each part the new policy's windows can use and says why it
 drops the others. The halt is never dropped: only a later cycle that passes the collapse guard
-lifts it.
+lifts it. Rule pins always are: each was authorized by a rule of the policy that made it, so the
+new policy's rules decide those segments afresh.
+
+Version 1 documents (written before rule pins were kept) are still read, with no pins.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -25,7 +30,8 @@ from prunewarden.inputs import ScoreRange, Snapshot, Turn
 from prunewarden.limits import MAX_ENTRIES
 from prunewarden.policy import Calibration, Policy
 
-STATE_VERSION = 1
+STATE_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 STATE_FILENAME = "<session-state>"
 PARTS = ("snapshots", "baseline", "early_spreads", "turns", "halt")
 
@@ -48,6 +54,37 @@ class Halt:
         }
 
 
+def text_sha256(text: str) -> str:
+    """The digest a rule pin binds a segment's text by (a lone surrogate, which the Python API
+    lets through, is hashed as it is rather than refused)."""
+    return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class RulePins:
+    """The segments custom rules pinned, each bound to the text that was pinned, under the
+    policy (by digest) whose rules pinned them."""
+
+    policy: str | None = None
+    segments: Mapping[str, str] = field(default_factory=dict)  # id -> text digest
+
+    def holds(self, segment_id: str, text: str) -> bool:
+        """The segment was pinned with this very text."""
+        pinned = self.segments.get(segment_id)
+        return pinned is not None and pinned == text_sha256(text)
+
+    def with_pins(self, policy: str, pins: Mapping[str, str], limit: int = MAX_ENTRIES) -> RulePins:
+        """These pins and ``pins`` (id -> text) made under ``policy``; past ``limit``, the
+        earliest pins are forgotten (such a segment is decided again, and pinned again)."""
+        segments = dict(self.segments) if self.policy == policy else {}
+        for segment_id, text in pins.items():
+            segments.pop(segment_id, None)
+            segments[segment_id] = text_sha256(text)
+        for segment_id in list(segments)[: max(len(segments) - limit, 0)]:
+            del segments[segment_id]
+        return RulePins(policy, segments)
+
+
 @dataclass(frozen=True, slots=True)
 class History:
     """What a session has kept so far; replaced whole on every change."""
@@ -60,6 +97,7 @@ class History:
     spread_scale: Calibration | None = None
     cycles_seen: int = 0
     turns: tuple[Turn, ...] = ()
+    rule_pins: RulePins = field(default_factory=RulePins)
     halt: Halt | None = None
 
 
@@ -93,7 +131,7 @@ def remember_baseline(
 def state_document(
     history: History, policy: PolicyIdentity, session_id: str | None, labels: Mapping[str, str]
 ) -> dict[str, Any]:
-    """The ``session-state.v1`` document of a history (JSON values only)."""
+    """The ``session-state.v2`` document of a history (JSON values only)."""
     return {
         "state_version": STATE_VERSION,
         "session_id": session_id,
@@ -113,6 +151,10 @@ def state_document(
             {"turn": t.turn, "mean_relevance": t.mean_relevance, "tokens": t.tokens}
             for t in history.turns
         ],
+        "rule_pins": {
+            "policy": history.rule_pins.policy,
+            "segments": dict(history.rule_pins.segments),
+        },
         "halt": history.halt.to_dict() if history.halt is not None else None,
     }
 
@@ -128,12 +170,14 @@ class RestoredState:
 
 
 def read_state(document: Any, filename: str = STATE_FILENAME) -> RestoredState:
-    """Validate a ``session-state.v1`` document and type it, or raise
+    """Validate a ``session-state`` document (version 1 or 2) and type it, or raise
     :class:`SessionStateError` with every problem located."""
     parsed = Parsed(document, filename)
-    problems = _schemas.problems_of(
-        _schemas.validator("session-state").iter_errors(document), parsed
+    version = document.get("state_version") if isinstance(document, Mapping) else None
+    schema = _schemas.validator(
+        "session-state", version=version if version in READABLE_VERSIONS else None
     )
+    problems = _schemas.problems_of(schema.iter_errors(document), parsed)
     if not problems:
         problems = list(_order_problems(document, filename))
     if problems:
@@ -141,6 +185,7 @@ def read_state(document: Any, filename: str = STATE_FILENAME) -> RestoredState:
     spreads = document["early_spreads"]
     scale = spreads["scale"]
     halt = document["halt"]
+    pins = document.get("rule_pins") or {"policy": None, "segments": {}}
     history = History(
         snapshots=tuple(
             Snapshot(s["cycle"], dict(s["scores"]), tuple(s.get("pinned", ())))
@@ -151,6 +196,7 @@ def read_state(document: Any, filename: str = STATE_FILENAME) -> RestoredState:
         spread_scale=Calibration(scale["low"], scale["high"]) if scale is not None else None,
         cycles_seen=document["cycles_seen"],
         turns=tuple(Turn(t["turn"], t["mean_relevance"], t["tokens"]) for t in document["turns"]),
+        rule_pins=RulePins(pins["policy"], dict(pins["segments"])),
         halt=Halt(halt["decision_id"], halt["code"], halt["cycle"], halt["policy"])
         if halt is not None
         else None,
@@ -177,7 +223,8 @@ def _order_problems(document: Mapping[str, Any], filename: str) -> Iterable[Prob
 
 def fit_history(history: History, policy: Policy) -> Fitted:
     """``history`` as ``policy`` can use it: each window cut to the policy's size, and each part
-    the policy cannot use dropped, with the reason. The halt always carries over."""
+    the policy cannot use dropped, with the reason. The halt always carries over; rule pins
+    only to the policy that made them."""
     spec = policy.spec
     dropped: dict[str, str] = {}
     snapshots = history.snapshots[-(spec.collapse.consecutive_cycles + 1) :]
@@ -208,6 +255,13 @@ def fit_history(history: History, policy: Policy) -> Fitted:
     if outside:
         dropped["turns"] = outside
         turns = ()
+    pins = history.rule_pins
+    if pins.segments and pins.policy != policy.digest:
+        dropped["rule_pins"] = (
+            f"{len(pins.segments)} segment(s) pinned by rules of another policy: "
+            "this policy's rules decide them afresh"
+        )
+        pins = RulePins()
     fitted = replace(
         history,
         snapshots=snapshots,
@@ -215,20 +269,23 @@ def fit_history(history: History, policy: Policy) -> Fitted:
         early_spreads=early,
         spread_scale=scale,
         turns=turns,
+        rule_pins=pins,
     )
     kept = tuple(part for part in PARTS if part not in dropped)
     return Fitted(fitted, kept, dropped)
 
 
 def refuse_dropped(fitted: Fitted, policy: Policy, filename: str = STATE_FILENAME) -> None:
-    """Raise :class:`SessionStateError` when a restore would drop part of the state."""
-    if not fitted.dropped:
+    """Raise :class:`SessionStateError` when a restore would drop part of the state the new
+    policy needs (rule pins are not: their segments are decided again)."""
+    needed = {part: why for part, why in fitted.dropped.items() if part in PARTS}
+    if not needed:
         return
     identity = f"{policy.name}@{policy.version}"
     raise SessionStateError(
         [
             Problem(filename, 0, 0, f"$.{part}", f"cannot be used under {identity}: {why}")
-            for part, why in fitted.dropped.items()
+            for part, why in needed.items()
         ]
     )
 
