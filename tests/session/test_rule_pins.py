@@ -10,7 +10,15 @@ from typing import Any
 
 import pytest
 import structlog
-from prunewarden import Decision, Engine, Policy, SessionStateError, SqliteSessionStore
+import yaml
+from prunewarden import (
+    Decision,
+    Engine,
+    Policy,
+    ReloadingEngine,
+    SessionStateError,
+    SqliteSessionStore,
+)
 from prunewarden._schemas import validator
 
 PolicyFactory = Callable[..., Policy]
@@ -42,6 +50,17 @@ def seg(seg_id: str, score: float, text: str | None = None) -> dict[str, Any]:
 
 
 WINDOW = [seg("n", 0.0625, PINNED_TEXT), seg("a", 0.25), seg("b", 0.125), seg("c", 0.75)]
+
+
+def pinning_policy(version: str) -> str:
+    """The YAML of a policy whose one rule pins segments stating a negation."""
+    document = {
+        "apiVersion": "prunewarden/v1",
+        "kind": "Policy",
+        "metadata": {"name": "agent", "version": version},
+        "spec": {"rules": PIN_NEVER},
+    }
+    return yaml.safe_dump(document, sort_keys=False)
 
 
 def eviction_decisions(heard: list[Decision]) -> list[tuple[str, tuple[str, ...]]]:
@@ -126,6 +145,25 @@ class TestAnotherPolicy:
         assert "halt" in record["kept"]
         assert restored.state()["rule_pins"] == {"policy": None, "segments": {}}
         assert restored.plan(WINDOW, free_tokens=100).evict == ("n",)
+
+    def test_a_reload_to_another_policy_decides_the_segment_afresh(self, tmp_path: Path) -> None:
+        """After a reload, the new policy's rule decides the pinned segment again (one refusal
+        logged under the new version), then pins it for the passes after."""
+        path = tmp_path / "agent.yaml"
+        path.write_text(pinning_policy("1.0.0"), encoding="utf-8")
+        heard: list[Decision] = []
+        with ReloadingEngine(path, interval=0, on_decision=lambda d, _: heard.append(d)) as engine:
+            session = engine.session("s")
+            session.plan(WINDOW, free_tokens=100)
+            path.write_text(pinning_policy("1.1.0"), encoding="utf-8")
+            assert engine.reload().changed
+            heard.clear()
+            again = session.plan(WINDOW, free_tokens=100)
+            later = session.plan(WINDOW, free_tokens=100)
+        refused = [(d.policy.version, d.codes) for d in again.decisions if d.refused]
+        assert refused == [("1.1.0", ("rule:pin-never",))]
+        assert later.pinned == ("n",)
+        assert not [d for d in later.decisions if d.refused]
 
 
 class TestStore:
