@@ -32,7 +32,7 @@ from prunewarden._identity import PolicyIdentity
 from prunewarden._json import canonical_digest, encode_canonical, sha256_digest
 from prunewarden.audit._redaction import erase, logged_reasons
 from prunewarden.decision import Decision, utc_now
-from prunewarden.inputs import CollapseRequest, EvictionRequest, Request, StalenessRequest
+from prunewarden.inputs import CollapseRequest, EvictionRequest, Request, Span, StalenessRequest
 from prunewarden.policy import Policy
 
 LOGGER_NAME = "prunewarden"
@@ -117,9 +117,16 @@ def subject_of(request: Request) -> dict[str, Any]:
         segment = request.segment
         return {"segment": {"id": segment.id, "kind": segment.kind, **text_fields(segment.text)}}
     if isinstance(request, StalenessRequest):
-        return {"spans": [{"span_id": s.span_id, **text_fields(s.text)} for s in request.spans]}
+        return {"spans": [_span_fields(span) for span in request.spans]}
     msg = f"no subject for {type(request).__name__}"
     raise TypeError(msg)
+
+
+def _span_fields(span: Span) -> dict[str, Any]:
+    """A span's id and :func:`text_fields`, reusing the digest computed when it was typed."""
+    if not span.text_digest:
+        return {"span_id": span.span_id, **text_fields(span.text)}
+    return {"span_id": span.span_id, "text_length": len(span.text), "text_sha256": span.text_digest}
 
 
 def policy_fields(policy: Policy) -> dict[str, Any]:

@@ -64,7 +64,8 @@ def _check_bindings(spans: tuple[Span, ...], s: StalenessSettings, found: _Findi
         if span.score is None or not span.text_sha256:
             unbound.append(span.span_id)
             found.stale.add(i)
-        if span.text_sha256 and span.text_sha256 != text_sha256(span.text):
+        declared = span.text_sha256
+        if declared and declared != (span.text_digest or text_sha256(span.text)):
             mismatched.append(span.span_id)
             found.stale.add(i)
     if unbound:
