@@ -29,7 +29,7 @@ import structlog
 
 from prunewarden.__about__ import __version__
 from prunewarden._identity import PolicyIdentity
-from prunewarden._json import canonical_digest, encode_canonical, sha256_digest
+from prunewarden._json import canonical_digest, canonical_from, encode_canonical, sha256_digest
 from prunewarden.audit._redaction import erase, logged_reasons
 from prunewarden.decision import Decision, utc_now
 from prunewarden.inputs import CollapseRequest, EvictionRequest, Request, Span, StalenessRequest
@@ -84,14 +84,16 @@ class DecisionContext:
     from_session: bool = False
 
 
-def input_digest(document: Any) -> str:
+def input_digest(document: Any, encoded: bytes | None = None) -> str:
     """``sha256:`` over the RFC 8785 canonical JSON of an input document (from
-    ``record_version`` 2; any language with a JCS library recomputes it).
+    ``record_version`` 2; any language with a JCS library recomputes it). ``encoded``: orjson's
+    output for the document under ``ORJSON_CANONICAL``, when validation already wrote it.
 
     JSON text may spell lone surrogates (``"\\ud800"``); they are hashed as their UTF-8-style
     bytes rather than refused, so that such a document is still decided and logged.
     """
-    return "sha256:" + hashlib.sha256(encode_canonical(document)).hexdigest()
+    canonical = encode_canonical(document) if encoded is None else canonical_from(document, encoded)
+    return "sha256:" + hashlib.sha256(canonical).hexdigest()
 
 
 def text_fields(text: str) -> dict[str, Any]:

@@ -32,7 +32,7 @@ from prunewarden.inputs._model import (
     TurnStats,
     WindowSegment,
 )
-from prunewarden.inputs._validation import accepts, accepts_plan
+from prunewarden.inputs._validation import accepts_encoded, accepts_plan
 from prunewarden.limits import MAX_PROBLEMS
 
 
@@ -43,10 +43,21 @@ def parse_request(
 
     ``text`` is the document's source, used only to put line and column on errors.
     """
-    if accepts(data, scores):
+    check, request, _ = parse_request_encoded(data, scores, filename=filename, text=text)
+    return check, request
+
+
+def parse_request_encoded(
+    data: Any, scores: ScoreRange, *, filename: str = "<input>", text: str | None = None
+) -> tuple[Check, Request, bytes | None]:
+    """:func:`parse_request`, and the bytes its fast path serialized ``data`` to (orjson under
+    :data:`prunewarden._json.ORJSON_CANONICAL`; None after the exact path), from which the
+    record's input digest is finished without serializing the document again."""
+    encoded = accepts_encoded(data, scores)
+    if encoded is not None:
         check: Check = data["check"]
-        return check, _BUILDERS[check](data)
-    return parse_request_exact(data, scores, filename=filename, text=text)
+        return check, _BUILDERS[check](data), encoded
+    return (*parse_request_exact(data, scores, filename=filename, text=text), None)
 
 
 def parse_request_exact(
