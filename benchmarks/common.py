@@ -24,7 +24,7 @@ from prunewarden.audit._record import (
     texts_of,
 )
 from prunewarden.inputs._model import Request
-from prunewarden.inputs._parse import parse_request
+from prunewarden.inputs._parse import parse_request_encoded
 from prunewarden.pipeline._compile import Pipeline, compile_policy
 
 # Opened once and kept for the life of the process: every record costs a real write(2). Closed
@@ -74,11 +74,11 @@ def document_stages(
     (input digest, subject, fields) and the log write."""
     scores = engine.policy.spec.scores
     pipelines = compile_policy(engine.policy)
-    requests = [parse_request(dict(d), scores) for d in documents]
-    steps = [(pipelines[check], request) for check, request in requests]
+    parsed = [parse_request_encoded(dict(d), scores) for d in documents]
+    steps = [(pipelines[check], request) for check, request, _ in parsed]
     return {
-        "validation": lambda: [parse_request(dict(d), scores) for d in documents],
-        **decision_stages(engine, steps, documents),
+        "validation": lambda: [parse_request_encoded(dict(d), scores) for d in documents],
+        **decision_stages(engine, steps, documents, encodings=[e for _, _, e in parsed]),
     }
 
 
@@ -90,19 +90,24 @@ def decision_stages(
     steps: Sequence[Step],
     documents: Sequence[Mapping[str, Any]],
     digests: Sequence[str | None] | None = None,
+    encodings: Sequence[bytes | None] | None = None,
 ) -> dict[str, Callable[[], object]]:
     """The stages after validation, for typed requests and the documents they came from
-    (``digests``: their input digests, when validation computed them)."""
+    (``digests``: their input digests, when validation computed them; ``encodings``: the
+    documents as validation serialized them, from which the record finishes the digest)."""
     policy = engine.policy
     sink = audit_log("stages")
     sink.add_policy(policy)
     verdicts = [(p, p.guard.evaluate(p.settings, r)) for p, r in steps]
     decisions = [p.to_decision(v) for p, v in verdicts]
     known = digests if digests is not None else [None] * len(steps)
-    rows = list(zip(decisions, steps, documents, known, strict=True))
+    written = encodings if encodings is not None else [None] * len(steps)
+    rows = list(zip(decisions, steps, documents, known, written, strict=True))
 
     def records() -> list[dict[str, Any]]:
-        return [decision_record(d, context_of(r, doc, h), policy) for d, (_, r), doc, h in rows]
+        return [
+            decision_record(d, context_of(r, doc, h, e), policy) for d, (_, r), doc, h, e in rows
+        ]
 
     built = records()
     return {
@@ -114,11 +119,14 @@ def decision_stages(
 
 
 def context_of(
-    request: Request, document: Mapping[str, Any], digest: str | None = None
+    request: Request,
+    document: Mapping[str, Any],
+    digest: str | None = None,
+    encoded: bytes | None = None,
 ) -> DecisionContext:
     """What Engine._decide gathers for a record (no session, no labels)."""
     return DecisionContext(
-        input_digest(document) if digest is None else digest,
+        input_digest(document, encoded) if digest is None else digest,
         subject_of(request),
         None,
         {},

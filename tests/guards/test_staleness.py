@@ -105,6 +105,47 @@ class TestTextHash:
             engine.prune([span("a", text_sha256=sha("text of a").upper())], 1)
         assert [p.path for p in raised.value.problems] == ["$.spans[0].text_sha256"]
 
+    def test_each_span_text_is_hashed_once_per_decision(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """The guard and the record's subject share one SHA-256 of each span's text."""
+        hashed: list[bytes] = []
+        real = hashlib.sha256
+
+        def counting(data: bytes = b"") -> Any:
+            hashed.append(data)
+            return real(data)
+
+        records: list[dict[str, Any]] = []
+        engine = Engine.default(on_decision=lambda _d, record: records.append(dict(record)))
+        spans = [span("a"), span("b", text="other text", text_sha256=sha("old text"))]
+        monkeypatch.setattr(hashlib, "sha256", counting)
+        decision = engine.prune(spans, 1)
+        monkeypatch.undo()
+        assert decision.codes == ("hash_mismatch",)
+        assert hashed.count(b"text of a") == 1
+        assert hashed.count(b"other text") == 1
+        subject = records[0]["subject"]["spans"]
+        assert subject == [
+            {"span_id": "a", "text_length": 9, "text_sha256": sha("text of a")},
+            {"span_id": "b", "text_length": 10, "text_sha256": sha("other text")},
+        ]
+
+    def test_lone_surrogate_text_with_a_hash_fails_closed(self) -> None:
+        """A declared hash over text with a lone surrogate is an internal error, refused; the
+        record still names the span by its surrogate-passing hash."""
+        records: list[dict[str, Any]] = []
+        engine = Engine.default(on_decision=lambda _d, record: records.append(dict(record)))
+        text = "x\ud800"
+        decision = engine.prune([span("a", text=text, text_sha256="0" * 64)], 1)
+        assert decision.outcome == "deny"
+        assert decision.codes == ("internal_error",)
+        assert decision.reasons[0].detail == {"error": "UnicodeEncodeError"}
+        expected = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+        assert records[0]["subject"]["spans"] == [
+            {"span_id": "a", "text_length": 2, "text_sha256": expected}
+        ]
+
 
 class TestBindings:
     def test_null_score_is_unbound(self, engine: Engine) -> None:

@@ -21,11 +21,13 @@ from _support.generators import (
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from prunewarden import InputError
+from prunewarden.audit import input_digest
 from prunewarden.inputs._model import PlanRequest, ScoreRange
 from prunewarden.inputs._parse import (
     parse_plan,
     parse_plan_exact,
     parse_request,
+    parse_request_encoded,
     parse_request_exact,
 )
 from prunewarden.inputs._validation import accepts
@@ -383,3 +385,52 @@ class TestEdges:
         assert request == exact(document, RANGES[0])
         assert request is not None
         assert request[1].segment.score_dependencies == ("a",)
+
+
+def staleness_with(**fields: Any) -> dict[str, Any]:
+    """A valid staleness document of one span, its fields replaced by keyword."""
+    span = {"span_id": "a", "text": "text", "score": 0.5, "text_sha256": "", **fields}
+    return {"check": "staleness", "spans": [span], "keep_top_k": 1}
+
+
+class TestEncodedDigest:
+    @pytest.mark.parametrize(
+        "document",
+        [
+            staleness_with(),
+            staleness_with(score=1.0),
+            staleness_with(score=-0.0),
+            staleness_with(score=5e-06),
+            staleness_with(text="beyond the plane \U0001f600, and a + sign"),
+            {"check": "collapse", "history": [{"cycle": 1, "scores": {"\U0001f600": 1.0}}]},
+        ],
+        ids=["plain", "integral-float", "negative-zero", "small-exponent", "astral", "astral-key"],
+    )
+    def test_the_screened_bytes_give_the_same_digest(self, document: dict[str, Any]) -> None:
+        """The input digest finished from the fast path's bytes equals the digest of the
+        document serialized anew, where orjson and RFC 8785 write a number or key differently."""
+        _, _, encoded = parse_request_encoded(document, RANGES[0])
+        assert encoded is not None
+        assert input_digest(document, encoded) == input_digest(document)
+
+    @AGREE
+    @given(document=valid_documents, scores=ranges)
+    def test_generated_documents_digest_alike(
+        self, document: dict[str, Any], scores: ScoreRange
+    ) -> None:
+        """On generated documents, the digest is the same with or without the screened bytes."""
+        try:
+            _, _, encoded = parse_request_encoded(document, scores)
+        except InputError:
+            return
+        assert input_digest(document, encoded) == input_digest(document)
+
+    def test_an_integer_beyond_2_to_the_53_takes_the_exact_path(self) -> None:
+        """An integer JSON numbers cannot hold exactly is accepted by the exact path, as before,
+        and leaves no screened bytes (the digest writes it out exactly)."""
+        document = {**staleness_with(), "turns": [{"turn": 1, "mean_relevance": 0.5}]}
+        document["turns"][0]["tokens"] = 2**60
+        check, request, encoded = parse_request_encoded(document, RANGES[0])
+        assert encoded is None
+        assert (check, request) == exact(document, RANGES[0])
+        assert input_digest(document).startswith("sha256:")

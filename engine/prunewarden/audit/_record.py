@@ -29,10 +29,10 @@ import structlog
 
 from prunewarden.__about__ import __version__
 from prunewarden._identity import PolicyIdentity
-from prunewarden._json import canonical_digest, encode_canonical, sha256_digest
+from prunewarden._json import canonical_digest, canonical_from, encode_canonical, sha256_digest
 from prunewarden.audit._redaction import erase, logged_reasons
 from prunewarden.decision import Decision, utc_now
-from prunewarden.inputs import CollapseRequest, EvictionRequest, Request, StalenessRequest
+from prunewarden.inputs import CollapseRequest, EvictionRequest, Request, Span, StalenessRequest
 from prunewarden.policy import Policy
 
 LOGGER_NAME = "prunewarden"
@@ -84,14 +84,16 @@ class DecisionContext:
     from_session: bool = False
 
 
-def input_digest(document: Any) -> str:
+def input_digest(document: Any, encoded: bytes | None = None) -> str:
     """``sha256:`` over the RFC 8785 canonical JSON of an input document (from
-    ``record_version`` 2; any language with a JCS library recomputes it).
+    ``record_version`` 2; any language with a JCS library recomputes it). ``encoded``: orjson's
+    output for the document under ``ORJSON_CANONICAL``, when validation already wrote it.
 
     JSON text may spell lone surrogates (``"\\ud800"``); they are hashed as their UTF-8-style
     bytes rather than refused, so that such a document is still decided and logged.
     """
-    return "sha256:" + hashlib.sha256(encode_canonical(document)).hexdigest()
+    canonical = encode_canonical(document) if encoded is None else canonical_from(document, encoded)
+    return "sha256:" + hashlib.sha256(canonical).hexdigest()
 
 
 def text_fields(text: str) -> dict[str, Any]:
@@ -117,9 +119,16 @@ def subject_of(request: Request) -> dict[str, Any]:
         segment = request.segment
         return {"segment": {"id": segment.id, "kind": segment.kind, **text_fields(segment.text)}}
     if isinstance(request, StalenessRequest):
-        return {"spans": [{"span_id": s.span_id, **text_fields(s.text)} for s in request.spans]}
+        return {"spans": [_span_fields(span) for span in request.spans]}
     msg = f"no subject for {type(request).__name__}"
     raise TypeError(msg)
+
+
+def _span_fields(span: Span) -> dict[str, Any]:
+    """A span's id and :func:`text_fields`, reusing the digest computed when it was typed."""
+    if not span.text_digest:
+        return {"span_id": span.span_id, **text_fields(span.text)}
+    return {"span_id": span.span_id, "text_length": len(span.text), "text_sha256": span.text_digest}
 
 
 def policy_fields(policy: Policy) -> dict[str, Any]:

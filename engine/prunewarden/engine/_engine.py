@@ -26,7 +26,7 @@ from prunewarden.inputs import (
     eviction_document,
     parse_evictions,
     parse_plan,
-    parse_request,
+    parse_request_encoded,
     staleness_document,
 )
 from prunewarden.pipeline import Shadow, compile_policy
@@ -133,8 +133,12 @@ class Engine(DecisionRecorder):
         """
         check_caller_fields(session_id, labels)
         data = dict(document) if isinstance(document, Mapping) else document
-        check, request = parse_request(data, self.policy.spec.scores, filename=filename, text=text)
-        return self._decide(check, request, data, session_id=session_id, labels=labels)
+        check, request, encoded = parse_request_encoded(
+            data, self.policy.spec.scores, filename=filename, text=text
+        )
+        return self._decide(
+            check, request, data, session_id=session_id, labels=labels, encoded=encoded
+        )
 
     def session(
         self,
@@ -220,12 +224,14 @@ class Engine(DecisionRecorder):
         gate: Verdict | None = None,
         from_session: bool = False,
         in_pass: PassLog | None = None,
+        encoded: bytes | None = None,
     ) -> Decision:
         """Decide on a validated request and log it; ``gate`` refuses without running the guard
         (pruning halted by an earlier collapse decision). A stateless call (not
         ``from_session``) naming a session id is gated by that session's halt. A decision
         ``in_pass`` is stamped with the pass's id and its index, and logged with the pass
-        (:class:`PassSink`)."""
+        (:class:`PassSink`). ``encoded``: the document as validation serialized it, for the
+        input digest (:func:`~prunewarden.inputs.parse_request_encoded`)."""
         started = time.perf_counter_ns()
         if gate is None and not from_session and session_id is not None and check != "collapse":
             gate = self.sessions.gate(session_id, check, request)
@@ -245,7 +251,7 @@ class Engine(DecisionRecorder):
             return decision  # no sink chosen: no record to build
         try:
             context = DecisionContext(
-                input_digest(data),
+                input_digest(data, encoded),
                 subject_of(request),
                 session_id,
                 labels or {},

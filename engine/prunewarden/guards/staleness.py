@@ -35,7 +35,6 @@ def evaluate(settings: StalenessSettings, request: StalenessRequest) -> Verdict:
     _check_orphans(spans, request.tombstones, found)
     _check_invalidation(request, found)
     _check_inflation(request, settings, found)
-    all_ids = tuple(span.span_id for span in spans)
     if not found.reasons:
         kept, evicted = _top_k(spans, request.keep_top_k)
         reason = Reason(
@@ -44,6 +43,7 @@ def evaluate(settings: StalenessSettings, request: StalenessRequest) -> Verdict:
             {"kept": len(kept), "evicted": len(evicted)},
         )
         return Verdict(False, [reason], kept=kept, evicted=evicted)
+    all_ids = tuple(span.span_id for span in spans)
     return Verdict(
         True, found.reasons, _remedies(spans, request, settings, found), kept=all_ids, evicted=()
     )
@@ -64,7 +64,8 @@ def _check_bindings(spans: tuple[Span, ...], s: StalenessSettings, found: _Findi
         if span.score is None or not span.text_sha256:
             unbound.append(span.span_id)
             found.stale.add(i)
-        if span.text_sha256 and span.text_sha256 != text_sha256(span.text):
+        declared = span.text_sha256
+        if declared and declared != (span.text_digest or text_sha256(span.text)):
             mismatched.append(span.span_id)
             found.stale.add(i)
     if unbound:
@@ -103,6 +104,8 @@ def _check_orphans(spans: tuple[Span, ...], tombstones: frozenset[str], found: _
     live = {span.span_id for span in spans}
     orphans: dict[str, list[str]] = {}
     for i, span in enumerate(spans):
+        if not span.derived_from:
+            continue  # most spans derive from nothing: no list to build
         missing = [
             p
             for p in span.derived_from
@@ -197,12 +200,10 @@ def _neighbourhood(spans: tuple[Span, ...], stale: set[int], hops: int) -> set[i
 
 
 def _top_k(spans: tuple[Span, ...], k: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    # sorted() is stable, so equal scores keep their input order; absent scores rank last.
-    def rank(i: int) -> tuple[bool, float]:
-        score = spans[i].score
-        return (score is None, -score if score is not None else 0.0)
-
-    ranked = sorted(range(len(spans)), key=rank)
+    # sorted() is stable, so equal scores keep their input order; absent scores rank last. The
+    # keys are built in one pass, not by a function called per span.
+    ranks = [(True, 0.0) if span.score is None else (False, -span.score) for span in spans]
+    ranked = sorted(range(len(spans)), key=ranks.__getitem__)
     keep = set(ranked[:k])
     kept = tuple(spans[i].span_id for i in ranked[:k])
     evicted = tuple(span.span_id for i, span in enumerate(spans) if i not in keep)

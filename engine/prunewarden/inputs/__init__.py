@@ -22,7 +22,12 @@ from prunewarden.inputs._model import (
     TurnStats,
     WindowSegment,
 )
-from prunewarden.inputs._parse import parse_plan, parse_request, refused_unchecked
+from prunewarden.inputs._parse import (
+    parse_plan,
+    parse_request,
+    parse_request_encoded,
+    refused_unchecked,
+)
 from prunewarden.inputs._passes import CandidateView, PassCandidates, parse_evictions
 
 __all__ = [
@@ -47,6 +52,7 @@ __all__ = [
     "parse_evictions",
     "parse_plan",
     "parse_request",
+    "parse_request_encoded",
     "refused_unchecked",
     "staleness_document",
 ]

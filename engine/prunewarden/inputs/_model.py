@@ -64,6 +64,11 @@ class Span:
     text_sha256: str
     rewrite_count: int
     derived_from: tuple[str, ...]
+    # The SHA-256 of ``text`` (lower-case hex of its UTF-8 bytes), computed once as a staleness
+    # document is typed, so that the guard's binding check and the audit record's subject share
+    # one pass over the text. "" when not computed, or when the text holds a lone surrogate (it
+    # has no UTF-8 bytes): each then hashes the text as it always did.
+    text_digest: str = field(default="", compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)

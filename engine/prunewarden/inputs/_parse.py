@@ -8,6 +8,7 @@ slower but says what is wrong and where.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -31,7 +32,7 @@ from prunewarden.inputs._model import (
     TurnStats,
     WindowSegment,
 )
-from prunewarden.inputs._validation import accepts, accepts_plan
+from prunewarden.inputs._validation import accepts_encoded, accepts_plan
 from prunewarden.limits import MAX_PROBLEMS
 
 
@@ -42,10 +43,21 @@ def parse_request(
 
     ``text`` is the document's source, used only to put line and column on errors.
     """
-    if accepts(data, scores):
+    check, request, _ = parse_request_encoded(data, scores, filename=filename, text=text)
+    return check, request
+
+
+def parse_request_encoded(
+    data: Any, scores: ScoreRange, *, filename: str = "<input>", text: str | None = None
+) -> tuple[Check, Request, bytes | None]:
+    """:func:`parse_request`, and the bytes its fast path serialized ``data`` to (orjson under
+    :data:`prunewarden._json.ORJSON_CANONICAL`; None after the exact path), from which the
+    record's input digest is finished without serializing the document again."""
+    encoded = accepts_encoded(data, scores)
+    if encoded is not None:
         check: Check = data["check"]
-        return check, _BUILDERS[check](data)
-    return parse_request_exact(data, scores, filename=filename, text=text)
+        return check, _BUILDERS[check](data), encoded
+    return (*parse_request_exact(data, scores, filename=filename, text=text), None)
 
 
 def parse_request_exact(
@@ -181,17 +193,29 @@ def eviction_request(data: Mapping[str, Any], candidates: frozenset[str]) -> Evi
     )
 
 
-def _span(s: dict[str, Any], span_id: str) -> Span:
+def _span(s: dict[str, Any], span_id: str, *, with_digest: bool = False) -> Span:
     get = s.get
     score = s["score"]
+    text = get("text", "")
     return Span(
         span_id,
-        get("text", ""),
+        text,
         None if score is None else float(score),
         get("text_sha256", ""),
         int(get("rewrite_count", 0)),
         tuple(get("derived_from", ())),
+        text_digest(text) if with_digest else "",
     )
+
+
+def text_digest(text: str) -> str:
+    """The lower-case hex SHA-256 of ``text``'s UTF-8 bytes; "" for a text holding a lone
+    surrogate, which has none (the guard then fails on it, closed, as it always did)."""
+    try:
+        encoded = text.encode("utf-8")
+    except UnicodeEncodeError:
+        return ""
+    return hashlib.sha256(encoded).hexdigest()
 
 
 def _turn_stats(data: dict[str, Any]) -> TurnStats | None:
@@ -210,7 +234,9 @@ def _turns(data: dict[str, Any]) -> tuple[Turn, ...]:
 
 def _staleness(data: dict[str, Any]) -> StalenessRequest:
     return StalenessRequest(
-        spans=tuple(_span(s, s["span_id"]) for s in data["spans"]),
+        # Every span of a staleness decision is hashed: by the guard when it declares a hash,
+        # and for the record's subject. Once, here.
+        spans=tuple(_span(s, s["span_id"], with_digest=True) for s in data["spans"]),
         keep_top_k=int(data["keep_top_k"]),
         turn=_turn_stats(data),
         turns=_turns(data),

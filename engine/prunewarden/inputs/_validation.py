@@ -26,6 +26,7 @@ from typing import Any
 import orjson
 
 from prunewarden import _schemas
+from prunewarden._json import ORJSON_CANONICAL
 from prunewarden._schemas import IsValid, compile_schema, schema_of
 from prunewarden.inputs._model import ScoreRange
 from prunewarden.limits import INTEGER_CEILING, MAX_INPUT_DEPTH
@@ -65,6 +66,17 @@ def _is_valid(data: Any, definition: str | None = None) -> bool:
     return _json_only(data) and _compiled(definition, _schemas.COMPILED_BACKEND)(data)
 
 
+def _json_encoded(data: Any) -> bytes | None:
+    """The screen of :func:`_json_only`, written as the input digest needs it: sorted keys and
+    integers within 2**53 (a larger one takes the exact path, which accepts it), so that the
+    record reuses these bytes (:func:`prunewarden._json.canonical_from`) and the document is
+    serialized once per decision. None for what the screen refuses."""
+    try:
+        return orjson.dumps(data, option=ORJSON_CANONICAL)
+    except TypeError:  # orjson.JSONEncodeError
+        return None
+
+
 def _json_only(data: Any) -> bool:
     try:
         orjson.dumps(data, option=_JSON_TYPES_ONLY)
@@ -75,11 +87,22 @@ def _json_only(data: Any) -> bool:
 
 def accepts(data: Any, scores: ScoreRange) -> bool:
     """True only if ``data`` is a valid input document under the policy's score range."""
+    return accepts_encoded(data, scores) is not None
+
+
+def accepts_encoded(data: Any, scores: ScoreRange) -> bytes | None:
+    """:func:`accepts`, answering with orjson's canonical-option bytes of an accepted ``data``
+    (for its input digest), None for a "no"."""
     if type(data) is not dict:
-        return False
+        return None
     check = data.get("check")
     relations = _RELATIONS.get(check) if type(check) is str else None
-    return relations is not None and _is_valid(data) and relations(data, scores.min, scores.max)
+    if relations is None:
+        return None
+    encoded = _json_encoded(data)
+    if encoded is None or not _compiled(None, _schemas.COMPILED_BACKEND)(data):
+        return None
+    return encoded if relations(data, scores.min, scores.max) else None
 
 
 def accepts_plan(data: Any, scores: ScoreRange) -> bool:
