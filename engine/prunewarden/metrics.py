@@ -155,28 +155,43 @@ class DecisionMetrics(Collector):
             self._last_policy = None
 
     def _count(self, decisions: Sequence[Decision], seconds: float | None, bucket: int) -> None:
-        """Each decision by its labels, and its share of the time in its check's histogram."""
-        counts, timings_of = self._decisions, self._timings
+        """Each decision by its labels, and its share of the time in its check's histogram.
+
+        The pass's decisions are tallied by label set first (a pass has a handful), then added:
+        each check's histogram gets the same additions, in the same order, as one decision at a
+        time would make, so its sum is the same float."""
+        tally: dict[tuple[str, ...], int] = {}
+        last = self._last_policy
         for decision in decisions:
-            policy, reasons, check = decision.policy, decision.reasons, decision.check
+            policy, reasons = decision.policy, decision.reasons
+            if policy is not last:
+                last = policy
+                self._in_force[policy.name] = (policy.version, policy.digest)
             key = (
                 policy.name,
                 policy.version,
-                check,
+                decision.check,
                 decision.outcome,
                 reasons[0].code if reasons else "",
                 "true" if decision.enforced else "false",
             )
-            counts[key] = counts.get(key, 0) + 1
+            tally[key] = tally.get(key, 0) + 1
+        self._last_policy = last
+        counts = self._decisions
+        for key, count in tally.items():
+            counts[key] = counts.get(key, 0) + count
             if seconds is not None:
-                timings = timings_of.get(check)
-                if timings is None:
-                    timings = timings_of[check] = _Timings()
-                timings.buckets[bucket] += 1
-                timings.total += seconds
-            if policy is not self._last_policy:
-                self._last_policy = policy
-                self._in_force[policy.name] = (policy.version, policy.digest)
+                self._time(key[2], seconds, bucket, count)
+
+    def _time(self, check: str, seconds: float, bucket: int, count: int) -> None:
+        timings = self._timings.get(check)
+        if timings is None:
+            timings = self._timings[check] = _Timings()
+        timings.buckets[bucket] += count
+        total = timings.total
+        for _ in range(count):
+            total += seconds
+        timings.total = total
 
     def _count_consequences(self, decisions: Sequence[Decision], session_id: Any) -> None:
         """What the decisions say beyond their labels: failures, disagreements, halts."""
