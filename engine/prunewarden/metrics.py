@@ -178,10 +178,10 @@ class DecisionMetrics(Collector):
             tally[key] = tally.get(key, 0) + 1
         self._last_policy = last
         counts = self._decisions
-        for key, count in tally.items():
-            counts[key] = counts.get(key, 0) + count
+        for labels, count in tally.items():
+            counts[labels] = counts.get(labels, 0) + count
             if seconds is not None:
-                self._time(key[2], seconds, bucket, count)
+                self._time(labels[2], seconds, bucket, count)
 
     def _time(self, check: str, seconds: float, bucket: int, count: int) -> None:
         timings = self._timings.get(check)
