@@ -13,10 +13,12 @@ One run measures, side by side on this machine:
   rules;
 - a replay of 500 turns x 200 segments (``benchmarks/replay_scale.py``): the wall time of the
   ``prunewarden replay`` command, start-up included;
-- audit appends from 4 writer processes (``benchmarks/bench_auditlog.py``), records per second.
+- audit appends from 4 writer processes (``benchmarks/bench_auditlog.py``), records per second;
+- the eviction pass with metrics, spans and trace ids on, against the same pass without them.
 
 With ``--runs N`` the whole set runs N times and the table gives each target's median, lowest
-and highest value: what ``docs/benchmarks.md`` reports as the spread.
+and highest value: what ``docs/benchmarks.md`` reports as the spread. ``--only TEXT`` keeps the
+targets whose name contains TEXT.
 """
 
 from __future__ import annotations
@@ -76,25 +78,34 @@ TARGETS: list[tuple[str, str, float, bool, Callable[[], float]]] = [
     ),
     ("replay 500 x 200, wall", "s", 1.2, True, _replay),
     ("audit appends, 4 writers", "/s", 50_000.0, False, _appends),
+    (
+        "metrics and spans on vs off",
+        "x",
+        1.10,
+        True,
+        lambda: _ratio("eviction/pass-200/observed"),
+    ),
 ]
 
 
-def run_once() -> dict[str, float]:
-    return {name: measure() for name, _, _, _, measure in TARGETS}
+def run_once(targets: list[tuple[str, str, float, bool, Callable[[], float]]]) -> dict[str, float]:
+    return {name: measure() for name, _, _, _, measure in targets}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--only", default="", help="only targets whose name contains TEXT")
     args = parser.parse_args(argv)
+    targets = [target for target in TARGETS if args.only in target[0]]
     runs = []
     for n in range(args.runs):
         print(f"run {n + 1} of {args.runs} ...", file=sys.stderr)
-        runs.append(run_once())
+        runs.append(run_once(targets))
     header = ["target", "median", "lowest", "highest", "goal"]
     print(f"{header[0]:34s}" + "".join(f" {h:>12s}" for h in header[1:]) + "  status")
-    for name, unit, goal, lower, _ in TARGETS:
+    for name, unit, goal, lower, _ in targets:
         values = [run[name] for run in runs]
         median = statistics.median(values)
         if math.isnan(goal):

@@ -6,6 +6,7 @@ import io
 import json
 import threading
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,8 @@ import prometheus_client
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
-from prunewarden import AuditLog, Engine, ReloadingEngine, load_policy, parse_policy
+from prunewarden import AuditLog, Decision, Engine, ReloadingEngine, load_policy, parse_policy
+from prunewarden.engine import DecisionHook
 from prunewarden.metrics import DecisionMetrics
 from prunewarden.replay import replay_trace
 
@@ -286,3 +288,80 @@ class TestPassesAndReloads:
         (labels,) = info
         assert dict(labels)["version"] == "1.1.0"
         assert dict(labels)["digest"] == parse_policy(newer, str(path)).digest
+
+
+class SpiedMetrics(DecisionMetrics):
+    """DecisionMetrics remembering the size of every batch it counted."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        super().__init__(registry)
+        self.batch_sizes: list[int] = []
+
+    def observe_decisions(self, decisions: Sequence[Decision], record: Mapping[str, Any]) -> None:
+        self.batch_sizes.append(len(decisions))
+        super().observe_decisions(decisions, record)
+
+
+def pass_items(count: int) -> list[dict[str, Any]]:
+    """Eviction items alternating between allowed and refused (no tombstone)."""
+    return [
+        {
+            "segment": {"id": f"s{i}", "kind": "turn", "tombstone_written": i % 2 == 0},
+            "score": 0.08,
+            "perturbed_score": 0.1,
+        }
+        for i in range(count)
+    ]
+
+
+class TestBatchPath:
+    def test_a_pass_counted_at_once_exposes_what_one_by_one_does(self) -> None:
+        """Passes counted through the batch method and the same passes counted decision by
+        decision expose the same families, labels and values, byte for byte: allows and
+        refusals, shadow disagreements, rule errors, refusals of an unwritable log, a halting
+        collapse gate and the duration histogram."""
+        batch, single = SpiedMetrics(CollectorRegistry()), SpiedMetrics(CollectorRegistry())
+
+        def one_by_one(decision: Decision, record: Mapping[str, Any]) -> None:
+            single(decision, record)  # a plain callable: the engine calls it per decision
+
+        hooks: list[DecisionHook] = [batch, one_by_one]
+        shadowed = Engine(
+            load_policy(DEPLOY / "prod-eu.yaml"),
+            shadow=load_policy(DEPLOY / "prod-eu-candidate.yaml"),
+            on_decision=hooks,
+        )
+        shadowed.authorize_evictions(pass_items(12), session_id="s-1")
+        rule = {"name": "w", "check": "eviction", "when": "segment.metadata.x == 1"}
+        rules = [{**rule, "effect": "warn", "message": "m"}]
+        ruled = Engine(
+            parse_policy(policy_text({"rules": rules}, "2.0.0"), "rules.yaml"), on_decision=hooks
+        )
+        ruled.authorize_evictions(pass_items(5))
+        unwritable = io.StringIO()
+        refusing = Engine.default(audit=AuditLog(unwritable), on_decision=hooks)
+        unwritable.close()
+        refusing.authorize_evictions(pass_items(4))
+        narrowing = ROOT / "examples" / "traces" / "collapse-narrowing.jsonl"
+        cycles = [json.loads(line) for line in narrowing.read_text().splitlines()]
+        history = [
+            {k: v for k, v in c.items() if k != "type"} for c in cycles if c["type"] == "cycle"
+        ]
+        window = json.loads((ROOT / "examples" / "windows" / "free-30k-tokens.json").read_text())
+        planner = Engine.default(on_decision=hooks)
+        planner.plan(window)
+        planner.plan({**window, "history": history})
+        planner.evaluate(EVICTION)
+
+        exposed = generate_latest(batch.registry)
+        assert exposed == generate_latest(single.registry)
+        assert batch.batch_sizes == [12, 5, 4, 20, 1, 1]
+        assert set(single.batch_sizes) == {1}
+        samples = scrape(batch.registry)
+        assert sum(named(samples, "prunewarden_decisions_total").values()) == sum(
+            single.batch_sizes
+        )
+        assert samples["prunewarden_audit_write_failures_total", frozenset()] == 4
+        assert named(samples, "prunewarden_rule_errors_total") == {frozenset({("rule", "w")}): 5}
+        assert named(samples, "prunewarden_shadow_disagreements_total")
+        assert samples["prunewarden_halt_episodes_total", frozenset()] == 1

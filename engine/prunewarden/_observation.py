@@ -23,7 +23,7 @@ import contextlib
 import functools
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
@@ -99,6 +99,23 @@ def join_call(decision: Decision, record: Mapping[str, Any], hooks: tuple[CallHo
         run_call_hooks(scope)
         return
     _enter(scope, decision, record)
+    scope.hooks = hooks
+
+
+def join_calls(
+    decisions: Sequence[Decision], record: Mapping[str, Any], hooks: tuple[CallHook, ...]
+) -> None:
+    """:func:`join_call` for the decisions of one pass, which share ``record``: added to the
+    public call at once (outside any, each is still a call of its own)."""
+    scope = _current.get()
+    if scope is None:
+        for decision in decisions:
+            join_call(decision, record, hooks)
+        return
+    if not decisions:
+        return
+    _enter(scope, decisions[0], record)
+    scope.decisions.extend(decisions[1:])
     scope.hooks = hooks
 
 

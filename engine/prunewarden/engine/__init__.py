@@ -7,9 +7,10 @@ audit log that failed) go to the standard ``logging`` logger ``prunewarden``, wh
 
 A package so that the calls that decide (``_engine``) and the one place that writes their records
 (``_recording``) each stay a module a reader can hold in mind; ``Engine`` is built from both.
+``_hooks`` hands decisions to the caller's hooks, one at a time or a pass at once.
 """
 
 from prunewarden.engine._engine import Engine
-from prunewarden.engine._recording import DecisionHook
+from prunewarden.engine._hooks import BatchDecisionHook, DecisionHook
 
-__all__ = ["DecisionHook", "Engine"]
+__all__ = ["BatchDecisionHook", "DecisionHook", "Engine"]

@@ -17,7 +17,8 @@ from typing import Any
 from prunewarden._observation import CallHook, TraceContext, call_hooks, public_call
 from prunewarden.audit import AuditLog, DecisionContext, input_digest, subject_of, texts_of
 from prunewarden.decision import Decision, Verdict
-from prunewarden.engine._recording import DecisionHook, DecisionRecorder, decision_hooks
+from prunewarden.engine._hooks import DecisionHook, DecisionHooks
+from prunewarden.engine._recording import DecisionRecorder
 from prunewarden.errors import REFUSALS
 from prunewarden.inputs import (
     Check,
@@ -88,8 +89,7 @@ class Engine(DecisionRecorder):
         self.policy = policy
         self._pipelines = compile_policy(policy, rule_cache_size=rule_cache_size)
         self._logger = logger
-        self._hooks = decision_hooks(on_decision)
-        self._call_hooks = call_hooks(on_call)
+        self._hooks = DecisionHooks(on_decision, call_hooks(on_call))
         self._trace_context = trace_context
         # Live sessions and the store, shared with the engines that replace this one on reload.
         self.sessions = sessions if sessions is not None else SessionRegistry(store)
@@ -247,7 +247,7 @@ class Engine(DecisionRecorder):
             decision = replace(decision, shadow=self.shadow.evaluate(check, request, data, scores))
         if in_pass is not None:
             return in_pass.add(decision, request)
-        if self.audit is None and self._logger is None and not self._hooks + self._call_hooks:
+        if self.audit is None and self._logger is None and not self._hooks:
             return decision  # no sink chosen: no record to build
         try:
             context = DecisionContext(
@@ -346,7 +346,7 @@ class Engine(DecisionRecorder):
                 labels=labels,
                 in_pass=log,
             )
-        return self._pass_sink().record(
+        return self._record_pass(
             "evictions", log, parsed.document, session_id=session_id, labels=labels or {}
         )
 

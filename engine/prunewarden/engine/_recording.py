@@ -11,22 +11,20 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Mapping
 from functools import partial
 from typing import Any
 
-from prunewarden._observation import CallHook, TraceContext, join_call, stamp_record
+from prunewarden._observation import TraceContext, stamp_record
 from prunewarden.audit import AuditLog, DecisionContext, decision_record, log_decision
 from prunewarden.decision import Decision, Reason
+from prunewarden.engine._hooks import DecisionHooks, PassNotices
 from prunewarden.inputs import Check
 from prunewarden.pipeline import Pipeline, Shadow
 from prunewarden.planner import PassLog, PassSink, Plan
 from prunewarden.policy import Policy
 
 _diagnostics = logging.getLogger("prunewarden")
-
-# Called with every decision and its audit record (whatever the sink); what it returns is ignored.
-DecisionHook = Callable[[Decision, Mapping[str, Any]], object]
 
 
 class DecisionRecorder:
@@ -38,8 +36,7 @@ class DecisionRecorder:
     shadow: Shadow | None
     _pipelines: dict[Check, Pipeline]
     _logger: Any
-    _hooks: tuple[DecisionHook, ...]
-    _call_hooks: tuple[CallHook, ...]
+    _hooks: DecisionHooks
     _trace_context: TraceContext | None
 
     def _log(
@@ -74,15 +71,16 @@ class DecisionRecorder:
         self._notify(decision, record)
         return decision
 
-    def _pass_sink(self) -> PassSink:
-        """Where this engine's passes go: its audit log or logger, and its hooks."""
+    def _pass_sink(self, notices: PassNotices | None) -> PassSink:
+        """Where this engine's passes go: its audit log or logger, and ``notices`` for its
+        hooks (delivered once the pass's record is done: one batch per pass)."""
         audit = self.audit
         sink = audit.logger if audit is not None else self._logger
         return PassSink(
             self.policy,
             self._pipelines,
             write=None if sink is None else partial(log_decision, sink),
-            notify=self._notify if self._hooks or self._call_hooks else None,
+            notify=notices.add if notices is not None else None,
             report=self._report_unwritten,
             required=audit is None or audit.required,
             masks=audit.masks if audit is not None else None,
@@ -90,8 +88,21 @@ class DecisionRecorder:
             trace_context=self._trace_context,
         )
 
+    def _record_pass(
+        self, pass_kind: str, log: PassLog, document: Any, **fields: Any
+    ) -> tuple[Decision, ...]:
+        notices = self._hooks.pass_notices() if self._hooks else None
+        decisions = self._pass_sink(notices).record(pass_kind, log, document, **fields)
+        if notices is not None:
+            notices.deliver()
+        return decisions
+
     def _record_plan(self, log: PassLog, plan: Plan, document: Any, **fields: Any) -> Plan:
-        return self._pass_sink().record_plan(log, plan, document, **fields)
+        notices = self._hooks.pass_notices() if self._hooks else None
+        plan = self._pass_sink(notices).record_plan(log, plan, document, **fields)
+        if notices is not None:
+            notices.deliver()
+        return plan
 
     def _report_unwritten(self, pass_id: str, exc: Exception) -> None:
         name = self.audit.name if self.audit is not None else "logger"
@@ -101,14 +112,7 @@ class DecisionRecorder:
     def _notify(self, decision: Decision, record: Mapping[str, Any]) -> None:
         """Hand a decision and its record to every hook; a hook that raises is reported and
         changes nothing."""
-        for hook in self._hooks:
-            try:
-                hook(decision, record)
-            except Exception:  # noqa: BLE001 - a hook never changes a decision
-                with contextlib.suppress(Exception):
-                    _diagnostics.exception("on_decision hook %r raised", hook)
-        if self._call_hooks:
-            join_call(decision, record, self._call_hooks)
+        self._hooks.notify(decision, record)
 
     def _write_record(self, record: dict[str, Any]) -> None:
         """Write a record that is not a decision (``session_rebound``) to the sink, if any."""
@@ -142,17 +146,3 @@ class DecisionRecorder:
                 self._notify(refusal, record)
                 self._write_record(record)
         return refusal
-
-
-def decision_hooks(
-    on_decision: DecisionHook | Iterable[DecisionHook] | None,
-) -> tuple[DecisionHook, ...]:
-    if on_decision is None:
-        return ()
-    if callable(on_decision):
-        return (on_decision,)
-    hooks = tuple(on_decision)
-    if not all(callable(hook) for hook in hooks):
-        msg = "on_decision takes a callable or an iterable of callables"
-        raise TypeError(msg)
-    return hooks
