@@ -288,13 +288,20 @@ def _reject_constant(token: str) -> float:
 
 
 def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
+    result = dict(pairs)
+    if len(result) == len(pairs):  # no key twice: the common case, built in one C call
+        return result
+    result = {}
     for key, value in pairs:
         if key in result:
             msg = f"duplicate key {key!r}"
             raise ValueError(msg)
         result[key] = value
     return result
+
+
+def _may_hold_surrogate(text: str) -> bool:
+    return not text.isascii() or "\\u" in text or "\\U" in text
 
 
 def parse_json(text: str, filename: str) -> tuple[Parsed, list[Problem]]:
@@ -318,7 +325,9 @@ def parse_json(text: str, filename: str) -> tuple[Parsed, list[Problem]]:
         return _refused_json(text, filename, parsed, exc)
     except RecursionError:
         return parsed, [Problem(filename, 0, 0, "$", "invalid JSON: nested too deeply")]
-    if _SURROGATE_IN_TEXT.search(text) is not None:
+    # A surrogate is either non-ASCII or written as a \u or \U escape: most documents are
+    # ASCII without either, and need no regular-expression scan.
+    if _may_hold_surrogate(text) and _SURROGATE_IN_TEXT.search(text) is not None:
         return parsed, _surrogate_problems(parsed.data, text, filename)
     return parsed, []
 

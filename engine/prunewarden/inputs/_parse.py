@@ -251,7 +251,8 @@ def _plan(data: dict[str, Any]) -> PlanRequest:
             _segment(s),
             float(s["score"]),
             float(s["perturbed_score"]) if s.get("perturbed_score") is not None else None,
-            _span(s, s["id"]),
+            # Hashed once here: the pass's staleness guard and its record's subject share it.
+            _span(s, s["id"], with_digest=True),
             s.get("group"),
         )
         for s in data["segments"]
