@@ -12,8 +12,9 @@ from hypothesis import strategies as st
 from prunewarden.rules._budget import Deadline
 from prunewarden.rules._checker import MAX_NESTING
 from prunewarden.rules._compiler import _parse, compile_expression
-from prunewarden.rules._evaluation import EvaluationError, evaluate
+from prunewarden.rules._evaluation import EvaluationError, _Activation, evaluate
 from prunewarden.rules._expression import Expression, ExpressionError, ExpressionProblem, Result
+from prunewarden.rules._functions import FUNCTIONS
 from prunewarden.rules._values import MAX_VALUE_DEPTH, to_cel, type_name
 from prunewarden.rules._variables import variable_shapes
 
@@ -370,3 +371,13 @@ class TestPassThroughLevels:
                 outcomes.append(f"error: {exc}")
         assert outcomes[0] == outcomes[1]
         assert len(list(compiled.tree.iter_subtrees())) < len(list(full.tree.iter_subtrees()))
+
+
+class TestActivation:
+    def test_resolves_variables_then_functions(self) -> None:
+        """A name is a variable's value, else an engine function; an unknown name is a KeyError."""
+        activation = _Activation(vars={"score": to_cel(0.5)}, functions=FUNCTIONS)
+        assert activation.resolve_variable("score") == 0.5
+        assert activation.resolve_variable("contains_any") is FUNCTIONS["contains_any"]
+        with pytest.raises(KeyError):
+            activation.resolve_variable("nothing")
