@@ -11,9 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from prunewarden.rules._budget import Deadline
 from prunewarden.rules._checker import MAX_NESTING
-from prunewarden.rules._compiler import compile_expression
-from prunewarden.rules._evaluation import EvaluationError, evaluate
+from prunewarden.rules._compiler import _parse, compile_expression
+from prunewarden.rules._evaluation import EvaluationError, _Activation, evaluate
 from prunewarden.rules._expression import Expression, ExpressionError, ExpressionProblem, Result
+from prunewarden.rules._functions import FUNCTIONS
 from prunewarden.rules._values import MAX_VALUE_DEPTH, to_cel, type_name
 from prunewarden.rules._variables import variable_shapes
 
@@ -320,3 +321,63 @@ class TestValues:
             value = [value]
         with pytest.raises(ValueError, match="nested deeper"):
             to_cel(value)
+
+
+# Expressions covering every grammar level, macros, literals and run-time errors.
+FLATTENED = [
+    "score < 0.2",
+    "!(score < 0.2) || -score > -1.0",
+    "score > 0.5 ? segment.text == 'a' : score * 2.0 + 1.0 > 2.0",
+    "candidates.exists(c, c == 'a') && candidates.all(c, size(c) > 0)",
+    "candidates.map(c, c + '!').filter(d, d != 'b!') == ['a!']",
+    "has(segment.text) && segment.metadata['k'] == 'v'",
+    "{'x': score}['x'] == score && [1.0, score][1] == score",
+    "segment.metadata['missing'] == 'v'",
+    "score / 0.0 > 1.0 || score % 2.0 == 0.0",
+    "'a' in candidates && contains_any(segment.text, params.words)",
+]
+
+
+class TestPassThroughLevels:
+    def test_compiled_tree_has_no_single_child_level(self) -> None:
+        """A compiled expression keeps no expr/relation/.../member level holding one child."""
+        levels = {"expr", "conditionalor", "conditionaland", "relation", "addition"}
+        levels |= {"multiplication", "unary", "member"}
+        for source in FLATTENED:
+            tree = compile_eviction(source).tree
+            passing = [
+                node.data
+                for node in tree.iter_subtrees()
+                if node.data in levels and len(node.children) == 1
+            ]
+            assert passing == [], source
+
+    @pytest.mark.parametrize("source", FLATTENED)
+    def test_flattened_tree_evaluates_like_the_parsed_one(self, source: str) -> None:
+        """Values and error messages (with their positions) are those of the full tree."""
+        compiled = compile_eviction(source)
+        full = Expression(source, _parse(source), compiled.reads)
+        variables = {
+            "score": to_cel(0.1),
+            "candidates": to_cel(["a", "b"]),
+            "segment": to_cel({"text": "never", "metadata": {"k": "v"}}),
+            "params": to_cel(PARAMS),
+        }
+        outcomes = []
+        for expression in (compiled, full):
+            try:
+                outcomes.append(repr(evaluate(expression, variables, deadline=Deadline(5))))
+            except EvaluationError as exc:
+                outcomes.append(f"error: {exc}")
+        assert outcomes[0] == outcomes[1]
+        assert len(list(compiled.tree.iter_subtrees())) < len(list(full.tree.iter_subtrees()))
+
+
+class TestActivation:
+    def test_resolves_variables_then_functions(self) -> None:
+        """A name is a variable's value, else an engine function; an unknown name is a KeyError."""
+        activation = _Activation(vars={"score": to_cel(0.5)}, functions=FUNCTIONS)
+        assert activation.resolve_variable("score") == 0.5
+        assert activation.resolve_variable("contains_any") is FUNCTIONS["contains_any"]
+        with pytest.raises(KeyError):
+            activation.resolve_variable("nothing")

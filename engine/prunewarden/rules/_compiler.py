@@ -15,6 +15,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
+import lark
 from celpy.celparser import CELParseError, CELParser
 from celpy.evaluation import CELEvalError
 
@@ -62,7 +63,7 @@ def compile_expression(
     checker.visit(tree, {}, 0)
     if checker.problems:
         raise ExpressionError(checker.problems)
-    expression = Expression(source, tree, checker.frozen_reads())
+    expression = Expression(source, without_pass_through(tree), checker.frozen_reads())
     problem = _trial(expression, variables, result, constants or {})
     if problem is not None:
         raise ExpressionError([problem])
@@ -89,6 +90,41 @@ def _parse(source: str) -> Any:
                 what = "invalid expression"
             problem = ExpressionProblem(f"syntax error: {what}", line, column, source)
             raise ExpressionError([problem]) from None
+
+
+# Grammar levels that, holding one child, evaluate to that child's value unchanged: ``a < b``
+# parses as expr > conditionalor > conditionaland > relation(...), and a bare ``a`` as eight such
+# levels above its ``primary``. ``primary`` is not one of them (it dispatches on its child).
+_PASS_THROUGH = frozenset(
+    {
+        "expr",
+        "conditionalor",
+        "conditionaland",
+        "relation",
+        "addition",
+        "multiplication",
+        "unary",
+        "member",
+    }
+)
+
+
+def without_pass_through(tree: Any) -> Any:
+    """``tree`` without the single-child levels that only hand their child's value up.
+
+    The evaluator visits every node (and the rule budget checks its deadline at each), so these
+    levels were about half of an evaluation's nodes. Every node left keeps its data, children
+    and position, so values, errors and their locations are those of the full tree.
+    """
+    if not isinstance(tree, lark.Tree):
+        return tree
+    while tree.data in _PASS_THROUGH and len(tree.children) == 1:
+        child = tree.children[0]
+        if not isinstance(child, lark.Tree):
+            break
+        tree = child
+    children = [without_pass_through(child) for child in tree.children]
+    return lark.Tree(tree.data, children, tree.meta)
 
 
 def _end_of(source: str) -> tuple[int, int]:
