@@ -22,6 +22,7 @@ from urllib.parse import quote
 import httpx
 
 from prunewarden.errors import AuditError, InputError, Problem, PrunewardenError
+from prunewarden.inputs import eviction_document, plan_document, staleness_document
 
 UNIX_PREFIX = "unix:"
 DEFAULT_TIMEOUT = 30.0
@@ -85,25 +86,6 @@ def _turn(mean_relevance: float, tokens: int, turn: int | None) -> dict[str, Any
     return body
 
 
-def _eviction(
-    segment: Mapping[str, Any],
-    score: float,
-    perturbed_score: float | None,
-    eviction_candidates: Iterable[str],
-) -> dict[str, Any]:
-    return {
-        "check": "eviction",
-        "segment": dict(segment),
-        "score": score,
-        "perturbed_score": perturbed_score,
-        "eviction_candidates": list(eviction_candidates),
-    }
-
-
-def _optional(document: dict[str, Any], **fields: Any) -> None:
-    document.update({name: value for name, value in fields.items() if value is not None})
-
-
 class _Calls(Generic[_R]):
     """Every call of API v1 as (method, path, body), sent by the subclass (sync or async)."""
 
@@ -156,7 +138,7 @@ class _SessionCalls(Generic[_R]):
         eviction_candidates: Iterable[str] = (),
     ) -> _R:
         """The eviction guard for one segment, refused while the session is halted."""
-        body = _eviction(segment, score, perturbed_score, eviction_candidates)
+        body = eviction_document(segment, score, perturbed_score, eviction_candidates)
         return self._send("POST", f"{self._path}/evictions", body)
 
     def prune(
@@ -169,13 +151,9 @@ class _SessionCalls(Generic[_R]):
         recompute_budget: int | None = None,
     ) -> _R:
         """The staleness guard, with the turns the server observed for the session."""
-        body = {
-            "check": "staleness",
-            "spans": [dict(s) for s in spans],
-            "keep_top_k": keep_top_k,
-            "tombstones": list(tombstones),
-        }
-        _optional(body, turn=turn, recompute_budget=recompute_budget)
+        body = staleness_document(
+            spans, keep_top_k, turn=turn, tombstones=tombstones, recompute_budget=recompute_budget
+        )
         return self._send("POST", f"{self._path}/prunes", body)
 
     def plan(  # noqa: PLR0913 - mirrors Session.plan
@@ -189,12 +167,12 @@ class _SessionCalls(Generic[_R]):
         recompute_budget: int | None = None,
     ) -> _R:
         """One pruning pass with the session's history."""
-        body = {"segments": [dict(s) for s in segments], "tombstones": list(tombstones)}
-        _optional(
-            body,
+        body = plan_document(
+            segments,
             free_tokens=free_tokens,
             keep_top_k=keep_top_k,
             turn=turn,
+            tombstones=tombstones,
             recompute_budget=recompute_budget,
         )
         return self._send("POST", f"{self._path}/plans", body)

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 from prunewarden._observation import TraceContext, stamp_record
 from prunewarden.audit import AuditLog, DecisionContext, decision_record, log_decision
@@ -25,6 +25,8 @@ from prunewarden.planner import PassLog, PassSink, Plan
 from prunewarden.policy import Policy
 
 _diagnostics = logging.getLogger("prunewarden")
+
+_Recorded = TypeVar("_Recorded")
 
 
 class DecisionRecorder:
@@ -91,18 +93,19 @@ class DecisionRecorder:
     def _record_pass(
         self, pass_kind: str, log: PassLog, document: Any, **fields: Any
     ) -> tuple[Decision, ...]:
-        notices = self._hooks.pass_notices() if self._hooks else None
-        decisions = self._pass_sink(notices).record(pass_kind, log, document, **fields)
-        if notices is not None:
-            notices.deliver()
-        return decisions
+        return self._through_pass_sink(lambda sink: sink.record(pass_kind, log, document, **fields))
 
     def _record_plan(self, log: PassLog, plan: Plan, document: Any, **fields: Any) -> Plan:
+        return self._through_pass_sink(lambda sink: sink.record_plan(log, plan, document, **fields))
+
+    def _through_pass_sink(self, record: Callable[[PassSink], _Recorded]) -> _Recorded:
+        """``record`` a pass through this engine's pass sink, then hand the pass's decisions to
+        the hooks as one batch."""
         notices = self._hooks.pass_notices() if self._hooks else None
-        plan = self._pass_sink(notices).record_plan(log, plan, document, **fields)
+        recorded = record(self._pass_sink(notices))
         if notices is not None:
             notices.deliver()
-        return plan
+        return recorded
 
     def _report_unwritten(self, pass_id: str, exc: Exception) -> None:
         name = self.audit.name if self.audit is not None else "logger"

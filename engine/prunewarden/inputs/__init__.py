@@ -5,7 +5,7 @@ errors, the compiled yes or no for valid documents, and eviction passes.
 from __future__ import annotations
 
 from prunewarden.inputs._checks import check_caller_fields
-from prunewarden.inputs._documents import eviction_document, staleness_document
+from prunewarden.inputs._documents import eviction_document, plan_document, staleness_document
 from prunewarden.inputs._model import (
     CHECKS,
     Check,
@@ -53,6 +53,7 @@ __all__ = [
     "parse_plan",
     "parse_request",
     "parse_request_encoded",
+    "plan_document",
     "refused_unchecked",
     "staleness_document",
 ]

@@ -1,7 +1,8 @@
 """The request documents the typed entry points build from keyword arguments.
 
 ``Engine.authorize_eviction`` and ``Session.authorize`` (and both ``prune``\\ s) take the same
-arguments and must log the same document for them, so they build it here, once.
+arguments and must log the same document for them, so they build it here, once; the server's
+client sends the same documents.
 """
 
 from __future__ import annotations
@@ -46,6 +47,31 @@ def staleness_document(  # noqa: PLR0913 - mirrors the staleness document's opti
         document["turn"] = dict(turn)
     if turns is not None:
         document["turns"] = [dict(t) for t in turns]
+    if recompute_budget is not None:
+        document["recompute_budget"] = recompute_budget
+    return document
+
+
+def plan_document(  # noqa: PLR0913 - mirrors the plan document's optional fields
+    segments: Iterable[Mapping[str, Any]],
+    *,
+    free_tokens: int | None = None,
+    keep_top_k: int | None = None,
+    turn: Mapping[str, int] | None = None,
+    tombstones: Iterable[str] = (),
+    recompute_budget: int | None = None,
+) -> dict[str, Any]:
+    """A pruning pass's window and target; optional fields appear only when given."""
+    document: dict[str, Any] = {
+        "segments": [dict(s) for s in segments],
+        "tombstones": list(tombstones),
+    }
+    if free_tokens is not None:
+        document["free_tokens"] = free_tokens
+    if keep_top_k is not None:
+        document["keep_top_k"] = keep_top_k
+    if turn is not None:
+        document["turn"] = dict(turn)
     if recompute_budget is not None:
         document["recompute_budget"] = recompute_budget
     return document

@@ -193,7 +193,9 @@ def eviction_request(data: Mapping[str, Any], candidates: frozenset[str]) -> Evi
     )
 
 
-def _span(s: dict[str, Any], span_id: str, *, with_digest: bool = False) -> Span:
+def _span(s: dict[str, Any], span_id: str) -> Span:
+    """A typed span, its text hashed once: the guard's binding check and the record's subject
+    share the digest."""
     get = s.get
     score = s["score"]
     text = get("text", "")
@@ -204,7 +206,7 @@ def _span(s: dict[str, Any], span_id: str, *, with_digest: bool = False) -> Span
         get("text_sha256", ""),
         int(get("rewrite_count", 0)),
         tuple(get("derived_from", ())),
-        text_digest(text) if with_digest else "",
+        text_digest(text),
     )
 
 
@@ -234,9 +236,7 @@ def _turns(data: dict[str, Any]) -> tuple[Turn, ...]:
 
 def _staleness(data: dict[str, Any]) -> StalenessRequest:
     return StalenessRequest(
-        # Every span of a staleness decision is hashed: by the guard when it declares a hash,
-        # and for the record's subject. Once, here.
-        spans=tuple(_span(s, s["span_id"], with_digest=True) for s in data["spans"]),
+        spans=tuple(_span(s, s["span_id"]) for s in data["spans"]),
         keep_top_k=int(data["keep_top_k"]),
         turn=_turn_stats(data),
         turns=_turns(data),
@@ -251,8 +251,7 @@ def _plan(data: dict[str, Any]) -> PlanRequest:
             _segment(s),
             float(s["score"]),
             float(s["perturbed_score"]) if s.get("perturbed_score") is not None else None,
-            # Hashed once here: the pass's staleness guard and its record's subject share it.
-            _span(s, s["id"], with_digest=True),
+            _span(s, s["id"]),
             s.get("group"),
         )
         for s in data["segments"]

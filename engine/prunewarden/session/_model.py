@@ -39,6 +39,7 @@ from prunewarden.inputs import (
     eviction_document,
     parse_plan,
     parse_request,
+    plan_document,
     staleness_document,
 )
 from prunewarden.planner import PassLog, Plan, plan_pass
@@ -257,15 +258,12 @@ class Session:
         recompute_budget: int | None = None,
     ) -> Plan:
         """Plan one pruning pass over ``segments`` toward ``free_tokens`` or ``keep_top_k``."""
-        document: dict[str, Any] = {
-            "segments": [dict(s) for s in segments],
-            "tombstones": list(tombstones),
-        }
-        _optional(
-            document,
+        document = plan_document(
+            segments,
             free_tokens=free_tokens,
             keep_top_k=keep_top_k,
             turn=turn,
+            tombstones=tombstones,
             recompute_budget=recompute_budget,
         )
         with self._lock:
@@ -441,7 +439,3 @@ def _refuse_order(field: str, number: int, last: int) -> NoReturn:
 
 def _turn_dict(turn: Any) -> dict[str, Any]:
     return {"turn": turn.turn, "mean_relevance": turn.mean_relevance, "tokens": turn.tokens}
-
-
-def _optional(document: dict[str, Any], **fields: Any) -> None:
-    document.update({name: value for name, value in fields.items() if value is not None})

@@ -17,7 +17,6 @@ Version 1 documents (written before rule pins were kept) are still read, with no
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -29,6 +28,7 @@ from prunewarden.errors import Problem, SessionStateError
 from prunewarden.inputs import ScoreRange, Snapshot, Turn
 from prunewarden.limits import MAX_ENTRIES
 from prunewarden.policy import Calibration, Policy
+from prunewarden.scoring import text_sha256
 
 STATE_VERSION = 2
 READABLE_VERSIONS = (1, 2)
@@ -54,12 +54,6 @@ class Halt:
         }
 
 
-def text_sha256(text: str) -> str:
-    """The digest a rule pin binds a segment's text by (a lone surrogate, which the Python API
-    lets through, is hashed as it is rather than refused)."""
-    return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-
-
 @dataclass(frozen=True, slots=True)
 class RulePins:
     """The segments custom rules pinned, each bound to the text that was pinned, under the
@@ -71,7 +65,7 @@ class RulePins:
     def holds(self, segment_id: str, text: str) -> bool:
         """The segment was pinned with this very text."""
         pinned = self.segments.get(segment_id)
-        return pinned is not None and pinned == text_sha256(text)
+        return pinned is not None and pinned == _pin_digest(text)
 
     def with_pins(self, policy: str, pins: Mapping[str, str], limit: int = MAX_ENTRIES) -> RulePins:
         """These pins and ``pins`` (id -> text) made under ``policy``; past ``limit``, the
@@ -79,10 +73,15 @@ class RulePins:
         segments = dict(self.segments) if self.policy == policy else {}
         for segment_id, text in pins.items():
             segments.pop(segment_id, None)
-            segments[segment_id] = text_sha256(text)
+            segments[segment_id] = _pin_digest(text)
         for segment_id in list(segments)[: max(len(segments) - limit, 0)]:
             del segments[segment_id]
         return RulePins(policy, segments)
+
+
+def _pin_digest(text: str) -> str:
+    """A pinned text as the state names it: the binding hash a scorer writes, prefixed."""
+    return "sha256:" + text_sha256(text)
 
 
 @dataclass(frozen=True, slots=True)
