@@ -31,8 +31,16 @@ from prunewarden.__about__ import __version__
 from prunewarden._identity import PolicyIdentity
 from prunewarden._json import canonical_digest, canonical_from, encode_canonical, sha256_digest
 from prunewarden.audit._redaction import erase, logged_reasons
+from prunewarden.audit._transition import edit_fields, edit_ids
 from prunewarden.decision import Decision, utc_now
-from prunewarden.inputs import CollapseRequest, EvictionRequest, Request, Span, StalenessRequest
+from prunewarden.inputs import (
+    CollapseRequest,
+    EvictionRequest,
+    Request,
+    Span,
+    StalenessRequest,
+    TransitionRequest,
+)
 from prunewarden.policy import Policy
 
 LOGGER_NAME = "prunewarden"
@@ -108,6 +116,9 @@ def texts_of(request: Request) -> tuple[str, ...]:
         return (request.segment.text,) if request.segment.text else ()
     if isinstance(request, StalenessRequest):
         return tuple(span.text for span in request.spans if span.text)
+    if isinstance(request, TransitionRequest):
+        windows = (*request.before, *request.after)
+        return tuple(segment.segment.text for segment in windows if segment.segment.text)
     return ()
 
 
@@ -120,6 +131,8 @@ def subject_of(request: Request) -> dict[str, Any]:
         return {"segment": {"id": segment.id, "kind": segment.kind, **text_fields(segment.text)}}
     if isinstance(request, StalenessRequest):
         return {"spans": [_span_fields(span) for span in request.spans]}
+    if isinstance(request, TransitionRequest):
+        return {"transition": edit_fields(request)}
     msg = f"no subject for {type(request).__name__}"
     raise TypeError(msg)
 
@@ -367,6 +380,7 @@ def subject_ids(record: Mapping[str, Any]) -> list[str]:
     spans = subject.get("spans")
     if isinstance(spans, list):
         ids.extend(str(s.get("span_id")) for s in spans if isinstance(s, dict))
+    ids.extend(edit_ids(subject))
     return ids
 
 

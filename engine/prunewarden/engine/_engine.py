@@ -23,6 +23,7 @@ from prunewarden.errors import REFUSALS
 from prunewarden.inputs import (
     Check,
     Request,
+    TransitionRequest,
     check_caller_fields,
     eviction_document,
     parse_evictions,
@@ -40,6 +41,7 @@ from prunewarden.session import (
     SessionBinding,
     SessionRegistry,
     SessionStore,
+    without_halt,
 )
 
 
@@ -136,6 +138,10 @@ class Engine(DecisionRecorder):
         check, request, encoded = parse_request_encoded(
             data, self.policy.spec.scores, filename=filename, text=text
         )
+        if isinstance(request, TransitionRequest):
+            # A transition document names its session and labels; the caller's override them.
+            session_id = session_id if session_id is not None else request.session_id
+            labels = labels if labels is not None else request.labels
         return self._decide(
             check, request, data, session_id=session_id, labels=labels, encoded=encoded
         )
@@ -235,6 +241,8 @@ class Engine(DecisionRecorder):
         started = time.perf_counter_ns()
         if gate is None and not from_session and session_id is not None and check != "collapse":
             gate = self.sessions.gate(session_id, check, request)
+            if isinstance(request, TransitionRequest):
+                request, gate = without_halt(request, gate)
         pipeline = self._pipelines[check]
         stamp = in_pass.next_stamp() if in_pass is not None else None
         if gate is None:

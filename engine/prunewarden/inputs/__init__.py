@@ -5,11 +5,18 @@ errors, the compiled yes or no for valid documents, and eviction passes.
 from __future__ import annotations
 
 from prunewarden.inputs._checks import check_caller_fields
-from prunewarden.inputs._documents import eviction_document, plan_document, staleness_document
+from prunewarden.inputs._documents import (
+    eviction_document,
+    plan_document,
+    staleness_document,
+    transition_document,
+)
+from prunewarden.inputs._edits import TOMBSTONE_KIND, derive_edit
 from prunewarden.inputs._model import (
     CHECKS,
     Check,
     CollapseRequest,
+    Edit,
     EvictionRequest,
     PlanRequest,
     Request,
@@ -18,6 +25,8 @@ from prunewarden.inputs._model import (
     Snapshot,
     Span,
     StalenessRequest,
+    TransitionRequest,
+    TransitionSegment,
     Turn,
     TurnStats,
     WindowSegment,
@@ -32,9 +41,11 @@ from prunewarden.inputs._passes import CandidateView, PassCandidates, parse_evic
 
 __all__ = [
     "CHECKS",
+    "TOMBSTONE_KIND",
     "CandidateView",
     "Check",
     "CollapseRequest",
+    "Edit",
     "EvictionRequest",
     "PassCandidates",
     "PlanRequest",
@@ -44,10 +55,13 @@ __all__ = [
     "Snapshot",
     "Span",
     "StalenessRequest",
+    "TransitionRequest",
+    "TransitionSegment",
     "Turn",
     "TurnStats",
     "WindowSegment",
     "check_caller_fields",
+    "derive_edit",
     "eviction_document",
     "parse_evictions",
     "parse_plan",
@@ -56,4 +70,5 @@ __all__ = [
     "plan_document",
     "refused_unchecked",
     "staleness_document",
+    "transition_document",
 ]

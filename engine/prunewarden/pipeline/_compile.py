@@ -12,7 +12,7 @@ from typing import Any
 
 from prunewarden._identity import PolicyIdentity, PolicySource
 from prunewarden.decision import Action, Decision, Reason, Stamp, Verdict
-from prunewarden.guards import GUARDS, Guard
+from prunewarden.guards import GUARDS, Guard, TransitionGuardSettings
 from prunewarden.inputs import CHECKS, Check, Request
 from prunewarden.pipeline import _calibration as calibrated
 from prunewarden.policy import Calibration, Mode, Policy
@@ -122,7 +122,7 @@ def compile_policy(
         check: Pipeline(
             check=check,
             mode=getattr(policy.spec, check).mode,
-            settings=getattr(policy.spec, check),
+            settings=_settings(policy, check),
             guard=GUARDS[check],
             policy=policy.identity,
             rules=RuleSet(check, policy.rules, params, cache_size=rule_cache_size),
@@ -131,3 +131,14 @@ def compile_policy(
         )
         for check in CHECKS
     }
+
+
+def _settings(policy: Policy, check: Check) -> Any:
+    """What a check's guard is given: its section of the policy; the transition guard also gets
+    the eviction section and guard, which ``require_scores`` asks (guards never import one
+    another, so the pipeline binds them)."""
+    if check == "transition":
+        return TransitionGuardSettings(
+            policy.spec.transition, policy.spec.eviction, GUARDS["eviction"].evaluate
+        )
+    return getattr(policy.spec, check)

@@ -19,6 +19,7 @@ from prunewarden.policy._model import (
     Policy,
     Spec,
     StalenessSettings,
+    TransitionSettings,
 )
 from prunewarden.policy._overlay import BUILTIN, resolve_file
 
@@ -37,6 +38,7 @@ __all__ = [
     "ScoreRange",
     "Spec",
     "StalenessSettings",
+    "TransitionSettings",
     "build_policy",
     "load_builtin_policy",
     "load_policy",

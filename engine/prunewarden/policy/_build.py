@@ -27,6 +27,7 @@ from prunewarden.errors import PolicyError, Problem, describe_value
 from prunewarden.inputs import ScoreRange
 from prunewarden.limits import MAX_POLICY_BYTES
 from prunewarden.policy import _guardrails as guardrails
+from prunewarden.policy import _transition as transition
 from prunewarden.policy._model import (
     Calibration,
     CollapseSettings,
@@ -168,6 +169,7 @@ def _normalize(document: dict[str, Any]) -> dict[str, Any]:
     # A set in meaning: sorted so that order does not change the digest.
     spec["eviction"]["pinned_kinds"] = sorted(spec["eviction"]["pinned_kinds"])
     _drop_implicit(spec)
+    transition.drop_implicit(spec)
     rules.normalize(spec)
     guardrails.normalize(spec)
     return document
@@ -210,5 +212,6 @@ def _spec(spec: dict[str, Any]) -> Spec:
         collapse=CollapseSettings(**collapse),
         eviction=EvictionSettings(**eviction),
         staleness=StalenessSettings(**spec["staleness"]),
+        transition=transition.transition_settings(spec),
         calibration=None if fixed is None else Calibration(fixed["low"], fixed["high"]),
     )

@@ -22,6 +22,7 @@ from prunewarden.session._state import (
     state_document,
 )
 from prunewarden.session._store import SessionStore, SqliteSessionStore
+from prunewarden.session._transitions import without_halt
 from prunewarden.session._verdicts import halt_verdict, unavailable_verdict
 
 __all__ = [
@@ -44,4 +45,5 @@ __all__ = [
     "refuse_dropped",
     "state_document",
     "unavailable_verdict",
+    "without_halt",
 ]
