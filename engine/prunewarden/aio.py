@@ -109,6 +109,10 @@ class AsyncSession:
     async def plan(self, *args: Any, **kwargs: Any) -> Plan:
         return await asyncio.to_thread(self.session.plan, *args, **kwargs)
 
+    async def verify(self, *args: Any, **kwargs: Any) -> Decision:
+        """:meth:`Session.verify`: an edit of the window, judged from before and after."""
+        return await asyncio.to_thread(self.session.verify, *args, **kwargs)
+
     async def evaluate(self, document: Mapping[str, Any]) -> Decision:
         return await asyncio.to_thread(self.session.evaluate, document)
 
