@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 from prunewarden import PolicyError, load_builtin_policy, load_policy, parse_policy
 from prunewarden.policy import resolve_file
 from prunewarden.policy._diff import diff
 
+ROOT = Path(__file__).resolve().parents[2]
 # The bundled default's digest before the transition section existed (docs/guards.md shows it).
 DEFAULT_DIGEST = "sha256:7134b8e2d3c988856d3bb44e66cd65bd208cecc51761692f41f586b6b72776f7"
 
@@ -101,6 +104,51 @@ class TestDigest:
         )
         assert policy.document["spec"]["transition"] == {"require_tombstones": True}
         assert policy.spec.transition.require_tombstones is True
+
+    @pytest.mark.parametrize(
+        "path",
+        [
+            *sorted((ROOT / "policies").glob("*.yaml")),
+            *sorted((ROOT / "examples" / "policies").glob("*.yaml")),
+            *sorted(
+                path
+                for path in (ROOT / "examples" / "deployments").glob("*.yaml")
+                if path.name != "replay.yaml"  # a documented refused example: it never loads
+            ),
+        ],
+        ids=lambda path: path.name,
+    )
+    def test_every_shipped_policy_digests_alike_with_the_implicit_section(
+        self, path: Path, tmp_path: Path
+    ) -> None:
+        """A shipped policy with spec.transition spelled out at its implicit values keeps the
+        digest its lock file records; with one field changed it does not, and diff shows it."""
+        shipped = resolve_file(path)
+        spelled = _with_section(path, tmp_path, shipped.policy.document, mode="enforce")
+        assert spelled.policy.digest == shipped.policy.digest
+        audit = _with_section(path, tmp_path, shipped.policy.document, mode="audit")
+        assert audit.policy.digest != shipped.policy.digest
+        changes = [(c.path, c.before, c.after) for c in diff(shipped, audit)]
+        assert changes == [("spec.transition.mode", "enforce", "audit")]
+
+
+def _with_section(path: Path, folder: Path, document: dict[str, Any], *, mode: str) -> Any:
+    """A copy of the policy at ``path`` (beside it, so that ``extends`` resolves) with
+    spec.transition written out: ``mode``, and the eviction section's values."""
+    eviction = document["spec"]["eviction"]
+    section = {
+        "mode": mode,
+        "require_tombstones": eviction["require_tombstone"],
+        "require_scores": False,
+        "pinned_kinds": eviction["pinned_kinds"],
+    }
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    data.setdefault("spec", {})["transition"] = section
+    if "extends" in data and not str(data["extends"]).startswith("builtin:"):
+        data["extends"] = str((path.parent / data["extends"]).resolve())
+    copy = folder / path.name
+    copy.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return resolve_file(copy, (str(path.parent),))
 
 
 class TestGuardrails:
