@@ -64,6 +64,7 @@ bench: $(VENV)/.installed-test
 	$(BIN)/python benchmarks/bench_replay.py --turns 500 --segments 200 --repeat 1 --traces 2
 	$(BIN)/python benchmarks/bench_auditlog.py --records 100000 --writes 2000 --writers 4
 	$(BIN)/python benchmarks/pass_scale.py --repeat 3
+	$(BIN)/python -m benchmarks.transition_scale --repeat 3
 	$(BIN)/python benchmarks/fleet_scale.py --traces 2000 --workers 2
 	$(BIN)/python benchmarks/bench_server.py --clients 8 --requests 8000
 	$(BIN)/python -m benchmarks.targets

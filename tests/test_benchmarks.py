@@ -11,7 +11,9 @@ import json
 from pathlib import Path
 
 import pytest
+from prunewarden import Engine
 
+from benchmarks import transition_scale
 from benchmarks.bench_auditlog import appending
 from benchmarks.harness import (
     Case,
@@ -101,3 +103,17 @@ class TestTargets:
         """The append benchmark's writers leave one chain that verifies (a tiny run)."""
         results = appending(tmp_path, 2, 40, 10)
         assert [name for name, _ in results][1] == "2 writers, chained, fsync batch, batches of 10"
+
+
+class TestTransitionScale:
+    def test_a_tiny_run_reports_the_ratio_and_the_scale(
+        self, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """benchmarks/transition_scale.py runs on small windows and prints both verdicts (its
+        transitions are decided as the benchmark says: one clean, the scaled ones refused)."""
+        assert transition_scale.main(["--sizes", "40,80", "--repeat", "1"]) == 0
+        out = capsys.readouterr().out
+        assert "200 -> 150 transition" in out
+        assert "per-segment cost, 80 against 40 segments" in out
+        decision = Engine.default().evaluate(transition_scale.transition(40))
+        assert decision.codes == ("group_split",)

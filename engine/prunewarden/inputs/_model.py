@@ -124,6 +124,7 @@ class PlanRequest:
 class TransitionSegment:
     """A segment of the window before or after an edit (``$defs/transition_segment``)."""
 
+    id: str  # segment.id, read on every derivation step: a field, not a property
     segment: Segment  # as the eviction guard sees it (tombstone_written: as the document says)
     score: float | None
     perturbed_score: float | None
@@ -133,10 +134,6 @@ class TransitionSegment:
     group: str | None = None
     tombstone_for: tuple[str, ...] = ()
     rewrite_count: int = 0
-
-    @property
-    def id(self) -> str:
-        return self.segment.id
 
 
 @dataclass(frozen=True, slots=True)

@@ -279,6 +279,7 @@ def _transition_segment(s: dict[str, Any]) -> TransitionSegment:
     get = s.get
     score, perturbed = get("score"), get("perturbed_score")
     return TransitionSegment(
+        s["id"],
         _segment(s),
         None if score is None else float(score),
         None if perturbed is None else float(perturbed),
