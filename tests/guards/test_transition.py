@@ -213,3 +213,20 @@ class TestRulesAndFailure:
 
 def _sha(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class TestCalibration:
+    def test_require_scores_judges_removals_on_the_calibrated_scale(
+        self, engine_with: EngineFactory
+    ) -> None:
+        """Under a fixed calibration, a removal's raw scores reach the eviction guard
+        calibrated: 0.30 and 0.40 on [0.2, 0.6] move 0.25 apart, more than stability_delta."""
+        engine = engine_with(
+            scores={"calibration": {"fixed": {"low": 0.2, "high": 0.6}}},
+            eviction={"stability_delta": 0.2},
+            transition={"require_scores": True},
+        )
+        before = [{"id": "t1", "kind": "turn", "text": "x", "score": 0.3, "perturbed_score": 0.4}]
+        decision = engine.evaluate(_transition(before, [], tombstones=["t1"]))
+        assert decision.codes == ("unscored_removal",)
+        assert decision.reasons[0].detail["eviction"] == {"t1": ["unstable_score"]}
