@@ -48,7 +48,7 @@ def main(url: str, session_id: str = "python-agent") -> None:
         except InputError as exc:
             print(f"cycle 1 again: HTTP 409 {exc.problems[0]}")
         # An edit made by other code, judged from before and after: refused while halted.
-        before = [SEGMENT, {"id": "tool-43", "kind": "tool_output", "text": "ok"}]
+        before: list[dict[str, Any]] = [SEGMENT, {"id": "tool-43", "kind": "tool_output"}]
         say("trim tool-42", session.verify(before, before[1:], tombstones=["tool-42"]))
 
 
