@@ -107,3 +107,6 @@ class EditGuard:
             return self.judge(before, after, applied_by=name).messages
 
         return guarded
+
+
+__all__ = ["EditGuard", "EditOutcome", "MessageFunction", "OnRefusal"]
