@@ -23,10 +23,11 @@ $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 demo: $(VENV)/.installed
 	@PATH="$(CURDIR)/$(BIN):$$PATH" sh examples/demo.sh
 
-# The framework adapters on scripted models, offline: LangChain/LangGraph, then the Agents SDK
-# (examples/agents/; docs/integrations.md). Uses the test extras, which include them.
+# The framework adapters on scripted models, offline: LangChain/LangGraph, a trim_messages edit
+# refused and repaired, then the Agents SDK (examples/agents/; docs/integrations.md). Uses the test extras, which include them.
 demo-agents: $(VENV)/.installed-test
 	$(BIN)/python examples/agents/langgraph_agent.py
+	$(BIN)/python examples/agents/guarded_trim.py
 	$(BIN)/python examples/agents/openai_agents_session.py
 
 test: lint typecheck layers pytest

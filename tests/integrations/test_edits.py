@@ -3,7 +3,10 @@ repaired (or raised) through a session."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -94,3 +97,18 @@ class TestEditGuard:
         assert outcome.decision.codes == ("group_split", "no_tombstone")
         # Restored in place after the task; the new summary keeps its place before m14.
         assert outcome.messages == [*messages[:14], summary, *messages[14:]]
+
+
+class TestExample:
+    def test_the_demo_repairs_a_real_trim(self) -> None:
+        """examples/agents/guarded_trim.py (make demo-agents) refuses the trim for the task and
+        the split tool call, and puts back exactly those."""
+        script = Path(__file__).resolve().parents[2] / "examples" / "agents" / "guarded_trim.py"
+        done = subprocess.run(
+            [sys.executable, str(script)], capture_output=True, text=True, check=True, timeout=120
+        )
+        lines = done.stdout.splitlines()
+        assert lines[1] == "transition: deny (pinned_removed, group_split)"
+        assert lines[4] == "  restore: m01, m08"
+        assert lines[5].startswith("repaired: ['m00', 'm01', 'm08', 'm09'")
+        assert done.stderr == ""
