@@ -1,5 +1,6 @@
-"""Real ``langchain_core.messages.trim_messages`` edits over the recorded example conversations,
-as transition documents: what ``tests/cases/transition/trim-*.yaml`` hold.
+"""Real ``langchain_core.messages.trim_messages`` and ``SummarizationMiddleware`` edits over the
+recorded example conversations, as transition documents: what ``tests/cases/transition/trim-*``
+and ``summarize-*`` hold.
 
 Each conversation of ``examples/agents/conversations.py`` becomes a chat history: a system
 prompt, the user's task (its first line), then the turns, every fourth one a tool call and the
@@ -14,16 +15,20 @@ files still hold what ``trim_messages`` produces.
 from __future__ import annotations
 
 import importlib.util
+import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
+from langchain.agents.middleware import SummarizationMiddleware
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import (
     AIMessage,
     BaseMessage,
     HumanMessage,
+    RemoveMessage,
     SystemMessage,
     ToolMessage,
     trim_messages,
@@ -113,6 +118,10 @@ class Trim:
     policy: Mapping[str, Any] | None = None
     description: str = ""
     extra: Mapping[str, Any] = field(default_factory=dict)
+    # SummarizationMiddleware instead of trim_messages (options: its trigger and keep), and
+    # whether the harness records what the summary was made from (its derived_from).
+    summarize: bool = False
+    parents_recorded: bool = False
 
 
 TRIMS: dict[str, Trim] = {
@@ -187,6 +196,37 @@ TRIMS: dict[str, Trim] = {
         policy={"transition": {"require_tombstones": False}},
         description="The same trim where the policy does not require tombstones: allowed.",
     ),
+    "summarize-drops-system-and-task": Trim(
+        "household-budget",
+        {"trigger": ("messages", 10), "keep": ("messages", 6)},
+        summarize=True,
+        description="SummarizationMiddleware replaces everything but the last six messages with "
+        "one summary: the system prompt and the task go with no tombstone, and the summary names "
+        "no parent.",
+    ),
+    "summarize-with-parents-recorded": Trim(
+        "household-budget",
+        {"trigger": ("messages", 10), "keep": ("messages", 6)},
+        summarize=True,
+        parents_recorded=True,
+        description="The same summary with what it replaced recorded as its derived_from: the "
+        "messages are folded, not removed, but the pinned system prompt and task still need a "
+        "tombstone.",
+    ),
+    "summarize-with-parents-and-tombstones": Trim(
+        "household-budget",
+        {"trigger": ("messages", 10), "keep": ("messages", 6)},
+        summarize=True,
+        parents_recorded=True,
+        tombstone_removed=True,
+        description="Parents recorded and the pinned ones tombstoned: the summary may stand.",
+    ),
+    "summarize-below-trigger-is-clean": Trim(
+        "bread-recipe",
+        {"trigger": ("messages", 100), "keep": ("messages", 6)},
+        summarize=True,
+        description="Below its trigger the middleware changes nothing.",
+    ),
     "trim-within-budget-is-clean": Trim(
         "flaky-test",
         {"strategy": "last", "max_tokens": 100000, "include_system": True},
@@ -203,14 +243,33 @@ TRIMS: dict[str, Trim] = {
 }
 
 
+SUMMARY = "Budget so far: income 5200, rent 1450, groceries 780, savings 10 percent."
+
+
+def summarized(messages: list[BaseMessage], options: Mapping[str, Any]) -> list[BaseMessage]:
+    """What ``SummarizationMiddleware.before_model`` leaves of ``messages`` (its fake model
+    answers one fixed summary): the messages after its remove-all marker."""
+    model = GenericFakeChatModel(messages=itertools.repeat(AIMessage(SUMMARY)))
+    middleware = SummarizationMiddleware(model, **options)
+    state: Any = {"messages": messages}  # the AgentState the middleware reads
+    update = middleware.before_model(state, None)  # type: ignore[arg-type]
+    if update is None:
+        return messages
+    return [m for m in update["messages"] if not isinstance(m, RemoveMessage)]
+
+
 def trimmed_document(trim: Trim) -> dict[str, Any]:
-    """The transition document of one recorded trim, ``trim_messages`` run now."""
+    """The transition document of one recorded edit, ``trim_messages`` (or the
+    summarization middleware) run now."""
     messages = history(conversations()[trim.conversation])
-    kept = trim_messages(messages, token_counter=count_tokens_approximately, **trim.options)
+    if trim.summarize:
+        kept = summarized(messages, trim.options)
+    else:
+        kept = trim_messages(messages, token_counter=count_tokens_approximately, **trim.options)
     before = segments(messages)
     # A kept message is the same segment after the cut (the task stays non-recoverable).
     facts = {segment["id"]: segment for segment in before}
-    after = [facts[message.id] for message in kept]
+    after = [facts[m.id] if m.id in facts else _summary(m, before, trim) for m in kept]
     document: dict[str, Any] = {
         "check": "transition",
         "before": before,
@@ -221,6 +280,21 @@ def trimmed_document(trim: Trim) -> dict[str, Any]:
         present = {segment["id"] for segment in after}
         document["tombstones"] = [s["id"] for s in before if s["id"] not in present]
     return document
+
+
+def _summary(message: BaseMessage, before: list[dict[str, Any]], trim: Trim) -> dict[str, Any]:
+    """The segment of the summary message (it has no id of its own): derived from the messages
+    it replaced when the harness records them."""
+    segment: dict[str, Any] = {"id": "summary-1", "kind": "summary", "text": _text(message)}
+    if trim.parents_recorded:
+        segment["derived_from"] = [s["id"] for s in before[: _cut(trim)]]
+    return segment
+
+
+def _cut(trim: Trim) -> int:
+    """How many messages the summary replaced: those before the ones the middleware kept."""
+    messages = history(conversations()[trim.conversation])
+    return len(messages) - len([m for m in summarized(messages, trim.options) if m.id])
 
 
 def write_cases() -> None:
