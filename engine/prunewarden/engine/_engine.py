@@ -129,7 +129,8 @@ class Engine(DecisionRecorder):
     ) -> Decision:
         """Decide on one input document (``{"check": ..., ...}``).
 
-        ``session_id`` and ``labels`` (strings) are copied into the decision's audit record.
+        ``session_id`` and ``labels`` (strings) are copied into the decision's audit record (a
+        transition document's own ``session_id`` and ``labels`` when these are not given).
         Raises :class:`InputError` for a malformed document (or session id or labels); every
         other failure, in a guard or in the logger, becomes a refusing decision.
         """
@@ -281,8 +282,8 @@ class Engine(DecisionRecorder):
     ) -> Decision:
         """Like :meth:`evaluate`, but raise when an enforced guard refuses.
 
-        Raises :class:`RelevanceCollapseError`, :class:`UntrustedEvictionError` or
-        :class:`StaleScoreError`, each carrying the decision.
+        Raises :class:`RelevanceCollapseError`, :class:`UntrustedEvictionError`,
+        :class:`StaleScoreError` or :class:`UnsafeTransitionError`, each carrying the decision.
         """
         decision = self.evaluate(document, session_id=session_id, labels=labels)
         if decision.blocks:

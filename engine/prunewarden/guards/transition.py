@@ -53,13 +53,13 @@ def evaluate(settings: TransitionGuardSettings, request: TransitionRequest) -> V
         )
         return Verdict(False, [reason])
     restore: set[str] = set()
-    rescore: list[str] = []
+    rescore: dict[str, None] = {}  # ordered and unique: a window may rescore thousands
     for reason in findings:
         ids = reason.detail["ids"]
         if reason.code in RESTORABLE:
             restore.update(ids)
         elif reason.code in {"hash_mismatch", "unbound_score", "invalidation_gap"}:
-            rescore += [i for i in ids if i not in rescore]
+            rescore.update(dict.fromkeys(ids))
     actions: list[Action] = []
     if restore:
         actions.append(Action("restore", _whole_groups(request, restore)))

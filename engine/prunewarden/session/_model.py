@@ -297,7 +297,8 @@ class Session:
     def evaluate(self, document: Mapping[str, Any]) -> Decision:
         """Decide one input document (as :meth:`Engine.evaluate` takes it) with this session's
         history: a collapse document's snapshots are observed in order (the last decision is
-        returned), a staleness document's turns are observed before the prune."""
+        returned), a staleness document's turns are observed before the prune, a transition is
+        :meth:`verify`."""
         with self._lock:
             self._follow()
             data = dict(document)
