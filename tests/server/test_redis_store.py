@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Iterator
@@ -182,3 +183,18 @@ class TestSealedStates:
         assert str(proxy.port) not in str(raised.value)
         store.close()
         proxy.close()
+
+    def test_states_of_an_older_version_are_sealed_once(self, redis_url: str) -> None:
+        """The first store to seal a database seals the unsealed states as they are (they load);
+        a later one seals nothing, and a state written unsealed after that is refused."""
+        url = redis_url.rsplit("/", 1)[0] + "/1"  # a database of its own: the marker is per db
+        raw_client = redis.Redis.from_url(url)
+        raw_client.set(KEY_PREFIX + "old", json.dumps(STATE))
+        first, second = RedisSessionStore(url, ttl=60), RedisSessionStore(url, ttl=60)
+        assert (first.seal_unsealed(), second.seal_unsealed()) == (1, 0)
+        assert second.load("old") == STATE
+        raw_client.set(KEY_PREFIX + "later", json.dumps(STATE))
+        with pytest.raises(SessionIntegrityError, match="no integrity seal"):
+            second.load("later")
+        for client in (first, second, raw_client):
+            client.close()

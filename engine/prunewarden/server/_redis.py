@@ -41,6 +41,7 @@ KEY_PREFIX = "prunewarden:session:"
 LOCK_PREFIX = "prunewarden:lock:"
 LOCK_LEASE_MS = 30_000  # a holder that dies frees the session after this long
 LOCK_WAIT_SECONDS = 5.0
+SEALED_MARKER = "prunewarden:sealed"  # set once the states of older versions were sealed
 _RELEASE = """
 if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end
 return 0
@@ -54,6 +55,14 @@ _FENCED_SET = """
 if redis.call('get', KEYS[2]) ~= ARGV[1] then return 0 end
 redis.call('set', KEYS[1], ARGV[2], 'PX', ARGV[3])
 return 1
+"""
+# KEYS: a state; ARGV: the unsealed value read, the same value sealed.
+_SEAL_IF_UNCHANGED = """
+if redis.call('get', KEYS[1]) == ARGV[1] then
+    redis.call('set', KEYS[1], ARGV[2], 'KEEPTTL')
+    return 1
+end
+return 0
 """
 
 _diagnostics = logging.getLogger("prunewarden.server")
@@ -113,6 +122,7 @@ class RedisSessionStore:
         self._release = self._redis.register_script(_RELEASE)
         self._renew = self._redis.register_script(_RENEW)
         self._fenced_set = self._redis.register_script(_FENCED_SET)
+        self._seal_if_unchanged = self._redis.register_script(_SEAL_IF_UNCHANGED)
         self._held = threading.local()  # session id -> the Lease this thread holds
         self._leases: set[Lease] = set()
         self._leases_lock = threading.Lock()
@@ -184,6 +194,24 @@ class RedisSessionStore:
                 self._release(keys=[key], args=[token])
             except RedisError as exc:  # the lease runs out by itself
                 _diagnostics.warning("a session lease could not be released: %s", exc)
+
+    def seal_unsealed(self) -> int:
+        """Seal, as they are, the states a version before seals wrote; once per Redis database
+        (the first replica started after the upgrade does it). Later, a state without a seal
+        is refused. Returns how many were sealed."""
+        sealed = 0
+        with _reached("upgrade"):
+            if not self._redis.set(SEALED_MARKER, "1", nx=True):
+                return 0
+            for key in self._redis.scan_iter(match=KEY_PREFIX + "*", count=500):
+                raw = self._redis.get(key)
+                if not isinstance(raw, bytes) or not raw.startswith(b"{"):
+                    continue  # sealed already, gone, or not a state (refused when read)
+                session_id = key.decode("utf-8", "replace").removeprefix(KEY_PREFIX)
+                text = raw.decode("utf-8", "replace")
+                value = seal_state(session_id, text, self._key) + "\n" + text
+                sealed += int(self._seal_if_unchanged(keys=[key], args=[raw, value]))
+        return sealed
 
     def renew_leases(self) -> None:
         """Renew the lease of every call running (one round of the renewing thread): a call

@@ -134,6 +134,7 @@ def open_store(url: str, ttl: float) -> ServerStore:
             raise ServerConfigError(f"--sessions {url}: {exc}") from None
         try:
             store.ping()
+            store.seal_unsealed()
         except RedisError as exc:
             store.close()
             raise ServerConfigError(f"--sessions {url}: {exc}") from None

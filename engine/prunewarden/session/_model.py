@@ -28,13 +28,7 @@ from prunewarden._observation import public_call
 from prunewarden._stats import pstdev
 from prunewarden.audit import session_rebound_record
 from prunewarden.decision import Decision, Verdict
-from prunewarden.errors import (
-    REFUSALS,
-    InputError,
-    Problem,
-    SessionStateError,
-    SessionStoreError,
-)
+from prunewarden.errors import REFUSALS, InputError, Problem, SessionStateError, SessionStoreError
 from prunewarden.inputs import (
     Check,
     CollapseRequest,
@@ -411,22 +405,12 @@ class Session:
             _diagnostics.exception("session_rebound could not be recorded")
 
     def _publish(self, *, pending: bool = False, decided: bool = False) -> None:
-        """Tell the registry the halt this session holds, for the engine's stateless calls. With
-        a store, only while the history is not saved (``pending``, or a failed save): once it
-        is, the store says it, and a halt lifted or deleted elsewhere (another replica, a TTL)
-        is not kept alive by this process. The registry forgets a halt only then, or when a
-        cycle that passed the guard lifted it (``decided``): never because a state was read
-        that does not show it."""
-        if self._registry is None:
-            return
-        # Only the registry's own store answers for this session once the registry forgets it.
-        stored = self._store is not None and self._store is self._registry.store
-        saved = stored and not pending and self._unsaved is None
-        halt = self._history.halt
-        if saved or (halt is None and decided):
-            self._registry.note(self.session_id, None)
-        elif halt is not None:
-            self._registry.note(self.session_id, halt)
+        """Tell the registry the halt this session holds (:meth:`SessionRegistry.publish`):
+        the history is ``saved`` unless ``pending`` or a save failed."""
+        if self._registry is not None:
+            stored = self._store is not None and self._store is self._registry.store
+            saved = stored and not pending and self._unsaved is None
+            self._registry.publish(self.session_id, self._history.halt, saved, decided=decided)
 
     def _commit(self, before: History, decision_ids: tuple[str, ...]) -> None:
         """Save the change this call made to the history (``before`` is what it was). When it

@@ -47,6 +47,19 @@ class SessionRegistry:
             else:
                 self._halts[session_id] = halt
 
+    def publish(
+        self, session_id: str | None, halt: Halt | None, saved: bool, *, decided: bool = False
+    ) -> None:
+        """A live session of ``session_id`` holds ``halt``. Once its history is ``saved`` in
+        this registry's store, the store says it: the halt is let go, so one lifted or deleted
+        elsewhere (another replica, a TTL) is not kept alive here. Otherwise it is kept,
+        unless a cycle that passed the guard lifted it (``decided``): never because a state
+        was read that does not show it."""
+        if saved or (halt is None and decided):
+            self.note(session_id, None)
+        elif halt is not None:
+            self.note(session_id, halt)
+
     def held(self, session_id: str) -> Halt | None:
         """The halt a live session of ``session_id`` noted, if it holds one."""
         with self._lock:
