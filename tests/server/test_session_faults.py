@@ -18,10 +18,12 @@ from _support.redis_server import running_redis
 from _support.server import Server, running_server
 from _support.session_faults import RedisProxy, fill, small_filesystem
 from prunewarden.reload import ReloadingEngine
+from prunewarden.server._config import ServerConfigError
 from prunewarden.server._redis import _FENCED_SET, KEY_PREFIX, LOCK_PREFIX
+from prunewarden.server._run import open_store
 from prunewarden.server._service import ServiceProblemError
 from prunewarden.server._sessions import SessionService
-from prunewarden.session import SqliteSessionStore, save_deadline
+from prunewarden.session import SESSION_KEY_ENV, SqliteSessionStore, save_deadline
 
 SEGMENT = {"id": "s1", "kind": "tool_output", "tombstone_written": True}
 EVICTION = {"check": "eviction", "segment": SEGMENT, "score": 0.1, "perturbed_score": 0.12}
@@ -175,3 +177,21 @@ class TestDeadline:
         assert refused["reasons"][0]["code"] == "pruning_halted"
         service.close()
         engine.close()
+
+
+class TestSessionKey:
+    def test_a_short_key_is_a_usage_error_and_a_good_one_seals(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """PRUNEWARDEN_SESSION_KEY under 32 bytes refuses the store (ServerConfigError, exit 2);
+        with a good key, the server's SQLite store seals states with HMAC."""
+        monkeypatch.setenv(SESSION_KEY_ENV, "short")
+        with pytest.raises(ServerConfigError, match="at least 32"):
+            open_store(f"sqlite:{tmp_path / 'short.db'}", 60)
+        monkeypatch.setenv(SESSION_KEY_ENV, "k" * 32)
+        store = open_store(f"sqlite:{tmp_path / 'keyed.db'}", 60)
+        store.save("s", {"session_id": "s"})
+        assert isinstance(store, SqliteSessionStore)
+        (seal,) = store._connect().execute("SELECT seal FROM sessions").fetchone()
+        store.close()
+        assert seal.startswith("hmac-sha256:")
