@@ -295,14 +295,16 @@ class SessionService:
                 ProblemDocument("session-store-unavailable", _store_failure(exc))
             ) from None
 
-    def _rejecting(self, read: Callable[[str], _T], session_id: str) -> _T:
+    def _rejecting(
+        self, read: Callable[[str], _T], session_id: str, *, recorded: bool = False
+    ) -> _T:
         """``read(session_id)``; a stored state that fails its integrity check is recorded
-        (opening a session records it itself) and answered with HTTP 409
+        (unless ``read`` did: opening a session does) and answered with HTTP 409
         ``session-state-rejected``: every call is refused until a ``DELETE`` clears it."""
         try:
             return read(session_id)
         except SessionIntegrityError as exc:
-            if read != self._session:
+            if not recorded:
                 self.engine.engine.report_rejected_state(session_id, exc)
             detail = f"{exc.problems[0]}; DELETE the session to start it afresh"
             problem = ProblemDocument("session-state-rejected", detail, exc.problems)
@@ -357,7 +359,7 @@ class SessionService:
         _check_id(session_id)
         with self._held(session_id):
             try:
-                return call(self._rejecting(self._session, session_id))
+                return call(self._rejecting(self._session, session_id, recorded=True))
             except SessionStoreError as exc:
                 problem = ProblemDocument(
                     "session-store-unavailable",

@@ -414,8 +414,9 @@ class Session:
 
     def _commit(self, before: History, decision_ids: tuple[str, ...]) -> None:
         """Save the change this call made to the history (``before`` is what it was). When it
-        cannot be saved, the change is not made: the history goes back to ``before``, keeping a
-        halt the call decided (or one it lifted), and :class:`SessionStoreError` is raised."""
+        cannot be saved, the change is not made: the history goes back to ``before``, with the
+        halt the call decided, or the one it would have lifted (fail closed), and
+        :class:`SessionStoreError` is raised."""
         if self._save():
             return
         after = self._history
