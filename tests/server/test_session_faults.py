@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sqlite3
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +17,7 @@ import httpx
 import pytest
 import redis
 from _support.redis_server import running_redis
-from _support.server import Server, running_server
+from _support.server import PRUNEWARDEN, Server, _await_address, running_server
 from _support.session_faults import RedisProxy, fill, small_filesystem
 from prunewarden.reload import ReloadingEngine
 from prunewarden.server._config import ServerConfigError
@@ -177,6 +179,39 @@ class TestDeadline:
         assert refused["reasons"][0]["code"] == "pruning_halted"
         service.close()
         engine.close()
+
+
+class TestRequestTimeout:
+    def test_a_served_call_past_its_timeout_saves_nothing(
+        self, policy_file: Path, tmp_path: Path
+    ) -> None:
+        """With --request-timeout shorter than any call, a cycle is answered 503
+        deadline-exceeded; once the server has stopped (its workers done), the session file
+        holds no cycle: the worker that went on past the deadline saved nothing."""
+        command = [PRUNEWARDEN, "serve", "--policy", str(policy_file), "--listen", "127.0.0.1:0"]
+        command += ["--audit-log", str(tmp_path / "audit.jsonl"), "--request-timeout", "1e-6"]
+        process = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path
+        )
+        server = Server(process, _await_address(process), tmp_path / "audit.jsonl")
+        try:
+            with server.client() as http:
+                answer = cycle(http, "late", HEALTHY[0])
+        finally:
+            stopped = server.stop()  # SIGTERM: exits once every worker has returned
+            assert process.stdout is not None
+            process.stdout.close()
+        assert stopped == 0
+        assert (answer.status_code, answer.json()["type"].rsplit("/", 1)[-1]) == (
+            503,
+            "deadline-exceeded",
+        )
+        assert [r["session_id"] for r in audit_records(server, "decision")] == ["late"]
+        with sqlite3.connect(tmp_path / "sessions.sqlite3") as connection:
+            states = [
+                json.loads(row[0]) for row in connection.execute("SELECT state FROM sessions")
+            ]
+        assert [state["cycles_seen"] for state in states] in ([], [0])
 
 
 class TestSessionKey:
