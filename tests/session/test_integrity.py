@@ -196,6 +196,26 @@ class TestHaltNeverLost:
             )
             assert store.load("s")["halt"] is not None  # type: ignore[index]
 
+    def test_a_later_passing_cycle_stored_elsewhere_lifts_the_held_halt(
+        self, tmp_path: Path
+    ) -> None:
+        """A halt held after its save failed gives way to a stored state in which a later
+        cycle passed the guard (another replica went on), not to an older one."""
+        with FlakyStore(tmp_path / "s.db") as store:
+            engine = Engine.default(store=store)
+            session = engine.session("s")
+            for cycle in range(1, 5):
+                session.observe_cycle(narrowing(cycle), ["task"])
+            store.failing = True
+            with pytest.raises(SessionStoreError):
+                session.observe_cycle(narrowing(5), ["task"])
+            store.failing = False
+            elsewhere = Engine.default(store=store).session("s")
+            for cycle in (5, 6):
+                elsewhere.observe_cycle(narrowing(1), ["task"], cycle=cycle)
+            assert not elsewhere.halted
+            assert not engine.session("s").halted
+
     def test_a_halt_on_a_full_filesystem_is_not_answered_as_saved(self, tmp_path: Path) -> None:
         """SQLite on a real filesystem that fills up during the halting cycle: the cycle
         raises SessionStoreError, evictions are refused; once space is back the halt is

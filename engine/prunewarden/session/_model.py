@@ -91,7 +91,7 @@ class Session:
         self._lock = threading.RLock()
         self._registry = registry  # told of every halt, for the engine's stateless calls
         self._history = history or History(spread_scale=self.policy.spec.calibration)
-        if registry is not None:
+        if registry is not None and store is not None:  # a halt it holds was not saved
             self._history = registry.keep_held_halt(session_id, self._history)
         self._store = store
         self._unsaved: str | None = None  # why the last save failed, while it stays unsaved
@@ -144,7 +144,7 @@ class Session:
             fitted = fit_history(restored.history, self.policy)
             refuse_dropped(fitted, self.policy)
             self._history = fitted.history
-            if self._registry is not None:
+            if self._registry is not None and self._store is not None:
                 self._history = self._registry.keep_held_halt(self.session_id, fitted.history)
             if not keep_labels:
                 self.labels = restored.labels

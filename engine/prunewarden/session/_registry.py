@@ -66,9 +66,10 @@ class SessionRegistry:
             return self._halts.get(session_id)
 
     def keep_held_halt(self, session_id: str | None, history: History) -> History:
-        """``history``, with the halt held for ``session_id`` when it does not show one: a
-        halt decided in this process and not saved stands over a state read since (the store
-        may hold an older one). A state in which a later cycle passed the guard lifted it."""
+        """``history`` of a session with a store, with the halt held for ``session_id`` when it
+        does not show one: a halt decided in this process and not saved stands over a state
+        read since (the store may hold an older one). A state in which a later cycle passed
+        the guard lifted it. (Without a store, opening an id again starts a new history.)"""
         if session_id is None or history.halt is not None:
             return history
         held = self.held(session_id)
