@@ -20,6 +20,7 @@ from prunewarden.audit._record import (
     log_policy_reload_failed,
     log_policy_reloaded,
     session_rebound_record,
+    session_state_rejected_record,
     subject_of,
     texts_of,
 )
@@ -70,6 +71,7 @@ __all__ = [
     "rotated_files",
     "seal",
     "session_rebound_record",
+    "session_state_rejected_record",
     "sql",
     "sql_parquet",
     "subject_of",

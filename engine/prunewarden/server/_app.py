@@ -25,6 +25,7 @@ import contextlib
 import hmac
 import json
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -50,8 +51,10 @@ from prunewarden.server._openapi import openapi_document
 from prunewarden.server._problems import PROBLEM_MEDIA_TYPE, ProblemDocument, invalid_input
 from prunewarden.server._service import Answer, DecisionService, ServiceProblemError
 from prunewarden.server._sessions import SessionService
+from prunewarden.session import save_deadline
 
 _diagnostics = logging.getLogger("prunewarden.server")
+DEADLINE_SCOPE_KEY = "prunewarden.deadline"  # when the worker running a call is given up on
 
 # Requests answered, by route template and status; and how long they took.
 REQUESTS = Counter("prunewarden_http_requests_total", "HTTP requests answered", ["route", "status"])
@@ -194,6 +197,9 @@ class _Endpoints:
             if inline is not None and len(body) <= INLINE_BODY_BYTES and inline(request):
                 answer = handler(request, body)
             else:
+                # Past this, the call's session saves are refused (it must not save after the
+                # caller was answered that it took too long).
+                request.scope[DEADLINE_SCOPE_KEY] = time.monotonic() + config.request_seconds
                 answer = await asyncio.wait_for(
                     asyncio.get_running_loop().run_in_executor(
                         self.workers, handler, request, body
@@ -245,7 +251,8 @@ class _Endpoints:
         call = getattr(self.sessions, name)
 
         def handle(request: Request, body: bytes) -> Answer:
-            answer: Answer = call(request.path_params["session_id"], body)
+            with save_deadline(request.scope.get(DEADLINE_SCOPE_KEY)):
+                answer: Answer = call(request.path_params["session_id"], body)
             return answer
 
         return handle

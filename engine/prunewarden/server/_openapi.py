@@ -44,10 +44,12 @@ def _problems(*statuses: int) -> dict[str, Any]:
         401: "No valid bearer token",
         404: "No such session",
         409: "The request conflicts with the session's state: a cycle or turn out of order, a "
-        "stored state this policy cannot use, or the session busy on another replica",
+        "stored state this policy cannot use, the session busy on another replica, or a stored "
+        "state that fails its integrity check (`session-state-rejected`: DELETE clears it)",
         413: "The body is larger than the limit",
         503: "The decision could not be logged (fail closed), the session store cannot be "
-        "reached, the request ran out of time, or the server is not ready",
+        "reached or the change could not be saved (it is not made: retry), the request ran out "
+        "of time, or the server is not ready",
     }
     return {
         str(status): {

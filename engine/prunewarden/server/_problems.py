@@ -21,6 +21,7 @@ PROBLEM_BASE = "https://prunewarden.dev/problems/"
 KINDS: dict[str, tuple[int, str]] = {
     "invalid-input": (400, "The request document is not valid"),
     "session-conflict": (409, "The request conflicts with the session's state"),
+    "session-state-rejected": (409, "The session's stored state was altered or cannot be read"),
     "request-too-large": (413, "The request body is larger than the limit"),
     "unsupported-media-type": (415, "The request body must be JSON"),
     "unauthorized": (401, "A valid bearer token is required"),

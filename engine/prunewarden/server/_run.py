@@ -38,7 +38,7 @@ from prunewarden.server._config import Listen, ServerConfig, ServerConfigError
 from prunewarden.server._redis import RedisSessionStore
 from prunewarden.server._service import DecisionService
 from prunewarden.server._sessions import ServerStore, SessionService
-from prunewarden.session import SqliteSessionStore
+from prunewarden.session import SESSION_KEY_ENV, SqliteSessionStore
 
 GRACEFUL_SECONDS = 10  # how long requests in flight may take to finish once asked to stop
 # With --audit-fsync batch, the log is synced in the background this often (when records are
@@ -124,13 +124,17 @@ def open_store(url: str, ttl: float) -> ServerStore:
     if url.startswith("sqlite:"):
         path = url.removeprefix("sqlite:")
         try:
-            return SqliteSessionStore(path)
-        except (sqlite3.Error, OSError) as exc:
+            return SqliteSessionStore(path, hmac_key_env=SESSION_KEY_ENV)
+        except (sqlite3.Error, OSError, ValueError) as exc:
             raise ServerConfigError(f"--sessions {url}: {exc}") from None
     if url.startswith(("redis://", "rediss://", "unix://")):
-        store = RedisSessionStore(url, ttl=ttl)
+        try:
+            store = RedisSessionStore(url, ttl=ttl, hmac_key_env=SESSION_KEY_ENV)
+        except ValueError as exc:
+            raise ServerConfigError(f"--sessions {url}: {exc}") from None
         try:
             store.ping()
+            store.seal_unsealed()
         except RedisError as exc:
             store.close()
             raise ServerConfigError(f"--sessions {url}: {exc}") from None

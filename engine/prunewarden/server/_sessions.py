@@ -15,6 +15,12 @@ with every session's history and halt. Two ways to hold them:
   session's lease, opens it from Redis, decides, saves, and lets go, so any replica can take the
   next call.
 
+A change that cannot be saved (the store failed, a Redis lease ran out, the request's deadline
+passed) is not answered as made: the call gets HTTP 503 ``session-store-unavailable`` and may be
+retried; a halt it decided holds meanwhile. A stored state that fails its integrity check gets
+HTTP 409 ``session-state-rejected`` (and a ``session_state_rejected`` record) on every endpoint
+of the session but ``DELETE``, which clears it (and records that).
+
 A session idle for longer than the TTL is forgotten (its history and its halt): the next call
 under its id starts afresh. Redis expires it by itself; with SQLite, expiry is checked when a
 session is touched and, for the others, in a sweep at most every tenth of the TTL (a session
@@ -28,11 +34,17 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, TypeVar
 
 from redis.exceptions import RedisError
 
-from prunewarden.errors import InputError, Problem, SessionStateError
+from prunewarden.errors import (
+    InputError,
+    Problem,
+    SessionIntegrityError,
+    SessionStateError,
+    SessionStoreError,
+)
 from prunewarden.inputs import parse_plan, parse_request
 from prunewarden.limits import MAX_ID_CHARS
 from prunewarden.reload import ReloadingEngine
@@ -44,7 +56,11 @@ from prunewarden.server._documents import (
     refuse_supplied,
 )
 from prunewarden.server._problems import ProblemDocument, invalid_input
-from prunewarden.server._redis import RedisSessionStore, SessionBusyError
+from prunewarden.server._redis import (
+    RedisSessionStore,
+    SessionBusyError,
+    SessionStoreUnreachableError,
+)
 from prunewarden.server._service import (
     Answer,
     ServiceProblemError,
@@ -57,6 +73,7 @@ from prunewarden.session import Session, SqliteSessionStore
 # Problems a session reports about its own order (a cycle or turn that does not follow the last):
 # the request is well formed but conflicts with the state (HTTP 409).
 _SESSION_FILE = "<session>"
+_T = TypeVar("_T")
 
 
 class ServerStore(Protocol):
@@ -214,7 +231,7 @@ class SessionService:
         _check_id(session_id)
         with self._held(session_id):
             live = self._live.get(session_id) if not self.shared else None
-            document = live.state() if live is not None else self._load(session_id)
+            document = live.state() if live is not None else self._rejecting(self._load, session_id)
         if document is None:
             raise ServiceProblemError(
                 ProblemDocument("not-found", f"no session {session_id!r} is held")
@@ -275,8 +292,23 @@ class SessionService:
             raise ServiceProblemError(ProblemDocument("session-conflict", str(exc))) from None
         except (RedisError, sqlite3.Error, OSError) as exc:
             raise ServiceProblemError(
-                ProblemDocument("session-store-unavailable", f"{type(exc).__name__}: {exc}")
+                ProblemDocument("session-store-unavailable", _store_failure(exc))
             ) from None
+
+    def _rejecting(
+        self, read: Callable[[str], _T], session_id: str, *, recorded: bool = False
+    ) -> _T:
+        """``read(session_id)``; a stored state that fails its integrity check is recorded
+        (unless ``read`` did: opening a session does) and answered with HTTP 409
+        ``session-state-rejected``: every call is refused until a ``DELETE`` clears it."""
+        try:
+            return read(session_id)
+        except SessionIntegrityError as exc:
+            if not recorded:
+                self.engine.engine.report_rejected_state(session_id, exc)
+            detail = f"{exc.problems[0]}; DELETE the session to start it afresh"
+            problem = ProblemDocument("session-state-rejected", detail, exc.problems)
+            raise ServiceProblemError(problem) from None
 
     def _session(self, session_id: str) -> Session:
         """The session, opened from the store when it is not live (or never kept: Redis)."""
@@ -303,7 +335,11 @@ class SessionService:
         """Drop the session everywhere: live, stored, and the halt the engine remembers by id."""
         live = self._live.pop(session_id, None)
         self._used.pop(session_id, None)
-        stored = self.store.load(session_id) is not None
+        try:
+            stored = self.store.load(session_id) is not None
+        except SessionIntegrityError as exc:  # cleared, and the record says what was
+            self.engine.engine.report_rejected_state(session_id, exc, deleted=True)
+            stored = True
         self.store.delete(session_id)
         self.engine.engine.sessions.note(session_id, None)
         return live is not None or stored
@@ -323,7 +359,14 @@ class SessionService:
         _check_id(session_id)
         with self._held(session_id):
             try:
-                return call(self._session(session_id))
+                return call(self._rejecting(self._session, session_id, recorded=True))
+            except SessionStoreError as exc:
+                problem = ProblemDocument(
+                    "session-store-unavailable",
+                    f"the change was not saved, so it is not made ({exc.error}); retry the call",
+                    extra={"decision_ids": list(exc.decision_ids)},
+                )
+                raise ServiceProblemError(problem) from None
             except SessionStateError as exc:
                 raise ServiceProblemError(invalid_input(exc.problems, "session-conflict")) from None
             except InputError as exc:
@@ -331,6 +374,13 @@ class SessionService:
                 conflict = all(p.file == _SESSION_FILE for p in exc.problems)
                 kind = "session-conflict" if conflict else "invalid-input"
                 raise ServiceProblemError(invalid_input(moved.problems, kind)) from None
+
+
+def _store_failure(exc: Exception) -> str:
+    """What failed, without where: a Redis client's error names the server's address."""
+    if isinstance(exc, RedisError) and not isinstance(exc, SessionStoreUnreachableError):
+        return f"{type(exc).__name__} in the session store"
+    return f"{type(exc).__name__}: {exc}"
 
 
 def _check_id(session_id: str) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from prunewarden.session._binding import Binder, DecideRequest, SessionBinding
 from prunewarden.session._model import Session
 from prunewarden.session._registry import SessionRegistry
+from prunewarden.session._seal import SESSION_KEY_ENV
 from prunewarden.session._state import (
     STATE_VERSION,
     Fitted,
@@ -21,12 +22,19 @@ from prunewarden.session._state import (
     refuse_dropped,
     state_document,
 )
-from prunewarden.session._store import SessionStore, SqliteSessionStore
+from prunewarden.session._store import (
+    DeadlinePassedError,
+    SessionStore,
+    SqliteSessionStore,
+    save_deadline,
+)
 from prunewarden.session._verdicts import halt_verdict, unavailable_verdict
 
 __all__ = [
+    "SESSION_KEY_ENV",
     "STATE_VERSION",
     "Binder",
+    "DeadlinePassedError",
     "DecideRequest",
     "Fitted",
     "Halt",
@@ -42,6 +50,7 @@ __all__ = [
     "halt_verdict",
     "read_state",
     "refuse_dropped",
+    "save_deadline",
     "state_document",
     "unavailable_verdict",
 ]
