@@ -16,7 +16,16 @@ from typing import IO, Any
 
 from prunewarden.cli._common import UsageError
 from prunewarden.errors import AuditError, ExitCode
-from prunewarden.limits import MAX_REQUEST_BYTES, REQUEST_SECONDS, SESSION_IDLE_SECONDS
+from prunewarden.limits import (
+    BODY_SECONDS,
+    HEADER_SECONDS,
+    KEEP_ALIVE_SECONDS,
+    MAX_CONNECTIONS,
+    MAX_LIVE_SESSIONS,
+    MAX_REQUEST_BYTES,
+    REQUEST_SECONDS,
+    SESSION_IDLE_SECONDS,
+)
 
 SERVE_EXIT_CODES = """\
 exit codes:
@@ -95,6 +104,43 @@ def add_serve(commands: Any) -> None:
         help=f"forget sessions idle this long (default: {SESSION_IDLE_SECONDS:g})",
     )
     serve.add_argument(
+        "--max-live-sessions",
+        type=int,
+        default=MAX_LIVE_SESSIONS,
+        metavar="N",
+        help="sessions kept in memory; the least recently used go back to the store "
+        f"(default: {MAX_LIVE_SESSIONS})",
+    )
+    serve.add_argument(
+        "--max-connections",
+        type=int,
+        default=MAX_CONNECTIONS,
+        metavar="N",
+        help=f"connections open at once; more are answered 503 (default: {MAX_CONNECTIONS})",
+    )
+    serve.add_argument(
+        "--header-timeout",
+        type=float,
+        default=HEADER_SECONDS,
+        metavar="SECONDS",
+        help=f"longest a client may take to send a request's headers (default: {HEADER_SECONDS:g})",
+    )
+    serve.add_argument(
+        "--body-timeout",
+        type=float,
+        default=BODY_SECONDS,
+        metavar="SECONDS",
+        help="longest a client may take to send a body, or leave an answer unread "
+        f"(default: {BODY_SECONDS:g})",
+    )
+    serve.add_argument(
+        "--keep-alive-timeout",
+        type=float,
+        default=KEEP_ALIVE_SECONDS,
+        metavar="SECONDS",
+        help=f"close a keep-alive connection idle this long (default: {KEEP_ALIVE_SECONDS:g})",
+    )
+    serve.add_argument(
         "--reload-interval",
         type=float,
         default=1.0,
@@ -132,6 +178,11 @@ def run_serve(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int
             request_seconds=args.request_timeout,
             session_ttl=args.session_ttl,
             socket_mode=socket_mode,
+            max_live_sessions=args.max_live_sessions,
+            max_connections=args.max_connections,
+            header_seconds=args.header_timeout,
+            body_seconds=args.body_timeout,
+            keep_alive_seconds=args.keep_alive_timeout,
         )
     except ValueError:
         raise UsageError(

@@ -35,6 +35,8 @@ from prunewarden.metrics import DecisionMetrics
 from prunewarden.reload import ReloadingEngine
 from prunewarden.server._app import create_app
 from prunewarden.server._config import Listen, ServerConfig, ServerConfigError
+from prunewarden.server._connections import ConnectionLimits, guarded_protocol
+from prunewarden.server._metrics import ServerMetrics
 from prunewarden.server._redis import RedisSessionStore
 from prunewarden.server._service import DecisionService
 from prunewarden.server._sessions import ServerStore, SessionService
@@ -51,13 +53,15 @@ _diagnostics = logging.getLogger("prunewarden.server")
 
 @dataclass(frozen=True, slots=True)
 class Built:
-    """An app and what it stands on; ``close`` releases them (idempotent)."""
+    """An app and what it stands on; ``close`` releases them (idempotent). ``limits``: what
+    each connection may hold, for :func:`run`."""
 
     app: Starlette
     engine: ReloadingEngine
     audit: AuditLog
     sessions: SessionService
     close: Callable[[], None]
+    limits: ConnectionLimits
 
 
 def build_app(config: ServerConfig) -> Built:
@@ -92,7 +96,17 @@ def build_app(config: ServerConfig) -> Built:
         audit.close()
         raise
     metrics.watch(engine)
-    sessions = SessionService(engine, store, ttl=config.session_ttl)
+    sessions = SessionService(
+        engine, store, ttl=config.session_ttl, max_live=config.max_live_sessions
+    )
+    server_metrics = ServerMetrics(registry)
+    limits = ConnectionLimits(
+        max_connections=config.max_connections,
+        header_seconds=config.header_seconds,
+        body_seconds=config.body_seconds,
+        keep_alive_seconds=config.keep_alive_seconds,
+        metrics=server_metrics,
+    )
     syncer = _Syncer(audit) if config.audit_fsync == "batch" else None
     closed: list[bool] = []
 
@@ -114,8 +128,9 @@ def build_app(config: ServerConfig) -> Built:
         sessions,
         on_shutdown=close,
         decision_metrics=registry,
+        server_metrics=server_metrics,
     )
-    return Built(app, engine, audit, sessions, close)
+    return Built(app, engine, audit, sessions, close, limits)
 
 
 def open_store(url: str, ttl: float) -> ServerStore:
@@ -153,6 +168,9 @@ def bind(listen: Listen, socket_mode: int) -> socket.socket:
             raise ServerConfigError(f"cannot listen on {listen.url()}: {exc.strerror}") from None
     else:
         path = Path(listen.unix_path)
+        if not path.parent.is_dir():
+            msg = f"cannot listen on {listen.url()}: the directory {path.parent} does not exist"
+            raise ServerConfigError(msg)
         _remove_stale_socket(path)
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         # Never world-accessible, not even between bind and chmod.
@@ -181,11 +199,14 @@ def run(built: Built, sock: socket.socket, listen: Listen) -> None:
     """Serve until SIGTERM or SIGINT; then release everything (the socket file too)."""
     config = uvicorn.Config(
         built.app,
+        http=guarded_protocol(built.limits),
         log_config=None,
         access_log=False,
         server_header=False,
         lifespan="on",
         timeout_graceful_shutdown=GRACEFUL_SECONDS,
+        # uvicorn hands the number to loop.call_later, which takes any real number of seconds.
+        timeout_keep_alive=built.limits.keep_alive_seconds,  # type: ignore[arg-type]
     )
     try:
         _Server(config).run(sockets=[sock])
