@@ -307,12 +307,14 @@ class SessionService:
         with self._lock:
             self._used[session_id] = self._clock()
             session = self._live.get(session_id)
-            if session is None:
-                self._make_room()
-                session = self._live[session_id] = self.engine.session(session_id)
-            else:
+            if session is not None:
                 self._live.move_to_end(session_id)
-            return session
+                return session
+            self._make_room()
+        # Opening reads (and saves) the store: not under the lock every session call takes.
+        opened = self.engine.session(session_id)
+        with self._lock:
+            return self._live.setdefault(session_id, opened)
 
     def _make_room(self) -> None:
         """Under the lock, before a session goes live: at the cap, send the least recently used
