@@ -58,7 +58,7 @@ class TestNodeClient:
 
 # A 3,000-segment pass through the Node client: how many ids it reads, and whether they are the
 # plan's decisions in order.
-LARGE_PASS = """
+BIG_PLAN_SCRIPT = """
 import { createHash } from "node:crypto";
 import { Client, decisionIds } from "%s";
 const segment = (i) => ({
@@ -77,7 +77,7 @@ class TestLargePass:
     def test_reads_the_ids_of_a_3000_segment_pass(self, policy_file: Path, tmp_path: Path) -> None:
         """fetch reads a 3,000-decision answer (the ids in the body, not a 113 KB header)."""
         assert NODE is not None
-        script = LARGE_PASS % (DRIVER.parent / "prunewarden.mjs").as_uri()
+        script = BIG_PLAN_SCRIPT % (DRIVER.parent / "prunewarden.mjs").as_uri()
         with running_server(policy_file, tmp_path) as server:
             done = subprocess.run(
                 [NODE, "--input-type=module", "-e", script, server.url],
