@@ -11,6 +11,7 @@ import argparse
 import importlib
 import json
 import logging
+from pathlib import Path
 from types import ModuleType
 from typing import IO, Any
 
@@ -141,6 +142,12 @@ def add_serve(commands: Any) -> None:
         help=f"close a keep-alive connection idle this long (default: {KEEP_ALIVE_SECONDS:g})",
     )
     serve.add_argument(
+        "--metrics-listen",
+        metavar="HOST:PORT",
+        help="also serve GET /metrics, without the token, on this loopback address (for a "
+        "Prometheus scrape; default: only on --listen, behind the token)",
+    )
+    serve.add_argument(
         "--reload-interval",
         type=float,
         default=1.0,
@@ -164,6 +171,9 @@ def run_serve(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int
     try:
         socket_mode = int(args.socket_mode, 8)
         listen = server.parse_listen(args.listen)
+        metrics_listen = (
+            server.parse_listen(args.metrics_listen) if args.metrics_listen is not None else None
+        )
         config = server.ServerConfig(
             policy=args.policy,
             audit_log=args.audit_log,
@@ -183,6 +193,7 @@ def run_serve(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int
             header_seconds=args.header_timeout,
             body_seconds=args.body_timeout,
             keep_alive_seconds=args.keep_alive_timeout,
+            metrics_listen=metrics_listen,
         )
     except ValueError:
         raise UsageError(
@@ -201,13 +212,25 @@ def run_serve(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int
     except server.ServerConfigError as exc:
         built.close()
         raise UsageError(f"prunewarden serve: {exc}") from None
+    metrics_sock = None
+    if metrics_listen is not None:
+        try:
+            metrics_sock = server.bind(metrics_listen, socket_mode)
+        except server.ServerConfigError as exc:
+            sock.close()
+            if listen.unix_path is not None:
+                Path(listen.unix_path).unlink(missing_ok=True)
+            built.close()
+            raise UsageError(f"prunewarden serve: --metrics-listen: {exc}") from None
+        metrics_url = server.bound_url(metrics_listen, metrics_sock)
+        stdout.write(f"prunewarden serve: metrics without a token on {metrics_url}/metrics\n")
     policy = built.engine.policy
     stdout.write(
         f"prunewarden serve: listening on {server.bound_url(listen, sock)} "
         f"(policy {policy.name}@{policy.version})\n"
     )
     stdout.flush()
-    server.run(built, sock, listen)
+    server.run(built, sock, listen, metrics_sock)
     stdout.write("prunewarden serve: stopped\n")
     return ExitCode.OK
 

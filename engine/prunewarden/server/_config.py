@@ -106,7 +106,9 @@ class ServerConfig:
     ``audit_log``: the chained decision log (required: a decision point without a log is not
     one). ``sessions``: ``sqlite:PATH`` or ``redis://...`` (default: ``sessions.sqlite3`` next
     to the audit log). ``token``: the bearer token callers must present (None: none is asked).
-    The limits are those of docs/limits.md ("The server").
+    ``metrics_listen``: a second address, TCP on loopback only, serving ``GET /metrics`` alone
+    and without the token (None: metrics only on ``listen``, behind the token). The limits are
+    those of docs/limits.md ("The server").
     """
 
     policy: str
@@ -127,12 +129,20 @@ class ServerConfig:
     header_seconds: float = HEADER_SECONDS
     body_seconds: float = BODY_SECONDS
     keep_alive_seconds: float = KEEP_ALIVE_SECONDS
+    metrics_listen: Listen | None = None
 
     def __post_init__(self) -> None:
         if not self.listen.is_loopback and self.token is None:
             msg = (
                 f"refusing to listen on {self.listen.url()} without a token: set "
                 f"{TOKEN_ENV} or pass --token-file (or listen on loopback or a unix socket)"
+            )
+            raise ServerConfigError(msg)
+        metrics = self.metrics_listen
+        if metrics is not None and (metrics.is_unix or not metrics.is_loopback):
+            msg = (
+                f"--metrics-listen {metrics.url()}: metrics without a token are served on a "
+                "loopback TCP address only (127.0.0.1:PORT or [::1]:PORT)"
             )
             raise ServerConfigError(msg)
         limits = (

@@ -25,18 +25,21 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import uvicorn
-from prometheus_client import CollectorRegistry
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
 from redis.exceptions import RedisError
 from starlette.applications import Starlette
+from starlette.responses import Response
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from prunewarden.audit import AuditLog
 from prunewarden.errors import AuditError
 from prunewarden.metrics import DecisionMetrics
 from prunewarden.reload import ReloadingEngine
-from prunewarden.server._app import create_app
+from prunewarden.server._app import create_app, problem_response
 from prunewarden.server._config import Listen, ServerConfig, ServerConfigError
 from prunewarden.server._connections import ConnectionLimits, guarded_protocol
 from prunewarden.server._metrics import ServerMetrics
+from prunewarden.server._problems import ProblemDocument
 from prunewarden.server._redis import RedisSessionStore
 from prunewarden.server._service import DecisionService
 from prunewarden.server._sessions import ServerStore, SessionService
@@ -195,10 +198,22 @@ def bound_url(listen: Listen, sock: socket.socket) -> str:
     return listen.url(port=sock.getsockname()[1])
 
 
-def run(built: Built, sock: socket.socket, listen: Listen) -> None:
-    """Serve until SIGTERM or SIGINT; then release everything (the socket file too)."""
+def run(
+    built: Built,
+    sock: socket.socket,
+    listen: Listen,
+    metrics_sock: socket.socket | None = None,
+) -> None:
+    """Serve until SIGTERM or SIGINT; then release everything (the socket file too). With
+    ``metrics_sock`` (bound for ``--metrics-listen``), that socket serves ``GET /metrics`` alone,
+    without the token."""
+    app: ASGIApp = built.app
+    sockets = [sock]
+    if metrics_sock is not None:
+        app = _with_metrics_listener(built, metrics_sock.getsockname()[:2])
+        sockets.append(metrics_sock)
     config = uvicorn.Config(
-        built.app,
+        app,
         http=guarded_protocol(built.limits),
         log_config=None,
         access_log=False,
@@ -209,13 +224,35 @@ def run(built: Built, sock: socket.socket, listen: Listen) -> None:
         timeout_keep_alive=built.limits.keep_alive_seconds,  # type: ignore[arg-type]
     )
     try:
-        _Server(config).run(sockets=[sock])
+        _Server(config).run(sockets=sockets)
     finally:
         built.close()
         sock.close()
+        if metrics_sock is not None:
+            metrics_sock.close()
         if listen.unix_path is not None:
             with contextlib.suppress(OSError):
                 Path(listen.unix_path).unlink()
+
+
+def _with_metrics_listener(built: Built, address: tuple[str, int]) -> ASGIApp:
+    """The app, but for requests arriving at ``address`` (the metrics listener): those get the
+    Prometheus text at ``GET /metrics`` and a 404 problem for anything else, with no token."""
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        server = scope.get("server")
+        if scope["type"] != "http" or server is None or tuple(server) != address:
+            await built.app(scope, receive, send)
+            return
+        if scope["path"] == "/metrics" and scope["method"] in {"GET", "HEAD"}:
+            text = generate_latest(REGISTRY) + generate_latest(built.limits.metrics.registry)
+            response = Response(text, media_type=CONTENT_TYPE_LATEST)
+        else:
+            detail = f"{scope['method']} {scope['path']}: the metrics listener serves GET /metrics"
+            response = problem_response(ProblemDocument("not-found", detail), {})
+        await response(scope, receive, send)
+
+    return app
 
 
 class _Syncer:
