@@ -3,8 +3,10 @@ capped. Raw sockets against a real server on loopback; every wait bounded by GUA
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,7 +15,9 @@ import pytest
 from _support.blocking import GUARD_SECONDS
 from _support.server import Server, audit_decisions, running_server
 from prometheus_client.parser import text_string_to_metric_families
+from prunewarden.server import openapi_document
 
+OPENAPI_BYTES = len(json.dumps(openapi_document(), separators=(",", ":")))
 # Short limits, so a dropped connection is seen in well under a second; generous bounds below.
 LIMITS = ("--header-timeout", "0.3", "--body-timeout", "0.3", "--keep-alive-timeout", "0.3")
 
@@ -101,6 +105,26 @@ class TestDeadlines:
             answer = read_until_closed(sock)
         assert answer.startswith(b"HTTP/1.1 200 ")
         assert answer.endswith(b"}")  # the whole answer came before the close
+
+    def test_an_answer_left_unread_is_dropped(self, strict: Server) -> None:
+        """A client that asks for megabytes of answers and reads none: once the server's buffer
+        is full for --body-timeout, the connection is dropped, and counted."""
+        before = limit_reached(strict, "send_timeout")
+        host, port = strict.url.removeprefix("http://").rsplit(":", 1)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # a window that fills
+            sock.settimeout(GUARD_SECONDS)
+            sock.connect((host, int(port)))
+            sock.sendall(b"GET /openapi.json HTTP/1.1\r\nHost: pdp\r\n\r\n" * 400)
+            deadline = time.monotonic() + GUARD_SECONDS
+            while limit_reached(strict, "send_timeout") == before:
+                assert time.monotonic() < deadline, "the unread answer was never dropped"
+                time.sleep(0.05)
+            received = 0
+            with contextlib.suppress(ConnectionResetError):
+                while chunk := sock.recv(65536):
+                    received += len(chunk)
+        assert received < 400 * OPENAPI_BYTES  # dropped before all the answers were sent
 
     def test_the_server_answers_after_dropping_them(self, strict: Server) -> None:
         """The dropped clients cost nothing lasting: the next request is answered."""
