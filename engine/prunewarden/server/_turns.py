@@ -26,7 +26,7 @@ _T = TypeVar("_T")
 
 
 async def run_in_thread(
-    executor: Executor, call: Callable[[], _T], finished: Callable[[], None] = lambda: None
+    executor: Executor, call: Callable[[], _T], finished: Callable[[], None] | None = None
 ) -> _T:
     """``call()`` in ``executor``, awaited; ``finished`` runs on the event loop once the call
     has ended, whether its caller waited for it or gave up (a call not started yet is
@@ -35,17 +35,28 @@ async def run_in_thread(
     try:
         future = executor.submit(call)
     except BaseException:
-        finished()
+        if finished is not None:
+            finished()
         raise
-
-    def done(_future: object) -> None:
-        with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits any more
-            loop.call_soon_threadsafe(finished)
 
     try:
         return await asyncio.wrap_future(future)
     finally:
-        future.add_done_callback(done)
+        if finished is not None:
+            if future.done():  # the common case: no need to wake the loop from a thread
+                finished()
+            else:  # given up on (a deadline) while the thread still runs
+                future.add_done_callback(_on_loop(loop, finished))
+
+
+def _on_loop(loop: asyncio.AbstractEventLoop, then: Callable[[], None]) -> Callable[[object], None]:
+    """A done-callback, called in the worker's thread, that runs ``then`` on ``loop``."""
+
+    def done(_future: object) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits any more
+            loop.call_soon_threadsafe(then)
+
+    return done
 
 
 class _Turn:
