@@ -116,6 +116,25 @@ MAX_REQUEST_BYTES: Final = MAX_INPUT_CHARS
 REQUEST_SECONDS: Final = 30.0
 #: Seconds a session may stay idle before the server forgets it (its state and its halt).
 SESSION_IDLE_SECONDS: Final = 24 * 3600.0
+#: Sessions the server keeps in memory between calls; past it the least recently used one that
+#: is idle and saved goes back to the store (a later call reopens it from there).
+MAX_LIVE_SESSIONS: Final = 1000
+#: Connections open at once; one more is answered HTTP 503 and closed before it is read.
+MAX_CONNECTIONS: Final = 1000
+#: Seconds a client may take to send a request's headers (from connecting, or from the first
+#: byte of its next request); past it the connection is dropped.
+HEADER_SECONDS: Final = 10.0
+#: Seconds a client may take to send a request's body once its headers are in, and may leave an
+#: answer unread; past it the connection is closed (HTTP 408 when nothing was answered yet).
+BODY_SECONDS: Final = 60.0
+#: Seconds a keep-alive connection may stay idle between two requests.
+KEEP_ALIVE_SECONDS: Final = 5.0
+#: Decision ids an answer lists in its ``Prunewarden-Decision-Ids`` header; an answer carrying
+#: more (a pass over many segments) lists them in its body only, its header giving their count.
+MAX_HEADER_DECISION_IDS: Final = 64
+#: Request bodies being read at once hold at most this many times MAX_REQUEST_BYTES (the
+#: request-size limit in force); a body that would pass it is refused (HTTP 503, retry).
+PENDING_BODY_REQUESTS: Final = 4
 
 # --- Reports -------------------------------------------------------------------------------------
 

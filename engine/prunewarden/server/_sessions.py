@@ -21,6 +21,12 @@ retried; a halt it decided holds meanwhile. A stored state that fails its integr
 HTTP 409 ``session-state-rejected`` (and a ``session_state_rejected`` record) on every endpoint
 of the session but ``DELETE``, which clears it (and records that).
 
+Live sessions are capped (``max_live``): past the cap, the least recently used session that is
+idle (no call running or waiting) and saved goes back to the store, where its next call finds it
+again; one whose last save failed is never dropped, since memory is then all that holds its
+change. When every live session is in use or unsaved, a new session is refused (HTTP 503
+``server-busy``, retry) rather than any held one lost. Redis keeps no live sessions: no cap.
+
 A session idle for longer than the TTL is forgotten (its history and its halt): the next call
 under its id starts afresh. Redis expires it by itself; with SQLite, expiry is checked when a
 session is touched and, for the others, in a sweep at most every tenth of the TTL (a session
@@ -32,6 +38,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, ClassVar, Protocol, TypeVar
@@ -46,7 +53,7 @@ from prunewarden.errors import (
     SessionStoreError,
 )
 from prunewarden.inputs import parse_plan, parse_request
-from prunewarden.limits import MAX_ID_CHARS
+from prunewarden.limits import MAX_ID_CHARS, MAX_LIVE_SESSIONS
 from prunewarden.reload import ReloadingEngine
 from prunewarden.server._documents import (
     check_definition,
@@ -107,14 +114,20 @@ class SessionService:
         store: ServerStore,
         *,
         ttl: float,
+        max_live: int = MAX_LIVE_SESSIONS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.engine = engine
         self.store = store
         self.ttl = ttl
+        self.max_live = max_live
         self.shared = isinstance(store, RedisSessionStore)
+        # Told the name of each limit reached ("live_sessions"); the app counts them.
+        self.on_limit: Callable[[str], None] = lambda _limit: None
         self._clock = clock
-        self._live: dict[str, Session] = {}
+        # Live sessions, least recently used first; and the calls running on each (not dropped).
+        self._live: OrderedDict[str, Session] = OrderedDict()
+        self._busy: dict[str, int] = {}
         now = clock()
         # When each session was last used (SQLite: those found in the file count as used now).
         held = store.session_ids() if isinstance(store, SqliteSessionStore) else iter(())
@@ -147,13 +160,15 @@ class SessionService:
         def observe(session: Session) -> Answer:
             session.observe_turn(data["mean_relevance"], data["tokens"], turn=data.get("turn"))
             state = session.state()
+            identity = session.policy.identity
             return Answer(
                 {
                     "session_id": session_id,
                     "turn": state["turns"][-1]["turn"] if state["turns"] else data.get("turn"),
                     "halted": session.halted,
-                    "policy": session.policy.identity.to_dict(),
-                }
+                    "policy": identity.to_dict(),
+                },
+                policy=identity,
             )
 
         answer: Answer = self._call(session_id, observe, "$.turns[0]", text)
@@ -236,13 +251,15 @@ class SessionService:
             raise ServiceProblemError(
                 ProblemDocument("not-found", f"no session {session_id!r} is held")
             )
+        identity = self.engine.policy.identity
         return Answer(
             {
                 "session_id": session_id,
                 "halted": document["halt"] is not None,
                 "state": document,
-                "policy": self.engine.policy.identity.to_dict(),
-            }
+                "policy": identity.to_dict(),
+            },
+            policy=identity,
         )
 
     def delete(self, session_id: str, _body: bytes) -> Answer:
@@ -250,18 +267,16 @@ class SessionService:
         _check_id(session_id)
         with self._held(session_id):
             found = self._forget(session_id)
+        identity = self.engine.policy.identity
         return Answer(
-            {
-                "session_id": session_id,
-                "deleted": found,
-                "policy": self.engine.policy.identity.to_dict(),
-            }
+            {"session_id": session_id, "deleted": found, "policy": identity.to_dict()},
+            policy=identity,
         )
 
-    def is_live(self, session_id: str) -> bool:
-        """The session is open in this process (a call on it reads and writes no store, unless
-        a reload or a failed save makes it)."""
-        return not self.shared and session_id in self._live
+    @property
+    def live_count(self) -> int:
+        """Sessions held in memory now."""
+        return len(self._live)
 
     def close(self) -> None:
         """Close the store: every change was saved when it was made."""
@@ -287,7 +302,14 @@ class SessionService:
                 used = self._used.get(session_id)
                 if used is not None and now - used > self.ttl:
                     self._forget_locked(session_id)
-            yield
+                self._busy[session_id] = self._busy.get(session_id, 0) + 1
+            try:
+                yield
+            finally:
+                with self._lock:
+                    self._busy[session_id] -= 1
+                    if not self._busy[session_id]:
+                        del self._busy[session_id]
         except SessionBusyError as exc:
             raise ServiceProblemError(ProblemDocument("session-conflict", str(exc))) from None
         except (RedisError, sqlite3.Error, OSError) as exc:
@@ -317,9 +339,29 @@ class SessionService:
         with self._lock:
             self._used[session_id] = self._clock()
             session = self._live.get(session_id)
-            if session is None:
-                session = self._live[session_id] = self.engine.session(session_id)
-            return session
+            if session is not None:
+                self._live.move_to_end(session_id)
+                return session
+            self._make_room()
+        # Opening reads (and saves) the store: not under the lock every session call takes.
+        opened = self.engine.session(session_id)
+        with self._lock:
+            return self._live.setdefault(session_id, opened)
+
+    def _make_room(self) -> None:
+        """Under the lock, before a session goes live: at the cap, send the least recently used
+        live session that is idle and saved back to the store; when there is none, refuse."""
+        if len(self._live) < self.max_live:
+            return
+        self.on_limit("live_sessions")
+        for session_id, session in self._live.items():
+            if session_id not in self._busy and session.unsaved is None:
+                del self._live[session_id]  # saved: its next call reopens it from the store
+                return
+        detail = f"{self.max_live} live sessions, each in use or not yet saved: try again"
+        raise ServiceProblemError(
+            ProblemDocument("server-busy", detail, extra={"limit": "live_sessions"})
+        )
 
     def _load(self, session_id: str) -> dict[str, Any] | None:
         """The stored state; with Redis, without renewing its TTL (reading is not using)."""

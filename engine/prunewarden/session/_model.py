@@ -113,6 +113,11 @@ class Session:
         return self._history.halt
 
     @property
+    def unsaved(self) -> str | None:
+        """Why the last save to the store failed, while the state stays unsaved; else None."""
+        return self._unsaved
+
+    @property
     def rule_pins(self) -> RulePins:
         """The segments custom rules pinned in this session's passes, pinned for the later
         passes while their text is unchanged (kept in :meth:`state`)."""
