@@ -193,7 +193,8 @@ class TestRequestTimeout:
         process = subprocess.Popen(
             command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path
         )
-        server = Server(process, _await_address(process), tmp_path / "audit.jsonl")
+        url, startup = _await_address(process)
+        server = Server(process, url, tmp_path / "audit.jsonl", startup)
         try:
             with server.client() as http:
                 answer = cycle(http, "late", HEALTHY[0])
