@@ -7,7 +7,7 @@ Imports the planner and the layers below it; nothing above it.
 from __future__ import annotations
 
 from prunewarden.session._binding import Binder, DecideRequest, SessionBinding
-from prunewarden.session._model import Session
+from prunewarden.session._session import Session
 from prunewarden.session._registry import SessionRegistry
 from prunewarden.session._state import (
     STATE_VERSION,
