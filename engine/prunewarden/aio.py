@@ -267,3 +267,6 @@ class AsyncSession:
 
     async def save(self) -> None:
         await asyncio.to_thread(self.session.save)
+
+
+__all__ = ["AsyncEngine", "AsyncSession"]

@@ -424,3 +424,6 @@ def _differs(new: Policy, old: Policy) -> bool:
     """A new snapshot is worth swapping in when the content or any file's bytes changed (the
     decisions name the files' hashes)."""
     return new.digest != old.digest or new.sources != old.sources
+
+
+__all__ = ["ReloadResult", "ReloadingEngine"]

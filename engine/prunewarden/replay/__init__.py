@@ -28,7 +28,7 @@ from prunewarden.replay._fit import (
     halts,
     read_trace,
 )
-from prunewarden.replay._parquet import DECISION_COLUMNS, decision_rows, write_decisions_parquet
+from prunewarden.replay._parquet import decision_rows, write_decisions_parquet
 from prunewarden.replay._run import (
     AuditTarget,
     Halt,
@@ -43,11 +43,10 @@ from prunewarden.replay._run import (
     run_replay_job,
     run_trace,
 )
-from prunewarden.replay._sources import expand_traces, open_trace
+from prunewarden.replay._sources import expand_traces
 from prunewarden.replay._trace import TraceReader
 
 __all__ = [
-    "DECISION_COLUMNS",
     "DEFAULT_HEADROOM",
     "DEFAULT_RATE",
     "AuditTarget",
@@ -77,7 +76,6 @@ __all__ = [
     "extends_reference",
     "fit",
     "halts",
-    "open_trace",
     "read_trace",
     "replay_in_worker",
     "replay_trace",
