@@ -43,7 +43,7 @@ from prunewarden.replay._run import (
     run_replay_job,
     run_trace,
 )
-from prunewarden.replay._sources import expand_traces
+from prunewarden.replay._sources import expand_traces, open_trace
 from prunewarden.replay._trace import TraceReader
 
 __all__ = [
@@ -76,6 +76,7 @@ __all__ = [
     "extends_reference",
     "fit",
     "halts",
+    "open_trace",
     "read_trace",
     "replay_in_worker",
     "replay_trace",

@@ -9,16 +9,14 @@ from __future__ import annotations
 from prunewarden.session._binding import Binder, SessionBinding
 from prunewarden.session._registry import SessionRegistry
 from prunewarden.session._session import Session
-from prunewarden.session._state import (
-    Fitted,
-    Halt,
-)
+from prunewarden.session._state import Fitted, Halt, RulePins
 from prunewarden.session._store import SessionStore, SqliteSessionStore
 
 __all__ = [
     "Binder",
     "Fitted",
     "Halt",
+    "RulePins",
     "Session",
     "SessionBinding",
     "SessionRegistry",
