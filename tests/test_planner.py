@@ -17,6 +17,9 @@ from hypothesis import strategies as st
 from prunewarden import AuditLog, Decision, Engine, InputError, Policy
 from prunewarden.audit import input_digest
 from prunewarden.cli._main import run
+from prunewarden.decision import Reason, Verdict
+from prunewarden.inputs import Check, Request, parse_plan
+from prunewarden.planner import PassInputs, PassLog, Plan, plan_pass
 from structlog.testing import capture_logs
 
 EngineFactory = Callable[..., Engine]
@@ -191,6 +194,76 @@ class TestRulePins:
         engine.session("one").plan(window, free_tokens=100)
         plan = engine.session("two").plan(window, free_tokens=100)
         assert [d.codes for d in plan.decisions if d.refused] == [("rule:pin-never",)]
+
+
+class TestPassInputs:
+    """The planner decides through what its caller hands it, and needs no Session."""
+
+    @staticmethod
+    def inputs(
+        engine: Engine, pins: dict[str, str], gate: Verdict | None = None
+    ) -> tuple[PassInputs, list[str]]:
+        """PassInputs over ``engine``'s decide step; the checks it decided, in order."""
+        binding = engine.session_binding
+        decided: list[str] = []
+
+        def decide(
+            check: Check,
+            request: Request,
+            document: Any,
+            gate: Verdict | None = None,
+            *,
+            in_pass: PassLog | None = None,
+        ) -> Decision:
+            decided.append(check)
+            return binding.decide(check, request, document, gate=gate, in_pass=in_pass)
+
+        inputs = PassInputs(
+            eviction=binding.policy.spec.eviction,
+            pinned_by_rule=lambda segment_id, text: pins.get(segment_id) == text,
+            gate=lambda _check: gate,
+            decide=decide,
+            pin_by_rule=pins.update,
+        )
+        return inputs, decided
+
+    @staticmethod
+    def plan(engine: Engine, inputs: PassInputs, window: list[dict[str, Any]]) -> Plan:
+        document = {"segments": window, "free_tokens": 100}
+        request = parse_plan(document, engine.policy.spec.scores)
+        return plan_pass(inputs, request, document, PassLog())
+
+    def test_a_pass_on_inputs_alone_plans_as_the_engine_does(self, engine: Engine) -> None:
+        """plan_pass on PassInputs (no Session) evicts and pins what Engine.plan does."""
+        inputs, decided = self.inputs(engine, {})
+        plan = self.plan(engine, inputs, WINDOW)
+        expected = engine.plan({"segments": WINDOW, "free_tokens": 100})
+        assert (plan.evict, plan.pinned) == (expected.evict, expected.pinned)
+        assert decided == ["staleness", "eviction"]
+
+    def test_rule_pins_go_to_the_caller_and_come_back(self, make_policy: PolicyFactory) -> None:
+        """A segment a rule pins is handed to pin_by_rule, and pinned_by_rule keeps it pinned
+        in the next pass without a decision."""
+        engine = Engine(make_policy(rules=PIN_NEVER))
+        pins: dict[str, str] = {}
+        inputs, decided = self.inputs(engine, pins)
+        window = [seg("n", 0.0625, text="never log tokens"), *WINDOW[1:]]
+        first = self.plan(engine, inputs, window)
+        assert pins == {"n": "never log tokens"}
+        assert first.pinned == ("n",)
+        decided.clear()
+        second = self.plan(engine, inputs, window)
+        assert second.pinned == ("n",)
+        assert decided == ["staleness", "eviction"]  # b only: n is not decided again
+
+    def test_the_gate_freezes_the_pass(self, engine: Engine) -> None:
+        """A refusal from the caller's gate stands in for the staleness guard: nothing moves."""
+        halted = Verdict(True, [Reason("pruning_halted", "halted", {})])
+        inputs, _ = self.inputs(engine, {}, gate=halted)
+        plan = self.plan(engine, inputs, WINDOW)
+        assert plan.frozen
+        assert plan.evict == ()
+        assert plan.decisions[0].codes == ("pruning_halted",)
 
 
 class TestPassCandidates:
