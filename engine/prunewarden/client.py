@@ -271,3 +271,13 @@ class AsyncClientSession(_SessionCalls[Awaitable[Any]]):
 
 def _params(params: Mapping[str, Any]) -> dict[str, Any]:
     return {name: value for name, value in params.items() if value is not None}
+
+
+__all__ = [
+    "UNIX_PREFIX",
+    "AsyncClient",
+    "AsyncClientSession",
+    "Client",
+    "ClientSession",
+    "ServerError",
+]

@@ -197,3 +197,6 @@ def _found(module: str) -> bool:
         return importlib.util.find_spec(module) is not None
     except (ImportError, ValueError):  # a parent package missing, or a module without a spec
         return False
+
+
+__all__ = ["EXTRAS", "Diagnosis", "Finding", "diagnose"]

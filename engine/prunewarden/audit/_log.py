@@ -27,7 +27,7 @@ from typing import IO, Any, Literal, Self
 
 import structlog
 
-from prunewarden.audit import _record as auditlog
+from prunewarden.audit import _record
 from prunewarden.audit._chain import is_keyed, key_from_env, seal
 from prunewarden.audit._file_state import Chain, FileState, file_identity
 from prunewarden.audit._locking import lock_exclusive, require_file_locks, unlock
@@ -105,7 +105,7 @@ class AuditLog:
         self._chain = Chain()
         self.logger = structlog.wrap_logger(
             _Writer(self),
-            processors=[auditlog.event_to_kind],
+            processors=[_record.event_to_kind],
             wrapper_class=structlog.BoundLogger,
             context_class=dict,
             cache_logger_on_first_use=False,
@@ -131,7 +131,7 @@ class AuditLog:
         """Make ``policy`` known, so that the first decision under its digest in a file is
         preceded by a ``policy_activated`` record holding it."""
         with self._lock:
-            self._policies.setdefault(policy.digest, auditlog.policy_activated_record(policy))
+            self._policies.setdefault(policy.digest, _record.policy_activated_record(policy))
 
     def open(self) -> None:
         """Open (creating it) and lock-check the file, or open the FIFO, now instead of at the
@@ -251,7 +251,7 @@ class AuditLog:
                 )
                 raise AuditError(msg)
             if torn:
-                recovered = [auditlog.write_recovered_record(torn)]
+                recovered = [_record.write_recovered_record(torn)]
                 self._append(state, self._seal(state.chain, recovered), 1)
             records = self._with_activation(state.chain, batch)
             sealed = self._seal(state.chain, records)
@@ -318,7 +318,7 @@ class AuditLog:
         state.size += 1
         if scan.tail_record is not None and not scan.torn:
             # Cut just before its newline: the record itself is whole.
-            state.chain.last = auditlog.hash_of(scan.tail_record)
+            state.chain.last = _record.hash_of(scan.tail_record)
             return []
         return [*scan.torn, scan.tail]
 
@@ -352,7 +352,7 @@ class AuditLog:
         finally:
             unlock(state.fd)
             os.close(state.fd)
-        return fresh, auditlog.log_rotated_record(archived.name, sequence)
+        return fresh, _record.log_rotated_record(archived.name, sequence)
 
     def _append(self, state: FileState, sealed: tuple[bytes, str, set[str]], count: int) -> None:
         """Write ``count`` sealed records in one go; the chain and the size move on only once
@@ -384,9 +384,9 @@ class AuditLog:
         out: list[dict[str, Any]] = []
         activated: set[str] = set()
         for record in batch:
-            if auditlog.kind_of(record) in (auditlog.DECISION, auditlog.PRUNING_PASS):
+            if _record.kind_of(record) in (_record.DECISION, _record.PRUNING_PASS):
                 # The policy that decided, and a shadow policy beside it: both reconstructible.
-                needed = [auditlog.policy_digest_of(record), auditlog.shadow_digest_of(record)]
+                needed = [_record.policy_digest_of(record), _record.shadow_digest_of(record)]
                 for digest in dict.fromkeys(needed):
                     if not digest or digest in chain.activated or digest in activated:
                         continue
@@ -394,7 +394,7 @@ class AuditLog:
                     if activation is None:
                         msg = f"policy {digest} was not added to {self!r} (AuditLog.add_policy)"
                         raise AuditError(msg)
-                    out.append(auditlog.restamped(activation))
+                    out.append(_record.restamped(activation))
                     activated.add(digest)
             out.append(record)
         return out
@@ -407,8 +407,8 @@ class AuditLog:
         for record in records:
             line, last = seal(record, last, self._hmac_key)
             lines.append(line)
-            if auditlog.kind_of(record) == auditlog.POLICY_ACTIVATED:
-                activated.add(auditlog.policy_digest_of(record))
+            if _record.kind_of(record) == _record.POLICY_ACTIVATED:
+                activated.add(_record.policy_digest_of(record))
         return b"".join(lines), last, activated
 
     def _error(self, exc: OSError) -> AuditError:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from prunewarden.audit import _record as auditlog
+from prunewarden.audit import _record
 from prunewarden.audit._chain import parse_record
 from prunewarden.limits import MAX_PARSED_LINE
 
@@ -61,8 +61,8 @@ def scan_appended(fd: int, start: int, end: int, last_hash: str) -> Scan:
         with mmap.mmap(fd, lines_end - base, access=mmap.ACCESS_READ, offset=base) as view:
             scan = _scan_buffer(view, last_hash, start - base)
     scan.tail, scan.tail_record = tail, tail_record
-    if tail_record is not None and auditlog.kind_of(tail_record) == auditlog.POLICY_ACTIVATED:
-        scan.activated.add(auditlog.policy_digest_of(tail_record))
+    if tail_record is not None and _record.kind_of(tail_record) == _record.POLICY_ACTIVATED:
+        scan.activated.add(_record.policy_digest_of(tail_record))
     return scan
 
 
@@ -103,15 +103,15 @@ def _scan_buffer(buf: bytes | mmap.mmap, last_hash: str, start: int = 0) -> Scan
     end = len(buf)
     view = memoryview(buf)
     activated: set[str] = set()
-    at = buf.find(auditlog.ACTIVATION_MARKER, start, end)
+    at = buf.find(_record.ACTIVATION_MARKER, start, end)
     while at != -1:
         line_start = buf.rfind(b"\n", start, at) + 1 or start
         line_end = buf.find(b"\n", at, end)
         line_end = end if line_end == -1 else line_end
         record = _parse_line(view, line_start, line_end)
-        if record is not None and auditlog.kind_of(record) == auditlog.POLICY_ACTIVATED:
-            activated.add(auditlog.policy_digest_of(record))
-        at = buf.find(auditlog.ACTIVATION_MARKER, line_end, end)
+        if record is not None and _record.kind_of(record) == _record.POLICY_ACTIVATED:
+            activated.add(_record.policy_digest_of(record))
+        at = buf.find(_record.ACTIVATION_MARKER, line_end, end)
     # line_end: the newline ending a whole line (start - 1: none in the region).
     line_end = buf.rfind(b"\n", start, end)
     line_end = start - 1 if line_end == -1 else line_end
@@ -121,7 +121,7 @@ def _scan_buffer(buf: bytes | mmap.mmap, last_hash: str, start: int = 0) -> Scan
         line_start = buf.rfind(b"\n", start, line_end) + 1 or start
         record = _parse_line(view, line_start, line_end)
         if record is not None:
-            last_hash = auditlog.hash_of(record)
+            last_hash = _record.hash_of(record)
             break
         line = view[line_start:line_end]
         torn.insert(0, {"bytes": len(line), "sha256": hashlib.sha256(line).hexdigest()})

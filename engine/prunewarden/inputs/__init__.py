@@ -19,7 +19,6 @@ from prunewarden.inputs._model import (
     Span,
     StalenessRequest,
     Turn,
-    TurnStats,
     WindowSegment,
 )
 from prunewarden.inputs._parse import (
@@ -28,11 +27,10 @@ from prunewarden.inputs._parse import (
     parse_request_encoded,
     refused_unchecked,
 )
-from prunewarden.inputs._passes import CandidateView, PassCandidates, parse_evictions
+from prunewarden.inputs._passes import PassCandidates, parse_evictions
 
 __all__ = [
     "CHECKS",
-    "CandidateView",
     "Check",
     "CollapseRequest",
     "EvictionRequest",
@@ -45,7 +43,6 @@ __all__ = [
     "Span",
     "StalenessRequest",
     "Turn",
-    "TurnStats",
     "WindowSegment",
     "check_caller_fields",
     "eviction_document",

@@ -28,7 +28,7 @@ from prunewarden.replay._fit import (
     halts,
     read_trace,
 )
-from prunewarden.replay._parquet import DECISION_COLUMNS, decision_rows, write_decisions_parquet
+from prunewarden.replay._parquet import decision_rows, write_decisions_parquet
 from prunewarden.replay._run import (
     AuditTarget,
     Halt,
@@ -47,7 +47,6 @@ from prunewarden.replay._sources import expand_traces, open_trace
 from prunewarden.replay._trace import TraceReader
 
 __all__ = [
-    "DECISION_COLUMNS",
     "DEFAULT_HEADROOM",
     "DEFAULT_RATE",
     "AuditTarget",

@@ -42,7 +42,7 @@ from prunewarden.inputs import (
     plan_document,
     staleness_document,
 )
-from prunewarden.planner import PassLog, Plan, plan_pass
+from prunewarden.planner import PassInputs, PassLog, Plan, plan_pass
 from prunewarden.policy import Policy
 from prunewarden.session._binding import Binder
 from prunewarden.session._registry import SessionRegistry
@@ -291,7 +291,14 @@ class Session:
             log = PassLog()
             before = self._history
             pins = before.rule_pins
-            plan = plan_pass(self, request, document, log)
+            inputs = PassInputs(
+                eviction=self.policy.spec.eviction,
+                pinned_by_rule=pins.holds,
+                gate=self.gate,
+                decide=self.decide,
+                pin_by_rule=self.pin_by_rule,
+            )
+            plan = plan_pass(inputs, request, document, log)
             recorded = self._binding.record_pass(
                 log,
                 plan,
