@@ -11,7 +11,8 @@ from prunewarden import Engine, ReloadingEngine, Session
 from prunewarden.aio import AsyncEngine, AsyncSession
 
 #: The calls that decide, which every front offers. Engine's other public methods build one
-#: (``default``, ``from_file``) or let a front open sessions on it (``open_session``).
+#: (``default``, ``from_file``), let a front open sessions on it (``open_session``) or record a
+#: stored session state that failed its seal (``report_rejected_state``, for a session server).
 CALLS = (
     "authorize_eviction",
     "authorize_evictions",
@@ -22,7 +23,7 @@ CALLS = (
     "prune",
     "session",
 )
-ENGINE_ONLY = {"default", "from_file", "open_session"}
+ENGINE_ONLY = {"default", "from_file", "open_session", "report_rejected_state"}
 FRONTS = (ReloadingEngine, AsyncEngine)
 
 
