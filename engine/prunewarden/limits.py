@@ -61,6 +61,11 @@ MAX_MATCH_STEPS: Final = 16 * 1024 * 1024
 MAX_MATCH_PATTERN_CHARS: Final = 8192
 #: Memory RE2 may use for one compiled pattern (its program and its DFA cache).
 MAX_MATCH_MEMORY_BYTES: Final = 1024 * 1024
+#: Characters of a text ``duration()`` or ``timestamp()`` parses, or a time zone a
+#: timestamp's ``getHours()`` (and the other accessors) look up. Parsing runs in one call no
+#: check can interrupt, and took 0.5 s per megabyte of duration text: a text priced over the limit
+#: is refused before it is parsed. The longest RFC 3339 timestamp is 35 characters.
+MAX_TIME_TEXT_CHARS: Final = 256
 
 # --- Input documents -----------------------------------------------------------------------------
 
