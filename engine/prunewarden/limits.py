@@ -110,6 +110,16 @@ MAX_TRACE_LINE_BYTES: Final = 8 * 1024 * 1024
 MAX_TRACE_FILES: Final = 1_000_000
 #: Characters of an event's or a header's ``note``.
 MAX_NOTE_CHARS: Final = 1000
+#: Bytes one compressed trace (``.gz``, ``.zst``) may decompress to; reading stops there, with a
+#: problem at the line reached. A 16 KB ``.zst`` of one endless line decompressed for 135 s.
+MAX_DECOMPRESSED_BYTES: Final = 16 * 1024**3
+#: Decompressed bytes per compressed byte a trace may reach once it has decompressed to
+#: :data:`DECOMPRESSION_RATIO_GRACE_BYTES`: JSON Lines compress 5 to 50 times, a bomb a thousand
+#: (gzip) to tens of thousands (zstd) of times.
+MAX_DECOMPRESSION_RATIO: Final = 500
+#: Decompressed bytes read before the ratio is held (the first lines of a trace may compress far
+#: better than the rest, and a small trace cannot be a bomb).
+DECOMPRESSION_RATIO_GRACE_BYTES: Final = 64 * 1024 * 1024
 
 # --- The server (prunewarden serve) -------------------------------------------------------------
 
