@@ -157,6 +157,39 @@ class TestLocatedErrors:
         assert problem.message == f"an integer of more than {MAX_INTEGER_DIGITS} digits"
 
     @pytest.mark.parametrize(
+        "spelled",
+        [
+            "0x" + "f" * 5000,
+            "0b" + "1" * 15000,
+            "07" + "7" * 6000,
+            "-0x" + "f" * 4000,
+        ],
+        ids=["hex", "binary", "octal", "negative-hex"],
+    )
+    def test_an_integer_too_large_in_another_base_is_located(self, spelled: str) -> None:
+        """A 5,000-digit hex integer (or binary, octal) is a located problem with the value
+        shortened; it loaded, then every message printing it exited 70."""
+        for line, where, body in [
+            (6, "$.spec.params.n", f"spec:\n  params:\n    n: {spelled}\n"),
+            (
+                5,
+                "$.spec.eviction.stability_delta",
+                f"spec:\n  eviction: {{stability_delta: {spelled}}}\n",
+            ),
+        ]:
+            with pytest.raises(PolicyError) as info:
+                parse_policy(policy("p", body), "p.yaml")
+            (problem,) = info.value.problems
+            assert (problem.file, problem.line, problem.path) == ("p.yaml", line, where)
+            shortened = f"'{spelled[:76]}..."
+            assert problem.message == f"an integer of more than 4300 digits: {shortened}"
+
+    def test_a_short_hex_integer_still_loads(self) -> None:
+        """Integers in other bases that Python can print load as their value."""
+        parsed, problems = parse_yaml("n: 0x" + "0" * 5000 + "ff\nm: 0b101\n", "p.yaml")
+        assert (parsed.data, problems) == ({"n": 255, "m": 5}, [])
+
+    @pytest.mark.parametrize(
         ("body", "path"),
         [
             ('spec:\n  params:\n    word: "a\\ud800"\n', "$.spec.params.word"),
