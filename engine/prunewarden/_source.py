@@ -167,7 +167,7 @@ class _Builder:
         if unreadable is not None:
             self._add(path, unreadable)
             return None
-        value = self.loader.construct_object(node)
+        value = self._construct(node, path)
         if isinstance(value, str) and _lone_surrogate(value):
             value = _paired(value)
             if value is None:
@@ -186,7 +186,10 @@ class _Builder:
                 continue
             key_at = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
             unreadable = _unreadable_integer(key_node, self.loader)
-            key = None if unreadable else self.loader.construct_object(key_node)
+            known = len(self.problems)
+            key = None if unreadable else self._construct(key_node, path)
+            if len(self.problems) > known:  # a tag that cannot read the key: said once
+                continue
             if isinstance(key, str) and _lone_surrogate(key):
                 key = _paired(key)
                 unreadable = None if key is not None else f"a mapping key {SURROGATE_MESSAGE}"
@@ -221,8 +224,37 @@ class _Builder:
             result[key] = self.build(value_node, child)
         return result
 
+    def _construct(self, node: yaml.Node, path: JsonPath) -> Any:
+        """A scalar's value, or None with a located problem when its tag cannot read it.
+
+        An explicit tag asks PyYAML's constructor to read any text: ``!!int abc``,
+        ``!!float 1:59:59:...`` (base 60, past a float's range), ``!!bool maybe``,
+        ``!!timestamp 2020-13-45`` raised from the constructor and exited 70; ``!!map abc``
+        read as an empty mapping.
+        """
+        tag = _short_tag(node.tag)
+        try:
+            value = self.loader.construct_object(node)
+        except (ValueError, OverflowError, KeyError, TypeError):
+            self._add_at(node, path, f"{describe_value(node.value)} is not a valid {tag}")
+            return None
+        if isinstance(value, dict | list | set):
+            self._add_at(node, path, f"{describe_value(node.value)} is not a valid {tag}")
+            return None
+        return value
+
+    def _add_at(self, node: yaml.Node, path: JsonPath, message: str) -> None:
+        at = (node.start_mark.line + 1, node.start_mark.column + 1)
+        self.problems.append(Problem(self.parsed.filename, *at, json_path(path), message))
+
     def _add(self, path: JsonPath, message: str) -> None:
         self.problems.append(self.parsed.problem(path, message))
+
+
+def _short_tag(tag: str) -> str:
+    """``tag:yaml.org,2002:int`` as a YAML file spells it: ``!!int``."""
+    prefix = "tag:yaml.org,2002:"
+    return "!!" + tag[len(prefix) :] if tag.startswith(prefix) else tag
 
 
 class _TooLargeError(Exception):
