@@ -61,6 +61,11 @@ MAX_MATCH_STEPS: Final = 16 * 1024 * 1024
 MAX_MATCH_PATTERN_CHARS: Final = 8192
 #: Memory RE2 may use for one compiled pattern (its program and its DFA cache).
 MAX_MATCH_MEMORY_BYTES: Final = 1024 * 1024
+#: Characters of a text ``duration()`` or ``timestamp()`` parses, or a time zone a
+#: timestamp's ``getHours()`` (and the other accessors) look up. Parsing runs in one call no
+#: check can interrupt, and took 0.5 s per megabyte of duration text: a text priced over the limit
+#: is refused before it is parsed. The longest RFC 3339 timestamp is 35 characters.
+MAX_TIME_TEXT_CHARS: Final = 256
 
 # --- Input documents -----------------------------------------------------------------------------
 
@@ -105,6 +110,16 @@ MAX_TRACE_LINE_BYTES: Final = 8 * 1024 * 1024
 MAX_TRACE_FILES: Final = 1_000_000
 #: Characters of an event's or a header's ``note``.
 MAX_NOTE_CHARS: Final = 1000
+#: Bytes one compressed trace (``.gz``, ``.zst``) may decompress to; reading stops there, with a
+#: problem at the line reached. A 16 KB ``.zst`` of one endless line decompressed for 135 s.
+MAX_DECOMPRESSED_BYTES: Final = 16 * 1024**3
+#: Decompressed bytes per compressed byte a trace may reach once it has decompressed to
+#: :data:`DECOMPRESSION_RATIO_GRACE_BYTES`: JSON Lines compress 5 to 50 times, a bomb a thousand
+#: (gzip) to tens of thousands (zstd) of times.
+MAX_DECOMPRESSION_RATIO: Final = 500
+#: Decompressed bytes read before the ratio is held (the first lines of a trace may compress far
+#: better than the rest, and a small trace cannot be a bomb).
+DECOMPRESSION_RATIO_GRACE_BYTES: Final = 64 * 1024 * 1024
 
 # --- The server (prunewarden serve) -------------------------------------------------------------
 
