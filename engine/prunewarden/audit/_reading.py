@@ -48,19 +48,25 @@ class Scan:
     torn: list[dict[str, Any]]  # each torn line's length and hash (``torn_fields``)
     tail: dict[str, Any] | None  # the same for what follows the last newline, if anything
     tail_record: dict[str, Any] | None
+    # Where the last whole record of the region starts, and its line (without the newline): a
+    # keyed writer checks its seal before it chains after it.
+    last_line: tuple[int, bytes] | None = None
 
 
 def scan_appended(fd: int, start: int, end: int, last_hash: str) -> Scan:
     """What a writer must know about the bytes ``[start, end)`` another writer appended."""
     lines_end = _last_newline(fd, start, end) + 1  # start when no line was ended
-    tail, tail_record = _tail(fd, lines_end, end)
+    tail, tail_line = _tail(fd, lines_end, end)
+    tail_record = None if tail_line is None else parse_record(tail_line)
     if lines_end - start < _MMAP_FROM:
-        scan = _scan_buffer(os.pread(fd, lines_end - start, start), last_hash)
+        scan = _scan_buffer(os.pread(fd, lines_end - start, start), last_hash, origin=start)
     else:
         base = start - start % mmap.ALLOCATIONGRANULARITY
         with mmap.mmap(fd, lines_end - base, access=mmap.ACCESS_READ, offset=base) as view:
-            scan = _scan_buffer(view, last_hash, start - base)
+            scan = _scan_buffer(view, last_hash, start - base, origin=base)
     scan.tail, scan.tail_record = tail, tail_record
+    if tail_record is not None and tail_line is not None and not scan.torn:
+        scan.last_line = (lines_end, tail_line)
     if tail_record is not None and auditlog.kind_of(tail_record) == auditlog.POLICY_ACTIVATED:
         scan.activated.add(auditlog.policy_digest_of(tail_record))
     return scan
@@ -79,8 +85,9 @@ def _last_newline(fd: int, start: int, end: int) -> int:
     return start - 1
 
 
-def _tail(fd: int, start: int, end: int) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-    """The fields of the unended bytes ``[start, end)``, and the record they hold, if any."""
+def _tail(fd: int, start: int, end: int) -> tuple[dict[str, Any] | None, bytes | None]:
+    """The fields of the unended bytes ``[start, end)``, and those bytes when they are small
+    enough to be a record."""
     if start >= end:
         return None, None
     digest = hashlib.sha256()
@@ -94,12 +101,12 @@ def _tail(fd: int, start: int, end: int) -> tuple[dict[str, Any] | None, dict[st
     fields = {"bytes": at - start, "sha256": digest.hexdigest()}
     if end - start > MAX_PARSED_LINE:
         return fields, None
-    return fields, parse_record(os.pread(fd, end - start, start))
+    return fields, os.pread(fd, end - start, start)
 
 
-def _scan_buffer(buf: bytes | mmap.mmap, last_hash: str, start: int = 0) -> Scan:
+def _scan_buffer(buf: bytes | mmap.mmap, last_hash: str, start: int = 0, *, origin: int) -> Scan:
     """Activations and the last whole record of ``buf[start:]``, which ends with a newline (or
-    is empty)."""
+    is empty); ``buf[0]`` is the file's byte at ``origin``."""
     end = len(buf)
     view = memoryview(buf)
     activated: set[str] = set()
@@ -117,17 +124,19 @@ def _scan_buffer(buf: bytes | mmap.mmap, last_hash: str, start: int = 0) -> Scan
     line_end = start - 1 if line_end == -1 else line_end
     # Walk back to the last whole record; lines after it are torn writes.
     torn: list[dict[str, Any]] = []
+    last_line = None
     while line_end >= start:
         line_start = buf.rfind(b"\n", start, line_end) + 1 or start
         record = _parse_line(view, line_start, line_end)
         if record is not None:
             last_hash = auditlog.hash_of(record)
+            last_line = (origin + line_start, bytes(view[line_start:line_end]))
             break
         line = view[line_start:line_end]
         torn.insert(0, {"bytes": len(line), "sha256": hashlib.sha256(line).hexdigest()})
         line_end = line_start - 1
     view.release()
-    return Scan(last_hash, activated, torn, None, None)
+    return Scan(last_hash, activated, torn, None, None, last_line)
 
 
 def _parse_line(view: memoryview, line_start: int, line_end: int) -> dict[str, Any] | None:
