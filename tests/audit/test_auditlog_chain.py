@@ -269,6 +269,44 @@ class TestKeyed:
         assert keyed.read_bytes() == before
         assert verify(keyed, key=KEY).ok
 
+    def test_a_writer_with_another_key_is_refused(
+        self, keyed: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A key of valid length that did not seal the log: ``open()`` and every append are
+        refused, naming the line whose seal it does not reproduce; nothing is written."""
+        before = keyed.read_bytes()
+        monkeypatch.setenv(KEY_ENV, "w" * 32)
+        with AuditLog(keyed, hmac_key_env=KEY_ENV) as audit:
+            with pytest.raises(AuditError) as raised:
+                audit.open()
+            decision = Engine.default(audit=audit).evaluate(eviction())
+        expected = (
+            f"cannot write audit log {keyed}: line {len(lines_of(keyed))}: its record is sealed "
+            f"with another HMAC key than the one in {KEY_ENV}"
+        )
+        assert str(raised.value).startswith(expected)
+        assert decision.codes == ("audit_unavailable",)
+        assert expected in decision.reasons[0].message
+        assert keyed.read_bytes() == before
+        assert verify(keyed, key=KEY).ok
+
+    def test_the_command_line_refuses_another_key_before_deciding(
+        self, keyed: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """``prunewarden evaluate`` with another key: a usage error naming the line, exit 2."""
+        before = keyed.read_bytes()
+        monkeypatch.setenv("PRUNEWARDEN_AUDIT_KEY", "w" * 32)
+        code, out, err = cli("evaluate", "--audit-log", str(keyed), str(EXAMPLE))
+        assert (code, out) == (2, "")
+        assert f"line {len(lines_of(keyed))}: its record is sealed with another HMAC key" in err
+        assert keyed.read_bytes() == before
+
+    def test_the_right_key_appends(self, keyed: Path) -> None:
+        """The key that sealed the log goes on appending to it (the check reads only the last
+        record)."""
+        write_log(keyed, decisions=2, hmac_key_env=KEY_ENV)
+        assert verify(keyed, key=KEY).files[0].records == 8
+
     @pytest.mark.parametrize("key", ["k", "x" * 31])
     def test_keys_shorter_than_32_bytes_are_refused(
         self, key: str, monkeypatch: pytest.MonkeyPatch
