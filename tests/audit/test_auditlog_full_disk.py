@@ -147,3 +147,17 @@ class TestOpenAfterAFailedWrite:
         assert outcomes[3:] == ["ok", ALLOWED]
         assert kinds(log)[2:] == ["torn", "write_recovered", "decision"]
         verified(log)
+
+    def test_a_write_refused_whole_leaves_open_failing_until_writes_succeed(
+        self, tmp_path: Path
+    ) -> None:
+        """A record refused whole leaves nothing to recover: ``open()`` then tries a scratch
+        write, and fails while the OS refuses it; the log has no torn line."""
+        log = tmp_path / "audit.jsonl"
+        steps = ["decide", "room:0", "decide", "open", "unlimited", "open", "decide"]
+        outcomes = run_writer(log, *steps)
+        assert outcomes[:2] == [ALLOWED, REFUSED]
+        assert outcomes[2].startswith(f"cannot write audit log {log}: File too large")
+        assert outcomes[3:] == ["ok", ALLOWED]
+        assert kinds(log) == ["policy_activated", "decision", "decision"]
+        assert verified(log) == []
