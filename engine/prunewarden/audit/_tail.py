@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from prunewarden.audit import _record as auditlog
-from prunewarden.audit._chain import is_keyed, record_hash, unseal
+from prunewarden.audit._chain import is_keyed
 from prunewarden.audit._file_state import Chain
-from prunewarden.audit._reading import scan_appended
+from prunewarden.audit._reading import scan_appended, seal_of
 from prunewarden.audit._rotation import write_all
 from prunewarden.errors import AuditError
 
@@ -35,13 +35,13 @@ _COUNT_CHUNK = 1024 * 1024
 class Recovery:
     """What the bytes ``[start, end)`` leave to a writer: the chain after them, the torn lines
     to account for, whether the last line must be ended first, and the last whole record
-    (its offset and line) to check a key against."""
+    (where its line starts and ends) to check a key against."""
 
     end: int
     chain: Chain
     torn: list[dict[str, Any]] = field(default_factory=list)
     unended: bool = False
-    last_line: tuple[int, bytes] | None = None
+    last_line: tuple[int, int] | None = None
 
 
 def learn_appended(fd: int, start: int, end: int, known: Chain) -> Recovery:
@@ -76,23 +76,14 @@ def refuse_other_key(
             raise AuditError(msg)
         return
     line = recovery.last_line
-    if line is not None and _sealed_by_other_key(line[1], key):
+    seal = None if line is None else seal_of(fd, *line, key)
+    if line is not None and seal is not None and is_keyed(seal[0]) and seal[0] != seal[1]:
         msg = (
             f"cannot write audit log {name}: line {line_number(fd, line[0])}: its record is "
             f"sealed with another HMAC key than the one in {key_env}; records under this key "
             "would fail the log's verification"
         )
         raise AuditError(msg)
-
-
-def _sealed_by_other_key(line: bytes, key: bytes) -> bool:
-    """Whether ``line`` is a keyed record whose seal ``key`` does not reproduce (a plain record
-    is not: a keyed writer may start after plain records, see docs/security.md)."""
-    split = unseal(line)
-    if split is None:
-        return False
-    body, claimed = split
-    return is_keyed(claimed) and record_hash(body, key) != claimed
 
 
 def line_number(fd: int, offset: int) -> int:
