@@ -134,6 +134,9 @@ STREAM_WRITE_SECONDS: Final = 1.0
 #: Bytes of one audit-log line a writer parses; a longer line is read in chunks, and is a record
 #: when its body hashes to the seal it ends with (else it is counted as torn).
 MAX_PARSED_LINE: Final = 16 * 1024 * 1024
+#: The longest line ``audit sql`` reads: longer than any record a writer makes (a pass over
+#: MAX_SEGMENTS segments, or a decision logging a MAX_INPUT_CHARS input, escaped).
+MAX_SQL_LINE_BYTES: Final = 512 * 1024 * 1024
 
 
 #: Where the schemas state a limit: (schema, JSON pointer to the keyword) -> value.
