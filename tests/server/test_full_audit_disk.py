@@ -148,7 +148,11 @@ class TestFullAuditDisk:
                 for _ in range(2 if path == "/v1/evaluate" else 0):
                     expect_refused(http, path, body)
                 status, document = readiness(http)
-                assert status == 503
+                assert (status, document["status"], document["title"]) == (
+                    503,
+                    503,
+                    "The server is not ready",
+                )
                 assert document["checks"]["audit_log"] is False
                 assert "No space left on device" in document["checks"]["audit_error"]
                 small_disk.free()
