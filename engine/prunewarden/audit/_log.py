@@ -32,7 +32,8 @@ from typing import IO, Any, Literal, Self
 import structlog
 
 from prunewarden.audit import _record as auditlog
-from prunewarden.audit._chain import key_from_env, seal
+from prunewarden.audit._batch import Sealed, seal_batch, with_activation
+from prunewarden.audit._chain import key_from_env
 from prunewarden.audit._file_state import Chain, FileState, file_identity
 from prunewarden.audit._locking import lock_exclusive, require_file_locks, unlock
 from prunewarden.audit._pipe import PipeWriter, is_stream_device
@@ -178,6 +179,9 @@ class AuditLog:
                     wrote = self._recover(state)
                 finally:
                     unlock(state.fd)
+                if state.sync_due:
+                    state.sync_due = False
+                    sync_file(state.fd)
                 if self._failure is not None and not wrote:
                     probe_space(self.path.parent)
             except OSError as exc:
@@ -376,7 +380,7 @@ class AuditLog:
             os.close(state.fd)
         return fresh
 
-    def _append(self, state: FileState, sealed: tuple[bytes, str, set[str]], count: int) -> None:
+    def _append(self, state: FileState, sealed: Sealed, count: int) -> None:
         """Write ``count`` sealed records in one go; the chain and the size move on only once
         all of it is written (a failed write leaves a torn tail for the next writer to
         recover)."""
@@ -406,37 +410,10 @@ class AuditLog:
     # --- chaining ------------------------------------------------------------------------------
 
     def _with_activation(self, chain: Chain, batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """``batch`` with a ``policy_activated`` record before the first decision (or pass)
-        under each policy this file has not activated yet."""
-        out: list[dict[str, Any]] = []
-        activated: set[str] = set()
-        for record in batch:
-            if auditlog.kind_of(record) in (auditlog.DECISION, auditlog.PRUNING_PASS):
-                # The policy that decided, and a shadow policy beside it: both reconstructible.
-                needed = [auditlog.policy_digest_of(record), auditlog.shadow_digest_of(record)]
-                for digest in dict.fromkeys(needed):
-                    if not digest or digest in chain.activated or digest in activated:
-                        continue
-                    activation = self._policies.get(digest)
-                    if activation is None:
-                        msg = f"policy {digest} was not added to {self!r} (AuditLog.add_policy)"
-                        raise AuditError(msg)
-                    out.append(auditlog.restamped(activation))
-                    activated.add(digest)
-            out.append(record)
-        return out
+        return with_activation(chain, batch, self._policies, repr(self))
 
-    def _seal(self, chain: Chain, records: list[dict[str, Any]]) -> tuple[bytes, str, set[str]]:
-        """The lines for ``records`` after the chain's last hash, the new last hash, and the
-        digests they activate."""
-        lines: list[bytes] = []
-        last, activated = chain.last, set()
-        for record in records:
-            line, last = seal(record, last, self._hmac_key)
-            lines.append(line)
-            if auditlog.kind_of(record) == auditlog.POLICY_ACTIVATED:
-                activated.add(auditlog.policy_digest_of(record))
-        return b"".join(lines), last, activated
+    def _seal(self, chain: Chain, records: list[dict[str, Any]]) -> Sealed:
+        return seal_batch(chain, records, self._hmac_key)
 
     def _failed(self, error: AuditError) -> AuditError:
         """Note that a write failed (what ``failure`` and ``open`` go by) and return ``error``."""
