@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 import pytest
-from _support.server import Server, running_server
+from _support.server import PRUNEWARDEN, Server, running_server
 from prunewarden.audit import verify_files
 
 ALLOWED = {
@@ -27,6 +27,7 @@ ALLOWED = {
     "perturbed_score": 0.12,
 }
 PAGE = 4096
+KEY = "k" * 32
 
 
 def window(count: int) -> dict[str, Any]:
@@ -127,17 +128,28 @@ def readiness(http: httpx.Client) -> tuple[int, dict[str, Any]]:
 
 
 class TestFullAuditDisk:
-    @pytest.mark.parametrize("fsync", ["always", "batch", "never"])
+    @pytest.mark.parametrize(
+        ("fsync", "key"),
+        [("always", None), ("batch", None), ("never", None), ("batch", KEY)],
+        ids=["always", "batch", "never", "batch-keyed"],
+    )
     def test_refused_while_full_then_deciding_on_a_log_that_verifies(
-        self, policy_file: Path, tmp_path: Path, small_disk: SmallDisk, fsync: str
+        self,
+        policy_file: Path,
+        tmp_path: Path,
+        small_disk: SmallDisk,
+        fsync: str,
+        key: str | None,
     ) -> None:
         """Three decisions refused on a full disk (the first one cut), then a cut pass record:
         /readyz answers 503 with the reason meanwhile, 200 once space is back; the decisions
-        after each recovery are answered and logged, and the whole log verifies."""
+        after each recovery are answered and logged, and the whole log verifies (with its key,
+        for a keyed log)."""
         options = ["--audit-fsync", fsync, "--sessions", f"sqlite:{tmp_path / 'sessions.db'}"]
+        env = {} if key is None else {"PRUNEWARDEN_AUDIT_KEY": key}
         answered = []
         with (
-            running_server(policy_file, small_disk.mountpoint, *options) as server,
+            running_server(policy_file, small_disk.mountpoint, *options, env=env) as server,
             server.client() as http,
         ):
             log = server.audit_log
@@ -161,7 +173,7 @@ class TestFullAuditDisk:
                 assert response.status_code == 200
                 answered.extend(response.headers["prunewarden-decision-ids"].split(","))
             stop(server)
-        result = verify_files([log])
+        result = verify_files([log], key=None if key is None else key.encode())
         assert result.ok, [str(f) for f in result.findings]
         notes = [f.message for f in result.findings]
         assert notes
@@ -185,3 +197,28 @@ def logged_ids(log: Path) -> set[str]:
             elif record.get("kind") == "pass":
                 ids.update(f"{record['pass_id']}-{i}" for i in range(len(record["verdicts"])))
     return ids
+
+
+class TestKeyedServe:
+    def test_serve_keys_its_log_and_refuses_another_key(
+        self, policy_file: Path, tmp_path: Path
+    ) -> None:
+        """With $PRUNEWARDEN_AUDIT_KEY set, serve writes a keyed log; started again with another
+        key on that log, it refuses to start (exit 2) and names the line."""
+        with running_server(policy_file, tmp_path, env={"PRUNEWARDEN_AUDIT_KEY": KEY}) as server:
+            with server.client() as http:
+                assert http.post("/v1/evaluate", json=ALLOWED).status_code == 200
+            stop(server)
+        log = server.audit_log
+        assert verify_files([log], key=KEY.encode()).ok
+        command = [PRUNEWARDEN, "serve", "--policy", str(policy_file), "--audit-log", str(log)]
+        done = subprocess.run(
+            [*command, "--listen", "127.0.0.1:0"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "PRUNEWARDEN_AUDIT_KEY": "w" * 32},
+            check=False,
+        )
+        assert done.returncode == 2
+        assert "line 2: its record is sealed with another HMAC key" in done.stderr

@@ -11,9 +11,11 @@ import argparse
 import importlib
 import json
 import logging
+import os
 from types import ModuleType
 from typing import IO, Any
 
+from prunewarden.cli._audit import ENV_KEY
 from prunewarden.cli._common import UsageError
 from prunewarden.errors import AuditError, ExitCode
 from prunewarden.limits import MAX_REQUEST_BYTES, REQUEST_SECONDS, SESSION_IDLE_SECONDS
@@ -26,7 +28,8 @@ exit codes:
   70  internal error (a bug: please report it)
 
 The bearer token comes from --token-file, else $PRUNEWARDEN_TOKEN. A TCP address other than
-loopback is refused without one.
+loopback is refused without one. When $PRUNEWARDEN_AUDIT_KEY is set, the audit log is keyed with
+it, as with evaluate.
 """
 
 
@@ -132,6 +135,8 @@ def run_serve(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int
             request_seconds=args.request_timeout,
             session_ttl=args.session_ttl,
             socket_mode=socket_mode,
+            # Set but empty is a key that went missing, not a request for an unkeyed log.
+            audit_key_env=ENV_KEY if ENV_KEY in os.environ else None,
         )
     except ValueError:
         raise UsageError(

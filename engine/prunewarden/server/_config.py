@@ -97,6 +97,8 @@ class ServerConfig:
     ``audit_log``: the chained decision log (required: a decision point without a log is not
     one). ``sessions``: ``sqlite:PATH`` or ``redis://...`` (default: ``sessions.sqlite3`` next
     to the audit log). ``token``: the bearer token callers must present (None: none is asked).
+    ``audit_key_env``: the environment variable holding the audit log's HMAC key (None: an
+    unkeyed log; see docs/audit-log.md).
     """
 
     policy: str
@@ -112,6 +114,7 @@ class ServerConfig:
     request_seconds: float = REQUEST_SECONDS
     session_ttl: float = SESSION_IDLE_SECONDS
     socket_mode: int = DEFAULT_SOCKET_MODE
+    audit_key_env: str | None = None
 
     def __post_init__(self) -> None:
         if not self.listen.is_loopback and self.token is None:
