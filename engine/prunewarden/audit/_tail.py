@@ -37,7 +37,6 @@ class Recovery:
     to account for, whether the last line must be ended first, and the last whole record
     (where its line starts and ends) to check a key against."""
 
-    end: int
     chain: Chain
     torn: list[dict[str, Any]] = field(default_factory=list)
     unended: bool = False
@@ -48,7 +47,7 @@ def learn_appended(fd: int, start: int, end: int, known: Chain) -> Recovery:
     """Read ``[start, end)`` after a chain ``known`` ends at ``start``; changes nothing."""
     scan = scan_appended(fd, start, end, known.last)
     chain = Chain(scan.last_hash, known.activated | scan.activated)
-    recovery = Recovery(end, chain, list(scan.torn), last_line=scan.last_line)
+    recovery = Recovery(chain, list(scan.torn), last_line=scan.last_line)
     if scan.tail is None:
         return recovery
     recovery.unended = True
