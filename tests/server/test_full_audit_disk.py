@@ -10,6 +10,8 @@ import errno
 import hashlib
 import json
 import os
+import re
+import resource
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -142,9 +144,10 @@ class TestFullAuditDisk:
         key: str | None,
     ) -> None:
         """Three decisions refused on a full disk (the first one cut), then a cut pass record:
-        /readyz answers 503 with the reason meanwhile, 200 once space is back; the decisions
-        after each recovery are answered and logged, and the whole log verifies (with its key,
-        for a keyed log)."""
+        /readyz answers 503 with the reason meanwhile, 200 once space is back. Then, cut to the
+        byte, one refusal and a refusal whose recovery is cut too. The decisions after each
+        recovery are answered and logged, and the whole log verifies (with its key, for a keyed
+        log)."""
         options = ["--audit-fsync", fsync, "--sessions", f"sqlite:{tmp_path / 'sessions.db'}"]
         env = {} if key is None else {"PRUNEWARDEN_AUDIT_KEY": key}
         answered = []
@@ -172,13 +175,31 @@ class TestFullAuditDisk:
                 response = http.post(path, json=body)
                 assert response.status_code == 200
                 answered.extend(response.headers["prunewarden-decision-ids"].split(","))
+            # Cut to the byte by a file size limit on the server process: a decision cut after
+            # 40 bytes; then one cut after 40 bytes and the next one's recovery after 30.
+            for rooms in ([40], [40, 30]):
+                for room in rooms:
+                    limit_file_size(server, log.stat().st_size + room)
+                    expect_refused(http, "/v1/evaluate", ALLOWED)
+                limit_file_size(server, resource.RLIM_INFINITY)
+                response = http.post("/v1/evaluate", json=ALLOWED)
+                assert response.status_code == 200
+                answered.append(response.headers["prunewarden-decision-ids"])
             stop(server)
         result = verify_files([log], key=None if key is None else key.encode())
         assert result.ok, [str(f) for f in result.findings]
         notes = [f.message for f in result.findings]
-        assert notes
+        assert len(notes) >= 2
         assert all("of an interrupted write" in note for note in notes)
+        assert re.match(r"line \d+: 40 bytes", notes[-2])
+        assert re.match(r"lines (\d+)-\d+: 69 bytes", notes[-1])
         assert set(answered) <= logged_ids(log)
+
+
+def limit_file_size(server: Server, limit: int) -> None:
+    """Let the server's process write files up to ``limit`` bytes (RLIMIT_FSIZE, set from
+    outside: the server ignores SIGXFSZ, as Python does, and a write past it fails)."""
+    resource.prlimit(server.process.pid, resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
 
 
 def stop(server: Server) -> None:
