@@ -31,6 +31,8 @@ ALLOWED = {
 PAGE = 4096
 KEY = "k" * 32
 
+pytestmark = pytest.mark.slow
+
 
 def window(count: int) -> dict[str, Any]:
     """A plan over ``count`` segments: its pass record is several pages long."""
