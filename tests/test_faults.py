@@ -152,8 +152,9 @@ class TestSinkFaults:
         assert audit.failure is None
         stream.failing = True
         refused = engine.evaluate(eviction("while-full"))
-        assert audit.failure == "cannot write audit log -: No space left on device"
-        assert audit.failure in refused.reasons[0].message
+        failure = "cannot write audit log -: No space left on device"
+        assert audit.failure == failure
+        assert failure in refused.reasons[0].message
         stream.failing = False
         assert engine.evaluate(eviction("after")).codes == ("authorized",)
         assert audit.failure is None
