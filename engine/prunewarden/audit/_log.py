@@ -3,10 +3,10 @@
 Many threads and processes may append to one file. Each append takes an OS lock on the file
 (``fcntl.flock``), reads what other writers appended since (to learn the last hash and which
 policies this file has activated), and writes its records with one ``write`` call before it lets go,
-so records never interleave and the chain stays whole. Rotation happens under the same lock: the
-file is hard-linked to ``NAME.000001`` (the next free number) and a fresh file, already locked, is
-renamed over ``NAME``; its first record is a ``log_rotated`` header chained to the last record of
-the file it continues. A FIFO or a character device is a stream instead (``_pipe``).
+so records never interleave and the chain stays whole. Rotation happens under the same lock: a
+fresh file, already locked, gets a ``log_rotated`` header chained to the last record of the file
+it continues; the file is hard-linked to ``NAME.000001`` (the next free number) and the fresh one
+renamed over ``NAME``. A FIFO or a character device is a stream instead (``_pipe``).
 
 A writer killed mid-write, or refused by a full disk mid-record, leaves a line that is not a
 record. The next write ends that line and writes a ``write_recovered`` record naming its length
