@@ -1,13 +1,14 @@
 """One long-lived audit writer in a process of its own, whose file size limit (RLIMIT_FSIZE) the
 steps move, for the full-disk tests: the OS cuts a write exactly where the limit says.
 
-    python diskwriter.py LOG FSYNC [--key-env NAME] STEP...
+    python diskwriter.py LOG FSYNC [--key-env NAME] [--max-bytes N] STEP...
 
 Steps, run in order by one ``Engine`` on one ``AuditLog``:
 
 - ``decide``: one eviction decision; prints its reason codes;
 - ``pass``: one pass of five evictions (one record); prints the codes of its decisions;
 - ``room:N``: from now on the log may grow by N bytes only (the rest of the write is refused);
+- ``limit:N``: from now on no file may grow past N bytes;
 - ``unlimited``: space is back;
 - ``open``: ``AuditLog.open()``; prints ``ok`` or the error;
 - ``copy:PATH``: copy the log as it is now to PATH.
@@ -41,11 +42,13 @@ def main() -> None:
     parser.add_argument("log", type=Path)
     parser.add_argument("fsync")
     parser.add_argument("--key-env")
+    parser.add_argument("--max-bytes", type=int)
     parser.add_argument("steps", nargs="+")
     args = parser.parse_args()
     # Past the limit the kernel sends SIGXFSZ; ignored, the write fails with EFBIG instead.
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    audit = AuditLog(args.log, fsync=args.fsync, hmac_key_env=args.key_env)
+    rotation = {} if args.max_bytes is None else {"max_bytes": args.max_bytes}
+    audit = AuditLog(args.log, fsync=args.fsync, hmac_key_env=args.key_env, **rotation)
     engine = Engine.default(audit=audit)
     outcomes: list[Any] = []
     for number, step in enumerate(args.steps):
@@ -59,6 +62,8 @@ def main() -> None:
         elif name == "room":
             limit = args.log.stat().st_size + int(argument)
             resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
+        elif name == "limit":
+            resource.setrlimit(resource.RLIMIT_FSIZE, (int(argument), resource.RLIM_INFINITY))
         elif name == "unlimited":
             resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY,) * 2)
         elif name == "open":

@@ -28,9 +28,12 @@ ALLOWED = ["authorized"]
 pytestmark = pytest.mark.slow
 
 
-def run_writer(log: Path, *steps: str, fsync: str = "batch", key: str | None = None) -> list[Any]:
+def run_writer(
+    log: Path, *steps: str, fsync: str = "batch", key: str | None = None, max_bytes: int = 0
+) -> list[Any]:
     """Run the steps in one writer process; the outcome of each step that has one."""
-    command = [sys.executable, str(WRITER), str(log), fsync, *steps]
+    options = ["--max-bytes", str(max_bytes)] if max_bytes else []
+    command = [sys.executable, str(WRITER), str(log), fsync, *options, *steps]
     env = None
     if key is not None:
         command[4:4] = ["--key-env", "PRUNEWARDEN_TEST_KEY"]
@@ -136,6 +139,23 @@ class TestWritesRefusedPartway:
         assert ours["kind"] == theirs["kind"] == "write_recovered"
         assert ours["torn"] == theirs["torn"]
         assert ours["prev_hash"] == theirs["prev_hash"]
+
+
+class TestRotationOnAFullDisk:
+    def test_a_header_that_cannot_be_written_leaves_the_log_as_it_was(self, tmp_path: Path) -> None:
+        """A rotation whose new file cannot take its log_rotated header (cut after 100 bytes)
+        is undone: no archive, no new file; the decision is refused, and the next one rotates
+        and both files verify."""
+        log = tmp_path / "audit.jsonl"
+        steps = ["decide", "limit:100", "decide", "unlimited", "decide"]
+        outcomes = run_writer(log, *steps, max_bytes=3000)
+        assert outcomes == [ALLOWED, REFUSED, ALLOWED]
+        archived = tmp_path / "audit.jsonl.000001"
+        assert sorted(path.name for path in tmp_path.iterdir()) == [log.name, archived.name]
+        assert kinds(archived) == ["policy_activated", "decision"]
+        assert kinds(log) == ["log_rotated", "policy_activated", "decision"]
+        result = verify_files([archived, log])
+        assert result.ok, [str(f) for f in result.findings]
 
 
 class TestOpenAfterAFailedWrite:
