@@ -165,8 +165,12 @@ MIN_KEY_BYTES: Final = 32
 #: Seconds one write to a FIFO or character device may wait for a full pipe to drain before the
 #: record is refused (``audit_unavailable``).
 STREAM_WRITE_SECONDS: Final = 1.0
-#: Bytes of one audit-log line that are parsed; a longer line is hashed and counted as torn.
+#: Bytes of one audit-log line a writer parses; a longer line is read in chunks, and is a record
+#: when its body hashes to the seal it ends with (else it is counted as torn).
 MAX_PARSED_LINE: Final = 16 * 1024 * 1024
+#: The longest line ``audit sql`` reads: longer than any record a writer makes (a pass over
+#: MAX_SEGMENTS segments, or a decision logging a MAX_INPUT_CHARS input, escaped).
+MAX_SQL_LINE_BYTES: Final = 512 * 1024 * 1024
 
 
 #: Where the schemas state a limit: (schema, JSON pointer to the keyword) -> value.

@@ -11,10 +11,12 @@ import argparse
 import importlib
 import json
 import logging
+import os
 from pathlib import Path
 from types import ModuleType
 from typing import IO, Any
 
+from prunewarden.cli._audit import ENV_KEY
 from prunewarden.cli._common import UsageError
 from prunewarden.errors import AuditError, ExitCode
 from prunewarden.limits import (
@@ -36,7 +38,8 @@ exit codes:
   70  internal error (a bug: please report it)
 
 The bearer token comes from --token-file, else $PRUNEWARDEN_TOKEN. A TCP address other than
-loopback is refused without one.
+loopback is refused without one. When $PRUNEWARDEN_AUDIT_KEY is set, the audit log is keyed with
+it, as with evaluate.
 """
 
 
@@ -194,6 +197,8 @@ def run_serve(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int
             body_seconds=args.body_timeout,
             keep_alive_seconds=args.keep_alive_timeout,
             metrics_listen=metrics_listen,
+            # Set but empty is a key that went missing, not a request for an unkeyed log.
+            audit_key_env=ENV_KEY if ENV_KEY in os.environ else None,
         )
     except ValueError:
         raise UsageError(

@@ -109,6 +109,8 @@ class ServerConfig:
     ``metrics_listen``: a second address, TCP on loopback only, serving ``GET /metrics`` alone
     and without the token (None: metrics only on ``listen``, behind the token). The limits are
     those of docs/limits.md ("The server").
+    ``audit_key_env``: the environment variable holding the audit log's HMAC key (None: an
+    unkeyed log; see docs/audit-log.md).
     """
 
     policy: str
@@ -130,6 +132,7 @@ class ServerConfig:
     body_seconds: float = BODY_SECONDS
     keep_alive_seconds: float = KEEP_ALIVE_SECONDS
     metrics_listen: Listen | None = None
+    audit_key_env: str | None = None
 
     def __post_init__(self) -> None:
         if not self.listen.is_loopback and self.token is None:

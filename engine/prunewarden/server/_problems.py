@@ -60,7 +60,9 @@ class ProblemDocument:
         }
         if self.problems:
             out["problems"] = [problem_dict(p) for p in self.problems]
-        out.update(self.extra)
+        # The members RFC 9457 defines keep their meaning: an extra member of the same name
+        # (readiness's own "status") does not replace the HTTP status.
+        out.update({key: value for key, value in self.extra.items() if key not in out})
         return out
 
 

@@ -70,7 +70,11 @@ class Built:
 def build_app(config: ServerConfig) -> Built:
     """The app for ``config``: the audit log opened (raises :class:`AuditError` when it cannot
     be written), the policy loaded (raises :class:`PolicyError`)."""
-    audit = AuditLog(config.audit_log, fsync=config.audit_fsync)  # type: ignore[arg-type]
+    audit = AuditLog(
+        config.audit_log,
+        fsync=config.audit_fsync,  # type: ignore[arg-type]
+        hmac_key_env=config.audit_key_env,
+    )
     try:
         audit.open()
     except AuditError as exc:
