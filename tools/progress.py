@@ -12,6 +12,7 @@ shown and its exit status returned. Standard library only: it runs before the ve
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import time
@@ -40,7 +41,7 @@ class Line:
 
     def see(self, text: str) -> None:
         self.lines += 1
-        if text.startswith("Collecting "):
+        if text.startswith(("Collecting ", "Processing ")):  # from an index, or a local wheel
             self.collected += 1
             self.phase = f"{self.collected} packages collected"
         elif text.startswith("Installing collected packages"):
@@ -76,6 +77,7 @@ def run(label: str, command: list[str], log: Path, out: TextIO) -> int:
             stderr=subprocess.STDOUT,
             text=True,
             bufsize=1,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},  # pip's lines as they come, not in blocks
         )
         assert process.stdout is not None  # noqa: S101 - stdout=PIPE above
         for text in process.stdout:
