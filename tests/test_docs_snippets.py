@@ -24,7 +24,9 @@ from _support.server import Server
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "integrations.md"
-BLOCK = re.compile(r"^(?P<before>[^\n]*)\n```(?P<lang>\w*)\n(?P<body>.*?)^```$", re.MULTILINE | re.DOTALL)
+BLOCK = re.compile(
+    r"^(?P<before>[^\n]*)\n```(?P<lang>\w*)\n(?P<body>.*?)^```$", re.MULTILINE | re.DOTALL
+)
 ILLUSTRATIVE = re.compile(r"^<!-- illustrative: (?P<reason>\S.*\S) -->$")
 CODE = {"python", "console", "sh", "shell", "bash"}
 
