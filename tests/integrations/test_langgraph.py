@@ -355,3 +355,18 @@ class TestLookAlikes:
         assert max(count_tokens_approximately(c) for c in agent.model.calls) <= BUDGET
         assert hook.last_outcome is not None
         assert hook.last_outcome.evict
+
+
+class TestOptions:
+    def test_observe_turns_feeds_the_drift_signal(self) -> None:
+        """observe_turns=True reaches the session: each call observes one turn; by default none."""
+        fed = PruningHook(
+            Engine.default(),
+            RecencyScorer(),
+            budget_tokens=10_000,
+            session_id="t",
+            observe_turns=True,
+        )
+        quiet = hook_for(10_000)
+        assert len(fed({"messages": history(3)})["prunewarden"]["session"]["turns"]) == 1
+        assert quiet({"messages": history(3)})["prunewarden"]["session"]["turns"] == []

@@ -278,3 +278,22 @@ class TestLookAlikes:
         assert first.tombstone_index(items) is None
         assert second.last_outcome is not None
         assert tokens(items) <= 300
+
+
+class TestOptions:
+    def test_observe_turns_feeds_the_drift_signal(self) -> None:
+        """observe_turns=True reaches the session: each read observes one turn."""
+        session = PrunedSession(
+            SQLiteSession("t", ":memory:"),
+            Engine.default(),
+            RecencyScorer(),
+            budget_tokens=10_000,
+            observe_turns=True,
+        )
+        start: list[Any] = [
+            {"role": "user", "content": "Plan."},
+            {"role": "assistant", "content": "ok"},
+        ]
+        asyncio.run(session.inner.add_items(start))
+        asyncio.run(session.get_items())
+        assert len(session.guard.state()["turns"]) == 1
