@@ -35,8 +35,10 @@ demo: $(VENV)/.installed
 # The framework adapters on scripted models, offline: LangChain/LangGraph, then the Agents SDK
 # (examples/agents/; docs/integrations.md). Uses the test extras, which include them.
 demo-agents: $(VENV)/.installed-test
-	$(BIN)/python examples/agents/langgraph_agent.py
-	$(BIN)/python examples/agents/openai_agents_session.py
+	@echo "==> examples/agents/langgraph_agent.py: a LangChain agent, pruned before each model call"
+	@$(BIN)/python examples/agents/langgraph_agent.py
+	@echo "==> examples/agents/openai_agents_session.py: an Agents SDK session, pruned when read"
+	@$(BIN)/python examples/agents/openai_agents_session.py
 
 test: lint typecheck layers pytest
 
