@@ -370,3 +370,23 @@ class TestOptions:
         quiet = hook_for(10_000)
         assert len(fed({"messages": history(3)})["prunewarden"]["session"]["turns"]) == 1
         assert quiet({"messages": history(3)})["prunewarden"]["session"]["turns"] == []
+
+    def test_the_middleware_takes_on_a_system_prompt_the_hook_does_not_count(
+        self, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """Given to create_agent only, the prompt is counted from the second call on, with a
+        warning; every later call is within the budget."""
+        hook = PruningHook(
+            Engine.default(),
+            RecencyScorer(),
+            budget_tokens=BUDGET,
+            session_id="agent-3",
+            pin=pinned_instruction,
+        )
+        agent = Agent(hook, turns=15)
+        for turn in range(15):
+            agent.turn(f"question {turn}: " + "please " * 20)
+        assert hook.system_prompt == SYSTEM
+        warnings = [r for r in caplog.records if "system prompt" in r.getMessage()]
+        assert len(warnings) == 1
+        assert max(count_tokens_approximately(c) for c in agent.model.calls[1:]) <= BUDGET
