@@ -25,9 +25,9 @@ from _support.server import Server
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "integrations.md"
 BLOCK = re.compile(
-    r"^(?P<before>[^\n]*)\n```(?P<lang>\w*)\n(?P<body>.*?)^```$", re.MULTILINE | re.DOTALL
+    r"^(?P<before>[^\n]*)\n\n?```(?P<lang>\w*)\n(?P<body>.*?)^```$", re.MULTILINE | re.DOTALL
 )
-ILLUSTRATIVE = re.compile(r"^<!-- illustrative: (?P<reason>\S.*\S) -->$")
+ILLUSTRATIVE = re.compile(r"^_Not run by the tests: .+\._$")  # as tests/test_docs.py
 CODE = {"python", "console", "sh", "shell", "bash"}
 
 
