@@ -55,6 +55,7 @@ POLICY_RELOAD_FAILED = "policy_reload_failed"
 LOG_ROTATED = "log_rotated"
 WRITE_RECOVERED = "write_recovered"
 SESSION_REBOUND = "session_rebound"
+SESSION_STATE_REJECTED = "session_state_rejected"
 KINDS = (
     DECISION,
     PRUNING_PASS,
@@ -63,6 +64,7 @@ KINDS = (
     LOG_ROTATED,
     WRITE_RECOVERED,
     SESSION_REBOUND,
+    SESSION_STATE_REJECTED,
 )
 
 # Substrings a canonical record line contains, for cheap scans before parsing.
@@ -253,6 +255,16 @@ def session_rebound_record(  # noqa: PLR0913 - the two identities and what carri
         policy=policy_fields(policy),
         kept=list(kept),
         dropped=dict(dropped),
+    )
+
+
+def session_state_rejected_record(
+    session_id: str, problems: Iterable[str], *, deleted: bool = False
+) -> dict[str, Any]:
+    """A session's stored state was refused (its seal does not match, or it cannot be read):
+    the located ``problems``, and whether an operator's delete cleared it (``deleted``)."""
+    return _event(
+        SESSION_STATE_REJECTED, session_id=session_id, problems=list(problems), deleted=deleted
     )
 
 

@@ -8,6 +8,7 @@ the one thing a caller builds.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
@@ -15,11 +16,18 @@ from pathlib import Path
 from typing import Any
 
 from prunewarden._observation import CallHook, TraceContext, call_hooks, public_call
-from prunewarden.audit import AuditLog, DecisionContext, input_digest, subject_of, texts_of
+from prunewarden.audit import (
+    AuditLog,
+    DecisionContext,
+    input_digest,
+    session_state_rejected_record,
+    subject_of,
+    texts_of,
+)
 from prunewarden.decision import Decision, Verdict
 from prunewarden.engine._hooks import DecisionHook, DecisionHooks
 from prunewarden.engine._recording import DecisionRecorder
-from prunewarden.errors import REFUSALS
+from prunewarden.errors import REFUSALS, SessionIntegrityError
 from prunewarden.inputs import (
     Check,
     Request,
@@ -43,6 +51,8 @@ from prunewarden.session import (
     SessionStore,
     without_halt,
 )
+
+_diagnostics = logging.getLogger("prunewarden")
 
 
 class Engine(DecisionRecorder):
@@ -180,7 +190,11 @@ class Engine(DecisionRecorder):
         store = store if store is not None else self.sessions.store
         binder: Binder = bind if bind is not None else self._bound
         if state is None and store is not None:
-            state = store.load(session_id)
+            try:
+                state = store.load(session_id)
+            except SessionIntegrityError as exc:
+                self.report_rejected_state(session_id, exc)
+                raise
         session = Session(
             binder, session_id, dict(labels or {}), store=store, registry=self.sessions
         )
@@ -188,6 +202,20 @@ class Engine(DecisionRecorder):
             session.restore(state, keep_labels=labels is not None)
         session.save()
         return session
+
+    def report_rejected_state(
+        self, session_id: str, error: SessionIntegrityError, *, deleted: bool = False
+    ) -> None:
+        """Record (``session_state_rejected``) that a stored state of ``session_id`` was refused,
+        or cleared by a delete (``deleted``). A failure to record is logged; the refusal
+        stands either way."""
+        record = session_state_rejected_record(
+            session_id, [str(p) for p in error.problems], deleted=deleted
+        )
+        try:
+            self._write_record(record)
+        except Exception:  # noqa: BLE001 - the refusal stands; the failure is reported
+            _diagnostics.exception("session_state_rejected could not be recorded")
 
     def _bound(self) -> SessionBinding:
         return self.session_binding

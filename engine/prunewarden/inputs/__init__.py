@@ -28,7 +28,6 @@ from prunewarden.inputs._model import (
     TransitionRequest,
     TransitionSegment,
     Turn,
-    TurnStats,
     WindowSegment,
 )
 from prunewarden.inputs._parse import (
@@ -37,12 +36,11 @@ from prunewarden.inputs._parse import (
     parse_request_encoded,
     refused_unchecked,
 )
-from prunewarden.inputs._passes import CandidateView, PassCandidates, parse_evictions
+from prunewarden.inputs._passes import PassCandidates, parse_evictions
 
 __all__ = [
     "CHECKS",
     "TOMBSTONE_KIND",
-    "CandidateView",
     "Check",
     "CollapseRequest",
     "Edit",
@@ -58,7 +56,6 @@ __all__ = [
     "TransitionRequest",
     "TransitionSegment",
     "Turn",
-    "TurnStats",
     "WindowSegment",
     "check_caller_fields",
     "derive_edit",

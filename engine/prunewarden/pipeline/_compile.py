@@ -28,7 +28,7 @@ class Pipeline:
     policy: PolicyIdentity
     rules: RuleSet | None = field(default=None, compare=False)  # spec.rules of this check
     sources: tuple[PolicySource, ...] = ()  # the policy's files, named by every decision
-    calibration: Calibration | None = None  # spec.scores.calibration (prunewarden.calibration)
+    calibration: Calibration | None = None  # spec.scores.calibration (pipeline._calibration)
 
     def decide(self, request: Request, stamp: Stamp | None = None) -> Decision:
         """The decision on a validated request; ``stamp`` places it in a pruning pass."""

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from prunewarden._identity import PolicyIdentity, PolicySource
 from prunewarden.inputs import ScoreRange
-from prunewarden.policy._build import build_policy
 from prunewarden.policy._load import load_builtin_policy, load_policy, parse_policy
 from prunewarden.policy._lock import LOCK_FILENAME
 from prunewarden.policy._merge import Resolution
@@ -39,7 +38,6 @@ __all__ = [
     "Spec",
     "StalenessSettings",
     "TransitionSettings",
-    "build_policy",
     "load_builtin_policy",
     "load_policy",
     "parse_policy",

@@ -36,7 +36,8 @@ from prunewarden.policy._model import (
     Spec,
     StalenessSettings,
 )
-from prunewarden.rules import _spec as rules
+from prunewarden.rules._spec import compile_rules
+from prunewarden.rules._spec import normalize as normalize_rules
 
 if TYPE_CHECKING:
     from prunewarden._source import Parsed
@@ -56,7 +57,7 @@ def build_policy(
     compiled: tuple[Rule, ...] = ()
     if parsed.built:
         try:
-            compiled, rule_problems = rules.compile_rules(parsed)
+            compiled, rule_problems = compile_rules(parsed)
         except Exception:
             # The rule compiler reads rules the schema refused too, to report everything at
             # once; a shape it does not expect there is already a schema problem.
@@ -170,7 +171,7 @@ def _normalize(document: dict[str, Any]) -> dict[str, Any]:
     spec["eviction"]["pinned_kinds"] = sorted(spec["eviction"]["pinned_kinds"])
     _drop_implicit(spec)
     transition.drop_implicit(spec)
-    rules.normalize(spec)
+    normalize_rules(spec)
     guardrails.normalize(spec)
     return document
 

@@ -25,7 +25,7 @@ Mode = Literal["enforce", "audit", "off"]
 @dataclass(frozen=True, slots=True)
 class Calibration:
     """``spec.scores.calibration: {fixed: {low, high}}``: raw ``low`` -> 0, ``high`` -> 1, linear
-    in between, clipped to [0, 1] (see :mod:`prunewarden.calibration`)."""
+    in between, clipped to [0, 1] (see :mod:`prunewarden.pipeline._calibration`)."""
 
     low: float
     high: float

@@ -17,6 +17,8 @@ export interface Decision {
 export interface Plan { evict: string[]; tombstones: string[]; frozen: boolean; target_met: boolean; decisions: Decision[] }
 export interface Problem { type: string; title: string; status: number; detail: string; problems?: { path: string; message: string; text: string }[] }
 
+export function decisionIds(answer: Decision | Plan | object): string[];
+
 export class ProblemError extends Error { status: number; problem: Problem }
 
 export class Client {
