@@ -70,7 +70,8 @@ pytest: $(VENV)/.installed-test
 # writer processes appending), one pruning pass from 1k to 100k segments (the time per segment
 # must not grow), a fleet's 2,000 traces serially, with --jobs 2 and on a 2-worker Dask
 # LocalCluster (the extras of the test install: dask, fsspec, pyarrow), prunewarden serve under 8
-# concurrent clients on loopback against in-process Session.authorize, and last the hot-path
+# concurrent clients on loopback against in-process Session.authorize, start-up (the CPU time of
+# import prunewarden and prunewarden --version, against python -c pass), and last the hot-path
 # targets of docs/benchmarks.md, each measured in this run (benchmarks/targets.py; --runs 5
 # gives their spread).
 # The test extra brings prometheus-client and the OpenTelemetry SDK for the observed pass.
@@ -84,6 +85,7 @@ bench: $(VENV)/.installed-test
 	$(BIN)/python -m benchmarks.transition_scale --repeat 3
 	$(BIN)/python benchmarks/fleet_scale.py --traces 2000 --workers 2
 	$(BIN)/python benchmarks/bench_server.py --clients 8 --requests 8000
+	$(BIN)/python benchmarks/start_time.py
 	$(BIN)/python -m benchmarks.targets
 
 # The fuzz tests with fifty times the examples of make test (several minutes).

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from prunewarden import Engine
 
-from benchmarks import transition_scale
+from benchmarks import start_time, transition_scale
 from benchmarks.bench_auditlog import appending
 from benchmarks.harness import (
     Case,
@@ -98,11 +98,23 @@ class TestTargets:
         assert goals["audit appends, 4 writers"] == (50_000.0, False)
         assert goals["metrics and spans on vs off"] == (1.10, True)
         assert "collapse/200 vs fsum reference" in goals
+        assert goals["import prunewarden, CPU"] == (0.15, True)
+        assert goals["prunewarden --version, CPU"] == (0.2, True)
 
     def test_appends_from_writer_processes_verify(self, tmp_path: Path) -> None:
         """The append benchmark's writers leave one chain that verifies (a tiny run)."""
         results = appending(tmp_path, 2, 40, 10)
         assert [name for name, _ in results][1] == "2 writers, chained, fsync batch, batches of 10"
+
+    def test_start_time_measures_each_command_against_python(self) -> None:
+        """The start-up benchmark gives each command's CPU time and its ratio to python -c pass
+        (one interleaved run: it works, not how fast)."""
+        results = start_time.run(repeat=1)
+        for name in start_time.commands():
+            assert results[name] > 0
+            assert results[f"{name} / pass"] == pytest.approx(
+                results[name] / results["python -c pass"]
+            )
 
 
 class TestTransitionScale:

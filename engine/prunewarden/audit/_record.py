@@ -25,8 +25,6 @@ from collections.abc import Iterable, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import structlog
-
 from prunewarden.__about__ import __version__
 from prunewarden._identity import PolicyIdentity
 from prunewarden._json import canonical_digest, canonical_from, encode_canonical, sha256_digest
@@ -71,8 +69,30 @@ KINDS = (
 ACTIVATION_MARKER = b'"kind":"policy_activated"'
 
 
+# structlog is imported where a logger is first made (here and in sink_logger), not with the
+# package: with it comes rich, when installed (its console renderer), together a large share of
+# ``import prunewarden``, and a program deciding with no logger never needs either
+# (docs/architecture.md, "Import cost"). Not to dodge a cycle: structlog imports nothing of ours.
+
+
 def get_logger() -> Any:
+    import structlog  # noqa: PLC0415 - deferred for import cost (above)
+
     return structlog.get_logger(LOGGER_NAME)
+
+
+def sink_logger(sink: Any) -> Any:
+    """A structlog logger handing each record to ``sink``'s methods as keyword arguments, the
+    event name as the record's ``kind``: the logger of an :class:`AuditLog`."""
+    import structlog  # noqa: PLC0415 - deferred for import cost (above get_logger)
+
+    return structlog.wrap_logger(
+        sink,
+        processors=[event_to_kind],
+        wrapper_class=structlog.BoundLogger,
+        context_class=dict,
+        cache_logger_on_first_use=False,
+    )
 
 
 # --- building records -------------------------------------------------------------------------

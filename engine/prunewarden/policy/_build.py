@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from prunewarden import _resources as resources
+from prunewarden import rules
 from prunewarden._files import open_regular
 from prunewarden._identity import PolicyIdentity, PolicySource
 from prunewarden._json import canonical_digest
@@ -36,8 +37,7 @@ from prunewarden.policy._model import (
     Spec,
     StalenessSettings,
 )
-from prunewarden.rules._spec import compile_rules
-from prunewarden.rules._spec import normalize as normalize_rules
+from prunewarden.rules._canonical import normalize as normalize_rules
 
 if TYPE_CHECKING:
     from prunewarden._source import Parsed
@@ -55,9 +55,11 @@ def build_policy(
 
     problems = list(problems or [])
     compiled: tuple[Rule, ...] = ()
-    if parsed.built:
+    # Through the package (its names resolve on use): the CEL runtime loads with the first
+    # policy that has rules, and a policy without rules never loads it.
+    if parsed.built and _declares_rules(parsed.data):
         try:
-            compiled, rule_problems = compile_rules(parsed)
+            compiled, rule_problems = rules.compile_rules(parsed)
         except Exception:
             # The rule compiler reads rules the schema refused too, to report everything at
             # once; a shape it does not expect there is already a schema problem.
@@ -75,6 +77,12 @@ def build_policy(
     return Policy(
         identity, _spec(document["spec"]), document, parsed.filename, compiled, sources=sources
     )
+
+
+def _declares_rules(data: Any) -> bool:
+    """Whether the document has rules to compile (any value there: the compiler reports it)."""
+    spec = data.get("spec") if isinstance(data, dict) else None
+    return isinstance(spec, dict) and bool(spec.get("rules"))
 
 
 def param_problems(parsed: Parsed) -> list[Problem]:
