@@ -1,0 +1,385 @@
+"""Anthropic Messages: the blocks of a request as segments, and server-side context editing judged.
+
+Needs ``prunewarden[anthropic]``. Three functions:
+
+- :func:`message_segments`: a request's ``system`` and ``messages`` (dicts, the SDK's param
+  types or its response blocks) as window segments, one per content block, ids from content: a
+  ``tool_use`` block and the ``tool_result`` answering it share the eviction group
+  ``tool_use:<id>``, a turn's ``thinking`` and ``redacted_thinking`` blocks the group
+  ``thinking:<turn>``; the system prompt and the first user turn are pinned (non-recoverable),
+  and so are the results of ``pinned_tools`` and the blocks whose id is a canary.
+- :func:`judge_applied_edits`: the server does not return the window it edited, so the window
+  after ``clear_tool_uses_20250919`` and ``clear_thinking_20251015`` is rebuilt from the request
+  and the response's ``context_management.applied_edits`` (the oldest tool uses not kept and not
+  excluded cleared first, as many as the response counts; a cleared result, or input, replaced by
+  a placeholder; the oldest thinking turns dropped) and the edit judged by ``Session.verify``.
+- :func:`compile_context_management`: the ``context_management`` parameter that cannot clear
+  what the policy pins: pinned tools in ``exclude_tools``, ``keep`` reaching back to the oldest
+  pinned tool use, and thinking kept whole when the policy pins the ``thinking`` kind.
+
+A placeholder records that a tool result was cleared, so it is the tombstone of an unpinned one;
+it does not say what a pinned one held, so clearing a pinned result is ``pinned_removed``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final, cast
+
+from anthropic import BaseModel as SDKModel
+from anthropic.types.beta import (
+    BetaClearThinking20251015EditParam,
+    BetaClearToolUses20250919EditParam,
+    BetaContextManagementConfigParam,
+)
+
+from prunewarden.decision import Decision
+from prunewarden.errors import InputError, Problem
+from prunewarden.policy import Policy
+from prunewarden.scoring import text_sha256
+from prunewarden.session import Session
+
+CLEAR_TOOL_USES: Final = "clear_tool_uses_20250919"
+CLEAR_THINKING: Final = "clear_thinking_20251015"
+PLACEHOLDER = "[cleared by context editing]"
+DEFAULT_KEEP_TOOL_USES = 3  # the server's default keep: {type: tool_uses, value: 3}
+DEFAULT_KEEP_THINKING_TURNS = 1  # the server's default: the last assistant turn's thinking
+_THINKING = {"thinking", "redacted_thinking"}
+
+
+def plain(value: Any) -> Any:
+    """``value`` with every SDK model in it as the dict the API would receive."""
+    if isinstance(value, SDKModel):
+        return value.model_dump(mode="json", exclude_none=True)
+    if isinstance(value, Mapping):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    return value
+
+
+def _blocks(content: Any) -> list[dict[str, Any]]:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return [plain(block) for block in content]
+
+
+def _result_text(block: Mapping[str, Any]) -> str:
+    content = block.get("content", "")
+    if isinstance(content, str):
+        return content
+    return "\n".join(str(part.get("text", "")) for part in content if isinstance(part, Mapping))
+
+
+_TEXTS: dict[str, Callable[[Mapping[str, Any]], str]] = {
+    "text": lambda block: str(block.get("text", "")),
+    "tool_use": lambda block: (
+        f"{block.get('name', '')}({json.dumps(block.get('input', {}), sort_keys=True)})"
+    ),
+    "tool_result": _result_text,
+    "thinking": lambda block: str(block.get("thinking", "")),
+    "redacted_thinking": lambda block: str(block.get("data", "")),
+}
+
+
+def block_text(block: Mapping[str, Any]) -> str:
+    """The text a block carries: a text's text, a call's name and input, a result's content,
+    a thinking block's thinking (a redacted one's data); any other block as JSON."""
+    read = _TEXTS.get(str(block.get("type")))
+    return read(block) if read else json.dumps(block, sort_keys=True, default=str)
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    """One content block of a request: where it is, and what a tool block is about."""
+
+    turn: int  # the message's index; -1 for the system prompt
+    block: dict[str, Any]
+    tool_use_id: str | None = None
+    tool_name: str | None = None
+
+
+def request_blocks(messages: Iterable[Any], system: Any = None) -> list[Block]:
+    """The blocks of a request, in order, the system prompt first; a tool result knows the
+    name of the tool whose use it answers."""
+    blocks = [Block(-1, b) for b in (_blocks(system) if system else [])]
+    names: dict[str, str] = {}
+    for turn, message in enumerate(plain(list(messages))):
+        for block in _blocks(message.get("content", "")):
+            block["_role"] = message.get("role")
+            use_id = block.get("id") if block.get("type") == "tool_use" else None
+            use_id = use_id or (
+                block.get("tool_use_id") if block.get("type") == "tool_result" else None
+            )
+            if block.get("type") == "tool_use" and use_id:
+                names[use_id] = str(block.get("name", ""))
+            name = names.get(use_id) if use_id else None
+            blocks.append(Block(turn, block, use_id, name))
+    return blocks
+
+
+def message_segments(
+    messages: Iterable[Any],
+    *,
+    system: Any = None,
+    tool_kinds: Mapping[str, str] | None = None,
+    pinned_tools: Iterable[str] = (),
+    canaries: Iterable[str] = (),
+) -> list[dict[str, Any]]:
+    """The window segments of a request (see the module's docstring). ``tool_kinds`` maps a
+    tool's name to the kind its results take (a kind the policy may pin)."""
+    return _segments(request_blocks(messages, system), tool_kinds, pinned_tools, canaries)
+
+
+def _segments(
+    blocks: list[Block],
+    tool_kinds: Mapping[str, str] | None,
+    pinned_tools: Iterable[str],
+    canaries: Iterable[str],
+) -> list[dict[str, Any]]:
+    pinned_names, canary_ids = set(pinned_tools), set(canaries)
+    first_user = next((b.turn for b in blocks if b.block.get("_role") == "user"), None)
+    seen: Counter[str] = Counter()
+    segments = []
+    for b in blocks:
+        kind = _kind(b, tool_kinds or {})
+        text = block_text(b.block)
+        digest = text_sha256(json.dumps(b.block, sort_keys=True, default=str))[:16]
+        seen[digest] += 1
+        own = f"block-{digest}" if seen[digest] == 1 else f"block-{digest}-{seen[digest]}"
+        canary = own in canary_ids or (b.tool_name in pinned_names and kind != "tool_call")
+        segment: dict[str, Any] = {
+            "id": own,
+            "kind": kind,
+            "text": text,
+            "tokens": len(text) // 4 + 4,
+            "text_sha256": text_sha256(text),
+            "non_recoverable": b.turn in {-1, first_user} or canary,
+            "metadata": {"canary": canary, "turn": b.turn},
+        }
+        if b.tool_use_id:
+            segment["group"] = f"tool_use:{b.tool_use_id}"
+        elif b.block.get("type") in _THINKING:
+            segment["group"] = f"thinking:{b.turn}"
+        segments.append(segment)
+    return segments
+
+
+def _kind(b: Block, tool_kinds: Mapping[str, str]) -> str:
+    kind = b.block.get("type")
+    if b.turn == -1:
+        return "system"
+    if kind == "tool_use":
+        return "tool_call"
+    if kind == "tool_result":
+        return tool_kinds.get(b.tool_name or "", "tool")
+    if kind in _THINKING:
+        return "thinking"
+    return str(b.block.get("_role") or "user")
+
+
+@dataclass(frozen=True, slots=True)
+class ContextEditOutcome:
+    """One server-side edit judged: the windows before and after it, the ids it cleared and
+    the transition decision."""
+
+    before: list[dict[str, Any]]
+    after: list[dict[str, Any]]
+    cleared: tuple[str, ...]
+    decision: Decision
+
+    @property
+    def refused(self) -> bool:
+        """The edit removed what the policy forbids removing."""
+        return self.decision.blocks
+
+
+def applied_window(
+    request: Mapping[str, Any],
+    response: Any,
+    *,
+    tool_kinds: Mapping[str, str] | None = None,
+    pinned_tools: Iterable[str] = (),
+    canaries: Iterable[str] = (),
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[str], list[str]]:
+    """``(before, after, tombstones, cleared)``: the request's window, the window the server
+    edited it into, the ids recorded as cleared (placeholders aside) and every cleared id.
+
+    ``request`` holds ``messages``, optionally ``system`` and ``context_management``;
+    ``response`` is the message (or its ``context_management``, or a dict of either)."""
+    blocks = request_blocks(request.get("messages", ()), request.get("system"))
+    before = _segments(blocks, tool_kinds, pinned_tools, canaries)
+    edits = {e["type"]: e for e in plain(request.get("context_management") or {}).get("edits", [])}
+    after = [dict(segment) for segment in before]
+    tombstones: list[str] = []
+    cleared: list[str] = []
+    for applied in _applied_edits(response):
+        edit = edits.get(applied["type"])
+        if edit is None:
+            problem = Problem(
+                path="$.context_management.applied_edits",
+                message=(f"{applied['type']} was applied but the request did not ask for it"),
+            )
+            raise InputError([problem])
+        if applied["type"] == CLEAR_TOOL_USES:
+            gone = _clear_tool_uses(blocks, after, edit, int(applied["cleared_tool_uses"]))
+        elif applied["type"] == CLEAR_THINKING:
+            gone = _clear_thinking(blocks, after, edit, int(applied["cleared_thinking_turns"]))
+            tombstones += [i for i in gone if not _pinned(before, i)]
+        else:
+            continue
+        cleared += gone
+    # The server never drops a tool block (a cleared one keeps its place with a placeholder),
+    # so no tool pair is split by its edit: the pairs' groups are left out of this judgement.
+    for segment in (*before, *after):
+        if str(segment.get("group", "")).startswith("tool_use:"):
+            del segment["group"]
+    return before, [s for s in after if s], tombstones, cleared
+
+
+def _pinned(segments: list[dict[str, Any]], own: str) -> bool:
+    return any(s["id"] == own and s["non_recoverable"] for s in segments)
+
+
+def _applied_edits(response: Any) -> list[dict[str, Any]]:
+    found = plain(response)
+    if isinstance(found, Mapping) and "applied_edits" not in found:
+        found = found.get("context_management") or {}
+    return list(found.get("applied_edits") or []) if isinstance(found, Mapping) else []
+
+
+def _clear_tool_uses(
+    blocks: list[Block], after: list[dict[str, Any]], edit: Mapping[str, Any], count: int
+) -> list[str]:
+    """Replace the results (and inputs, as ``clear_tool_inputs`` says) of the ``count`` oldest
+    tool uses the edit may clear; returns the ids replaced."""
+    uses = [b for b in blocks if b.block.get("type") == "tool_use" and b.tool_use_id]
+    keep = (edit.get("keep") or {}).get("value", DEFAULT_KEEP_TOOL_USES)
+    excluded = set(edit.get("exclude_tools") or ())
+    clearable = [b for b in uses[: max(len(uses) - keep, 0)] if b.tool_name not in excluded]
+    if count > len(clearable):
+        _inconsistent("cleared_tool_uses", count, len(clearable))
+    targets = {b.tool_use_id: b.tool_name for b in clearable[:count]}
+    inputs = edit.get("clear_tool_inputs") or False
+    replaced = []
+    for position, b in enumerate(blocks):
+        if b.tool_use_id not in targets:
+            continue
+        is_use = b.block.get("type") == "tool_use"
+        if is_use and not (inputs is True or (isinstance(inputs, list) and b.tool_name in inputs)):
+            continue
+        old = after[position]
+        replaced.append(old["id"])
+        after[position] = {
+            "id": f"cleared-{old['id']}",
+            "kind": "tombstone",
+            "text": PLACEHOLDER,
+            "tokens": len(PLACEHOLDER) // 4 + 4,
+            "tombstone_for": [] if old["non_recoverable"] else [old["id"]],
+            "metadata": {"turn": old["metadata"]["turn"], "clears": old["id"]},
+        }
+    return replaced
+
+
+def _clear_thinking(
+    blocks: list[Block], after: list[dict[str, Any]], edit: Mapping[str, Any], count: int
+) -> list[str]:
+    """Drop the thinking blocks of the ``count`` oldest turns the edit may clear."""
+    turns = sorted({b.turn for b in blocks if b.block.get("type") in _THINKING})
+    keep = edit.get("keep", {"value": DEFAULT_KEEP_THINKING_TURNS})
+    kept = len(turns) if keep == "all" or keep.get("type") == "all" else int(keep["value"])
+    clearable = turns[: max(len(turns) - kept, 0)]
+    if count > len(clearable):
+        _inconsistent("cleared_thinking_turns", count, len(clearable))
+    gone = set(clearable[:count])
+    removed = []
+    for position, b in enumerate(blocks):
+        if b.block.get("type") in _THINKING and b.turn in gone:
+            removed.append(after[position]["id"])
+            after[position] = {}
+    return removed
+
+
+def _inconsistent(field: str, count: int, possible: int) -> None:
+    message = f"{count} is more than the request lets the server clear ({possible})"
+    raise InputError(
+        [Problem(path=f"$.context_management.applied_edits[*].{field}", message=message)]
+    )
+
+
+def judge_applied_edits(  # noqa: PLR0913 - the request, the response and the adapter's options
+    session: Session,
+    request: Mapping[str, Any],
+    response: Any,
+    *,
+    tool_kinds: Mapping[str, str] | None = None,
+    pinned_tools: Iterable[str] = (),
+    canaries: Iterable[str] = (),
+) -> ContextEditOutcome:
+    """The server's context editing of ``request`` (reported by ``response``) judged as a
+    transition of ``session``. A refused edit's ``restore`` names what should not have been
+    cleared: send the next request with :func:`compile_context_management`'s parameters."""
+    before, after, tombstones, cleared = applied_window(
+        request, response, tool_kinds=tool_kinds, pinned_tools=pinned_tools, canaries=canaries
+    )
+    decision = session.verify(
+        before, after, tombstones=tombstones, applied_by="anthropic.context_management"
+    )
+    return ContextEditOutcome(before, after, tuple(cleared), decision)
+
+
+def compile_context_management(  # noqa: PLR0913 - the policy and what it pins
+    policy: Policy,
+    *,
+    messages: Iterable[Any] = (),
+    tool_kinds: Mapping[str, str] | None = None,
+    pinned_tools: Iterable[str] = (),
+    canaries: Iterable[str] = (),
+    edit: BetaClearToolUses20250919EditParam | None = None,
+) -> BetaContextManagementConfigParam:
+    """The ``context_management`` parameter for a request of ``messages`` under ``policy``:
+    ``edit`` (or the server's defaults) with every tool whose results the policy pins in
+    ``exclude_tools``, and ``keep`` raised to cover the oldest use whose result is a canary;
+    thinking kept whole (``keep: "all"``) when the policy pins the ``thinking`` kind."""
+    pinned_kinds = policy.spec.transition.pinned_kinds
+    excluded = set(pinned_tools) | {n for n, k in (tool_kinds or {}).items() if k in pinned_kinds}
+    clear: dict[str, Any] = dict(edit or {"type": CLEAR_TOOL_USES})
+    excluded |= set(clear.get("exclude_tools") or ())
+    blocks = request_blocks(messages)
+    uses = [b.tool_use_id for b in blocks if b.block.get("type") == "tool_use"]
+    segments = _segments(blocks, tool_kinds, (), canaries)
+    pinned_uses = [
+        b.tool_use_id
+        for b, s in zip(blocks, segments, strict=True)
+        if b.block.get("type") == "tool_result" and s["id"] in set(canaries)
+    ]
+    keep = (clear.get("keep") or {}).get("value", DEFAULT_KEEP_TOOL_USES)
+    if pinned_uses:
+        keep = max(keep, len(uses) - min(uses.index(u) for u in pinned_uses if u in uses))
+    clear["keep"] = {"type": "tool_uses", "value": keep}
+    if excluded:
+        clear["exclude_tools"] = sorted(excluded)
+    edits: list[Any] = [cast("BetaClearToolUses20250919EditParam", clear)]
+    if "thinking" in pinned_kinds:
+        thinking: BetaClearThinking20251015EditParam = {"type": CLEAR_THINKING, "keep": "all"}
+        edits.insert(0, thinking)  # the API asks that clear_thinking come first
+    return {"edits": edits}
+
+
+__all__ = [
+    "CLEAR_THINKING",
+    "CLEAR_TOOL_USES",
+    "PLACEHOLDER",
+    "Block",
+    "ContextEditOutcome",
+    "applied_window",
+    "block_text",
+    "compile_context_management",
+    "judge_applied_edits",
+    "message_segments",
+    "plain",
+    "request_blocks",
+]
