@@ -45,6 +45,7 @@ from prunewarden.session import Session
 CLEAR_TOOL_USES: Final = "clear_tool_uses_20250919"
 CLEAR_THINKING: Final = "clear_thinking_20251015"
 PLACEHOLDER = "[cleared by context editing]"
+APPLIED_BY = "anthropic.context_management"
 DEFAULT_KEEP_TOOL_USES = 3  # the server's default keep: {type: tool_uses, value: 3}
 DEFAULT_KEEP_THINKING_TURNS = 1  # the server's default: the last assistant turn's thinking
 _THINKING = {"thinking", "redacted_thinking"}
@@ -182,13 +183,21 @@ def _kind(b: Block, tool_kinds: Mapping[str, str]) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class ContextEditOutcome:
-    """One server-side edit judged: the windows before and after it, the ids it cleared and
-    the transition decision."""
+class EditedWindow:
+    """A request's window before and after the server's edit: ``tombstones`` the cleared ids
+    recorded outside the window, ``cleared`` every id the edit cleared, in order."""
 
     before: list[dict[str, Any]]
     after: list[dict[str, Any]]
+    tombstones: tuple[str, ...]
     cleared: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ContextEditOutcome:
+    """One server-side edit judged: the windows before and after it and the decision."""
+
+    window: EditedWindow
     decision: Decision
 
     @property
@@ -197,21 +206,24 @@ class ContextEditOutcome:
         return self.decision.blocks
 
 
-def applied_window(
+def applied_window(  # noqa: PLR0913 - the request, the response and what pins segments
     request: Mapping[str, Any],
     response: Any,
     *,
     tool_kinds: Mapping[str, str] | None = None,
     pinned_tools: Iterable[str] = (),
     canaries: Iterable[str] = (),
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[str], list[str]]:
-    """``(before, after, tombstones, cleared)``: the request's window, the window the server
-    edited it into, the ids recorded as cleared (placeholders aside) and every cleared id.
-
-    ``request`` holds ``messages``, optionally ``system`` and ``context_management``;
-    ``response`` is the message (or its ``context_management``, or a dict of either)."""
+    pinned_kinds: Iterable[str] = (),
+) -> EditedWindow:
+    """The request's window and the window the server edited it into, as ``response``
+    reports the edit. ``request`` holds ``messages``, optionally ``system`` and
+    ``context_management``; ``response`` is the message (or its ``context_management``, or a
+    dict of either). A cleared segment is recorded (a placeholder naming it, or a tombstone id)
+    unless it is pinned: non-recoverable, a canary, a pinned tool's, or of ``pinned_kinds``."""
     blocks = request_blocks(request.get("messages", ()), request.get("system"))
     before = _segments(blocks, tool_kinds, pinned_tools, canaries)
+    kinds = set(pinned_kinds)
+    pinned = {s["id"] for s in before if s["non_recoverable"] or s["kind"] in kinds}
     edits = {e["type"]: e for e in plain(request.get("context_management") or {}).get("edits", [])}
     after = [dict(segment) for segment in before]
     tombstones: list[str] = []
@@ -225,10 +237,12 @@ def applied_window(
             )
             raise InputError([problem])
         if applied["type"] == CLEAR_TOOL_USES:
-            gone = _clear_tool_uses(blocks, after, edit, int(applied["cleared_tool_uses"]))
+            count = int(applied["cleared_tool_uses"])
+            gone = _clear_tool_uses(blocks, after, edit, count, pinned)
         elif applied["type"] == CLEAR_THINKING:
             gone = _clear_thinking(blocks, after, edit, int(applied["cleared_thinking_turns"]))
-            tombstones += [i for i in gone if not _pinned(before, i)]
+            # The server drops a thinking turn whole and says so; the client keeps the blocks.
+            tombstones += [i for i in gone if i not in pinned]
         else:
             continue
         cleared += gone
@@ -237,11 +251,7 @@ def applied_window(
     for segment in (*before, *after):
         if str(segment.get("group", "")).startswith("tool_use:"):
             del segment["group"]
-    return before, [s for s in after if s], tombstones, cleared
-
-
-def _pinned(segments: list[dict[str, Any]], own: str) -> bool:
-    return any(s["id"] == own and s["non_recoverable"] for s in segments)
+    return EditedWindow(before, [s for s in after if s], tuple(tombstones), tuple(cleared))
 
 
 def _applied_edits(response: Any) -> list[dict[str, Any]]:
@@ -252,7 +262,11 @@ def _applied_edits(response: Any) -> list[dict[str, Any]]:
 
 
 def _clear_tool_uses(
-    blocks: list[Block], after: list[dict[str, Any]], edit: Mapping[str, Any], count: int
+    blocks: list[Block],
+    after: list[dict[str, Any]],
+    edit: Mapping[str, Any],
+    count: int,
+    pinned: set[str],
 ) -> list[str]:
     """Replace the results (and inputs, as ``clear_tool_inputs`` says) of the ``count`` oldest
     tool uses the edit may clear; returns the ids replaced."""
@@ -278,7 +292,7 @@ def _clear_tool_uses(
             "kind": "tombstone",
             "text": PLACEHOLDER,
             "tokens": len(PLACEHOLDER) // 4 + 4,
-            "tombstone_for": [] if old["non_recoverable"] else [old["id"]],
+            "tombstone_for": [] if old["id"] in pinned else [old["id"]],
             "metadata": {"turn": old["metadata"]["turn"], "clears": old["id"]},
         }
     return replaced
@@ -322,13 +336,21 @@ def judge_applied_edits(  # noqa: PLR0913 - the request, the response and the ad
     """The server's context editing of ``request`` (reported by ``response``) judged as a
     transition of ``session``. A refused edit's ``restore`` names what should not have been
     cleared: send the next request with :func:`compile_context_management`'s parameters."""
-    before, after, tombstones, cleared = applied_window(
-        request, response, tool_kinds=tool_kinds, pinned_tools=pinned_tools, canaries=canaries
+    window = applied_window(
+        request,
+        response,
+        tool_kinds=tool_kinds,
+        pinned_tools=pinned_tools,
+        canaries=canaries,
+        pinned_kinds=session.policy.spec.transition.pinned_kinds,
     )
     decision = session.verify(
-        before, after, tombstones=tombstones, applied_by="anthropic.context_management"
+        window.before,
+        window.after,
+        tombstones=window.tombstones,
+        applied_by=APPLIED_BY,
     )
-    return ContextEditOutcome(before, after, tuple(cleared), decision)
+    return ContextEditOutcome(window, decision)
 
 
 def compile_context_management(  # noqa: PLR0913 - the policy and what it pins
@@ -370,11 +392,13 @@ def compile_context_management(  # noqa: PLR0913 - the policy and what it pins
 
 
 __all__ = [
+    "APPLIED_BY",
     "CLEAR_THINKING",
     "CLEAR_TOOL_USES",
     "PLACEHOLDER",
     "Block",
     "ContextEditOutcome",
+    "EditedWindow",
     "applied_window",
     "block_text",
     "compile_context_management",
