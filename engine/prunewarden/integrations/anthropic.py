@@ -51,21 +51,21 @@ DEFAULT_KEEP_THINKING_TURNS = 1  # the server's default: the last assistant turn
 _THINKING = {"thinking", "redacted_thinking"}
 
 
-def plain(value: Any) -> Any:
+def _plain(value: Any) -> Any:
     """``value`` with every SDK model in it as the dict the API would receive."""
     if isinstance(value, SDKModel):
         return value.model_dump(mode="json", exclude_none=True)
     if isinstance(value, Mapping):
-        return {str(k): plain(v) for k, v in value.items()}
+        return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [plain(v) for v in value]
+        return [_plain(v) for v in value]
     return value
 
 
 def _blocks(content: Any) -> list[dict[str, Any]]:
     if isinstance(content, str):
         return [{"type": "text", "text": content}]
-    return [plain(block) for block in content]
+    return [_plain(block) for block in content]
 
 
 def _result_text(block: Mapping[str, Any]) -> str:
@@ -94,7 +94,7 @@ def block_text(block: Mapping[str, Any]) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class Block:
+class _Block:
     """One content block of a request: where it is, and what a tool block is about."""
 
     turn: int  # the message's index; -1 for the system prompt
@@ -103,12 +103,12 @@ class Block:
     tool_name: str | None = None
 
 
-def request_blocks(messages: Iterable[Any], system: Any = None) -> list[Block]:
+def _request_blocks(messages: Iterable[Any], system: Any = None) -> list[_Block]:
     """The blocks of a request, in order, the system prompt first; a tool result knows the
     name of the tool whose use it answers."""
-    blocks = [Block(-1, b) for b in (_blocks(system) if system else [])]
+    blocks = [_Block(-1, b) for b in (_blocks(system) if system else [])]
     names: dict[str, str] = {}
-    for turn, message in enumerate(plain(list(messages))):
+    for turn, message in enumerate(_plain(list(messages))):
         for block in _blocks(message.get("content", "")):
             block["_role"] = message.get("role")
             use_id = block.get("id") if block.get("type") == "tool_use" else None
@@ -118,7 +118,7 @@ def request_blocks(messages: Iterable[Any], system: Any = None) -> list[Block]:
             if block.get("type") == "tool_use" and use_id:
                 names[use_id] = str(block.get("name", ""))
             name = names.get(use_id) if use_id else None
-            blocks.append(Block(turn, block, use_id, name))
+            blocks.append(_Block(turn, block, use_id, name))
     return blocks
 
 
@@ -132,11 +132,11 @@ def message_segments(
 ) -> list[dict[str, Any]]:
     """The window segments of a request (see the module's docstring). ``tool_kinds`` maps a
     tool's name to the kind its results take (a kind the policy may pin)."""
-    return _segments(request_blocks(messages, system), tool_kinds, pinned_tools, canaries)
+    return _segments(_request_blocks(messages, system), tool_kinds, pinned_tools, canaries)
 
 
 def _segments(
-    blocks: list[Block],
+    blocks: list[_Block],
     tool_kinds: Mapping[str, str] | None,
     pinned_tools: Iterable[str],
     canaries: Iterable[str],
@@ -169,7 +169,7 @@ def _segments(
     return segments
 
 
-def _kind(b: Block, tool_kinds: Mapping[str, str]) -> str:
+def _kind(b: _Block, tool_kinds: Mapping[str, str]) -> str:
     kind = b.block.get("type")
     if b.turn == -1:
         return "system"
@@ -220,11 +220,11 @@ def applied_window(  # noqa: PLR0913 - the request, the response and what pins s
     ``context_management``; ``response`` is the message (or its ``context_management``, or a
     dict of either). A cleared segment is recorded (a placeholder naming it, or a tombstone id)
     unless it is pinned: non-recoverable, a canary, a pinned tool's, or of ``pinned_kinds``."""
-    blocks = request_blocks(request.get("messages", ()), request.get("system"))
+    blocks = _request_blocks(request.get("messages", ()), request.get("system"))
     before = _segments(blocks, tool_kinds, pinned_tools, canaries)
     kinds = set(pinned_kinds)
     pinned = {s["id"] for s in before if s["non_recoverable"] or s["kind"] in kinds}
-    edits = {e["type"]: e for e in plain(request.get("context_management") or {}).get("edits", [])}
+    edits = {e["type"]: e for e in _plain(request.get("context_management") or {}).get("edits", [])}
     after = [dict(segment) for segment in before]
     tombstones: list[str] = []
     cleared: list[str] = []
@@ -255,14 +255,14 @@ def applied_window(  # noqa: PLR0913 - the request, the response and what pins s
 
 
 def _applied_edits(response: Any) -> list[dict[str, Any]]:
-    found = plain(response)
+    found = _plain(response)
     if isinstance(found, Mapping) and "applied_edits" not in found:
         found = found.get("context_management") or {}
     return list(found.get("applied_edits") or []) if isinstance(found, Mapping) else []
 
 
 def _clear_tool_uses(
-    blocks: list[Block],
+    blocks: list[_Block],
     after: list[dict[str, Any]],
     edit: Mapping[str, Any],
     count: int,
@@ -299,7 +299,7 @@ def _clear_tool_uses(
 
 
 def _clear_thinking(
-    blocks: list[Block], after: list[dict[str, Any]], edit: Mapping[str, Any], count: int
+    blocks: list[_Block], after: list[dict[str, Any]], edit: Mapping[str, Any], count: int
 ) -> list[str]:
     """Drop the thinking blocks of the ``count`` oldest turns the edit may clear."""
     turns = sorted({b.turn for b in blocks if b.block.get("type") in _THINKING})
@@ -370,7 +370,7 @@ def compile_context_management(  # noqa: PLR0913 - the policy and what it pins
     excluded = set(pinned_tools) | {n for n, k in (tool_kinds or {}).items() if k in pinned_kinds}
     clear: dict[str, Any] = dict(edit or {"type": CLEAR_TOOL_USES})
     excluded |= set(clear.get("exclude_tools") or ())
-    blocks = request_blocks(messages)
+    blocks = _request_blocks(messages)
     uses = [b.tool_use_id for b in blocks if b.block.get("type") == "tool_use"]
     segments = _segments(blocks, tool_kinds, (), canaries)
     pinned_uses = [
@@ -396,7 +396,6 @@ __all__ = [
     "CLEAR_THINKING",
     "CLEAR_TOOL_USES",
     "PLACEHOLDER",
-    "Block",
     "ContextEditOutcome",
     "EditedWindow",
     "applied_window",
@@ -404,6 +403,4 @@ __all__ = [
     "compile_context_management",
     "judge_applied_edits",
     "message_segments",
-    "plain",
-    "request_blocks",
 ]
