@@ -3,6 +3,9 @@ into ``context_management``; against the real SDK's types, offline."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,6 +35,7 @@ from prunewarden.integrations.anthropic import (
 )
 from pydantic import TypeAdapter
 
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "agents"
 LINES = conversations()["ferry-trip"]  # the task and eleven tool uses: search, read_notes, ...
 
 
@@ -250,3 +254,24 @@ class TestCompileContextManagement:
         # Eleven uses, three kept, read_notes excluded: five are all the server may clear.
         outcome = judge_applied_edits(session, request, applied(tool_uses=5), tool_kinds=kinds)
         assert outcome.decision.codes == ("transition_clean",)
+
+
+class TestExample:
+    def test_the_demo_refuses_the_naive_edit_and_allows_the_compiled_one(self) -> None:
+        """examples/agents/anthropic_context_editing.py (make demo-agents): the recorded edit
+        that cleared three constraints is refused, the compiled request's edit allowed."""
+        done = subprocess.run(
+            [sys.executable, "anthropic_context_editing.py"],
+            cwd=EXAMPLES,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=120,
+        )
+        verdicts = [line.strip() for line in done.stdout.splitlines() if "transition:" in line]
+        assert verdicts == [
+            "transition: deny (pinned_removed, no_tombstone)",
+            "transition: allow (transition_clean)",
+        ]
+        assert '"exclude_tools": ["read_notes"]' in done.stdout
+        assert done.stderr == ""
