@@ -186,6 +186,30 @@ class TestAppliedWindow:
             applied_window(_request(edits), response)
         assert raised.value.problems[0].path == f"$.context_management.{path}"
 
+    @pytest.mark.parametrize(
+        ("edits", "response", "path"),
+        [
+            (
+                CLEAR_KEEP_3,
+                {"applied_edits": [{"type": "clear_tool_uses_20250919", "cleared_tool_uses": 1}]},
+                "$.context_management.applied_edits[0].cleared_input_tokens",
+            ),
+            (
+                {"edits": [{"type": "clear_tool_uses_20250919", "keep": {"value": 2}}]},
+                applied(tool_uses=1),
+                "$.context_management.edits[0].keep.type",
+            ),
+        ],
+        ids=["response-field-missing", "request-field-missing"],
+    )
+    def test_what_the_sdk_types_refuse_is_a_located_input_error(
+        self, edits: Any, response: Any, path: str
+    ) -> None:
+        """A response or a request the SDK's own types refuse: InputError at the field."""
+        with pytest.raises(InputError) as raised:
+            applied_window(_request(edits), response)
+        assert [problem.path for problem in raised.value.problems] == [path]
+
 
 class TestJudgeAppliedEdits:
     def test_clearing_unpinned_results_is_allowed(self) -> None:
@@ -240,6 +264,15 @@ class TestCompileContextManagement:
             "t",
         )
         compiled = compile_context_management(policy)
+        assert next(iter(compiled["edits"])) == {"type": "clear_thinking_20251015", "keep": "all"}
+
+    def test_a_thinking_canary_keeps_all_thinking(self) -> None:
+        """A canary that is a thinking block compiles clear_thinking with keep all."""
+        messages = anthropic_messages(LINES[:3])
+        canary = next(s["id"] for s in message_segments(messages) if s["kind"] == "thinking")
+        compiled = compile_context_management(
+            Engine.default().policy, messages=messages, canaries=[canary]
+        )
         assert next(iter(compiled["edits"])) == {"type": "clear_thinking_20251015", "keep": "all"}
 
     def test_the_compiled_edit_clears_nothing_pinned(self) -> None:

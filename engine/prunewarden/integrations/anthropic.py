@@ -32,9 +32,12 @@ from typing import Any, Final, cast
 from anthropic import BaseModel as SDKModel
 from anthropic.types.beta import (
     BetaClearThinking20251015EditParam,
+    BetaClearThinking20251015EditResponse,
     BetaClearToolUses20250919EditParam,
+    BetaClearToolUses20250919EditResponse,
     BetaContextManagementConfigParam,
 )
+from pydantic import TypeAdapter, ValidationError
 
 from prunewarden.decision import Decision
 from prunewarden.errors import InputError, Problem
@@ -49,6 +52,14 @@ APPLIED_BY = "anthropic.context_management"
 DEFAULT_KEEP_TOOL_USES = 3  # the server's default keep: {type: tool_uses, value: 3}
 DEFAULT_KEEP_THINKING_TURNS = 1  # the server's default: the last assistant turn's thinking
 _THINKING = {"thinking", "redacted_thinking"}
+_EDITS: dict[str, TypeAdapter[Any]] = {
+    CLEAR_TOOL_USES: TypeAdapter(BetaClearToolUses20250919EditParam),
+    CLEAR_THINKING: TypeAdapter(BetaClearThinking20251015EditParam),
+}
+_APPLIED: dict[str, TypeAdapter[Any]] = {
+    CLEAR_TOOL_USES: TypeAdapter(BetaClearToolUses20250919EditResponse),
+    CLEAR_THINKING: TypeAdapter(BetaClearThinking20251015EditResponse),
+}
 
 
 def _plain(value: Any) -> Any:
@@ -57,7 +68,7 @@ def _plain(value: Any) -> Any:
         return value.model_dump(mode="json", exclude_none=True)
     if isinstance(value, Mapping):
         return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
+    if isinstance(value, Iterable) and not isinstance(value, str | bytes):
         return [_plain(v) for v in value]
     return value
 
@@ -224,7 +235,7 @@ def applied_window(  # noqa: PLR0913 - the request, the response and what pins s
     before = _segments(blocks, tool_kinds, pinned_tools, canaries)
     kinds = set(pinned_kinds)
     pinned = {s["id"] for s in before if s["non_recoverable"] or s["kind"] in kinds}
-    edits = {e["type"]: e for e in _plain(request.get("context_management") or {}).get("edits", [])}
+    edits = _requested_edits(request.get("context_management") or {})
     after = [dict(segment) for segment in before]
     tombstones: list[str] = []
     cleared: list[str] = []
@@ -255,10 +266,50 @@ def applied_window(  # noqa: PLR0913 - the request, the response and what pins s
 
 
 def _applied_edits(response: Any) -> list[dict[str, Any]]:
+    """The response's applied edits, each checked against the SDK's model of its kind; a kind
+    this module cannot rebuild is refused, never skipped."""
     found = _plain(response)
     if isinstance(found, Mapping) and "applied_edits" not in found:
         found = found.get("context_management") or {}
-    return list(found.get("applied_edits") or []) if isinstance(found, Mapping) else []
+    edits = []
+    for i, edit in enumerate(
+        found.get("applied_edits") or [] if isinstance(found, Mapping) else []
+    ):
+        path = f"$.context_management.applied_edits[{i}]"
+        model = _APPLIED.get(str(edit.get("type")))
+        if model is None:
+            message = f"{edit.get('type')!r} is no edit this adapter can rebuild"
+            raise InputError([Problem(path=f"{path}.type", message=message)])
+        edits.append(_validated(model, edit, path))
+    return edits
+
+
+def _requested_edits(config: Any) -> dict[str, dict[str, Any]]:
+    """The request's edits this module rebuilds, by type, each checked against the SDK's type
+    of its kind (an edit of another kind, such as compaction, is not rebuilt)."""
+    found = {}
+    for i, edit in enumerate(_plain(config).get("edits", [])):
+        adapter = _EDITS.get(str(edit.get("type")))
+        if adapter is not None:
+            found[edit["type"]] = _validated(adapter, edit, f"$.context_management.edits[{i}]")
+    return found
+
+
+def _validated(adapter: TypeAdapter[Any], value: Any, path: str) -> Any:
+    """``value`` as plain data once the SDK's type accepts it, else a located InputError."""
+    try:
+        # Iterables the SDK's types accept are checked as they are read: read them here.
+        return _plain(adapter.validate_python(_plain(value)))
+    except ValidationError as error:
+        problems = [
+            Problem(path=path + "".join(_step(part) for part in e["loc"]), message=e["msg"])
+            for e in error.errors()
+        ]
+        raise InputError(problems) from None
+
+
+def _step(part: str | int) -> str:
+    return f"[{part}]" if isinstance(part, int) else f".{part}"
 
 
 def _clear_tool_uses(
@@ -365,7 +416,8 @@ def compile_context_management(  # noqa: PLR0913 - the policy and what it pins
     """The ``context_management`` parameter for a request of ``messages`` under ``policy``:
     ``edit`` (or the server's defaults) with every tool whose results the policy pins in
     ``exclude_tools``, and ``keep`` raised to cover the oldest use whose result is a canary;
-    thinking kept whole (``keep: "all"``) when the policy pins the ``thinking`` kind."""
+    thinking kept whole (``keep: "all"``) when the policy pins the ``thinking`` kind or a canary
+    is a thinking block."""
     pinned_kinds = policy.spec.transition.pinned_kinds
     excluded = set(pinned_tools) | {n for n, k in (tool_kinds or {}).items() if k in pinned_kinds}
     clear: dict[str, Any] = dict(edit or {"type": CLEAR_TOOL_USES})
@@ -385,7 +437,8 @@ def compile_context_management(  # noqa: PLR0913 - the policy and what it pins
     if excluded:
         clear["exclude_tools"] = sorted(excluded)
     edits: list[Any] = [cast("BetaClearToolUses20250919EditParam", clear)]
-    if "thinking" in pinned_kinds:
+    pinned_thinking = any(s["kind"] == "thinking" and s["id"] in set(canaries) for s in segments)
+    if "thinking" in pinned_kinds or pinned_thinking:
         thinking: BetaClearThinking20251015EditParam = {"type": CLEAR_THINKING, "keep": "all"}
         edits.insert(0, thinking)  # the API asks that clear_thinking come first
     return {"edits": edits}
