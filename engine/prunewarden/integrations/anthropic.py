@@ -1,24 +1,14 @@
 """Anthropic Messages: the blocks of a request as segments, and server-side context editing judged.
 
-Needs ``prunewarden[anthropic]``. Three functions:
-
-- :func:`message_segments`: a request's ``system`` and ``messages`` (dicts, the SDK's param
-  types or its response blocks) as window segments, one per content block, ids from content: a
-  ``tool_use`` block and the ``tool_result`` answering it share the eviction group
-  ``tool_use:<id>``, a turn's ``thinking`` and ``redacted_thinking`` blocks the group
-  ``thinking:<turn>``; the system prompt and the first user turn are pinned (non-recoverable),
-  and so are the results of ``pinned_tools`` and the blocks whose id is a canary.
-- :func:`judge_applied_edits`: the server does not return the window it edited, so the window
-  after ``clear_tool_uses_20250919`` and ``clear_thinking_20251015`` is rebuilt from the request
-  and the response's ``context_management.applied_edits`` (the oldest tool uses not kept and not
-  excluded cleared first, as many as the response counts; a cleared result, or input, replaced by
-  a placeholder; the oldest thinking turns dropped) and the edit judged by ``Session.verify``.
-- :func:`compile_context_management`: the ``context_management`` parameter that cannot clear
-  what the policy pins: pinned tools in ``exclude_tools``, ``keep`` reaching back to the oldest
-  pinned tool use, and thinking kept whole when the policy pins the ``thinking`` kind.
-
-A placeholder records that a tool result was cleared, so it is the tombstone of an unpinned one;
-it does not say what a pinned one held, so clearing a pinned result is ``pinned_removed``.
+Needs ``prunewarden[anthropic]``. :func:`message_segments` maps a request (dicts, the SDK's param
+types or its response blocks) to segments, one per block, ids from content: a ``tool_use`` and
+its ``tool_result`` one eviction group, a turn's thinking blocks one group, the system prompt and
+the first user turn pinned. The server does not return the window it edited, so
+:func:`judge_applied_edits` rebuilds it from the request and the response's ``applied_edits``
+and judges the edit with ``Session.verify``; :func:`compile_context_management` writes the
+``context_management`` parameter that cannot clear what the policy pins. A placeholder records
+that a tool result was cleared, so it is the tombstone of an unpinned one; it does not say what
+a pinned one held, so clearing a pinned result is ``pinned_removed`` (docs/transitions.md).
 """
 
 from __future__ import annotations
@@ -250,12 +240,10 @@ def applied_window(  # noqa: PLR0913 - the request, the response and what pins s
         if applied["type"] == CLEAR_TOOL_USES:
             count = int(applied["cleared_tool_uses"])
             gone = _clear_tool_uses(blocks, after, edit, count, pinned)
-        elif applied["type"] == CLEAR_THINKING:
+        else:  # CLEAR_THINKING: _applied_edits refuses any other kind
             gone = _clear_thinking(blocks, after, edit, int(applied["cleared_thinking_turns"]))
             # The server drops a thinking turn whole and says so; the client keeps the blocks.
             tombstones += [i for i in gone if i not in pinned]
-        else:
-            continue
         cleared += gone
     # The server never drops a tool block (a cleared one keeps its place with a placeholder),
     # so no tool pair is split by its edit: the pairs' groups are left out of this judgement.
@@ -327,7 +315,7 @@ def _clear_tool_uses(
     clearable = [b for b in uses[: max(len(uses) - keep, 0)] if b.tool_name not in excluded]
     if count > len(clearable):
         _inconsistent("cleared_tool_uses", count, len(clearable))
-    targets = {b.tool_use_id: b.tool_name for b in clearable[:count]}
+    targets = {b.tool_use_id for b in clearable[:count]}
     inputs = edit.get("clear_tool_inputs") or False
     replaced = []
     for position, b in enumerate(blocks):
@@ -418,26 +406,26 @@ def compile_context_management(  # noqa: PLR0913 - the policy and what it pins
     ``exclude_tools``, and ``keep`` raised to cover the oldest use whose result is a canary;
     thinking kept whole (``keep: "all"``) when the policy pins the ``thinking`` kind or a canary
     is a thinking block."""
-    pinned_kinds = policy.spec.transition.pinned_kinds
+    pinned_kinds, canary_ids = policy.spec.transition.pinned_kinds, set(canaries)
     excluded = set(pinned_tools) | {n for n, k in (tool_kinds or {}).items() if k in pinned_kinds}
     clear: dict[str, Any] = dict(edit or {"type": CLEAR_TOOL_USES})
     excluded |= set(clear.get("exclude_tools") or ())
     blocks = _request_blocks(messages)
     uses = [b.tool_use_id for b in blocks if b.block.get("type") == "tool_use"]
-    segments = _segments(blocks, tool_kinds, (), canaries)
+    segments = _segments(blocks, tool_kinds, (), canary_ids)
     pinned_uses = [
-        b.tool_use_id
+        uses.index(b.tool_use_id)
         for b, s in zip(blocks, segments, strict=True)
-        if b.block.get("type") == "tool_result" and s["id"] in set(canaries)
+        if b.block.get("type") == "tool_result" and s["id"] in canary_ids and b.tool_use_id in uses
     ]
     keep = (clear.get("keep") or {}).get("value", DEFAULT_KEEP_TOOL_USES)
     if pinned_uses:
-        keep = max(keep, len(uses) - min(uses.index(u) for u in pinned_uses if u in uses))
+        keep = max(keep, len(uses) - min(pinned_uses))
     clear["keep"] = {"type": "tool_uses", "value": keep}
     if excluded:
         clear["exclude_tools"] = sorted(excluded)
     edits: list[Any] = [cast("BetaClearToolUses20250919EditParam", clear)]
-    pinned_thinking = any(s["kind"] == "thinking" and s["id"] in set(canaries) for s in segments)
+    pinned_thinking = any(s["kind"] == "thinking" and s["id"] in canary_ids for s in segments)
     if "thinking" in pinned_kinds or pinned_thinking:
         thinking: BetaClearThinking20251015EditParam = {"type": CLEAR_THINKING, "keep": "all"}
         edits.insert(0, thinking)  # the API asks that clear_thinking come first
