@@ -7,8 +7,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import IO, Any, NoReturn
 
 from prunewarden.__about__ import __version__
@@ -23,8 +25,9 @@ from prunewarden.cli import (
     _serve,
     _suites,
 )
-from prunewarden.cli._common import EXIT_CODES, ExitError, Parser, report
+from prunewarden.cli._common import EXIT_CODES, ExitError, Parser, UsageError, report
 from prunewarden.errors import ExitCode, InputError, PolicyError, PrunewardenError
+from prunewarden.rules import BACKENDS, BackendUnavailableError, check_backend
 
 AddParser = Callable[[Any], None]
 Run = Callable[[argparse.Namespace, IO[str], IO[str]], int]
@@ -61,14 +64,53 @@ def _parser(stdout: IO[str]) -> Parser:
     )
     for add, _ in COMMANDS.values():
         add(commands)
+    for name in ENGINE_COMMANDS:
+        commands.choices[name].add_argument(
+            "--cel",
+            choices=BACKENDS,
+            help=(
+                "the CEL backend of the policy's rules: python (cel-python) or native "
+                "(cel-cpp, pip install 'prunewarden[cel-native]'); default: the environment "
+                "variable PRUNEWARDEN_CEL, else python"
+            ),
+        )
     return parser
+
+
+# The commands that build engines, and so take --cel.
+ENGINE_COMMANDS = ("evaluate", "test", "plan", "replay", "diff", "calibrate", "serve")
+_CEL_VARIABLE = "PRUNEWARDEN_CEL"
+
+
+@contextlib.contextmanager
+def _cel_backend(backend: str | None) -> Iterator[None]:
+    """``--cel`` for every engine the command builds (in this process and in the worker
+    processes it starts) through ``PRUNEWARDEN_CEL``, restored when the command ends. A backend
+    that cannot run here is a usage error before anything runs."""
+    if backend is None:
+        yield
+        return
+    try:
+        check_backend(backend)
+    except BackendUnavailableError as exc:
+        raise UsageError(f"prunewarden: --cel {backend}: {exc}") from None
+    previous = os.environ.get(_CEL_VARIABLE)
+    os.environ[_CEL_VARIABLE] = backend
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(_CEL_VARIABLE, None)
+        else:
+            os.environ[_CEL_VARIABLE] = previous
 
 
 def run(argv: list[str] | None, stdout: IO[str], stderr: IO[str]) -> int:
     """Run the command line ``argv``; return the exit code."""
     try:
         args = _parser(stdout).parse_args(argv)
-        return int(COMMANDS[args.command][1](args, stdout, stderr))
+        with _cel_backend(getattr(args, "cel", None)):
+            return int(COMMANDS[args.command][1](args, stdout, stderr))
     except ExitError as done:
         return done.status
     except PolicyError as exc:

@@ -114,9 +114,10 @@ class Pipeline:
 
 
 def compile_policy(
-    policy: Policy, *, rule_cache_size: int = DEFAULT_CACHE_SIZE
+    policy: Policy, *, rule_cache_size: int = DEFAULT_CACHE_SIZE, cel: str | None = None
 ) -> dict[Check, Pipeline]:
-    """One pipeline per check, bound to the policy's settings, rules and identity."""
+    """One pipeline per check, bound to the policy's settings, rules and identity; ``cel``
+    names the CEL backend that evaluates the rules."""
     params = policy.document["spec"].get("params", {})
     return {
         check: Pipeline(
@@ -125,7 +126,7 @@ def compile_policy(
             settings=getattr(policy.spec, check),
             guard=GUARDS[check],
             policy=policy.identity,
-            rules=RuleSet(check, policy.rules, params, cache_size=rule_cache_size),
+            rules=RuleSet(check, policy.rules, params, cache_size=rule_cache_size, backend=cel),
             sources=policy.sources,
             calibration=policy.spec.calibration,
         )

@@ -1,10 +1,12 @@
-"""Custom CEL rules: the only package that imports ``celpy`` (and ``re2``). Expressions are
-compiled and checked against the documented variables when a policy loads, and evaluated within a
-budget of CPU time and memory.
+"""Custom CEL rules: the only package that imports ``celpy``, ``cel_expr_python`` (and ``re2``).
+Expressions are compiled and checked against the documented variables when a policy loads, and
+evaluated within a budget of CPU time and memory, by cel-python or (the ``cel-native`` extra)
+cel-cpp.
 """
 
 from __future__ import annotations
 
+from prunewarden.rules._backend import BACKENDS, BackendUnavailableError, check_backend
 from prunewarden.rules._budget import Budget, Deadline
 from prunewarden.rules._checker import field_paths
 from prunewarden.rules._compiler import compile_expression
@@ -16,7 +18,9 @@ from prunewarden.rules._spec import compile_rules
 from prunewarden.rules._values import to_cel
 
 __all__ = [
+    "BACKENDS",
     "DEFAULT_CACHE_SIZE",
+    "BackendUnavailableError",
     "Budget",
     "Deadline",
     "EvaluationError",
@@ -25,6 +29,7 @@ __all__ = [
     "Rule",
     "RuleSet",
     "Shape",
+    "check_backend",
     "compile_expression",
     "compile_rules",
     "evaluate_bool",

@@ -19,7 +19,7 @@ from celpy.evaluation import CELEvalError, base_functions
 from prunewarden.rules import _budget as budget
 from prunewarden.rules._patterns import matches
 from prunewarden.rules._times import TIME_FUNCTIONS
-from prunewarden.rules._values import type_name
+from prunewarden.rules._values import format_double, type_name
 
 # Engine functions' loops look at the clock every this many elements.
 _CHECK_EVERY = 4096
@@ -147,9 +147,14 @@ def _sized(name: str) -> Callable[..., Any]:
     original = base_functions[name]
 
     def function(*args: Any) -> Any:
+        result: Any
         if len(args) == 2 and all(isinstance(a, str | bytes | list) for a in args):
             budget.allocate(len(args[0]) + len(args[1]))
-        result = original(*args)
+        if name == "string" and len(args) == 1 and isinstance(args[0], ct.DoubleType):
+            # cel-cpp's spelling (``"1"``, not ``"1.0"``), so both backends give the same text.
+            result = ct.StringType(format_double(float(args[0])))
+        else:
+            result = original(*args)
         if len(args) == 1 and isinstance(result, str | bytes):
             budget.allocate(len(result))
         return result
