@@ -55,6 +55,18 @@ def _heterogeneous(name: str, compare: Callable[[Any, Any], bool]) -> Callable[[
     return operator
 
 
+def _divide(left: Any, right: Any) -> Any:
+    """IEEE 754 division of doubles, as CEL specifies and cel-cpp does: cel-python gives +inf
+    for every division by zero (``-1.0 / 0.0``, ``0.0 / 0.0``), where the sign and NaN count."""
+    both = isinstance(left, ct.DoubleType) and isinstance(right, ct.DoubleType)
+    if both and float(right) == 0.0:
+        numerator = float(left)
+        if numerator == 0 or math.isnan(numerator):
+            return ct.DoubleType(math.nan)
+        return ct.DoubleType(math.copysign(math.inf, numerator) * math.copysign(1.0, right))
+    return base_functions["_/_"](left, right)
+
+
 def _numbers(values: Any, function: str) -> list[float] | CELEvalError:
     if isinstance(values, ct.MapType):
         values = list(values.values())
@@ -190,6 +202,7 @@ FUNCTIONS: dict[str, Any] = {
     "_>_": _heterogeneous("_>_", lambda a, b: a > b),
     "_>=_": _heterogeneous("_>=_", lambda a, b: a >= b),
     "_+_": _sized("_+_"),
+    "_/_": _divide,
     "string": _sized("string"),
     "bytes": _sized("bytes"),
     "matches": matches,

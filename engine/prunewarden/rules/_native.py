@@ -129,6 +129,10 @@ def _environment() -> Any:
     return cel.NewEnv(functions=declarations)
 
 
+# The price of a ``matches`` whose pattern comes from the input: its program is not known until
+# the evaluation, inside C++, so it cannot be priced before it, and the rule fails closed.
+_UNPRICED = -1
+
 # Calls whose work runs in C++ to its end once started, priced before the evaluation.
 _PRICED_CALLS = frozenset({"matches", "string", "bytes", "duration", "timestamp"})
 _COMPREHENSIONS = frozenset({"all", "exists", "exists_one", "map", "filter"})
@@ -173,7 +177,8 @@ def _price(tree: Any, constants: Mapping[str, Any]) -> _Price:
             sized += 1
             in_loop = in_loop or loop
             if name == "matches":
-                program += _pattern_size(node, constants)
+                size = _pattern_size(node, constants)
+                program = _UNPRICED if _UNPRICED in (size, program) else program + size
         for child in node.children:
             visit(child, inside)
 
@@ -192,8 +197,14 @@ def _called(node: Any) -> str:
 
 
 def _pattern_size(node: Any, constants: Mapping[str, Any]) -> int:
-    """The compiled size of a constant pattern (a literal, or a ``params`` string); the largest
-    program RE2 may build for a pattern read from the input otherwise."""
+    """The compiled size of a constant pattern (a literal, or a ``params`` string), the largest
+    of them when there are several; :data:`_UNPRICED` for a pattern read from the input."""
+    arguments = node.children[-1]
+    if node.data == "ident_arg" and isinstance(arguments, lark.Tree):
+        arguments = lark.Tree(arguments.data, arguments.children[1:])  # after the text
+    names = {str(token) for ident in arguments.find_data("ident") for token in ident.children}
+    if names - {"params"}:
+        return _UNPRICED
     patterns = [str(v) for v in _strings(constants)]
     literals = [t.strip("'\"") for t in node.scan_values(lambda t: t.type == "STRING_LIT")]
     sizes = [program_size(p) for p in [*literals, *patterns]]
@@ -210,9 +221,18 @@ def _strings(value: Any) -> list[str]:
     return []
 
 
+# cel-expr-python 0.1.3 passes a string variable to cel-cpp as a C string: it ends at its first
+# U+0000 (``size("a\0b")`` is 1). Such an input cannot be evaluated faithfully, so it is not
+# evaluated: the rule fails closed, where cel-python would have read the whole text.
+_NUL_MESSAGE = "an input string holds U+0000, which the native CEL backend cannot pass to cel-cpp"
+
+
 def _size(value: Any) -> int:
-    """Characters (UTF-8 bytes) and items of a plain value, the measure of what may be read."""
+    """Characters (UTF-8 bytes) and items of a plain value, the measure of what may be read;
+    :class:`EvaluationError` for a string the binding would truncate."""
     if isinstance(value, str):
+        if "\x00" in value:
+            raise EvaluationError(_NUL_MESSAGE)
         return len(value.encode("utf-8", "surrogatepass"))
     if isinstance(value, Mapping):
         return len(value) + sum(_size(k) + _size(v) for k, v in value.items())
@@ -223,6 +243,12 @@ def _size(value: Any) -> int:
 
 def _check_price(price: _Price, size: int) -> None:
     """Refuse, before it starts, an evaluation whose uninterruptible work may exceed the budget."""
+    if price.match_program == _UNPRICED:
+        message = (
+            "matches() with a pattern read from the input cannot be priced before it runs on "
+            "the native CEL backend (use the python backend)"
+        )
+        raise BudgetExceededError(message)
     if not price.sized:
         return
     repeat = size if price.in_loop else 1
