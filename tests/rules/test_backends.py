@@ -148,6 +148,9 @@ PROBES = (
     "segment.text.matches('\\\\p{Lu}')",
     "segment.text.matches('^\\\\w+$')",
     "segment.text.matches(segment.kind)",
+    "matches(segment.text, '[') || score >= 0.0",
+    "segment.text.matches('(a{1000}){1000}') || score < 0.0",
+    "'matches(x)'.matches('matches') && segment.text.matches('(?i)NEVER')",
     "lower(segment.text) == segment.text",
     "contains_any(segment.text, ['STRASSE', 'i̇', 'k'])",
     "segment.text.contains('ß') || segment.text.startsWith('İ')",
@@ -171,11 +174,6 @@ PROBES = (
     "mean(segment.metadata) > 0.5",
     "maximum(candidates.map(c, double(size(c)))) > 2.0",
 )
-
-
-# The probes on which the native backend fails closed by design: a pattern read from the input
-# cannot be priced before cel-cpp runs it (docs/rules.md, "Backends").
-NATIVE_FAILS_CLOSED = frozenset({"segment.text.matches(segment.kind)"})
 
 
 def _probe_cases() -> list[Case]:
@@ -247,7 +245,7 @@ class TestBackendsAgree:
         """On the same generated input both backends give one value, or both fail."""
         expression = _compile(case)
         _, _, shapes, constants, _ = case
-        native = compile_native(expression, constants)
+        native = compile_native(expression)
         inputs = {
             name: constants[name] if name in constants else data.draw(values(shapes[name]), name)
             for name in expression.reads
@@ -255,8 +253,8 @@ class TestBackendsAgree:
         cel = {name: to_cel(value) for name, value in inputs.items()}
         python = _outcome(lambda: evaluate(expression, cel, deadline=Deadline(5.0)))
         cpp = _outcome(lambda: evaluate_native(native, cel, deadline=Deadline(5.0)))
-        # The documented differences: native fails closed on U+0000 and on unpriced patterns.
-        if _holds_nul(inputs) or case[1] in NATIVE_FAILS_CLOSED:
+        # The one documented difference: native fails closed on a string holding U+0000.
+        if _holds_nul(inputs):
             assert cpp == ("error", None)
         else:
             assert python == cpp
@@ -279,7 +277,7 @@ class TestDoubleSpelling:
         """On any double, cel-python's string() gives cel-cpp's text."""
         shapes = {"x": {"type": "number"}}
         expression = compile_expression("string(x)", shapes, result="string")
-        native = compile_native(expression, {})
+        native = compile_native(expression)
         cel = {"x": to_cel(value)}
         python = evaluate(expression, cel, deadline=Deadline(5.0))
         assert str(python) == evaluate_native(native, cel, deadline=Deadline(5.0))

@@ -10,12 +10,16 @@ cel-cpp agree with the project's evaluator:
 
 - the engine functions (``mean``, ``contains_any``, ...) are the very same Python functions,
   called from cel-cpp with their arguments converted, so they price and check the budget alike;
-- ``string(double)`` is formatted by cel-python's side the way cel-cpp does (see ``_functions``);
+- ``matches`` is the project's own, called from cel-cpp (the source is rewritten to call it by
+  another name), so a pattern is compiled once, with the same options, and priced before each
+  search exactly as on the other backend;
+- ``string(double)`` is formatted by cel-python's side the way cel-cpp does (see ``_functions``),
+  and cel-python's division by zero follows IEEE 754 as cel-cpp's does;
 - a result that is not a bool (or a string, for a message) is refused the same way.
 
 The budget cannot be checked between nodes of a C++ evaluation, so it is enforced around it
 (docs/rules.md, "Backends"): before the evaluation the operations no check can interrupt
-(``matches``, ``+``, ``string``, ``bytes``, ``duration``, ``timestamp``) are priced at their worst
+(``+``, ``string``, ``bytes``, ``duration``, ``timestamp``) are priced at their worst
 case on the size of the values the expression reads, and the evaluation is refused unrun when
 the price is over the budget; the deadline is read before and after it, and a result that arrives
 late is thrown away; the engine functions check it in their loops as on the other backend.
@@ -28,6 +32,7 @@ from __future__ import annotations
 import itertools
 import threading
 from collections.abc import Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -36,13 +41,13 @@ import celpy.celtypes as ct
 import lark
 from celpy.evaluation import CELEvalError
 
-from prunewarden.limits import MAX_MATCH_STEPS, MAX_RULE_ALLOCATION
+from prunewarden.limits import MAX_RULE_ALLOCATION
 from prunewarden.rules._backend import cel_module
 from prunewarden.rules._budget import BudgetExceededError, Deadline, Meter, current
 from prunewarden.rules._evaluation import EvaluationError
 from prunewarden.rules._expression import Expression
 from prunewarden.rules._functions import ENGINE_FUNCTIONS
-from prunewarden.rules._patterns import program_size
+from prunewarden.rules._patterns import matches
 from prunewarden.rules._values import to_cel
 
 
@@ -62,23 +67,61 @@ def native_type_name(value: Any) -> str:
     return next((name for kind, name in kinds if isinstance(value, kind)), type(value).__name__)
 
 
+# cel-expr-python 0.1.3 passes a string variable to cel-cpp as a C string: it ends at its first
+# U+0000 (``size("a\0b")`` is 1). Such an input cannot be evaluated faithfully, so it is not
+# evaluated: the rule fails closed, where cel-python would have read the whole text.
+_NUL_MESSAGE = "an input string holds U+0000, which the native CEL backend cannot pass to cel-cpp"
+
+
 def _plain(value: Any) -> Any:
     """A CEL value of the project's evaluator as the plain value cel-cpp takes."""
-    if value is None or isinstance(value, bool | str):
-        return value if not isinstance(value, ct.BoolType | ct.StringType) else _scalar(value)
-    if isinstance(value, ct.BoolType):
-        return bool(value)
-    if isinstance(value, float | int):
-        return float(value)
+    return _convert(value)[0]
+
+
+def _text(value: str) -> tuple[str, int]:
+    if "\x00" in value:
+        raise EvaluationError(_NUL_MESSAGE)
+    return str(value), len(value)
+
+
+# The scalars by exact type (the project's CEL types and Python's own): one dict lookup each.
+_SCALARS: dict[type, Any] = {
+    ct.StringType: _text,
+    str: _text,
+    ct.DoubleType: lambda v: (float(v), 1),
+    float: lambda v: (float(v), 1),
+    ct.BoolType: lambda v: (bool(v), 1),
+    bool: lambda v: (bool(v), 1),
+    type(None): lambda _: (None, 1),
+    ct.IntType: lambda v: (int(v), 1),  # an int a function gave (size(), ...), not an input
+    int: lambda v: (int(v), 1),
+}
+
+
+def _convert(value: Any) -> tuple[Any, int]:
+    """:func:`_plain` of ``value`` and its size in characters and items, the measure of what an
+    expression may read (one walk: it runs before every evaluation); :class:`EvaluationError`
+    for a string the binding would truncate."""
+    scalar = _SCALARS.get(type(value))
+    if scalar is not None:
+        converted: tuple[Any, int] = scalar(value)
+        return converted
+    size = len(value) if isinstance(value, Mapping | list) else 1
     if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
+        plain = {}
+        for key, item in value.items():
+            text, length = _text(str(key))
+            plain[text], grown = _convert(item)
+            size += grown + length
+        return plain, size
     if isinstance(value, list):
-        return [_plain(v) for v in value]
-    return value
-
-
-def _scalar(value: Any) -> Any:
-    return bool(value) if isinstance(value, ct.BoolType) else str(value)
+        items = []
+        for item in value:
+            converted, grown = _convert(item)
+            items.append(converted)
+            size += grown
+        return items, size
+    return value, 1
 
 
 def _bridge(function: Any) -> Any:
@@ -86,7 +129,11 @@ def _bridge(function: Any) -> Any:
     error value raised (cel-cpp turns it into an error of the evaluation)."""
 
     def call(*args: Any) -> Any:
-        result = function(*(to_cel(a) for a in args))
+        try:
+            result = function(*(to_cel(a) for a in args))
+        except BudgetExceededError as exc:  # cel-cpp would make it an error value: keep it
+            _refusal.set(exc)
+            raise
         if isinstance(result, CELEvalError):
             raise ValueError(str(result.args[0]) if result.args else "error")  # noqa: TRY004 - cel-cpp reports any exception as the error of the call
         return _plain(result)
@@ -112,7 +159,9 @@ def _environment() -> Any:
         cel.Type.NULL,
     )
     declarations = []
-    for name, (function, arity, _) in ENGINE_FUNCTIONS.items():
+    functions = {**{name: (f, arity) for name, (f, arity, _) in ENGINE_FUNCTIONS.items()}}
+    functions[_MATCHES] = (matches, 2)
+    for name, (function, arity) in functions.items():
         impl = _bridge(function)
         overloads = [
             cel.Overload(
@@ -129,12 +178,15 @@ def _environment() -> Any:
     return cel.NewEnv(functions=declarations)
 
 
-# The price of a ``matches`` whose pattern comes from the input: its program is not known until
-# the evaluation, inside C++, so it cannot be priced before it, and the rule fails closed.
-_UNPRICED = -1
+# ``matches`` is the project's own (the same RE2 options, pattern cache and price before each
+# search as on the other backend), called under this name: cel-cpp's cannot be replaced, and it
+# compiles a pattern at every call and cannot be priced. The source is rewritten to call it.
+_MATCHES = "pw_matches"
+# A budget an engine function refused, which cel-cpp returns as an error value like any other.
+_refusal: ContextVar[BudgetExceededError | None] = ContextVar("pw_native_refusal", default=None)
 
 # Calls whose work runs in C++ to its end once started, priced before the evaluation.
-_PRICED_CALLS = frozenset({"matches", "string", "bytes", "duration", "timestamp"})
+_PRICED_CALLS = frozenset({"string", "bytes", "duration", "timestamp"})
 _COMPREHENSIONS = frozenset({"all", "exists", "exists_one", "map", "filter"})
 
 
@@ -143,7 +195,6 @@ class _Price:
     """The operations of an expression that no check can interrupt, counted at load."""
 
     sized: int  # +, string, bytes, duration, timestamp: each builds or reads one value
-    match_program: int  # the sum of the compiled sizes of its constant patterns
     in_loop: bool  # one of them sits inside a comprehension (runs once per element)
 
 
@@ -157,18 +208,34 @@ class NativeExpression:
 _compile_lock = threading.Lock()
 
 
-def compile_native(expression: Expression, constants: Mapping[str, Any]) -> NativeExpression:
+def compile_native(expression: Expression) -> NativeExpression:
     """``expression`` (already checked by the project's compiler) compiled by cel-cpp."""
+    source = _with_priced_matches(expression.source, expression.tree)
     with _compile_lock:
-        program = _environment().compile(expression.source, disable_check=True)
-    return NativeExpression(expression, program, _price(expression.tree, constants))
+        program = _environment().compile(source, disable_check=True)
+    return NativeExpression(expression, program, _price(expression.tree))
 
 
-def _price(tree: Any, constants: Mapping[str, Any]) -> _Price:
-    sized, program, in_loop = 0, 0, False
+def _with_priced_matches(source: str, tree: Any) -> str:
+    """``source`` calling :data:`_MATCHES` where it calls ``matches``: the positions come from
+    the parse tree, so a ``matches`` inside a string literal or a field name is left alone."""
+    starts = sorted(
+        (ident.start_pos, ident.end_pos)
+        for node in tree.iter_subtrees()
+        if _called(node) == "matches"
+        for ident in node.children
+        if isinstance(ident, lark.Token) and ident.type == "IDENT" and str(ident) == "matches"
+    )
+    for start, end in reversed(starts):
+        source = source[:start] + _MATCHES + source[end:]
+    return source
+
+
+def _price(tree: Any) -> _Price:
+    sized, in_loop = 0, False
 
     def visit(node: Any, loop: bool) -> None:
-        nonlocal sized, program, in_loop
+        nonlocal sized, in_loop
         if not isinstance(node, lark.Tree):
             return
         name = _called(node)
@@ -176,14 +243,11 @@ def _price(tree: Any, constants: Mapping[str, Any]) -> _Price:
         if node.data == "addition_add" or name in _PRICED_CALLS:
             sized += 1
             in_loop = in_loop or loop
-            if name == "matches":
-                size = _pattern_size(node, constants)
-                program = _UNPRICED if _UNPRICED in (size, program) else program + size
         for child in node.children:
             visit(child, inside)
 
     visit(tree, loop=False)
-    return _Price(sized, program, in_loop)
+    return _Price(sized, in_loop)
 
 
 def _called(node: Any) -> str:
@@ -196,59 +260,8 @@ def _called(node: Any) -> str:
     return ""
 
 
-def _pattern_size(node: Any, constants: Mapping[str, Any]) -> int:
-    """The compiled size of a constant pattern (a literal, or a ``params`` string), the largest
-    of them when there are several; :data:`_UNPRICED` for a pattern read from the input."""
-    arguments = node.children[-1]
-    if node.data == "ident_arg" and isinstance(arguments, lark.Tree):
-        arguments = lark.Tree(arguments.data, arguments.children[1:])  # after the text
-    names = {str(token) for ident in arguments.find_data("ident") for token in ident.children}
-    if names - {"params"}:
-        return _UNPRICED
-    patterns = [str(v) for v in _strings(constants)]
-    literals = [t.strip("'\"") for t in node.scan_values(lambda t: t.type == "STRING_LIT")]
-    sizes = [program_size(p) for p in [*literals, *patterns]]
-    return max([s for s in sizes if s is not None] or [MAX_MATCH_STEPS])
-
-
-def _strings(value: Any) -> list[str]:
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, Mapping):
-        return [s for v in value.values() for s in _strings(v)]
-    if isinstance(value, list | tuple):
-        return [s for v in value for s in _strings(v)]
-    return []
-
-
-# cel-expr-python 0.1.3 passes a string variable to cel-cpp as a C string: it ends at its first
-# U+0000 (``size("a\0b")`` is 1). Such an input cannot be evaluated faithfully, so it is not
-# evaluated: the rule fails closed, where cel-python would have read the whole text.
-_NUL_MESSAGE = "an input string holds U+0000, which the native CEL backend cannot pass to cel-cpp"
-
-
-def _size(value: Any) -> int:
-    """Characters (UTF-8 bytes) and items of a plain value, the measure of what may be read;
-    :class:`EvaluationError` for a string the binding would truncate."""
-    if isinstance(value, str):
-        if "\x00" in value:
-            raise EvaluationError(_NUL_MESSAGE)
-        return len(value.encode("utf-8", "surrogatepass"))
-    if isinstance(value, Mapping):
-        return len(value) + sum(_size(k) + _size(v) for k, v in value.items())
-    if isinstance(value, list):
-        return len(value) + sum(_size(v) for v in value)
-    return 1
-
-
 def _check_price(price: _Price, size: int) -> None:
     """Refuse, before it starts, an evaluation whose uninterruptible work may exceed the budget."""
-    if price.match_program == _UNPRICED:
-        message = (
-            "matches() with a pattern read from the input cannot be priced before it runs on "
-            "the native CEL backend (use the python backend)"
-        )
-        raise BudgetExceededError(message)
     if not price.sized:
         return
     repeat = size if price.in_loop else 1
@@ -257,12 +270,6 @@ def _check_price(price: _Price, size: int) -> None:
             f"its operations on inputs of this size may create more than {MAX_RULE_ALLOCATION} "
             "characters and list items (MAX_RULE_ALLOCATION; native backend, priced before "
             "it runs)"
-        )
-        raise BudgetExceededError(message)
-    if price.match_program and price.match_program * size * repeat > MAX_MATCH_STEPS:
-        message = (
-            f"its matches() on inputs of this size may take more than {MAX_MATCH_STEPS} steps "
-            "(MAX_MATCH_STEPS; native backend, priced before it runs)"
         )
         raise BudgetExceededError(message)
 
@@ -287,13 +294,21 @@ def evaluate_native(
 def _run(native: NativeExpression, variables: Mapping[str, Any], deadline: Deadline) -> Any:
     meter = Meter(deadline)
     meter.check()
-    data = {name: _plain(value) for name, value in variables.items()}
-    _check_price(native.price, sum(_size(v) for v in data.values()))
+    data, size = {}, 0
+    for name, value in variables.items():
+        data[name], grown = _convert(value)
+        size += grown
+    _check_price(native.price, size)
     token = current.set(meter)
+    refusal = _refusal.set(None)
     try:
         result = native.program.eval(data=data)
+        refused = _refusal.get()
     finally:
         current.reset(token)
+        _refusal.reset(refusal)
+    if refused is not None:
+        raise refused
     # A C++ evaluation cannot be stopped: a late result is not used. A budget an engine
     # function ran out of came back as an error value; it is raised as the budget's error.
     meter.check()

@@ -74,11 +74,10 @@ class RuleSet:
         # The native programs, by the identity of the expression they were compiled from.
         self._native: dict[int, NativeExpression] = {}
         if self.backend == "native":
-            constants = {"params": dict(params)}
             for rule in self.rules:
                 for expression in (rule.when, rule.message_expression):
                     if expression is not None:
-                        self._native[id(expression)] = compile_native(expression, constants)
+                        self._native[id(expression)] = compile_native(expression)
 
     def __bool__(self) -> bool:
         return bool(self.rules)
