@@ -90,6 +90,7 @@ class DecisionRecorder:
             masks=audit.masks if audit is not None else None,
             shadow_policy=self.shadow.policy if self.shadow else None,
             trace_context=self._trace_context,
+            cel=self.cel,
         )
 
     def _record_pass(
