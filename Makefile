@@ -75,6 +75,7 @@ pytest: $(VENV)/.installed-test
 bench: $(VENV)/.installed-test
 	$(BIN)/python -m benchmarks $(BENCH_ARGS)
 	$(BIN)/python benchmarks/rules_cache.py
+	$(BIN)/python -m benchmarks.rules_backends
 	$(BIN)/python benchmarks/replay_scale.py
 	$(BIN)/python benchmarks/bench_replay.py --turns 500 --segments 200 --repeat 1 --traces 2
 	$(BIN)/python benchmarks/bench_auditlog.py --records 100000 --writes 2000 --writers 4
@@ -85,7 +86,7 @@ bench: $(VENV)/.installed-test
 
 # The fuzz tests with fifty times the examples of make test (several minutes).
 fuzz: $(VENV)/.installed-test
-	PRUNEWARDEN_FUZZ_SCALE=$${PRUNEWARDEN_FUZZ_SCALE:-50} $(BIN)/python -m pytest tests/test_fuzz.py -p no:cacheprovider
+	PRUNEWARDEN_FUZZ_SCALE=$${PRUNEWARDEN_FUZZ_SCALE:-50} $(BIN)/python -m pytest tests/test_fuzz.py tests/rules/test_backends.py -p no:cacheprovider
 
 clean:
 	rm -rf $(VENV) build dist .demo *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -96,6 +96,8 @@ class TestTargets:
         assert goals["audit appends, 4 writers"] == (50_000.0, False)
         assert goals["metrics and spans on vs off"] == (1.10, True)
         assert "collapse/200 vs fsum reference" in goals
+        assert goals["native rules vs cel-python"] == (0.15, True)
+        assert goals["native cold compile vs cel-python"] == (0.3, True)
 
     def test_appends_from_writer_processes_verify(self, tmp_path: Path) -> None:
         """The append benchmark's writers leave one chain that verifies (a tiny run)."""
