@@ -32,11 +32,13 @@ demo: $(VENV)/.installed
 	@echo "==> examples/demo.sh: policies, replays, deployments, the audit log, the server (docs/demo.md)"
 	@PATH="$(CURDIR)/$(BIN):$$PATH" sh examples/demo.sh
 
-# The framework adapters on scripted models, offline: LangChain/LangGraph, then the Agents SDK
-# (examples/agents/; docs/integrations.md). Uses the test extras, which include them.
+# The framework adapters on scripted models, offline: LangChain/LangGraph, a trim_messages edit
+# refused and repaired, then the Agents SDK (examples/agents/; docs/integrations.md). Uses the test extras, which include them.
 demo-agents: $(VENV)/.installed-test
 	@echo "==> examples/agents/langgraph_agent.py: a LangChain agent, pruned before each model call"
 	@$(BIN)/python examples/agents/langgraph_agent.py
+	@echo "==> examples/agents/guarded_trim.py: a trim_messages edit judged, refused and repaired"
+	@$(BIN)/python examples/agents/guarded_trim.py
 	@echo "==> examples/agents/openai_agents_session.py: an Agents SDK session, pruned when read"
 	@$(BIN)/python examples/agents/openai_agents_session.py
 
@@ -68,7 +70,8 @@ pytest: $(VENV)/.installed-test
 # writer processes appending), one pruning pass from 1k to 100k segments (the time per segment
 # must not grow), a fleet's 2,000 traces serially, with --jobs 2 and on a 2-worker Dask
 # LocalCluster (the extras of the test install: dask, fsspec, pyarrow), prunewarden serve under 8
-# concurrent clients on loopback against in-process Session.authorize, and last the hot-path
+# concurrent clients on loopback against in-process Session.authorize, start-up (the CPU time of
+# import prunewarden and prunewarden --version, against python -c pass), and last the hot-path
 # targets of docs/benchmarks.md, each measured in this run (benchmarks/targets.py; --runs 5
 # gives their spread).
 # The test extra brings prometheus-client and the OpenTelemetry SDK for the observed pass.
@@ -80,8 +83,10 @@ bench: $(VENV)/.installed-test
 	$(BIN)/python benchmarks/bench_replay.py --turns 500 --segments 200 --repeat 1 --traces 2
 	$(BIN)/python benchmarks/bench_auditlog.py --records 100000 --writes 2000 --writers 4
 	$(BIN)/python benchmarks/pass_scale.py --repeat 3
+	$(BIN)/python -m benchmarks.transition_scale --repeat 3
 	$(BIN)/python benchmarks/fleet_scale.py --traces 2000 --workers 2
 	$(BIN)/python benchmarks/bench_server.py --clients 8 --requests 8000
+	$(BIN)/python benchmarks/start_time.py
 	$(BIN)/python -m benchmarks.targets
 
 # The fuzz tests with fifty times the examples of make test (several minutes).

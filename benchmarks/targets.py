@@ -17,6 +17,8 @@ One run measures, side by side on this machine:
 - the eviction pass with metrics, spans and trace ids on, against the same pass without them;
 - the native CEL backend against cel-python (``benchmarks/rules_backends.py``): the rule time of
   the 3-rule pass (cache off), and the cold compile of the example policies' rules.
+- the CPU time of ``import prunewarden`` and of ``prunewarden --version``, with bytecode
+  (``benchmarks/start_time.py``, which also gives each one's ratio to ``python -c pass``).
 
 With ``--runs N`` the whole set runs N times and the table gives each target's median, lowest
 and highest value: what ``docs/benchmarks.md`` reports as the spread. ``--only TEXT`` keeps the
@@ -35,7 +37,7 @@ from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 
-from benchmarks import bench_auditlog, replay_scale, rules_backends, rules_cache
+from benchmarks import bench_auditlog, replay_scale, rules_backends, rules_cache, start_time
 from benchmarks.harness import run_workload
 from benchmarks.workloads import load
 
@@ -104,6 +106,20 @@ TARGETS: list[tuple[str, str, float, bool, Callable[[], float]]] = [
         rules_backends.TARGET_COMPILE_RATIO,
         True,
         lambda: _backends()["compile_ratio_native_vs_python"],
+    ),
+    (
+        "import prunewarden, CPU",
+        "s",
+        start_time.IMPORT_TARGET_SECONDS,
+        True,
+        lambda: start_time.run()["import prunewarden"],
+    ),
+    (
+        "prunewarden --version, CPU",
+        "s",
+        start_time.VERSION_TARGET_SECONDS,
+        True,
+        lambda: start_time.run()["prunewarden --version"],
     ),
 ]
 

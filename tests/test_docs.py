@@ -34,6 +34,7 @@ TRANSCRIPTS = [
     ("docs/guards.md", "prunewarden evaluate --audit-log audit.jsonl examples/inputs/"),
     ("docs/guards.md", "prunewarden evaluate --format text --audit-log audit.jsonl"),
     ("docs/sessions.md", "prunewarden plan --format text"),
+    ("docs/transitions.md", "prunewarden evaluate --format text --audit-log audit.jsonl"),
     ("docs/deployments.md", "prunewarden policy show examples/deployments/prod-eu.yaml"),
     ("docs/deployments.md", "prunewarden policy show --format json"),
     ("docs/deployments.md", "prunewarden validate examples/deployments/replay.yaml"),

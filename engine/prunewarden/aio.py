@@ -258,6 +258,10 @@ class AsyncSession:
         )
         return await asyncio.to_thread(call)
 
+    async def verify(self, *args: Any, **kwargs: Any) -> Decision:
+        """:meth:`Session.verify`: an edit of the window, judged from before and after."""
+        return await asyncio.to_thread(self.session.verify, *args, **kwargs)
+
     async def evaluate(self, document: Mapping[str, Any]) -> Decision:
         return await asyncio.to_thread(self.session.evaluate, document)
 

@@ -24,7 +24,12 @@ from urllib.parse import quote
 import httpx
 
 from prunewarden.errors import AuditError, InputError, Problem, PrunewardenError
-from prunewarden.inputs import eviction_document, plan_document, staleness_document
+from prunewarden.inputs import (
+    eviction_document,
+    plan_document,
+    staleness_document,
+    transition_document,
+)
 
 UNIX_PREFIX = "unix:"
 DEFAULT_TIMEOUT = 30.0
@@ -165,6 +170,27 @@ class _SessionCalls(Generic[_R]):
             spans, keep_top_k, turn=turn, tombstones=tombstones, recompute_budget=recompute_budget
         )
         return self._send("POST", f"{self._path}/prunes", body)
+
+    def verify(  # noqa: PLR0913 - mirrors Session.verify
+        self,
+        before: Iterable[Mapping[str, Any]],
+        after: Iterable[Mapping[str, Any]],
+        *,
+        tombstones: Iterable[str] = (),
+        applied_by: str | None = None,
+        reported: Mapping[str, int] | None = None,
+        canaries: Iterable[str] = (),
+    ) -> _R:
+        """The transition guard on an edit of the window, with the session's halt and pins."""
+        body = transition_document(
+            before,
+            after,
+            tombstones=tombstones,
+            applied_by=applied_by,
+            reported=reported,
+            canaries=canaries,
+        )
+        return self._send("POST", f"{self._path}/transitions", body)
 
     def plan(  # noqa: PLR0913 - mirrors Session.plan
         self,

@@ -135,11 +135,16 @@ class StaleScoreError(RefusedError):
     """A score was about to be applied to text it was not computed against."""
 
 
+class UnsafeTransitionError(RefusedError):
+    """An edit of the window, made by any code, removed or changed what the policy protects."""
+
+
 # What Engine.enforce and Session.enforce raise for a binding refusal, by check.
 REFUSALS: dict[str, type[RefusedError]] = {
     "collapse": RelevanceCollapseError,
     "eviction": UntrustedEvictionError,
     "staleness": StaleScoreError,
+    "transition": UnsafeTransitionError,
 }
 
 

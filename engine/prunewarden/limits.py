@@ -190,10 +190,25 @@ SCHEMA_LIMITS: Final[dict[tuple[str, str], int]] = {
     ("input", "/$defs/plan/properties/segments/maxItems"): MAX_SEGMENTS,
     ("input", "/$defs/plan/properties/history/maxItems"): MAX_SNAPSHOTS,
     ("input", "/$defs/plan/properties/turns/maxItems"): MAX_TURNS,
+    # A transition's windows are windows (MAX_SEGMENTS each); what made the edit is named in
+    # no more characters than an id.
+    ("input", "/$defs/transition_segment/properties/kind/maxLength"): MAX_KIND_CHARS,
+    (
+        "input",
+        "/$defs/transition_segment/properties/metadata/maxProperties",
+    ): MAX_METADATA_ENTRIES,
+    ("input", "/$defs/transition/properties/before/maxItems"): MAX_SEGMENTS,
+    ("input", "/$defs/transition/properties/after/maxItems"): MAX_SEGMENTS,
+    ("input", "/$defs/transition/properties/applied_by/maxLength"): MAX_ID_CHARS,
+    ("input", "/$defs/transition/properties/session_id/maxLength"): MAX_ID_CHARS,
+    ("input", "/$defs/transition/properties/labels/maxProperties"): MAX_LABELS,
     ("trace", "/$defs/note/maxLength"): MAX_NOTE_CHARS,
     ("trace", "/$defs/session/properties/labels/maxProperties"): MAX_LABELS,
     ("trace", "/$defs/prune/properties/spans/maxItems"): MAX_SPANS,
     ("trace", "/$defs/pass/properties/segments/maxItems"): MAX_SEGMENTS,
+    ("trace", "/$defs/transition/properties/before/maxItems"): MAX_SEGMENTS,
+    ("trace", "/$defs/transition/properties/after/maxItems"): MAX_SEGMENTS,
+    ("trace", "/$defs/transition/properties/applied_by/maxLength"): MAX_ID_CHARS,
     ("policy", "/properties/metadata/properties/description/maxLength"): MAX_DESCRIPTION_CHARS,
     (
         "policy",
@@ -202,6 +217,14 @@ SCHEMA_LIMITS: Final[dict[tuple[str, str], int]] = {
     (
         "policy",
         "/properties/spec/properties/eviction/properties/pinned_kinds/items/maxLength",
+    ): MAX_KIND_CHARS,
+    (
+        "policy",
+        "/properties/spec/properties/transition/properties/pinned_kinds/maxItems",
+    ): MAX_PINNED_KINDS,
+    (
+        "policy",
+        "/properties/spec/properties/transition/properties/pinned_kinds/items/maxLength",
     ): MAX_KIND_CHARS,
     ("policy", "/properties/spec/properties/params/maxProperties"): MAX_PARAMS,
     ("policy", "/$defs/param/anyOf/1/maxItems"): MAX_PARAM_ITEMS,

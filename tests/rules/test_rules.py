@@ -822,4 +822,5 @@ class TestSchemaCommand:
             "collapse",
             "eviction",
             "staleness",
+            "transition",
         }

@@ -46,7 +46,8 @@ class TestNodeClient:
         assert lines[6] == "evict tool-42: eviction deny pruning_halted"
         assert lines[7] == "state: halted=true"
         assert lines[8].startswith("cycle 1 again: HTTP 409 <request>:1:")
-        assert len(audit_decisions(server.audit_log)) == 6
+        assert lines[9] == "trim tool-42: transition deny pruning_halted"
+        assert len(audit_decisions(server.audit_log)) == 7
 
     def test_drives_a_session_over_a_unix_socket(self, policy_file: Path, tmp_path: Path) -> None:
         """node:http over a unix socket reaches the same API."""

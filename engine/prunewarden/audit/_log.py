@@ -29,8 +29,6 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import IO, Any, Literal, Self
 
-import structlog
-
 from prunewarden.audit import _record
 from prunewarden.audit._batch import Sealed, seal_batch, with_activation
 from prunewarden.audit._chain import key_from_env
@@ -117,13 +115,7 @@ class AuditLog:
         self._chain = Chain()
         # Why the last write failed (None: it did not); cleared by the next write that succeeds.
         self._failure: str | None = None
-        self.logger = structlog.wrap_logger(
-            _Writer(self),
-            processors=[_record.event_to_kind],
-            wrapper_class=structlog.BoundLogger,
-            context_class=dict,
-            cache_logger_on_first_use=False,
-        )
+        self.logger = _record.sink_logger(_Writer(self))
 
     def __repr__(self) -> str:
         where = str(self.path) if self.path is not None else "<stream>"

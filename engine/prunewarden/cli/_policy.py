@@ -111,21 +111,6 @@ def add_evaluate_options(evaluate: Any) -> None:
 BASE_DIRS_VARIABLE = "PRUNEWARDEN_BASE_DIRS"
 
 
-def add_base_dir_option(parser: Any) -> None:
-    """``prunewarden --base-dir DIR COMMAND ...``: a folder of shared bases ``extends`` may
-    name, for every command."""
-    parser.add_argument(
-        "--base-dir",
-        action="append",
-        default=[],
-        metavar="DIR",
-        dest="base_dirs",
-        help="a folder of shared base policies that `extends` may lead into, besides the "
-        "folder of the policy naming it (repeatable; also $PRUNEWARDEN_BASE_DIRS, "
-        f"separated by {os.pathsep!r})",
-    )
-
-
 def base_dirs(args: argparse.Namespace) -> tuple[str, ...]:
     """The allowed base folders: ``--base-dir`` options, then ``$PRUNEWARDEN_BASE_DIRS``."""
     given: list[str] = list(getattr(args, "base_dirs", None) or [])

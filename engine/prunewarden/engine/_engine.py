@@ -31,6 +31,7 @@ from prunewarden.errors import REFUSALS, SessionIntegrityError
 from prunewarden.inputs import (
     Check,
     Request,
+    TransitionRequest,
     check_caller_fields,
     eviction_document,
     parse_evictions,
@@ -48,6 +49,7 @@ from prunewarden.session import (
     SessionBinding,
     SessionRegistry,
     SessionStore,
+    without_halt,
 )
 
 _diagnostics = logging.getLogger("prunewarden")
@@ -149,7 +151,8 @@ class Engine(DecisionRecorder):
     ) -> Decision:
         """Decide on one input document (``{"check": ..., ...}``).
 
-        ``session_id`` and ``labels`` (strings) are copied into the decision's audit record.
+        ``session_id`` and ``labels`` (strings) are copied into the decision's audit record (a
+        transition document's own ``session_id`` and ``labels`` when these are not given).
         Raises :class:`InputError` for a malformed document (or session id or labels); every
         other failure, in a guard or in the logger, becomes a refusing decision.
         """
@@ -158,6 +161,10 @@ class Engine(DecisionRecorder):
         check, request, encoded = parse_request_encoded(
             data, self.policy.spec.scores, filename=filename, text=text
         )
+        if isinstance(request, TransitionRequest):
+            # A transition document names its session and labels; the caller's override them.
+            session_id = session_id if session_id is not None else request.session_id
+            labels = labels if labels is not None else request.labels
         return self._decide(
             check, request, data, session_id=session_id, labels=labels, encoded=encoded
         )
@@ -275,6 +282,8 @@ class Engine(DecisionRecorder):
         started = time.perf_counter_ns()
         if gate is None and not from_session and session_id is not None and check != "collapse":
             gate = self.sessions.gate(session_id, check, request)
+            if isinstance(request, TransitionRequest):
+                request, gate = without_halt(request, gate)
         pipeline = self._pipelines[check]
         stamp = in_pass.next_stamp() if in_pass is not None else None
         if gate is None:
@@ -313,8 +322,8 @@ class Engine(DecisionRecorder):
     ) -> Decision:
         """Like :meth:`evaluate`, but raise when an enforced guard refuses.
 
-        Raises :class:`RelevanceCollapseError`, :class:`UntrustedEvictionError` or
-        :class:`StaleScoreError`, each carrying the decision.
+        Raises :class:`RelevanceCollapseError`, :class:`UntrustedEvictionError`,
+        :class:`StaleScoreError` or :class:`UnsafeTransitionError`, each carrying the decision.
         """
         decision = self.evaluate(document, session_id=session_id, labels=labels)
         if decision.blocks:

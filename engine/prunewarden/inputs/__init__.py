@@ -5,11 +5,18 @@ errors, the compiled yes or no for valid documents, and eviction passes.
 from __future__ import annotations
 
 from prunewarden.inputs._checks import check_caller_fields
-from prunewarden.inputs._documents import eviction_document, plan_document, staleness_document
+from prunewarden.inputs._documents import (
+    eviction_document,
+    plan_document,
+    staleness_document,
+    transition_document,
+)
+from prunewarden.inputs._edits import TOMBSTONE_KIND, derive_edit
 from prunewarden.inputs._model import (
     CHECKS,
     Check,
     CollapseRequest,
+    Edit,
     EvictionRequest,
     PlanRequest,
     Request,
@@ -18,6 +25,8 @@ from prunewarden.inputs._model import (
     Snapshot,
     Span,
     StalenessRequest,
+    TransitionRequest,
+    TransitionSegment,
     Turn,
     WindowSegment,
 )
@@ -31,8 +40,10 @@ from prunewarden.inputs._passes import PassCandidates, parse_evictions
 
 __all__ = [
     "CHECKS",
+    "TOMBSTONE_KIND",
     "Check",
     "CollapseRequest",
+    "Edit",
     "EvictionRequest",
     "PassCandidates",
     "PlanRequest",
@@ -42,9 +53,12 @@ __all__ = [
     "Snapshot",
     "Span",
     "StalenessRequest",
+    "TransitionRequest",
+    "TransitionSegment",
     "Turn",
     "WindowSegment",
     "check_caller_fields",
+    "derive_edit",
     "eviction_document",
     "parse_evictions",
     "parse_plan",
@@ -53,4 +67,5 @@ __all__ = [
     "plan_document",
     "refused_unchecked",
     "staleness_document",
+    "transition_document",
 ]

@@ -18,6 +18,7 @@ from prunewarden.policy._model import (
     Policy,
     Spec,
     StalenessSettings,
+    TransitionSettings,
 )
 from prunewarden.policy._overlay import BUILTIN, resolve_file
 
@@ -36,6 +37,7 @@ __all__ = [
     "ScoreRange",
     "Spec",
     "StalenessSettings",
+    "TransitionSettings",
     "load_builtin_policy",
     "load_policy",
     "parse_policy",

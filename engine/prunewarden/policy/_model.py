@@ -71,11 +71,22 @@ class StalenessSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class TransitionSettings:
+    """``spec.transition``, each field resolved (an absent one follows the eviction section)."""
+
+    mode: Mode
+    require_tombstones: bool
+    require_scores: bool
+    pinned_kinds: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True)
 class Spec:
     scores: ScoreRange
     collapse: CollapseSettings
     eviction: EvictionSettings
     staleness: StalenessSettings
+    transition: TransitionSettings
     calibration: Calibration | None = None  # spec.scores.calibration; None is none
 
 

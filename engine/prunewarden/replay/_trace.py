@@ -53,6 +53,13 @@ _CONTAINERS: dict[str, tuple[tuple[str, type], ...]] = {
     "eviction": (("segment", dict), ("eviction_candidates", list)),
     "prune": (("spans", list), ("turn", dict), *_IDS),
     "pass": (("segments", list), ("turn", dict), *_IDS),
+    "transition": (
+        ("before", list),
+        ("after", list),
+        ("reported", dict),
+        ("canaries", list),
+        *_IDS,
+    ),
 }
 _DEFAULT_SCORES = ScoreRange(0.0, 1.0)
 

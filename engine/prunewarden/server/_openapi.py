@@ -234,6 +234,13 @@ def _paths() -> dict[str, Any]:
             "Plan",
             "A plan document without `history`, `baseline`, `turns`, `session_id`, `labels`",
         ),
+        "/v1/sessions/{session_id}/transitions": _session_post(
+            "verify",
+            "The transition guard on an edit of the window, with the session's halt and pins",
+            "TransitionDocument",
+            "Decision",
+            "A transition document without `session_id` and `labels`",
+        ),
         "/v1/sessions/{session_id}": {
             "get": {
                 "operationId": "state",
@@ -280,6 +287,7 @@ def _components() -> dict[str, Any]:
             "Turn": {"$ref": _INPUT + "#/$defs/turn"},
             "EvictionDocument": {"$ref": _INPUT + "#/$defs/eviction"},
             "StalenessDocument": {"$ref": _INPUT + "#/$defs/staleness"},
+            "TransitionDocument": {"$ref": _INPUT + "#/$defs/transition"},
             "Decision": {"$ref": _DECISION},
             "Plan": {
                 "type": "object",

@@ -106,6 +106,7 @@ class SessionService:
         "evictions": "authorize",
         "prunes": "prune",
         "plans": "plan",
+        "transitions": "verify",
     }
 
     def __init__(
@@ -239,6 +240,33 @@ class SessionService:
             text,
         )
         return plan_answer(plan)
+
+    def verify(self, session_id: str, body: bytes) -> Answer:
+        """``POST /v1/sessions/{id}/transitions``: an edit of the window, judged with the
+        session's halt, canaries and rule pins (``Session.verify``)."""
+        data, text = read_body(body)
+        scores = self.engine.policy.spec.scores
+        guarded(lambda: parse_request(data, scores, filename="<request>", text=text))
+        if data["check"] != "transition":
+            message = f"{data['check']!r}: this endpoint takes a transition document"
+            raise ServiceProblemError(
+                invalid_input([Problem("<request>", 0, 0, "$.check", message)])
+            )
+        guarded(lambda: refuse_supplied(data, "transition", text))
+        decision = self._call(
+            session_id,
+            lambda session: session.verify(
+                data["before"],
+                data["after"],
+                tombstones=data.get("tombstones", ()),
+                applied_by=data.get("applied_by"),
+                reported=data.get("reported"),
+                canaries=data.get("canaries", ()),
+            ),
+            "$",
+            text,
+        )
+        return decision_answer(decision)
 
     def state(self, session_id: str, _body: bytes) -> Answer:
         """``GET /v1/sessions/{id}``: the session's ``session-state.v2`` document; 404 when the

@@ -17,6 +17,7 @@ from prunewarden.session._store import (
     SqliteSessionStore,
     save_deadline,
 )
+from prunewarden.session._transitions import without_halt
 
 __all__ = [
     "SESSION_KEY_ENV",
@@ -31,4 +32,5 @@ __all__ = [
     "SessionStore",
     "SqliteSessionStore",
     "save_deadline",
+    "without_halt",
 ]

@@ -36,11 +36,13 @@ from prunewarden.inputs import (
     PlanRequest,
     Request,
     Snapshot,
+    TransitionRequest,
     eviction_document,
     parse_plan,
     parse_request,
     plan_document,
     staleness_document,
+    transition_document,
 )
 from prunewarden.planner import PassInputs, PassLog, Plan, plan_pass
 from prunewarden.policy import Policy
@@ -59,6 +61,7 @@ from prunewarden.session._state import (
     state_document,
 )
 from prunewarden.session._store import SessionStore, check_deadline
+from prunewarden.session._transitions import follow_after, with_session, without_halt
 from prunewarden.session._verdicts import halt_verdict, unavailable_verdict
 
 _diagnostics = logging.getLogger("prunewarden")
@@ -315,7 +318,8 @@ class Session:
     def evaluate(self, document: Mapping[str, Any]) -> Decision:
         """Decide one input document (as :meth:`Engine.evaluate` takes it) with this session's
         history: a collapse document's snapshots are observed in order (the last decision is
-        returned), a staleness document's turns are observed before the prune."""
+        returned), a staleness document's turns are observed before the prune, a transition is
+        :meth:`verify`."""
         with self._lock:
             self._follow()
             data = dict(document)
@@ -335,6 +339,8 @@ class Session:
                     data.get("perturbed_score"),
                     data.get("eviction_candidates", ()),
                 )
+            if isinstance(request, TransitionRequest):
+                return self._verify(request, data)
             for turn in data.get("turns", ()):
                 self.observe_turn(turn["mean_relevance"], turn["tokens"], turn=turn["turn"])
             return self.prune(
@@ -344,6 +350,41 @@ class Session:
                 tombstones=data.get("tombstones", ()),
                 recompute_budget=data.get("recompute_budget"),
             )
+
+    @public_call("prunewarden.verify")
+    def verify(  # noqa: PLR0913 - mirrors the transition document's optional fields
+        self,
+        before: Iterable[Mapping[str, Any]],
+        after: Iterable[Mapping[str, Any]],
+        *,
+        tombstones: Iterable[str] = (),
+        applied_by: str | None = None,
+        reported: Mapping[str, int] | None = None,
+        canaries: Iterable[str] = (),
+    ) -> Decision:
+        """The transition guard on an edit of the window from ``before`` to ``after``, made by
+        any code, with this session's canaries, rule pins and halt (docs/transitions.md)."""
+        document = transition_document(
+            before,
+            after,
+            tombstones=tombstones,
+            applied_by=applied_by,
+            reported=reported,
+            canaries=canaries,
+        )
+        with self._lock:
+            self._follow()
+            return self._verify(self._parse(document), document)
+
+    def _verify(self, parsed: Request, document: Mapping[str, Any]) -> Decision:
+        assert isinstance(parsed, TransitionRequest)  # noqa: S101 - a transition document
+        request, gate = without_halt(with_session(parsed, self._history), self.gate("transition"))
+        decision = self.decide("transition", request, document, gate)
+        followed = follow_after(self._history, request, decision)
+        if followed is not self._history:
+            self._history = followed
+            self._save()
+        return decision
 
     @public_call("prunewarden.enforce")
     def enforce(self, document: Mapping[str, Any]) -> Decision:

@@ -148,6 +148,13 @@ export class Session {
     return this.client.request("POST", `${this.path}/plans`, body);
   }
 
+  verify(before, after, { tombstones = [], appliedBy, reported, canaries = [] } = {}) {
+    const body = { check: "transition", before, after, tombstones, canaries };
+    if (appliedBy !== undefined) body.applied_by = appliedBy;
+    if (reported !== undefined) body.reported = reported;
+    return this.client.request("POST", `${this.path}/transitions`, body);
+  }
+
   state() {
     return this.client.request("GET", this.path);
   }
