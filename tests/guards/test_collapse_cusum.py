@@ -12,9 +12,11 @@ import math
 import os
 import statistics
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from prunewarden import Decision, Engine, Policy, PolicyError, parse_policy
@@ -333,3 +335,32 @@ class TestPolicy:
         with pytest.raises(PolicyError) as raised:
             make_policy(collapse={"spread_floor_mode": "cusum", "cusum": cusum})
         assert [p.path for p in raised.value.problems] == [path]
+
+
+COLLAPSE_CASES = sorted((Path(__file__).parents[1] / "cases" / "collapse").glob("*.yaml"))
+
+
+def comparable(decision: Decision) -> dict[str, Any]:
+    """A decision without what differs between any two decisions (its id and time) and the
+    bytes of the policy file it came from (the digest stays)."""
+    document = decision.to_dict()
+    del document["decision_id"], document["evaluated_at"], document["policy"]["sources"]
+    return document
+
+
+class TestAbsoluteUnchanged:
+    @pytest.mark.parametrize("path", COLLAPSE_CASES, ids=lambda path: path.stem)
+    def test_an_inert_cusum_block_changes_no_golden_decision(
+        self, make_policy: PolicyFactory, path: Path
+    ) -> None:
+        """Each golden collapse case decides byte for byte alike, and under the same digest,
+        with a cusum block the policy's mode does not read."""
+        case = yaml.safe_load(path.read_text(encoding="utf-8"))
+        spec = case.get("policy", {})
+        collapse = spec.get("collapse", {})
+        inert = {**collapse, "cusum": {"slack": 0.1, "threshold": 3.0}}
+        plain, with_block = make_policy(**spec), make_policy(**{**spec, "collapse": inert})
+        assert with_block.digest == plain.digest
+        assert with_block.document == plain.document
+        expected = comparable(Engine(plain).evaluate(case["input"]))
+        assert comparable(Engine(with_block).evaluate(case["input"])) == expected
