@@ -15,7 +15,8 @@ recomputes it over its history with :func:`replay`. Both go through :func:`advan
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 SPREAD_FLOOR = 1e-6  # a spread of 0 has no logarithm; below this, every spread is alike
@@ -115,14 +116,23 @@ def replay(
     """The track after ``cycles`` (each ``(cycle, spread, judgeable)``, the session's first
     cycle first): the first n cycles only make the reference; a cycle that is not judgeable
     (too few entries) leaves S as it was and resets the run."""
+    last = deque(tracks(parameters, cycles), maxlen=1)
+    return last[0] if last else CusumTrack()
+
+
+def tracks(
+    parameters: CusumParameters,
+    cycles: Sequence[tuple[int, float, bool]],
+) -> Iterator[CusumTrack]:
+    """The track after each of ``cycles``, as :func:`replay` computes the last."""
     spreads = [spread for _, spread, _ in cycles[: parameters.first_cycles]]
     track = CusumTrack()
     for ordinal, (cycle, spread, judgeable) in enumerate(cycles, start=1):
         if ordinal <= parameters.consecutive_cycles:
-            continue
-        if not judgeable:
+            pass
+        elif not judgeable:
             track = track.reset_run()
-            continue
-        reference = log_reference(parameters, spreads, ordinal)
-        track = advance(track, parameters, cycle, spread, reference)
-    return track
+        else:
+            reference = log_reference(parameters, spreads, ordinal)
+            track = advance(track, parameters, cycle, spread, reference)
+        yield track

@@ -23,6 +23,7 @@ from prunewarden.errors import ExitCode
 from prunewarden.plots import figure_class, prepare_file, write_calibration_plot
 from prunewarden.policy import Policy, load_policy
 from prunewarden.replay import (
+    DEFAULT_CUSUM_MARGIN,
     DEFAULT_HEADROOM,
     DEFAULT_RATE,
     CalibrationError,
@@ -87,6 +88,20 @@ def add_command(commands: Any) -> None:
         help="the floor is F times the largest floor the healthy traces tolerate (default 0.5)",
     )
     parser.add_argument(
+        "--spread-test",
+        choices=("absolute", "cusum"),
+        help="what signal A is fitted as: the absolute floor, or the cusum spread test's prior "
+        "and threshold (default: the base's spread_floor_mode; absolute for relative)",
+    )
+    parser.add_argument(
+        "--cusum-margin",
+        type=_margin,
+        default=DEFAULT_CUSUM_MARGIN,
+        metavar="H",
+        help="the cusum threshold is the largest at which a healthy trace raises signal A, "
+        "plus H (ln units; default 0.5)",
+    )
+    parser.add_argument(
         "--base",
         required=True,
         metavar="POLICY",
@@ -114,6 +129,11 @@ def run_calibrate(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) ->
         raise CalibrationError(f"{args.out}: --out must not overwrite the base policy")
     date = args.date or dt.datetime.now(dt.UTC).date().isoformat()
     _prepare_folder(args.out)  # the fit reads its base through the folder it is written to
+    cusum = args.spread_test == "cusum" or (
+        args.spread_test is None and base.spec.collapse.spread_floor_mode == "cusum"
+    )
+    if cusum and args.plot is not None:
+        raise CalibrationError("--plot draws the absolute floor; it has none to draw for cusum")
     if args.plot is not None:  # before the fit: a missing extra fails fast
         figure_class()
         prepare_file(args.plot)
@@ -129,6 +149,8 @@ def run_calibrate(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) ->
         rate=args.target_false_positive_rate,
         headroom=args.headroom,
         date=date,
+        spread_test=args.spread_test,
+        cusum_margin=args.cusum_margin,
     )
     _write(args.out, fitted.text)
     if base_outside(ref):
@@ -201,7 +223,7 @@ def render(  # noqa: PLR0913 - the fit, its traces and what each decided
             f"scale   raw {fitted.scale.low} -> 0, {fitted.scale.high} -> 1 "
             f"(5th and 95th percentile of {len(healthy)} healthy trace(s))"
         ),
-        f"floor   {fitted.floor} (largest quiet floor {fitted.largest_quiet_floor})",
+        _signal_line(fitted),
         "",
         f"{'':10}{'base':>12}{'fitted':>12}",
         _row("healthy", results, "healthy"),
@@ -218,6 +240,18 @@ def render(  # noqa: PLR0913 - the fit, its traces and what each decided
                 f"{_halt(found.candidate_halt)} ({found.changed} decision(s) changed)"
             )
     return "\n".join(lines) + "\n"
+
+
+def _signal_line(fitted: Fit) -> str:
+    if fitted.cusum is None:
+        return f"floor   {fitted.floor} (largest quiet floor {fitted.largest_quiet_floor})"
+    record = fitted.policy.document["metadata"]["calibration"]["cusum"]
+    return (
+        f"cusum   threshold {fitted.cusum.threshold} (largest halting threshold "
+        f"{record['largest_halting_threshold']} + margin {record['margin']}), "
+        f"prior ln-spread {fitted.cusum.prior_log_spread}, prior weight "
+        f"{fitted.cusum.prior_weight}, slack {fitted.cusum.slack}"
+    )
 
 
 def _row(label: str, results: dict[str, Any], role: str) -> str:
@@ -266,6 +300,13 @@ def _fraction(text: str) -> float:
     value = _number(text)
     if not 0.0 < value <= 1.0:
         raise argparse.ArgumentTypeError(f"{text!r} is not a fraction in (0, 1]")
+    return value
+
+
+def _margin(text: str) -> float:
+    value = _number(text)
+    if not 0.0 <= value <= 100.0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a margin in [0, 100]")
     return value
 
 

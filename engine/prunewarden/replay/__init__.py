@@ -29,6 +29,7 @@ from prunewarden.replay._fit import (
     halts,
     read_trace,
 )
+from prunewarden.replay._fit_cusum import DEFAULT_CUSUM_MARGIN
 from prunewarden.replay._parquet import decision_rows, write_decisions_parquet
 from prunewarden.replay._run import (
     AuditTarget,
@@ -48,6 +49,7 @@ from prunewarden.replay._sources import expand_traces, open_trace
 from prunewarden.replay._trace import TraceReader
 
 __all__ = [
+    "DEFAULT_CUSUM_MARGIN",
     "DEFAULT_HEADROOM",
     "DEFAULT_RATE",
     "AuditTarget",

@@ -1,0 +1,175 @@
+"""``prunewarden calibrate --spread-test cusum``: the cusum prior and threshold fitted to
+healthy traces, recorded in ``metadata.calibration.cusum``.
+
+Healthy traces hold a steady spread with a canary that often sits below the median (so signal B
+alone is common); collapsed ones squeeze every score toward the centre from cycle 5 on.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import random
+import statistics
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from prunewarden import Engine, load_policy
+from prunewarden._cusum import replay
+from prunewarden.cli._main import run
+from prunewarden.replay import SilentLogger, replay_trace
+
+CYCLES = 10
+ENTRIES = 12
+
+
+def cli(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = run(list(argv), out, err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def session(seed: int, *, collapsed: bool) -> list[dict[str, Any]]:
+    rng = random.Random(seed)  # noqa: S311 - test data, not secrets
+    width = rng.uniform(0.04, 0.08)  # each healthy session spreads its own way
+    lines: list[dict[str, Any]] = [
+        {"type": "session", "trace_version": 1, "session_id": f"s{seed}", "labels": {}}
+    ]
+    for cycle in range(1, CYCLES + 1):
+        squeeze = 0.6 ** max(0, cycle - 4) if collapsed else 1.0
+        scores = {
+            f"e{i:02d}": round(min(0.95, max(0.3, 0.63 + rng.gauss(0, width) * squeeze)), 4)
+            for i in range(ENTRIES)
+        }
+        scores["task"] = 0.55 if collapsed or rng.random() < 0.5 else 0.75
+        lines.append({"type": "cycle", "cycle": cycle, "scores": scores, "pinned": ["task"]})
+    return lines
+
+
+def write(folder: Path, name: str, seeds: Sequence[int], *, collapsed: bool) -> list[str]:
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for seed in seeds:
+        path = folder / f"{name}-{seed}.jsonl"
+        lines = session(seed, collapsed=collapsed)
+        path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+        paths.append(str(path))
+    return paths
+
+
+@pytest.fixture(scope="module")
+def traces(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
+    folder = tmp_path_factory.mktemp("traces")
+    return {
+        "healthy": write(folder, "healthy", range(16), collapsed=False),
+        "collapsed": write(folder, "collapsed", range(200, 204), collapsed=True),
+    }
+
+
+@pytest.fixture(scope="module")
+def fitted(
+    traces: dict[str, list[str]], tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Path, int, str]:
+    out = tmp_path_factory.mktemp("fit") / "cusum.yaml"
+    code, stdout, _ = cli(
+        "calibrate", "--healthy", *traces["healthy"], "--collapsed", *traces["collapsed"],
+        "--spread-test", "cusum", "--base", "builtin:default", "--out", str(out),
+        "--date", "2026-01-31",
+    )  # fmt: skip
+    return out, code, stdout
+
+
+def calibration(out: Path) -> dict[str, Any]:
+    document = yaml.safe_load(out.read_text(encoding="utf-8"))
+    found: dict[str, Any] = document["metadata"]["calibration"]
+    return found
+
+
+def spreads_on(path: str, low: float, high: float) -> list[float]:
+    lines = [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines()]
+    return [
+        statistics.pstdev(
+            min(max((v - low) / (high - low), 0.0), 1.0) for v in c["scores"].values()
+        )
+        for c in lines
+        if c["type"] == "cycle"
+    ]
+
+
+class TestCusumFit:
+    def test_the_fitted_policy_opts_in_and_records_the_fit(
+        self, fitted: tuple[Path, int, str]
+    ) -> None:
+        """The fitted policy states the cusum mode; metadata.calibration.cusum holds the fit."""
+        out, code, stdout = fitted
+        assert code == 0
+        policy = load_policy(out)
+        assert policy.spec.collapse.spread_floor_mode == "cusum"
+        record = calibration(out)["cusum"]
+        assert "spread_floor" not in calibration(out)
+        assert record["threshold"] == pytest.approx(record["largest_halting_threshold"] + 0.5)
+        assert policy.spec.collapse.cusum is not None
+        assert policy.spec.collapse.cusum.threshold == record["threshold"]
+        assert policy.spec.collapse.cusum.prior_log_spread == record["prior_log_spread"]
+        assert policy.spec.collapse.cusum.prior_weight == record["prior_weight"]
+        assert "cusum   threshold" in stdout
+
+    def test_the_prior_is_the_mean_of_each_traces_mean_log_spread(
+        self, fitted: tuple[Path, int, str], traces: dict[str, list[str]]
+    ) -> None:
+        """mu is recomputed here from the traces on the fitted scale, to 6 decimals."""
+        out, _, _ = fitted
+        scale = calibration(out)["scale"]
+        means = [
+            statistics.fmean(
+                math.log(max(s, 1e-6)) for s in spreads_on(p, scale["low"], scale["high"])
+            )
+            for p in traces["healthy"]
+        ]
+        assert calibration(out)["cusum"]["prior_log_spread"] == pytest.approx(
+            statistics.fmean(means), abs=1e-6
+        )
+
+    def test_no_healthy_trace_reaches_the_fitted_threshold_on_spread_alone(
+        self, fitted: tuple[Path, int, str], traces: dict[str, list[str]]
+    ) -> None:
+        """Replayed with the fitted parameters, no healthy trace raises signal A."""
+        out, _, _ = fitted
+        policy = load_policy(out)
+        parameters = policy.spec.collapse.cusum_parameters()
+        assert parameters is not None
+        scale = calibration(out)["scale"]
+        for path in traces["healthy"]:
+            spreads = spreads_on(path, scale["low"], scale["high"])
+            cycles = [(i, s, True) for i, s in enumerate(spreads, start=1)]
+            assert replay(parameters, cycles).signal(parameters) is False
+
+    def test_the_fitted_policy_halts_on_the_collapsed_traces(
+        self, fitted: tuple[Path, int, str], traces: dict[str, list[str]]
+    ) -> None:
+        """Every squeezed trace halts under the fitted policy, and no healthy one does."""
+        out, _, _ = fitted
+        engine = Engine(load_policy(out), logger=SilentLogger())
+
+        def halts(path: str) -> bool:
+            return bool(replay_trace(engine, path).outcomes["collapse"].get("halt", 0))
+
+        assert [halts(p) for p in traces["collapsed"]] == [True] * len(traces["collapsed"])
+        assert not any(halts(p) for p in traces["healthy"])
+
+    def test_a_plot_is_refused_for_the_cusum_fit(
+        self, traces: dict[str, list[str]], tmp_path: Path
+    ) -> None:
+        """--plot draws an absolute floor: with --spread-test cusum it is a usage error."""
+        code, _, stderr = cli(
+            "calibrate", "--healthy", *traces["healthy"][:2], "--spread-test", "cusum",
+            "--base", "builtin:default", "--out", str(tmp_path / "x.yaml"),
+            "--plot", str(tmp_path / "x.png"),
+        )  # fmt: skip
+        assert code == 2
+        assert "--plot" in stderr
+        assert not (tmp_path / "x.yaml").exists()
