@@ -173,3 +173,72 @@ class TestCusumFit:
         assert code == 2
         assert "--plot" in stderr
         assert not (tmp_path / "x.yaml").exists()
+
+
+@pytest.fixture(scope="module")
+def powered(
+    traces: dict[str, list[str]], tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Path, int, str]:
+    out = tmp_path_factory.mktemp("power") / "cusum.yaml"
+    code, stdout, _ = cli(
+        "calibrate", "--healthy", *traces["healthy"][:5], "--spread-test", "cusum", "--power",
+        "--base", "builtin:default", "--out", str(out), "--date", "2026-01-31",
+    )  # fmt: skip
+    return out, code, stdout
+
+
+class TestPower:
+    def test_the_power_record_has_each_factor_for_both_policies(
+        self, powered: tuple[Path, int, str]
+    ) -> None:
+        """metadata.calibration.power: recall and median delay per squeeze, for base and fit."""
+        out, code, _ = powered
+        assert code == 0
+        record = calibration(out)["power"]
+        assert record["factors"] == [0.2, 0.35, 0.5, 0.7]
+        assert record["held_out"] == 5
+        for name in ("base", "fitted"):
+            assert len(record["recall"][name]) == 4
+            assert all(0.0 <= r <= 1.0 for r in record["recall"][name])
+        assert record["recall"]["fitted"][0] == 1.0  # squeezed to a fifth: every copy caught
+        assert record["false_halts"] == 0.0
+
+    def test_a_stronger_squeeze_is_caught_at_least_as_often(
+        self, powered: tuple[Path, int, str]
+    ) -> None:
+        """The fitted recall does not rise as the squeeze gets milder (0.2 -> 0.7)."""
+        recall = calibration(powered[0])["power"]["recall"]["fitted"]
+        assert recall == sorted(recall, reverse=True)
+
+    def test_the_table_says_the_injection_is_synthetic(
+        self, powered: tuple[Path, int, str]
+    ) -> None:
+        """The printed table names its method's limits."""
+        stdout = powered[2]
+        assert "leave-one-out over 5 healthy trace(s)" in stdout
+        assert "synthetic" in stdout
+        assert "gradual collapse is caught less often" in stdout
+
+    def test_power_is_deterministic(
+        self, powered: tuple[Path, int, str], traces: dict[str, list[str]], tmp_path: Path
+    ) -> None:
+        """The same traces and options give the same file, power included."""
+        out = tmp_path / "cusum.yaml"
+        cli(
+            "calibrate", "--healthy", *traces["healthy"][:5], "--spread-test", "cusum",
+            "--power", "--base", "builtin:default", "--out", str(out), "--date", "2026-01-31",
+        )  # fmt: skip
+        assert out.read_text(encoding="utf-8") == powered[0].read_text(encoding="utf-8")
+
+    def test_one_healthy_trace_is_too_few(
+        self, traces: dict[str, list[str]], tmp_path: Path
+    ) -> None:
+        """--power with a single healthy trace is a usage error, and nothing is written."""
+        out = tmp_path / "x.yaml"
+        code, _, stderr = cli(
+            "calibrate", "--healthy", traces["healthy"][0], "--power",
+            "--base", "builtin:default", "--out", str(out),
+        )  # fmt: skip
+        assert code == 2
+        assert "--power needs at least two healthy traces" in stderr
+        assert not out.exists()

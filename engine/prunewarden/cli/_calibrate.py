@@ -12,7 +12,7 @@ import datetime as dt
 import math
 import os
 import shlex
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -35,7 +35,10 @@ from prunewarden.replay import (
     diff_in_worker,
     extends_reference,
     fit,
+    power,
+    read_cycles,
     read_trace,
+    render_power,
     run_diff_job,
 )
 
@@ -102,6 +105,12 @@ def add_command(commands: Any) -> None:
         "plus H (ln units; default 0.5)",
     )
     parser.add_argument(
+        "--power",
+        action="store_true",
+        help="also report detection power: leave-one-out over the healthy traces, held-out "
+        "copies squeezed by 0.2/0.35/0.5/0.7 (synthetic), recall of the base and the fit",
+    )
+    parser.add_argument(
         "--base",
         required=True,
         metavar="POLICY",
@@ -129,34 +138,36 @@ def run_calibrate(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) ->
         raise CalibrationError(f"{args.out}: --out must not overwrite the base policy")
     date = args.date or dt.datetime.now(dt.UTC).date().isoformat()
     _prepare_folder(args.out)  # the fit reads its base through the folder it is written to
-    cusum = args.spread_test == "cusum" or (
-        args.spread_test is None and base.spec.collapse.spread_floor_mode == "cusum"
-    )
-    if cusum and args.plot is not None:
-        raise CalibrationError("--plot draws the absolute floor; it has none to draw for cusum")
     if args.plot is not None:  # before the fit: a missing extra fails fast
-        figure_class()
-        prepare_file(args.plot)
+        _check_plot(args, base)
     healthy = [read_trace(path, base) for path in args.healthy]
     collapsed = [read_trace(path, base) for path in args.collapsed]
     ref = extends_reference(args.base, args.out)
-    fitted = fit(
-        base,
-        ref,
-        args.out,
-        healthy,
-        collapsed,
-        rate=args.target_false_positive_rate,
-        headroom=args.headroom,
-        date=date,
-        spread_test=args.spread_test,
-        cusum_margin=args.cusum_margin,
-    )
+
+    def fit_on(traces: Sequence[TraceData], **more: Any) -> Fit:
+        return fit(
+            base,
+            ref,
+            args.out,
+            traces,
+            collapsed,
+            rate=args.target_false_positive_rate,
+            headroom=args.headroom,
+            date=date,
+            spread_test=args.spread_test,
+            cusum_margin=args.cusum_margin,
+            **more,
+        )
+
+    record = _power(args, base, healthy, fit_on) if args.power else None
+    fitted = fit_on(healthy, power=record)
     _write(args.out, fitted.text)
     if base_outside(ref):
         stderr.write(_how_to_load(args, base, ref))
     compared = compare_per_trace(args, base, fitted.policy, [*healthy, *collapsed], stderr)
     stdout.write(render(base, fitted, healthy, collapsed, args.out, compared=compared))
+    if record is not None:
+        stdout.write(render_power(record))
     if args.plot is not None:
         write_calibration_plot(fitted, base.identity, healthy, collapsed, args.plot)
         stderr.write(f"plot: written to {args.plot}\n")
@@ -164,6 +175,32 @@ def run_calibrate(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) ->
     for path in missed:
         stderr.write(f"{path}: known collapsed, but the fitted policy does not halt on it\n")
     return ExitCode.REFUSED if missed else ExitCode.OK
+
+
+def _check_plot(args: argparse.Namespace, base: Policy) -> None:
+    cusum = args.spread_test == "cusum" or (
+        args.spread_test is None and base.spec.collapse.spread_floor_mode == "cusum"
+    )
+    if cusum:
+        raise CalibrationError("--plot draws the absolute floor; it has none to draw for cusum")
+    figure_class()
+    prepare_file(args.plot)
+
+
+def _power(
+    args: argparse.Namespace,
+    base: Policy,
+    healthy: Sequence[TraceData],
+    fit_on: Callable[[Sequence[TraceData]], Fit],
+) -> dict[str, Any]:
+    """``--power``: each healthy trace held out in turn from a fit on the others."""
+    if len(healthy) < 2:
+        raise CalibrationError("--power needs at least two healthy traces")
+    return power(
+        base,
+        [read_cycles(path, base) for path in args.healthy],
+        lambda i: fit_on([*healthy[:i], *healthy[i + 1 :]]).policy,
+    )
 
 
 def _how_to_load(args: argparse.Namespace, base: Policy, ref: str) -> str:

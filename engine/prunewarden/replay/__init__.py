@@ -31,6 +31,7 @@ from prunewarden.replay._fit import (
 )
 from prunewarden.replay._fit_cusum import DEFAULT_CUSUM_MARGIN
 from prunewarden.replay._parquet import decision_rows, write_decisions_parquet
+from prunewarden.replay._power import power, read_cycles, render_power
 from prunewarden.replay._run import (
     AuditTarget,
     Halt,
@@ -81,7 +82,10 @@ __all__ = [
     "fit",
     "halts",
     "open_trace",
+    "power",
+    "read_cycles",
     "read_trace",
+    "render_power",
     "replay_in_worker",
     "replay_trace",
     "run_diff_job",

@@ -138,6 +138,7 @@ def fit(  # noqa: PLR0913 - the fit's inputs, each a command-line option
     date: str,
     spread_test: SpreadTest | None = None,
     cusum_margin: float = DEFAULT_CUSUM_MARGIN,
+    power: dict[str, Any] | None = None,
 ) -> Fit:
     """Fit the scale and the floor (or, with the cusum spread test, named by ``spread_test`` or
     the base's mode, the cusum settings); the fitted policy's text and its compiled form."""
@@ -159,6 +160,7 @@ def fit(  # noqa: PLR0913 - the fit's inputs, each a command-line option
                 "base": _results(base, healthy, collapsed),
                 "calibrated": _results(provisional, healthy, collapsed),
             },
+            power=power,
         )
         document = _document(base, base_ref, scale, 0.0, metadata, cusum=cusum)
         text = _text(document, base)
@@ -205,6 +207,7 @@ def fit(  # noqa: PLR0913 - the fit's inputs, each a command-line option
         fitted={"spread_floor": {"fitted": floor, "largest_quiet": largest}},
         traces=(healthy, collapsed),
         results=results,
+        power=power,
     )
     document = _document(base, base_ref, scale, floor, metadata)
     text = _text(document, base)
@@ -221,8 +224,10 @@ def _metadata(  # noqa: PLR0913 - what metadata.calibration records
     fitted: dict[str, Any],
     traces: tuple[Sequence[TraceData], Sequence[TraceData]],
     results: dict[str, Any],
+    power: dict[str, Any] | None,
 ) -> dict[str, Any]:
-    """``metadata.calibration``; ``headroom`` None where the fit has none."""
+    """``metadata.calibration``; ``headroom`` None where the fit has none, ``power`` (from
+    ``calibrate --power``) None where it was not asked for."""
     healthy, collapsed = traces
     metadata: dict[str, Any] = {
         "base": base.identity.to_dict(),
@@ -237,13 +242,16 @@ def _metadata(  # noqa: PLR0913 - what metadata.calibration records
         "high": scale.high,
         "scores": sum(len(c) for t in healthy for c in t.cycles),
     }
-    return {
+    metadata = {
         **metadata,
         **fitted,
         "healthy": [trace.to_dict() for trace in healthy],
         "collapsed": [trace.to_dict() for trace in collapsed],
         "results": results,
     }
+    if power is not None:
+        metadata["power"] = power
+    return metadata
 
 
 def _results(
