@@ -242,3 +242,26 @@ class TestPower:
         assert code == 2
         assert "--power needs at least two healthy traces" in stderr
         assert not out.exists()
+
+    def test_the_power_plot_is_a_png(self, traces: dict[str, list[str]], tmp_path: Path) -> None:
+        """--power-plot FILE writes recall versus squeeze as a PNG (real matplotlib)."""
+        plot = tmp_path / "plots" / "power.png"
+        code, _, stderr = cli(
+            "calibrate", "--healthy", *traces["healthy"][:3], "--spread-test", "cusum",
+            "--power", "--power-plot", str(plot), "--base", "builtin:default",
+            "--out", str(tmp_path / "cusum.yaml"), "--date", "2026-01-31",
+        )  # fmt: skip
+        assert code == 0
+        assert f"power plot: written to {plot}\n" in stderr
+        assert plot.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+
+    def test_a_power_plot_needs_power(self, traces: dict[str, list[str]], tmp_path: Path) -> None:
+        """--power-plot without --power is a usage error, and nothing is written."""
+        out = tmp_path / "x.yaml"
+        code, _, stderr = cli(
+            "calibrate", "--healthy", *traces["healthy"][:2], "--power-plot",
+            str(tmp_path / "p.png"), "--base", "builtin:default", "--out", str(out),
+        )  # fmt: skip
+        assert code == 2
+        assert "add --power" in stderr
+        assert not out.exists()

@@ -20,7 +20,12 @@ from prunewarden.cli._jobs import Progress, Runner
 from prunewarden.cli._policy import base_dirs
 from prunewarden.cli._replay import add_executor_options, cluster_for
 from prunewarden.errors import ExitCode
-from prunewarden.plots import figure_class, prepare_file, write_calibration_plot
+from prunewarden.plots import (
+    figure_class,
+    prepare_file,
+    write_calibration_plot,
+    write_power_plot,
+)
 from prunewarden.policy import Policy, load_policy
 from prunewarden.replay import (
     DEFAULT_CUSUM_MARGIN,
@@ -111,6 +116,12 @@ def add_command(commands: Any) -> None:
         "copies squeezed by 0.2/0.35/0.5/0.7 (synthetic), recall of the base and the fit",
     )
     parser.add_argument(
+        "--power-plot",
+        metavar="FILE",
+        help="with --power, draw recall versus squeeze with a 90%% guide line as a PNG "
+        "(needs: pip install 'prunewarden[plot]')",
+    )
+    parser.add_argument(
         "--base",
         required=True,
         metavar="POLICY",
@@ -138,8 +149,7 @@ def run_calibrate(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) ->
         raise CalibrationError(f"{args.out}: --out must not overwrite the base policy")
     date = args.date or dt.datetime.now(dt.UTC).date().isoformat()
     _prepare_folder(args.out)  # the fit reads its base through the folder it is written to
-    if args.plot is not None:  # before the fit: a missing extra fails fast
-        _check_plot(args, base)
+    _check_plots(args, base)  # before the fit: a missing extra fails fast
     healthy = [read_trace(path, base) for path in args.healthy]
     collapsed = [read_trace(path, base) for path in args.collapsed]
     ref = extends_reference(args.base, args.out)
@@ -168,6 +178,9 @@ def run_calibrate(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) ->
     stdout.write(render(base, fitted, healthy, collapsed, args.out, compared=compared))
     if record is not None:
         stdout.write(render_power(record))
+        if args.power_plot is not None:
+            write_power_plot(record, fitted.policy.identity, args.power_plot)
+            stderr.write(f"power plot: written to {args.power_plot}\n")
     if args.plot is not None:
         write_calibration_plot(fitted, base.identity, healthy, collapsed, args.plot)
         stderr.write(f"plot: written to {args.plot}\n")
@@ -177,14 +190,22 @@ def run_calibrate(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) ->
     return ExitCode.REFUSED if missed else ExitCode.OK
 
 
-def _check_plot(args: argparse.Namespace, base: Policy) -> None:
-    cusum = args.spread_test == "cusum" or (
-        args.spread_test is None and base.spec.collapse.spread_floor_mode == "cusum"
-    )
-    if cusum:
-        raise CalibrationError("--plot draws the absolute floor; it has none to draw for cusum")
-    figure_class()
-    prepare_file(args.plot)
+def _check_plots(args: argparse.Namespace, base: Policy) -> None:
+    """Each plot asked for can be drawn and written (nothing is fitted otherwise)."""
+    if args.plot is not None:
+        cusum = args.spread_test == "cusum" or (
+            args.spread_test is None and base.spec.collapse.spread_floor_mode == "cusum"
+        )
+        if cusum:
+            msg = "--plot draws the absolute floor; it has none to draw for cusum"
+            raise CalibrationError(msg)
+        figure_class()
+        prepare_file(args.plot)
+    if args.power_plot is not None:
+        if not args.power:
+            raise CalibrationError("--power-plot draws what --power measures: add --power")
+        figure_class()
+        prepare_file(args.power_plot)
 
 
 def _power(
