@@ -265,3 +265,49 @@ class TestPower:
         assert code == 2
         assert "add --power" in stderr
         assert not out.exists()
+
+
+def steady_canary_traces(folder: Path, count: int) -> list[str]:
+    """Healthy traces whose canary sits on top of every cycle: it never inverts."""
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for seed in range(count):
+        rng = random.Random(seed)  # noqa: S311 - test data, not secrets
+        lines: list[dict[str, Any]] = [
+            {"type": "session", "trace_version": 1, "session_id": f"s{seed}", "labels": {}}
+        ]
+        for cycle in range(1, 7):
+            scores = {f"e{i}": round(0.6 + rng.gauss(0, 0.05), 4) for i in range(8)}
+            scores["task"] = 0.95
+            lines.append({"type": "cycle", "cycle": cycle, "scores": scores, "pinned": ["task"]})
+        path = folder / f"steady-{seed}.jsonl"
+        path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+        paths.append(str(path))
+    return paths
+
+
+class TestCanaryOnlyFloor:
+    def test_a_floor_above_every_healthy_spread_is_warned_about(self, tmp_path: Path) -> None:
+        """A canary that never inverts lets the fit put the floor above every spread: warned,
+        naming the traces; the fitted file is written as before."""
+        healthy = steady_canary_traces(tmp_path / "traces", 3)
+        out = tmp_path / "fit.yaml"
+        code, _, stderr = cli(
+            "calibrate", "--healthy", *healthy, "--base", "builtin:default",
+            "--out", str(out), "--date", "2026-01-31",
+        )  # fmt: skip
+        assert code == 0
+        assert out.exists()
+        assert "was not fitted on spread evidence" in stderr
+        assert all(path in stderr for path in healthy)
+
+    def test_a_fit_on_spread_evidence_is_not_warned_about(
+        self, traces: dict[str, list[str]], tmp_path: Path
+    ) -> None:
+        """Healthy traces whose canary inverts now and then give a floor the spreads bound."""
+        code, _, stderr = cli(
+            "calibrate", "--healthy", *traces["healthy"][:4], "--base", "builtin:default",
+            "--out", str(tmp_path / "fit.yaml"), "--date", "2026-01-31",
+        )  # fmt: skip
+        assert code == 0
+        assert "warning" not in stderr

@@ -37,6 +37,7 @@ from prunewarden.replay import (
     TraceData,
     TraceDiff,
     base_outside,
+    canary_only_traces,
     diff_in_worker,
     extends_reference,
     fit,
@@ -172,6 +173,8 @@ def run_calibrate(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) ->
     record = _power(args, base, healthy, fit_on) if args.power else None
     fitted = fit_on(healthy, power=record)
     _write(args.out, fitted.text)
+    if fitted.cusum is None:
+        _warn_canary_only(args, base, fitted, stderr)
     if base_outside(ref):
         stderr.write(_how_to_load(args, base, ref))
     compared = compare_per_trace(args, base, fitted.policy, [*healthy, *collapsed], stderr)
@@ -206,6 +209,20 @@ def _check_plots(args: argparse.Namespace, base: Policy) -> None:
             raise CalibrationError("--power-plot draws what --power measures: add --power")
         figure_class()
         prepare_file(args.power_plot)
+
+
+def _warn_canary_only(args: argparse.Namespace, base: Policy, fitted: Fit, stderr: IO[str]) -> None:
+    """Warn, naming the traces, when the fitted floor lies above every healthy spread and
+    their canary never inverts: the floor then was not fitted on spread evidence."""
+    traces = [(path, read_cycles(path, base)) for path in args.healthy]
+    named = canary_only_traces(fitted.policy, fitted.floor, traces)
+    if named:
+        stderr.write(
+            f"warning: the fitted floor {fitted.floor} is at or above every healthy spread and "
+            "the canary of these healthy traces never inverts, so the floor was not fitted on "
+            "spread evidence: under it the guard halts on the canary alone, and a one-cycle "
+            "canary glitch halts (consider --spread-test cusum): " + ", ".join(named) + "\n"
+        )
 
 
 def _power(

@@ -31,7 +31,7 @@ from prunewarden.replay._fit import (
 )
 from prunewarden.replay._fit_cusum import DEFAULT_CUSUM_MARGIN
 from prunewarden.replay._parquet import decision_rows, write_decisions_parquet
-from prunewarden.replay._power import power, read_cycles, render_power
+from prunewarden.replay._power import canary_only_traces, power, read_cycles, render_power
 from prunewarden.replay._run import (
     AuditTarget,
     Halt,
@@ -72,6 +72,7 @@ __all__ = [
     "TraceRun",
     "TraceSummary",
     "base_outside",
+    "canary_only_traces",
     "compare",
     "concatenate",
     "decision_rows",

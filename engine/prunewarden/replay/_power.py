@@ -17,7 +17,7 @@ import statistics
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from prunewarden._stats import median
+from prunewarden._stats import median, pstdev
 from prunewarden.engine import Engine
 from prunewarden.policy import Policy
 from prunewarden.replay._run import SilentLogger
@@ -111,6 +111,41 @@ def power(
         "false_halts_base": _rate(false_halts["base"], count),
         "held_out": count,
     }
+
+
+def canary_only_traces(
+    fitted: Policy, floor: float, traces: Sequence[tuple[str, Sequence[Cycle]]]
+) -> list[str]:
+    """The healthy traces whose canary never inverts, when the fitted absolute ``floor`` is at
+    or above every healthy spread: then signal A always holds and the floor was not fitted on
+    spread evidence, so the guard halts on the canary alone. Empty when the floor is below some
+    healthy spread (the fit saw spread evidence)."""
+    scale = fitted.spec.calibration
+    margin = fitted.spec.collapse.canary_margin
+
+    def judged(scores: dict[str, float]) -> dict[str, float]:
+        return scores if scale is None else {k: scale.apply(v) for k, v in scores.items()}
+
+    spreads = [pstdev(judged(s).values()) for _, cycles in traces for s, _ in cycles if s]
+    if not spreads or floor < max(spreads):
+        return []
+    return [
+        path for path, cycles in traces if not _inverts([(judged(s), p) for s, p in cycles], margin)
+    ]
+
+
+def _inverts(cycles: Sequence[Cycle], margin: float) -> bool:
+    baseline: dict[str, float] = {}
+    for scores, pinned in cycles:
+        others = [v for k, v in scores.items() if k not in pinned]
+        for canary in pinned:
+            if canary not in scores:
+                continue
+            first = baseline.setdefault(canary, scores[canary])
+            below = bool(others) and scores[canary] < median(others)
+            if below or first - scores[canary] > margin:
+                return True
+    return False
 
 
 def render_power(record: dict[str, Any]) -> str:
