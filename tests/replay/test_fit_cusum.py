@@ -287,13 +287,23 @@ def steady_canary_traces(folder: Path, count: int) -> list[str]:
 
 
 class TestCanaryOnlyFloor:
+    def test_without_power_the_output_is_as_before(self, tmp_path: Path) -> None:
+        """The default calibrate prints no warning, even on a canary-only fit."""
+        healthy = steady_canary_traces(tmp_path / "traces", 2)
+        code, _, stderr = cli(
+            "calibrate", "--healthy", *healthy, "--base", "builtin:default",
+            "--out", str(tmp_path / "fit.yaml"), "--date", "2026-01-31",
+        )  # fmt: skip
+        assert code == 0
+        assert stderr == ""
+
     def test_a_floor_above_every_healthy_spread_is_warned_about(self, tmp_path: Path) -> None:
-        """A canary that never inverts lets the fit put the floor above every spread: warned,
-        naming the traces; the fitted file is written as before."""
+        """A canary that never inverts lets the fit put the floor above every spread: --power
+        warns, naming the traces; the fitted file is written as before."""
         healthy = steady_canary_traces(tmp_path / "traces", 3)
         out = tmp_path / "fit.yaml"
         code, _, stderr = cli(
-            "calibrate", "--healthy", *healthy, "--base", "builtin:default",
+            "calibrate", "--healthy", *healthy, "--base", "builtin:default", "--power",
             "--out", str(out), "--date", "2026-01-31",
         )  # fmt: skip
         assert code == 0
@@ -307,7 +317,7 @@ class TestCanaryOnlyFloor:
         """Healthy traces whose canary inverts now and then give a floor the spreads bound."""
         code, _, stderr = cli(
             "calibrate", "--healthy", *traces["healthy"][:4], "--base", "builtin:default",
-            "--out", str(tmp_path / "fit.yaml"), "--date", "2026-01-31",
+            "--power", "--out", str(tmp_path / "fit.yaml"), "--date", "2026-01-31",
         )  # fmt: skip
         assert code == 0
         assert "warning" not in stderr

@@ -173,7 +173,7 @@ def run_calibrate(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) ->
     record = _power(args, base, healthy, fit_on) if args.power else None
     fitted = fit_on(healthy, power=record)
     _write(args.out, fitted.text)
-    if fitted.cusum is None:
+    if args.power and fitted.cusum is None:  # the default output stays as it was
         _warn_canary_only(args, base, fitted, stderr)
     if base_outside(ref):
         stderr.write(_how_to_load(args, base, ref))
