@@ -32,12 +32,12 @@ demo-agents: $(VENV)/.installed-test
 test: lint typecheck layers pytest
 
 lint: $(VENV)/.installed-test
-	$(BIN)/ruff check engine tests examples benchmarks
-	$(BIN)/ruff format --check engine tests examples benchmarks
+	$(BIN)/ruff check engine tests examples benchmarks mutation
+	$(BIN)/ruff format --check engine tests examples benchmarks mutation
 
 typecheck: $(VENV)/.installed-test
 	$(BIN)/mypy -p prunewarden
-	$(BIN)/mypy tests examples benchmarks
+	$(BIN)/mypy tests examples benchmarks mutation
 
 # The import-linter contracts in pyproject.toml: the layers of docs/architecture.md.
 layers: $(VENV)/.installed-test

@@ -1,0 +1,193 @@
+"""Running mutants: each applied alone to a private copy of the source tree, its area's tests
+run against that copy with ``-x`` and a timeout, a few at a time.
+
+Starting Python and importing pytest, cel-python, jsonschema, Starlette... costs more than most
+killed mutants' tests take, so this process imports them once (never prunewarden itself) and
+forks one child per mutant. The child puts its slot's copy first on ``sys.path`` (and in
+``PYTHONPATH``, for the processes the tests start), imports prunewarden from it, and runs
+``pytest.main``. A child that runs past its timeout is killed with its process group.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from mutation._operators import Mutant
+
+ROOT = Path(__file__).resolve().parent.parent
+ENGINE = ROOT / "engine"
+# What the copy of the tree needs besides the package: the data folders the source checkout
+# reads from the top of the repository (prunewarden._resources).
+_DATA = ("schemas", "policies")
+# Imported once in this process so that every child inherits them (none imports prunewarden).
+_PRELOAD = (
+    "hypothesis",
+    "celpy",
+    "lark",
+    "jsonschema",
+    "yaml",
+    "httpx",
+    "starlette.applications",
+    "structlog",
+    "orjson",
+    "rfc8785",
+)
+_POLL_SECONDS = 0.02
+# pytest's exit codes: 0 all passed (the mutant survived), 5 no test ran (a mistake of the area).
+_PASSED, _NO_TESTS = 0, 5
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    """What one run said: ``killed``, ``survived``, ``timeout`` (counts as killed) or
+    ``error`` (the area ran no test: its list is wrong)."""
+
+    mutant: Mutant | None
+    tests: tuple[str, ...]
+    outcome: str
+    seconds: float
+
+
+@dataclass(slots=True)
+class Job:
+    mutant: Mutant | None  # None: the baseline run of an area on the unchanged tree
+    tests: tuple[str, ...]
+    timeout: float
+
+
+@dataclass(slots=True)
+class _Running:
+    job: Job
+    pid: int
+    slot: Path
+    started: float
+    original: str | None = None
+
+
+def preload() -> None:
+    """Import the heavy libraries the tests use, so forked children start warm."""
+    for name in _PRELOAD:
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
+    if any(name == "prunewarden" or name.startswith("prunewarden.") for name in sys.modules):
+        msg = "prunewarden was imported before the mutants ran: the children would share it"
+        raise RuntimeError(msg)
+
+
+@contextlib.contextmanager
+def slots(count: int) -> Iterator[list[Path]]:
+    """``count`` private copies of the tree (package and data folders), removed at the end."""
+    with tempfile.TemporaryDirectory(prefix="prunewarden-mutation-") as scratch:
+        made = []
+        for index in range(count):
+            slot = Path(scratch) / f"slot{index}"
+            shutil.copytree(
+                ENGINE / "prunewarden",
+                slot / "engine" / "prunewarden",
+                ignore=shutil.ignore_patterns("__pycache__", "_data"),
+            )
+            for name in _DATA:
+                (slot / name).symlink_to(ROOT / name, target_is_directory=True)
+            made.append(slot)
+        yield made
+
+
+def run_jobs(
+    jobs: Sequence[Job], slot_dirs: Sequence[Path], report: Callable[[Result], None]
+) -> list[Result]:
+    """Every job, as many at a time as there are slots; ``report`` hears each result."""
+    pending = list(reversed(jobs))
+    free = list(slot_dirs)
+    running: dict[int, _Running] = {}
+    results: list[Result] = []
+    while pending or running:
+        while pending and free:
+            run = _start(pending.pop(), free.pop())
+            running[run.pid] = run
+        done = _reap(running)
+        for run, outcome in done:
+            del running[run.pid]
+            _restore(run)
+            free.append(run.slot)
+            result = Result(run.job.mutant, run.job.tests, outcome, time.monotonic() - run.started)
+            results.append(result)
+            report(result)
+        if not done:
+            time.sleep(_POLL_SECONDS)
+    return results
+
+
+def _start(job: Job, slot: Path) -> _Running:
+    original = None
+    if job.mutant is not None:
+        target = slot / "engine" / job.mutant.path
+        original = target.read_text(encoding="utf-8")
+        target.write_text(job.mutant.apply(original), encoding="utf-8")
+    pid = os.fork()
+    if pid == 0:  # the child: never returns
+        _child(job, slot)
+    return _Running(job, pid, slot, time.monotonic(), original)
+
+
+def _child(job: Job, slot: Path) -> None:
+    code = 70
+    try:
+        os.setsid()  # its own process group: a timeout kills the servers its tests started
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.dup2(devnull, 2)
+        engine = str(slot / "engine")
+        sys.path.insert(0, engine)
+        sys.dont_write_bytecode = True  # a mutant of the same size and second as the last
+        os.environ["PYTHONDONTWRITEBYTECODE"] = "1"  # must not be read from a stale .pyc
+        os.environ["PYTHONPATH"] = os.pathsep.join(
+            p for p in (engine, os.environ.get("PYTHONPATH", "")) if p
+        )
+        os.environ["HYPOTHESIS_STORAGE_DIRECTORY"] = str(slot / ".hypothesis")
+        os.chdir(ROOT)
+        arguments = [*job.tests, "-x", "-q", "-p", "no:cacheprovider", "--no-header"]
+        code = int(pytest.main(arguments))
+    finally:
+        os._exit(code)
+
+
+def _reap(running: dict[int, _Running]) -> list[tuple[_Running, str]]:
+    done = []
+    now = time.monotonic()
+    for run in list(running.values()):
+        pid, status = os.waitpid(run.pid, os.WNOHANG)
+        if pid == 0:
+            if now - run.started > run.job.timeout:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(run.pid, signal.SIGKILL)
+                os.waitpid(run.pid, 0)
+                done.append((run, "timeout"))
+            continue
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(run.pid, signal.SIGKILL)  # anything its tests left running
+        code = os.waitstatus_to_exitcode(status)
+        if code == _PASSED:
+            done.append((run, "survived"))
+        elif code == _NO_TESTS:
+            done.append((run, "error"))
+        else:
+            done.append((run, "killed"))
+    return done
+
+
+def _restore(run: _Running) -> None:
+    if run.job.mutant is not None and run.original is not None:
+        target = run.slot / "engine" / run.job.mutant.path
+        target.write_text(run.original, encoding="utf-8")

@@ -1,0 +1,104 @@
+"""A rule's deadline holds to its last check, and a spent budget cannot be swallowed.
+
+The deadlines here expire on command (after a given number of reads), not by the clock, so each
+test says exactly which check must stop the evaluation.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from prunewarden.rules import _budget
+from prunewarden.rules._budget import BudgetExceededError, Deadline, DeadlineExceededError, Meter
+from prunewarden.rules._compiler import compile_expression
+from prunewarden.rules._evaluation import EvaluationError, evaluate
+from prunewarden.rules._expression import Expression
+from prunewarden.rules._values import to_cel
+from prunewarden.rules._variables import variable_shapes
+
+
+class CountedDeadline(Deadline):
+    """A deadline that counts its reads and expires from read number ``expires_at`` (1-based)
+    on; never, when None."""
+
+    def __init__(self, expires_at: int | None = None) -> None:
+        super().__init__(60.0)
+        self.expires_at = expires_at
+        self.reads = 0
+
+    def expired(self) -> bool:
+        self.reads += 1
+        return self.expires_at is not None and self.reads >= self.expires_at
+
+
+def expression() -> Expression:
+    return compile_expression(
+        "segment.tokens < 5 && size(candidates) > 1", variable_shapes("eviction")
+    )
+
+
+def variables() -> dict[str, Any]:
+    return {"segment": to_cel({"tokens": 2}), "candidates": to_cel(["a", "b"])}
+
+
+class TestTheFinalCheck:
+    def test_a_value_finished_past_the_deadline_is_refused(self) -> None:
+        """A deadline that runs out only after the last node was visited still fails the
+        evaluation: the value computed past it is not returned."""
+        counting = CountedDeadline()
+        assert evaluate(expression(), variables(), deadline=counting) == True  # noqa: E712 - a CEL bool
+        reads = counting.reads  # every read of a full evaluation, the final one included
+        with pytest.raises(EvaluationError, match="timed out"):
+            evaluate(expression(), variables(), deadline=CountedDeadline(expires_at=reads))
+
+    def test_a_deadline_spent_before_the_start_is_refused(self) -> None:
+        """A deadline already spent refuses before any node is visited."""
+        deadline = CountedDeadline(expires_at=1)
+        with pytest.raises(EvaluationError, match="timed out"):
+            evaluate(expression(), variables(), deadline=deadline)
+        assert deadline.reads == 1
+
+    def test_within_the_deadline_the_value_is_returned(self) -> None:
+        """One read short of the last, the value is the expression's."""
+        counting = CountedDeadline()
+        evaluate(expression(), variables(), deadline=counting)
+        late = CountedDeadline(expires_at=counting.reads + 1)
+        assert evaluate(expression(), variables(), deadline=late) == True  # noqa: E712 - a CEL bool
+
+
+class TestBudgetErrorsCannotBeSwallowed:
+    def test_code_catching_exception_does_not_catch_a_spent_budget(self) -> None:
+        """An engine function (or cel-python) wrapping its work in ``except Exception`` cannot
+        turn a spent budget into a value: the error passes through it."""
+
+        def careless() -> str:
+            try:
+                _budget.check()
+            except Exception:  # noqa: BLE001 - the careless code under test
+                return "swallowed"
+            return "ran on"
+
+        token = _budget.current.set(Meter(CountedDeadline(expires_at=1)))
+        try:
+            with pytest.raises(DeadlineExceededError):
+                careless()
+        finally:
+            _budget.current.reset(token)
+
+    def test_an_allocation_past_the_limit_passes_except_exception(self) -> None:
+        """The allocation meter's error passes ``except Exception`` too."""
+
+        def careless() -> str:
+            try:
+                _budget.allocate(_budget.MAX_RULE_ALLOCATION + 1)
+            except Exception:  # noqa: BLE001 - the careless code under test
+                return "swallowed"
+            return "ran on"
+
+        token = _budget.current.set(Meter(CountedDeadline()))
+        try:
+            with pytest.raises(BudgetExceededError, match="MAX_RULE_ALLOCATION"):
+                careless()
+        finally:
+            _budget.current.reset(token)
