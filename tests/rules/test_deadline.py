@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from prunewarden.limits import MAX_RULE_ALLOCATION
 from prunewarden.rules import _budget
 from prunewarden.rules._budget import BudgetExceededError, Deadline, DeadlineExceededError, Meter
 from prunewarden.rules._compiler import compile_expression
@@ -91,7 +92,7 @@ class TestBudgetErrorsCannotBeSwallowed:
 
         def careless() -> str:
             try:
-                _budget.allocate(_budget.MAX_RULE_ALLOCATION + 1)
+                _budget.allocate(MAX_RULE_ALLOCATION + 1)
             except Exception:  # noqa: BLE001 - the careless code under test
                 return "swallowed"
             return "ran on"
