@@ -1,63 +1,57 @@
 """The safety-critical modules and the tests of their area.
 
-Each module is mutated against the tests that own its behaviour, fastest and most targeted first
-(a run stops at the first failure). The sets are chosen so that the whole run finishes on a
+Each module's tests run in two stages: first the tests that own its behaviour (most mutants die
+there, in a second or two), then, only for a mutant that survived them, the wider tests of its
+area. A run stops at the first failure. The sets are chosen so that the whole run finishes on a
 2-core machine within an hour: in-process tests, not the ones that start servers or processes.
 """
 
 from __future__ import annotations
 
-GUARDS = (
-    "tests/mutation/test_promises.py",
-    "tests/guards",
-    "tests/test_cases.py",
-)
-PIPELINE = ("tests/mutation/test_promises.py", "tests/pipeline", "tests/test_faults.py")
-RULES = (
-    "tests/mutation/test_promises.py",
-    "tests/rules/test_budget.py",
-    "tests/rules/test_rules.py",
-)
+Stages = tuple[tuple[str, ...], ...]
+
+GUARDS = ("tests/guards", "tests/test_cases.py")
+PIPELINE = ("tests/pipeline", "tests/test_faults.py", "tests/test_cases.py")
+RULES = ("tests/rules/test_budget.py", "tests/rules/test_rules.py", "tests/rules/test_cel.py")
 POLICY = (
-    "tests/mutation/test_promises.py",
     "tests/policy/test_lock.py",
     "tests/policy/test_overlays.py",
     "tests/policy/test_policy.py",
 )
-AUDIT = (
-    "tests/mutation/test_promises.py",
-    "tests/audit/test_auditlog_chain.py",
-    "tests/audit/test_auditlog.py",
-)
-SESSION = (
-    "tests/mutation/test_sessions.py",
-    "tests/test_session.py",
-    "tests/session",
-)
-SERVER = ("tests/server/test_access_rules.py",)
-ADAPTERS = ("tests/integrations/test_pass.py", "tests/mutation/test_sessions.py")
-CALIBRATE = ("tests/mutation/test_promises.py", "tests/replay/test_fit.py")
+AUDIT = ("tests/audit/test_auditlog_chain.py", "tests/audit/test_auditlog.py")
+SESSION = ("tests/test_session.py", "tests/session", "tests/engine")
+SERVER = ("tests/server/test_http.py",)
+ADAPTERS = ("tests/integrations/test_pass.py", "tests/test_planner.py")
+CALIBRATE = ("tests/replay/test_fit.py",)
 
-# Module (under engine/) -> the tests of its area.
-AREAS: dict[str, tuple[str, ...]] = {
-    "prunewarden/guards/collapse.py": GUARDS,
-    "prunewarden/guards/eviction.py": GUARDS,
-    "prunewarden/guards/staleness.py": GUARDS,
-    "prunewarden/pipeline/_compile.py": PIPELINE,
-    "prunewarden/pipeline/_calibration.py": PIPELINE,
-    "prunewarden/rules/_budget.py": RULES,
-    "prunewarden/rules/_evaluation.py": RULES,
-    "prunewarden/policy/_lock.py": POLICY,
-    "prunewarden/policy/_guardrails.py": POLICY,
-    "prunewarden/audit/_chain.py": AUDIT,
-    "prunewarden/audit/_verify.py": AUDIT,
-    "prunewarden/session/_model.py": SESSION,
-    "prunewarden/session/_state.py": SESSION,
-    "prunewarden/session/_registry.py": SESSION,
-    "prunewarden/session/_store.py": SESSION,
-    "prunewarden/server/_app.py": SERVER,
-    "prunewarden/server/_config.py": SERVER,
-    "prunewarden/server/_sessions.py": SERVER,
-    "prunewarden/integrations/_pass.py": ADAPTERS,
-    "prunewarden/replay/_fit.py": CALIBRATE,
+EXACT_GUARDS = "tests/guards/test_exact_checks.py"
+EXACT_AUDIT = "tests/audit/test_exact_verify.py"
+HALTS = "tests/session/test_halts_held.py"
+ACCESS = "tests/server/test_access_rules.py"
+
+# Module (under engine/) -> its stages of tests.
+AREAS: dict[str, Stages] = {
+    "prunewarden/guards/collapse.py": (("tests/guards/test_collapse.py",), GUARDS),
+    "prunewarden/guards/eviction.py": ((EXACT_GUARDS, "tests/guards/test_eviction.py"), GUARDS),
+    "prunewarden/guards/staleness.py": ((EXACT_GUARDS, "tests/guards/test_staleness.py"), GUARDS),
+    "prunewarden/pipeline/_compile.py": (
+        ("tests/pipeline/test_calibration_record.py", "tests/test_faults.py"),
+        PIPELINE,
+    ),
+    "prunewarden/pipeline/_calibration.py": (("tests/pipeline/test_calibration.py",), PIPELINE),
+    "prunewarden/rules/_budget.py": (("tests/rules/test_deadline.py",), RULES),
+    "prunewarden/rules/_evaluation.py": (("tests/rules/test_deadline.py",), RULES),
+    "prunewarden/policy/_lock.py": ((EXACT_AUDIT, "tests/policy/test_lock.py"), POLICY),
+    "prunewarden/policy/_guardrails.py": (("tests/policy/test_overlays.py",), POLICY),
+    "prunewarden/audit/_chain.py": ((EXACT_AUDIT,), AUDIT),
+    "prunewarden/audit/_verify.py": ((EXACT_AUDIT,), AUDIT),
+    "prunewarden/session/_model.py": ((HALTS, "tests/test_session.py"), SESSION),
+    "prunewarden/session/_state.py": ((HALTS, "tests/session/test_state.py"), SESSION),
+    "prunewarden/session/_registry.py": ((HALTS, "tests/session/test_bypass.py"), SESSION),
+    "prunewarden/session/_store.py": ((HALTS, "tests/session/test_store.py"), SESSION),
+    "prunewarden/server/_app.py": ((ACCESS,), SERVER),
+    "prunewarden/server/_config.py": ((ACCESS,), SERVER),
+    "prunewarden/server/_sessions.py": ((ACCESS,), SERVER),
+    "prunewarden/integrations/_pass.py": (("tests/integrations/test_pass_gates.py",), ADAPTERS),
+    "prunewarden/replay/_fit.py": (("tests/replay/test_fit_counts.py",), CALIBRATE),
 }

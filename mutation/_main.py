@@ -10,7 +10,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from mutation._areas import AREAS
+from mutation._areas import AREAS, Stages
 from mutation._operators import Mutant, mutants
 from mutation._runner import ENGINE, Job, Result, preload, run_jobs, slots
 
@@ -26,6 +26,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=2, help="mutants run at a time (default 2)")
     parser.add_argument("--list", action="store_true", help="print the mutants, run nothing")
     parser.add_argument("--json", type=Path, help="write every result to this file")
+    parser.add_argument("--keep", help="make the copies in this folder and keep them")
     parser.add_argument("--target", type=float, default=TARGET, help="percent killed per module")
     args = parser.parse_args(argv)
     modules = args.module or sorted(AREAS)
@@ -37,7 +38,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     preload()
     started = time.monotonic()
-    with slots(max(1, args.jobs)) as slot_dirs:
+    with slots(max(1, args.jobs), args.keep) as slot_dirs:
         baselines = _baselines(modules, slot_dirs)
         broken = [tests for tests, result in baselines.items() if result.outcome != "survived"]
         if broken:
@@ -57,7 +58,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 1 if below else 0
 
 
-def _baselines(modules: Sequence[str], slot_dirs: Sequence[Path]) -> dict[tuple[str, ...], Result]:
+def _baselines(modules: Sequence[str], slot_dirs: Sequence[Path]) -> dict[Stages, Result]:
     """Each distinct test set once on the unchanged tree: it must pass, and its time sets the
     timeout of its mutants."""
     sets = list(dict.fromkeys(AREAS[m] for m in modules))
@@ -110,7 +111,11 @@ def _report(
     print(f"\n{len(survivors)} survivor(s):")
     for mutant in survivors:
         print(f"  {mutant.describe()}")
-    print(f"\n{len(results)} mutants in {elapsed / 60:.1f} min with {jobs} job(s)")
+    cpu = sum(r.cpu_seconds for r in results)
+    print(
+        f"\n{len(results)} mutants in {elapsed / 60:.1f} min with {jobs} job(s), "
+        f"{cpu / 60:.1f} CPU-minutes in the tests"
+    )
     return scores
 
 
@@ -118,7 +123,14 @@ def _write_json(
     path: Path, results: list[Result], scores: dict[str, float], elapsed: float, jobs: int
 ) -> None:
     rows = [_row(r.mutant, r.outcome, r.seconds) for r in results if r.mutant is not None]
-    document = {"seconds": round(elapsed, 1), "jobs": jobs, "scores": scores, "mutants": rows}
+    cpu = round(sum(r.cpu_seconds for r in results), 1)
+    document = {
+        "seconds": round(elapsed, 1),
+        "cpu_seconds": cpu,
+        "jobs": jobs,
+        "scores": scores,
+        "mutants": rows,
+    }
     path.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
 
 

@@ -12,18 +12,22 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import itertools
 import os
 import shutil
 import signal
 import sys
 import tempfile
 import time
+import traceback
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from importlib.metadata import entry_points
 from pathlib import Path
 
 import pytest
 
+from mutation._areas import Stages
 from mutation._operators import Mutant
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -55,15 +59,16 @@ class Result:
     ``error`` (the area ran no test: its list is wrong)."""
 
     mutant: Mutant | None
-    tests: tuple[str, ...]
+    tests: Stages
     outcome: str
     seconds: float
+    cpu_seconds: float = 0.0
 
 
 @dataclass(slots=True)
 class Job:
     mutant: Mutant | None  # None: the baseline run of an area on the unchanged tree
-    tests: tuple[str, ...]
+    tests: Stages
     timeout: float
 
 
@@ -77,9 +82,11 @@ class _Running:
 
 
 def preload() -> None:
-    """Import the heavy libraries the tests use, so forked children start warm."""
-    for name in _PRELOAD:
-        with contextlib.suppress(ImportError):
+    """Import the heavy libraries the tests use and pytest's installed plugins (langsmith's
+    alone takes two seconds), so forked children start warm."""
+    plugins = [entry.value.split(":")[0] for entry in entry_points(group="pytest11")]
+    for name in (*_PRELOAD, *plugins):
+        with contextlib.suppress(Exception):
             importlib.import_module(name)
     if any(name == "prunewarden" or name.startswith("prunewarden.") for name in sys.modules):
         msg = "prunewarden was imported before the mutants ran: the children would share it"
@@ -87,9 +94,14 @@ def preload() -> None:
 
 
 @contextlib.contextmanager
-def slots(count: int) -> Iterator[list[Path]]:
-    """``count`` private copies of the tree (package and data folders), removed at the end."""
-    with tempfile.TemporaryDirectory(prefix="prunewarden-mutation-") as scratch:
+def slots(count: int, keep: str | None = None) -> Iterator[list[Path]]:
+    """``count`` private copies of the tree (package and data folders), removed at the end
+    unless ``keep`` names a folder to make them in (each child's output is in its slot's
+    ``output.txt``)."""
+    with contextlib.ExitStack() as stack:
+        scratch = keep or stack.enter_context(
+            tempfile.TemporaryDirectory(prefix="prunewarden-mutation-")
+        )
         made = []
         for index in range(count):
             slot = Path(scratch) / f"slot{index}"
@@ -117,11 +129,12 @@ def run_jobs(
             run = _start(pending.pop(), free.pop())
             running[run.pid] = run
         done = _reap(running)
-        for run, outcome in done:
+        for run, outcome, cpu in done:
             del running[run.pid]
             _restore(run)
             free.append(run.slot)
-            result = Result(run.job.mutant, run.job.tests, outcome, time.monotonic() - run.started)
+            seconds = time.monotonic() - run.started
+            result = Result(run.job.mutant, run.job.tests, outcome, seconds, cpu)
             results.append(result)
             report(result)
         if not done:
@@ -134,7 +147,7 @@ def _start(job: Job, slot: Path) -> _Running:
     if job.mutant is not None:
         target = slot / "engine" / job.mutant.path
         original = target.read_text(encoding="utf-8")
-        target.write_text(job.mutant.apply(original), encoding="utf-8")
+        _write(target, job.mutant.apply(original))
     pid = os.fork()
     if pid == 0:  # the child: never returns
         _child(job, slot)
@@ -145,49 +158,65 @@ def _child(job: Job, slot: Path) -> None:
     code = 70
     try:
         os.setsid()  # its own process group: a timeout kills the servers its tests started
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, 1)
-        os.dup2(devnull, 2)
+        output = os.open(slot / "output.txt", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.dup2(output, 1)
+        os.dup2(output, 2)
         engine = str(slot / "engine")
         sys.path.insert(0, engine)
-        sys.dont_write_bytecode = True  # a mutant of the same size and second as the last
-        os.environ["PYTHONDONTWRITEBYTECODE"] = "1"  # must not be read from a stale .pyc
         os.environ["PYTHONPATH"] = os.pathsep.join(
             p for p in (engine, os.environ.get("PYTHONPATH", "")) if p
         )
         os.environ["HYPOTHESIS_STORAGE_DIRECTORY"] = str(slot / ".hypothesis")
         os.chdir(ROOT)
-        arguments = [*job.tests, "-x", "-q", "-p", "no:cacheprovider", "--no-header"]
-        code = int(pytest.main(arguments))
+        # The plugins preloaded here (hypothesis, anyio) cannot have their asserts rewritten;
+        # pytest's warning about it is not the mutant's doing.
+        quiet = ["-W", "ignore::pytest.PytestAssertRewriteWarning"]
+        for stage in job.tests:  # the next stage only when this one passed
+            arguments = [*stage, "-x", "-q", "-p", "no:cacheprovider", "--no-header", *quiet]
+            code = int(pytest.main(arguments))
+            if code != _PASSED:
+                break
+    except BaseException:  # noqa: BLE001 - a child never returns into the parent's loop
+        traceback.print_exc()
     finally:
         os._exit(code)
 
 
-def _reap(running: dict[int, _Running]) -> list[tuple[_Running, str]]:
+def _reap(running: dict[int, _Running]) -> list[tuple[_Running, str, float]]:
+    """The runs that ended (or ran out of time), each with its outcome and the CPU time the
+    child spent."""
     done = []
     now = time.monotonic()
     for run in list(running.values()):
-        pid, status = os.waitpid(run.pid, os.WNOHANG)
+        pid, status, usage = os.wait4(run.pid, os.WNOHANG)
         if pid == 0:
             if now - run.started > run.job.timeout:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(run.pid, signal.SIGKILL)
-                os.waitpid(run.pid, 0)
-                done.append((run, "timeout"))
+                _, _, usage = os.wait4(run.pid, 0)
+                done.append((run, "timeout", usage.ru_utime + usage.ru_stime))
             continue
+        cpu = usage.ru_utime + usage.ru_stime
         with contextlib.suppress(ProcessLookupError):
             os.killpg(run.pid, signal.SIGKILL)  # anything its tests left running
         code = os.waitstatus_to_exitcode(status)
-        if code == _PASSED:
-            done.append((run, "survived"))
-        elif code == _NO_TESTS:
-            done.append((run, "error"))
-        else:
-            done.append((run, "killed"))
+        outcome = {_PASSED: "survived", _NO_TESTS: "error"}.get(code, "killed")
+        done.append((run, outcome, cpu))
     return done
 
 
 def _restore(run: _Running) -> None:
     if run.job.mutant is not None and run.original is not None:
-        target = run.slot / "engine" / run.job.mutant.path
-        target.write_text(run.original, encoding="utf-8")
+        _write(run.slot / "engine" / run.job.mutant.path, run.original)
+
+
+_stamps = itertools.count(1)
+
+
+def _write(target: Path, text: str) -> None:
+    """Write ``text`` with a modification time no earlier write had: a cached ``.pyc`` is
+    trusted when the source's size and whole-second time match, and a mutant often keeps the
+    size, so each version gets its own second (in the past: nothing looks ahead of its time)."""
+    target.write_text(text, encoding="utf-8")
+    stamp = 1_000_000_000 + next(_stamps)
+    os.utime(target, (stamp, stamp))
