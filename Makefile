@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo demo-agents test lint typecheck layers pytest clean bench fuzz
+.PHONY: demo demo-agents test lint typecheck layers pytest clean bench fuzz mutation
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -71,6 +71,14 @@ bench: $(VENV)/.installed-test
 # The fuzz tests with fifty times the examples of make test (several minutes).
 fuzz: $(VENV)/.installed-test
 	PRUNEWARDEN_FUZZ_SCALE=$${PRUNEWARDEN_FUZZ_SCALE:-50} $(BIN)/python -m pytest tests/test_fuzz.py -p no:cacheprovider
+
+# The mutation gate (docs/testing.md): first the survivors kept as regressions (each patch must
+# fail its area's tests), then every mutant of the safety-critical modules against the tests of
+# their area, two at a time (MUTATION_ARGS passes options: --module M, --jobs N, --json FILE).
+# Too slow for every make test (tens of minutes): run it weekly and before a release.
+mutation: $(VENV)/.installed-test
+	$(BIN)/python -m pytest tests/mutation/survivors.py -p no:cacheprovider -q
+	$(BIN)/python -m mutation $(MUTATION_ARGS)
 
 clean:
 	rm -rf $(VENV) build dist .demo *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis

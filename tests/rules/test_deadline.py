@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from celpy import celtypes
 from prunewarden.limits import MAX_RULE_ALLOCATION
 from prunewarden.rules import _budget
 from prunewarden.rules._budget import BudgetExceededError, Deadline, DeadlineExceededError, Meter
@@ -43,15 +44,45 @@ def variables() -> dict[str, Any]:
     return {"segment": to_cel({"tokens": 2}), "candidates": to_cel(["a", "b"])}
 
 
+class FlagDeadline(Deadline):
+    """A deadline spent from the moment ``spent`` is set, by whatever the evaluation runs."""
+
+    def __init__(self) -> None:
+        super().__init__(60.0)
+        self.spent = False
+
+    def expired(self) -> bool:
+        return self.spent
+
+
+class Tripwire(celtypes.ListType):
+    """A list that spends its deadline when its size is taken: in ``1 < size(c)`` the last
+    work of the evaluation, after the evaluator's last check between nodes."""
+
+    deadline: FlagDeadline
+
+    def __len__(self) -> int:
+        self.deadline.spent = True
+        return super().__len__()
+
+
 class TestTheFinalCheck:
     def test_a_value_finished_past_the_deadline_is_refused(self) -> None:
-        """A deadline that runs out only after the last node was visited still fails the
-        evaluation: the value computed past it is not returned."""
-        counting = CountedDeadline()
-        assert evaluate(expression(), variables(), deadline=counting) == True  # noqa: E712 - a CEL bool
-        reads = counting.reads  # every read of a full evaluation, the final one included
+        """A deadline that runs out during the last step, after every check between nodes,
+        still fails the evaluation: the value computed past it is not returned."""
+        expression = compile_expression("1 < size(candidates)", variable_shapes("eviction"))
+        deadline = FlagDeadline()
+        candidates = Tripwire([celtypes.StringType("a"), celtypes.StringType("b")])
+        candidates.deadline = deadline
         with pytest.raises(EvaluationError, match="timed out"):
-            evaluate(expression(), variables(), deadline=CountedDeadline(expires_at=reads))
+            evaluate(expression, {"candidates": candidates}, deadline=deadline)
+        assert deadline.spent
+
+    def test_within_the_deadline_the_value_is_returned(self) -> None:
+        """The same expression on a plain list is evaluated (the control)."""
+        expression = compile_expression("1 < size(candidates)", variable_shapes("eviction"))
+        value = evaluate(expression, {"candidates": to_cel(["a", "b"])}, deadline=FlagDeadline())
+        assert value == True  # noqa: E712 - a CEL bool
 
     def test_a_deadline_spent_before_the_start_is_refused(self) -> None:
         """A deadline already spent refuses before any node is visited."""
@@ -59,13 +90,6 @@ class TestTheFinalCheck:
         with pytest.raises(EvaluationError, match="timed out"):
             evaluate(expression(), variables(), deadline=deadline)
         assert deadline.reads == 1
-
-    def test_within_the_deadline_the_value_is_returned(self) -> None:
-        """One read short of the last, the value is the expression's."""
-        counting = CountedDeadline()
-        evaluate(expression(), variables(), deadline=counting)
-        late = CountedDeadline(expires_at=counting.reads + 1)
-        assert evaluate(expression(), variables(), deadline=late) == True  # noqa: E712 - a CEL bool
 
 
 class TestBudgetErrorsCannotBeSwallowed:
