@@ -171,9 +171,17 @@ def _child(job: Job, slot: Path) -> None:
         # The plugins preloaded here (hypothesis, anyio) cannot have their asserts rewritten;
         # pytest's warning about it is not the mutant's doing.
         quiet = ["-W", "ignore::pytest.PytestAssertRewriteWarning"]
+        ran: list[str] = []
         for stage in job.tests:  # the next stage only when this one passed
-            arguments = [*stage, "-x", "-q", "-p", "no:cacheprovider", "--no-header", *quiet]
-            code = int(pytest.main(arguments))
+            # A test file runs once per child: Hypothesis refuses a test run again from
+            # another instance of its class in the same process.
+            paths = [p for p in stage if p not in ran]
+            if not paths:  # never an empty list: pytest would run the whole suite
+                continue
+            ignored = [f"--ignore={p}" for p in ran]
+            options = ["-x", "-q", "-p", "no:cacheprovider", "--no-header", *quiet]
+            code = int(pytest.main([*paths, *ignored, *options]))
+            ran.extend(stage)
             if code != _PASSED:
                 break
     except BaseException:  # noqa: BLE001 - a child never returns into the parent's loop
