@@ -25,26 +25,37 @@ ADAPTERS = ("tests/integrations/test_pass.py", "tests/test_planner.py")
 CALIBRATE = ("tests/replay/test_fit.py",)
 
 EXACT_GUARDS = "tests/guards/test_exact_checks.py"
+REASONS = "tests/guards/test_reason_details.py"
 EXACT_AUDIT = "tests/audit/test_exact_verify.py"
+REPORT = "tests/audit/test_verify_report.py"
 HALTS = "tests/session/test_halts_held.py"
 ACCESS = "tests/server/test_access_rules.py"
 
 # Module (under engine/) -> its stages of tests.
 AREAS: dict[str, Stages] = {
-    "prunewarden/guards/collapse.py": (("tests/guards/test_collapse.py",), GUARDS),
-    "prunewarden/guards/eviction.py": ((EXACT_GUARDS, "tests/guards/test_eviction.py"), GUARDS),
-    "prunewarden/guards/staleness.py": ((EXACT_GUARDS, "tests/guards/test_staleness.py"), GUARDS),
+    "prunewarden/guards/collapse.py": ((REASONS, "tests/guards/test_collapse.py"), GUARDS),
+    "prunewarden/guards/eviction.py": (
+        (EXACT_GUARDS, REASONS, "tests/guards/test_eviction.py"),
+        GUARDS,
+    ),
+    "prunewarden/guards/staleness.py": (
+        (EXACT_GUARDS, REASONS, "tests/guards/test_staleness.py"),
+        GUARDS,
+    ),
     "prunewarden/pipeline/_compile.py": (
         ("tests/pipeline/test_calibration_record.py", "tests/test_faults.py"),
         PIPELINE,
     ),
-    "prunewarden/pipeline/_calibration.py": (("tests/pipeline/test_calibration.py",), PIPELINE),
+    "prunewarden/pipeline/_calibration.py": (
+        ("tests/pipeline/test_calibrated_requests.py", "tests/pipeline/test_calibration.py"),
+        PIPELINE,
+    ),
     "prunewarden/rules/_budget.py": (("tests/rules/test_deadline.py",), RULES),
     "prunewarden/rules/_evaluation.py": (("tests/rules/test_deadline.py",), RULES),
     "prunewarden/policy/_lock.py": ((EXACT_AUDIT, "tests/policy/test_lock.py"), POLICY),
     "prunewarden/policy/_guardrails.py": (("tests/policy/test_overlays.py",), POLICY),
-    "prunewarden/audit/_chain.py": ((EXACT_AUDIT,), AUDIT),
-    "prunewarden/audit/_verify.py": ((EXACT_AUDIT,), AUDIT),
+    "prunewarden/audit/_chain.py": ((EXACT_AUDIT, REPORT), AUDIT),
+    "prunewarden/audit/_verify.py": ((EXACT_AUDIT, REPORT), AUDIT),
     "prunewarden/session/_model.py": ((HALTS, "tests/test_session.py"), SESSION),
     "prunewarden/session/_state.py": ((HALTS, "tests/session/test_state.py"), SESSION),
     "prunewarden/session/_registry.py": ((HALTS, "tests/session/test_bypass.py"), SESSION),
@@ -52,6 +63,9 @@ AREAS: dict[str, Stages] = {
     "prunewarden/server/_app.py": ((ACCESS,), SERVER),
     "prunewarden/server/_config.py": ((ACCESS,), SERVER),
     "prunewarden/server/_sessions.py": ((ACCESS,), SERVER),
-    "prunewarden/integrations/_pass.py": (("tests/integrations/test_pass_gates.py",), ADAPTERS),
+    "prunewarden/integrations/_pass.py": (
+        ("tests/integrations/test_pass_gates.py", "tests/integrations/test_pass_outcomes.py"),
+        ADAPTERS,
+    ),
     "prunewarden/replay/_fit.py": (("tests/replay/test_fit_counts.py",), CALIBRATE),
 }
