@@ -53,7 +53,13 @@ AREAS: dict[str, Stages] = {
     "prunewarden/rules/_budget.py": (("tests/rules/test_deadline.py",), RULES),
     "prunewarden/rules/_evaluation.py": (("tests/rules/test_deadline.py",), RULES),
     "prunewarden/policy/_lock.py": ((EXACT_AUDIT, "tests/policy/test_lock.py"), POLICY),
-    "prunewarden/policy/_guardrails.py": (("tests/policy/test_overlays.py",), POLICY),
+    "prunewarden/policy/_guardrails.py": (
+        (
+            "tests/policy/test_overlays.py",
+            "tests/policy/test_files.py::TestLocksCoverWhatARuleReads",
+        ),
+        POLICY,
+    ),
     "prunewarden/audit/_chain.py": ((EXACT_AUDIT, REPORT), AUDIT),
     "prunewarden/audit/_verify.py": ((EXACT_AUDIT, REPORT), AUDIT),
     "prunewarden/session/_model.py": ((HALTS, "tests/test_session.py"), SESSION),
