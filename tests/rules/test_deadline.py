@@ -66,6 +66,16 @@ class Tripwire(celtypes.ListType):
         return super().__len__()
 
 
+class Counted(celtypes.ListType):
+    """A list that counts how often its size is taken."""
+
+    sized = 0
+
+    def __len__(self) -> int:
+        self.sized += 1
+        return super().__len__()
+
+
 class TestTheFinalCheck:
     def test_a_value_finished_past_the_deadline_is_refused(self) -> None:
         """A deadline that runs out during the last step, after every check between nodes,
@@ -83,6 +93,27 @@ class TestTheFinalCheck:
         expression = compile_expression("1 < size(candidates)", variable_shapes("eviction"))
         value = evaluate(expression, {"candidates": to_cel(["a", "b"])}, deadline=FlagDeadline())
         assert value == True  # noqa: E712 - a CEL bool
+
+    def test_the_evaluation_stops_at_the_next_node(self) -> None:
+        """A deadline spent during the evaluation stops it at the next node: the work after it
+        is not done (the check between nodes, not only the final one)."""
+        expression = compile_expression(
+            "size(candidates) > 1 && size(segment.metadata.list) > 1", variable_shapes("eviction")
+        )
+        deadline = FlagDeadline()
+        first = Tripwire([celtypes.StringType("a"), celtypes.StringType("b")])
+        first.deadline = deadline
+        later = Counted([celtypes.StringType("c"), celtypes.StringType("d")])
+        segment = celtypes.MapType(
+            {
+                celtypes.StringType("metadata"): celtypes.MapType(
+                    {celtypes.StringType("list"): later}
+                )
+            }
+        )
+        with pytest.raises(EvaluationError, match="timed out"):
+            evaluate(expression, {"candidates": first, "segment": segment}, deadline=deadline)
+        assert later.sized == 0
 
     def test_a_deadline_spent_before_the_start_is_refused(self) -> None:
         """A deadline already spent refuses before any node is visited."""
