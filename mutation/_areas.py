@@ -20,7 +20,6 @@ POLICY = (
 )
 AUDIT = ("tests/audit/test_auditlog_chain.py", "tests/audit/test_auditlog.py")
 SESSION = ("tests/test_session.py", "tests/session", "tests/engine")
-SERVER = ("tests/server/test_http.py",)
 ADAPTERS = ("tests/integrations/test_pass.py", "tests/test_planner.py")
 CALIBRATE = ("tests/replay/test_fit.py",)
 
@@ -66,9 +65,10 @@ AREAS: dict[str, Stages] = {
     "prunewarden/session/_state.py": ((HALTS, "tests/session/test_state.py"), SESSION),
     "prunewarden/session/_registry.py": ((HALTS, "tests/session/test_bypass.py"), SESSION),
     "prunewarden/session/_store.py": ((HALTS, "tests/session/test_store.py"), SESSION),
-    "prunewarden/server/_app.py": ((ACCESS,), SERVER),
-    "prunewarden/server/_config.py": ((ACCESS,), SERVER),
-    "prunewarden/server/_sessions.py": ((ACCESS,), SERVER),
+    # The server's other tests start real servers: a survivor would cost half a minute each.
+    "prunewarden/server/_app.py": ((ACCESS,),),
+    "prunewarden/server/_config.py": ((ACCESS,),),
+    "prunewarden/server/_sessions.py": ((ACCESS,),),
     "prunewarden/integrations/_pass.py": (
         ("tests/integrations/test_pass_gates.py", "tests/integrations/test_pass_outcomes.py"),
         ADAPTERS,
