@@ -85,3 +85,26 @@ class TestRelativeFloorDetail:
         assert math.isclose(reason.detail["early_spread"], early)
         assert reason.detail["early_cycles"] == 1
         assert math.isclose(reason.detail["spread_floor"], 0.5 * early)
+
+
+def cycles(entries: int) -> list[dict[str, Any]]:
+    scores = {f"e{i}": 0.25 + 0.5 * (i % 2) for i in range(entries)}
+    return [{"cycle": n, "scores": scores, "pinned": []} for n in (1, 2, 3)]
+
+
+class TestTooFewEntries:
+    @pytest.mark.parametrize(("on", "outcome"), [("halt", "halt"), ("allow", "allow")])
+    def test_below_min_live_entries_is_decided_by_the_policy(
+        self, engine_with: EngineFactory, on: str, outcome: str
+    ) -> None:
+        """Fewer entries than min_live_entries in the last cycle: too_few_entries, halting or
+        allowing as on_too_few_entries says."""
+        engine = engine_with(collapse={"min_live_entries": 4, "on_too_few_entries": on})
+        decision = engine.detect_collapse(cycles(3))
+        assert (decision.outcome, decision.codes) == (outcome, ("too_few_entries",))
+        assert decision.reasons[0].detail == {"entries": 3, "required": 4}
+
+    def test_exactly_min_live_entries_is_judged(self, engine_with: EngineFactory) -> None:
+        """With exactly min_live_entries entries the spread is judged."""
+        engine = engine_with(collapse={"min_live_entries": 4, "on_too_few_entries": "halt"})
+        assert engine.detect_collapse(cycles(4)).codes == ("spread_healthy",)
