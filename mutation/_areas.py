@@ -51,7 +51,10 @@ AREAS: dict[str, Stages] = {
     ),
     "prunewarden/rules/_budget.py": (("tests/rules/test_deadline.py",), RULES),
     "prunewarden/rules/_evaluation.py": (("tests/rules/test_deadline.py",), RULES),
-    "prunewarden/policy/_lock.py": ((EXACT_AUDIT, "tests/policy/test_lock.py"), POLICY),
+    "prunewarden/policy/_lock.py": (
+        (EXACT_AUDIT, "tests/policy/test_lock_errors.py", "tests/policy/test_lock.py"),
+        POLICY,
+    ),
     "prunewarden/policy/_guardrails.py": (
         (
             "tests/policy/test_overlays.py",
