@@ -8,8 +8,9 @@ import json
 import random
 from pathlib import Path
 
-from prunewarden import load_builtin_policy
-from prunewarden.replay._fit import fit, halts, read_trace
+import pytest
+from prunewarden import load_builtin_policy, load_policy
+from prunewarden.replay._fit import CalibrationError, fit, fit_scale, halts, read_trace
 
 FLAT = {f"e{i}": 0.5 for i in range(6)}
 CYCLES = 6
@@ -88,3 +89,39 @@ class TestAllowedFalsePositives:
             date="2026-01-31",
         )
         assert len(halts(higher.policy, traces)) == 1  # the control: one whole trace allowed
+
+
+class TestWhatCannotBeFitted:
+    def test_traces_without_cycles_have_no_scale(self, tmp_path: Path) -> None:
+        """Healthy traces with no cycle scores: nothing to fit a scale to."""
+        base = load_builtin_policy()
+        trace = read_trace(write_trace(tmp_path / "empty.jsonl", [], []), base)
+        with pytest.raises(CalibrationError, match="no cycle scores to fit a scale to"):
+            fit_scale([trace])
+
+    def test_scores_that_do_not_spread_have_no_scale(self, tmp_path: Path) -> None:
+        """Healthy traces whose 5th and 95th percentiles meet: no scale."""
+        base = load_builtin_policy()
+        trace = read_trace(write_trace(tmp_path / "flat.jsonl", [FLAT, FLAT], []), base)
+        with pytest.raises(CalibrationError, match="do not spread"):
+            fit_scale([trace])
+
+    def test_an_unreadable_trace_is_refused(self, tmp_path: Path) -> None:
+        """A trace that cannot be read is refused by name."""
+        missing = str(tmp_path / "missing.jsonl")
+        with pytest.raises(CalibrationError, match=f"{missing}: cannot read"):
+            read_trace(missing, load_builtin_policy())
+
+    def test_healthy_traces_that_halt_at_floor_zero_cannot_be_fitted(self, tmp_path: Path) -> None:
+        """When the base halts the healthy traces whatever the floor (here: too few entries,
+        halting), there is nothing to fit."""
+        (tmp_path / "b.yaml").write_text(
+            "apiVersion: prunewarden/v1\nkind: Policy\nmetadata: {name: b, version: 1.0.0}\n"
+            "spec:\n  collapse: {min_live_entries: 100, on_too_few_entries: halt}\n",
+            encoding="utf-8",
+        )
+        base = load_policy(tmp_path / "b.yaml")
+        paths = [healthy(tmp_path / f"h{seed}.jsonl", seed) for seed in range(3)]
+        traces = [read_trace(p, base) for p in paths]
+        with pytest.raises(CalibrationError, match="nothing to fit"):
+            fit(base, "b.yaml", str(tmp_path / "f.yaml"), traces, [], date="2026-01-31")
