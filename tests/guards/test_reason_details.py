@@ -88,8 +88,14 @@ class TestRelativeFloorDetail:
 
 
 def cycles(entries: int) -> list[dict[str, Any]]:
-    scores = {f"e{i}": 0.25 + 0.5 * (i % 2) for i in range(entries)}
-    return [{"cycle": n, "scores": scores, "pinned": []} for n in (1, 2, 3)]
+    """Two cycles of six entries, then a last one of ``entries``: only the last one counts."""
+
+    def scores(count: int) -> dict[str, float]:
+        return {f"e{i}": 0.25 + 0.5 * (i % 2) for i in range(count)}
+
+    return [{"cycle": n, "scores": scores(6), "pinned": []} for n in (1, 2)] + [
+        {"cycle": 3, "scores": scores(entries), "pinned": []}
+    ]
 
 
 class TestTooFewEntries:
