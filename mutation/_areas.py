@@ -70,7 +70,7 @@ AREAS: dict[str, Stages] = {
     "prunewarden/session/_store.py": ((HALTS, "tests/session/test_store.py"), SESSION),
     # The server's other tests start real servers: a survivor would cost half a minute each.
     "prunewarden/server/_app.py": ((ACCESS,),),
-    "prunewarden/server/_config.py": ((ACCESS,),),
+    "prunewarden/server/_config.py": ((ACCESS, "tests/server/test_listen.py"),),
     "prunewarden/server/_sessions.py": ((ACCESS,),),
     "prunewarden/integrations/_pass.py": (
         ("tests/integrations/test_pass_gates.py", "tests/integrations/test_pass_outcomes.py"),
