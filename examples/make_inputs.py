@@ -146,6 +146,7 @@ def documents() -> dict[str, dict[str, Any]]:
                 {"turn": 4, "mean_relevance": 0.85, "tokens": 2400},
             ],
         },
+        "transition-trim-dropped-task.json": trim_transition(),
         "staleness-healthy.json": {
             "check": "staleness",
             "spans": healthy_spans,
@@ -157,6 +158,26 @@ def documents() -> dict[str, dict[str, Any]]:
                 {"turn": 3, "mean_relevance": 0.51, "tokens": 5200},
             ],
         },
+    }
+
+
+def trim_transition() -> dict[str, Any]:
+    """An edit made by other code (``check: transition``): a token-budget trim kept the system
+    prompt and the newest turns, and dropped the task's constraint and a tool call whose result
+    it kept, with no tombstone."""
+    before: list[dict[str, Any]] = [
+        {"id": "m0", "kind": "system", "text": "You are a coding agent."},
+        {"id": "m1", "kind": "constraint", "text": "All timestamps must be UTC."},
+        {"id": "m2", "kind": "assistant", "text": "read_file(path='export.py')", "group": "c1"},
+        {"id": "m3", "kind": "tool", "text": "def export(rows): ...", "group": "c1"},
+        {"id": "m4", "kind": "assistant", "text": "The exporter writes local time."},
+        {"id": "m5", "kind": "user", "text": "Fix it and add a test."},
+    ]
+    return {
+        "check": "transition",
+        "before": before,
+        "after": [before[0], *before[3:]],
+        "applied_by": "langchain.trim_messages",
     }
 
 

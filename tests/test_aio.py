@@ -70,6 +70,26 @@ class TestUnderARunningLoop:
 
         assert asyncio.run(scenario()) == (True, ("pruning_halted",))
 
+    def test_an_async_session_verifies_a_transition(self) -> None:
+        """AsyncSession.verify judges an edit with the session's halt; evaluate takes the
+        document too."""
+        engine = AsyncEngine.default()
+        before = [
+            {"id": "a", "kind": "turn", "text": "a"},
+            {"id": "b", "kind": "turn", "text": "b"},
+        ]
+        document = {"check": "transition", "before": before, "after": before[1:]}
+
+        async def scenario() -> tuple[tuple[str, ...], tuple[str, ...]]:
+            session = await engine.session("v")
+            for cycle in range(1, 6):
+                await session.observe_cycle(narrowing(cycle), ["task"])
+            halted = await session.verify(before, before[1:], tombstones=["a"])
+            plain = await engine.evaluate(document)
+            return halted.codes, plain.codes
+
+        assert asyncio.run(scenario()) == (("pruning_halted",), ("no_tombstone",))
+
     def test_concurrent_tasks_share_one_engine(self) -> None:
         """Many tasks decide at once; each gets its own decision."""
         engine = AsyncEngine.default()

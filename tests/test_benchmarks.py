@@ -11,7 +11,9 @@ import json
 from pathlib import Path
 
 import pytest
+from prunewarden import Engine
 
+from benchmarks import start_time, transition_scale
 from benchmarks.bench_auditlog import appending
 from benchmarks.harness import (
     Case,
@@ -96,8 +98,34 @@ class TestTargets:
         assert goals["audit appends, 4 writers"] == (50_000.0, False)
         assert goals["metrics and spans on vs off"] == (1.10, True)
         assert "collapse/200 vs fsum reference" in goals
+        assert goals["import prunewarden, CPU"] == (0.15, True)
+        assert goals["prunewarden --version, CPU"] == (0.2, True)
 
     def test_appends_from_writer_processes_verify(self, tmp_path: Path) -> None:
         """The append benchmark's writers leave one chain that verifies (a tiny run)."""
         results = appending(tmp_path, 2, 40, 10)
         assert [name for name, _ in results][1] == "2 writers, chained, fsync batch, batches of 10"
+
+    def test_start_time_measures_each_command_against_python(self) -> None:
+        """The start-up benchmark gives each command's CPU time and its ratio to python -c pass
+        (one interleaved run: it works, not how fast)."""
+        results = start_time.run(repeat=1)
+        for name in start_time.commands():
+            assert results[name] > 0
+            assert results[f"{name} / pass"] == pytest.approx(
+                results[name] / results["python -c pass"]
+            )
+
+
+class TestTransitionScale:
+    def test_a_tiny_run_reports_the_ratio_and_the_scale(
+        self, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """benchmarks/transition_scale.py runs on small windows and prints both verdicts (its
+        transitions are decided as the benchmark says: one clean, the scaled ones refused)."""
+        assert transition_scale.main(["--sizes", "40,80", "--repeat", "1"]) == 0
+        out = capsys.readouterr().out
+        assert "200 -> 150 transition" in out
+        assert "per-segment cost, 80 against 40 segments" in out
+        decision = Engine.default().evaluate(transition_scale.transition(40))
+        assert decision.codes == ("group_split",)

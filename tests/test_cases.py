@@ -98,7 +98,7 @@ class TestCaseCorpus:
         """There are at least 25 golden cases and every guard has some."""
         checks = Counter(path.parent.name for path in CASE_FILES)
         assert len(CASE_FILES) >= 25
-        assert set(checks) == {"collapse", "eviction", "staleness"}
+        assert set(checks) == {"collapse", "eviction", "staleness", "transition"}
         assert min(checks.values()) >= 8
 
     def test_case_ids_are_unique(self) -> None:
@@ -116,4 +116,6 @@ class TestCaseCorpus:
             ("eviction", "deny"),
             ("staleness", "allow"),
             ("staleness", "deny"),
+            ("transition", "allow"),
+            ("transition", "deny"),
         }

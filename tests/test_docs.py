@@ -9,8 +9,10 @@ so a changed example policy shows up as a changed page. In an expected block, a 
 
 from __future__ import annotations
 
+import argparse
 import ast
 import importlib
+import io
 import os
 import re
 import shlex
@@ -20,6 +22,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from prunewarden.cli._main import COMMANDS, _parser
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent  # .venv/bin under make test: it holds the prunewarden script
@@ -31,6 +34,7 @@ TRANSCRIPTS = [
     ("docs/guards.md", "prunewarden evaluate --audit-log audit.jsonl examples/inputs/"),
     ("docs/guards.md", "prunewarden evaluate --format text --audit-log audit.jsonl"),
     ("docs/sessions.md", "prunewarden plan --format text"),
+    ("docs/transitions.md", "prunewarden evaluate --format text --audit-log audit.jsonl"),
     ("docs/deployments.md", "prunewarden policy show examples/deployments/prod-eu.yaml"),
     ("docs/deployments.md", "prunewarden policy show --format json"),
     ("docs/deployments.md", "prunewarden validate examples/deployments/replay.yaml"),
@@ -42,12 +46,26 @@ TRANSCRIPTS = [
     ("docs/replay.md", "prunewarden diff --base policies/default.yaml"),
     ("docs/testing-policies.md", "sed -i 's/spread_floor: 0.08/spread_floor: 0.06/; "),
     ("docs/testing-policies.md", "prunewarden test policies/tests"),
+    ("docs/deployments.md", "grep -c '\"agrees\":false' audit.jsonl"),
+    ("docs/observability.md", "prunewarden evaluate --policy examples/deployments/prod-eu.yaml "),
+    ("docs/calibration.md", "prunewarden calibrate --healthy examples/traces/healthy-*.jsonl"),
+    ("docs/scale.md", "for input in examples/inputs/*.json; do prunewarden evaluate"),
 ]
+
+# What a transcript's page did before it, run first and not shown: (page, command) -> script.
+SETUP = {
+    ("docs/deployments.md", "grep -c '\"agrees\":false' audit.jsonl"): (
+        "prunewarden evaluate --policy examples/deployments/prod-eu.yaml"
+        " --shadow examples/deployments/prod-eu-candidate.yaml"
+        " --audit-log audit.jsonl examples/inputs/eviction-healthy.json > /dev/null"
+    ),
+}
 
 MASKS = [
     (re.compile(r"\b\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z"), "<time>"),
     (re.compile(r"\b[0-9a-f]{32}\b"), "<decision-id>"),
     (re.compile(r"head sha256:[0-9a-f]{64}"), "head sha256:<chain-head>"),
+    (re.compile(r"\bat sha256:[0-9a-f]{12}\b"), "at sha256:<chain-head>"),  # doctor's checkpoint
     (re.compile(r"\bin \d+(?:\.\d+)?s\b"), "in <duration>"),
 ]
 
@@ -130,10 +148,87 @@ def test_transcript_shows_what_its_commands_print(page: str, command: str, workd
     """A block starting with ``$ COMMAND`` shows what its commands print."""
     found = [b for b in blocks(page) if b.startswith(f"$ {command}")]
     assert len(found) == 1, f"{page}: {len(found)} blocks start with $ {command}"
+    setup = SETUP.get((page, command))
+    if setup is not None:
+        run_shell(setup, workdir)
     actual = run_shell(transcript_script(found[0]), workdir)
     want, got = mask(found[0], workdir), mask(actual, workdir)
     if not matches(want, got):
         assert got == want, "a line of ... on the page stands for any lines"
+
+
+#: What a page must say just before a ``$`` block that the tests do not run, and why not.
+ILLUSTRATIVE = re.compile(r"^_Not run by the tests: .+\._$")
+
+
+def shell_blocks(page: str) -> list[tuple[str, str]]:
+    """Each fenced block of ``page`` with a ``$`` command line, and the line before its fence."""
+    text = (ROOT / page).read_text(encoding="utf-8")
+    found = []
+    for match in FENCE.finditer(text):
+        if any(line.startswith("$ ") for line in match.group(1).splitlines()):
+            before = text[: match.start()].rstrip("\n").rsplit("\n", 1)[-1]
+            found.append((match.group(1), before))
+    return found
+
+
+def pages() -> list[str]:
+    return ["README.md", *sorted(f"docs/{p.name}" for p in (ROOT / "docs").glob("*.md"))]
+
+
+class TestShellBlocks:
+    @pytest.mark.parametrize("page", pages())
+    def test_every_shell_block_is_run_or_says_why_not(self, page: str) -> None:
+        """A block with ``$`` commands is a transcript the tests run (TRANSCRIPTS), or the line
+        before it says, for the reader too, that it is not run and why."""
+        ran = [command for listed, command in TRANSCRIPTS if listed == page]
+        unchecked = [
+            block.splitlines()[0]
+            for block, before in shell_blocks(page)
+            if not any(block.startswith(f"$ {command}") for command in ran)
+            and not ILLUSTRATIVE.match(before)
+        ]
+        assert unchecked == []
+
+    @pytest.mark.parametrize("page", pages())
+    def test_a_transcript_is_not_also_marked_illustrative(self, page: str) -> None:
+        """A block the tests run does not say it is not run."""
+        ran = [command for listed, command in TRANSCRIPTS if listed == page]
+        both = [
+            block.splitlines()[0]
+            for block, before in shell_blocks(page)
+            if any(block.startswith(f"$ {command}") for command in ran)
+            and ILLUSTRATIVE.match(before)
+        ]
+        assert both == []
+
+
+def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    (action,) = (a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(action.choices)
+
+
+class TestCommandList:
+    def command_lines(self) -> dict[str, str]:
+        """The README's list of commands: each command and what it says of it."""
+        (block,) = [b for b in blocks("README.md") if b.startswith("prunewarden validate ")]
+        return dict(line.removeprefix("prunewarden ").split(None, 1) for line in block.splitlines())
+
+    def test_the_readme_lists_every_command_in_help_order(self) -> None:
+        """README.md's list of commands is the commands of ``prunewarden --help``."""
+        assert list(self.command_lines()) == list(COMMANDS)
+
+    def test_the_readme_names_every_subcommand(self) -> None:
+        """A command with subcommands (audit, policy) names each in the README's list."""
+        lines = self.command_lines()
+        missing = [
+            f"{command} {sub}"
+            for command, parser in subcommands(_parser(io.StringIO())).items()
+            if any(isinstance(a, argparse._SubParsersAction) for a in parser._actions)
+            for sub in subcommands(parser)
+            if not re.search(rf"\b{re.escape(sub)}\b", lines[command])
+        ]
+        assert missing == []
 
 
 def test_python_snippets_import_what_exists() -> None:

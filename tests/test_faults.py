@@ -144,6 +144,21 @@ class TestSinkFaults:
         assert [r["kind"] for r in records[written:]] == ["pass"]
         assert records[written]["pass_id"] == after[0].pass_id
 
+    def test_the_sink_says_why_its_last_write_failed(self) -> None:
+        """``AuditLog.failure`` names the failed write until a write succeeds again."""
+        stream = FailingStream()
+        audit = AuditLog(stream, fsync="never")
+        engine = Engine.default(audit=audit)
+        assert audit.failure is None
+        stream.failing = True
+        refused = engine.evaluate(eviction("while-full"))
+        failure = "cannot write audit log -: No space left on device"
+        assert audit.failure == failure
+        assert failure in refused.reasons[0].message
+        stream.failing = False
+        assert engine.evaluate(eviction("after")).codes == ("authorized",)
+        assert audit.failure is None
+
     def test_full_disk_through_the_command_line(self) -> None:
         """An audit log on a full device: the decision is refused (exit 1), not lost or crashed."""
         out, err = io.StringIO(), io.StringIO()

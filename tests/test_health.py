@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from _support.blocking import call_guarded, make_fifo
 from prunewarden.cli._main import run
 from prunewarden.health import diagnose
 
@@ -115,6 +116,34 @@ class TestDoctor:
         assert code == 0
         assert "checkpoint held" in out
         assert (deployment / "head").read_text() != first
+
+    def test_a_fifo_as_the_checkpoint_is_refused_without_blocking(self, deployment: Path) -> None:
+        """A checkpoint that is not a regular file is a usage error (exit 2) naming it, not a
+        read that waits for a writer forever; the FIFO is left as it was."""
+        fifo = make_fifo(deployment / "head")
+        code, out, _ = call_guarded(lambda: doctor(deployment), fifo)
+        assert code == 2
+        reason = "cannot read: a FIFO, not a regular file: only regular files are read"
+        assert out.startswith(f"FAIL: checkpoint {fifo}: {reason}; ok: policy ")
+        assert fifo.is_fifo()
+
+    def test_a_fifo_audit_log_without_a_reader_fails_without_blocking(
+        self, deployment: Path
+    ) -> None:
+        """A FIFO as the audit log is a stream sink: with nobody reading it no record can go
+        out (exit 2), said at once instead of waiting for a reader."""
+        fifo = make_fifo(deployment / "audit.fifo")
+        argv = ("doctor", "--policy", str(deployment / "prod.yaml"), "--audit-log", str(fifo))
+        code, out, _ = call_guarded(lambda: cli(*argv), fifo)
+        assert code == 2
+        assert out.startswith(f"FAIL: audit {fifo}: not writable: a FIFO with no reader; ok: ")
+
+    def test_a_character_device_audit_log_has_nothing_to_verify(self, deployment: Path) -> None:
+        """/dev/null as the audit log is writable; its chain is not kept, so none is read."""
+        argv = ("doctor", "--policy", str(deployment / "prod.yaml"), "--audit-log", "/dev/null")
+        code, out, _ = call_guarded(lambda: cli(*argv))
+        assert code == 0
+        assert "; audit /dev/null writable (a character device: its chain is not kept, " in out
 
     def test_unwritable_audit_log_fails(self, deployment: Path) -> None:
         """An audit log whose folder does not exist cannot be written: exit 2."""

@@ -34,7 +34,7 @@ from prunewarden.limits import (
     MAX_YAML_DEPTH,
     SCHEMA_LIMITS,
 )
-from prunewarden.rules import _compiler as cel
+from prunewarden.rules import _compiler
 
 ROOT = Path(__file__).resolve().parent.parent
 SIZE_KEYWORDS = ("maxItems", "maxLength", "maxProperties")
@@ -79,7 +79,7 @@ class TestOnePlace:
 
     def test_cel_states_the_expression_limit(self) -> None:
         """The rule compiler enforces the expression size limit this module names."""
-        assert cel.MAX_EXPRESSION_CHARS == MAX_EXPRESSION_CHARS
+        assert _compiler.MAX_EXPRESSION_CHARS == MAX_EXPRESSION_CHARS
 
     def test_every_limit_is_documented(self) -> None:
         """docs/limits.md names every limit of prunewarden.limits."""

@@ -3,7 +3,9 @@
 Three guards keep an agent that scores and evicts its own context from failing silently:
 ``collapse`` (the score spread collapsed and a pinned canary inverted), ``eviction`` (a
 self-scored number must not delete what the scorer cannot re-derive) and ``staleness`` (a score
-bound to text a rewrite changed is stale). Their thresholds live in versioned YAML policies.
+bound to text a rewrite changed is stale); a fourth, ``transition``, judges any edit of the
+window from the window before and after it, whoever made it. Their thresholds live in versioned
+YAML policies.
 
 Silent until the caller chooses a sink: decisions go to an ``AuditLog``, a structlog logger or an
 ``on_decision`` hook passed to the engine; diagnostics go to ``logging.getLogger("prunewarden")``,
@@ -27,9 +29,12 @@ from prunewarden.errors import (
     PrunewardenError,
     RefusedError,
     RelevanceCollapseError,
+    SessionIntegrityError,
     SessionStateError,
+    SessionStoreError,
     StaleScoreError,
     SuiteError,
+    UnsafeTransitionError,
     UntrustedEvictionError,
 )
 from prunewarden.planner import Plan
@@ -59,12 +64,15 @@ __all__ = [
     "ReloadStatus",
     "ReloadingEngine",
     "Session",
+    "SessionIntegrityError",
     "SessionStateError",
     "SessionStore",
+    "SessionStoreError",
     "ShadowResult",
     "SqliteSessionStore",
     "StaleScoreError",
     "SuiteError",
+    "UnsafeTransitionError",
     "UntrustedEvictionError",
     "__version__",
     "load_builtin_policy",

@@ -36,7 +36,7 @@ def open_regular(path: str | os.PathLike[str]) -> io.BufferedReader:
     flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
     descriptor = os.open(path, flags)
     try:
-        _refuse_unless_regular(os.fstat(descriptor).st_mode)
+        refuse_unless_regular(os.fstat(descriptor).st_mode)
         os.set_blocking(descriptor, True)  # a regular file never blocks anyway
         return os.fdopen(descriptor, "rb")
     except BaseException:
@@ -44,7 +44,9 @@ def open_regular(path: str | os.PathLike[str]) -> io.BufferedReader:
         raise
 
 
-def _refuse_unless_regular(mode: int) -> None:
+def refuse_unless_regular(mode: int) -> None:
+    """:class:`OSError` (``EINVAL``) naming the kind of file, unless ``mode`` is a regular
+    file's."""
     if not stat.S_ISREG(mode):
         kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
         msg = f"{kind}, not a regular file: only regular files are read"

@@ -13,11 +13,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import cache
-from typing import Any
-
-from jsonschema import Draft202012Validator, validators
-from jsonschema.exceptions import ValidationError
-from referencing import Registry, Resource
+from typing import TYPE_CHECKING, Any
 
 try:
     import jsonschema_rs
@@ -29,13 +25,10 @@ from prunewarden._source import Parsed
 from prunewarden.errors import Problem, describe_value
 from prunewarden.limits import MAX_PROBLEMS
 
-# A tuple is a JSON array, as json.dumps and jsonschema-rs read it: both validators agree on it.
-_Validator = validators.extend(  # type: ignore[no-untyped-call]
-    Draft202012Validator,
-    type_checker=Draft202012Validator.TYPE_CHECKER.redefine(
-        "array", lambda _checker, instance: isinstance(instance, list | tuple)
-    ),
-)
+if TYPE_CHECKING:
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import ValidationError
+    from referencing import Registry
 
 # Which validator gives the compiled yes or no: "jsonschema-rs", or "jsonschema" without it.
 COMPILED_BACKEND = "jsonschema" if jsonschema_rs is None else "jsonschema-rs"
@@ -48,8 +41,7 @@ def validator(
 ) -> Draft202012Validator:
     """A validator that reports every problem, for a bundled schema (its latest version, or
     ``version``), or for one of its ``$defs`` when ``definition`` names it."""
-    validator_class: type[Draft202012Validator] = _Validator
-    return validator_class(schema_of(name, definition, version), registry=_bundled())
+    return _validator_class()(schema_of(name, definition, version), registry=_bundled())
 
 
 @cache
@@ -71,8 +63,7 @@ def compile_schema(schema: Mapping[str, Any], backend: str | None = None) -> IsV
     ``backend`` defaults to :data:`COMPILED_BACKEND`; a value the compiled validator cannot
     read (a Python type JSON has no name for) is not valid."""
     if (backend or COMPILED_BACKEND) == "jsonschema" or jsonschema_rs is None:
-        validator_class: type[Draft202012Validator] = _Validator
-        return validator_class(schema).is_valid
+        return _validator_class()(schema).is_valid
     compiled = jsonschema_rs.Draft202012Validator(dict(schema))
 
     def is_valid(instance: Any) -> bool:
@@ -85,9 +76,33 @@ def compile_schema(schema: Mapping[str, Any], backend: str | None = None) -> IsV
 
 
 @cache
+def _validator_class() -> type[Draft202012Validator]:
+    """Draft 2020-12 where a tuple is a JSON array, as json.dumps and jsonschema-rs read it: both
+    validators agree on it.
+
+    python-jsonschema (with referencing, attrs, rpds) is imported here, when a document is first
+    walked for its problems or a schema compiled without jsonschema-rs, rather than with this
+    module: it takes a large share of ``import prunewarden`` and most programs never need it
+    (docs/architecture.md, "Import cost"). Not to dodge a cycle: nothing of prunewarden is below.
+    """
+    from jsonschema import Draft202012Validator, validators  # noqa: PLC0415 - see the docstring
+
+    extended: type[Draft202012Validator] = validators.extend(  # type: ignore[no-untyped-call]
+        Draft202012Validator,
+        type_checker=Draft202012Validator.TYPE_CHECKER.redefine(
+            "array", lambda _checker, instance: isinstance(instance, list | tuple)
+        ),
+    )
+    return extended
+
+
+@cache
 def _bundled() -> Registry:
     """Every bundled schema under its ``$id``, so one may ``$ref`` another's definitions (a trace
     line's segments and spans are the input document's)."""
+    # Imported on first use, with python-jsonschema (see _validator_class).
+    from referencing import Registry, Resource  # noqa: PLC0415 - see _validator_class
+
     schemas = [
         resources.schema(path.name.split(".")[0], int(path.name.split(".")[1][1:]))
         for path in resources.schema_files()

@@ -26,6 +26,7 @@ import yaml
 from prunewarden._json import JsonPath
 from prunewarden.errors import Problem, describe_value
 from prunewarden.limits import (
+    INTEGER_CEILING,
     MAX_INPUT_CHARS,
     MAX_INTEGER_DIGITS,
     MAX_POLICY_BYTES,
@@ -162,10 +163,11 @@ class _Builder:
             return self._mapping(node, path)
         if isinstance(node, yaml.SequenceNode):
             return [self.build(item, (*path, i)) for i, item in enumerate(node.value)]
-        if _long_integer(node):
-            self._add(path, LONG_INTEGER_MESSAGE)
+        unreadable = _unreadable_integer(node, self.loader)
+        if unreadable is not None:
+            self._add(path, unreadable)
             return None
-        value = self.loader.construct_object(node)
+        value = self._construct(node, path)
         if isinstance(value, str) and _lone_surrogate(value):
             value = _paired(value)
             if value is None:
@@ -183,8 +185,11 @@ class _Builder:
                 self._add(path, "YAML merge keys ('<<') are not supported; write the values out")
                 continue
             key_at = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
-            unreadable = LONG_INTEGER_MESSAGE if _long_integer(key_node) else None
-            key = None if unreadable else self.loader.construct_object(key_node)
+            unreadable = _unreadable_integer(key_node, self.loader)
+            known = len(self.problems)
+            key = None if unreadable else self._construct(key_node, path)
+            if len(self.problems) > known:  # a tag that cannot read the key: said once
+                continue
             if isinstance(key, str) and _lone_surrogate(key):
                 key = _paired(key)
                 unreadable = None if key is not None else f"a mapping key {SURROGATE_MESSAGE}"
@@ -219,22 +224,77 @@ class _Builder:
             result[key] = self.build(value_node, child)
         return result
 
+    def _construct(self, node: yaml.Node, path: JsonPath) -> Any:
+        """A scalar's value, or None with a located problem when its tag cannot read it.
+
+        An explicit tag asks PyYAML's constructor to read any text: ``!!int abc``,
+        ``!!float 1:59:59:...`` (base 60, past a float's range), ``!!bool maybe``,
+        ``!!timestamp 2020-13-45`` raised from the constructor and exited 70; ``!!map abc``
+        read as an empty mapping.
+        """
+        tag = _short_tag(node.tag)
+        try:
+            value = self.loader.construct_object(node)
+        except (ValueError, OverflowError, KeyError, TypeError):
+            self._add_at(node, path, f"{describe_value(node.value)} is not a valid {tag}")
+            return None
+        if isinstance(value, dict | list | set):
+            self._add_at(node, path, f"{describe_value(node.value)} is not a valid {tag}")
+            return None
+        return value
+
+    def _add_at(self, node: yaml.Node, path: JsonPath, message: str) -> None:
+        at = (node.start_mark.line + 1, node.start_mark.column + 1)
+        self.problems.append(Problem(self.parsed.filename, *at, json_path(path), message))
+
     def _add(self, path: JsonPath, message: str) -> None:
         self.problems.append(self.parsed.problem(path, message))
+
+
+def _short_tag(tag: str) -> str:
+    """``tag:yaml.org,2002:int`` as a YAML file spells it: ``!!int``."""
+    prefix = "tag:yaml.org,2002:"
+    return "!!" + tag[len(prefix) :] if tag.startswith(prefix) else tag
 
 
 class _TooLargeError(Exception):
     pass
 
 
-def _long_integer(node: yaml.Node) -> bool:
-    """An integer scalar too long for Python to read (it would raise deep in the constructor)."""
-    return (
-        node.tag == "tag:yaml.org,2002:int"
-        and isinstance(node.value, str)
-        and len(node.value) > MAX_INTEGER_DIGITS
-        and sum(character.isdigit() for character in node.value) > MAX_INTEGER_DIGITS
-    )
+def _unreadable_integer(node: yaml.Node, loader: yaml.SafeLoader) -> str | None:
+    """Why an integer scalar cannot be carried, or None: more than MAX_INTEGER_DIGITS decimal
+    digits, however it is spelled.
+
+    Decimal digits are counted before the constructor runs (``int()`` of such a text raises
+    deep inside it). YAML 1.1 also spells integers in hex, octal, binary and base 60, which
+    ``int()`` reads at any length: ``0x`` and 5,000 hex digits loaded, then every message that
+    printed the value exited 70. Those are read when their text is short enough to read
+    quickly (a 4300-digit number takes at most 14,300 binary digits) and refused by value.
+    """
+    if node.tag != "tag:yaml.org,2002:int" or not isinstance(node.value, str):
+        return None
+    text = node.value
+    if len(text) <= _SHORT_INTEGER_TEXT:
+        return None
+    if _DECIMAL_INTEGER.fullmatch(text):
+        digits = sum(character.isdigit() for character in text)
+        return LONG_INTEGER_MESSAGE if digits > MAX_INTEGER_DIGITS else None
+    spelled = f"{LONG_INTEGER_MESSAGE}: {describe_value(text)}"
+    if len(text) > _LONGEST_INTEGER_TEXT:
+        return spelled
+    try:
+        value = loader.construct_object(node)
+    except ValueError:
+        return spelled
+    return spelled if abs(value) >= INTEGER_CEILING else None
+
+
+# An integer text this short holds fewer than MAX_INTEGER_DIGITS decimal digits in any base
+# YAML 1.1 spells (16**3000 < 10**3613); a longer one in any base but 10 is read to be checked,
+# up to the length binary needs for MAX_INTEGER_DIGITS digits (log2(10) = 3.33 bits a digit).
+_SHORT_INTEGER_TEXT = 3000
+_LONGEST_INTEGER_TEXT = 4 * MAX_INTEGER_DIGITS
+_DECIMAL_INTEGER = re.compile(r"[-+]?(?:0|[1-9][0-9_]*)")
 
 
 def _lone_surrogate(text: str) -> bool:

@@ -24,7 +24,8 @@ from prunewarden.session import Session, SessionStore
 
 class AsyncEngine:
     """Awaitable :class:`~prunewarden.Engine` (or :class:`~prunewarden.ReloadingEngine`) calls;
-    each method takes the arguments of the method of the same name."""
+    each method takes the arguments of the engine's method of the same name, spelled out so
+    that a type checker checks its callers."""
 
     def __init__(self, engine: Engine | ReloadingEngine) -> None:
         self.engine = engine
@@ -35,27 +36,132 @@ class AsyncEngine:
         or await :func:`asyncio.to_thread` on it)."""
         return cls(Engine.default(**kwargs))
 
-    async def evaluate(self, document: Mapping[str, Any], **options: Any) -> Decision:
-        return await asyncio.to_thread(functools.partial(self.engine.evaluate, document, **options))
+    async def evaluate(
+        self,
+        document: Mapping[str, Any],
+        *,
+        filename: str = "<input>",
+        text: str | None = None,
+        session_id: str | None = None,
+        labels: Mapping[str, str] | None = None,
+    ) -> Decision:
+        call = functools.partial(
+            self.engine.evaluate,
+            document,
+            filename=filename,
+            text=text,
+            session_id=session_id,
+            labels=labels,
+        )
+        return await asyncio.to_thread(call)
 
-    async def enforce(self, document: Mapping[str, Any], **options: Any) -> Decision:
+    async def enforce(
+        self,
+        document: Mapping[str, Any],
+        *,
+        session_id: str | None = None,
+        labels: Mapping[str, str] | None = None,
+    ) -> Decision:
         """Raises as :meth:`Engine.enforce` does when an enforced guard refuses."""
-        return await asyncio.to_thread(functools.partial(self.engine.enforce, document, **options))
+        call = functools.partial(
+            self.engine.enforce, document, session_id=session_id, labels=labels
+        )
+        return await asyncio.to_thread(call)
 
-    async def detect_collapse(self, *args: Any, **kwargs: Any) -> Decision:
-        return await asyncio.to_thread(self.engine.detect_collapse, *args, **kwargs)
+    async def detect_collapse(
+        self,
+        history: Iterable[Mapping[str, Any]],
+        baseline: Mapping[str, float] | None = None,
+        *,
+        session_id: str | None = None,
+        labels: Mapping[str, str] | None = None,
+    ) -> Decision:
+        call = functools.partial(
+            self.engine.detect_collapse, history, baseline, session_id=session_id, labels=labels
+        )
+        return await asyncio.to_thread(call)
 
-    async def authorize_eviction(self, *args: Any, **kwargs: Any) -> Decision:
-        return await asyncio.to_thread(self.engine.authorize_eviction, *args, **kwargs)
+    async def authorize_eviction(  # noqa: PLR0913 - mirrors Engine.authorize_eviction
+        self,
+        segment: Mapping[str, Any],
+        score: float,
+        perturbed_score: float | None = None,
+        eviction_candidates: Iterable[str] = (),
+        *,
+        session_id: str | None = None,
+        labels: Mapping[str, str] | None = None,
+    ) -> Decision:
+        call = functools.partial(
+            self.engine.authorize_eviction,
+            segment,
+            score,
+            perturbed_score,
+            eviction_candidates,
+            session_id=session_id,
+            labels=labels,
+        )
+        return await asyncio.to_thread(call)
 
-    async def authorize_evictions(self, *args: Any, **kwargs: Any) -> tuple[Decision, ...]:
-        return await asyncio.to_thread(self.engine.authorize_evictions, *args, **kwargs)
+    async def authorize_evictions(
+        self,
+        evictions: Iterable[Mapping[str, Any]],
+        eviction_candidates: Iterable[str] | None = None,
+        *,
+        session_id: str | None = None,
+        labels: Mapping[str, str] | None = None,
+    ) -> tuple[Decision, ...]:
+        call = functools.partial(
+            self.engine.authorize_evictions,
+            evictions,
+            eviction_candidates,
+            session_id=session_id,
+            labels=labels,
+        )
+        return await asyncio.to_thread(call)
 
-    async def prune(self, *args: Any, **kwargs: Any) -> Decision:
-        return await asyncio.to_thread(self.engine.prune, *args, **kwargs)
+    async def prune(  # noqa: PLR0913 - mirrors Engine.prune
+        self,
+        spans: Iterable[Mapping[str, Any]],
+        keep_top_k: int,
+        *,
+        turn: Mapping[str, int] | None = None,
+        turns: Iterable[Mapping[str, Any]] | None = None,
+        tombstones: Iterable[str] = (),
+        recompute_budget: int | None = None,
+        session_id: str | None = None,
+        labels: Mapping[str, str] | None = None,
+    ) -> Decision:
+        call = functools.partial(
+            self.engine.prune,
+            spans,
+            keep_top_k,
+            turn=turn,
+            turns=turns,
+            tombstones=tombstones,
+            recompute_budget=recompute_budget,
+            session_id=session_id,
+            labels=labels,
+        )
+        return await asyncio.to_thread(call)
 
-    async def plan(self, document: Mapping[str, Any], **options: Any) -> Plan:
-        return await asyncio.to_thread(functools.partial(self.engine.plan, document, **options))
+    async def plan(
+        self,
+        document: Mapping[str, Any],
+        *,
+        filename: str = "<input>",
+        text: str | None = None,
+        session_id: str | None = None,
+        labels: Mapping[str, str] | None = None,
+    ) -> Plan:
+        call = functools.partial(
+            self.engine.plan,
+            document,
+            filename=filename,
+            text=text,
+            session_id=session_id,
+            labels=labels,
+        )
+        return await asyncio.to_thread(call)
 
     async def session(
         self,
@@ -100,14 +206,61 @@ class AsyncSession:
     ) -> None:
         await asyncio.to_thread(self.session.observe_turn, mean_relevance, tokens, turn=turn)
 
-    async def authorize(self, *args: Any, **kwargs: Any) -> Decision:
-        return await asyncio.to_thread(self.session.authorize, *args, **kwargs)
+    async def authorize(
+        self,
+        segment: Mapping[str, Any],
+        score: float,
+        perturbed_score: float | None = None,
+        eviction_candidates: Iterable[str] = (),
+    ) -> Decision:
+        call = functools.partial(
+            self.session.authorize, segment, score, perturbed_score, eviction_candidates
+        )
+        return await asyncio.to_thread(call)
 
-    async def prune(self, *args: Any, **kwargs: Any) -> Decision:
-        return await asyncio.to_thread(self.session.prune, *args, **kwargs)
+    async def prune(
+        self,
+        spans: Iterable[Mapping[str, Any]],
+        keep_top_k: int,
+        *,
+        turn: Mapping[str, int] | None = None,
+        tombstones: Iterable[str] = (),
+        recompute_budget: int | None = None,
+    ) -> Decision:
+        call = functools.partial(
+            self.session.prune,
+            spans,
+            keep_top_k,
+            turn=turn,
+            tombstones=tombstones,
+            recompute_budget=recompute_budget,
+        )
+        return await asyncio.to_thread(call)
 
-    async def plan(self, *args: Any, **kwargs: Any) -> Plan:
-        return await asyncio.to_thread(self.session.plan, *args, **kwargs)
+    async def plan(  # noqa: PLR0913 - mirrors Session.plan
+        self,
+        segments: Iterable[Mapping[str, Any]],
+        *,
+        free_tokens: int | None = None,
+        keep_top_k: int | None = None,
+        turn: Mapping[str, int] | None = None,
+        tombstones: Iterable[str] = (),
+        recompute_budget: int | None = None,
+    ) -> Plan:
+        call = functools.partial(
+            self.session.plan,
+            segments,
+            free_tokens=free_tokens,
+            keep_top_k=keep_top_k,
+            turn=turn,
+            tombstones=tombstones,
+            recompute_budget=recompute_budget,
+        )
+        return await asyncio.to_thread(call)
+
+    async def verify(self, *args: Any, **kwargs: Any) -> Decision:
+        """:meth:`Session.verify`: an edit of the window, judged from before and after."""
+        return await asyncio.to_thread(self.session.verify, *args, **kwargs)
 
     async def evaluate(self, document: Mapping[str, Any]) -> Decision:
         return await asyncio.to_thread(self.session.evaluate, document)
@@ -118,3 +271,6 @@ class AsyncSession:
 
     async def save(self) -> None:
         await asyncio.to_thread(self.session.save)
+
+
+__all__ = ["AsyncEngine", "AsyncSession"]

@@ -10,7 +10,9 @@ Answers are the server's JSON documents (``decision.v1`` dicts, plans, states). 
 raises :class:`~prunewarden.InputError` with the server's located problems, as the engine would;
 an answer the server could not log raises :class:`~prunewarden.AuditError`; any other problem
 document raises :class:`ServerError`. :class:`AsyncClient` has the same methods, awaited.
-Needs ``httpx`` (the ``client`` extra).
+The ids of the decisions an answer carries are read from its body (:func:`decision_ids`): the
+``Prunewarden-Decision-Ids`` header lists at most 64 of them. Needs ``httpx`` (the ``client``
+extra).
 """
 
 from __future__ import annotations
@@ -22,7 +24,12 @@ from urllib.parse import quote
 import httpx
 
 from prunewarden.errors import AuditError, InputError, Problem, PrunewardenError
-from prunewarden.inputs import eviction_document, plan_document, staleness_document
+from prunewarden.inputs import (
+    eviction_document,
+    plan_document,
+    staleness_document,
+    transition_document,
+)
 
 UNIX_PREFIX = "unix:"
 DEFAULT_TIMEOUT = 30.0
@@ -39,6 +46,14 @@ class ServerError(PrunewardenError):
         self.status = status
         self.problem = dict(problem)
         super().__init__(f"HTTP {status}: {problem.get('detail') or problem.get('title', '')}")
+
+
+def decision_ids(answer: Mapping[str, Any]) -> list[str]:
+    """The ids of the decisions an answer carries, from its body: a decision's own id, or every
+    decision of a plan in order (an answer without decisions: none)."""
+    if "decision_id" in answer:
+        return [str(answer["decision_id"])]
+    return [str(decision["decision_id"]) for decision in answer.get("decisions", ())]
 
 
 def _raise_for_problem(response: httpx.Response) -> None:
@@ -156,6 +171,27 @@ class _SessionCalls(Generic[_R]):
         )
         return self._send("POST", f"{self._path}/prunes", body)
 
+    def verify(  # noqa: PLR0913 - mirrors Session.verify
+        self,
+        before: Iterable[Mapping[str, Any]],
+        after: Iterable[Mapping[str, Any]],
+        *,
+        tombstones: Iterable[str] = (),
+        applied_by: str | None = None,
+        reported: Mapping[str, int] | None = None,
+        canaries: Iterable[str] = (),
+    ) -> _R:
+        """The transition guard on an edit of the window, with the session's halt and pins."""
+        body = transition_document(
+            before,
+            after,
+            tombstones=tombstones,
+            applied_by=applied_by,
+            reported=reported,
+            canaries=canaries,
+        )
+        return self._send("POST", f"{self._path}/transitions", body)
+
     def plan(  # noqa: PLR0913 - mirrors Session.plan
         self,
         segments: Iterable[Mapping[str, Any]],
@@ -261,3 +297,13 @@ class AsyncClientSession(_SessionCalls[Awaitable[Any]]):
 
 def _params(params: Mapping[str, Any]) -> dict[str, Any]:
     return {name: value for name, value in params.items() if value is not None}
+
+
+__all__ = [
+    "UNIX_PREFIX",
+    "AsyncClient",
+    "AsyncClientSession",
+    "Client",
+    "ClientSession",
+    "ServerError",
+]

@@ -8,6 +8,7 @@ policy that made it. A shadow policy's verdict on the same request travels besid
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, NamedTuple
@@ -139,6 +140,25 @@ class Decision:
     def codes(self) -> tuple[str, ...]:
         return tuple(reason.code for reason in self.reasons)
 
+    @property
+    def restore(self) -> tuple[str, ...]:
+        """A transition's ``restore`` ids: the segments of ``before`` to put back."""
+        return next((a.ids or () for a in self.actions if a.action == "restore"), ())
+
+    @property
+    def rescore(self) -> tuple[str, ...]:
+        """A transition's ``rescore`` ids: the scores to recompute."""
+        return next((a.ids or () for a in self.actions if a.action == "rescore"), ())
+
+    def repair(
+        self, before: Sequence[Mapping[str, Any]], after: Sequence[Mapping[str, Any]]
+    ) -> list[dict[str, Any]]:
+        """``after`` with this decision's ``restore`` segments of ``before`` put back: each
+        right after the nearest segment that precedes it in ``before`` and is in the window
+        (at the start when none is), so the window keeps ``before``'s order. Copies; the
+        arguments are not changed. Without a restore action, a copy of ``after``."""
+        return repair_window(before, after, self.restore)
+
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "decision_id": self.decision_id,
@@ -193,6 +213,31 @@ class ShadowResult:
         codes = ", ".join(reason.code for reason in self.reasons)
         verdict = "agrees" if self.agrees_with(decision) else "differs"
         return f"{name}: {str(self.outcome).upper()} ({binding}) {codes}; {verdict}"
+
+
+def repair_window(
+    before: Sequence[Mapping[str, Any]],
+    after: Sequence[Mapping[str, Any]],
+    restore: Iterable[str],
+) -> list[dict[str, Any]]:
+    """``after`` with the segments of ``before`` named by ``restore`` put back in ``before``'s
+    order (see :meth:`Decision.repair`); segments are matched by their ``id``. Linear: each
+    restored segment is queued behind its anchor, then the window is walked once."""
+    wanted = set(restore)
+    present = {segment["id"] for segment in after}
+    queued: dict[str | None, list[dict[str, Any]]] = {}
+    anchor: str | None = None  # the last segment of before still in the window
+    for segment in before:
+        own = segment["id"]
+        if own in present:
+            anchor = own
+        elif own in wanted:
+            queued.setdefault(anchor, []).append(dict(segment))
+    window = list(queued.get(None, ()))
+    for segment in after:
+        window.append(dict(segment))
+        window += queued.get(segment["id"], ())
+    return window
 
 
 def disabled_reason(check: str) -> Reason:

@@ -78,6 +78,29 @@ class SessionStateError(InputError):
     this policy: malformed, or kept under windows the policy cannot use."""
 
 
+class SessionIntegrityError(SessionStateError):
+    """A stored session state that fails its integrity check (its seal does not match: it was
+    altered, or written without the key), or cannot be read at all. The session refuses until
+    an operator deletes the state; nothing writes over it."""
+
+
+class SessionStoreError(PrunewardenError):
+    """A session's change could not be saved to its store, so it is not made: the session is as
+    before the call, except that a halt the call decided still holds (in memory, and for the
+    engine's stateless calls), and pruning is refused until a save succeeds. Retry the call.
+
+    ``error`` names the failure without addresses; ``decision_ids`` are the decisions the call
+    made and logged (a retry makes them again)."""
+
+    exit_code = ExitCode.USAGE
+
+    def __init__(self, session_id: str, error: str, decision_ids: Iterable[str] = ()) -> None:
+        self.session_id = session_id
+        self.error = error
+        self.decision_ids = tuple(decision_ids)
+        super().__init__(f"session {session_id!r}: the change was not saved ({error})")
+
+
 class SuiteError(ProblemsError):
     """A policy test suite is malformed, fails its schema, or names an invalid policy or input."""
 
@@ -112,11 +135,16 @@ class StaleScoreError(RefusedError):
     """A score was about to be applied to text it was not computed against."""
 
 
+class UnsafeTransitionError(RefusedError):
+    """An edit of the window, made by any code, removed or changed what the policy protects."""
+
+
 # What Engine.enforce and Session.enforce raise for a binding refusal, by check.
 REFUSALS: dict[str, type[RefusedError]] = {
     "collapse": RelevanceCollapseError,
     "eviction": UntrustedEvictionError,
     "staleness": StaleScoreError,
+    "transition": UnsafeTransitionError,
 }
 
 

@@ -13,15 +13,21 @@ this one was removed; ``prunewarden audit verify --expect "$(cat FILE)"`` reads 
 
 from __future__ import annotations
 
+import errno
 import importlib.util
 import os
+import stat
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from prunewarden._files import read_regular
 from prunewarden.audit import rotated_files, verify_files
 from prunewarden.errors import ExitCode, PolicyError
 from prunewarden.policy import BUILTIN, LOCK_FILENAME, Policy, load_policy
+
+# A checkpoint holds one head hash and a newline; anything longer is not one.
+_CHECKPOINT_BYTES = 4096
 
 # Each extra, and the module that tells it is installed (found, not imported: nothing runs).
 EXTRAS = {
@@ -84,7 +90,7 @@ def diagnose(  # noqa: PLR0913 - each a part of a deployment
     if shadow is not None:
         diagnosis.findings.append(_check_policy("shadow", shadow))
     if audit_log is not None:
-        diagnosis.findings += _check_audit(audit_log, key, checkpoint)
+        diagnosis.findings += _check_sink(audit_log, key, checkpoint)
     diagnosis.findings.append(_check_extras(extras))
     return diagnosis
 
@@ -109,6 +115,13 @@ def _lock_state(path: str) -> str:
         return "bundled"
     lock = Path(path).parent / LOCK_FILENAME
     return f"locked by {lock}" if lock.is_file() else f"no {LOCK_FILENAME}"
+
+
+def _check_sink(path: str, key: bytes | None, checkpoint: str | None) -> list[Finding]:
+    stream = _stream_kind(path)
+    if stream is not None:
+        return [_check_stream(path, stream)]
+    return _check_audit(path, key, checkpoint)
 
 
 def _check_audit(path: str, key: bytes | None, checkpoint: str | None) -> list[Finding]:
@@ -137,6 +150,34 @@ def _check_audit(path: str, key: bytes | None, checkpoint: str | None) -> list[F
     return found
 
 
+def _stream_kind(path: str) -> str | None:
+    """Which stream sink the log is (a FIFO, a character device), or None for a file."""
+    try:
+        mode = Path(path).stat().st_mode
+    except OSError:
+        return None
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    return "a character device" if stat.S_ISCHR(mode) else None
+
+
+def _check_stream(path: str, kind: str) -> Finding:
+    """A stream sink keeps its chain in memory: there is nothing to verify, only whether a
+    record can go out now. Opened without blocking, as the writer opens it: opening a FIFO
+    for writing otherwise waits for a reader, and doctor waited forever."""
+    flags = os.O_WRONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0)
+    try:
+        os.close(os.open(path, flags))
+    except OSError as exc:
+        reason = "no reader" if exc.errno == errno.ENXIO else exc.strerror
+        return Finding(
+            "audit", False, f"{path}: not writable: {kind} with {reason}", ExitCode.USAGE
+        )
+    return Finding(
+        "audit", True, f"{path} writable ({kind}: its chain is not kept, nothing to verify)"
+    )
+
+
 def _writable(path: str) -> str | None:
     """Why records cannot be appended to ``path``, or None. Opening for append writes
     nothing; a log not created yet needs a writable folder."""
@@ -160,7 +201,8 @@ def _read_checkpoint(checkpoint: str | None) -> str | Finding | None:
     if checkpoint is None:
         return None
     try:
-        text = Path(checkpoint).read_text(encoding="ascii").strip()
+        # A regular file only, and small: a FIFO named as the checkpoint hung doctor forever.
+        text = read_regular(checkpoint, _CHECKPOINT_BYTES).decode("ascii").strip()
     except FileNotFoundError:
         return None  # the first run starts the checkpoint
     except (OSError, UnicodeDecodeError) as exc:
@@ -197,3 +239,6 @@ def _found(module: str) -> bool:
         return importlib.util.find_spec(module) is not None
     except (ImportError, ValueError):  # a parent package missing, or a module without a spec
         return False
+
+
+__all__ = ["EXTRAS", "Diagnosis", "Finding", "diagnose"]

@@ -61,6 +61,11 @@ MAX_MATCH_STEPS: Final = 16 * 1024 * 1024
 MAX_MATCH_PATTERN_CHARS: Final = 8192
 #: Memory RE2 may use for one compiled pattern (its program and its DFA cache).
 MAX_MATCH_MEMORY_BYTES: Final = 1024 * 1024
+#: Characters of a text ``duration()`` or ``timestamp()`` parses, or a time zone a
+#: timestamp's ``getHours()`` (and the other accessors) look up. Parsing runs in one call no
+#: check can interrupt, and took 0.5 s per megabyte of duration text: a text priced over the limit
+#: is refused before it is parsed. The longest RFC 3339 timestamp is 35 characters.
+MAX_TIME_TEXT_CHARS: Final = 256
 
 # --- Input documents -----------------------------------------------------------------------------
 
@@ -105,6 +110,16 @@ MAX_TRACE_LINE_BYTES: Final = 8 * 1024 * 1024
 MAX_TRACE_FILES: Final = 1_000_000
 #: Characters of an event's or a header's ``note``.
 MAX_NOTE_CHARS: Final = 1000
+#: Bytes one compressed trace (``.gz``, ``.zst``) may decompress to; reading stops there, with a
+#: problem at the line reached. A 16 KB ``.zst`` of one endless line decompressed for 135 s.
+MAX_DECOMPRESSED_BYTES: Final = 16 * 1024**3
+#: Decompressed bytes per compressed byte a trace may reach once it has decompressed to
+#: :data:`DECOMPRESSION_RATIO_GRACE_BYTES`: JSON Lines compress 5 to 50 times, a bomb a thousand
+#: (gzip) to tens of thousands (zstd) of times.
+MAX_DECOMPRESSION_RATIO: Final = 500
+#: Decompressed bytes read before the ratio is held (the first lines of a trace may compress far
+#: better than the rest, and a small trace cannot be a bomb).
+DECOMPRESSION_RATIO_GRACE_BYTES: Final = 64 * 1024 * 1024
 
 # --- The server (prunewarden serve) -------------------------------------------------------------
 
@@ -116,6 +131,25 @@ MAX_REQUEST_BYTES: Final = MAX_INPUT_CHARS
 REQUEST_SECONDS: Final = 30.0
 #: Seconds a session may stay idle before the server forgets it (its state and its halt).
 SESSION_IDLE_SECONDS: Final = 24 * 3600.0
+#: Sessions the server keeps in memory between calls; past it the least recently used one that
+#: is idle and saved goes back to the store (a later call reopens it from there).
+MAX_LIVE_SESSIONS: Final = 1000
+#: Connections open at once; one more is answered HTTP 503 and closed before it is read.
+MAX_CONNECTIONS: Final = 1000
+#: Seconds a client may take to send a request's headers (from connecting, or from the first
+#: byte of its next request); past it the connection is dropped.
+HEADER_SECONDS: Final = 10.0
+#: Seconds a client may take to send a request's body once its headers are in, and may leave an
+#: answer unread; past it the connection is closed (HTTP 408 when nothing was answered yet).
+BODY_SECONDS: Final = 60.0
+#: Seconds a keep-alive connection may stay idle between two requests.
+KEEP_ALIVE_SECONDS: Final = 5.0
+#: Decision ids an answer lists in its ``Prunewarden-Decision-Ids`` header; an answer carrying
+#: more (a pass over many segments) lists them in its body only, its header giving their count.
+MAX_HEADER_DECISION_IDS: Final = 64
+#: Request bodies being read at once hold at most this many times MAX_REQUEST_BYTES (the
+#: request-size limit in force); a body that would pass it is refused (HTTP 503, retry).
+PENDING_BODY_REQUESTS: Final = 4
 
 # --- Reports -------------------------------------------------------------------------------------
 
@@ -131,8 +165,12 @@ MIN_KEY_BYTES: Final = 32
 #: Seconds one write to a FIFO or character device may wait for a full pipe to drain before the
 #: record is refused (``audit_unavailable``).
 STREAM_WRITE_SECONDS: Final = 1.0
-#: Bytes of one audit-log line that are parsed; a longer line is hashed and counted as torn.
+#: Bytes of one audit-log line a writer parses; a longer line is read in chunks, and is a record
+#: when its body hashes to the seal it ends with (else it is counted as torn).
 MAX_PARSED_LINE: Final = 16 * 1024 * 1024
+#: The longest line ``audit sql`` reads: longer than any record a writer makes (a pass over
+#: MAX_SEGMENTS segments, or a decision logging a MAX_INPUT_CHARS input, escaped).
+MAX_SQL_LINE_BYTES: Final = 512 * 1024 * 1024
 
 
 #: Where the schemas state a limit: (schema, JSON pointer to the keyword) -> value.
@@ -152,10 +190,25 @@ SCHEMA_LIMITS: Final[dict[tuple[str, str], int]] = {
     ("input", "/$defs/plan/properties/segments/maxItems"): MAX_SEGMENTS,
     ("input", "/$defs/plan/properties/history/maxItems"): MAX_SNAPSHOTS,
     ("input", "/$defs/plan/properties/turns/maxItems"): MAX_TURNS,
+    # A transition's windows are windows (MAX_SEGMENTS each); what made the edit is named in
+    # no more characters than an id.
+    ("input", "/$defs/transition_segment/properties/kind/maxLength"): MAX_KIND_CHARS,
+    (
+        "input",
+        "/$defs/transition_segment/properties/metadata/maxProperties",
+    ): MAX_METADATA_ENTRIES,
+    ("input", "/$defs/transition/properties/before/maxItems"): MAX_SEGMENTS,
+    ("input", "/$defs/transition/properties/after/maxItems"): MAX_SEGMENTS,
+    ("input", "/$defs/transition/properties/applied_by/maxLength"): MAX_ID_CHARS,
+    ("input", "/$defs/transition/properties/session_id/maxLength"): MAX_ID_CHARS,
+    ("input", "/$defs/transition/properties/labels/maxProperties"): MAX_LABELS,
     ("trace", "/$defs/note/maxLength"): MAX_NOTE_CHARS,
     ("trace", "/$defs/session/properties/labels/maxProperties"): MAX_LABELS,
     ("trace", "/$defs/prune/properties/spans/maxItems"): MAX_SPANS,
     ("trace", "/$defs/pass/properties/segments/maxItems"): MAX_SEGMENTS,
+    ("trace", "/$defs/transition/properties/before/maxItems"): MAX_SEGMENTS,
+    ("trace", "/$defs/transition/properties/after/maxItems"): MAX_SEGMENTS,
+    ("trace", "/$defs/transition/properties/applied_by/maxLength"): MAX_ID_CHARS,
     ("policy", "/properties/metadata/properties/description/maxLength"): MAX_DESCRIPTION_CHARS,
     (
         "policy",
@@ -164,6 +217,14 @@ SCHEMA_LIMITS: Final[dict[tuple[str, str], int]] = {
     (
         "policy",
         "/properties/spec/properties/eviction/properties/pinned_kinds/items/maxLength",
+    ): MAX_KIND_CHARS,
+    (
+        "policy",
+        "/properties/spec/properties/transition/properties/pinned_kinds/maxItems",
+    ): MAX_PINNED_KINDS,
+    (
+        "policy",
+        "/properties/spec/properties/transition/properties/pinned_kinds/items/maxLength",
     ): MAX_KIND_CHARS,
     ("policy", "/properties/spec/properties/params/maxProperties"): MAX_PARAMS,
     ("policy", "/$defs/param/anyOf/1/maxItems"): MAX_PARAM_ITEMS,

@@ -327,3 +327,6 @@ def _cumulative(timings: _Timings) -> list[tuple[str, float]]:
         running += count
         buckets.append(("+Inf" if bound == float("inf") else repr(bound), float(running)))
     return buckets
+
+
+__all__ = ["AUDIT_UNAVAILABLE", "DecisionMetrics"]

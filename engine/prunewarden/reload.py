@@ -36,13 +36,11 @@ from prunewarden._files import open_regular, read_regular
 from prunewarden._identity import PolicyIdentity
 from prunewarden._status import ReloadOutcome, ReloadStatus
 from prunewarden.audit import log_policy_reload_failed, log_policy_reloaded
-from prunewarden.decision import Decision, utc_now
-from prunewarden.engine import Engine
+from prunewarden.decision import utc_now
+from prunewarden.engine import Engine, EngineCalls
 from prunewarden.errors import PolicyError
 from prunewarden.limits import MAX_POLICY_BYTES
-from prunewarden.planner import Plan
-from prunewarden.policy import BUILTIN, LockOption, Policy, load_policy
-from prunewarden.policy import _lock as policylock
+from prunewarden.policy import BUILTIN, LOCK_FILENAME, LockOption, Policy, load_policy
 from prunewarden.session import Session, SessionBinding, SessionRegistry, SessionStore
 
 _diagnostics = logging.getLogger("prunewarden")
@@ -71,7 +69,7 @@ class _ChangedWhileReadingError(Exception):
     """The files changed while the chain was read: what was read may mix two versions."""
 
 
-class ReloadingEngine:
+class ReloadingEngine(EngineCalls):
     """An engine on the policy at ``path`` that reloads it when its files change.
 
     ``shadow`` names a candidate policy file, watched the same way (see
@@ -80,6 +78,9 @@ class ReloadingEngine:
     (``logger``, ``rule_cache_size``, ...) go to every :class:`Engine` built. With ``interval``
     0 nothing is polled and only :meth:`reload` reloads. The first load must succeed: it raises
     :class:`PolicyError`.
+
+    Its decision calls are :class:`Engine`'s, with the same signatures; each runs on the
+    snapshot in force when it begins.
 
     Thread-safe: any number of threads may evaluate while a reload happens.
     """
@@ -145,29 +146,8 @@ class ReloadingEngine:
     def policy(self) -> Policy:
         return self._engine.policy
 
-    def evaluate(self, document: Mapping[str, Any], **options: Any) -> Decision:
-        """:meth:`Engine.evaluate` on the snapshot in force when the call begins."""
-        return self._engine.evaluate(document, **options)
-
-    def enforce(self, document: Mapping[str, Any], **options: Any) -> Decision:
-        return self._engine.enforce(document, **options)
-
-    def detect_collapse(self, *args: Any, **kwargs: Any) -> Decision:
-        return self._engine.detect_collapse(*args, **kwargs)
-
-    def authorize_eviction(self, *args: Any, **kwargs: Any) -> Decision:
-        return self._engine.authorize_eviction(*args, **kwargs)
-
-    def authorize_evictions(self, *args: Any, **kwargs: Any) -> tuple[Decision, ...]:
-        return self._engine.authorize_evictions(*args, **kwargs)
-
-    def prune(self, *args: Any, **kwargs: Any) -> Decision:
-        return self._engine.prune(*args, **kwargs)
-
-    def plan(self, document: Mapping[str, Any], **options: Any) -> Plan:
-        """:meth:`Engine.plan`: every decision of the pass under the snapshot in force when the
-        pass begins."""
-        return self._engine.plan(document, **options)
+    def _in_force(self) -> Engine:
+        return self._engine
 
     def session(
         self,
@@ -396,7 +376,7 @@ def _lock_files(policy: str, lock: LockOption) -> list[str]:
     if lock is not None:
         return [str(lock)]
     # Watched even while absent: a lock file that appears applies from then on.
-    return [str(Path(policy).parent / policylock.LOCK_FILENAME)]
+    return [str(Path(policy).parent / LOCK_FILENAME)]
 
 
 def _signature(name: str) -> _Signature:
@@ -444,3 +424,6 @@ def _differs(new: Policy, old: Policy) -> bool:
     """A new snapshot is worth swapping in when the content or any file's bytes changed (the
     decisions name the files' hashes)."""
     return new.digest != old.digest or new.sources != old.sources
+
+
+__all__ = ["ReloadResult", "ReloadingEngine"]

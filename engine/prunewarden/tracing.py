@@ -84,3 +84,6 @@ def call_attributes(decisions: list[Decision], session_id: str | None) -> Attrib
     if session_id is not None:
         attributes["prunewarden.session_id"] = session_id
     return attributes
+
+
+__all__ = ["CallSpans", "current_trace_context"]

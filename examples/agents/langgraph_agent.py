@@ -20,10 +20,11 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from prunewarden import Engine
 from prunewarden.integrations.langchain import PruningMiddleware
-from prunewarden.integrations.langgraph import TOMBSTONE_NAME, PruningHook
+from prunewarden.integrations.langgraph import PruningHook
 from prunewarden.scoring.embed import MiniLMScorer
 
 POLICY = Path(__file__).resolve().parent / "minilm-calibrated.yaml"
+PROMPT = "You plan trips. Never book anything without asking."
 QUESTIONS = [
     "Plan a two-day ferry trip to the island for two adults.",
     "When does the morning ferry leave?",
@@ -68,25 +69,29 @@ def main() -> int:
         MiniLMScorer(),
         budget_tokens=600,
         session_id="ferry-agent",
+        system_prompt=PROMPT,  # the agent adds it to every call: counted in the budget
     )
     agent: Any = create_agent(
         ToolCallingFake(messages=replies()),
         [search],
-        system_prompt="You plan trips. Never book anything without asking.",
+        system_prompt=PROMPT,
         middleware=[PruningMiddleware(hook)],
         checkpointer=InMemorySaver(),
     )
     config: Any = {"configurable": {"thread_id": "demo"}}
     for question in QUESTIONS:
-        messages: list[BaseMessage] = agent.invoke({"messages": [HumanMessage(question)]}, config)[
-            "messages"
-        ]
+        state = agent.invoke({"messages": [HumanMessage(question)]}, config)
+        messages: list[BaseMessage] = state["messages"]
         outcome = hook.last_outcome
         status = "frozen " + ",".join(outcome.reasons) if outcome and outcome.frozen else "ok"
-        sys.stdout.write(f"{len(messages):3d} messages kept  pass: {status}  {question}\n")
-    tombstone = next((m for m in messages if m.name == TOMBSTONE_NAME), None)
+        tokens = f"{outcome.tokens:3d}/600 tokens" if outcome else ""
+        sys.stdout.write(
+            f"{len(messages):3d} messages kept  {tokens}  pass: {status}  {question}\n"
+        )
+    record = state["prunewarden"]["tombstone"]  # the hook knows its tombstone by this record
+    tombstone = next((m for m in messages if m.id == record["id"]), None)
     if tombstone is not None:
-        sys.stdout.write(f"tombstone: {str(tombstone.content)[:110]}...\n")
+        sys.stdout.write(f"tombstone: {tombstone.content}\n")
     return 0
 
 

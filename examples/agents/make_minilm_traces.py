@@ -43,6 +43,9 @@ HERE = Path(__file__).resolve().parent
 SYSTEM = "You are a careful assistant. Ask before anything irreversible."
 BUDGET = 600
 COLLAPSE_AT = 5
+# calibrate proposes the base's next minor version (1.1.0); the fit of 1.1.0 was redone on
+# rescored traces, so the shipped policy carries a version of its own (policy.lock holds both).
+VERSION = "1.2.0"
 DATE = "2026-12-01"
 
 
@@ -140,6 +143,10 @@ def main(argv: list[str]) -> int:
         report,
         sys.stderr,
     )
+    fitted = out / "minilm-calibrated.yaml"
+    if fitted.exists():
+        text = fitted.read_text(encoding="utf-8")
+        fitted.write_text(text.replace("\n  version: 1.1.0\n", f"\n  version: {VERSION}\n", 1))
     sys.stdout.write(report.getvalue())
     return code
 

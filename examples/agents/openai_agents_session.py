@@ -26,11 +26,12 @@ from openai.types.responses import (
     ResponseOutputText,
 )
 from prunewarden import Engine
-from prunewarden.integrations.openai_agents import PrunedSession, is_tombstone
+from prunewarden.integrations.openai_agents import PrunedSession
 from prunewarden.scoring.embed import MiniLMScorer
 
 POLICY = Path(__file__).resolve().parent / "minilm-calibrated.yaml"
 NOTES = CONVERSATIONS["flaky-test"]
+INSTRUCTIONS = "Be terse."
 
 
 class ScriptedModel(Model):
@@ -82,21 +83,23 @@ async def main() -> int:
         Engine.from_file(str(POLICY)),
         MiniLMScorer(),
         budget_tokens=400,
+        system_prompt=INSTRUCTIONS,  # sent with every call: counted in the budget
     )
     agent = Agent(
-        name="debugger", instructions="Be terse.", model=ScriptedModel(), tools=[read_notes]
+        name="debugger", instructions=INSTRUCTIONS, model=ScriptedModel(), tools=[read_notes]
     )
     config = RunConfig(tracing_disabled=True)
     for turn in range(10):
         question = NOTES[0] if turn == 0 else f"What did we learn next? ({turn})"
         await Runner.run(agent, question, session=session, run_config=config)
-        items = await session.inner.get_items()
+        items: list[Any] = await session.inner.get_items()
         outcome = session.last_outcome
         status = "frozen " + ",".join(outcome.reasons) if outcome and outcome.frozen else "ok"
-        sys.stdout.write(f"{len(items):3d} items kept  pass: {status}\n")
-    tombstone: Mapping[str, Any] | None = next((i for i in items if is_tombstone(i)), None)
-    if tombstone is not None:
-        sys.stdout.write(f"tombstone: {str(tombstone.get('content'))[:110]}...\n")
+        tokens = f"{outcome.tokens:3d}/400 tokens read" if outcome else ""
+        sys.stdout.write(f"{len(items):3d} items kept  {tokens}  pass: {status}\n")
+    at = session.tombstone_index(items)  # the wrapper knows its tombstone, by what it wrote
+    if at is not None:
+        sys.stdout.write(f"tombstone: {items[at]['content']}\n")
     return 0
 
 

@@ -1,11 +1,19 @@
-"""Shared by the framework tests: a scorer that can be made to collapse, and the validator of
-an OpenAI-style message list."""
+"""Shared by the framework tests: a scorer that can be made to collapse, the validator of an
+OpenAI-style message list, and the stand-ins for the user's models and tools that the documented
+snippets run with (docs/integrations.md)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any
 
+from agents.items import ModelResponse
+from agents.models.interface import Model
+from agents.usage import Usage
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage
+from langchain_core.tools import tool
+from openai.types.responses import ResponseOutputMessage, ResponseOutputText
 from prunewarden.scoring import Perturbation, RecencyScorer, Scores
 
 
@@ -49,3 +57,47 @@ def protocol_problems(roles: Sequence[tuple[str, Sequence[str], str | None]]) ->
     if pending:
         problems.append(f"end: calls {sorted(pending)} unanswered")
     return problems
+
+
+class ToolCallingChatModel(GenericFakeChatModel):
+    """A stand-in for the user's chat model: scripted replies, tools bound as nothing."""
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> ToolCallingChatModel:
+        """Tools change nothing: the replies are scripted."""
+        del tools, kwargs
+        return self
+
+
+def chat_model(turns: int) -> ToolCallingChatModel:
+    """Each turn a ``lookup`` tool call, then an answer of about 50 tokens."""
+
+    def replies() -> Iterator[AIMessage]:
+        for turn in range(turns):
+            call = {"name": "lookup", "args": {"q": f"q{turn}"}, "id": f"call-{turn}"}
+            yield AIMessage(content="", tool_calls=[{**call, "type": "tool_call"}])
+            yield AIMessage(content=f"answer {turn}: " + "word " * 40)
+
+    return ToolCallingChatModel(messages=replies())
+
+
+@tool
+def lookup(q: str) -> str:
+    """Look something up."""
+    return f"result for {q}: " + "data " * 60
+
+
+class AnsweringModel(Model):
+    """A stand-in for an Agents SDK model: answers every input with the same short text."""
+
+    async def get_response(self, *args: Any, **kwargs: Any) -> ModelResponse:
+        """One assistant message."""
+        del args, kwargs
+        text = ResponseOutputText(text="Noted.", type="output_text", annotations=[])
+        message = ResponseOutputMessage(
+            id="msg-1", content=[text], role="assistant", status="completed", type="message"
+        )
+        return ModelResponse(output=[message], usage=Usage(), response_id=None)
+
+    def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+        """Not scripted."""
+        raise NotImplementedError

@@ -6,10 +6,11 @@ from __future__ import annotations
 import contextlib
 import os
 import resource
+import sqlite3
 import subprocess
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -68,3 +69,16 @@ def run_bounded(code: str, *args: str) -> subprocess.CompletedProcess[str]:
         preexec_fn=cap,
         check=False,
     )
+
+
+@contextlib.contextmanager
+def sqlite_write_lock(database: Path) -> Iterator[None]:
+    """Hold ``database``'s write lock (``BEGIN IMMEDIATE``) until the block ends: a writer in
+    another process waits for it (up to its busy timeout), a reader of the WAL does not."""
+    connection = sqlite3.connect(database, isolation_level=None)
+    try:
+        connection.execute("BEGIN IMMEDIATE")
+        yield
+    finally:
+        connection.execute("ROLLBACK")
+        connection.close()

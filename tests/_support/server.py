@@ -33,10 +33,17 @@ _LISTENING = re.compile(r"listening on (\S+)")
 class Server:
     """A running server: its address, its process, its output so far."""
 
-    def __init__(self, process: subprocess.Popen[str], url: str, audit_log: Path) -> None:
+    def __init__(
+        self,
+        process: subprocess.Popen[str],
+        url: str,
+        audit_log: Path,
+        startup: tuple[str, ...] = (),
+    ) -> None:
         self.process = process
         self.url = url
         self.audit_log = audit_log
+        self.startup = startup  # what the server printed up to its "listening" line
 
     def client(self, token: str | None = None) -> httpx.Client:
         """A plain HTTP client of the server (TCP or unix socket)."""
@@ -102,7 +109,8 @@ def running_server(
     )
     server: Server | None = None
     try:
-        server = Server(process, _await_address(process), audit_log)
+        url, startup = _await_address(process)
+        server = Server(process, url, audit_log, startup)
         _await_ready(server, token)
         yield server
     finally:
@@ -116,7 +124,7 @@ def running_server(
             process.stdout.close()
 
 
-def _await_address(process: subprocess.Popen[str]) -> str:
+def _await_address(process: subprocess.Popen[str]) -> tuple[str, tuple[str, ...]]:
     assert process.stdout is not None
     lines: queue.Queue[str] = queue.Queue()
     threading.Thread(target=_lines, args=(process.stdout, lines), daemon=True).start()
@@ -131,7 +139,7 @@ def _await_address(process: subprocess.Popen[str]) -> str:
             continue
         seen.append(line)
         if found := _LISTENING.search(line):
-            return found.group(1)
+            return found.group(1), tuple(seen)
     process.kill()
     raise AssertionError("the server did not start:\n" + "".join(seen))
 

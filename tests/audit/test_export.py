@@ -3,6 +3,7 @@ and check, and counted by DuckDB as ``audit report`` counts the logs."""
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import io
 import json
@@ -13,9 +14,11 @@ from typing import Any
 import duckdb
 import pytest
 from prunewarden import AuditLog, Engine
+from prunewarden._parquet import ParquetError
 from prunewarden.audit import decision_rows, seal
 from prunewarden.audit._chain import GENESIS
 from prunewarden.audit._record import policy_activated_record
+from prunewarden.cli import _replay as cli_replay
 from prunewarden.cli._main import run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -203,3 +206,28 @@ class TestReplayParquet:
         code, _, err = cli("replay", TRACES[0], "--format", "parquet")
         assert code == 2
         assert "give --decisions DIR" in err
+
+    def test_a_file_where_the_folder_goes_is_refused_before_the_run(self, tmp_path: Path) -> None:
+        """--decisions naming a file with --format parquet is a usage error (exit 2) before
+        any trace is replayed; the write failed after the whole run with exit 70."""
+        taken = tmp_path / "decisions"
+        taken.write_text("kept\n")
+        code, out, err = cli("replay", *TRACES, "--decisions", str(taken), "--format", "parquet")
+        assert (code, out) == (2, "")
+        assert err == f"{taken}: --decisions with --format parquet takes a folder, not a file\n"
+        assert taken.read_text() == "kept\n"
+
+    def test_a_folder_that_cannot_be_written_is_a_usage_error(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A folder that fails while the decisions are written (gone, full, unwritable) is
+        reported as a usage error naming it, not an internal error."""
+
+        def failing(lines: object, directory: str) -> int:
+            raise ParquetError(errno.ENOSPC, "cannot write: No space left on device")
+
+        monkeypatch.setattr(cli_replay, "write_decisions_parquet", failing)
+        folder = tmp_path / "d"
+        code, _, err = cli("replay", TRACES[0], "--decisions", str(folder), "--format", "parquet")
+        assert code == 2
+        assert err == f"{folder}: cannot write: No space left on device\n"

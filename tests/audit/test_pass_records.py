@@ -138,6 +138,77 @@ class TestReaders:
         ]
 
 
+class TestLargePassRecordsInSql:
+    """``audit sql`` over pass records far larger than DuckDB's 16 MiB default object size."""
+
+    @staticmethod
+    def log_with_pass_of(path: Path, verdicts: int) -> Path:
+        """A log whose last record is a pass of ``verdicts`` verdicts, sealed like any other
+        (built from a real pass record: a pass over that many segments takes long to decide)."""
+        with AuditLog(path) as audit:
+            Engine.default(audit=audit).authorize_evictions([item("seg-0")])
+        *before, last = path.read_bytes().splitlines(keepends=True)
+        record = {k: v for k, v in json.loads(last).items() if k not in ("hash", "prev_hash")}
+        verdict = record["verdicts"][0]
+        record["verdicts"] = [
+            {**verdict, "segment": f"{i:06d}-" + "x" * 200} for i in range(verdicts)
+        ]
+        line, _ = seal(record, json.loads(before[-1])["hash"], None)
+        path.write_bytes(b"".join([*before, line]))
+        return path
+
+    def test_a_pass_record_of_35_mb_is_read(self, tmp_path: Path) -> None:
+        """A 35 MB pass record (DuckDB refused the whole log past 32 MB) is one row of records
+        and one row of decisions per verdict."""
+        pytest.importorskip("duckdb")
+        path = self.log_with_pass_of(tmp_path / "audit.jsonl", 120_000)
+        assert path.stat().st_size > 35_000_000
+        statement = (
+            "SELECT (SELECT count(*) FROM records) AS records,"
+            " (SELECT count(*) FROM decisions) AS decisions,"
+            " (SELECT max(segment_id) FROM decisions) AS last"
+        )
+        code, out, err = cli("audit", "sql", "--format", "json", statement, str(path))
+        assert (code, err) == (0, "")
+        assert json.loads(out) == {
+            "records": 2,
+            "decisions": 120_000,
+            "last": "119999-" + "x" * 200,
+        }
+
+    def test_the_decisions_of_a_pass_are_read_once(self, tmp_path: Path) -> None:
+        """Each verdict of a 3,000-verdict pass is a row of its own, in order, without the pass
+        record being copied for every row (which took minutes and filled a disk at 20,000)."""
+        pytest.importorskip("duckdb")
+        path = self.log_with_pass_of(tmp_path / "audit.jsonl", 3_000)
+        statement = "SELECT decision_id, segment_id FROM decisions ORDER BY decision_id"
+        code, out, err = cli("audit", "sql", "--format", "json", statement, str(path))
+        assert (code, err) == (0, "")
+        rows = [json.loads(line) for line in out.splitlines()]
+        pass_id = json.loads(path.read_bytes().splitlines()[-1])["pass_id"]
+        assert len(rows) == 3_000
+        assert {row["decision_id"]: row["segment_id"][:6] for row in rows} == {
+            f"{pass_id}-{i}": f"{i:06d}" for i in range(3_000)
+        }
+
+    def test_a_line_longer_than_any_record_is_refused_with_its_place(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A line past MAX_SQL_LINE_BYTES is not a record: the command names file and line
+        (exit 2) rather than ask DuckDB for that much memory."""
+        pytest.importorskip("duckdb")
+        from prunewarden.audit import _sql  # noqa: PLC0415 - the module whose limit is lowered
+
+        monkeypatch.setattr(_sql, "MAX_SQL_LINE_BYTES", 2000)
+        path = tmp_path / "audit.jsonl"
+        with AuditLog(path) as audit:
+            Engine.default(audit=audit).authorize_evictions([item("seg-0")])
+        path.write_bytes(path.read_bytes() + b"x" * 3000 + b"\n")
+        code, out, err = cli("audit", "sql", "SELECT 1", str(path))
+        assert (code, out) == (2, "")
+        assert err.startswith(f"audit sql: {path}:3: a line of 3000 bytes, longer than any record")
+
+
 class TestVersionOneLogs:
     @pytest.fixture
     def v1_log(self, tmp_path: Path) -> Path:

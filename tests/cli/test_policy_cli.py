@@ -157,6 +157,9 @@ class TestDiff:
             ("spec.staleness.mode", "changed", "mode"),
             ("spec.eviction.pinned_kinds", "added", "kind"),
             ("spec.eviction.pinned_kinds", "removed", "kind"),
+            # transition.pinned_kinds follows eviction's: its effective value moved too.
+            ("spec.transition.pinned_kinds", "added", "kind"),
+            ("spec.transition.pinned_kinds", "removed", "kind"),
             ("spec.params.negations", "changed", "param"),
             ("spec.rules[pin-negations].effect", "changed", "rule"),
             ("spec.validators[seed-kinds-kept]", "added", "validator"),

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 from prunewarden import Engine
-from prunewarden.integrations import WindowPruner
+from prunewarden.integrations import WindowPruner, tombstone_text
+from prunewarden.integrations._pass import removed_counts
 from prunewarden.scoring import RecencyScorer, Scores
 
 
@@ -77,3 +78,41 @@ class TestWindowPruner:
         )
         assert quiet.state()["turns"] == []
         assert len(fed.state()["turns"]) == 1
+
+
+class TestBudget:
+    def test_the_tombstone_is_priced_before_the_pass(self, engine: Engine) -> None:
+        """The pass frees room for the tombstone it is about to write and for what the
+        framework adds: the input after the pass is within the budget, and counted."""
+        outcome = WindowPruner(RecencyScorer(), budget_tokens=300).run(
+            engine.session("s"),
+            window(6),
+            "task",
+            fixed_tokens=20,
+            tombstone_tokens=lambda evicted: 10 + len(evicted),
+        )
+        assert outcome.evict == ("m1", "m2", "m3", "m4")
+        assert (outcome.tokens, outcome.over_budget) == (2 * 100 + 20 + 14, False)
+
+    def test_pins_over_the_budget_are_said(
+        self, engine: Engine, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """When what may not be evicted is over the budget, everything else goes and the
+        outcome says the input is still over it (a warning, too)."""
+        pins = [{**s, "non_recoverable": True} if s["id"] in {"m0", "m5"} else s for s in window(6)]
+        outcome = WindowPruner(RecencyScorer(), budget_tokens=150).run(
+            engine.session("s"), pins, "task"
+        )
+        assert outcome.evict == ("m1", "m2", "m3", "m4")
+        assert (outcome.frozen, outcome.tokens, outcome.over_budget) == (False, 200, True)
+        assert "over its budget of 150" in caplog.text
+
+
+class TestTombstoneText:
+    def test_kinds_and_counts_no_ids(self) -> None:
+        """The tombstone counts what is gone, by kind, sorted: no ids."""
+        counts = removed_counts({"tool": 2}, ["assistant", "tool", "tool"])
+        assert counts == {"tool": 4, "assistant": 1}
+        assert tombstone_text(counts) == (
+            "[prunewarden: 5 earlier messages removed: 1 assistant, 4 tool]"
+        )

@@ -13,10 +13,12 @@ from typing import Any
 import pytest
 import yaml
 from matplotlib.image import imread
+from matplotlib.text import Text
 from prunewarden._stats import pstdev
 from prunewarden.cli._main import run
 from prunewarden.engine import Engine
 from prunewarden.plots import collect_series
+from prunewarden.plots._canvas import literal_text
 from prunewarden.plots._traces import diff_figure, replay_figure
 from prunewarden.policy import load_policy, parse_policy
 from prunewarden.replay import SilentLogger, diff_trace
@@ -313,3 +315,49 @@ class TestPlotCommands:
             [sys.executable, "-c", script], capture_output=True, text=True, check=True
         )
         assert result.stdout == "0 False\n"
+
+
+# matplotlib reads text between two dollars as TeX, and this is not valid TeX.
+MATHTEXT = "$\\frac{$"
+
+
+class TestTextAsWritten:
+    def test_a_session_id_that_looks_like_tex_is_drawn_as_written(self, tmp_path: Path) -> None:
+        """replay --plot and diff --plot over a trace whose session id, canary and file name
+        hold $\\frac{$ write their PNGs (matplotlib's mathtext raised: exit 70)."""
+        folder = tmp_path / "t$x$"
+        folder.mkdir()
+        trace = Path(cycle_trace(folder, "s", 7, collapsed=True))
+        text = trace.read_text(encoding="utf-8").replace('"task"', json.dumps(MATHTEXT))
+        trace = trace.with_name(f"{MATHTEXT}.jsonl")
+        trace.write_text(
+            text.replace('"session_id": "s"', json.dumps({"session_id": MATHTEXT})[1:-1])
+        )
+        replayed = cli("replay", "--plot", str(tmp_path / "replay"), str(trace))
+        assert replayed[0] == 0, replayed[2]
+        plots = str(tmp_path / "diff")
+        differ = cli("diff", "--base", DEFAULT, "--candidate", LOOSE, "--plot", plots, str(trace))
+        assert differ[0] in (0, 1), differ[2]
+        for plot in [*(tmp_path / "replay").iterdir(), *(tmp_path / "diff").iterdir()]:
+            assert_drawn(plot)
+
+    def test_every_text_of_a_figure_is_literal(self, tmp_path: Path) -> None:
+        """The figure saved keeps the text as written, with mathtext off on every text."""
+        trace = Path(cycle_trace(tmp_path, "s", 7, collapsed=True))
+        text = trace.read_text(encoding="utf-8")
+        trace.write_text(text.replace('"session_id": "s"', f'"session_id": {json.dumps(MATHTEXT)}'))
+        series = collect_series([load_policy(DEFAULT)], str(trace))
+        figure = literal_text(replay_figure(series))
+        assert MATHTEXT in figure.get_suptitle()
+        texts = figure.findobj(Text)
+        assert texts
+        assert not any(t.get_parse_math() for t in texts)
+
+    def test_an_audit_log_named_like_tex_is_plotted(self, tmp_path: Path) -> None:
+        """audit report --plot names its sources in the title: a $ in a file name is text."""
+        log = tmp_path / f"{MATHTEXT}.jsonl"
+        assert cli("replay", "--audit-log", str(log), str(TRACES[0]))[0] == 0
+        plot = tmp_path / "report.png"
+        code, _, err = cli("audit", "report", "--plot", str(plot), str(log))
+        assert (code, err) == (0, f"plot: written to {plot}\n")
+        assert_drawn(plot)

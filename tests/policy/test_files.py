@@ -157,6 +157,69 @@ class TestLocatedErrors:
         assert problem.message == f"an integer of more than {MAX_INTEGER_DIGITS} digits"
 
     @pytest.mark.parametrize(
+        "spelled",
+        [
+            "0x" + "f" * 5000,
+            "0b" + "1" * 15000,
+            "07" + "7" * 6000,
+            "-0x" + "f" * 4000,
+        ],
+        ids=["hex", "binary", "octal", "negative-hex"],
+    )
+    def test_an_integer_too_large_in_another_base_is_located(self, spelled: str) -> None:
+        """A 5,000-digit hex integer (or binary, octal) is a located problem with the value
+        shortened; it loaded, then every message printing it exited 70."""
+        for line, where, body in [
+            (6, "$.spec.params.n", f"spec:\n  params:\n    n: {spelled}\n"),
+            (
+                5,
+                "$.spec.eviction.stability_delta",
+                f"spec:\n  eviction: {{stability_delta: {spelled}}}\n",
+            ),
+        ]:
+            with pytest.raises(PolicyError) as info:
+                parse_policy(policy("p", body), "p.yaml")
+            (problem,) = info.value.problems
+            assert (problem.file, problem.line, problem.path) == ("p.yaml", line, where)
+            shortened = f"'{spelled[:76]}..."
+            assert problem.message == f"an integer of more than 4300 digits: {shortened}"
+
+    @pytest.mark.parametrize(
+        ("value", "message"),
+        [
+            ("!!int abc", "'abc' is not a valid !!int"),
+            ("!!float abc", "'abc' is not a valid !!float"),
+            ("1" + ":59" * 400 + ".5", "'1" + ":59" * 25 + "... is not a valid !!float"),
+            ("!!bool maybe", "'maybe' is not a valid !!bool"),
+            ("!!timestamp 2020-13-45", "'2020-13-45' is not a valid !!timestamp"),
+            ("!!map abc", "'abc' is not a valid !!map"),
+            ("!!seq abc", "'abc' is not a valid !!seq"),
+        ],
+        ids=["int", "float", "base-60-float", "bool", "timestamp", "map", "seq"],
+    )
+    def test_a_value_its_tag_cannot_read_is_located(self, value: str, message: str) -> None:
+        """A scalar its YAML tag cannot read is one located problem quoting it (it exited 70
+        from PyYAML's constructor, or loaded as an empty mapping)."""
+        with pytest.raises(PolicyError) as info:
+            parse_policy(policy("p", f"spec:\n  params:\n    n: {value}\n"), "p.yaml")
+        (problem,) = info.value.problems
+        assert (problem.line, problem.column, problem.path) == (6, 8, "$.spec.params.n")
+        assert problem.message == message
+
+    def test_a_key_its_tag_cannot_read_is_located_once(self) -> None:
+        """A mapping key its tag cannot read is one problem at the key."""
+        with pytest.raises(PolicyError) as info:
+            parse_policy(policy("p", "spec:\n  params:\n    !!float abc: 1\n"), "p.yaml")
+        (problem,) = info.value.problems
+        assert (problem.line, problem.column, problem.path) == (6, 5, "$.spec.params")
+        assert problem.message == "'abc' is not a valid !!float"
+
+    def test_a_short_hex_integer_still_loads(self) -> None:
+        """Integers in other bases that Python can print load as their value."""
+        parsed, problems = parse_yaml("n: 0x" + "0" * 5000 + "ff\nm: 0b101\n", "p.yaml")
+        assert (parsed.data, problems) == ({"n": 255, "m": 5}, [])
+
+    @pytest.mark.parametrize(
         ("body", "path"),
         [
             ('spec:\n  params:\n    word: "a\\ud800"\n', "$.spec.params.word"),

@@ -246,18 +246,32 @@ class TestUpdate:
             assert lock.entries[f"{loaded.name}@{loaded.version}"] == sha256_digest(loaded.document)
 
 
-#: Shipped policy folders, each with a policy.lock that CI checks.
-SHIPPED = [ROOT / "policies", ROOT / "examples" / "policies", DEPLOYMENTS]
 #: Shipped files that are meant to be refused at load (documented), so never locked.
 REFUSED = {DEPLOYMENTS / "replay.yaml"}
+#: The one shipped lock kept in digest version 1 (its entries predate RFC 8785 digests).
+VERSION_1_LOCKS = {DEPLOYMENTS}
+
+
+def is_policy(path: Path) -> bool:
+    document = yaml.safe_load(path.read_text(encoding="utf-8"))
+    return isinstance(document, dict) and document.get("kind") == "Policy"
 
 
 def shipped_policies(folder: Path) -> list[Path]:
     return [
-        path
-        for path in sorted(folder.glob("*.yaml"))
-        if yaml.safe_load(path.read_text()).get("kind") == "Policy" and path not in REFUSED
+        path for path in sorted(folder.glob("*.yaml")) if is_policy(path) and path not in REFUSED
     ]
+
+
+#: Every folder of policies/ and examples/ that ships a policy: each needs a policy.lock.
+SHIPPED = sorted(
+    {
+        path.parent
+        for top in (ROOT / "policies", ROOT / "examples")
+        for path in top.rglob("*.yaml")
+        if "tests" not in path.relative_to(ROOT).parts and is_policy(path)
+    }
+)
 
 
 class TestShippedLocks:
@@ -276,10 +290,20 @@ class TestShippedLocks:
             digest = loaded.digest if lock.digest_version == 2 else sha256_digest(loaded.document)
             assert lock.entries.get(f"{loaded.name}@{loaded.version}") == digest, path.name
 
-    @pytest.mark.parametrize("folder", SHIPPED[:2], ids=["policies", "examples/policies"])
+    @pytest.mark.parametrize(
+        "folder",
+        [folder for folder in SHIPPED if folder not in VERSION_1_LOCKS],
+        ids=lambda folder: folder.relative_to(ROOT).as_posix(),
+    )
     def test_new_locks_hold_version_2_digests(self, folder: Path) -> None:
         """The locks written since digests moved to RFC 8785 say so (digestVersion: 2)."""
         assert read(folder / LOCK_FILENAME).digest_version == 2
+
+    def test_every_folder_of_shipped_policies_is_checked(self) -> None:
+        """The folders found (and so locked) include every one known to ship policies: a
+        folder the search missed would go unchecked."""
+        expected = {"policies", "examples/policies", "examples/deployments", "examples/agents"}
+        assert expected <= {folder.relative_to(ROOT).as_posix() for folder in SHIPPED}
 
     def test_refused_examples_stay_refused(self) -> None:
         """The files left out of the locks are the ones documented as refused at load."""

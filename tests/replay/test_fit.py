@@ -13,6 +13,7 @@ import hashlib
 import io
 import json
 import random
+import shlex
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -243,6 +244,84 @@ class TestCalibrate:
         assert policy.version == "2.4.0"
         assert policy.spec.scores.min == -1.0
         assert yaml.safe_load(out.read_text(encoding="utf-8"))["extends"] == "../policies/team.yaml"
+
+    def test_a_base_outside_the_folder_says_how_to_load_the_fit(
+        self, traces: dict[str, list[str]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """calibrate --base base.yaml --out fitted/new.yaml prints the exact --base-dir the
+        written policy needs, and the command it prints loads it (it exited 3 as written)."""
+        monkeypatch.chdir(tmp_path)
+        Path("base.yaml").write_text(
+            "apiVersion: prunewarden/v1\nkind: Policy\n"
+            "metadata: {name: team, version: 2.3.1}\nspec: {scores: {min: -1.0, max: 1.0}}\n",
+            encoding="utf-8",
+        )
+        code, _, stderr = cli(
+            "calibrate", "--healthy", *traces["healthy"][:5], "--base", "base.yaml",
+            "--out", "fitted/new.yaml", "--date", "2026-01-31",
+        )  # fmt: skip
+        assert code == 0, stderr
+        said, command = stderr.splitlines()[:2]
+        assert said == (
+            "fitted/new.yaml: extends ../base.yaml, outside its own folder: load it with "
+            "--base-dir ., as in"
+        )
+        assert command == "  prunewarden --base-dir . replay --policy fitted/new.yaml TRACE..."
+        assert cli("replay", "--policy", "fitted/new.yaml", traces["held_out"][0])[0] == 3
+        argv = shlex.split(command)[1:-1]
+        replayed, out, err = cli(*argv, traces["held_out"][0])
+        assert (replayed, err) == (0, "")
+        assert out.startswith("policy team@2.4.0 ")
+        header = Path("fitted/new.yaml").read_text(encoding="utf-8").splitlines()[3]
+        assert header.startswith("# Its base is outside this file's folder: load it with")
+
+    def test_a_base_reached_through_a_base_dir_is_named_too(
+        self, traces: dict[str, list[str]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A base whose own chain needed --base-dir: the printed command allows both folders,
+        and loads the fit."""
+        monkeypatch.chdir(tmp_path)
+        for folder in ("shared", "team", "fitted"):
+            Path(folder).mkdir()
+        Path("shared/org.yaml").write_text(
+            "apiVersion: prunewarden/v1\nkind: Policy\n"
+            "metadata: {name: org, version: 1.0.0}\nspec: {scores: {min: -1.0, max: 1.0}}\n",
+            encoding="utf-8",
+        )
+        Path("team/base.yaml").write_text(
+            "apiVersion: prunewarden/v1\nkind: Policy\nextends: ../shared/org.yaml\n"
+            "metadata: {name: team, version: 2.3.1}\nspec: {}\n",
+            encoding="utf-8",
+        )
+        code, _, stderr = cli(
+            "--base-dir", "shared", "calibrate", "--healthy", *traces["healthy"][:5],
+            "--base", "team/base.yaml", "--out", "fitted/new.yaml", "--date", "2026-01-31",
+        )  # fmt: skip
+        assert code == 0, stderr
+        command = stderr.splitlines()[1]
+        assert command == (
+            "  prunewarden --base-dir team --base-dir shared replay --policy fitted/new.yaml "
+            "TRACE..."
+        )
+        assert cli(*shlex.split(command)[1:-1], traces["held_out"][0])[0] == 0
+
+    def test_a_base_in_the_folder_needs_nothing(
+        self, traces: dict[str, list[str]], tmp_path: Path
+    ) -> None:
+        """A fit written beside its base loads as it is, and calibrate adds no instructions."""
+        base = tmp_path / "base.yaml"
+        base.write_text(
+            "apiVersion: prunewarden/v1\nkind: Policy\n"
+            "metadata: {name: team, version: 2.3.1}\nspec: {scores: {min: -1.0, max: 1.0}}\n",
+            encoding="utf-8",
+        )
+        out = tmp_path / "new.yaml"
+        code, _, stderr = cli(
+            "calibrate", "--healthy", *traces["healthy"][:5], "--base", str(base),
+            "--out", str(out), "--date", "2026-01-31",
+        )  # fmt: skip
+        assert (code, stderr) == (0, "")
+        assert cli("replay", "--policy", str(out), traces["held_out"][0])[0] == 0
 
     @pytest.mark.parametrize(
         ("line", "expected"),

@@ -6,22 +6,34 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import fsspec
 import pytest
 import zstandard
-from _support.blocking import call_guarded, make_fifo
+from _support.blocking import call_guarded, make_fifo, run_bounded
 from prunewarden.cli._main import run
 from prunewarden.errors import InputError
-from prunewarden.limits import MAX_TRACE_FILES, MAX_TRACE_LINE_BYTES
+from prunewarden.limits import (
+    DECOMPRESSION_RATIO_GRACE_BYTES,
+    MAX_DECOMPRESSED_BYTES,
+    MAX_DECOMPRESSION_RATIO,
+    MAX_TRACE_FILES,
+    MAX_TRACE_LINE_BYTES,
+)
 from prunewarden.replay import _sources, expand_traces
 from prunewarden.replay._trace import check_trace
 
 ROOT = Path(__file__).resolve().parents[2]
 HEALTHY = ROOT / "examples" / "traces" / "healthy-session.jsonl"
 NARROWING = ROOT / "examples" / "traces" / "collapse-narrowing.jsonl"
+HEADER = b'{"type": "session", "trace_version": 1, "session_id": "s"}\n'
+# The grace before the ratio is held, lowered so that a bomb of a few MiB shows what one of
+# gigabytes would do.
+SMALL_GRACE = 1024 * 1024
+NOT_REGULAR = "cannot read: {}, not a regular file: only regular files are read"
 
 
 def cli(*argv: str) -> tuple[int, str, str]:
@@ -155,3 +167,109 @@ class TestRemoteTraces:
     def test_local_names_are_left_to_the_shell(self) -> None:
         """A local name is passed on as given, even with glob characters in it."""
         assert expand_traces(["a*.jsonl", "b.jsonl"]) == ["a*.jsonl", "b.jsonl"]
+
+
+def zstd_bomb(size: int) -> bytes:
+    """A trace header, then ``size`` zero bytes on one line: zstd shrinks it about 8000 times."""
+    writer = zstandard.ZstdCompressor(level=3).compressobj()
+    parts = [writer.compress(HEADER)]
+    parts += [writer.compress(b"\0" * (1024 * 1024)) for _ in range(size // (1024 * 1024))]
+    return b"".join([*parts, writer.flush()])
+
+
+def decompressed(message: str) -> int:
+    """The bytes a ratio refusal says were decompressed."""
+    found = re.search(r"MAX_DECOMPRESSION_RATIO: (\d+) bytes from", message)
+    assert found is not None, message
+    return int(found[1])
+
+
+class TestDecompressionBounds:
+    def test_a_gzip_bomb_stops_at_its_ratio(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A .gz of one endless line (1000:1) is refused once it has decompressed past the grace
+        at more than MAX_DECOMPRESSION_RATIO, not decompressed to its end to be skipped: a
+        located problem naming the file, the line and the limit, exit 2."""
+        monkeypatch.setattr(_sources, "DECOMPRESSION_RATIO_GRACE_BYTES", SMALL_GRACE)
+        bomb = tmp_path / "bomb.jsonl.gz"
+        bomb.write_bytes(gzip.compress(HEADER + b" " * (32 * SMALL_GRACE), compresslevel=9))
+        code, _, err = cli("replay", str(bomb))
+        assert code == 2
+        prefix = f"{bomb}:2:1: $: cannot read: decompresses to more than "
+        assert err.startswith(f"{prefix}{MAX_DECOMPRESSION_RATIO} times its compressed size")
+        # gzip reads its input 8 KiB ahead of what it has decompressed: 4 MiB more at 500:1.
+        assert decompressed(err) < 16 * SMALL_GRACE  # of the 32 MiB the bomb holds
+
+    def test_a_zstd_bomb_through_fsspec_stops_at_its_ratio(
+        self, memory: fsspec.AbstractFileSystem, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A remote .zst bomb (16 KB ran 135 s) is held to the same ratio as a local one."""
+        monkeypatch.setattr(_sources, "DECOMPRESSION_RATIO_GRACE_BYTES", SMALL_GRACE)
+        memory.pipe("/fleet/bomb.jsonl.zst", zstd_bomb(64 * SMALL_GRACE))
+        (problem,) = check_trace("memory://fleet/bomb.jsonl.zst")
+        assert (problem.file, problem.line, problem.path) == (
+            "memory://fleet/bomb.jsonl.zst",
+            2,
+            "$",
+        )
+        assert "(MAX_DECOMPRESSION_RATIO: " in problem.message
+        assert decompressed(problem.message) < 2 * SMALL_GRACE
+
+    def test_output_past_the_byte_limit_is_refused_after_the_events_before_it(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A trace that compresses as any trace does is still read no further than
+        MAX_DECOMPRESSED_BYTES: the events before the limit count, then a located problem."""
+        monkeypatch.setattr(_sources, "MAX_DECOMPRESSED_BYTES", 16 * 1024)
+        trace = tmp_path / "t.jsonl.zst"
+        trace.write_bytes(zstandard.ZstdCompressor().compress(HEALTHY.read_bytes()))
+        code, out, err = cli("replay", str(trace), "--format", "json")
+        assert code == 2
+        assert re.fullmatch(
+            rf"{re.escape(str(trace))}:\d+:1: \$: cannot read: decompresses to more than 16384 "
+            r"bytes \(MAX_DECOMPRESSED_BYTES\); refused\n",
+            err,
+        )
+        assert json.loads(out)["traces"][0]["events"] > 0
+
+    def test_the_limits_leave_room_for_real_traces(self) -> None:
+        """JSON Lines compress 5 to 50 times; the limits sit far above that."""
+        data = HEALTHY.read_bytes() * 50
+        level19 = zstandard.ZstdCompressor(level=19).compress(data)
+        assert len(data) / len(level19) < MAX_DECOMPRESSION_RATIO
+        assert DECOMPRESSION_RATIO_GRACE_BYTES >= MAX_TRACE_LINE_BYTES
+        assert MAX_DECOMPRESSED_BYTES >= 1024**3
+
+
+class TestRemoteNamesAreFiles:
+    def test_a_file_url_to_a_fifo_is_refused_without_blocking(self, tmp_path: Path) -> None:
+        """file:// names go through the regular-file check as local names do: a FIFO is
+        refused, not waited on."""
+        fifo = make_fifo(tmp_path / "t.jsonl")
+        problems = call_guarded(lambda: check_trace(f"file://{fifo}"), fifo)
+        assert [p.message for p in problems] == [NOT_REGULAR.format("a FIFO")]
+
+    def test_a_file_url_to_a_device_is_refused_unread(self) -> None:
+        """file:///dev/zero is refused at once (in a child with a timeout and a memory cap:
+        reading it would never end)."""
+        code = (
+            "import sys; from prunewarden.replay._trace import check_trace; "
+            "print([p.message for p in check_trace(sys.argv[1])])"
+        )
+        done = run_bounded(code, "file:///dev/zero")
+        assert done.returncode == 0, done.stderr
+        assert done.stdout == f"[{NOT_REGULAR.format('a character device')!r}]\n"
+
+    def test_a_chained_url_reaching_a_fifo_is_refused(self, tmp_path: Path) -> None:
+        """Any other fsspec store must say the name is a file before it is opened: a cache
+        chained over file:// reaches the FIFO's kind instead of copying from it."""
+        fifo = make_fifo(tmp_path / "t.jsonl")
+        problems = call_guarded(lambda: check_trace(f"simplecache::file://{fifo}"), fifo)
+        assert [p.message for p in problems] == [NOT_REGULAR.format("a FIFO")]
+
+    def test_a_remote_directory_is_refused(self, memory: fsspec.AbstractFileSystem) -> None:
+        """A name a store lists as a directory is not opened as a trace."""
+        memory.pipe("/fleet/day/a.jsonl", HEALTHY.read_bytes())
+        problems = check_trace("memory://fleet/day")
+        assert [p.message for p in problems] == [NOT_REGULAR.format("a directory")]

@@ -808,4 +808,5 @@ class TestSchemaCommand:
             "collapse",
             "eviction",
             "staleness",
+            "transition",
         }

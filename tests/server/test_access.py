@@ -3,6 +3,7 @@ stops and reloads."""
 
 from __future__ import annotations
 
+import io
 import signal
 import stat
 import subprocess
@@ -13,6 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 from _support.server import PRUNEWARDEN, Server, audit_decisions, policy_text, running_server
+from prunewarden.cli._main import run
 from prunewarden.client import Client, ServerError
 
 TOKEN = "s3cret"  # noqa: S105 - the test server's own token
@@ -139,3 +141,32 @@ def _await_version(http: httpx.Client, version: str) -> str:
             return str(found)
         time.sleep(0.05)
     return str(found)
+
+
+class TestMetricsListener:
+    def test_metrics_without_the_token_on_the_loopback_listener_only(
+        self, policy_file: Path, tmp_path: Path
+    ) -> None:
+        """--metrics-listen: GET /metrics answers there without the token (and nothing else
+        does), while the main listener still asks the token for it."""
+        with running_server(
+            policy_file, tmp_path, "--metrics-listen", "127.0.0.1:0", token=TOKEN
+        ) as server:
+            (line,) = [line for line in server.startup if "metrics without a token" in line]
+            url = line.rsplit(" ", 1)[1].strip()
+            with httpx.Client(timeout=30) as http:
+                scraped = http.get(url)
+                other = http.get(url.removesuffix("/metrics") + "/v1/policy")
+            with server.client() as anonymous:
+                refused = anonymous.get("/metrics")
+        assert scraped.status_code == 200
+        assert "prunewarden_server_limit_reached_total" in scraped.text
+        assert other.status_code == 404
+        assert refused.status_code == 401
+
+    def test_a_metrics_listener_beyond_loopback_is_refused(self, policy_file: Path) -> None:
+        """Metrics without a token are never offered beyond loopback: exit 2."""
+        out, err = io.StringIO(), io.StringIO()
+        argv = ["serve", "--policy", str(policy_file), "--metrics-listen", "0.0.0.0:0"]
+        assert run(argv, out, err) == 2
+        assert "loopback TCP address only" in err.getvalue()

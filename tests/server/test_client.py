@@ -4,11 +4,12 @@ engine's exceptions for the server's problem documents."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 
 import pytest
 from _support.server import Server
 from prunewarden import InputError
-from prunewarden.client import AsyncClient, Client, ServerError
+from prunewarden.client import AsyncClient, Client, ServerError, decision_ids
 
 SEGMENT = {"id": "s1", "kind": "tool_output", "tombstone_written": True}
 HEALTHY = [
@@ -16,6 +17,21 @@ HEALTHY = [
     {"c": 0.88, "a": 0.55, "b": 0.12},
 ]
 COLLAPSED = {"c": 0.3, "a": 0.31, "b": 0.3}
+
+
+def window(segment_id: str, score: float) -> dict[str, object]:
+    """A window segment a plan may evict (scored on its current text, tombstoned)."""
+    text = f"text of {segment_id}"
+    return {
+        "id": segment_id,
+        "kind": "tool_output",
+        "text": text,
+        "text_sha256": hashlib.sha256(text.encode()).hexdigest(),
+        "score": score,
+        "perturbed_score": score,
+        "tombstone_written": True,
+        "tokens": 10,
+    }
 
 
 class TestSyncClient:
@@ -98,3 +114,24 @@ class TestAsyncClient:
                 return await asyncio.gather(*(drive(client, f"async-{i}") for i in range(8)))
 
         assert asyncio.run(main()) == ["allow"] * 8
+
+
+class TestLargePasses:
+    def test_a_pass_over_3000_segments_reads_its_ids_from_the_body(self, server: Server) -> None:
+        """A 3,000-decision pass: the header gives the count, not 3,000 ids (113 KB, past what
+        HTTP clients read); decision_ids reads every id from the body, in order."""
+        segments = [window(f"big-{i}", 0.5) for i in range(3000)]
+        with Client(server.url) as client:
+            plan = client.session("client-large").plan(segments, keep_top_k=1)
+        with server.client() as http:
+            response = http.post("/v1/plan", json={"segments": segments, "keep_top_k": 1})
+        assert len(decision_ids(plan)) == 3000
+        assert decision_ids(plan) == [d["decision_id"] for d in plan["decisions"]]
+        assert response.headers["prunewarden-decision-count"] == "3000"
+        assert "prunewarden-decision-ids" not in response.headers
+
+    def test_a_small_answer_still_lists_its_ids_in_the_header(self, server: Server) -> None:
+        """Up to 64 decisions, the header lists their ids as before."""
+        with Client(server.url) as client:
+            decision = client.session("client-small").authorize(SEGMENT, 0.1, 0.12)
+        assert decision_ids(decision) == [decision["decision_id"]]

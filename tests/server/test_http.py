@@ -8,9 +8,12 @@ import json
 from pathlib import Path
 
 import pytest
-from _support.server import Server, audit_decisions, running_server
+from _support.server import Server, audit_decisions, policy_text, running_server
 from prometheus_client.parser import text_string_to_metric_families
 from prunewarden.cli._main import run
+from prunewarden.server import Built, Listen, ServerConfig, build_app, create_app
+from prunewarden.server._service import Answer, DecisionService
+from starlette.testclient import TestClient
 
 ALLOWED = {
     "check": "eviction",
@@ -296,3 +299,97 @@ class TestDeadline:
         assert response.status_code == 503
         assert response.json()["type"].endswith("/deadline-exceeded")
         assert healthy.status_code == 200
+
+
+class TestSessionIds:
+    @pytest.mark.parametrize("escaped", ["%FF", "%FE", "a%C3", "%80b"])
+    def test_an_id_that_is_not_utf8_is_a_located_400(self, server: Server, escaped: str) -> None:
+        """A session id whose escapes are not UTF-8 is refused at $.session_id, never read with
+        a replacement character (which made %FF and %FE one session)."""
+        with server.client() as http:
+            posted = http.post(f"/v1/sessions/{escaped}/turns", json={"mean_relevance": 0.5})
+            read = http.get(f"/v1/sessions/{escaped}")
+        for response in (posted, read):
+            problem = response.json()
+            assert response.status_code == 400
+            assert problem["problems"][0]["path"] == "$.session_id"
+            assert "not UTF-8" in problem["problems"][0]["message"]
+
+    def test_an_escaped_utf8_id_is_that_id(self, server: Server) -> None:
+        """%C3%A9 is the session "é"; an escaped U+FFFD is a session of its own."""
+        with server.client() as http:
+            http.post("/v1/sessions/%C3%A9/turns", json={"mean_relevance": 0.5, "tokens": 1})
+            state = http.get("/v1/sessions/%C3%A9").json()
+            replacement = http.get("/v1/sessions/%EF%BF%BD")
+        assert state["session_id"] == "\u00e9"
+        assert replacement.status_code == 404
+
+    def test_a_query_session_id_that_is_not_utf8_is_refused(self, server: Server) -> None:
+        """POST /v1/evaluate?session_id=%FF is a 400 too."""
+        with server.client() as http:
+            response = http.post("/v1/evaluate?session_id=%FF", json=ALLOWED)
+        assert response.status_code == 400
+        assert response.json()["problems"][0]["path"] == "$.session_id"
+
+
+class TestUnixSocketDirectory:
+    def test_a_missing_directory_is_named(self, policy_file: Path, tmp_path: Path) -> None:
+        """--listen unix:DIR/pdp.sock with DIR missing: exit 2, the error names DIR."""
+        missing = tmp_path / "run" / "prunewarden"
+        code, _, err = cli(
+            "serve",
+            "--policy",
+            str(policy_file),
+            "--audit-log",
+            str(tmp_path / "audit.jsonl"),
+            "--listen",
+            f"unix:{missing}/pdp.sock",
+        )
+        assert code == 2
+        assert f"the directory {missing} does not exist" in err
+
+
+# The spec of the module's policy (tests/conftest.py), served under two versions below.
+SERVED_SPEC = {
+    "collapse": {"consecutive_cycles": 2, "spread_floor": 0.1, "canary_margin": 0.2},
+    "eviction": {"require_perturbation": True, "require_tombstone": True},
+}
+
+
+class _ReloadingFirst(DecisionService):
+    """Reloads a new policy version just before deciding: the reload a request may meet."""
+
+    def __init__(self, built: Built, policy: Path) -> None:
+        super().__init__(built.engine, built.audit)
+        self.policy = policy
+
+    def evaluate(self, body: bytes, session_id: str | None = None) -> Answer:
+        self.policy.write_text(policy_text(SERVED_SPEC, name="served", version="2.0.0"))
+        self.engine.reload()
+        return super().evaluate(body, session_id)
+
+
+class TestPolicyHeader:
+    def test_header_names_the_policy_the_decision_was_made_under(self, tmp_path: Path) -> None:
+        """A reload between a request's arrival and its decision: the Prunewarden-Policy
+        header names the policy of the decision, not the one in force when it arrived."""
+        policy = tmp_path / "policy.yaml"
+        policy.write_text(policy_text(SERVED_SPEC, name="served", version="1.0.0"))
+        config = ServerConfig(
+            policy=str(policy),
+            audit_log=str(tmp_path / "audit.jsonl"),
+            listen=Listen(),
+            reload_interval=0,
+        )
+        built = build_app(config)
+        try:
+            app = create_app(config, _ReloadingFirst(built, policy), built.sessions)
+            with TestClient(app) as http:
+                response = http.post("/v1/evaluate", json=ALLOWED)
+        finally:
+            built.close()
+        body = response.json()
+        assert body["policy"]["version"] == "2.0.0"
+        assert response.headers["prunewarden-policy"] == (
+            f"served@2.0.0 {body['policy']['digest']}"
+        )

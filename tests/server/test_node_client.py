@@ -46,7 +46,8 @@ class TestNodeClient:
         assert lines[6] == "evict tool-42: eviction deny pruning_halted"
         assert lines[7] == "state: halted=true"
         assert lines[8].startswith("cycle 1 again: HTTP 409 <request>:1:")
-        assert len(audit_decisions(server.audit_log)) == 6
+        assert lines[9] == "trim tool-42: transition deny pruning_halted"
+        assert len(audit_decisions(server.audit_log)) == 7
 
     def test_drives_a_session_over_a_unix_socket(self, policy_file: Path, tmp_path: Path) -> None:
         """node:http over a unix socket reaches the same API."""
@@ -54,3 +55,36 @@ class TestNodeClient:
         with running_server(policy_file, tmp_path, listen=f"unix:{sock}") as server:
             lines = drive(server.url, "node-unix")
         assert lines[6] == "evict tool-42: eviction deny pruning_halted"
+
+
+# A 3,000-segment pass through the Node client: how many ids it reads, and whether they are the
+# plan's decisions in order.
+BIG_PLAN_SCRIPT = """
+import { createHash } from "node:crypto";
+import { Client, decisionIds } from "%s";
+const segment = (i) => ({
+  id: `n${i}`, kind: "tool_output", text: `text ${i}`,
+  text_sha256: createHash("sha256").update(`text ${i}`).digest("hex"),
+  score: 0.5, perturbed_score: 0.5, tombstone_written: true, tokens: 10,
+});
+const segments = Array.from({ length: 3000 }, (_, i) => segment(i));
+const plan = await new Client(process.argv[1]).plan({ segments, keep_top_k: 1 });
+const ids = decisionIds(plan);
+console.log(ids.length, ids.every((id, i) => id === plan.decisions[i].decision_id));
+"""
+
+
+class TestLargePass:
+    def test_reads_the_ids_of_a_3000_segment_pass(self, policy_file: Path, tmp_path: Path) -> None:
+        """fetch reads a 3,000-decision answer (the ids in the body, not a 113 KB header)."""
+        assert NODE is not None
+        script = BIG_PLAN_SCRIPT % (DRIVER.parent / "prunewarden.mjs").as_uri()
+        with running_server(policy_file, tmp_path) as server:
+            done = subprocess.run(
+                [NODE, "--input-type=module", "-e", script, server.url],
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=False,
+            )
+        assert (done.returncode, done.stdout.split()) == (0, ["3000", "true"]), done.stderr

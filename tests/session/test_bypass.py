@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 import structlog
-from prunewarden import Engine, SqliteSessionStore, UntrustedEvictionError
+from prunewarden import Engine, SessionStoreError, SqliteSessionStore, UntrustedEvictionError
 
 SEGMENT = {"id": "t3", "kind": "turn", "tombstone_written": True}
 EVICTION = {"check": "eviction", "segment": SEGMENT, "score": 0.1, "perturbed_score": 0.1}
@@ -193,8 +193,13 @@ class TestStoredSession:
         with ReadOnly(tmp_path / "s.db") as store:
             engine = Engine.default(store=store)
             session = engine.session("s")
+            unsaved = []
             for cycle in range(1, 6):
-                session.observe_cycle(narrowing(cycle), ["task"])
+                try:
+                    session.observe_cycle(narrowing(cycle), ["task"])
+                except SessionStoreError as exc:  # the halting cycle is not saved
+                    unsaved.append(exc)
+            assert [exc.error for exc in unsaved[:1]] == ["OSError: disk full"]
             assert session.halted
             assert store.load("s")["halt"] is None  # type: ignore[index]
             decision = engine.authorize_eviction(SEGMENT, 0.1, 0.1, session_id="s")

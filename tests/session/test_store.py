@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from prunewarden import Engine, SqliteSessionStore
+from prunewarden import Engine, SessionStoreError, SqliteSessionStore
 from prunewarden._schemas import validator
 
 SEGMENT = {"id": "t3", "kind": "turn", "tombstone_written": True}
@@ -141,17 +141,23 @@ class TestSqliteStore:
 
 class TestUnsavedState:
     def test_pruning_is_refused_while_the_state_cannot_be_saved(self) -> None:
-        """A store that fails refuses evictions with session_state_unavailable; once it
-        saves again, pruning resumes and the store holds the latest state."""
+        """A change that cannot be saved raises SessionStoreError and is not made; evictions
+        are refused with session_state_unavailable until a save succeeds, and the cycle can
+        then be sent again."""
         store = FailingStore()
         session = Engine.default().session("s", store=store)
         store.failing = True
-        session.observe_cycle(narrowing(1), ["task"])
+        with pytest.raises(SessionStoreError) as raised:
+            session.observe_cycle(narrowing(1), ["task"])
+        assert (raised.value.session_id, raised.value.error) == ("s", "OSError: disk full")
+        assert len(raised.value.decision_ids) == 1
+        assert session.state()["cycles_seen"] == 0
         refused = session.authorize(SEGMENT, 0.1, 0.1)
         assert (refused.outcome, refused.codes) == ("deny", ("session_state_unavailable",))
         assert refused.reasons[0].detail == {"error": "OSError"}
         store.failing = False
         assert session.authorize(SEGMENT, 0.1, 0.1).codes == ("authorized",)
+        session.observe_cycle(narrowing(1), ["task"])  # the retry is the next cycle again
         assert store.saved["s"]["cycles_seen"] == 1
 
 

@@ -104,6 +104,7 @@ class TestShippedSuites:
         guard_codes = {code for code, check in vocabulary().reasons.items() if check != "any"}
         guard_codes.discard("too_few_entries")  # needs min_live_entries; the seeds set none
         guard_codes.discard("group_member_refused")  # the planner's, for a group: not a guard's
+        guard_codes.discard("unscored_removal")  # needs transition.require_scores; none sets it
         code, out, _ = cli("test", *map(str, SHIPPED), "--format", "json")
         assert code == 0
         for entry in json.loads(out)["coverage"]:
@@ -975,9 +976,10 @@ class TestCoverage:
         (coverage,) = json.loads(out)["coverage"]
         assert "pinned" in coverage["never_exercised"]
         assert "authorized" not in coverage["never_exercised"]
-        assert len(coverage["never_exercised"]) == 18
-        assert coverage["percent"] == round(100 / 19, 2)
+        assert len(coverage["never_exercised"]) == 21
+        assert coverage["percent"] == round(100 / 22, 2)
         assert set(coverage["not_applicable"]) == {
+            "unscored_removal",
             "check_disabled",
             "internal_error",
             "audit_unavailable",
@@ -995,9 +997,9 @@ class TestCoverage:
         )
         code, out, _ = cli("test", str(tmp_path), "--coverage-threshold", "50")
         assert code == 4
-        assert "coverage threshold 50%: NOT met (default@1.0.0 at 5.3%)" in out
+        assert "coverage threshold 50%: NOT met (default@1.0.0 at 4.5%)" in out
         assert "never exercised: insufficient_history, spread_healthy," in out
-        assert cli("test", str(tmp_path), "--coverage-threshold", "5")[0] == 0
+        assert cli("test", str(tmp_path), "--coverage-threshold", "4")[0] == 0
 
     def test_applicable_codes_follow_the_policy(self, make_policy_text: Any) -> None:
         """A guard that is off gives only check_disabled; switched-off requirements drop their
@@ -1008,7 +1010,8 @@ class TestCoverage:
         applicable = applicable_reasons(policy)
         assert applicable["check_disabled"] is None
         assert applicable["collapse_detected"] == "the collapse guard is off"
-        assert applicable["no_tombstone"] == "require_tombstone is false"
+        message = "require_tombstone and transition.require_tombstones are false"
+        assert applicable["no_tombstone"] == message
         assert applicable["perturbation_missing"] is None
         assert applicable["internal_error"] is not None
         assert applicable["bound"] is None
@@ -1026,7 +1029,7 @@ class TestCoverage:
             "wide-summary",
             "narrow-spread",
         ]
-        assert coverage.total == 19 + 5
+        assert coverage.total == 22 + 5
         assert not report.passed
 
     def test_expectations_name_only_rules_the_policy_has(self, tmp_path: Path) -> None:
@@ -1057,7 +1060,13 @@ class TestCoverage:
 
     def test_every_reason_code_has_a_check(self) -> None:
         """The decision schema's descriptions name the check of each reason code."""
-        assert set(vocabulary().reasons.values()) == {"collapse", "eviction", "staleness", "any"}
+        assert set(vocabulary().reasons.values()) == {
+            "collapse",
+            "eviction",
+            "staleness",
+            "transition",
+            "any",
+        }
 
 
 @pytest.fixture

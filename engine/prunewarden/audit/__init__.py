@@ -6,7 +6,7 @@ Imports the layers below it (policy, inputs, decision); nothing above it.
 from __future__ import annotations
 
 from prunewarden.audit._chain import seal
-from prunewarden.audit._export import AUDIT_COLUMNS, export_parquet, sql_parquet
+from prunewarden.audit._export import export_parquet, sql_parquet
 from prunewarden.audit._log import FSYNC_MODES, AuditLog, FsyncMode
 from prunewarden.audit._pass import decision_rows, pass_record
 from prunewarden.audit._record import (
@@ -20,6 +20,7 @@ from prunewarden.audit._record import (
     log_policy_reload_failed,
     log_policy_reloaded,
     session_rebound_record,
+    session_state_rejected_record,
     subject_of,
     texts_of,
 )
@@ -40,7 +41,6 @@ from prunewarden.audit._sql import json_value, sql
 from prunewarden.audit._verify import verify_files
 
 __all__ = [
-    "AUDIT_COLUMNS",
     "DEFAULT_MASKS",
     "EPISODE_COLUMNS",
     "FSYNC_MODES",
@@ -70,6 +70,7 @@ __all__ = [
     "rotated_files",
     "seal",
     "session_rebound_record",
+    "session_state_rejected_record",
     "sql",
     "sql_parquet",
     "subject_of",

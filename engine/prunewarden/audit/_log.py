@@ -3,14 +3,18 @@
 Many threads and processes may append to one file. Each append takes an OS lock on the file
 (``fcntl.flock``), reads what other writers appended since (to learn the last hash and which
 policies this file has activated), and writes its records with one ``write`` call before it lets go,
-so records never interleave and the chain stays whole. Rotation happens under the same lock: the
-file is hard-linked to ``NAME.000001`` (the next free number) and a fresh file, already locked, is
-renamed over ``NAME``; its first record is a ``log_rotated`` header chained to the last record of
-the file it continues. A FIFO or a character device is a stream instead (``_pipe``).
+so records never interleave and the chain stays whole. Rotation happens under the same lock: a
+fresh file, already locked, gets a ``log_rotated`` header chained to the last record of the file
+it continues; the file is hard-linked to ``NAME.000001`` (the next free number) and the fresh one
+renamed over ``NAME``. A FIFO or a character device is a stream instead (``_pipe``).
 
-A writer killed mid-write leaves a line that is not a record. The next writer ends that line and
-writes a ``write_recovered`` record naming its length and hash, then goes on: the chain runs
-from the last whole record across the gap, and ``verify`` reports the loss.
+A writer killed mid-write, or refused by a full disk mid-record, leaves a line that is not a
+record. The next write ends that line and writes a ``write_recovered`` record naming its length
+and hash, then goes on: the chain runs from the last whole record across the gap, and ``verify``
+reports the loss. A writer never builds on bytes it has not terminated: what it knows of the
+file (its size, the chain's last hash) moves on only once the bytes it wrote are whole records
+ended by their newline, so after a failed write it learns the tail again as a fresh process
+would (``_tail``).
 """
 
 from __future__ import annotations
@@ -25,16 +29,21 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import IO, Any, Literal, Self
 
-import structlog
-
-from prunewarden.audit import _record as auditlog
-from prunewarden.audit._chain import is_keyed, key_from_env, seal
+from prunewarden.audit import _record
+from prunewarden.audit._batch import Sealed, seal_batch, with_activation
+from prunewarden.audit._chain import key_from_env
 from prunewarden.audit._file_state import Chain, FileState, file_identity
 from prunewarden.audit._locking import lock_exclusive, require_file_locks, unlock
 from prunewarden.audit._pipe import PipeWriter, is_stream_device
-from prunewarden.audit._reading import scan_appended
 from prunewarden.audit._redaction import masks_setting
-from prunewarden.audit._rotation import next_sequence, sync_dir, sync_file
+from prunewarden.audit._rotation import (
+    next_sequence,
+    replace_with_new_file,
+    sync_dir,
+    sync_file,
+    write_all,
+)
+from prunewarden.audit._tail import learn_appended, probe_space, refuse_other_key
 from prunewarden.errors import AuditError
 from prunewarden.policy import Policy
 
@@ -86,6 +95,7 @@ class AuditLog:
         self.max_bytes = max_bytes
         self.masks: tuple[str, ...] | None = masks_setting(inputs)
         self._hmac_key = key_from_env(hmac_key_env)
+        self._hmac_key_env = hmac_key_env
         self.path: Path | None = None
         self._stream: IO[str] | None = None
         self._pipe: PipeWriter | None = None
@@ -103,13 +113,9 @@ class AuditLog:
         self._policies: dict[str, dict[str, Any]] = {}
         self._file: FileState | None = None
         self._chain = Chain()
-        self.logger = structlog.wrap_logger(
-            _Writer(self),
-            processors=[auditlog.event_to_kind],
-            wrapper_class=structlog.BoundLogger,
-            context_class=dict,
-            cache_logger_on_first_use=False,
-        )
+        # Why the last write failed (None: it did not); cleared by the next write that succeeds.
+        self._failure: str | None = None
+        self.logger = _record.sink_logger(_Writer(self))
 
     def __repr__(self) -> str:
         where = str(self.path) if self.path is not None else "<stream>"
@@ -131,13 +137,23 @@ class AuditLog:
         """Make ``policy`` known, so that the first decision under its digest in a file is
         preceded by a ``policy_activated`` record holding it."""
         with self._lock:
-            self._policies.setdefault(policy.digest, auditlog.policy_activated_record(policy))
+            self._policies.setdefault(policy.digest, _record.policy_activated_record(policy))
+
+    @property
+    def failure(self) -> str | None:
+        """Why the last write failed, until a write succeeds again (None: it did not fail)."""
+        return self._failure
 
     def open(self) -> None:
         """Open (creating it) and lock-check the file, or open the FIFO, now instead of at the
-        first record.
+        first record. A file's tail is learned as the next write would: the remains of an
+        interrupted write are ended and accounted for (``write_recovered``), and a keyed sink
+        checks its key against the last keyed record. After a failed write with nothing torn
+        left to recover, a scratch write in the file's directory tells whether the disk takes
+        writes again.
 
-        Raises :class:`AuditError` when it cannot be written.
+        Raises :class:`AuditError` when it cannot be written (or, keyed, when the file's records
+        are sealed with another key).
         """
         if self._pipe is not None:
             with self._lock:
@@ -150,9 +166,21 @@ class AuditLog:
             return
         with self._lock:
             try:
-                unlock(self._acquire().fd)
+                state = self._acquire()
+                try:
+                    wrote = self._recover(state)
+                finally:
+                    unlock(state.fd)
+                if state.sync_due:
+                    state.sync_due = False
+                    sync_file(state.fd)
+                if self._failure is not None and not wrote:
+                    probe_space(self.path.parent)
             except OSError as exc:
-                raise self._error(exc) from None
+                raise self._failed(self._error(exc)) from None
+            except AuditError as exc:
+                raise self._failed(exc) from None
+            self._failure = None
 
     def write(self, record: dict[str, Any]) -> None:
         """Chain and append one record (and the policy activation it needs).
@@ -182,10 +210,13 @@ class AuditLog:
                 else:
                     self._write_file(records)
             except OSError as exc:
-                raise self._error(exc) from None
+                raise self._failed(self._error(exc)) from None
             except ValueError as exc:  # a closed stream, a value JSON cannot hold
                 msg = f"cannot write audit log {self.name}: {exc}"
-                raise AuditError(msg) from None
+                raise self._failed(AuditError(msg)) from None
+            except AuditError as exc:
+                raise self._failed(exc) from None
+            self._failure = None
 
     def sync(self) -> None:
         """Sync what was written so far without holding the writers back.
@@ -243,23 +274,14 @@ class AuditLog:
     def _write_file(self, batch: list[dict[str, Any]]) -> None:
         state = self._acquire()
         try:
-            torn = self._catch_up(state)
-            if self._hmac_key is None and is_keyed(state.chain.last):
-                msg = (
-                    f"cannot write audit log {self.name}: its records are keyed (HMAC), and "
-                    "unkeyed records after them would fail its verification; give the key"
-                )
-                raise AuditError(msg)
-            if torn:
-                recovered = [auditlog.write_recovered_record(torn)]
-                self._append(state, self._seal(state.chain, recovered), 1)
+            self._recover(state)
             records = self._with_activation(state.chain, batch)
             sealed = self._seal(state.chain, records)
             full = self.max_bytes is not None and state.size + len(sealed[0]) > self.max_bytes
             if full and state.size > 0:
                 # Sealed again only here: the new file starts its own activations.
-                state, header = self._rotate(state)
-                records = [header, *self._with_activation(state.chain, batch)]
+                state = self._rotate(state)
+                records = self._with_activation(state.chain, batch)
                 sealed = self._seal(state.chain, records)
             self._append(state, sealed, len(records))
         finally:
@@ -298,52 +320,48 @@ class AuditLog:
             os.close(state.fd)
             self._file = state = None
 
-    def _catch_up(self, state: FileState) -> list[dict[str, Any]]:
-        """Read what other writers appended since our last write; return the torn lines to
-        recover (their lengths and hashes).
+    def _recover(self, state: FileState) -> bool:
+        """Learn what was appended since the last bytes this writer terminated; end a torn last
+        line and account for torn lines with a ``write_recovered`` record. Whether it wrote.
 
-        Ends a torn last line with a newline, so that our records start on a line of their own.
+        The state moves past those bytes only once the ending newline and the record are
+        written: a write refused halfway leaves it where it was, and the next one learns the
+        same tail again, now with the refused bytes in it.
         """
         size = os.fstat(state.fd).st_size
         if size < state.size:  # truncated under us: learn the file again
             state.size, state.chain = 0, Chain()
         if size == state.size:
-            return []
-        scan = scan_appended(state.fd, state.size, size, state.chain.last)
-        state.chain.advance(scan.last_hash, scan.activated)
-        state.size = size
-        if scan.tail is None:
-            return scan.torn
-        os.write(state.fd, b"\n")
-        state.size += 1
-        if scan.tail_record is not None and not scan.torn:
-            # Cut just before its newline: the record itself is whole.
-            state.chain.last = auditlog.hash_of(scan.tail_record)
-            return []
-        return [*scan.torn, scan.tail]
+            return False
+        recovery = learn_appended(state.fd, state.size, size, state.chain)
+        refuse_other_key(state.fd, recovery, self.name, self._hmac_key, self._hmac_key_env)
+        data = b"\n" if recovery.unended else b""
+        count = 0
+        if recovery.torn:
+            recovered = [_record.write_recovered_record(recovery.torn)]
+            line, last, activated = self._seal(recovery.chain, recovered)
+            data += line
+            recovery.chain.advance(last, activated)
+            count = 1
+        if data:
+            write_all(state.fd, data)
+        state.size, state.chain = size + len(data), recovery.chain
+        self._written(state, count)
+        return bool(data)
 
-    def _rotate(self, state: FileState) -> tuple[FileState, dict[str, Any]]:
-        """Archive the current file as ``NAME.NNNNNN`` and go on in a new one, already locked;
-        return its state and its ``log_rotated`` header."""
+    def _rotate(self, state: FileState) -> FileState:
+        """Archive the current file as ``NAME.NNNNNN`` and go on in a new one, already locked
+        and holding its ``log_rotated`` header; return its state."""
         assert self.path is not None  # noqa: S101 - only file sinks rotate
         path = self.path
         sequence = next_sequence(path)
         archived = path.with_name(f"{path.name}.{sequence:06d}")
-        temporary = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}.tmp")
-        flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
-        fd = os.open(temporary, flags, 0o644)
-        try:
-            lock_exclusive(fd)
-            # Link, then rename over: NAME always exists, so no writer creates a stray file.
-            os.link(path, archived)
-            temporary.replace(path)
-        except OSError:
-            os.close(fd)
-            with contextlib.suppress(OSError):
-                temporary.unlink()
-            raise
-        fresh = FileState(fd, state.pid, file_identity(os.fstat(fd)))
-        fresh.chain.last = state.chain.last
+        header = [_record.log_rotated_record(archived.name, sequence)]
+        line, last, _ = self._seal(state.chain, header)
+        fd = replace_with_new_file(path, archived, line)
+        fresh = FileState(fd, state.pid, file_identity(os.fstat(fd)), size=len(line))
+        fresh.chain.last = last
+        self._written(fresh, 1)
         self._file = fresh
         try:
             if self.fsync != "never":
@@ -352,24 +370,29 @@ class AuditLog:
         finally:
             unlock(state.fd)
             os.close(state.fd)
-        return fresh, auditlog.log_rotated_record(archived.name, sequence)
+        return fresh
 
-    def _append(self, state: FileState, sealed: tuple[bytes, str, set[str]], count: int) -> None:
+    def _append(self, state: FileState, sealed: Sealed, count: int) -> None:
         """Write ``count`` sealed records in one go; the chain and the size move on only once
         all of it is written (a failed write leaves a torn tail for the next writer to
         recover)."""
         data, last, activated = sealed
-        view = memoryview(data)
-        while view:
-            view = view[os.write(state.fd, view) :]
+        write_all(state.fd, data)
         state.size += len(data)
         state.chain.advance(last, activated)
+        self._written(state, count)
+
+    def _written(self, state: FileState, count: int) -> None:
+        """Count ``count`` records written and not yet synced; mark a sync due per ``fsync``."""
         state.unsynced += count
-        if self.fsync == "always" or (
-            self.fsync == "batch"
-            and (
-                state.unsynced >= BATCH_RECORDS
-                or time.monotonic() - state.synced_at >= BATCH_SECONDS
+        if count and (
+            self.fsync == "always"
+            or (
+                self.fsync == "batch"
+                and (
+                    state.unsynced >= BATCH_RECORDS
+                    or time.monotonic() - state.synced_at >= BATCH_SECONDS
+                )
             )
         ):
             state.sync_due = True  # synced once the lock is let go (_write_file)
@@ -379,37 +402,15 @@ class AuditLog:
     # --- chaining ------------------------------------------------------------------------------
 
     def _with_activation(self, chain: Chain, batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """``batch`` with a ``policy_activated`` record before the first decision (or pass)
-        under each policy this file has not activated yet."""
-        out: list[dict[str, Any]] = []
-        activated: set[str] = set()
-        for record in batch:
-            if auditlog.kind_of(record) in (auditlog.DECISION, auditlog.PRUNING_PASS):
-                # The policy that decided, and a shadow policy beside it: both reconstructible.
-                needed = [auditlog.policy_digest_of(record), auditlog.shadow_digest_of(record)]
-                for digest in dict.fromkeys(needed):
-                    if not digest or digest in chain.activated or digest in activated:
-                        continue
-                    activation = self._policies.get(digest)
-                    if activation is None:
-                        msg = f"policy {digest} was not added to {self!r} (AuditLog.add_policy)"
-                        raise AuditError(msg)
-                    out.append(auditlog.restamped(activation))
-                    activated.add(digest)
-            out.append(record)
-        return out
+        return with_activation(chain, batch, self._policies, repr(self))
 
-    def _seal(self, chain: Chain, records: list[dict[str, Any]]) -> tuple[bytes, str, set[str]]:
-        """The lines for ``records`` after the chain's last hash, the new last hash, and the
-        digests they activate."""
-        lines: list[bytes] = []
-        last, activated = chain.last, set()
-        for record in records:
-            line, last = seal(record, last, self._hmac_key)
-            lines.append(line)
-            if auditlog.kind_of(record) == auditlog.POLICY_ACTIVATED:
-                activated.add(auditlog.policy_digest_of(record))
-        return b"".join(lines), last, activated
+    def _seal(self, chain: Chain, records: list[dict[str, Any]]) -> Sealed:
+        return seal_batch(chain, records, self._hmac_key)
+
+    def _failed(self, error: AuditError) -> AuditError:
+        """Note that a write failed (what ``failure`` and ``open`` go by) and return ``error``."""
+        self._failure = str(error)
+        return error
 
     def _error(self, exc: OSError) -> AuditError:
         reason = exc.strerror or type(exc).__name__

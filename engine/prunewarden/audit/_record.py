@@ -25,14 +25,20 @@ from collections.abc import Iterable, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import structlog
-
 from prunewarden.__about__ import __version__
 from prunewarden._identity import PolicyIdentity
 from prunewarden._json import canonical_digest, canonical_from, encode_canonical, sha256_digest
 from prunewarden.audit._redaction import erase, logged_reasons
+from prunewarden.audit._transition import edit_fields, edit_ids
 from prunewarden.decision import Decision, utc_now
-from prunewarden.inputs import CollapseRequest, EvictionRequest, Request, Span, StalenessRequest
+from prunewarden.inputs import (
+    CollapseRequest,
+    EvictionRequest,
+    Request,
+    Span,
+    StalenessRequest,
+    TransitionRequest,
+)
 from prunewarden.policy import Policy
 
 LOGGER_NAME = "prunewarden"
@@ -47,6 +53,7 @@ POLICY_RELOAD_FAILED = "policy_reload_failed"
 LOG_ROTATED = "log_rotated"
 WRITE_RECOVERED = "write_recovered"
 SESSION_REBOUND = "session_rebound"
+SESSION_STATE_REJECTED = "session_state_rejected"
 KINDS = (
     DECISION,
     PRUNING_PASS,
@@ -55,14 +62,37 @@ KINDS = (
     LOG_ROTATED,
     WRITE_RECOVERED,
     SESSION_REBOUND,
+    SESSION_STATE_REJECTED,
 )
 
 # Substrings a canonical record line contains, for cheap scans before parsing.
 ACTIVATION_MARKER = b'"kind":"policy_activated"'
 
 
+# structlog is imported where a logger is first made (here and in sink_logger), not with the
+# package: with it comes rich, when installed (its console renderer), together a large share of
+# ``import prunewarden``, and a program deciding with no logger never needs either
+# (docs/architecture.md, "Import cost"). Not to dodge a cycle: structlog imports nothing of ours.
+
+
 def get_logger() -> Any:
+    import structlog  # noqa: PLC0415 - deferred for import cost (above)
+
     return structlog.get_logger(LOGGER_NAME)
+
+
+def sink_logger(sink: Any) -> Any:
+    """A structlog logger handing each record to ``sink``'s methods as keyword arguments, the
+    event name as the record's ``kind``: the logger of an :class:`AuditLog`."""
+    import structlog  # noqa: PLC0415 - deferred for import cost (above get_logger)
+
+    return structlog.wrap_logger(
+        sink,
+        processors=[event_to_kind],
+        wrapper_class=structlog.BoundLogger,
+        context_class=dict,
+        cache_logger_on_first_use=False,
+    )
 
 
 # --- building records -------------------------------------------------------------------------
@@ -108,6 +138,9 @@ def texts_of(request: Request) -> tuple[str, ...]:
         return (request.segment.text,) if request.segment.text else ()
     if isinstance(request, StalenessRequest):
         return tuple(span.text for span in request.spans if span.text)
+    if isinstance(request, TransitionRequest):
+        windows = (*request.before, *request.after)
+        return tuple(segment.segment.text for segment in windows if segment.segment.text)
     return ()
 
 
@@ -120,6 +153,8 @@ def subject_of(request: Request) -> dict[str, Any]:
         return {"segment": {"id": segment.id, "kind": segment.kind, **text_fields(segment.text)}}
     if isinstance(request, StalenessRequest):
         return {"spans": [_span_fields(span) for span in request.spans]}
+    if isinstance(request, TransitionRequest):
+        return {"transition": edit_fields(request)}
     msg = f"no subject for {type(request).__name__}"
     raise TypeError(msg)
 
@@ -240,6 +275,16 @@ def session_rebound_record(  # noqa: PLR0913 - the two identities and what carri
         policy=policy_fields(policy),
         kept=list(kept),
         dropped=dict(dropped),
+    )
+
+
+def session_state_rejected_record(
+    session_id: str, problems: Iterable[str], *, deleted: bool = False
+) -> dict[str, Any]:
+    """A session's stored state was refused (its seal does not match, or it cannot be read):
+    the located ``problems``, and whether an operator's delete cleared it (``deleted``)."""
+    return _event(
+        SESSION_STATE_REJECTED, session_id=session_id, problems=list(problems), deleted=deleted
     )
 
 
@@ -367,6 +412,7 @@ def subject_ids(record: Mapping[str, Any]) -> list[str]:
     spans = subject.get("spans")
     if isinstance(spans, list):
         ids.extend(str(s.get("span_id")) for s in spans if isinstance(s, dict))
+    ids.extend(edit_ids(subject))
     return ids
 
 

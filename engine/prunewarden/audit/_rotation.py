@@ -12,8 +12,11 @@ import contextlib
 import errno
 import os
 import re
+import time
 from collections.abc import Iterable
 from pathlib import Path
+
+from prunewarden.audit._locking import lock_exclusive
 
 _ROTATED = re.compile(r"(.*)\.(\d{6,})")
 
@@ -57,6 +60,42 @@ def order_files(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
     for index, path in enumerate(ordered):
         first_seen.setdefault(rotation_base(path), index)
     return sorted(ordered, key=lambda p: (first_seen[rotation_base(p)], sequence(p)))
+
+
+def replace_with_new_file(path: Path, archived: Path, first_line: bytes) -> int:
+    """Archive the file at ``path`` as ``archived`` and put a new file holding ``first_line``
+    in its place; return the new file's descriptor, locked. Raises :class:`OSError` with
+    everything as it was."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}.tmp")
+    flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
+    fd = os.open(temporary, flags, 0o644)
+    linked = False
+    try:
+        lock_exclusive(fd)
+        # The first line is written before the file takes the name: a disk too full for it
+        # leaves the current file as it was, not a new one starting with a torn header.
+        write_all(fd, first_line)
+        # Link, then rename over: NAME always exists, so no writer creates a stray file.
+        os.link(path, archived)
+        linked = True
+        temporary.replace(path)
+    except OSError:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            temporary.unlink()
+        if linked:
+            with contextlib.suppress(OSError):
+                archived.unlink()
+        raise
+    return fd
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """Write all of ``data``; raises :class:`OSError` when the OS takes only part of it (what
+    it took stays in the file, as a torn tail)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def sync_file(fd: int) -> None:

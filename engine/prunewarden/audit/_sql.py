@@ -3,6 +3,11 @@ do not answer.
 
 Kept apart from the streaming review (:mod:`._review`) because it is the one part that needs the
 optional dependency duckdb and reads the logs through it, not line by line.
+
+DuckDB refuses a whole file when one JSON line is longer than its ``maximum_object_size`` (16 MiB
+by default), and a pass over 100,000 segments is a record of some 50 MB. The files are first read
+once, in bounded chunks, for their longest line; DuckDB is then told to take lines that long, so
+that no record is left out, and a line too long to be any record is refused with its place.
 """
 
 from __future__ import annotations
@@ -17,6 +22,11 @@ from typing import Any
 
 from prunewarden.audit._rotation import order_files
 from prunewarden.errors import AuditError
+from prunewarden.limits import MAX_SQL_LINE_BYTES
+
+# DuckDB's own default for the longest JSON value it reads; what the views ask for at least.
+_DEFAULT_OBJECT_BYTES = 16 * 1024 * 1024
+_CHUNK = 1024 * 1024
 
 # The columns of every record kind, typed; nested parts whose shape varies stay JSON.
 _COLUMNS = {
@@ -58,7 +68,7 @@ _VIEWS = """
 CREATE VIEW records AS
     SELECT * REPLACE (ts::TIMESTAMPTZ AS ts) FROM read_json({files},
         format = 'newline_delimited', columns = {columns}, ignore_errors = true,
-        filename = true);
+        filename = true, maximum_object_size = {object_bytes});
 CREATE VIEW decisions AS
     SELECT decision_id, ts, "check", outcome, enforced,
         reasons->>'$[0].code' AS reason,
@@ -85,9 +95,10 @@ CREATE VIEW decisions AS
         CASE WHEN v->>'$.segment' IS NULL THEN json_object('cycle', v->'$.cycle')
             ELSE json_object('segment', json_object('id', v->>'$.segment')) END AS subject,
         input_digest, pass_id, filename
-    FROM (SELECT *, unnest(range(1, json_array_length(verdicts)::BIGINT + 1)) AS i
-          FROM records WHERE kind = 'pass') AS passes,
-        LATERAL (SELECT verdicts->(i - 1) AS v);
+    FROM (SELECT *, unnest(verdicts) AS v, generate_subscripts(verdicts, 1) AS i
+          FROM (SELECT ts, policy, session_id, labels, input_digest, pass_id, filename,
+                    verdicts::JSON[] AS verdicts
+                FROM records WHERE kind = 'pass'));
 CREATE VIEW policies AS
     SELECT policy.name AS policy_name, policy.version AS policy_version,
         policy.digest AS policy_digest, any_value(document) AS document,
@@ -110,6 +121,41 @@ def _glob_literal(path: str) -> str:
     return _GLOB_CHARACTERS.sub(r"[\1]", path)
 
 
+def longest_line(path: Path) -> tuple[int, int]:
+    """The length of the longest line of a file (without its newline) and its 1-based number,
+    read in bounded chunks."""
+    longest = number = 0
+    current, line = 0, 1
+    with path.open("rb") as handle:
+        while chunk := handle.read(_CHUNK):
+            at = 0
+            while (newline := chunk.find(b"\n", at)) != -1:
+                if current + newline - at > longest:
+                    longest, number = current + newline - at, line
+                current, line, at = 0, line + 1, newline + 1
+            current += len(chunk) - at
+    if current > longest:
+        longest, number = current, line
+    return longest, number
+
+
+def _object_bytes(files: list[str]) -> int:
+    """The ``maximum_object_size`` that reads every line of ``files``; raises
+    :class:`AuditError` for a line longer than any record (``MAX_SQL_LINE_BYTES``)."""
+    needed = _DEFAULT_OBJECT_BYTES
+    for name in files:
+        length, number = longest_line(Path(name))
+        if length > MAX_SQL_LINE_BYTES:
+            msg = (
+                f"audit sql: {name}:{number}: a line of {length} bytes, longer than any record "
+                f"(MAX_SQL_LINE_BYTES, {MAX_SQL_LINE_BYTES}): not a record (prunewarden audit "
+                "verify names what it is)"
+            )
+            raise AuditError(msg)
+        needed = max(needed, length + 1)
+    return needed
+
+
 def sql(
     statement: str, paths: Iterable[str | os.PathLike[str]]
 ) -> tuple[list[str], list[str], Iterator[tuple[Any, ...]]]:
@@ -128,6 +174,11 @@ def sql(
         if not Path(name).is_file():
             msg = f"cannot read {name}: no such file"
             raise AuditError(msg)
+    try:
+        object_bytes = _object_bytes(files)
+    except OSError as exc:
+        msg = f"cannot read {exc.filename}: {exc.strerror}"
+        raise AuditError(msg) from None
     connection = duckdb.connect(":memory:")
     try:
         connection.execute("SET TimeZone = 'UTC'")
@@ -135,6 +186,7 @@ def sql(
         views = _VIEWS.format(
             files="[" + ", ".join(_literal(_glob_literal(name)) for name in files) + "]",
             columns=columns + "}",
+            object_bytes=object_bytes,
         )
         connection.execute(views)
         cursor = connection.execute(statement)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from prunewarden.audit import _record as auditlog
+from prunewarden.audit import _record
 from prunewarden.audit._chain import GENESIS, is_keyed, parse_record, record_hash, unseal
 from prunewarden.audit._reading import iter_lines
 from prunewarden.audit._rotation import order_files, rotation_base
@@ -171,7 +171,7 @@ class _FileCheck:
         self._record(number, *sealed)
 
     def _record(self, number: int, record: dict[str, Any], body: bytes, claimed: str) -> None:
-        kind = auditlog.kind_of(record)
+        kind = _record.kind_of(record)
         if self.torn:
             self._recovered(number, record)
         self._seal(number, body, claimed)
@@ -181,15 +181,15 @@ class _FileCheck:
         self.seen.add(claimed)
         self.report.records += 1
         self.report.head = claimed
-        ts = auditlog.record_ts(record)
+        ts = _record.record_ts(record)
         self.report.first_ts = self.report.first_ts or ts
         self.report.last_ts = ts
 
     def _recovered(self, number: int, record: dict[str, Any]) -> None:
-        expected = [auditlog.torn_fields(line) for _, line in self.torn]
+        expected = [_record.torn_fields(line) for _, line in self.torn]
         first = self.torn[0][0]
-        if auditlog.kind_of(record) != auditlog.WRITE_RECOVERED or (
-            auditlog.torn_of(record) != expected
+        if _record.kind_of(record) != _record.WRITE_RECOVERED or (
+            _record.torn_of(record) != expected
         ):
             self._fail(
                 first,
@@ -221,9 +221,9 @@ class _FileCheck:
             self._fail(number, f"hash mismatch: {reason}")
 
     def _link(self, number: int, record: dict[str, Any], kind: str) -> None:
-        prev = auditlog.prev_hash_of(record)
+        prev = _record.prev_hash_of(record)
         if self.last is not None:
-            if kind == auditlog.LOG_ROTATED:
+            if kind == _record.LOG_ROTATED:
                 self._fail(number, "a log_rotated header in the middle of a file")
             if prev != self.last:
                 self._fail(
@@ -232,7 +232,7 @@ class _FileCheck:
                     "(a record was removed, inserted or reordered)",
                 )
             return
-        if kind == auditlog.LOG_ROTATED:
+        if kind == _record.LOG_ROTATED:
             self._continues(number, record, prev)
         elif prev != GENESIS:
             self._fail(
@@ -242,7 +242,7 @@ class _FileCheck:
             )
 
     def _continues(self, number: int, record: dict[str, Any], prev: str) -> None:
-        before = str(auditlog.rotation_of(record).get("previous_file", "?"))
+        before = str(_record.rotation_of(record).get("previous_file", "?"))
         previous = self.previous
         if previous is None:
             self._note(number, f"continues {before}, which was not given: verified from here")
@@ -255,16 +255,16 @@ class _FileCheck:
 
     def _meaning(self, number: int, record: dict[str, Any], kind: str) -> None:
         version = record.get("record_version")
-        if version not in auditlog.RECORD_VERSIONS:
+        if version not in _record.RECORD_VERSIONS:
             self._fail(number, f"record_version {version!r} is not one this verifier knows")
-        if kind not in auditlog.KINDS:
+        if kind not in _record.KINDS:
             self._fail(number, f"unknown record kind {kind!r}")
-        if kind == auditlog.POLICY_ACTIVATED:
-            if not auditlog.digest_matches_document(record):
+        if kind == _record.POLICY_ACTIVATED:
+            if not _record.digest_matches_document(record):
                 self._fail(number, "the activated policy document does not hash to its digest")
-            self.activated.add(auditlog.policy_digest_of(record))
-        elif kind in (auditlog.DECISION, auditlog.PRUNING_PASS):
-            digest = auditlog.policy_digest_of(record)
+            self.activated.add(_record.policy_digest_of(record))
+        elif kind in (_record.DECISION, _record.PRUNING_PASS):
+            digest = _record.policy_digest_of(record)
             if digest not in self.activated:
                 self._fail(
                     number,
@@ -279,6 +279,6 @@ def _sealed(line: bytes) -> tuple[dict[str, Any], bytes, str] | None:
     if split is None:
         return None
     record = parse_record(line)
-    if record is None or auditlog.hash_of(record) != split[1]:
+    if record is None or _record.hash_of(record) != split[1]:
         return None
     return record, *split

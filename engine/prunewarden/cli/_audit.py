@@ -219,7 +219,7 @@ def _add_filters(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--policy", dest="policy_name", metavar="NAME", help="policy name")
     parser.add_argument("--policy-version", metavar="V")
     parser.add_argument("--digest", dest="policy_digest", metavar="D", help="policy digest")
-    parser.add_argument("--check", choices=["collapse", "eviction", "staleness"])
+    parser.add_argument("--check", choices=["collapse", "eviction", "staleness", "transition"])
     parser.add_argument("--outcome", choices=["allow", "deny", "halt"])
     parser.add_argument("--reason", metavar="R", help="a reason code (primary or not)")
     parser.add_argument("--session", dest="session_id", metavar="S", help="session id")

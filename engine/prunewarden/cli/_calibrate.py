@@ -11,6 +11,7 @@ import argparse
 import datetime as dt
 import math
 import os
+import shlex
 from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
@@ -29,6 +30,7 @@ from prunewarden.replay import (
     Fit,
     TraceData,
     TraceDiff,
+    base_outside,
     diff_in_worker,
     extends_reference,
     fit,
@@ -111,6 +113,7 @@ def run_calibrate(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) ->
     ):
         raise CalibrationError(f"{args.out}: --out must not overwrite the base policy")
     date = args.date or dt.datetime.now(dt.UTC).date().isoformat()
+    _prepare_folder(args.out)  # the fit reads its base through the folder it is written to
     if args.plot is not None:  # before the fit: a missing extra fails fast
         figure_class()
         prepare_file(args.plot)
@@ -128,6 +131,8 @@ def run_calibrate(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) ->
         date=date,
     )
     _write(args.out, fitted.text)
+    if base_outside(ref):
+        stderr.write(_how_to_load(args, base, ref))
     compared = compare_per_trace(args, base, fitted.policy, [*healthy, *collapsed], stderr)
     stdout.write(render(base, fitted, healthy, collapsed, args.out, compared=compared))
     if args.plot is not None:
@@ -137,6 +142,27 @@ def run_calibrate(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) ->
     for path in missed:
         stderr.write(f"{path}: known collapsed, but the fitted policy does not halt on it\n")
     return ExitCode.REFUSED if missed else ExitCode.OK
+
+
+def _how_to_load(args: argparse.Namespace, base: Policy, ref: str) -> str:
+    """The exact ``--base-dir`` options the written policy needs, and the command using them.
+
+    A fitted policy extends its base by a path relative to itself; when the base lies outside
+    the fitted policy's folder, loading it needs the base's folder allowed (a policy under
+    review may not read files outside its folder), and whatever allowed folders the base's own
+    chain reached into to load here.
+    """
+    needed = [str(Path(args.base).parent)]
+    chain = [os.path.realpath(s.path) for s in base.sources if not s.path.startswith("builtin:")]
+    for folder in base_dirs(args):
+        real = os.path.realpath(folder)
+        if any(os.path.commonpath((path, real)) == real for path in chain):
+            needed.append(folder)
+    options = " ".join(f"--base-dir {shlex.quote(folder)}" for folder in dict.fromkeys(needed))
+    return (
+        f"{args.out}: extends {ref}, outside its own folder: load it with {options}, as in\n"
+        f"  prunewarden {options} replay --policy {shlex.quote(args.out)} TRACE...\n"
+    )
 
 
 def compare_per_trace(
@@ -206,6 +232,15 @@ def _halt(halt: Any) -> str:
     if halt is None:
         return "no halt"
     return f"halt at cycle {halt.cycle} ({halt.reason})"
+
+
+def _prepare_folder(out: str) -> None:
+    """The fitted policy's folder, created if missing, before any work is done."""
+    folder = Path(out).parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CalibrationError(f"{out}: cannot create {folder}: {exc.strerror}") from None
 
 
 def _write(path: str, text: str) -> None:

@@ -4,8 +4,9 @@ problems are reported."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
-from typing import IO, NoReturn
+from typing import IO, Any, NoReturn
 
 from prunewarden.errors import ExitCode, Problem, PrunewardenError
 
@@ -51,3 +52,18 @@ class ExitError(Exception):
 def report(problems: tuple[Problem, ...], stderr: IO[str]) -> None:
     for problem in problems:
         stderr.write(f"{problem}\n")
+
+
+def add_base_dir_option(parser: Any) -> None:
+    """``prunewarden --base-dir DIR COMMAND ...``: a folder of shared bases ``extends`` may
+    name, for every command."""
+    parser.add_argument(
+        "--base-dir",
+        action="append",
+        default=[],
+        metavar="DIR",
+        dest="base_dirs",
+        help="a folder of shared base policies that `extends` may lead into, besides the "
+        "folder of the policy naming it (repeatable; also $PRUNEWARDEN_BASE_DIRS, "
+        f"separated by {os.pathsep!r})",
+    )

@@ -12,8 +12,7 @@ from typing import IO, Any, TypeVar
 from prunewarden import _resources as resources
 from prunewarden._files import open_regular
 from prunewarden._source import parse_json
-from prunewarden.cli import _audit as auditcli
-from prunewarden.cli import _policy as policycli
+from prunewarden.cli import _audit, _policy
 from prunewarden.cli._common import EXIT_CODES, report
 from prunewarden.cli._printable import printable
 from prunewarden.decision import Decision
@@ -46,7 +45,7 @@ def add_validate(commands: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     validate.add_argument("files", nargs="+", metavar="FILE", help="policy YAML files")
-    policycli.add_lock_option(validate)
+    _policy.add_lock_option(validate)
 
 
 def add_evaluate(commands: Any) -> None:
@@ -73,7 +72,7 @@ def run_validate(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> 
     for name in args.files:
         try:
             policy = load_policy(
-                name, lock=policycli.lock_option(args), base_dirs=policycli.base_dirs(args)
+                name, lock=_policy.lock_option(args), base_dirs=_policy.base_dirs(args)
             )
         except PolicyError as exc:
             report(exc.problems, stderr)
@@ -108,8 +107,8 @@ def _add_input_options(parser: argparse.ArgumentParser, *, document: str, json_o
         default="json",
         help=f"json: {json_output} (default); text: a short summary",
     )
-    auditcli.add_evaluate_options(parser)
-    policycli.add_evaluate_options(parser)
+    _audit.add_evaluate_options(parser)
+    _policy.add_evaluate_options(parser)
 
 
 def _on_input(
@@ -121,13 +120,13 @@ def _on_input(
     """Load the policy, read the JSON input, and run ``act`` (``Engine.evaluate`` or
     ``Engine.plan``) on an engine logging to the audit sink the options chose, with the caller's
     session id and labels; return its result and the stream results go to."""
-    policy, shadow = policycli.evaluation_policies(args)
+    policy, shadow = _policy.evaluation_policies(args)
     text, filename = _read_input(args.input)
     parsed, problems = parse_json(text, filename)
     if problems:
         raise InputError(problems)
-    caller = auditcli.caller_fields(args)
-    with auditcli.evaluation_audit(args, stdout, stderr) as (audit, out):
+    caller = _audit.caller_fields(args)
+    with _audit.evaluation_audit(args, stdout, stderr) as (audit, out):
         engine = Engine(policy, audit=audit, shadow=shadow)
         return act(engine, parsed.data, filename=filename, text=text, **caller), out
 

@@ -1,52 +1,116 @@
 """The ``prunewarden`` command: ``main()`` parses and exits, ``run()`` does the work.
 
 ``run(argv, stdout, stderr) -> int`` is what tests call in-process. Every command is one row of
-:data:`COMMANDS`: the function that adds its parser, and the function that runs it.
+:data:`COMMANDS`: the module defining it, its one-line help, and the names of the function that
+adds its parser and the one that runs it.
+
+A command's module is imported only when that command runs: between them they import plots,
+Dask, the server and the suites, and ``prunewarden --version`` or ``--help`` needs none of them
+(docs/architecture.md, "Import cost"). So the command line is parsed twice: first with every
+command a stub carrying only its help (enough for ``--version``, ``--help`` and an unknown
+command), then with the chosen command's real parser.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Callable
-from typing import IO, Any, NoReturn
+from typing import IO, Any, NamedTuple, NoReturn
 
 from prunewarden.__about__ import __version__
-from prunewarden.cli import (
-    _audit,
-    _calibrate,
-    _decide,
-    _diff,
-    _doctor,
-    _policy,
-    _replay,
-    _serve,
-    _suites,
-)
-from prunewarden.cli._common import EXIT_CODES, ExitError, Parser, report
+from prunewarden.cli._common import EXIT_CODES, ExitError, Parser, add_base_dir_option, report
 from prunewarden.errors import ExitCode, InputError, PolicyError, PrunewardenError
 
 AddParser = Callable[[Any], None]
 Run = Callable[[argparse.Namespace, IO[str], IO[str]], int]
 
-# The commands, in the order --help lists them: how each adds its parser, and what runs it.
-COMMANDS: dict[str, tuple[AddParser, Run]] = {
-    "validate": (_decide.add_validate, _decide.run_validate),
-    "evaluate": (_decide.add_evaluate, _decide.run_evaluate),
-    "audit": (_audit.add_audit_command, _audit.run_audit),
-    "policy": (_policy.add_policy_command, _policy.run_policy),
-    "schema": (_decide.add_schema, _decide.run_schema),
-    "test": (_suites.add_test, _suites.run_test),
-    "plan": (_decide.add_plan, _decide.run_plan),
-    "replay": (_replay.add_replay, _replay.run_replay),
-    "diff": (_diff.add_diff, _diff.run_diff),
-    "calibrate": (_calibrate.add_command, _calibrate.run_calibrate),
-    "serve": (_serve.add_serve, _serve.run_serve),
-    "doctor": (_doctor.add_doctor, _doctor.run_doctor),
+
+class Command(NamedTuple):
+    """Where a command lives (a module of this package) and what ``--help`` says of it (the
+    same line its parser gives: a test holds them equal)."""
+
+    module: str
+    help: str
+    add: str  # the function adding its parser
+    run: str  # the function running it
+
+    def functions(self) -> tuple[AddParser, Run]:
+        """Its functions, importing its module (only now: see the module's docstring)."""
+        module = importlib.import_module(f"prunewarden.cli.{self.module}")
+        add: AddParser = getattr(module, self.add)
+        run: Run = getattr(module, self.run)
+        return add, run
+
+
+# The commands, in the order --help lists them.
+COMMANDS: dict[str, Command] = {
+    "validate": Command(
+        "_decide", "check policy files against the schema", "add_validate", "run_validate"
+    ),
+    "evaluate": Command(
+        "_decide",
+        "decide on one input document; prints the decision as JSON",
+        "add_evaluate",
+        "run_evaluate",
+    ),
+    "audit": Command(
+        "_audit",
+        "verify, query and report on decision audit logs",
+        "add_audit_command",
+        "run_audit",
+    ),
+    "policy": Command(
+        "_policy",
+        "show, compare and lock resolved policies (extends, guardrails, versions)",
+        "add_policy_command",
+        "run_policy",
+    ),
+    "schema": Command("_decide", "print a bundled JSON Schema", "add_schema", "run_schema"),
+    "test": Command("_suites", "run policy test suites (*_test.yaml)", "add_test", "run_test"),
+    "plan": Command(
+        "_decide",
+        "plan one pruning pass over a window; prints the plan as JSON",
+        "add_plan",
+        "run_plan",
+    ),
+    "replay": Command(
+        "_replay",
+        "run recorded sessions (traces) through a policy; summarize what it decided",
+        "add_replay",
+        "run_replay",
+    ),
+    "diff": Command(
+        "_diff",
+        "replay traces under two policies; list every decision that changes (exit 1)",
+        "add_diff",
+        "run_diff",
+    ),
+    "calibrate": Command(
+        "_calibrate",
+        "fit a policy's score scale and spread floor to healthy traces of your scorer",
+        "add_command",
+        "run_calibrate",
+    ),
+    "serve": Command(
+        "_serve",
+        "run the policy decision point over HTTP (API v1; docs/server.md)",
+        "add_serve",
+        "run_serve",
+    ),
+    "doctor": Command(
+        "_doctor",
+        "check a deployment (policy, lock, audit log, extras); one line, non-zero if sick",
+        "add_doctor",
+        "run_doctor",
+    ),
 }
 
 
-def _parser(stdout: IO[str]) -> Parser:
+def _parser(stdout: IO[str], chosen: str | None = None, add: AddParser | None = None) -> Parser:
+    """The command line's parser: the ``chosen`` command's parser added by ``add``, every other
+    command a stub with its help line, so that usage and errors list them all alike."""
     Parser.stdout = stdout
     parser = Parser(
         prog="prunewarden",
@@ -55,20 +119,26 @@ def _parser(stdout: IO[str]) -> Parser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"prunewarden {__version__}")
-    _policy.add_base_dir_option(parser)
+    add_base_dir_option(parser)
     commands = parser.add_subparsers(
         dest="command", required=True, metavar="COMMAND", parser_class=Parser
     )
-    for add, _ in COMMANDS.values():
-        add(commands)
+    for name, command in COMMANDS.items():
+        if name == chosen and add is not None:
+            add(commands)
+        else:
+            commands.add_parser(name, help=command.help, add_help=False)
     return parser
 
 
 def run(argv: list[str] | None, stdout: IO[str], stderr: IO[str]) -> int:
     """Run the command line ``argv``; return the exit code."""
     try:
-        args = _parser(stdout).parse_args(argv)
-        return int(COMMANDS[args.command][1](args, stdout, stderr))
+        # First which command (--version, --help and usage errors end here), then its arguments.
+        chosen, _ = _parser(stdout).parse_known_args(argv)
+        add, run_command = COMMANDS[chosen.command].functions()
+        args = _parser(stdout, chosen.command, add).parse_args(argv)
+        return int(run_command(args, stdout, stderr))
     except ExitError as done:
         return done.status
     except PolicyError as exc:

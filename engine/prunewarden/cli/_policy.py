@@ -13,11 +13,19 @@ from pathlib import Path
 from typing import IO, Any
 
 from prunewarden.errors import ExitCode, PolicyError
-from prunewarden.policy import LockOption, Policy, Resolution, load_builtin_policy, load_policy
-from prunewarden.policy import _diff as policydiff
-from prunewarden.policy import _lock as policylock
+from prunewarden.policy import (
+    LOCK_FILENAME,
+    LockOption,
+    Policy,
+    Resolution,
+    load_builtin_policy,
+    load_policy,
+)
 from prunewarden.policy import _overlay as overlay
 from prunewarden.policy import _provenance as provenance
+from prunewarden.policy._diff import diff as diff_policies
+from prunewarden.policy._diff import render_text
+from prunewarden.policy._lock import update as update_lock
 
 POLICY_EXIT_CODES = """\
 exit codes:
@@ -103,21 +111,6 @@ def add_evaluate_options(evaluate: Any) -> None:
 BASE_DIRS_VARIABLE = "PRUNEWARDEN_BASE_DIRS"
 
 
-def add_base_dir_option(parser: Any) -> None:
-    """``prunewarden --base-dir DIR COMMAND ...``: a folder of shared bases ``extends`` may
-    name, for every command."""
-    parser.add_argument(
-        "--base-dir",
-        action="append",
-        default=[],
-        metavar="DIR",
-        dest="base_dirs",
-        help="a folder of shared base policies that `extends` may lead into, besides the "
-        "folder of the policy naming it (repeatable; also $PRUNEWARDEN_BASE_DIRS, "
-        f"separated by {os.pathsep!r})",
-    )
-
-
 def base_dirs(args: argparse.Namespace) -> tuple[str, ...]:
     """The allowed base folders: ``--base-dir`` options, then ``$PRUNEWARDEN_BASE_DIRS``."""
     given: list[str] = list(getattr(args, "base_dirs", None) or [])
@@ -158,7 +151,7 @@ def _show(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:  #
 def _diff(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:  # noqa: ARG001
     bases = base_dirs(args)
     a, b = overlay.resolve_file(args.a, bases), overlay.resolve_file(args.b, bases)
-    changes = policydiff.diff(a, b)
+    changes = diff_policies(a, b)
     if args.format == "json":
         out = {
             "a": _described(args.a, a.policy),
@@ -168,7 +161,7 @@ def _diff(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:  #
         }
         stdout.write(json.dumps(out, indent=2, ensure_ascii=False) + "\n")
     else:
-        stdout.write(policydiff.render_text(args.a, args.b, a, b, changes))
+        stdout.write(render_text(args.a, args.b, a, b, changes))
     return ExitCode.REFUSED if changes else ExitCode.OK
 
 
@@ -185,7 +178,7 @@ def _lock(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
     status = 0
     groups: dict[str, list[Resolution]] = {}
     for name in args.files:
-        target = args.lock or str(Path(name).parent / policylock.LOCK_FILENAME)
+        target = args.lock or str(Path(name).parent / LOCK_FILENAME)
         try:
             groups.setdefault(target, []).append(overlay.resolve_file(name, base_dirs(args)))
         except PolicyError as exc:
@@ -193,7 +186,7 @@ def _lock(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
             status = ExitCode.POLICY
     for target, resolutions in groups.items():
         try:
-            entries = policylock.update(target, resolutions)
+            entries = update_lock(target, resolutions)
         except PolicyError as exc:
             _report(exc, stderr)
             status = ExitCode.POLICY

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import IO, Any, Protocol
 
 from prunewarden._identity import PolicyIdentity
+from prunewarden._parquet import pyarrow_modules
 from prunewarden.audit import FSYNC_MODES, AuditLog
 from prunewarden.cli._common import UsageError
 from prunewarden.cli._jobs import Runner, progress_for
@@ -162,6 +163,8 @@ def run_replay(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> in
     parquet = args.format == "parquet"
     if parquet and (args.decisions is None or args.decisions == "-"):
         raise UsageError("--format parquet writes the decisions to a folder: give --decisions DIR")
+    if parquet:
+        _check_parquet_target(args.decisions)
     traces = expand_traces(args.traces)
     cluster = cluster_for(args)
     policy = policy_or_default(args.policy, base_dirs(args))
@@ -179,7 +182,10 @@ def run_replay(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> in
         )
         if parquet and out is not None:
             out.seek(0)
-            write_decisions_parquet(out, args.decisions)
+            try:
+                write_decisions_parquet(out, args.decisions)
+            except OSError as exc:  # the folder went away or filled up during the run
+                raise UsageError(f"{args.decisions}: {exc.strerror}") from None
     progress.close()
     report_problems(summaries, stderr)
     if args.format == "json":
@@ -189,6 +195,18 @@ def run_replay(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> in
     if args.plot is not None:
         report_plots(write_replay_plots(policy, traces, args.plot), args.plot, stderr)
     return exit_status(summaries, changed=False)
+
+
+def _check_parquet_target(folder: str) -> None:
+    """Before any trace is replayed: pyarrow is there, and ``folder`` can be a folder (a file
+    there made the write fail after the whole run, exit 70)."""
+    try:
+        pyarrow_modules()
+    except OSError as exc:
+        raise UsageError(str(exc.strerror)) from None
+    target = Path(folder)
+    if target.exists() and not target.is_dir():
+        raise UsageError(f"{folder}: --decisions with --format parquet takes a folder, not a file")
 
 
 def policy_or_default(path: str | None, bases: tuple[str, ...] = ()) -> Policy:

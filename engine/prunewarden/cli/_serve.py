@@ -11,12 +11,24 @@ import argparse
 import importlib
 import json
 import logging
+import os
+from pathlib import Path
 from types import ModuleType
 from typing import IO, Any
 
+from prunewarden.cli._audit import ENV_KEY
 from prunewarden.cli._common import UsageError
 from prunewarden.errors import AuditError, ExitCode
-from prunewarden.limits import MAX_REQUEST_BYTES, REQUEST_SECONDS, SESSION_IDLE_SECONDS
+from prunewarden.limits import (
+    BODY_SECONDS,
+    HEADER_SECONDS,
+    KEEP_ALIVE_SECONDS,
+    MAX_CONNECTIONS,
+    MAX_LIVE_SESSIONS,
+    MAX_REQUEST_BYTES,
+    REQUEST_SECONDS,
+    SESSION_IDLE_SECONDS,
+)
 
 SERVE_EXIT_CODES = """\
 exit codes:
@@ -26,7 +38,8 @@ exit codes:
   70  internal error (a bug: please report it)
 
 The bearer token comes from --token-file, else $PRUNEWARDEN_TOKEN. A TCP address other than
-loopback is refused without one.
+loopback is refused without one. When $PRUNEWARDEN_AUDIT_KEY is set, the audit log is keyed with
+it, as with evaluate.
 """
 
 
@@ -95,6 +108,49 @@ def add_serve(commands: Any) -> None:
         help=f"forget sessions idle this long (default: {SESSION_IDLE_SECONDS:g})",
     )
     serve.add_argument(
+        "--max-live-sessions",
+        type=int,
+        default=MAX_LIVE_SESSIONS,
+        metavar="N",
+        help="sessions kept in memory; the least recently used go back to the store "
+        f"(default: {MAX_LIVE_SESSIONS})",
+    )
+    serve.add_argument(
+        "--max-connections",
+        type=int,
+        default=MAX_CONNECTIONS,
+        metavar="N",
+        help=f"connections open at once; more are answered 503 (default: {MAX_CONNECTIONS})",
+    )
+    serve.add_argument(
+        "--header-timeout",
+        type=float,
+        default=HEADER_SECONDS,
+        metavar="SECONDS",
+        help=f"longest a client may take to send a request's headers (default: {HEADER_SECONDS:g})",
+    )
+    serve.add_argument(
+        "--body-timeout",
+        type=float,
+        default=BODY_SECONDS,
+        metavar="SECONDS",
+        help="longest a client may take to send a body, or leave an answer unread "
+        f"(default: {BODY_SECONDS:g})",
+    )
+    serve.add_argument(
+        "--keep-alive-timeout",
+        type=float,
+        default=KEEP_ALIVE_SECONDS,
+        metavar="SECONDS",
+        help=f"close a keep-alive connection idle this long (default: {KEEP_ALIVE_SECONDS:g})",
+    )
+    serve.add_argument(
+        "--metrics-listen",
+        metavar="HOST:PORT",
+        help="also serve GET /metrics, without the token, on this loopback address (for a "
+        "Prometheus scrape; default: only on --listen, behind the token)",
+    )
+    serve.add_argument(
         "--reload-interval",
         type=float,
         default=1.0,
@@ -118,6 +174,9 @@ def run_serve(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int
     try:
         socket_mode = int(args.socket_mode, 8)
         listen = server.parse_listen(args.listen)
+        metrics_listen = (
+            server.parse_listen(args.metrics_listen) if args.metrics_listen is not None else None
+        )
         config = server.ServerConfig(
             policy=args.policy,
             audit_log=args.audit_log,
@@ -132,6 +191,14 @@ def run_serve(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int
             request_seconds=args.request_timeout,
             session_ttl=args.session_ttl,
             socket_mode=socket_mode,
+            max_live_sessions=args.max_live_sessions,
+            max_connections=args.max_connections,
+            header_seconds=args.header_timeout,
+            body_seconds=args.body_timeout,
+            keep_alive_seconds=args.keep_alive_timeout,
+            metrics_listen=metrics_listen,
+            # Set but empty is a key that went missing, not a request for an unkeyed log.
+            audit_key_env=ENV_KEY if ENV_KEY in os.environ else None,
         )
     except ValueError:
         raise UsageError(
@@ -150,13 +217,25 @@ def run_serve(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int
     except server.ServerConfigError as exc:
         built.close()
         raise UsageError(f"prunewarden serve: {exc}") from None
+    metrics_sock = None
+    if metrics_listen is not None:
+        try:
+            metrics_sock = server.bind(metrics_listen, socket_mode)
+        except server.ServerConfigError as exc:
+            sock.close()
+            if listen.unix_path is not None:
+                Path(listen.unix_path).unlink(missing_ok=True)
+            built.close()
+            raise UsageError(f"prunewarden serve: --metrics-listen: {exc}") from None
+        metrics_url = server.bound_url(metrics_listen, metrics_sock)
+        stdout.write(f"prunewarden serve: metrics without a token on {metrics_url}/metrics\n")
     policy = built.engine.policy
     stdout.write(
         f"prunewarden serve: listening on {server.bound_url(listen, sock)} "
         f"(policy {policy.name}@{policy.version})\n"
     )
     stdout.flush()
-    server.run(built, sock, listen)
+    server.run(built, sock, listen, metrics_sock)
     stdout.write("prunewarden serve: stopped\n")
     return ExitCode.OK
 

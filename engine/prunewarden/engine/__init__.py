@@ -7,10 +7,12 @@ audit log that failed) go to the standard ``logging`` logger ``prunewarden``, wh
 
 A package so that the calls that decide (``_engine``) and the one place that writes their records
 (``_recording``) each stay a module a reader can hold in mind; ``Engine`` is built from both.
-``_hooks`` hands decisions to the caller's hooks, one at a time or a pass at once.
+``_hooks`` hands decisions to the caller's hooks, one at a time or a pass at once; ``_front``
+holds the engine's calls for a front that replaces its engine (``ReloadingEngine``).
 """
 
 from prunewarden.engine._engine import Engine
+from prunewarden.engine._front import EngineCalls
 from prunewarden.engine._hooks import BatchDecisionHook, DecisionHook
 
-__all__ = ["BatchDecisionHook", "DecisionHook", "Engine"]
+__all__ = ["BatchDecisionHook", "DecisionHook", "Engine", "EngineCalls"]

@@ -8,6 +8,7 @@ the one thing a caller builds.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
@@ -15,14 +16,22 @@ from pathlib import Path
 from typing import Any
 
 from prunewarden._observation import CallHook, TraceContext, call_hooks, public_call
-from prunewarden.audit import AuditLog, DecisionContext, input_digest, subject_of, texts_of
+from prunewarden.audit import (
+    AuditLog,
+    DecisionContext,
+    input_digest,
+    session_state_rejected_record,
+    subject_of,
+    texts_of,
+)
 from prunewarden.decision import Decision, Verdict
 from prunewarden.engine._hooks import DecisionHook, DecisionHooks
 from prunewarden.engine._recording import DecisionRecorder
-from prunewarden.errors import REFUSALS
+from prunewarden.errors import REFUSALS, SessionIntegrityError
 from prunewarden.inputs import (
     Check,
     Request,
+    TransitionRequest,
     check_caller_fields,
     eviction_document,
     parse_evictions,
@@ -40,7 +49,10 @@ from prunewarden.session import (
     SessionBinding,
     SessionRegistry,
     SessionStore,
+    without_halt,
 )
+
+_diagnostics = logging.getLogger("prunewarden")
 
 
 class Engine(DecisionRecorder):
@@ -127,7 +139,8 @@ class Engine(DecisionRecorder):
     ) -> Decision:
         """Decide on one input document (``{"check": ..., ...}``).
 
-        ``session_id`` and ``labels`` (strings) are copied into the decision's audit record.
+        ``session_id`` and ``labels`` (strings) are copied into the decision's audit record (a
+        transition document's own ``session_id`` and ``labels`` when these are not given).
         Raises :class:`InputError` for a malformed document (or session id or labels); every
         other failure, in a guard or in the logger, becomes a refusing decision.
         """
@@ -136,6 +149,10 @@ class Engine(DecisionRecorder):
         check, request, encoded = parse_request_encoded(
             data, self.policy.spec.scores, filename=filename, text=text
         )
+        if isinstance(request, TransitionRequest):
+            # A transition document names its session and labels; the caller's override them.
+            session_id = session_id if session_id is not None else request.session_id
+            labels = labels if labels is not None else request.labels
         return self._decide(
             check, request, data, session_id=session_id, labels=labels, encoded=encoded
         )
@@ -173,7 +190,11 @@ class Engine(DecisionRecorder):
         store = store if store is not None else self.sessions.store
         binder: Binder = bind if bind is not None else self._bound
         if state is None and store is not None:
-            state = store.load(session_id)
+            try:
+                state = store.load(session_id)
+            except SessionIntegrityError as exc:
+                self.report_rejected_state(session_id, exc)
+                raise
         session = Session(
             binder, session_id, dict(labels or {}), store=store, registry=self.sessions
         )
@@ -181,6 +202,20 @@ class Engine(DecisionRecorder):
             session.restore(state, keep_labels=labels is not None)
         session.save()
         return session
+
+    def report_rejected_state(
+        self, session_id: str, error: SessionIntegrityError, *, deleted: bool = False
+    ) -> None:
+        """Record (``session_state_rejected``) that a stored state of ``session_id`` was refused,
+        or cleared by a delete (``deleted``). A failure to record is logged; the refusal
+        stands either way."""
+        record = session_state_rejected_record(
+            session_id, [str(p) for p in error.problems], deleted=deleted
+        )
+        try:
+            self._write_record(record)
+        except Exception:  # noqa: BLE001 - the refusal stands; the failure is reported
+            _diagnostics.exception("session_state_rejected could not be recorded")
 
     def _bound(self) -> SessionBinding:
         return self.session_binding
@@ -235,6 +270,8 @@ class Engine(DecisionRecorder):
         started = time.perf_counter_ns()
         if gate is None and not from_session and session_id is not None and check != "collapse":
             gate = self.sessions.gate(session_id, check, request)
+            if isinstance(request, TransitionRequest):
+                request, gate = without_halt(request, gate)
         pipeline = self._pipelines[check]
         stamp = in_pass.next_stamp() if in_pass is not None else None
         if gate is None:
@@ -273,8 +310,8 @@ class Engine(DecisionRecorder):
     ) -> Decision:
         """Like :meth:`evaluate`, but raise when an enforced guard refuses.
 
-        Raises :class:`RelevanceCollapseError`, :class:`UntrustedEvictionError` or
-        :class:`StaleScoreError`, each carrying the decision.
+        Raises :class:`RelevanceCollapseError`, :class:`UntrustedEvictionError`,
+        :class:`StaleScoreError` or :class:`UnsafeTransitionError`, each carrying the decision.
         """
         decision = self.evaluate(document, session_id=session_id, labels=labels)
         if decision.blocks:

@@ -1,4 +1,4 @@
-"""The three guards, one module each, behind one interface.
+"""The guards, one module each, behind one interface.
 
 A guard takes its settings from the policy and a typed request and returns a :class:`Verdict`:
 whether it refuses, the reasons (every one that applies, the primary first) and the remediations.
@@ -12,11 +12,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from prunewarden.decision import Outcome, Verdict, disabled_reason
-from prunewarden.guards import collapse, eviction, staleness
+from prunewarden.guards import collapse, eviction, staleness, transition
+from prunewarden.guards.transition import TransitionGuardSettings
 
 __all__ = [
     "GUARDS",
     "Guard",
+    "TransitionGuardSettings",
     "Verdict",
     "disabled_reason",
 ]
@@ -43,4 +45,5 @@ GUARDS: dict[str, Guard] = {
     "eviction": Guard(eviction.evaluate, "deny", _disabled("eviction")),
     # Off still answers the caller's question "what do I keep?", without checking bindings.
     "staleness": Guard(staleness.evaluate, "deny", staleness.unguarded),
+    "transition": Guard(transition.evaluate, "deny", _disabled("transition")),
 }

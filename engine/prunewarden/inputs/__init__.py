@@ -5,11 +5,18 @@ errors, the compiled yes or no for valid documents, and eviction passes.
 from __future__ import annotations
 
 from prunewarden.inputs._checks import check_caller_fields
-from prunewarden.inputs._documents import eviction_document, plan_document, staleness_document
+from prunewarden.inputs._documents import (
+    eviction_document,
+    plan_document,
+    staleness_document,
+    transition_document,
+)
+from prunewarden.inputs._edits import TOMBSTONE_KIND, derive_edit
 from prunewarden.inputs._model import (
     CHECKS,
     Check,
     CollapseRequest,
+    Edit,
     EvictionRequest,
     PlanRequest,
     Request,
@@ -18,8 +25,9 @@ from prunewarden.inputs._model import (
     Snapshot,
     Span,
     StalenessRequest,
+    TransitionRequest,
+    TransitionSegment,
     Turn,
-    TurnStats,
     WindowSegment,
 )
 from prunewarden.inputs._parse import (
@@ -28,13 +36,14 @@ from prunewarden.inputs._parse import (
     parse_request_encoded,
     refused_unchecked,
 )
-from prunewarden.inputs._passes import CandidateView, PassCandidates, parse_evictions
+from prunewarden.inputs._passes import PassCandidates, parse_evictions
 
 __all__ = [
     "CHECKS",
-    "CandidateView",
+    "TOMBSTONE_KIND",
     "Check",
     "CollapseRequest",
+    "Edit",
     "EvictionRequest",
     "PassCandidates",
     "PlanRequest",
@@ -44,10 +53,12 @@ __all__ = [
     "Snapshot",
     "Span",
     "StalenessRequest",
+    "TransitionRequest",
+    "TransitionSegment",
     "Turn",
-    "TurnStats",
     "WindowSegment",
     "check_caller_fields",
+    "derive_edit",
     "eviction_document",
     "parse_evictions",
     "parse_plan",
@@ -56,4 +67,5 @@ __all__ = [
     "plan_document",
     "refused_unchecked",
     "staleness_document",
+    "transition_document",
 ]

@@ -19,6 +19,7 @@ from typing import Any
 
 from prunewarden._json import JsonPath
 from prunewarden.errors import InputError, Problem, describe_value
+from prunewarden.inputs._edits import TOMBSTONE_KIND, derivation_cycle
 from prunewarden.inputs._model import ScoreRange
 from prunewarden.limits import (
     INTEGER_CEILING,
@@ -84,9 +85,23 @@ _SIZE_LIMITS: dict[str, _Limits] = {
         (("tombstones",), MAX_IDS),
         (("labels",), MAX_LABELS),
     ),
+    "transition": (
+        (("before",), MAX_SEGMENTS),
+        (("after",), MAX_SEGMENTS),
+        (("tombstones",), MAX_IDS),
+        (("canaries",), MAX_IDS),
+        (("labels",), MAX_LABELS),
+    ),
 }
 _SNAPSHOT_LIMITS: _Limits = ((("scores",), MAX_ENTRIES), (("pinned",), MAX_IDS))
+_TRANSITION_SEGMENT_LIMITS: _Limits = (
+    (("score_dependencies",), MAX_IDS),
+    (("derived_from",), MAX_IDS),
+    (("tombstone_for",), MAX_IDS),
+    (("metadata",), MAX_METADATA_ENTRIES),
+)
 _ITEM_SIZE_LIMITS: dict[str, tuple[tuple[str, _Limits], ...]] = {
+    "transition": (("before", _TRANSITION_SEGMENT_LIMITS), ("after", _TRANSITION_SEGMENT_LIMITS)),
     "collapse": (("history", _SNAPSHOT_LIMITS),),
     "staleness": (("spans", ((("derived_from",), MAX_IDS),)),),
     "plan": (
@@ -196,10 +211,46 @@ def _unique_ids(ids: list[str], where: str, field: str, noun: str) -> Iterator[F
         first_at.setdefault(item_id, i)
 
 
+def _transition_relations(data: dict[str, Any], check_score: _ScoreCheck) -> Iterator[Found]:
+    """Unique ids in each window, scores in range, ``tombstone_for`` only on a tombstone and
+    only naming ids of ``before``, no ``derived_from`` cycle in either window."""
+    before_ids = {segment["id"] for segment in data["before"]}
+    for where in ("before", "after"):
+        segments = data[where]
+        yield from _unique_ids([s["id"] for s in segments], where, "id", "segment")
+        for i, segment in enumerate(segments):
+            for field in ("score", "perturbed_score"):
+                if segment.get(field) is not None:
+                    yield from check_score((where, i, field), segment[field])
+            yield from _tombstone_for(segment, (where, i), before_ids, in_after=where == "after")
+        found = derivation_cycle([(s["id"], s.get("derived_from", [])) for s in segments])
+        if found is not None:
+            at, cycle = found
+            message = f"derived_from cycle: {' -> '.join(cycle)}"
+            yield (where, at, "derived_from"), message
+
+
+def _tombstone_for(
+    segment: dict[str, Any], at: JsonPath, before_ids: set[str], *, in_after: bool
+) -> Iterator[Found]:
+    named = segment.get("tombstone_for")
+    if named is None:
+        return
+    if not in_after or segment["kind"] != TOMBSTONE_KIND:
+        message = f"tombstone_for belongs on a segment of kind {TOMBSTONE_KIND!r} in after"
+        yield (*at, "tombstone_for"), message
+        return
+    for j, removed in enumerate(named):
+        if removed not in before_ids:
+            message = f"{removed!r} was never in before: a tombstone records removed segments"
+            yield (*at, "tombstone_for", j), message
+
+
 _RELATIONS: dict[str, Callable[[dict[str, Any], _ScoreCheck], Iterator[Found]]] = {
     "collapse": _collapse_relations,
     "eviction": _eviction_relations,
     "staleness": _staleness_relations,
+    "transition": _transition_relations,
 }
 
 

@@ -75,3 +75,27 @@ def plan_document(  # noqa: PLR0913 - mirrors the plan document's optional field
     if recompute_budget is not None:
         document["recompute_budget"] = recompute_budget
     return document
+
+
+def transition_document(  # noqa: PLR0913 - mirrors the transition document's optional fields
+    before: Iterable[Mapping[str, Any]],
+    after: Iterable[Mapping[str, Any]],
+    *,
+    tombstones: Iterable[str] = (),
+    applied_by: str | None = None,
+    reported: Mapping[str, int] | None = None,
+    canaries: Iterable[str] = (),
+) -> dict[str, Any]:
+    """An edit of the window, before and after; optional fields appear only when given."""
+    document: dict[str, Any] = {
+        "check": "transition",
+        "before": [dict(s) for s in before],
+        "after": [dict(s) for s in after],
+        "tombstones": list(tombstones),
+        "canaries": list(canaries),
+    }
+    if applied_by is not None:
+        document["applied_by"] = applied_by
+    if reported is not None:
+        document["reported"] = dict(reported)
+    return document

@@ -15,8 +15,8 @@ class ScoreRange:
     max: float
 
 
-Check = Literal["collapse", "eviction", "staleness"]
-CHECKS: tuple[Check, ...] = ("collapse", "eviction", "staleness")
+Check = Literal["collapse", "eviction", "staleness", "transition"]
+CHECKS: tuple[Check, ...] = ("collapse", "eviction", "staleness", "transition")
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,9 +94,6 @@ class StalenessRequest:
     recompute_budget: int | None
 
 
-Request = CollapseRequest | EvictionRequest | StalenessRequest
-
-
 @dataclass(frozen=True, slots=True)
 class WindowSegment:
     """A segment of the window a pruning pass plans over, seen by both guards."""
@@ -121,3 +118,61 @@ class PlanRequest:
     recompute_budget: int | None
     session_id: str | None
     labels: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class TransitionSegment:
+    """A segment of the window before or after an edit (``$defs/transition_segment``)."""
+
+    id: str  # segment.id, read on every derivation step: a field, not a property
+    segment: Segment  # as the eviction guard sees it (tombstone_written: as the document says)
+    score: float | None
+    perturbed_score: float | None
+    text_sha256: str  # the declared binding of ``score``; "" when unbound
+    text_digest: str  # the SHA-256 of ``segment.text``, computed once as the document is typed
+    derived_from: tuple[str, ...] = ()
+    group: str | None = None
+    tombstone_for: tuple[str, ...] = ()
+    rewrite_count: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Edit:
+    """The edit a transition made, derived by content (:func:`prunewarden.inputs.derive_edit`).
+
+    Every id of ``before`` is in exactly one of ``kept``, ``rewritten``, ``folded`` and
+    ``removed``; every id of ``after`` in exactly one of ``kept``, ``rewritten``, ``summaries``
+    and ``added``. Each tuple is in its window's order.
+    """
+
+    kept: tuple[str, ...]
+    rewritten: tuple[str, ...]
+    folded: tuple[str, ...]  # gone from after, named by an after segment's derived_from
+    removed: tuple[str, ...]
+    summaries: tuple[str, ...]  # new ids deriving from others
+    added: tuple[str, ...]  # new ids deriving from nothing (tombstone segments among them)
+    tombstoned: frozenset[str]  # ids of before a tombstone records (the list or tombstone_for)
+    scored_rewrites: tuple[str, ...]  # rewritten ids whose before segment carried a score
+
+
+@dataclass(frozen=True, slots=True)
+class TransitionRequest:
+    """A window before and after an edit made by any code (``check: transition``)."""
+
+    before: tuple[TransitionSegment, ...]
+    after: tuple[TransitionSegment, ...]
+    tombstones: frozenset[str]
+    applied_by: str | None
+    reported: TurnStats | None
+    canaries: frozenset[str]
+    session_id: str | None
+    labels: dict[str, str]
+    edit: Edit
+    # Ids pinned beyond the document: a session's canaries and rule pins (Session.verify); no
+    # field of an input document.
+    pinned: frozenset[str] = frozenset()
+    # The session's halt while it holds (its collapse decision and cycle); no document field.
+    halt: dict[str, Any] | None = None
+
+
+Request = CollapseRequest | EvictionRequest | StalenessRequest | TransitionRequest

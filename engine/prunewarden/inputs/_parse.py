@@ -17,6 +17,7 @@ from prunewarden._schemas import capped, problems_of, validator
 from prunewarden._source import Parsed, locate
 from prunewarden.errors import InputError, Problem
 from prunewarden.inputs._checks import Found, oversized, plan_problems, request_problems, unreadable
+from prunewarden.inputs._edits import derive_edit
 from prunewarden.inputs._model import (
     Check,
     CollapseRequest,
@@ -28,6 +29,8 @@ from prunewarden.inputs._model import (
     Snapshot,
     Span,
     StalenessRequest,
+    TransitionRequest,
+    TransitionSegment,
     Turn,
     TurnStats,
     WindowSegment,
@@ -272,8 +275,46 @@ def _plan(data: dict[str, Any]) -> PlanRequest:
     )
 
 
+def _transition_segment(s: dict[str, Any]) -> TransitionSegment:
+    get = s.get
+    score, perturbed = get("score"), get("perturbed_score")
+    return TransitionSegment(
+        s["id"],
+        _segment(s),
+        None if score is None else float(score),
+        None if perturbed is None else float(perturbed),
+        get("text_sha256", ""),
+        text_digest(get("text", "")),
+        tuple(get("derived_from", ())),
+        get("group"),
+        tuple(get("tombstone_for", ())),
+        int(get("rewrite_count", 0)),
+    )
+
+
+def _transition(data: dict[str, Any]) -> TransitionRequest:
+    before = tuple(_transition_segment(s) for s in data["before"])
+    after = tuple(_transition_segment(s) for s in data["after"])
+    tombstones = frozenset(data.get("tombstones", ()))
+    reported = data.get("reported")
+    return TransitionRequest(
+        before=before,
+        after=after,
+        tombstones=tombstones,
+        applied_by=data.get("applied_by"),
+        reported=None
+        if reported is None
+        else TurnStats(int(reported["spans_modified"]), int(reported["scores_invalidated"])),
+        canaries=frozenset(data.get("canaries", ())),
+        session_id=data.get("session_id"),
+        labels=dict(data.get("labels", {})),
+        edit=derive_edit(before, after, tombstones),
+    )
+
+
 _BUILDERS: dict[Check, Callable[[dict[str, Any]], Request]] = {
     "collapse": _collapse,
     "eviction": _eviction,
     "staleness": _staleness,
+    "transition": _transition,
 }

@@ -28,6 +28,7 @@ import orjson
 from prunewarden import _schemas
 from prunewarden._json import ORJSON_CANONICAL
 from prunewarden._schemas import IsValid, compile_schema, schema_of
+from prunewarden.inputs._edits import TOMBSTONE_KIND, derivation_cycle
 from prunewarden.inputs._model import ScoreRange
 from prunewarden.limits import INTEGER_CEILING, MAX_INPUT_DEPTH
 
@@ -216,8 +217,36 @@ def _plain_metadata(value: dict[str, Any], depth: int) -> bool:
     return True
 
 
+def _transition_relations(data: dict[str, Any], low: float, high: float) -> bool:
+    before, after = data["before"], data["after"]
+    if not (_unique([s["id"] for s in before]) and _unique([s["id"] for s in after])):
+        return False
+    segments = [*before, *after]
+    scores = [s["score"] for s in segments if s.get("score") is not None]
+    scores += [s["perturbed_score"] for s in segments if s.get("perturbed_score") is not None]
+    if not _within(scores, low, high):
+        return False
+    if any("tombstone_for" in s for s in before):
+        return False
+    before_ids = {s["id"] for s in before}
+    for segment in after:
+        named = segment.get("tombstone_for")
+        if named is not None and (
+            segment["kind"] != TOMBSTONE_KIND or not before_ids.issuperset(named)
+        ):
+            return False
+    for window in (before, after):
+        if any(s.get("derived_from") for s in window) and derivation_cycle(
+            [(s["id"], s.get("derived_from", [])) for s in window]
+        ):
+            return False
+    metadata = [s["metadata"] for s in segments if s.get("metadata")]
+    return all(_plain_metadata(m, 3) for m in metadata)
+
+
 _RELATIONS: dict[str, Callable[[dict[str, Any], float, float], bool]] = {
     "collapse": _collapse_relations,
     "eviction": _eviction_relations,
     "staleness": _staleness_relations,
+    "transition": _transition_relations,
 }

@@ -5,8 +5,10 @@ groups for tool-call pairs, text hashes), scores them with a
 :class:`~prunewarden.scoring.Scorer`, runs the session's pass for a token budget and gives the
 framework back what to remove and the tombstone to write. Each framework's module needs its
 extra: :mod:`prunewarden.integrations.langgraph` (``prunewarden[langgraph]``),
-:mod:`prunewarden.integrations.openai_agents` (``prunewarden[openai-agents]``). This package
-itself imports none of them.
+:mod:`prunewarden.integrations.openai_agents` (``prunewarden[openai-agents]``). Edits made by the
+framework's own functions (``trim_messages``) are judged by
+:mod:`prunewarden.integrations.edits` (``prunewarden[langgraph]``). This package itself imports
+none of them.
 """
 
 from __future__ import annotations

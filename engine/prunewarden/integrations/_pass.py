@@ -2,16 +2,18 @@
 
 Each call is one rewrite cycle: the window is scored, the cycle observed by the collapse guard
 (its canaries are the segments whose ``metadata.canary`` is true: the task and what the caller
-pins, whose relevance to the task a sound scorer keeps high), and, when the window is over its
-token budget, the session plans a pass freeing the excess. A frozen pass
-(a halt, stale scores) evicts nothing, and says why.
+pins, whose relevance to the task a sound scorer keeps high), and, when the model input is over
+its token budget, the session plans a pass freeing the excess. The model input is the window,
+what the framework adds outside it (a system prompt) and the adapter's own tombstone: the pass
+frees room for the tombstone it is about to write, so what it promises is what the model reads.
+A frozen pass (a halt, stale scores) evicts nothing, and says why.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,24 +24,43 @@ from prunewarden.session import Session
 
 _log = logging.getLogger("prunewarden.integrations")
 
+#: ``tombstone_tokens(evicted_ids)``: the tokens of the adapter's tombstone once these ids are
+#: evicted (with no ids: the tombstone already in the history, 0 when there is none).
+TombstoneTokens = Callable[[Sequence[str]], int]
+
 
 @dataclass(frozen=True, slots=True)
 class PassOutcome:
     """What one call decided: the ids to evict (window order), whether the pass was frozen and
-    why (the refusing decisions' reason codes), and the plan when one was made."""
+    why (the refusing decisions' reason codes), the plan when one was made, and the model
+    input's tokens once the call is applied (window, system prompt and tombstone) against the
+    budget. ``over_budget`` is the signal that the budget could not be kept: what may not be
+    evicted (pins, refused evictions, a frozen pass) is itself over it."""
 
     evict: tuple[str, ...]
     frozen: bool
     reasons: tuple[str, ...]
     plan: Plan | None
+    tokens: int = 0
+    budget_tokens: int = 0
 
     @property
     def trimmed(self) -> bool:
         return bool(self.evict)
 
+    @property
+    def over_budget(self) -> bool:
+        return self.tokens > self.budget_tokens
+
+
+def _no_tombstone(evicted: Sequence[str]) -> int:
+    del evicted
+    return 0
+
 
 class WindowPruner:
-    """Scores a window, observes it, and plans a pass when it is over ``budget_tokens``.
+    """Scores a window, observes it, and plans a pass when the model input is over
+    ``budget_tokens``.
 
     Turns (the drift signal's mean relevance and tokens) are observed only with
     ``observe_turns``: evicting the lowest scores raises the mean while the tokens fall, which
@@ -53,52 +74,110 @@ class WindowPruner:
         self.observe_turns = observe_turns
 
     def run(
-        self, session: Session, segments: Sequence[Mapping[str, Any]], task: str
+        self,
+        session: Session,
+        segments: Sequence[Mapping[str, Any]],
+        task: str,
+        *,
+        fixed_tokens: int = 0,
+        tombstone_tokens: TombstoneTokens = _no_tombstone,
     ) -> PassOutcome:
-        """One cycle over ``segments`` (window segments without scores, in window order).
+        """One cycle over ``segments`` (window segments without scores, in window order; the
+        adapter's tombstone is not one of them). ``fixed_tokens`` is what the framework adds to
+        every model call outside the window; ``tombstone_tokens`` prices the adapter's
+        tombstone for a set of evictions.
 
         Fails closed: a scorer that raises, or a window the engine refuses as input, freezes
         the pass (``scorer_failed``, ``invalid_window``) and is logged."""
+        budget = _Budget(self.budget_tokens, segments, fixed_tokens, tombstone_tokens)
         if not segments:
-            return PassOutcome((), frozen=False, reasons=(), plan=None)
+            return budget.outcome((), frozen=False, reasons=(), plan=None)
         try:
             scores = self.scorer.score(segments, task)
         except Exception:  # noqa: BLE001 - any scorer failure keeps the history whole
             _log.exception("the scorer failed for session %s", session.session_id)
-            return self._frozen(session, None, ("scorer_failed",))
+            return self._frozen(session, budget, None, ("scorer_failed",))
         try:
-            return self._guarded(session, bind_scores(segments, scores))
+            outcome = self._guarded(session, bind_scores(segments, scores), budget)
         except PrunewardenError:
             _log.exception("the window of session %s was refused", session.session_id)
-            return self._frozen(session, None, ("invalid_window",))
+            return self._frozen(session, budget, None, ("invalid_window",))
+        if outcome.over_budget and not outcome.frozen:
+            _log.warning(
+                "session %s: the model input stays at %d tokens, over its budget of %d: "
+                "what may not be evicted is over it",
+                session.session_id,
+                outcome.tokens,
+                outcome.budget_tokens,
+            )
+        return outcome
 
-    def _guarded(self, session: Session, window: list[dict[str, Any]]) -> PassOutcome:
+    def _guarded(
+        self, session: Session, window: list[dict[str, Any]], budget: _Budget
+    ) -> PassOutcome:
         canaries = [str(s["id"]) for s in window if (s.get("metadata") or {}).get("canary")]
         cycle_scores = {str(s["id"]): float(s["score"]) for s in window if "score" in s}
         collapse = session.observe_cycle(cycle_scores, pinned=canaries)
-        total = sum(int(s.get("tokens", 0)) for s in window)
         if self.observe_turns and cycle_scores:
             mean = math.fsum(cycle_scores.values()) / len(cycle_scores)
-            session.observe_turn(mean_relevance=_clip(session, mean), tokens=total)
+            session.observe_turn(mean_relevance=_clip(session, mean), tokens=budget.window)
         if collapse.blocks:
-            return self._frozen(session, None, collapse.codes)
-        if total <= self.budget_tokens:
-            return PassOutcome((), frozen=False, reasons=(), plan=None)
-        plan = session.plan(window, free_tokens=total - self.budget_tokens)
+            return self._frozen(session, budget, None, collapse.codes)
+        if budget.tokens_after(()) <= self.budget_tokens:
+            return budget.outcome((), frozen=False, reasons=(), plan=None)
+        plan = session.plan(window, free_tokens=budget.to_free())
         if plan.frozen:
             codes = tuple(c for d in plan.decisions if d.blocks for c in d.codes)
-            return self._frozen(session, plan, codes)
+            return self._frozen(session, budget, plan, codes)
         order = {str(s["id"]): i for i, s in enumerate(window)}
         evict = tuple(sorted(plan.evict, key=order.__getitem__))
-        return PassOutcome(evict, frozen=False, reasons=(), plan=plan)
+        return budget.outcome(evict, frozen=False, reasons=(), plan=plan)
 
-    def _frozen(self, session: Session, plan: Plan | None, codes: tuple[str, ...]) -> PassOutcome:
+    def _frozen(
+        self, session: Session, budget: _Budget, plan: Plan | None, codes: tuple[str, ...]
+    ) -> PassOutcome:
         _log.warning(
             "pruning frozen for session %s: %s; the history is kept whole",
             session.session_id,
             ", ".join(codes) or "refused",
         )
-        return PassOutcome((), frozen=True, reasons=codes, plan=plan)
+        return budget.outcome((), frozen=True, reasons=codes, plan=plan)
+
+
+class _Budget:
+    """The model input's tokens for a set of evictions: the window less what is evicted, what
+    the framework adds, and the tombstone those evictions make the adapter write."""
+
+    def __init__(
+        self,
+        budget_tokens: int,
+        segments: Sequence[Mapping[str, Any]],
+        fixed_tokens: int,
+        tombstone_tokens: TombstoneTokens,
+    ) -> None:
+        self.budget_tokens = budget_tokens
+        self.tokens = {str(s["id"]): int(s.get("tokens", 0)) for s in segments}
+        self.window = sum(self.tokens.values())
+        self.fixed = fixed_tokens
+        self.tombstone_tokens = tombstone_tokens
+        self.evictable = [str(s["id"]) for s in segments if not s.get("non_recoverable")]
+
+    def tokens_after(self, evict: Sequence[str]) -> int:
+        freed = sum(self.tokens[i] for i in evict)
+        return self.window - freed + self.fixed + self.tombstone_tokens(evict)
+
+    def to_free(self) -> int:
+        """What the pass must free so that the input, with the largest tombstone any of its
+        choices could write (one naming every evictable segment), is within the budget."""
+        largest = self.tombstone_tokens(self.evictable)
+        return self.window + self.fixed + largest - self.budget_tokens
+
+    def outcome(
+        self, evict: tuple[str, ...], *, frozen: bool, reasons: tuple[str, ...], plan: Plan | None
+    ) -> PassOutcome:
+        return PassOutcome(
+            evict, frozen, reasons, plan, self.tokens_after(evict), self.budget_tokens
+        )
 
 
 def _clip(session: Session, value: float) -> float:
@@ -106,14 +185,20 @@ def _clip(session: Session, value: float) -> float:
     return min(max(value, scores.min), scores.max)
 
 
-def tombstone_text(
-    removed: Sequence[str], kinds: Mapping[str, str], *, total: int | None = None
-) -> str:
+def removed_counts(earlier: Mapping[str, int], kinds: Iterable[str]) -> dict[str, int]:
+    """What a tombstone counts once messages of ``kinds`` (one entry per message) are removed
+    on top of ``earlier`` (kind -> messages removed before)."""
+    counts = dict(earlier)
+    for kind in kinds:
+        counts[kind] = counts.get(kind, 0) + 1
+    return counts
+
+
+def tombstone_text(removed: Mapping[str, int]) -> str:
     """The marker a framework writes where messages were evicted: how many are gone in all,
-    and what this pass removed (each id with its kind)."""
-    parts = ", ".join(f"{i} ({kinds[i]})" if i in kinds else i for i in removed)
-    total = len(removed) if total is None else total
-    return (
-        f"[prunewarden: {total} earlier message(s) removed from this conversation; "
-        f"last pass: {parts}]"
-    )
+    and of which kinds (kind names sorted). A few tokens, no ids: what was removed by id is in
+    the pass's outcome and its audit record, not in what the model reads. Its length never
+    shrinks as a count grows, so the tombstone naming every candidate bounds any other."""
+    total = sum(removed.values())
+    kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(removed.items()) if n)
+    return f"[prunewarden: {total} earlier messages removed: {kinds}]"

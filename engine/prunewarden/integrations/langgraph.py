@@ -2,18 +2,21 @@
 
 Needs ``prunewarden[langgraph]``. Messages map to window segments: the kind from the message
 type (``system``, ``user``, ``assistant``, ``tool``) unless the caller's classifier names one;
-the system prompt, the task (the first human message), the messages the caller pins, earlier
-tombstones and the newest message are pinned (``non_recoverable``), and the task and the
-caller's pins are the collapse guard's canaries (``metadata.canary``); an assistant message
-with tool calls and the tool messages that answer it form one eviction group, so a pass never
-splits them; ``text_sha256`` binds each
-score to the content scored.
+a system message in the state, the task (the first human message), the messages the caller
+pins and the newest message are pinned (``non_recoverable``), and the task and the caller's pins
+are the collapse guard's canaries (``metadata.canary``); an assistant message with tool calls
+and the tool messages that answer it form one eviction group, so a pass never splits them;
+``text_sha256`` binds each score to the content scored.
 
-The hook returns a ``RemoveMessage`` for every evicted id but the earliest, which it overwrites
-in place (same id) with one tombstone message naming what was removed, so the history stays a
-valid provider conversation. A frozen pass (a collapse halt, stale scores) changes nothing and
-logs why on the ``prunewarden.integrations`` logger. The session's state travels in the graph's
-state (``state_key``), so the graph's checkpointer persists it with the messages.
+The hook returns a ``RemoveMessage`` for every evicted id but one, which it overwrites in place
+(same id) with the tombstone: one message counting what was removed, by kind, so the history
+stays a valid provider conversation. The hook knows its tombstone by the id and text digest it
+keeps in the graph's state, never by what a message says or is named: a message that only looks
+like a tombstone is a message like any other. The budget covers what the model reads: the
+messages, the tombstone and the prompt the agent adds (``system_prompt``). A frozen pass (a
+collapse halt, stale scores) changes nothing and logs why on the ``prunewarden.integrations``
+logger. The session's state and the tombstone's record travel in the graph's state
+(``state_key``), so the graph's checkpointer persists them with the messages.
 """
 
 from __future__ import annotations
@@ -27,18 +30,25 @@ from langchain_core.messages import (
     AnyMessage,
     BaseMessage,
     RemoveMessage,
+    SystemMessage,
     ToolMessage,
 )
 from langchain_core.messages.utils import count_tokens_approximately
 from langgraph.prebuilt.chat_agent_executor import AgentState
 
 from prunewarden.engine import Engine
-from prunewarden.integrations._pass import PassOutcome, WindowPruner, tombstone_text
+from prunewarden.integrations._pass import (
+    PassOutcome,
+    WindowPruner,
+    removed_counts,
+    tombstone_text,
+)
 from prunewarden.scoring import Scorer, text_sha256
 
-#: The ``name`` of a tombstone message: how a later pass knows one.
+#: The ``name`` of the tombstone message, for people reading the history: a later pass knows
+#: its tombstone by the record in the graph's state, not by this name.
 TOMBSTONE_NAME = "prunewarden-tombstone"
-#: The graph-state key holding the session's state by default.
+#: The graph-state key holding the session's state and the tombstone's record by default.
 STATE_KEY = "prunewarden"
 
 _KINDS = {"system": "system", "human": "user", "ai": "assistant", "tool": "tool"}
@@ -82,7 +92,6 @@ def message_segments(
     for i, message in enumerate(messages):
         message_id = f"message-{i}" if message.id is None else str(message.id)
         kind = (classify(message) if classify else None) or _KINDS.get(message.type, message.type)
-        tombstone = message.name == TOMBSTONE_NAME
         group = None
         if isinstance(message, AIMessage) and message.tool_calls:
             group = f"tool-calls:{message_id}"
@@ -94,11 +103,11 @@ def message_segments(
         task_seen = task_seen or message.type == "human"
         segment: dict[str, Any] = {
             "id": message_id,
-            "kind": "tombstone" if tombstone else kind,
+            "kind": kind,
             "text": text,
             "tokens": count_tokens_approximately([message]),
             "text_sha256": text_sha256(text),
-            "non_recoverable": message.type == "system" or tombstone or i >= last or canary,
+            "non_recoverable": message.type == "system" or i >= last or canary,
             "metadata": {"canary": canary},
         }
         if group is not None:
@@ -107,11 +116,22 @@ def message_segments(
     return segments
 
 
+def tombstone_message(removed: Mapping[str, int], message_id: str | None = None) -> AIMessage:
+    """The tombstone counting ``removed`` (kind -> messages), as the hook writes it."""
+    return AIMessage(content=tombstone_text(removed), id=message_id, name=TOMBSTONE_NAME)
+
+
 class PruningHook:
     """A LangGraph ``pre_model_hook`` (and the body of the LangChain middleware).
 
-    ``task`` is what the scorer judges relevance against (default: the first human message);
-    ``classify`` names a message's kind (return None to keep the default), ``pin`` pins a message.
+    ``budget_tokens`` bounds what the model reads (approximate tokens, as LangChain's
+    ``count_tokens_approximately`` counts them): the messages, the tombstone, and
+    ``system_prompt``, the prompt the agent adds to every call outside its state
+    (``create_agent(system_prompt=...)``, ``create_react_agent(prompt=...)``): give it here to
+    have it counted. ``task`` is what the scorer judges relevance against (default: the first
+    human message); ``classify`` names a message's kind (return None to keep the default),
+    ``pin`` pins a message; ``observe_turns`` feeds the drift signal (see
+    :class:`~prunewarden.integrations.WindowPruner`).
     """
 
     def __init__(  # noqa: PLR0913 - every option has a default but the three that matter
@@ -121,15 +141,18 @@ class PruningHook:
         *,
         budget_tokens: int,
         session_id: str,
+        system_prompt: str | None = None,
         task: str | None = None,
         classify: Classifier | None = None,
         pin: Pin | None = None,
+        observe_turns: bool = False,
         state_key: str = STATE_KEY,
         labels: Mapping[str, str] | None = None,
     ) -> None:
         self.engine = engine
-        self.pruner = WindowPruner(scorer, budget_tokens=budget_tokens)
+        self.pruner = WindowPruner(scorer, budget_tokens=budget_tokens, observe_turns=observe_turns)
         self.session_id = session_id
+        self.system_prompt = system_prompt
         self.task = task
         self.classify = classify
         self.pin = pin
@@ -138,17 +161,45 @@ class PruningHook:
         self.last_outcome: PassOutcome | None = None
 
     def __call__(self, state: Mapping[str, Any]) -> dict[str, Any]:
-        """The state update: the removals and the tombstone, and the session's new state."""
+        """The state update: the removals and the tombstone, and the session's new state with
+        the tombstone's record."""
         messages: list[AnyMessage] = list(state.get("messages", ()))
-        saved = state.get(self.state_key)
-        session = self.engine.session(self.session_id, labels=self.labels, state=saved)
-        segments = message_segments(messages, classify=self.classify, pin=self.pin)
-        outcome = self.pruner.run(session, segments, self._task(messages))
+        saved = state.get(self.state_key) or {}
+        session = self.engine.session(
+            self.session_id, labels=self.labels, state=saved.get("session")
+        )
+        record = TombstoneRecord.from_state(saved.get("tombstone"))
+        mine = record.find(messages)
+        history = [m for n, m in enumerate(messages) if n != mine]
+        segments = message_segments(history, classify=self.classify, pin=self.pin)
+        kinds = {str(s["id"]): str(s["kind"]) for s in segments}
+        current = 0 if mine is None else count_tokens_approximately([messages[mine]])
+
+        def tombstone_tokens(evicted: Sequence[str]) -> int:
+            if not evicted:
+                return current
+            counts = removed_counts(record.removed, (kinds[i] for i in evicted))
+            return count_tokens_approximately([tombstone_message(counts)])
+
+        outcome = self.pruner.run(
+            session,
+            segments,
+            self._task(history),
+            fixed_tokens=self._prompt_tokens(),
+            tombstone_tokens=tombstone_tokens,
+        )
         self.last_outcome = outcome
-        update: dict[str, Any] = {self.state_key: session.state()}
+        update: dict[str, Any] = {}
         if outcome.evict:
-            update["messages"] = removals(messages, segments, outcome.evict)
+            at = str(messages[mine].id) if mine is not None else None
+            update["messages"], record = removals(segments, outcome.evict, record, at)
+        update[self.state_key] = {"session": session.state(), "tombstone": record.to_state()}
         return update
+
+    def _prompt_tokens(self) -> int:
+        if self.system_prompt is None:
+            return 0
+        return count_tokens_approximately([SystemMessage(self.system_prompt)])
 
     def _task(self, messages: Sequence[BaseMessage]) -> str:
         if self.task is not None:
@@ -157,28 +208,61 @@ class PruningHook:
         return message_text(first) if first is not None else ""
 
 
+class TombstoneRecord:
+    """What the hook keeps of its tombstone in the graph's state: the message's id, the SHA-256
+    of its text, and how many messages of each kind were removed so far. Only the message with
+    that id and that text is the tombstone; nothing a message says or is named makes it one."""
+
+    def __init__(
+        self,
+        message_id: str | None = None,
+        sha256: str | None = None,
+        removed: Mapping[str, int] | None = None,
+    ) -> None:
+        self.message_id = message_id
+        self.sha256 = sha256
+        self.removed = dict(removed or {})
+
+    @classmethod
+    def from_state(cls, saved: Mapping[str, Any] | None) -> TombstoneRecord:
+        if not saved:
+            return cls()
+        removed = saved.get("removed") or {}
+        return cls(
+            saved.get("id"), saved.get("sha256"), {str(k): int(v) for k, v in removed.items()}
+        )
+
+    def to_state(self) -> dict[str, Any]:
+        return {"id": self.message_id, "sha256": self.sha256, "removed": dict(self.removed)}
+
+    def find(self, messages: Sequence[BaseMessage]) -> int | None:
+        """The index of the tombstone in ``messages``, or None when it is not there as written."""
+        if self.message_id is None:
+            return None
+        for n, message in enumerate(messages):
+            if message.id == self.message_id:
+                text = message.content if isinstance(message.content, str) else None
+                return n if text is not None and text_sha256(text) == self.sha256 else None
+        return None
+
+
 def removals(
-    messages: Sequence[BaseMessage], segments: Sequence[Mapping[str, Any]], evict: Sequence[str]
-) -> list[BaseMessage]:
-    """``RemoveMessage`` for every evicted id, and one tombstone for the whole history: it
-    overwrites the earlier tombstone in place (or, on the first pass, the earliest evicted
-    message), counting everything removed so far and naming what this pass removed."""
+    segments: Sequence[Mapping[str, Any]],
+    evict: Sequence[str],
+    record: TombstoneRecord,
+    at: str | None = None,
+) -> tuple[list[BaseMessage], TombstoneRecord]:
+    """``RemoveMessage`` for every evicted id, and the tombstone counting everything removed so
+    far: it overwrites the earlier tombstone in place (id ``at``), or on the first pass the
+    earliest evicted message; and the record of the new tombstone."""
     evicted = set(evict)
     ordered = [str(s["id"]) for s in segments if str(s["id"]) in evicted]
     kinds = {str(s["id"]): str(s["kind"]) for s in segments}
-    earlier = [m for m in messages if m.name == TOMBSTONE_NAME and m.id is not None]
-    removed = len(ordered) + sum(
-        int(m.response_metadata.get("prunewarden_removed", 0)) for m in earlier
-    )
-    at = str(earlier[0].id) if earlier else ordered[0]
-    tombstone = AIMessage(
-        content=tombstone_text(ordered, kinds, total=removed),
-        id=at,
-        name=TOMBSTONE_NAME,
-        response_metadata={"prunewarden_removed": removed},
-    )
-    stale = [str(m.id) for m in earlier[1:]]
-    return [tombstone, *(RemoveMessage(id=i) for i in [*ordered, *stale] if i != at)]
+    counts = removed_counts(record.removed, (kinds[i] for i in ordered))
+    place = at if at is not None else ordered[0]
+    tombstone = tombstone_message(counts, place)
+    new = TombstoneRecord(place, text_sha256(str(tombstone.content)), counts)
+    return [tombstone, *(RemoveMessage(id=i) for i in ordered if i != place)], new
 
 
 __all__ = [
@@ -186,7 +270,9 @@ __all__ = [
     "TOMBSTONE_NAME",
     "PrunedAgentState",
     "PruningHook",
+    "TombstoneRecord",
     "message_segments",
     "message_text",
     "removals",
+    "tombstone_message",
 ]

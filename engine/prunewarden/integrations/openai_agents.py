@@ -4,13 +4,16 @@ Needs ``prunewarden[openai-agents]``. :class:`PrunedSession` wraps any other ses
 Redis, the SDK's own): items are added unchanged; reading the history runs one guarded pass
 (as :mod:`prunewarden.integrations.langgraph` does), and when it evicts, the wrapped session is
 rewritten without the evicted items and with one tombstone message (``role: assistant``)
-counting what was removed. A function call and its output share an eviction group; system and
-developer messages, the task (the first user message), earlier tombstones, the newest item and
-what ``pin`` pins are pinned; the task and the pins are the collapse guard's canaries. A
-frozen pass (a collapse halt, stale scores) returns the history whole and logs why.
+counting what was removed, by kind. A function call and its output share an eviction group;
+system and developer messages, the task (the first user message), the newest item and what
+``pin`` pins are pinned; the task and the pins are the collapse guard's canaries. A frozen pass
+(a collapse halt, stale scores) returns the history whole and logs why.
 
-The prunewarden session is opened once per wrapper from the engine: give the engine a
-``SessionStore`` for its halt to survive a restart (docs/sessions.md).
+The wrapper knows its tombstone by what it keeps in memory (the item it wrote and where),
+never by what an item says: an item that only looks like a tombstone is an item like any other,
+and so is a tombstone written by an earlier process. The prunewarden session is opened once per
+wrapper from the engine: give the engine a ``SessionStore`` for its halt to survive a restart
+(docs/sessions.md).
 """
 
 from __future__ import annotations
@@ -25,11 +28,13 @@ from agents.memory import Session as AgentsSession
 from agents.memory import SessionSettings
 
 from prunewarden.engine import Engine
-from prunewarden.integrations._pass import PassOutcome, WindowPruner, tombstone_text
+from prunewarden.integrations._pass import (
+    PassOutcome,
+    WindowPruner,
+    removed_counts,
+    tombstone_text,
+)
 from prunewarden.scoring import Scorer, text_sha256
-
-#: The start of a tombstone message's text: how a later pass knows one.
-TOMBSTONE_PREFIX = "[prunewarden:"
 
 Item = Any  # agents.TResponseInputItem: a typed dict
 Classifier = Callable[[Mapping[str, Any]], str | None]
@@ -54,10 +59,10 @@ def item_text(item: Mapping[str, Any]) -> str:
     return json.dumps(item, sort_keys=True, default=str)
 
 
-def is_tombstone(item: Mapping[str, Any]) -> bool:
-    return item.get("role") == "assistant" and str(item.get("content", "")).startswith(
-        TOMBSTONE_PREFIX
-    )
+def text_tokens(text: str) -> int:
+    """The tokens an item of this text counts for: about four characters a token, and four for
+    the item's framing."""
+    return len(text) // 4 + 4
 
 
 def item_segments(
@@ -77,18 +82,16 @@ def item_segments(
         seen[digest] += 1
         own = f"item-{digest}" if seen[digest] == 1 else f"item-{digest}-{seen[digest]}"
         kind = _CALL_TYPES.get(str(item.get("type")), str(item.get("role", "item")))
-        tombstone = is_tombstone(item)
         is_user = item.get("role") == "user"
         canary = (is_user and not task_seen) or bool(pin and pin(item))
         task_seen = task_seen or is_user
         segment: dict[str, Any] = {
             "id": own,
-            "kind": "tombstone" if tombstone else (classify(item) if classify else None) or kind,
+            "kind": (classify(item) if classify else None) or kind,
             "text": text,
-            "tokens": len(text) // 4 + 4,
+            "tokens": text_tokens(text),
             "text_sha256": text_sha256(text),
             "non_recoverable": item.get("role") in {"system", "developer"}
-            or tombstone
             or i == len(items) - 1
             or canary,
             "metadata": {"canary": canary},
@@ -99,8 +102,19 @@ def item_segments(
     return segments
 
 
+def tombstone_item(removed: Mapping[str, int]) -> dict[str, Any]:
+    """The tombstone counting ``removed`` (kind -> items), as the wrapper writes it."""
+    return {"role": "assistant", "content": tombstone_text(removed)}
+
+
 class PrunedSession(AgentsSession):
-    """A session that prunes the wrapped session's history whenever it is read."""
+    """A session that prunes the wrapped session's history whenever it is read.
+
+    ``budget_tokens`` bounds the history handed to the runner, the tombstone included, with
+    ``system_prompt`` (the agent's ``instructions``, sent with every call outside the history)
+    when it is given; the runner then adds the run's new input and items. ``observe_turns``
+    feeds the drift signal (see :class:`~prunewarden.integrations.WindowPruner`).
+    """
 
     def __init__(  # noqa: PLR0913 - every option has a default but the three that matter
         self,
@@ -109,35 +123,94 @@ class PrunedSession(AgentsSession):
         scorer: Scorer,
         *,
         budget_tokens: int,
+        system_prompt: str | None = None,
         task: str | None = None,
         classify: Classifier | None = None,
         pin: Pin | None = None,
+        observe_turns: bool = False,
         labels: Mapping[str, str] | None = None,
     ) -> None:
         self.inner = inner
         self.session_id = inner.session_id
         self.session_settings: SessionSettings | None = getattr(inner, "session_settings", None)
-        self.pruner = WindowPruner(scorer, budget_tokens=budget_tokens)
+        self.pruner = WindowPruner(scorer, budget_tokens=budget_tokens, observe_turns=observe_turns)
         self.guard = engine.session(self.session_id, labels=dict(labels or {}))
+        self.system_prompt = system_prompt
         self.task = task
         self.classify = classify
         self.pin = pin
         self.last_outcome: PassOutcome | None = None
+        self.removed: dict[str, int] = {}  # kind -> items this wrapper removed
+        self._tombstone: tuple[int, dict[str, Any]] | None = None  # where, and the item written
         self._lock = asyncio.Lock()
+
+    def tombstone_index(self, items: Sequence[Item]) -> int | None:
+        """Where this wrapper's tombstone is in ``items`` (the wrapped session's history), or
+        None when it is not there as written."""
+        if self._tombstone is None:
+            return None
+        at, written = self._tombstone
+        return at if at < len(items) and items[at] == written else None
 
     async def get_items(self, limit: int | None = None) -> list[Item]:
         """The history after one pass (the latest ``limit`` items of it)."""
         async with self._lock:
             items = list(await self.inner.get_items())
-            segments = item_segments(items, classify=self.classify, pin=self.pin)
-            task = self.task if self.task is not None else _first_user_text(items)
-            outcome = await asyncio.to_thread(self.pruner.run, self.guard, segments, task)
+            outcome, items = await asyncio.to_thread(self._prune, items)
             self.last_outcome = outcome
             if outcome.evict:
-                items = rewritten(items, segments, outcome.evict)
                 await self.inner.clear_session()
                 await self.inner.add_items(items)
         return items if limit is None else items[-limit:] if limit > 0 else []
+
+    def _prune(self, items: list[Item]) -> tuple[PassOutcome, list[Item]]:
+        mine = self.tombstone_index(items)
+        history = [item for n, item in enumerate(items) if n != mine]
+        segments = item_segments(history, classify=self.classify, pin=self.pin)
+        kinds = {str(s["id"]): str(s["kind"]) for s in segments}
+        current = 0 if mine is None else text_tokens(item_text(items[mine]))
+
+        def tombstone_tokens(evicted: Sequence[str]) -> int:
+            if not evicted:
+                return current
+            counts = removed_counts(self.removed, (kinds[i] for i in evicted))
+            return text_tokens(tombstone_text(counts))
+
+        task = self.task if self.task is not None else _first_user_text(history)
+        prompt = 0 if self.system_prompt is None else text_tokens(self.system_prompt)
+        outcome = self.pruner.run(
+            self.guard, segments, task, fixed_tokens=prompt, tombstone_tokens=tombstone_tokens
+        )
+        if not outcome.evict:
+            return outcome, items
+        self.removed = removed_counts(self.removed, (kinds[i] for i in outcome.evict))
+        return outcome, self._rewritten(items, mine, segments, outcome.evict)
+
+    def _rewritten(
+        self,
+        items: Sequence[Item],
+        mine: int | None,
+        segments: Sequence[Mapping[str, Any]],
+        evict: Sequence[str],
+    ) -> list[Item]:
+        """The history without the evicted items, with the tombstone where the earlier one was
+        (or the earliest evicted item)."""
+        evicted = set(evict)
+        ids = iter(str(s["id"]) for s in segments)
+        tombstone = tombstone_item(self.removed)
+        out: list[Item] = []
+        at: int | None = None
+        for n, item in enumerate(items):
+            if n == mine:
+                at = len(out)
+                out.append(tombstone)
+            elif next(ids) not in evicted:
+                out.append(item)
+            elif at is None and mine is None:
+                at = len(out)
+                out.append(tombstone)
+        self._tombstone = (at or 0, tombstone)
+        return out
 
     async def add_items(self, items: list[Item]) -> None:
         await self.inner.add_items(items)
@@ -146,38 +219,10 @@ class PrunedSession(AgentsSession):
         return await self.inner.pop_item()
 
     async def clear_session(self) -> None:
-        await self.inner.clear_session()
-
-
-def rewritten(
-    items: Sequence[Item], segments: Sequence[Mapping[str, Any]], evict: Sequence[str]
-) -> list[Item]:
-    """The history without the evicted items, with one tombstone: where the earlier one was (or
-    the earliest evicted item), counting everything removed so far."""
-    evicted = set(evict)
-    ids = [str(s["id"]) for s in segments]
-    kinds = {str(s["id"]): str(s["kind"]) for s in segments}
-    removed_now = [i for i in ids if i in evicted]
-    earlier = [n for n, item in enumerate(items) if is_tombstone(item)]
-    total = len(removed_now) + sum(_tombstone_count(items[n]) for n in earlier)
-    at = earlier[0] if earlier else ids.index(removed_now[0])
-    tombstone = {"role": "assistant", "content": _tombstone(removed_now, kinds, total)}
-    out: list[Item] = []
-    for n, (item, own) in enumerate(zip(items, ids, strict=True)):
-        if n == at:
-            out.append(tombstone)
-        elif own not in evicted and n not in earlier:
-            out.append(item)
-    return out
-
-
-def _tombstone(removed: Sequence[str], kinds: Mapping[str, str], total: int) -> str:
-    return tombstone_text(removed, kinds, total=total)
-
-
-def _tombstone_count(item: Mapping[str, Any]) -> int:
-    words = str(item.get("content", ""))[len(TOMBSTONE_PREFIX) :].split()
-    return int(words[0]) if words and words[0].isdigit() else 0
+        async with self._lock:
+            self._tombstone = None
+            self.removed = {}
+            await self.inner.clear_session()
 
 
 def _first_user_text(items: Sequence[Mapping[str, Any]]) -> str:
@@ -186,10 +231,9 @@ def _first_user_text(items: Sequence[Mapping[str, Any]]) -> str:
 
 
 __all__ = [
-    "TOMBSTONE_PREFIX",
     "PrunedSession",
-    "is_tombstone",
     "item_segments",
     "item_text",
-    "rewritten",
+    "text_tokens",
+    "tombstone_item",
 ]

@@ -3,10 +3,11 @@
 A policy with ``spec.scores.calibration: {fixed: {low, high}}`` judges ``(raw - low) / (high -
 low)``, clipped to [0, 1], wherever a guard or a rule reads a score: cycle scores and baselines
 (collapse), a segment's score and perturbed score (eviction), span scores and each turn's mean
-relevance (staleness). Rules see the calibrated scores too, so that a rule's thresholds and the
-guards' are on one scale. Every reason of such a decision records the scale under
-``detail.calibration``, with the raw values next to the calibrated ones where a single score
-decided (eviction) and the raw spreads next to the calibrated ones (collapse).
+relevance (staleness), each window segment's scores (transition). Rules see the calibrated
+scores too, so that a rule's thresholds and the guards' are on one scale. Every reason of such a
+decision records the scale under ``detail.calibration``, with the raw values next to the
+calibrated ones where a single score decided (eviction) and the raw spreads next to the
+calibrated ones (collapse).
 
 The map is monotonic, so the order of scores (what the planner evicts first, which span falls
 outside the top k) never changes; only distances do.
@@ -19,7 +20,15 @@ from typing import Any
 
 from prunewarden._stats import pstdev
 from prunewarden.decision import Reason
-from prunewarden.inputs import CollapseRequest, EvictionRequest, Request, Snapshot, StalenessRequest
+from prunewarden.inputs import (
+    CollapseRequest,
+    EvictionRequest,
+    Request,
+    Snapshot,
+    StalenessRequest,
+    TransitionRequest,
+    TransitionSegment,
+)
 from prunewarden.policy import Calibration
 
 
@@ -52,7 +61,26 @@ def calibrate(calibration: Calibration, request: Request) -> Request:
             ),
             turns=tuple(replace(t, mean_relevance=apply(t.mean_relevance)) for t in request.turns),
         )
-    return request  # pragma: no cover - the three requests are all there are
+    if isinstance(request, TransitionRequest):
+        # The scores a transition judges: a removal's, which require_scores hands to the
+        # eviction guard. Bindings compare hashes, not scores.
+        return replace(
+            request,
+            before=tuple(_calibrated_segment(apply, s) for s in request.before),
+            after=tuple(_calibrated_segment(apply, s) for s in request.after),
+        )
+    return request  # pragma: no cover - the four requests are all there are
+
+
+def _calibrated_segment(apply: Any, segment: TransitionSegment) -> TransitionSegment:
+    score, perturbed = segment.score, segment.perturbed_score
+    if score is None and perturbed is None:
+        return segment
+    return replace(
+        segment,
+        score=None if score is None else apply(score),
+        perturbed_score=None if perturbed is None else apply(perturbed),
+    )
 
 
 def record(calibration: Calibration, raw: Request, judged: Request, recent: int) -> dict[str, Any]:

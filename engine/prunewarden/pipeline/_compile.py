@@ -8,15 +8,19 @@ and the place where an error inside a guard becomes a refusal instead of a trace
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import prunewarden.rules
 from prunewarden._identity import PolicyIdentity, PolicySource
 from prunewarden.decision import Action, Decision, Reason, Stamp, Verdict
-from prunewarden.guards import GUARDS, Guard
+from prunewarden.guards import GUARDS, Guard, TransitionGuardSettings
 from prunewarden.inputs import CHECKS, Check, Request
 from prunewarden.pipeline import _calibration as calibrated
 from prunewarden.policy import Calibration, Mode, Policy
-from prunewarden.rules import DEFAULT_CACHE_SIZE, RuleSet
+from prunewarden.rules import DEFAULT_CACHE_SIZE
+
+if TYPE_CHECKING:
+    from prunewarden.rules import RuleSet
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,7 +32,7 @@ class Pipeline:
     policy: PolicyIdentity
     rules: RuleSet | None = field(default=None, compare=False)  # spec.rules of this check
     sources: tuple[PolicySource, ...] = ()  # the policy's files, named by every decision
-    calibration: Calibration | None = None  # spec.scores.calibration (prunewarden.calibration)
+    calibration: Calibration | None = None  # spec.scores.calibration (pipeline._calibration)
 
     def decide(self, request: Request, stamp: Stamp | None = None) -> Decision:
         """The decision on a validated request; ``stamp`` places it in a pruning pass."""
@@ -122,12 +126,29 @@ def compile_policy(
         check: Pipeline(
             check=check,
             mode=getattr(policy.spec, check).mode,
-            settings=getattr(policy.spec, check),
+            settings=_settings(policy, check),
             guard=GUARDS[check],
             policy=policy.identity,
-            rules=RuleSet(check, policy.rules, params, cache_size=rule_cache_size),
+            # Through the package (its names resolve on use): the CEL runtime loads with the
+            # first policy that has rules, and a policy without rules never loads it.
+            rules=(
+                prunewarden.rules.RuleSet(check, policy.rules, params, cache_size=rule_cache_size)
+                if policy.rules
+                else None  # as an empty RuleSet: nothing to apply
+            ),
             sources=policy.sources,
             calibration=policy.spec.calibration,
         )
         for check in CHECKS
     }
+
+
+def _settings(policy: Policy, check: Check) -> Any:
+    """What a check's guard is given: its section of the policy; the transition guard also gets
+    the eviction section and guard, which ``require_scores`` asks (guards never import one
+    another, so the pipeline binds them)."""
+    if check == "transition":
+        return TransitionGuardSettings(
+            policy.spec.transition, policy.spec.eviction, GUARDS["eviction"].evaluate
+        )
+    return getattr(policy.spec, check)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from prunewarden.decision import Decision, Reason, Verdict
 from prunewarden.inputs import (
@@ -38,28 +38,26 @@ from prunewarden.inputs import (
     StalenessRequest,
     WindowSegment,
 )
+from prunewarden.planner._inputs import PassInputs
 from prunewarden.planner._log import PassLog
 from prunewarden.planner._plan import Plan
 
-if TYPE_CHECKING:
-    from prunewarden.session import Session
-
 
 def plan_pass(
-    session: Session, request: PlanRequest, document: Mapping[str, Any], log: PassLog
+    inputs: PassInputs, request: PlanRequest, document: Mapping[str, Any], log: PassLog
 ) -> Plan:
     """Decide one pass; every decision goes into ``log`` (the caller records the pass)."""
     decisions: list[Decision] = []
     units = _units(request.segments)
-    pinned_kinds = session.policy.spec.eviction.pinned_kinds
-    rule_pins = session.rule_pins
+    pinned_kinds = inputs.eviction.pinned_kinds
+    pinned_by_rule = inputs.pinned_by_rule
     pinned = tuple(
         w.segment.id
         for unit in units
         if any(
             m.segment.kind in pinned_kinds
             or m.segment.non_recoverable
-            or rule_pins.holds(m.segment.id, m.segment.text)
+            or pinned_by_rule(m.segment.id, m.segment.text)
             for m in unit
         )
         for w in unit
@@ -69,22 +67,22 @@ def plan_pass(
         pinned = tuple(w.segment.id for w in request.segments if w.segment.id in pinned_ids)
 
     if request.history is not None:
-        collapse = session.decide(
+        collapse = inputs.decide(
             "collapse", CollapseRequest(request.history, request.baseline), document, in_pass=log
         )
         decisions.append(collapse)
         if collapse.blocks:
             return _frozen(request, pinned, decisions, ())
 
-    stale = session.decide(
-        "staleness", _staleness_request(request), document, session.gate("staleness"), in_pass=log
+    stale = inputs.decide(
+        "staleness", _staleness_request(request), document, inputs.gate("staleness"), in_pass=log
     )
     decisions.append(stale)
     if stale.blocks:
         recompute = next((a.ids or () for a in stale.actions if a.action == "recompute"), ())
         return _frozen(request, pinned, decisions, recompute)
 
-    return _Selection(session, request, decisions, log).run(units, pinned)
+    return _Selection(inputs, request, decisions, log).run(units, pinned)
 
 
 Unit = tuple[WindowSegment, ...]
@@ -110,13 +108,13 @@ class _Selection:
     """The eviction phase of one pass: units lowest score first, each authorized whole."""
 
     def __init__(
-        self, session: Session, request: PlanRequest, decisions: list[Decision], log: PassLog
+        self, inputs: PassInputs, request: PlanRequest, decisions: list[Decision], log: PassLog
     ) -> None:
-        self.session = session
+        self.inputs = inputs
         self.log = log
         self.request = request
         self.decisions = decisions
-        self.require_tombstone = session.policy.spec.eviction.require_tombstone
+        self.require_tombstone = inputs.eviction.require_tombstone
         self.candidates = PassCandidates()
         self.chosen: list[WindowSegment] = []
         self.chosen_ids: set[str] = set()
@@ -141,7 +139,7 @@ class _Selection:
                 continue
             self._authorize(unit)
         if self.pinned_now:
-            self.session.pin_by_rule(self.pinned_now)
+            self.inputs.pin_by_rule(self.pinned_now)
             never |= self.pinned_now.keys()
             pinned = tuple(w.segment.id for w in request.segments if w.segment.id in never)
         return Plan(
@@ -201,7 +199,7 @@ class _Selection:
         eviction = EvictionRequest(seg, window.score, window.perturbed_score, offered)
         item = _eviction_item(seg, window)
         document = {"check": "eviction", **item, "eviction_candidates": self.candidates.ids}
-        decision = self.session.decide("eviction", eviction, document, gate, in_pass=self.log)
+        decision = self.inputs.decide("eviction", eviction, document, gate, in_pass=self.log)
         self.decisions.append(decision)
         return decision
 

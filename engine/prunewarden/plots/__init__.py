@@ -15,23 +15,15 @@ from prunewarden.plots._reports import (
     write_calibration_plot,
 )
 from prunewarden.plots._series import (
-    CyclePoint,
-    EventPoint,
-    PolicySeries,
     TraceSeries,
-    TurnPoint,
     collect_series,
 )
 from prunewarden.plots._traces import write_diff_plots, write_replay_plots
 
 __all__ = [
-    "CyclePoint",
     "DailyCounts",
-    "EventPoint",
     "PlotError",
-    "PolicySeries",
     "TraceSeries",
-    "TurnPoint",
     "collect_series",
     "count_daily",
     "figure_class",

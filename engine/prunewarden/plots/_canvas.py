@@ -54,7 +54,8 @@ def new_figure(rows: int, *, height: float = 2.8, width: float = 11.0) -> Figure
 
 
 def save(figure: Figure, path: Path) -> Path:
-    """Write ``figure`` as a PNG at ``path``, whole or not at all."""
+    """Write ``figure`` as a PNG at ``path``, whole or not at all, every text as written."""
+    literal_text(figure)
     scratch = path.with_name(f".{path.name}.tmp")
     try:
         figure.savefig(scratch, format="png", dpi=DPI)
@@ -63,6 +64,20 @@ def save(figure: Figure, path: Path) -> Path:
         scratch.unlink(missing_ok=True)
         raise PlotError(f"{path}: cannot write: {exc.strerror}") from None
     return path
+
+
+def literal_text(figure: Figure) -> Figure:
+    """Every text of ``figure`` drawn as it is written, never as mathtext.
+
+    Titles, legends and tick labels carry what a trace or a log says (a session id, a canary's
+    id, a file name), and matplotlib reads the text between two ``$`` as TeX: ``$\\frac{$``
+    raised from ``savefig`` and ended the command with exit 70. No plot of ours uses mathtext,
+    so it is turned off on each text rather than escaped at each place a text is made. Tick
+    labels matplotlib makes while drawing copy their properties from the first tick's.
+    """
+    for text in figure.findobj(lambda artist: hasattr(artist, "set_parse_math")):
+        text.set_parse_math(False)  # type: ignore[attr-defined]
+    return figure
 
 
 def prepare_folder(folder: str) -> Path:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from prunewarden._identity import PolicyIdentity, PolicySource
 from prunewarden.inputs import ScoreRange
-from prunewarden.policy._build import build_policy
 from prunewarden.policy._load import load_builtin_policy, load_policy, parse_policy
 from prunewarden.policy._lock import LOCK_FILENAME
 from prunewarden.policy._merge import Resolution
@@ -19,6 +18,7 @@ from prunewarden.policy._model import (
     Policy,
     Spec,
     StalenessSettings,
+    TransitionSettings,
 )
 from prunewarden.policy._overlay import BUILTIN, resolve_file
 
@@ -37,7 +37,7 @@ __all__ = [
     "ScoreRange",
     "Spec",
     "StalenessSettings",
-    "build_policy",
+    "TransitionSettings",
     "load_builtin_policy",
     "load_policy",
     "parse_policy",

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from prunewarden import _resources as resources
+from prunewarden import rules
 from prunewarden._files import open_regular
 from prunewarden._identity import PolicyIdentity, PolicySource
 from prunewarden._json import canonical_digest
@@ -27,6 +28,7 @@ from prunewarden.errors import PolicyError, Problem, describe_value
 from prunewarden.inputs import ScoreRange
 from prunewarden.limits import MAX_POLICY_BYTES
 from prunewarden.policy import _guardrails as guardrails
+from prunewarden.policy import _transition as transition
 from prunewarden.policy._model import (
     Calibration,
     CollapseSettings,
@@ -35,7 +37,7 @@ from prunewarden.policy._model import (
     Spec,
     StalenessSettings,
 )
-from prunewarden.rules import _spec as rules
+from prunewarden.rules._canonical import normalize as normalize_rules
 
 if TYPE_CHECKING:
     from prunewarden._source import Parsed
@@ -53,7 +55,9 @@ def build_policy(
 
     problems = list(problems or [])
     compiled: tuple[Rule, ...] = ()
-    if parsed.built:
+    # Through the package (its names resolve on use): the CEL runtime loads with the first
+    # policy that has rules, and a policy without rules never loads it.
+    if parsed.built and _declares_rules(parsed.data):
         try:
             compiled, rule_problems = rules.compile_rules(parsed)
         except Exception:
@@ -73,6 +77,12 @@ def build_policy(
     return Policy(
         identity, _spec(document["spec"]), document, parsed.filename, compiled, sources=sources
     )
+
+
+def _declares_rules(data: Any) -> bool:
+    """Whether the document has rules to compile (any value there: the compiler reports it)."""
+    spec = data.get("spec") if isinstance(data, dict) else None
+    return isinstance(spec, dict) and bool(spec.get("rules"))
 
 
 def param_problems(parsed: Parsed) -> list[Problem]:
@@ -168,7 +178,8 @@ def _normalize(document: dict[str, Any]) -> dict[str, Any]:
     # A set in meaning: sorted so that order does not change the digest.
     spec["eviction"]["pinned_kinds"] = sorted(spec["eviction"]["pinned_kinds"])
     _drop_implicit(spec)
-    rules.normalize(spec)
+    transition.drop_implicit(spec)
+    normalize_rules(spec)
     guardrails.normalize(spec)
     return document
 
@@ -210,5 +221,6 @@ def _spec(spec: dict[str, Any]) -> Spec:
         collapse=CollapseSettings(**collapse),
         eviction=EvictionSettings(**eviction),
         staleness=StalenessSettings(**spec["staleness"]),
+        transition=transition.transition_settings(spec),
         calibration=None if fixed is None else Calibration(fixed["low"], fixed["high"]),
     )

@@ -25,14 +25,16 @@ from prunewarden._source import Origin
 from prunewarden.policy._guardrails import MISSING, lookup
 from prunewarden.policy._merge import Resolution
 from prunewarden.policy._provenance import scalar
+from prunewarden.policy._transition import effective_document
 
 Kind = Literal["added", "removed", "changed"]
 _SETS: dict[JsonPath, str] = {
     ("spec", "eviction", "pinned_kinds"): "kind",
+    ("spec", "transition", "pinned_kinds"): "kind",
     ("spec", "locked"): "locked",
 }
 _NAMED: dict[JsonPath, str] = {("spec", "rules"): "rule", ("spec", "validators"): "validator"}
-_GUARDS = ("scores", "collapse", "eviction", "staleness")
+_GUARDS = ("scores", "collapse", "eviction", "staleness", "transition")
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,10 +88,13 @@ def diff(a: Resolution, b: Resolution) -> list[Change]:
 class _Differ:
     def __init__(self, a: Resolution, b: Resolution) -> None:
         self.a, self.b = a, b
+        # Compared as the guards run them: spec.transition filled in where a field is implicit.
+        self.left = effective_document(a.policy.document)
+        self.right = effective_document(b.policy.document)
         self.found: list[Change] = []
 
     def changes(self) -> list[Change]:
-        left, right = self.a.policy.document, self.b.policy.document
+        left, right = self.left, self.right
         for key in ("name", "version", "description"):
             self._compare(("metadata", key), "metadata")
         for guard in _GUARDS:
@@ -113,8 +118,8 @@ class _Differ:
         """The value at ``left`` in a against the value at ``right`` (the same path unless an
         item moved) in b."""
         right = left if right is None else right
-        old = lookup(self.a.policy.document, left)
-        new = lookup(self.b.policy.document, right)
+        old = lookup(self.left, left)
+        new = lookup(self.right, right)
         if old == new:
             return
         kind: Kind = "added" if old is MISSING else "removed" if new is MISSING else "changed"
@@ -132,8 +137,8 @@ class _Differ:
 
     def _set(self, path: JsonPath) -> None:
         category = _SETS[path]
-        before = _list(lookup(self.a.policy.document, path))
-        after = _list(lookup(self.b.policy.document, path))
+        before = _list(lookup(self.left, path))
+        after = _list(lookup(self.right, path))
         for i, value in enumerate(after):
             if value not in before:
                 origin = self.b.origin((*path, i)) or self.b.origin(path)
@@ -150,8 +155,8 @@ class _Differ:
                 self.found.append(change)
 
     def _named(self, path: JsonPath, category: str) -> None:
-        before = _list(lookup(self.a.policy.document, path))
-        after = _list(lookup(self.b.policy.document, path))
+        before = _list(lookup(self.left, path))
+        after = _list(lookup(self.right, path))
         old = {item["name"]: i for i, item in enumerate(before)}
         new = {item["name"]: j for j, item in enumerate(after)}
         for name, j in new.items():

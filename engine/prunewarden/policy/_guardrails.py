@@ -20,15 +20,21 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from prunewarden import _resources as resources
-from prunewarden import rules as cel
+from prunewarden import rules
 from prunewarden._json import JsonPath
 from prunewarden._schemas import inline_refs
 from prunewarden._source import Origin, Parsed, json_path
 from prunewarden.errors import Problem, describe_value
 from prunewarden.limits import MAX_DECISION_RULE_MS
+
+if TYPE_CHECKING:
+    from prunewarden.rules import Expression, Shape
+
+# The rules package is used through its names (it resolves them on use), so that the CEL runtime
+# loads with the first policy that has validators, never for one without.
 
 # One validator's CPU time at load time; a policy is small, so this only stops a pathological
 # expression. All the validators of a policy share MAX_DECISION_RULE_MS, as the rules of one
@@ -42,7 +48,7 @@ class Validator:
 
     name: str
     message: str
-    expression: cel.Expression
+    expression: Expression
     origin: Origin  # of its expression
     paths: frozenset[tuple[str, ...]]  # the fields it reads, to point at a culprit
 
@@ -77,7 +83,7 @@ MISSING: Any = _Missing()
 
 
 @cache
-def variable_shapes() -> dict[str, cel.Shape]:
+def variable_shapes() -> dict[str, Shape]:
     """``metadata`` and ``spec`` with their JSON Schema: what a validator may read."""
     root = resources.schema("policy")
     properties = inline_refs(root["properties"], root)
@@ -98,8 +104,8 @@ def compile_validators(parsed: Parsed, origin_of: Any) -> tuple[list[Validator],
         if not isinstance(entry, dict) or not isinstance(entry.get("expression"), str):
             continue  # the schema reports it
         try:
-            expression = cel.compile_expression(entry["expression"].strip(), variable_shapes())
-        except cel.ExpressionError as exc:
+            expression = rules.compile_expression(entry["expression"].strip(), variable_shapes())
+        except rules.ExpressionError as exc:
             problems.extend(parsed.problem(path, p.describe()) for p in exc.problems)
             continue
         validators.append(
@@ -108,7 +114,7 @@ def compile_validators(parsed: Parsed, origin_of: Any) -> tuple[list[Validator],
                 message=str(entry.get("message")),
                 expression=expression,
                 origin=origin_of(path),
-                paths=cel.field_paths(expression),
+                paths=rules.field_paths(expression),
             )
         )
     return validators, problems
@@ -136,22 +142,25 @@ def validator_problems(
     """Evaluate every validator on the normalized resolved ``document``. A failing validator is
     reported at the value a descendant of its declaring file set, when one did; otherwise at
     the validator itself. An expression that cannot be evaluated refuses too (fail closed)."""
+    validators = list(validators)
+    if not validators:
+        return []  # nothing to evaluate, and no CEL runtime to load for it
     try:
-        variables = {name: cel.to_cel(document[name]) for name in ("metadata", "spec")}
+        variables = {name: rules.to_cel(document[name]) for name in ("metadata", "spec")}
     except (TypeError, ValueError) as exc:
         message = f"the policy cannot be checked by its validators: {exc}"
         return [merged.problem(("spec",), message)]
     problems = []
-    shared = cel.Budget(MAX_DECISION_RULE_MS / 1000)
+    shared = rules.Budget(MAX_DECISION_RULE_MS / 1000)
     for validator in validators:
         declared = f"validator {validator.name!r} of {validator.origin}"
         try:
-            passed = cel.evaluate_bool(
+            passed = rules.evaluate_bool(
                 validator.expression,
                 {name: variables[name] for name in validator.expression.reads},
-                deadline=cel.Deadline(VALIDATOR_TIMEOUT, shared),
+                deadline=rules.Deadline(VALIDATOR_TIMEOUT, shared),
             )
-        except cel.EvaluationError as exc:
+        except rules.EvaluationError as exc:
             message = f"{declared} could not be evaluated ({exc}); refusing"
             problems.append(_at(validator.origin, ("spec", "validators"), message))
             continue

@@ -21,6 +21,7 @@ from prunewarden.errors import Problem
 from prunewarden.policy import _guardrails as guardrails
 from prunewarden.policy._build import build_policy, normalize_document
 from prunewarden.policy._model import Policy
+from prunewarden.policy._transition import effective_document
 
 # Lists that accumulate along a chain instead of replacing.
 _ACCUMULATED: frozenset[JsonPath] = frozenset({("spec", "validators"), ("spec", "locked")})
@@ -91,29 +92,33 @@ def merge_chain(layers: list[Layer]) -> Resolution:
     problems: list[Problem] = []
     validators: list[guardrails.Validator] = []
     documents: list[dict[str, Any]] = []
+    views: list[dict[str, Any]] = []
     for index, layer in enumerate(layers):
         if index:
             problems += _duplicate_rules(layer)
             _Overlay(merged, layer, index).apply()
         document = normalize_document(merged.data)
+        # Guardrails read every setting as it takes effect (spec.transition filled in).
+        view = effective_document(document)
         locks = guardrails.declared_locks(merged.data, merged.origins)
         if index:
             inherited = [lock for lock in locks if lock.origin.layer < index]
-            inherited += guardrails.implied_locks(inherited, documents[-1])
-            problems += guardrails.changed_locks(inherited, documents[-1], document, merged, index)
+            inherited += guardrails.implied_locks(inherited, views[-1])
+            problems += guardrails.changed_locks(inherited, views[-1], view, merged, index)
         own = [lock for lock in locks if lock.origin.layer == index]
-        problems += guardrails.unresolved_locks(own, document)
+        problems += guardrails.unresolved_locks(own, view)
         compiled, found = guardrails.compile_validators(
             layer.parsed, lambda path, i=index, lay=layer: layer_origin(lay, i, path)
         )
         validators += compiled
         problems += found
         documents.append(document)
+        views.append(view)
     if len(layers) > 1:
         problems += schema_problems("policy", merged)
     entries = merged.data.get("spec", {}).get("validators", [])
     problems += guardrails.duplicate_validators(entries, merged)
-    problems += guardrails.validator_problems(validators, documents[-1], merged)
+    problems += guardrails.validator_problems(validators, views[-1], merged)
     sources = tuple(layer.source for layer in reversed(layers))
     policy = build_policy(merged, sources, problems)
     identities = tuple(

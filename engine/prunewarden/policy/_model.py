@@ -25,7 +25,7 @@ Mode = Literal["enforce", "audit", "off"]
 @dataclass(frozen=True, slots=True)
 class Calibration:
     """``spec.scores.calibration: {fixed: {low, high}}``: raw ``low`` -> 0, ``high`` -> 1, linear
-    in between, clipped to [0, 1] (see :mod:`prunewarden.calibration`)."""
+    in between, clipped to [0, 1] (see :mod:`prunewarden.pipeline._calibration`)."""
 
     low: float
     high: float
@@ -71,11 +71,22 @@ class StalenessSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class TransitionSettings:
+    """``spec.transition``, each field resolved (an absent one follows the eviction section)."""
+
+    mode: Mode
+    require_tombstones: bool
+    require_scores: bool
+    pinned_kinds: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True)
 class Spec:
     scores: ScoreRange
     collapse: CollapseSettings
     eviction: EvictionSettings
     staleness: StalenessSettings
+    transition: TransitionSettings
     calibration: Calibration | None = None  # spec.scores.calibration; None is none
 
 

@@ -11,7 +11,7 @@ up:
   (a rule is one unit: its condition, effect and message are reviewed together), others are
   appended;
 - ``spec.validators`` and ``spec.locked`` accumulate: they are guardrails
-  (:mod:`prunewarden.guardrails`), and a list that replaced would let an overlay drop them;
+  (:mod:`prunewarden.policy._guardrails`), and a list that replaced would let an overlay drop them;
 - ``metadata`` is the policy's own (a deployment is a policy with its own name and version), and
   ``extends`` is not part of the result: the merged document stands on its own, and the policy's
   ``sources`` name the chain with the SHA-256 of each file.

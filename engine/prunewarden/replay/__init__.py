@@ -23,12 +23,13 @@ from prunewarden.replay._fit import (
     CalibrationError,
     Fit,
     TraceData,
+    base_outside,
     extends_reference,
     fit,
     halts,
     read_trace,
 )
-from prunewarden.replay._parquet import DECISION_COLUMNS, decision_rows, write_decisions_parquet
+from prunewarden.replay._parquet import decision_rows, write_decisions_parquet
 from prunewarden.replay._run import (
     AuditTarget,
     Halt,
@@ -47,7 +48,6 @@ from prunewarden.replay._sources import expand_traces, open_trace
 from prunewarden.replay._trace import TraceReader
 
 __all__ = [
-    "DECISION_COLUMNS",
     "DEFAULT_HEADROOM",
     "DEFAULT_RATE",
     "AuditTarget",
@@ -68,6 +68,7 @@ __all__ = [
     "TraceReader",
     "TraceRun",
     "TraceSummary",
+    "base_outside",
     "compare",
     "concatenate",
     "decision_rows",

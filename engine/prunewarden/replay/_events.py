@@ -21,8 +21,8 @@ from prunewarden.errors import InputError, Problem
 from prunewarden.inputs import ScoreRange, parse_plan, parse_request, refused_unchecked
 from prunewarden.limits import MAX_LABELS
 
-EventType = Literal["cycle", "turn", "eviction", "prune", "pass"]
-EVENT_TYPES: tuple[EventType, ...] = ("cycle", "turn", "eviction", "prune", "pass")
+EventType = Literal["cycle", "turn", "eviction", "prune", "pass", "transition"]
+EVENT_TYPES: tuple[EventType, ...] = ("cycle", "turn", "eviction", "prune", "pass", "transition")
 
 # A pass gives exactly one of them.
 TARGETS = ("free_tokens", "keep_top_k")
@@ -180,5 +180,7 @@ def _as_document(data: dict[str, Any]) -> tuple[dict[str, Any], JsonPath]:
         return {"check": "staleness", "spans": [], "keep_top_k": 0, "turns": [turn]}, ("turns", 0)
     if kind == "pass":
         return fields, ()
+    if kind == "transition":
+        return {"check": "transition", **fields}, ()
     check = "eviction" if kind == "eviction" else "staleness"
     return {"check": check, **fields}, ()

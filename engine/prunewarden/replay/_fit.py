@@ -229,6 +229,11 @@ def _text(document: dict[str, Any], base: Policy) -> str:
         "# `prunewarden policy diff` against the base, lock it, and run it as a shadow first\n"
         "# (docs/calibration.md).\n"
     )
+    if base_outside(document["extends"]):
+        header += (
+            "# Its base is outside this file's folder: load it with `prunewarden --base-dir DIR`,\n"
+            "# DIR the folder of the base (calibrate printed the command).\n"
+        )
     body = yaml.safe_dump(document, sort_keys=False, allow_unicode=True, width=100)
     return header + body
 
@@ -257,6 +262,13 @@ def bump_minor(version: str) -> str:
     if match is None:  # pragma: no cover - the schema admits only semantic versions
         raise CalibrationError(f"base version {version!r} is not a semantic version")
     return f"{match[1]}.{int(match[2]) + 1}.0"
+
+
+def base_outside(base_ref: str) -> bool:
+    """Whether ``base_ref`` (from :func:`extends_reference`) leaves the fitted policy's folder:
+    then the fitted policy loads only where the base's folder is an allowed base folder
+    (``--base-dir``), as every ``extends`` outside a policy's folder does."""
+    return base_ref.startswith("../")
 
 
 def extends_reference(base: str, out: str) -> str:

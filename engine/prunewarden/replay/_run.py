@@ -56,6 +56,15 @@ def apply_event(session: Session, event: TraceEvent) -> Result:
             args.get("perturbed_score"),
             args.get("eviction_candidates", ()),
         )
+    if event.type == "transition":
+        return session.verify(
+            args["before"],
+            args["after"],
+            tombstones=args.get("tombstones", ()),
+            applied_by=args.get("applied_by"),
+            reported=args.get("reported"),
+            canaries=args.get("canaries", ()),
+        )
     options = {
         "turn": args.get("turn"),
         "tombstones": args.get("tombstones", ()),

@@ -53,6 +53,13 @@ _CONTAINERS: dict[str, tuple[tuple[str, type], ...]] = {
     "eviction": (("segment", dict), ("eviction_candidates", list)),
     "prune": (("spans", list), ("turn", dict), *_IDS),
     "pass": (("segments", list), ("turn", dict), *_IDS),
+    "transition": (
+        ("before", list),
+        ("after", list),
+        ("reported", dict),
+        ("canaries", list),
+        *_IDS,
+    ),
 }
 _DEFAULT_SCORES = ScoreRange(0.0, 1.0)
 
@@ -302,9 +309,10 @@ class TraceReader:
                 return self.line, text
         return None
 
-    def _read_line(self, limit: int) -> bytes:
-        """The next line, at most ``limit`` bytes of it; b"" at the end, and after a read error
-        (a corrupt or truncated compressed trace), which is raised once as a problem."""
+    def _read_line(self, limit: int, *, within: bool = False) -> bytes:
+        """The next line, at most ``limit`` bytes of it (``within``: more of the line counted
+        last); b"" at the end, and after a read error (a corrupt or truncated compressed trace,
+        one decompressed past its limits), which is raised once as a problem."""
         if self._unreadable:
             return b""
         try:
@@ -312,11 +320,12 @@ class TraceReader:
         except OSError as exc:
             self._unreadable = True
             message = f"cannot read: {exc.strerror or exc}"
-            raise InputError([Problem(self.name, self.line + 1, 1, "$", message)]) from None
+            line = self.line if within else self.line + 1
+            raise InputError([Problem(self.name, line, 1, "$", message)]) from None
 
     def _skip_line(self) -> int:
         skipped = 0
-        while chunk := self._read_line(64 * 1024):
+        while chunk := self._read_line(64 * 1024, within=True):
             skipped += len(chunk)
             if chunk.endswith(b"\n"):
                 break

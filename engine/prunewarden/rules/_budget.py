@@ -11,7 +11,8 @@ the whole text per element of a list. Three meters hold them:
 - **allocation**: characters and list items one evaluation creates, at most
   :data:`~prunewarden.limits.MAX_RULE_ALLOCATION`, charged *before* the value is built.
 - **work no check can interrupt**: one RE2 search runs in C to its end, so it is priced at its
-  worst case before it starts (see ``_patterns``).
+  worst case before it starts (see ``_patterns``); so is a text ``duration()`` or
+  ``timestamp()`` parses, by its length (see ``_times``).
 
 Running past any of them raises :class:`BudgetExceededError`, which derives from BaseException so
 that no ``except Exception`` inside cel-python can swallow it and turn it into a value: the whole

@@ -18,6 +18,7 @@ from celpy.evaluation import CELEvalError, base_functions
 
 from prunewarden.rules import _budget as budget
 from prunewarden.rules._patterns import matches
+from prunewarden.rules._times import TIME_FUNCTIONS
 from prunewarden.rules._values import type_name
 
 # Engine functions' loops look at the clock every this many elements.
@@ -187,5 +188,6 @@ FUNCTIONS: dict[str, Any] = {
     "string": _sized("string"),
     "bytes": _sized("bytes"),
     "matches": matches,
+    **TIME_FUNCTIONS,
     **{name: function for name, (function, _, _) in ENGINE_FUNCTIONS.items()},
 }

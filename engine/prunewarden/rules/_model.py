@@ -14,6 +14,7 @@ EFFECTS: dict[str, tuple[Effect, ...]] = {
     "collapse": ("halt", "warn"),
     "eviction": ("deny", "pin", "warn"),
     "staleness": ("deny", "warn"),
+    "transition": ("deny", "warn"),
 }
 # The variable that makes a rule per-item; it also names an item in messages.
 PER_ITEM: dict[str, str] = {"collapse": "canary", "staleness": "span"}

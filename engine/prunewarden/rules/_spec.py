@@ -1,5 +1,5 @@
 """A policy's ``spec.rules`` and ``spec.params``, as written: compiled into rules when the
-policy loads, and put in canonical form for its digest.
+policy loads (their canonical form for the digest is :mod:`._canonical`'s).
 
 Every problem of every rule is reported at once, at its place in the policy file, so an author
 fixes them in one pass; a rule with any problem is not compiled.
@@ -8,13 +8,12 @@ fixes them in one pass; a rule with any problem is not compiled.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from functools import cache
 from typing import TYPE_CHECKING, Any, cast
 
-from prunewarden import _resources as resources
 from prunewarden._json import JsonPath
-from prunewarden._schemas import apply_defaults, inline_refs
+from prunewarden._schemas import apply_defaults
 from prunewarden.errors import Problem
+from prunewarden.rules._canonical import rule_schema
 from prunewarden.rules._compiler import compile_expression
 from prunewarden.rules._expression import Expression, ExpressionError, Result
 from prunewarden.rules._model import EFFECTS, Effect, Rule
@@ -102,7 +101,7 @@ def _compile_rule(
     when, wording = compiled.get("when"), compiled.get("message_expression")
     if problems or when is None or (has_expression and wording is None):
         return None, problems
-    defaults = apply_defaults(_rule_schema(), raw)
+    defaults = apply_defaults(rule_schema(), raw)
     text = raw.get("message")
     rule = Rule(
         index=index,
@@ -116,13 +115,6 @@ def _compile_rule(
         timeout=defaults["timeout_ms"] / 1000,
     )
     return rule, problems
-
-
-@cache
-def _rule_schema() -> dict[str, Any]:
-    root = resources.schema("policy")
-    rule: dict[str, Any] = inline_refs(root["$defs"]["rule"], root)
-    return rule
 
 
 def _params_shape(params: Mapping[str, Any]) -> dict[str, Any]:
@@ -140,38 +132,3 @@ def _params_shape(params: Mapping[str, Any]) -> dict[str, Any]:
         "properties": {name: shape(value) for name, value in params.items()},
         "additionalProperties": False,
     }
-
-
-def normalize(spec: dict[str, Any]) -> None:
-    """The canonical form of ``spec.params`` and ``spec.rules``, for the policy's digest.
-
-    Numbers become floats (1 and 1.0 are the same double in CEL), rule defaults are spelled out,
-    expressions lose surrounding whitespace, and empty sections are dropped so a policy without
-    rules keeps the digest it had before rules existed.
-    """
-    params = spec.get("params")
-    if params:
-        spec["params"] = {name: _floats(value) for name, value in params.items()}
-    else:
-        spec.pop("params", None)
-    rules = spec.get("rules")
-    if rules:
-        schema = _rule_schema()
-        normalized = []
-        for rule in rules:
-            filled = apply_defaults(schema, rule)
-            for key in ("when", "message_expression"):
-                if key in filled:
-                    filled[key] = filled[key].strip()
-            normalized.append(filled)
-        spec["rules"] = normalized
-    else:
-        spec.pop("rules", None)
-
-
-def _floats(value: Any) -> Any:
-    if isinstance(value, list):
-        return [_floats(item) for item in value]
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value)
-    return value

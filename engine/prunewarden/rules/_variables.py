@@ -21,7 +21,13 @@ from prunewarden.rules._model import PER_ITEM
 from prunewarden.rules._values import to_cel
 
 if TYPE_CHECKING:
-    from prunewarden.inputs import CollapseRequest, EvictionRequest, Request, StalenessRequest
+    from prunewarden.inputs import (
+        CollapseRequest,
+        EvictionRequest,
+        Request,
+        StalenessRequest,
+        TransitionRequest,
+    )
 
 
 @cache
@@ -86,6 +92,36 @@ def _turn(r: StalenessRequest) -> dict[str, int] | None:
     }
 
 
+def _transition(r: TransitionRequest) -> dict[str, Any]:
+    edit = r.edit
+    return {
+        "kept": list(edit.kept),
+        "rewritten": list(edit.rewritten),
+        "folded": list(edit.folded),
+        "removed": list(edit.removed),
+        "summaries": list(edit.summaries),
+        "added": list(edit.added),
+        "tombstoned": sorted(edit.tombstoned),
+        "before_count": len(r.before),
+        "after_count": len(r.after),
+        "applied_by": r.applied_by,
+    }
+
+
+def _transition_segments(r: TransitionRequest, window: str) -> list[dict[str, Any]]:
+    return [
+        {
+            "id": s.id,
+            "kind": s.segment.kind,
+            "text": s.segment.text,
+            "tokens": s.segment.tokens,
+            "score": s.score,
+            "metadata": s.segment.metadata,
+        }
+        for s in getattr(r, window)
+    ]
+
+
 _Builder = Callable[[Any], Any]
 
 BUILDERS: dict[str, dict[str, _Builder]] = {
@@ -115,6 +151,12 @@ BUILDERS: dict[str, dict[str, _Builder]] = {
         "tombstones": lambda r: sorted(r.tombstones),
         "keep_top_k": lambda r: r.keep_top_k,
         "recompute_budget": lambda r: r.recompute_budget,
+    },
+    "transition": {
+        "transition": _transition,
+        "applied_by": lambda r: r.applied_by,
+        "before": lambda r: _transition_segments(r, "before"),
+        "after": lambda r: _transition_segments(r, "after"),
     },
 }
 

@@ -121,4 +121,4 @@ def _against(vector: Any, goal: Any, window: list[Any]) -> float:
     return max(-1.0, min(1.0, (to_task + to_window) / 2))
 
 
-__all__ = ["MAX_TOKENS", "RECENT", "MiniLMScorer"]
+__all__ = ["MAX_TOKENS", "MiniLMScorer"]

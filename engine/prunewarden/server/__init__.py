@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from prunewarden.server._app import create_app
 from prunewarden.server._config import (
-    DEFAULT_LISTEN,
-    TOKEN_ENV,
     Listen,
     ServerConfig,
     ServerConfigError,
@@ -22,8 +20,6 @@ from prunewarden.server._openapi import openapi_document
 from prunewarden.server._run import Built, bind, bound_url, build_app, run
 
 __all__ = [
-    "DEFAULT_LISTEN",
-    "TOKEN_ENV",
     "Built",
     "Listen",
     "ServerConfig",

@@ -5,17 +5,16 @@ wrapper checks the bearer token, reads the body up to the size limit, runs the e
 turns every failure into an RFC 9457 problem document. One function on the hot path, no
 per-request middleware stack.
 
-Where the engine call runs: in a worker thread under the request deadline, so that a slow call
-(a large document, a disk sync, a store across the network) never stalls the event loop. Handing
-a call to a thread and back costs about a third of a small request's CPU, so the calls that
-cannot wait on anything run on the event loop itself: a stateless evaluation or an eviction of a
-live session, with a body under :data:`INLINE_BODY_BYTES`, when the audit log does not sync every
-record and sessions are not in Redis. Such a call only decides and appends one record (the
-background syncer keeps ``batch`` syncs off it), in tens of microseconds; at worst it waits for
-another call of the same session to finish saving.
+Where the engine call runs (:mod:`._turns`): always in a worker thread under the request
+deadline, a session's call only once the session's earlier calls have ended (waited for on the
+event loop, not in a thread). The event loop itself only reads, routes and answers: ``/healthz``
+and ``/metrics`` are answered there, so a server whose threads are all busy still says it is
+alive; ``/readyz`` opens the audit log, which can wait, so it runs in a thread of its own.
 
-Every response names the policy in force (``Prunewarden-Policy``) and, when it carries decisions,
-their ids (``Prunewarden-Decision-Ids``), besides what the JSON body says.
+Every response names the policy its answer was decided under (``Prunewarden-Policy``) and, when
+it carries decisions, how many (``Prunewarden-Decision-Count``) and, up to
+:data:`~prunewarden.limits.MAX_HEADER_DECISION_IDS` of them, their ids
+(``Prunewarden-Decision-Ids``); the body always lists every decision with its id.
 """
 
 from __future__ import annotations
@@ -25,65 +24,68 @@ import contextlib
 import hmac
 import json
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, Literal
+from urllib.parse import parse_qsl, unquote_to_bytes
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     REGISTRY,
     CollectorRegistry,
-    Counter,
-    Histogram,
     generate_latest,
 )
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from prunewarden import _resources as resources
-from prunewarden.errors import InputError
+from prunewarden._identity import PolicyIdentity
+from prunewarden.errors import InputError, Problem
+from prunewarden.limits import MAX_HEADER_DECISION_IDS, PENDING_BODY_REQUESTS
 from prunewarden.server._config import ServerConfig
+from prunewarden.server._metrics import LATENCY, REQUESTS, ServerMetrics
 from prunewarden.server._openapi import openapi_document
 from prunewarden.server._problems import PROBLEM_MEDIA_TYPE, ProblemDocument, invalid_input
 from prunewarden.server._service import Answer, DecisionService, ServiceProblemError
 from prunewarden.server._sessions import SessionService
+from prunewarden.server._turns import SessionTurns, run_in_thread
+from prunewarden.session import save_deadline
 
 _diagnostics = logging.getLogger("prunewarden.server")
+DEADLINE_SCOPE_KEY = "prunewarden.deadline"  # when the worker running a call is given up on
 
-# Requests answered, by route template and status; and how long they took.
-REQUESTS = Counter("prunewarden_http_requests_total", "HTTP requests answered", ["route", "status"])
-LATENCY = Histogram(
-    "prunewarden_http_request_seconds",
-    "Time from a request's arrival to its answer",
-    ["route"],
-    buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0),
-)
-
-INLINE_BODY_BYTES = 16 * 1024  # the largest body a call may have to run on the event loop
 THREADS = 64  # worker threads deciding at once (each request's engine call runs in one)
+PROBE_THREADS = 2  # threads of their own for /readyz, which busy workers cannot starve
 
 # Probes answer without a token: they say only whether the server can decide.
 _OPEN_PATHS = frozenset({"/healthz", "/readyz"})
 
 Handler = Callable[[Request, bytes], Answer]
-# Whether a request's call may run on the event loop (see the module's docstring).
-Inline = Callable[[Request], bool]
+# Where a handler runs: a worker thread, a session's turn (then a worker thread), the probes'
+# thread, or the event loop (only what cannot wait).
+Where = Literal["worker", "session", "probe", "loop"]
 
 
-def create_app(
+def create_app(  # noqa: PLR0913 - what the app stands on, each optional but the first three
     config: ServerConfig,
     service: DecisionService,
     sessions: SessionService,
     on_shutdown: Callable[[], None] = lambda: None,
     decision_metrics: CollectorRegistry | None = None,
+    *,
+    server_metrics: ServerMetrics | None = None,
 ) -> Starlette:
     """The ASGI application; ``on_shutdown`` runs once the last request has been answered.
     ``decision_metrics`` is the registry of the engine's :class:`DecisionMetrics`, served at
-    ``/metrics`` after the process-wide registry (the HTTP metrics)."""
-    endpoints = _Endpoints(config, service, sessions, decision_metrics)
+    ``/metrics`` after the process-wide registry (the HTTP metrics); ``server_metrics`` counts
+    the limits reached (made on ``decision_metrics``, or a registry of its own, when None)."""
+    if server_metrics is None:
+        server_metrics = ServerMetrics(decision_metrics or CollectorRegistry())
+    endpoints = _Endpoints(config, service, sessions, decision_metrics, server_metrics)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
@@ -106,39 +108,38 @@ class _Endpoints:
         service: DecisionService,
         sessions: SessionService,
         decision_metrics: CollectorRegistry | None,
+        server_metrics: ServerMetrics,
     ) -> None:
         self.config = config
         self.decision_metrics = decision_metrics
+        self.server_metrics = server_metrics
         self.service = service
         self.sessions = sessions
+        sessions.on_limit = server_metrics.reached
+        server_metrics.count_live(lambda: sessions.live_count)
         self.openapi = openapi_document()
         # The bundled schemas by the file name their $id ends with (input.v1.schema.json).
         self.schemas = {path.name: path.name.split(".")[0] for path in resources.schema_files()}
         self.workers = ThreadPoolExecutor(THREADS, thread_name_prefix="prunewarden-request")
+        self.probes = ThreadPoolExecutor(PROBE_THREADS, thread_name_prefix="prunewarden-probe")
+        self.turns = SessionTurns(server_metrics.waiting)
+        # Bytes of request bodies being read right now, and how many they may be together.
+        self.pending_body_bytes = 0
+        self.pending_body_limit = PENDING_BODY_REQUESTS * config.max_request_bytes
 
     def routes(self) -> list[Route]:
-        service, wrap, sessions = self.service, self.wrap, self.sessions
-        # Calls that cannot wait on anything, when nothing on their path syncs or crosses a
-        # network: a stateless evaluation, an eviction of a session already live.
-        quick = self.config.audit_fsync != "always" and not sessions.shared
-
-        def live_session(request: Request) -> bool:
-            return quick and sessions.is_live(request.path_params["session_id"])
-
+        service, wrap = self.service, self.wrap
         session_posts = [
             Route(
                 f"/v1/sessions/{{session_id}}/{part}",
-                wrap(
-                    self.session_call(name),
-                    inline=live_session if name == "authorize" else None,
-                ),
+                wrap(self.session_call(name), where="session"),
                 methods=["POST"],
             )
             for part, name in SessionService.POSTS.items()
         ]
         return [
-            Route("/healthz", wrap(self.health, reads_body=False), methods=["GET"]),
-            Route("/readyz", wrap(self.ready, reads_body=False), methods=["GET"]),
+            Route("/healthz", wrap(self.health, reads_body=False, where="loop"), methods=["GET"]),
+            Route("/readyz", wrap(self.ready, reads_body=False, where="probe"), methods=["GET"]),
             Route("/openapi.json", wrap(self.schema, reads_body=False), methods=["GET"]),
             Route("/schemas/{name}", wrap(self.bundled_schema, reads_body=False), methods=["GET"]),
             Route("/metrics", self.metrics, methods=["GET"]),
@@ -147,82 +148,132 @@ class _Endpoints:
                 wrap(lambda _r, _b: service.policy_document(), reads_body=False),
                 methods=["GET"],
             ),
-            Route(
-                "/v1/evaluate",
-                wrap(self.evaluate, inline=(lambda _request: True) if quick else None),
-                methods=["POST"],
-            ),
+            Route("/v1/evaluate", wrap(self.evaluate), methods=["POST"]),
             Route("/v1/plan", wrap(lambda _r, body: service.plan(body)), methods=["POST"]),
             *session_posts,
             Route(
                 "/v1/sessions/{session_id}",
-                wrap(self.session_call("state"), reads_body=False),
+                wrap(self.session_call("state"), reads_body=False, where="session"),
                 methods=["GET"],
             ),
             Route(
                 "/v1/sessions/{session_id}",
-                wrap(self.session_call("delete"), reads_body=False),
+                wrap(self.session_call("delete"), reads_body=False, where="session"),
                 methods=["DELETE"],
             ),
         ]
 
     def wrap(
-        self, handler: Handler, *, reads_body: bool = True, inline: Inline | None = None
+        self, handler: Handler, *, reads_body: bool = True, where: Where = "worker"
     ) -> Callable[..., Awaitable[Any]]:
         """The endpoint running ``handler``: timed and counted by route template."""
 
         async def run(request: Request) -> Response:
             route = request.scope["route"].path
             with LATENCY.labels(route).time():
-                response = await self.answer(request, handler, reads_body, inline)
+                response = await self.answer(request, handler, reads_body, where)
             REQUESTS.labels(route, str(response.status_code)).inc()
             return response
 
         return run
 
     async def answer(
-        self, request: Request, handler: Handler, reads_body: bool, inline: Inline | None
+        self, request: Request, handler: Handler, reads_body: bool, where: Where
     ) -> Response:
-        """Token, body, the handler (on the loop when ``inline`` says it may, else in a worker
-        thread under the deadline); problems as such."""
+        """Token, body, the handler where ``where`` says, under the deadline; problems as
+        such."""
         config = self.config
-        policy = self.service.engine.policy
-        headers = {"Prunewarden-Policy": f"{policy.name}@{policy.version} {policy.digest}"}
         try:
             _authorize(request, config.token)
-            body = await _read_body(request, config.max_request_bytes) if reads_body else b""
-            if inline is not None and len(body) <= INLINE_BODY_BYTES and inline(request):
-                answer = handler(request, body)
-            else:
-                answer = await asyncio.wait_for(
-                    asyncio.get_running_loop().run_in_executor(
-                        self.workers, handler, request, body
-                    ),
-                    config.request_seconds,
-                )
+            session_id = _session_id(request) if where == "session" else None
+            body = await self.read_body(request) if reads_body else b""
+            # Past this, the call's session saves are refused (it must not save after the
+            # caller was answered that it took too long).
+            request.scope[DEADLINE_SCOPE_KEY] = time.monotonic() + config.request_seconds
+            async with asyncio.timeout(config.request_seconds):
+                answer = await self.dispatch(request, handler, body, where, session_id)
         except ServiceProblemError as exc:
-            return problem_response(exc.problem, headers)
+            return problem_response(exc.problem, self.policy_header(None))
         except InputError as exc:  # a body that is not JSON, or not the document asked for
-            return problem_response(invalid_input(exc.problems), headers)
+            return problem_response(invalid_input(exc.problems), self.policy_header(None))
         except TimeoutError:
+            self.server_metrics.reached("request_timeout")
             detail = f"no answer within {config.request_seconds:g} s"
-            return problem_response(ProblemDocument("deadline-exceeded", detail), headers)
+            problem = ProblemDocument("deadline-exceeded", detail)
+            return problem_response(problem, self.policy_header(None))
+        except ClientDisconnect:  # dropped at a deadline (._connections): nobody reads this
+            problem = ProblemDocument("request-timeout", "the client is gone")
+            return problem_response(problem, {})
         except Exception as exc:  # noqa: BLE001 - never a traceback to the caller
             _diagnostics.exception("request failed: %s %s", request.method, request.url.path)
             problem = ProblemDocument("internal-error", f"{type(exc).__name__}: {exc}")
-            return problem_response(problem, headers)
+            return problem_response(problem, self.policy_header(None))
+        headers = self.policy_header(answer.policy)
         if answer.decision_ids:
-            headers["Prunewarden-Decision-Ids"] = ",".join(answer.decision_ids)
+            count = len(answer.decision_ids)
+            headers["Prunewarden-Decision-Count"] = str(count)
+            if count <= MAX_HEADER_DECISION_IDS:
+                headers["Prunewarden-Decision-Ids"] = ",".join(answer.decision_ids)
         headers.update(answer.headers)
         return json_response(answer.document, answer.status, headers)
 
-    # --- handlers (run in worker threads) -----------------------------------------------------
+    async def dispatch(
+        self, request: Request, handler: Handler, body: bytes, where: Where, session_id: str | None
+    ) -> Answer:
+        def call() -> Answer:
+            return handler(request, body)
+
+        if where == "loop":
+            return call()
+        if where == "probe":
+            return await run_in_thread(self.probes, call)
+        if session_id is not None:
+            request.scope["prunewarden.session_id"] = session_id
+            return await self.turns.run(session_id, self.workers, call)
+        return await run_in_thread(self.workers, call)
+
+    def policy_header(self, identity: PolicyIdentity | None) -> dict[str, str]:
+        """The policy an answer was decided under (else the one in force now), as a header."""
+        policy = identity if identity is not None else self.service.engine.policy.identity
+        return {"Prunewarden-Policy": f"{policy.name}@{policy.version} {policy.digest}"}
+
+    async def read_body(self, request: Request) -> bytes:
+        """The body, refused (HTTP 413) from its declared length or as soon as it passes the
+        limit, and (HTTP 503) when the bodies being read together would pass their budget."""
+        limit = self.config.max_request_bytes
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            self.server_metrics.reached("request_bytes")
+            raise ServiceProblemError(_too_large(int(declared), limit))
+        chunks: list[bytes] = []
+        size = 0
+        try:
+            async for chunk in request.stream():
+                size += len(chunk)
+                self.pending_body_bytes += len(chunk)
+                if size > limit:
+                    self.server_metrics.reached("request_bytes")
+                    raise ServiceProblemError(_too_large(size, limit))
+                if self.pending_body_bytes > self.pending_body_limit:
+                    self.server_metrics.reached("pending_body_bytes")
+                    raise ServiceProblemError(self._busy_reading())
+                chunks.append(chunk)
+        finally:
+            self.pending_body_bytes -= size
+        return b"".join(chunks)
+
+    def _busy_reading(self) -> ProblemDocument:
+        detail = f"the request bodies being read hold {self.pending_body_limit} bytes, their limit"
+        return ProblemDocument("server-busy", detail, extra={"limit": "pending_body_bytes"})
+
+    # --- handlers (in worker threads, but for health) ----------------------------------------
 
     def evaluate(self, request: Request, body: bytes) -> Answer:
-        return self.service.evaluate(body, request.query_params.get("session_id"))
+        return self.service.evaluate(body, _query_session_id(request))
 
     def health(self, _request: Request, _body: bytes) -> Answer:
-        return Answer({"status": "ok", "policy": self.service.engine.policy.identity.to_dict()})
+        identity = self.service.engine.policy.identity
+        return Answer({"status": "ok", "policy": identity.to_dict()}, policy=identity)
 
     def ready(self, _request: Request, _body: bytes) -> Answer:
         is_ready, document = self.service.readiness()
@@ -245,7 +296,8 @@ class _Endpoints:
         call = getattr(self.sessions, name)
 
         def handle(request: Request, body: bytes) -> Answer:
-            answer: Answer = call(request.path_params["session_id"], body)
+            with save_deadline(request.scope.get(DEADLINE_SCOPE_KEY)):
+                answer: Answer = call(request.scope["prunewarden.session_id"], body)
             return answer
 
         return handle
@@ -257,9 +309,47 @@ class _Endpoints:
         except ServiceProblemError as exc:
             return problem_response(exc.problem, {})
         text = generate_latest(REGISTRY)
-        if self.decision_metrics is not None:
+        text += generate_latest(self.server_metrics.registry)
+        if (
+            self.decision_metrics is not None
+            and self.decision_metrics is not self.server_metrics.registry
+        ):
             text += generate_latest(self.decision_metrics)
         return Response(text, media_type=CONTENT_TYPE_LATEST)
+
+
+def _session_id(request: Request) -> str:
+    """The session id of the path, decoded as UTF-8 from the bytes the client sent: an id whose
+    escapes are not UTF-8 (``%FF``) is refused, not read with replacement characters (which
+    would make ``%FF`` and ``%FE`` one session)."""
+    raw = request.scope.get("raw_path")
+    if not isinstance(raw, bytes):
+        session_id: str = request.path_params["session_id"]
+        return session_id
+    escaped = raw.split(b"/")[3]  # /v1/sessions/{id}[/part]
+    return _utf8(unquote_to_bytes(escaped), "$.session_id")
+
+
+def _query_session_id(request: Request) -> str | None:
+    """``?session_id=`` decoded strictly as UTF-8 (as :func:`_session_id`)."""
+    query = request.scope.get("query_string", b"")
+    if b"session_id" not in query:
+        return None
+    found = None
+    for name, value in parse_qsl(query.decode("latin-1"), encoding="latin-1"):
+        if name == "session_id":
+            found = _utf8(value.encode("latin-1"), "$.session_id")
+    return found
+
+
+def _utf8(data: bytes, path: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        message = f"the session id is not UTF-8 (byte {exc.start} after percent-decoding)"
+        raise ServiceProblemError(
+            invalid_input([Problem("<request>", 0, 0, path, message)])
+        ) from None
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
@@ -279,21 +369,6 @@ def _authorize(request: Request, token: str | None) -> None:
         raise ServiceProblemError(
             ProblemDocument("unauthorized", "send Authorization: Bearer <token>")
         )
-
-
-async def _read_body(request: Request, limit: int) -> bytes:
-    """The body, refused (HTTP 413) from its declared length or as soon as it passes ``limit``."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise ServiceProblemError(_too_large(int(declared), limit))
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise ServiceProblemError(_too_large(size, limit))
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 def _too_large(size: int, limit: int) -> ProblemDocument:

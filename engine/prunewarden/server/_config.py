@@ -14,7 +14,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from prunewarden.errors import PrunewardenError
-from prunewarden.limits import MAX_REQUEST_BYTES, REQUEST_SECONDS, SESSION_IDLE_SECONDS
+from prunewarden.limits import (
+    BODY_SECONDS,
+    HEADER_SECONDS,
+    KEEP_ALIVE_SECONDS,
+    MAX_CONNECTIONS,
+    MAX_LIVE_SESSIONS,
+    MAX_REQUEST_BYTES,
+    REQUEST_SECONDS,
+    SESSION_IDLE_SECONDS,
+)
 
 DEFAULT_LISTEN = "127.0.0.1:8181"
 TOKEN_ENV = "PRUNEWARDEN_TOKEN"  # noqa: S105 - the name of the variable, not a token
@@ -97,6 +106,11 @@ class ServerConfig:
     ``audit_log``: the chained decision log (required: a decision point without a log is not
     one). ``sessions``: ``sqlite:PATH`` or ``redis://...`` (default: ``sessions.sqlite3`` next
     to the audit log). ``token``: the bearer token callers must present (None: none is asked).
+    ``metrics_listen``: a second address, TCP on loopback only, serving ``GET /metrics`` alone
+    and without the token (None: metrics only on ``listen``, behind the token). The limits are
+    those of docs/limits.md ("The server").
+    ``audit_key_env``: the environment variable holding the audit log's HMAC key (None: an
+    unkeyed log; see docs/audit-log.md).
     """
 
     policy: str
@@ -112,6 +126,13 @@ class ServerConfig:
     request_seconds: float = REQUEST_SECONDS
     session_ttl: float = SESSION_IDLE_SECONDS
     socket_mode: int = DEFAULT_SOCKET_MODE
+    max_live_sessions: int = MAX_LIVE_SESSIONS
+    max_connections: int = MAX_CONNECTIONS
+    header_seconds: float = HEADER_SECONDS
+    body_seconds: float = BODY_SECONDS
+    keep_alive_seconds: float = KEEP_ALIVE_SECONDS
+    metrics_listen: Listen | None = None
+    audit_key_env: str | None = None
 
     def __post_init__(self) -> None:
         if not self.listen.is_loopback and self.token is None:
@@ -120,8 +141,28 @@ class ServerConfig:
                 f"{TOKEN_ENV} or pass --token-file (or listen on loopback or a unix socket)"
             )
             raise ServerConfigError(msg)
-        if self.max_request_bytes < 1 or self.request_seconds <= 0 or self.session_ttl <= 0:
-            msg = "the request size, request time and session TTL limits must be positive"
+        metrics = self.metrics_listen
+        if metrics is not None and (metrics.is_unix or not metrics.is_loopback):
+            msg = (
+                f"--metrics-listen {metrics.url()}: metrics without a token are served on a "
+                "loopback TCP address only (127.0.0.1:PORT or [::1]:PORT)"
+            )
+            raise ServerConfigError(msg)
+        limits = (
+            self.max_request_bytes,
+            self.request_seconds,
+            self.session_ttl,
+            self.max_live_sessions,
+            self.max_connections,
+            self.header_seconds,
+            self.body_seconds,
+            self.keep_alive_seconds,
+        )
+        if any(limit <= 0 for limit in limits):
+            msg = (
+                "the request size, request time, session TTL, live sessions, connections, "
+                "header, body and keep-alive limits must be positive"
+            )
             raise ServerConfigError(msg)
 
     @property

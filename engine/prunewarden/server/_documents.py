@@ -24,6 +24,7 @@ REQUEST_FILE = "<request>"
 SESSION_SUPPLIED = {
     "staleness": ("turns",),
     "plan": ("session_id", "labels", "history", "baseline", "turns"),
+    "transition": ("session_id", "labels"),
 }
 
 

@@ -34,8 +34,32 @@ def _json_body(name: str, description: str) -> dict[str, Any]:
     }
 
 
+# What every answer says in its headers besides its body.
+_HEADERS = {
+    "Prunewarden-Policy": {
+        "description": "The policy the answer was decided (or read) under: "
+        "`name@version sha256:...`",
+        "schema": {"type": "string"},
+    },
+    "Prunewarden-Decision-Count": {
+        "description": "How many decisions the answer carries (when it carries any)",
+        "schema": {"type": "integer", "minimum": 1},
+    },
+    "Prunewarden-Decision-Ids": {
+        "description": "Their ids, comma-separated, when there are at most 64; a larger answer "
+        "(a pass over many segments) lists them only in its body, each decision with its "
+        "`decision_id`",
+        "schema": {"type": "string"},
+    },
+}
+
+
 def _ok(name: str, description: str) -> dict[str, Any]:
-    return {"description": description, "content": {_JSON: {"schema": _ref(name)}}}
+    return {
+        "description": description,
+        "headers": _HEADERS,
+        "content": {_JSON: {"schema": _ref(name)}},
+    }
 
 
 def _problems(*statuses: int) -> dict[str, Any]:
@@ -44,10 +68,14 @@ def _problems(*statuses: int) -> dict[str, Any]:
         401: "No valid bearer token",
         404: "No such session",
         409: "The request conflicts with the session's state: a cycle or turn out of order, a "
-        "stored state this policy cannot use, or the session busy on another replica",
+        "stored state this policy cannot use, the session busy on another replica, or a stored "
+        "state that fails its integrity check (`session-state-rejected`: DELETE clears it)",
+        408: "The body did not arrive within the body deadline; the connection is closed",
         413: "The body is larger than the limit",
         503: "The decision could not be logged (fail closed), the session store cannot be "
-        "reached, the request ran out of time, or the server is not ready",
+        "reached or the change could not be saved (it is not made: retry), the request ran out "
+        "of time, the server is not ready, or it is at one of its limits (`server-busy`: "
+        "connections, bodies being read, live sessions; retry)",
     }
     return {
         str(status): {
@@ -62,12 +90,13 @@ _SESSION_ID = {
     "name": "session_id",
     "in": "path",
     "required": True,
-    "description": "The session's id, chosen by the caller (one path segment: no '/')",
+    "description": "The session's id, chosen by the caller (one path segment: no '/'); its "
+    "percent-escapes must decode to UTF-8 (else 400)",
     "schema": {"type": "string", "minLength": 1, "maxLength": 256, "pattern": "^[^/]+$"},
 }
 
-_DECIDING = (400, 401, 413, 503)
-_SESSION_DECIDING = (400, 401, 409, 413, 503)
+_DECIDING = (400, 401, 408, 413, 503)
+_SESSION_DECIDING = (400, 401, 408, 409, 413, 503)
 
 
 def _session_post(
@@ -205,6 +234,13 @@ def _paths() -> dict[str, Any]:
             "Plan",
             "A plan document without `history`, `baseline`, `turns`, `session_id`, `labels`",
         ),
+        "/v1/sessions/{session_id}/transitions": _session_post(
+            "verify",
+            "The transition guard on an edit of the window, with the session's halt and pins",
+            "TransitionDocument",
+            "Decision",
+            "A transition document without `session_id` and `labels`",
+        ),
         "/v1/sessions/{session_id}": {
             "get": {
                 "operationId": "state",
@@ -251,6 +287,7 @@ def _components() -> dict[str, Any]:
             "Turn": {"$ref": _INPUT + "#/$defs/turn"},
             "EvictionDocument": {"$ref": _INPUT + "#/$defs/eviction"},
             "StalenessDocument": {"$ref": _INPUT + "#/$defs/staleness"},
+            "TransitionDocument": {"$ref": _INPUT + "#/$defs/transition"},
             "Decision": {"$ref": _DECISION},
             "Plan": {
                 "type": "object",

@@ -21,6 +21,8 @@ PROBLEM_BASE = "https://prunewarden.dev/problems/"
 KINDS: dict[str, tuple[int, str]] = {
     "invalid-input": (400, "The request document is not valid"),
     "session-conflict": (409, "The request conflicts with the session's state"),
+    "session-state-rejected": (409, "The session's stored state was altered or cannot be read"),
+    "request-timeout": (408, "The request was not received in time"),
     "request-too-large": (413, "The request body is larger than the limit"),
     "unsupported-media-type": (415, "The request body must be JSON"),
     "unauthorized": (401, "A valid bearer token is required"),
@@ -29,6 +31,7 @@ KINDS: dict[str, tuple[int, str]] = {
     "audit-unavailable": (503, "The decision could not be logged, so it is not returned"),
     "session-store-unavailable": (503, "The session store cannot be reached"),
     "deadline-exceeded": (503, "The request took longer than the limit"),
+    "server-busy": (503, "The server is at one of its limits; try again"),
     "not-ready": (503, "The server is not ready"),
     "internal-error": (500, "Internal error"),
 }
@@ -57,7 +60,9 @@ class ProblemDocument:
         }
         if self.problems:
             out["problems"] = [problem_dict(p) for p in self.problems]
-        out.update(self.extra)
+        # The members RFC 9457 defines keep their meaning: an extra member of the same name
+        # (readiness's own "status") does not replace the HTTP status.
+        out.update({key: value for key, value in self.extra.items() if key not in out})
         return out
 
 

@@ -1,94 +1,284 @@
 """Session states in Redis, for several server replicas behind one address.
 
-One key per session (``prunewarden:session:<id>``) holding its ``session-state.v2`` document,
-written whole by ``SET`` with the idle TTL as its expiry, and read by ``GETEX``, which renews the
-TTL: Redis forgets an idle session by itself, on every replica at once.
+One key per session (``prunewarden:session:<id>``) holding its ``session-state.v2`` document
+after its integrity seal (:mod:`prunewarden.session._seal`), written whole with the idle TTL as
+its expiry, and read by ``GETEX``, which renews the TTL: Redis forgets an idle session by
+itself, on every replica at once.
 
 Replicas must not interleave two calls of one session (each would load the same state and the
-later save would drop the earlier change). :meth:`RedisSessionStore.locked` takes a short lease
-on the session (``SET NX PX``, released only by its holder): a call that cannot get it within
-``LOCK_WAIT_SECONDS`` is refused as a conflict (HTTP 409) rather than risk losing a halt.
+later save would drop the earlier change). :meth:`RedisSessionStore.locked` takes a lease on the
+session (``SET NX PX`` of a random token, released only by its holder): a call that cannot get
+it within ``LOCK_WAIT_SECONDS`` is refused as a conflict (HTTP 409) rather than risk losing a
+halt. While the call runs, a background thread renews its lease every third of the lease, so a
+long call keeps it; past the call's deadline (:func:`~prunewarden.session.save_deadline`) the
+lease is no longer renewed. Every save under a lease is fenced: one Lua script writes the state
+only while the lease key still holds the call's token, so a call whose lease ran out (and that
+another call may have taken since) cannot write over what that call saved.
+
+Errors of the Redis client name the server's address; the store raises them again as
+:class:`SessionStoreUnreachableError`, which says what failed but not where, so no problem
+document or decision shows an internal address (the log of the process does).
 """
 
 from __future__ import annotations
 
-import json
+import logging
 import secrets
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
 import redis
+from redis.exceptions import RedisError
+
+from prunewarden.session._seal import key_from_env, open_state, seal_state, state_text
+from prunewarden.session._store import call_deadline, check_deadline
 
 KEY_PREFIX = "prunewarden:session:"
 LOCK_PREFIX = "prunewarden:lock:"
 LOCK_LEASE_MS = 30_000  # a holder that dies frees the session after this long
 LOCK_WAIT_SECONDS = 5.0
+SEALED_MARKER = "prunewarden:sealed"  # set once the states of older versions were sealed
 _RELEASE = """
 if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end
 return 0
 """
+_RENEW = """
+if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) end
+return 0
+"""
+# KEYS: the state, the lease; ARGV: the lease's token, the sealed state, its TTL in ms.
+_FENCED_SET = """
+if redis.call('get', KEYS[2]) ~= ARGV[1] then return 0 end
+redis.call('set', KEYS[1], ARGV[2], 'PX', ARGV[3])
+return 1
+"""
+# KEYS: a state; ARGV: the unsealed value read, the same value sealed.
+_SEAL_IF_UNCHANGED = """
+if redis.call('get', KEYS[1]) == ARGV[1] then
+    redis.call('set', KEYS[1], ARGV[2], 'KEEPTTL')
+    return 1
+end
+return 0
+"""
+
+_diagnostics = logging.getLogger("prunewarden.server")
 
 
 class SessionBusyError(Exception):
     """Another call (on this replica or another) holds the session for longer than we wait."""
 
 
-class RedisSessionStore:
-    """A session store (``load``, ``save``, ``delete``) in Redis, with an idle TTL."""
+class SessionStoreUnreachableError(RedisError):
+    """Redis failed (a connection dropped, a timeout...); the message names no address."""
 
-    def __init__(self, url: str, *, ttl: float) -> None:
+
+class LeaseLostError(Exception):
+    """The call's lease on the session ran out (and may be another call's now): its state is
+    not saved."""
+
+
+@dataclass(eq=False)
+class Lease:
+    """One call's hold on a session: its token, until when it is renewed, how often it was."""
+
+    key: str
+    token: str
+    deadline: float | None
+    renewals: int = 0
+    lost: bool = False
+    changed: threading.Condition = field(default_factory=threading.Condition)
+
+    def wait_renewals(self, count: int, timeout: float) -> bool:
+        """Wait until the lease was renewed ``count`` times (False after ``timeout``)."""
+        with self.changed:
+            return self.changed.wait_for(lambda: self.renewals >= count, timeout)
+
+
+class RedisSessionStore:
+    """A session store (``load``, ``save``, ``delete``) in Redis, with an idle TTL.
+
+    ``lease_ms``: how long a call's lease lasts without renewal; ``renew``: whether a thread
+    renews the leases of running calls (turned off only to show what it prevents);
+    ``hmac_key_env``: the environment variable holding the key states are sealed with."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        ttl: float,
+        lease_ms: int = LOCK_LEASE_MS,
+        renew: bool = True,
+        hmac_key_env: str | None = None,
+    ) -> None:
         self.url = url
         self.ttl_ms = max(1, int(ttl * 1000))
+        self.lease_ms = lease_ms
+        self._key = key_from_env(hmac_key_env)
         self._redis = redis.Redis.from_url(url, socket_timeout=10, socket_connect_timeout=10)
         self._release = self._redis.register_script(_RELEASE)
+        self._renew = self._redis.register_script(_RENEW)
+        self._fenced_set = self._redis.register_script(_FENCED_SET)
+        self._seal_if_unchanged = self._redis.register_script(_SEAL_IF_UNCHANGED)
+        self._held = threading.local()  # session id -> the Lease this thread holds
+        self._leases: set[Lease] = set()
+        self._leases_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._renewer: threading.Thread | None = None
+        self._renews = renew
 
     def __repr__(self) -> str:
         return f"RedisSessionStore({self.url!r})"
 
     def ping(self) -> bool:
-        return bool(self._redis.ping())
+        with _reached("ping"):
+            return bool(self._redis.ping())
 
     def load(self, session_id: str) -> dict[str, Any] | None:
-        raw = self._redis.getex(KEY_PREFIX + session_id, px=self.ttl_ms)
-        if raw is None:
-            return None
-        state: dict[str, Any] = json.loads(raw)
-        return state
+        with _reached("load"):
+            raw = self._redis.getex(KEY_PREFIX + session_id, px=self.ttl_ms)
+        return None if raw is None else self._open(session_id, raw)
 
     def peek(self, session_id: str) -> dict[str, Any] | None:
         """The state, without renewing its TTL: looking at a session is not using it."""
-        raw = self._redis.get(KEY_PREFIX + session_id)
-        if raw is None:
-            return None
-        state: dict[str, Any] = json.loads(raw)
-        return state
+        with _reached("load"):
+            raw = self._redis.get(KEY_PREFIX + session_id)
+        return None if raw is None else self._open(session_id, raw)
 
     def save(self, session_id: str, state: Mapping[str, Any]) -> None:
-        text = json.dumps(state, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-        self._redis.set(KEY_PREFIX + session_id, text, px=self.ttl_ms)
+        """Write the state; under this thread's lease on the session, only while it holds
+        (:class:`LeaseLostError` once it moved on), and not past the call's deadline."""
+        text = state_text(state)
+        value = seal_state(session_id, text, self._key) + "\n" + text
+        lease = self._lease_of(session_id)
+        check_deadline()
+        with _reached("save"):
+            if lease is None:
+                self._redis.set(KEY_PREFIX + session_id, value, px=self.ttl_ms)
+                return
+            keys = [KEY_PREFIX + session_id, lease.key]
+            saved = self._fenced_set(keys=keys, args=[lease.token, value, self.ttl_ms])
+        if not saved:
+            lease.lost = True
+            msg = f"the lease on session {session_id!r} ran out before its state was saved"
+            raise LeaseLostError(msg)
 
     def delete(self, session_id: str) -> bool:
         """Forget a session; whether it was held."""
-        return bool(self._redis.delete(KEY_PREFIX + session_id))
+        with _reached("delete"):
+            return bool(self._redis.delete(KEY_PREFIX + session_id))
 
     @contextmanager
-    def locked(self, session_id: str, wait: float = LOCK_WAIT_SECONDS) -> Iterator[None]:
+    def locked(self, session_id: str, wait: float = LOCK_WAIT_SECONDS) -> Iterator[Lease]:
         """Hold the session for one call; :class:`SessionBusyError` after ``wait`` seconds."""
         key, token = LOCK_PREFIX + session_id, secrets.token_hex(16)
         deadline = time.monotonic() + wait
         pause = 0.001
-        while not self._redis.set(key, token, nx=True, px=LOCK_LEASE_MS):
-            if time.monotonic() > deadline:
-                msg = f"session {session_id!r} is busy with another call"
-                raise SessionBusyError(msg)
-            time.sleep(pause)
-            pause = min(pause * 2, 0.05)
+        with _reached("lease"):
+            while not self._redis.set(key, token, nx=True, px=self.lease_ms):
+                if time.monotonic() > deadline:
+                    msg = f"session {session_id!r} is busy with another call"
+                    raise SessionBusyError(msg)
+                time.sleep(pause)
+                pause = min(pause * 2, 0.05)
+        lease = Lease(key, token, call_deadline())
+        self._hold(session_id, lease)
         try:
-            yield
+            yield lease
         finally:
-            self._release(keys=[key], args=[token])
+            self._let_go(session_id, lease)
+            try:
+                self._release(keys=[key], args=[token])
+            except RedisError as exc:  # the lease runs out by itself
+                _diagnostics.warning("a session lease could not be released: %s", exc)
+
+    def seal_unsealed(self) -> int:
+        """Seal, as they are, the states a version before seals wrote; once per Redis database
+        (the first replica started after the upgrade does it). Later, a state without a seal
+        is refused. Returns how many were sealed."""
+        sealed = 0
+        with _reached("upgrade"):
+            if not self._redis.set(SEALED_MARKER, "1", nx=True):
+                return 0
+            for key in self._redis.scan_iter(match=KEY_PREFIX + "*", count=500):
+                raw = self._redis.get(key)
+                if not isinstance(raw, bytes) or not raw.startswith(b"{"):
+                    continue  # sealed already, gone, or not a state (refused when read)
+                session_id = key.decode("utf-8", "replace").removeprefix(KEY_PREFIX)
+                text = raw.decode("utf-8", "replace")
+                value = seal_state(session_id, text, self._key) + "\n" + text
+                sealed += int(self._seal_if_unchanged(keys=[key], args=[raw, value]))
+        return sealed
+
+    def renew_leases(self) -> None:
+        """Renew the lease of every call running (one round of the renewing thread): a call
+        past its deadline is not renewed, and one whose lease moved on is marked lost."""
+        with self._leases_lock:
+            leases = list(self._leases)
+        now = time.monotonic()
+        for lease in leases:
+            if lease.lost or (lease.deadline is not None and now > lease.deadline):
+                continue
+            try:
+                renewed = self._renew(keys=[lease.key], args=[lease.token, self.lease_ms])
+            except RedisError as exc:  # tried again next round, while the lease lasts
+                _diagnostics.warning("a session lease could not be renewed: %s", exc)
+                continue
+            with lease.changed:
+                lease.lost = not renewed
+                lease.renewals += 1 if renewed else 0
+                lease.changed.notify_all()
 
     def close(self) -> None:
+        self._stop.set()
+        if self._renewer is not None:
+            self._renewer.join()
         self._redis.close()
+
+    def _open(self, session_id: str, raw: bytes | str) -> dict[str, Any]:
+        text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+        seal, newline, body = text.partition("\n")
+        if not newline or text.startswith("{"):  # no seal: written before states were sealed
+            return open_state(session_id, text, None, self._key)
+        return open_state(session_id, body, seal, self._key)
+
+    def _lease_of(self, session_id: str) -> Lease | None:
+        held: dict[str, Lease] = getattr(self._held, "leases", {})
+        return held.get(session_id)
+
+    def _hold(self, session_id: str, lease: Lease) -> None:
+        if not hasattr(self._held, "leases"):
+            self._held.leases = {}
+        self._held.leases[session_id] = lease
+        with self._leases_lock:
+            self._leases.add(lease)
+            if self._renews and self._renewer is None:
+                self._renewer = threading.Thread(
+                    target=self._renew_loop, name="prunewarden-lease-renewer", daemon=True
+                )
+                self._renewer.start()
+
+    def _let_go(self, session_id: str, lease: Lease) -> None:
+        self._held.leases.pop(session_id, None)
+        with self._leases_lock:
+            self._leases.discard(lease)
+
+    def _renew_loop(self) -> None:
+        while not self._stop.wait(self.lease_ms / 3000):
+            self.renew_leases()
+
+
+@contextmanager
+def _reached(action: str) -> Iterator[None]:
+    """Redis errors as :class:`SessionStoreUnreachableError`, without the server's address."""
+    try:
+        yield
+    except SessionStoreUnreachableError:
+        raise
+    except RedisError as exc:
+        _diagnostics.warning("session store (Redis) %s failed: %s", action, exc)
+        msg = f"{type(exc).__name__} during the session store's {action}"
+        raise SessionStoreUnreachableError(msg) from None

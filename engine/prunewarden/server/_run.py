@@ -25,20 +25,25 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import uvicorn
-from prometheus_client import CollectorRegistry
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
 from redis.exceptions import RedisError
 from starlette.applications import Starlette
+from starlette.responses import Response
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from prunewarden.audit import AuditLog
 from prunewarden.errors import AuditError
 from prunewarden.metrics import DecisionMetrics
 from prunewarden.reload import ReloadingEngine
-from prunewarden.server._app import create_app
+from prunewarden.server._app import create_app, problem_response
 from prunewarden.server._config import Listen, ServerConfig, ServerConfigError
+from prunewarden.server._connections import ConnectionLimits, guarded_protocol
+from prunewarden.server._metrics import ServerMetrics
+from prunewarden.server._problems import ProblemDocument
 from prunewarden.server._redis import RedisSessionStore
 from prunewarden.server._service import DecisionService
 from prunewarden.server._sessions import ServerStore, SessionService
-from prunewarden.session import SqliteSessionStore
+from prunewarden.session import SESSION_KEY_ENV, SqliteSessionStore
 
 GRACEFUL_SECONDS = 10  # how long requests in flight may take to finish once asked to stop
 # With --audit-fsync batch, the log is synced in the background this often (when records are
@@ -51,19 +56,25 @@ _diagnostics = logging.getLogger("prunewarden.server")
 
 @dataclass(frozen=True, slots=True)
 class Built:
-    """An app and what it stands on; ``close`` releases them (idempotent)."""
+    """An app and what it stands on; ``close`` releases them (idempotent). ``limits``: what
+    each connection may hold, for :func:`run`."""
 
     app: Starlette
     engine: ReloadingEngine
     audit: AuditLog
     sessions: SessionService
     close: Callable[[], None]
+    limits: ConnectionLimits
 
 
 def build_app(config: ServerConfig) -> Built:
     """The app for ``config``: the audit log opened (raises :class:`AuditError` when it cannot
     be written), the policy loaded (raises :class:`PolicyError`)."""
-    audit = AuditLog(config.audit_log, fsync=config.audit_fsync)  # type: ignore[arg-type]
+    audit = AuditLog(
+        config.audit_log,
+        fsync=config.audit_fsync,  # type: ignore[arg-type]
+        hmac_key_env=config.audit_key_env,
+    )
     try:
         audit.open()
     except AuditError as exc:
@@ -92,7 +103,17 @@ def build_app(config: ServerConfig) -> Built:
         audit.close()
         raise
     metrics.watch(engine)
-    sessions = SessionService(engine, store, ttl=config.session_ttl)
+    sessions = SessionService(
+        engine, store, ttl=config.session_ttl, max_live=config.max_live_sessions
+    )
+    server_metrics = ServerMetrics(registry)
+    limits = ConnectionLimits(
+        max_connections=config.max_connections,
+        header_seconds=config.header_seconds,
+        body_seconds=config.body_seconds,
+        keep_alive_seconds=config.keep_alive_seconds,
+        metrics=server_metrics,
+    )
     syncer = _Syncer(audit) if config.audit_fsync == "batch" else None
     closed: list[bool] = []
 
@@ -114,8 +135,9 @@ def build_app(config: ServerConfig) -> Built:
         sessions,
         on_shutdown=close,
         decision_metrics=registry,
+        server_metrics=server_metrics,
     )
-    return Built(app, engine, audit, sessions, close)
+    return Built(app, engine, audit, sessions, close, limits)
 
 
 def open_store(url: str, ttl: float) -> ServerStore:
@@ -124,13 +146,17 @@ def open_store(url: str, ttl: float) -> ServerStore:
     if url.startswith("sqlite:"):
         path = url.removeprefix("sqlite:")
         try:
-            return SqliteSessionStore(path)
-        except (sqlite3.Error, OSError) as exc:
+            return SqliteSessionStore(path, hmac_key_env=SESSION_KEY_ENV)
+        except (sqlite3.Error, OSError, ValueError) as exc:
             raise ServerConfigError(f"--sessions {url}: {exc}") from None
     if url.startswith(("redis://", "rediss://", "unix://")):
-        store = RedisSessionStore(url, ttl=ttl)
+        try:
+            store = RedisSessionStore(url, ttl=ttl, hmac_key_env=SESSION_KEY_ENV)
+        except ValueError as exc:
+            raise ServerConfigError(f"--sessions {url}: {exc}") from None
         try:
             store.ping()
+            store.seal_unsealed()
         except RedisError as exc:
             store.close()
             raise ServerConfigError(f"--sessions {url}: {exc}") from None
@@ -153,6 +179,9 @@ def bind(listen: Listen, socket_mode: int) -> socket.socket:
             raise ServerConfigError(f"cannot listen on {listen.url()}: {exc.strerror}") from None
     else:
         path = Path(listen.unix_path)
+        if not path.parent.is_dir():
+            msg = f"cannot listen on {listen.url()}: the directory {path.parent} does not exist"
+            raise ServerConfigError(msg)
         _remove_stale_socket(path)
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         # Never world-accessible, not even between bind and chmod.
@@ -177,24 +206,61 @@ def bound_url(listen: Listen, sock: socket.socket) -> str:
     return listen.url(port=sock.getsockname()[1])
 
 
-def run(built: Built, sock: socket.socket, listen: Listen) -> None:
-    """Serve until SIGTERM or SIGINT; then release everything (the socket file too)."""
+def run(
+    built: Built,
+    sock: socket.socket,
+    listen: Listen,
+    metrics_sock: socket.socket | None = None,
+) -> None:
+    """Serve until SIGTERM or SIGINT; then release everything (the socket file too). With
+    ``metrics_sock`` (bound for ``--metrics-listen``), that socket serves ``GET /metrics`` alone,
+    without the token."""
+    app: ASGIApp = built.app
+    sockets = [sock]
+    if metrics_sock is not None:
+        app = _with_metrics_listener(built, metrics_sock.getsockname()[:2])
+        sockets.append(metrics_sock)
     config = uvicorn.Config(
-        built.app,
+        app,
+        http=guarded_protocol(built.limits),
         log_config=None,
         access_log=False,
         server_header=False,
         lifespan="on",
         timeout_graceful_shutdown=GRACEFUL_SECONDS,
+        # uvicorn hands the number to loop.call_later, which takes any real number of seconds.
+        timeout_keep_alive=built.limits.keep_alive_seconds,  # type: ignore[arg-type]
     )
     try:
-        _Server(config).run(sockets=[sock])
+        _Server(config).run(sockets=sockets)
     finally:
         built.close()
         sock.close()
+        if metrics_sock is not None:
+            metrics_sock.close()
         if listen.unix_path is not None:
             with contextlib.suppress(OSError):
                 Path(listen.unix_path).unlink()
+
+
+def _with_metrics_listener(built: Built, address: tuple[str, int]) -> ASGIApp:
+    """The app, but for requests arriving at ``address`` (the metrics listener): those get the
+    Prometheus text at ``GET /metrics`` and a 404 problem for anything else, with no token."""
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        server = scope.get("server")
+        if scope["type"] != "http" or server is None or tuple(server) != address:
+            await built.app(scope, receive, send)
+            return
+        if scope["path"] == "/metrics" and scope["method"] in {"GET", "HEAD"}:
+            text = generate_latest(REGISTRY) + generate_latest(built.limits.metrics.registry)
+            response = Response(text, media_type=CONTENT_TYPE_LATEST)
+        else:
+            detail = f"{scope['method']} {scope['path']}: the metrics listener serves GET /metrics"
+            response = problem_response(ProblemDocument("not-found", detail), {})
+        await response(scope, receive, send)
+
+    return app
 
 
 class _Syncer:

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from prunewarden._identity import PolicyIdentity
 from prunewarden.audit import AuditLog
 from prunewarden.decision import Decision
 from prunewarden.errors import AuditError, InputError, PrunewardenError
@@ -38,12 +39,16 @@ class ServiceProblemError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Answer:
-    """A successful answer: the JSON document and the ids of the decisions it carries."""
+    """A successful answer: the JSON document, the ids of the decisions it carries, and the
+    policy it was decided or read under (None: the one in force when it is sent). The
+    ``Prunewarden-Policy`` header names ``policy``, so header and body never disagree across a
+    reload."""
 
     document: dict[str, Any]
     decision_ids: tuple[str, ...] = ()
     status: int = 200
     headers: dict[str, str] = field(default_factory=dict)
+    policy: PolicyIdentity | None = None
 
 
 class DecisionService:
@@ -86,7 +91,8 @@ class DecisionService:
                 "sources": [source.to_dict() for source in policy.sources],
                 "document": policy.document,
                 "shadow": shadow,
-            }
+            },
+            policy=policy.identity,
         )
 
     def readiness(self) -> tuple[bool, dict[str, Any]]:
@@ -119,12 +125,13 @@ def guarded(call: Callable[[], _T]) -> _T:
 def decision_answer(decision: Decision) -> Answer:
     """A decision as the answer, unless it could not be logged (HTTP 503)."""
     refuse_unlogged((decision,))
-    return Answer(decision.to_dict(), (decision.decision_id,))
+    return Answer(decision.to_dict(), (decision.decision_id,), policy=decision.policy)
 
 
 def plan_answer(plan: Plan) -> Answer:
     refuse_unlogged(plan.decisions)
-    return Answer(plan.to_dict(), tuple(d.decision_id for d in plan.decisions))
+    policy = plan.decisions[0].policy if plan.decisions else None
+    return Answer(plan.to_dict(), tuple(d.decision_id for d in plan.decisions), policy=policy)
 
 
 def refuse_unlogged(decisions: tuple[Decision, ...]) -> None:

@@ -15,6 +15,18 @@ with every session's history and halt. Two ways to hold them:
   session's lease, opens it from Redis, decides, saves, and lets go, so any replica can take the
   next call.
 
+A change that cannot be saved (the store failed, a Redis lease ran out, the request's deadline
+passed) is not answered as made: the call gets HTTP 503 ``session-store-unavailable`` and may be
+retried; a halt it decided holds meanwhile. A stored state that fails its integrity check gets
+HTTP 409 ``session-state-rejected`` (and a ``session_state_rejected`` record) on every endpoint
+of the session but ``DELETE``, which clears it (and records that).
+
+Live sessions are capped (``max_live``): past the cap, the least recently used session that is
+idle (no call running or waiting) and saved goes back to the store, where its next call finds it
+again; one whose last save failed is never dropped, since memory is then all that holds its
+change. When every live session is in use or unsaved, a new session is refused (HTTP 503
+``server-busy``, retry) rather than any held one lost. Redis keeps no live sessions: no cap.
+
 A session idle for longer than the TTL is forgotten (its history and its halt): the next call
 under its id starts afresh. Redis expires it by itself; with SQLite, expiry is checked when a
 session is touched and, for the others, in a sweep at most every tenth of the TTL (a session
@@ -26,15 +38,22 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, TypeVar
 
 from redis.exceptions import RedisError
 
-from prunewarden.errors import InputError, Problem, SessionStateError
+from prunewarden.errors import (
+    InputError,
+    Problem,
+    SessionIntegrityError,
+    SessionStateError,
+    SessionStoreError,
+)
 from prunewarden.inputs import parse_plan, parse_request
-from prunewarden.limits import MAX_ID_CHARS
+from prunewarden.limits import MAX_ID_CHARS, MAX_LIVE_SESSIONS
 from prunewarden.reload import ReloadingEngine
 from prunewarden.server._documents import (
     check_definition,
@@ -44,7 +63,11 @@ from prunewarden.server._documents import (
     refuse_supplied,
 )
 from prunewarden.server._problems import ProblemDocument, invalid_input
-from prunewarden.server._redis import RedisSessionStore, SessionBusyError
+from prunewarden.server._redis import (
+    RedisSessionStore,
+    SessionBusyError,
+    SessionStoreUnreachableError,
+)
 from prunewarden.server._service import (
     Answer,
     ServiceProblemError,
@@ -57,6 +80,7 @@ from prunewarden.session import Session, SqliteSessionStore
 # Problems a session reports about its own order (a cycle or turn that does not follow the last):
 # the request is well formed but conflicts with the state (HTTP 409).
 _SESSION_FILE = "<session>"
+_T = TypeVar("_T")
 
 
 class ServerStore(Protocol):
@@ -82,6 +106,7 @@ class SessionService:
         "evictions": "authorize",
         "prunes": "prune",
         "plans": "plan",
+        "transitions": "verify",
     }
 
     def __init__(
@@ -90,14 +115,20 @@ class SessionService:
         store: ServerStore,
         *,
         ttl: float,
+        max_live: int = MAX_LIVE_SESSIONS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.engine = engine
         self.store = store
         self.ttl = ttl
+        self.max_live = max_live
         self.shared = isinstance(store, RedisSessionStore)
+        # Told the name of each limit reached ("live_sessions"); the app counts them.
+        self.on_limit: Callable[[str], None] = lambda _limit: None
         self._clock = clock
-        self._live: dict[str, Session] = {}
+        # Live sessions, least recently used first; and the calls running on each (not dropped).
+        self._live: OrderedDict[str, Session] = OrderedDict()
+        self._busy: dict[str, int] = {}
         now = clock()
         # When each session was last used (SQLite: those found in the file count as used now).
         held = store.session_ids() if isinstance(store, SqliteSessionStore) else iter(())
@@ -130,13 +161,15 @@ class SessionService:
         def observe(session: Session) -> Answer:
             session.observe_turn(data["mean_relevance"], data["tokens"], turn=data.get("turn"))
             state = session.state()
+            identity = session.policy.identity
             return Answer(
                 {
                     "session_id": session_id,
                     "turn": state["turns"][-1]["turn"] if state["turns"] else data.get("turn"),
                     "halted": session.halted,
-                    "policy": session.policy.identity.to_dict(),
-                }
+                    "policy": identity.to_dict(),
+                },
+                policy=identity,
             )
 
         answer: Answer = self._call(session_id, observe, "$.turns[0]", text)
@@ -208,24 +241,53 @@ class SessionService:
         )
         return plan_answer(plan)
 
+    def verify(self, session_id: str, body: bytes) -> Answer:
+        """``POST /v1/sessions/{id}/transitions``: an edit of the window, judged with the
+        session's halt, canaries and rule pins (``Session.verify``)."""
+        data, text = read_body(body)
+        scores = self.engine.policy.spec.scores
+        guarded(lambda: parse_request(data, scores, filename="<request>", text=text))
+        if data["check"] != "transition":
+            message = f"{data['check']!r}: this endpoint takes a transition document"
+            raise ServiceProblemError(
+                invalid_input([Problem("<request>", 0, 0, "$.check", message)])
+            )
+        guarded(lambda: refuse_supplied(data, "transition", text))
+        decision = self._call(
+            session_id,
+            lambda session: session.verify(
+                data["before"],
+                data["after"],
+                tombstones=data.get("tombstones", ()),
+                applied_by=data.get("applied_by"),
+                reported=data.get("reported"),
+                canaries=data.get("canaries", ()),
+            ),
+            "$",
+            text,
+        )
+        return decision_answer(decision)
+
     def state(self, session_id: str, _body: bytes) -> Answer:
         """``GET /v1/sessions/{id}``: the session's ``session-state.v2`` document; 404 when the
         server holds none."""
         _check_id(session_id)
         with self._held(session_id):
             live = self._live.get(session_id) if not self.shared else None
-            document = live.state() if live is not None else self._load(session_id)
+            document = live.state() if live is not None else self._rejecting(self._load, session_id)
         if document is None:
             raise ServiceProblemError(
                 ProblemDocument("not-found", f"no session {session_id!r} is held")
             )
+        identity = self.engine.policy.identity
         return Answer(
             {
                 "session_id": session_id,
                 "halted": document["halt"] is not None,
                 "state": document,
-                "policy": self.engine.policy.identity.to_dict(),
-            }
+                "policy": identity.to_dict(),
+            },
+            policy=identity,
         )
 
     def delete(self, session_id: str, _body: bytes) -> Answer:
@@ -233,18 +295,16 @@ class SessionService:
         _check_id(session_id)
         with self._held(session_id):
             found = self._forget(session_id)
+        identity = self.engine.policy.identity
         return Answer(
-            {
-                "session_id": session_id,
-                "deleted": found,
-                "policy": self.engine.policy.identity.to_dict(),
-            }
+            {"session_id": session_id, "deleted": found, "policy": identity.to_dict()},
+            policy=identity,
         )
 
-    def is_live(self, session_id: str) -> bool:
-        """The session is open in this process (a call on it reads and writes no store, unless
-        a reload or a failed save makes it)."""
-        return not self.shared and session_id in self._live
+    @property
+    def live_count(self) -> int:
+        """Sessions held in memory now."""
+        return len(self._live)
 
     def close(self) -> None:
         """Close the store: every change was saved when it was made."""
@@ -270,13 +330,35 @@ class SessionService:
                 used = self._used.get(session_id)
                 if used is not None and now - used > self.ttl:
                     self._forget_locked(session_id)
-            yield
+                self._busy[session_id] = self._busy.get(session_id, 0) + 1
+            try:
+                yield
+            finally:
+                with self._lock:
+                    self._busy[session_id] -= 1
+                    if not self._busy[session_id]:
+                        del self._busy[session_id]
         except SessionBusyError as exc:
             raise ServiceProblemError(ProblemDocument("session-conflict", str(exc))) from None
         except (RedisError, sqlite3.Error, OSError) as exc:
             raise ServiceProblemError(
-                ProblemDocument("session-store-unavailable", f"{type(exc).__name__}: {exc}")
+                ProblemDocument("session-store-unavailable", _store_failure(exc))
             ) from None
+
+    def _rejecting(
+        self, read: Callable[[str], _T], session_id: str, *, recorded: bool = False
+    ) -> _T:
+        """``read(session_id)``; a stored state that fails its integrity check is recorded
+        (unless ``read`` did: opening a session does) and answered with HTTP 409
+        ``session-state-rejected``: every call is refused until a ``DELETE`` clears it."""
+        try:
+            return read(session_id)
+        except SessionIntegrityError as exc:
+            if not recorded:
+                self.engine.engine.report_rejected_state(session_id, exc)
+            detail = f"{exc.problems[0]}; DELETE the session to start it afresh"
+            problem = ProblemDocument("session-state-rejected", detail, exc.problems)
+            raise ServiceProblemError(problem) from None
 
     def _session(self, session_id: str) -> Session:
         """The session, opened from the store when it is not live (or never kept: Redis)."""
@@ -285,9 +367,29 @@ class SessionService:
         with self._lock:
             self._used[session_id] = self._clock()
             session = self._live.get(session_id)
-            if session is None:
-                session = self._live[session_id] = self.engine.session(session_id)
-            return session
+            if session is not None:
+                self._live.move_to_end(session_id)
+                return session
+            self._make_room()
+        # Opening reads (and saves) the store: not under the lock every session call takes.
+        opened = self.engine.session(session_id)
+        with self._lock:
+            return self._live.setdefault(session_id, opened)
+
+    def _make_room(self) -> None:
+        """Under the lock, before a session goes live: at the cap, send the least recently used
+        live session that is idle and saved back to the store; when there is none, refuse."""
+        if len(self._live) < self.max_live:
+            return
+        self.on_limit("live_sessions")
+        for session_id, session in self._live.items():
+            if session_id not in self._busy and session.unsaved is None:
+                del self._live[session_id]  # saved: its next call reopens it from the store
+                return
+        detail = f"{self.max_live} live sessions, each in use or not yet saved: try again"
+        raise ServiceProblemError(
+            ProblemDocument("server-busy", detail, extra={"limit": "live_sessions"})
+        )
 
     def _load(self, session_id: str) -> dict[str, Any] | None:
         """The stored state; with Redis, without renewing its TTL (reading is not using)."""
@@ -303,7 +405,11 @@ class SessionService:
         """Drop the session everywhere: live, stored, and the halt the engine remembers by id."""
         live = self._live.pop(session_id, None)
         self._used.pop(session_id, None)
-        stored = self.store.load(session_id) is not None
+        try:
+            stored = self.store.load(session_id) is not None
+        except SessionIntegrityError as exc:  # cleared, and the record says what was
+            self.engine.engine.report_rejected_state(session_id, exc, deleted=True)
+            stored = True
         self.store.delete(session_id)
         self.engine.engine.sessions.note(session_id, None)
         return live is not None or stored
@@ -323,7 +429,14 @@ class SessionService:
         _check_id(session_id)
         with self._held(session_id):
             try:
-                return call(self._session(session_id))
+                return call(self._rejecting(self._session, session_id, recorded=True))
+            except SessionStoreError as exc:
+                problem = ProblemDocument(
+                    "session-store-unavailable",
+                    f"the change was not saved, so it is not made ({exc.error}); retry the call",
+                    extra={"decision_ids": list(exc.decision_ids)},
+                )
+                raise ServiceProblemError(problem) from None
             except SessionStateError as exc:
                 raise ServiceProblemError(invalid_input(exc.problems, "session-conflict")) from None
             except InputError as exc:
@@ -331,6 +444,13 @@ class SessionService:
                 conflict = all(p.file == _SESSION_FILE for p in exc.problems)
                 kind = "session-conflict" if conflict else "invalid-input"
                 raise ServiceProblemError(invalid_input(moved.problems, kind)) from None
+
+
+def _store_failure(exc: Exception) -> str:
+    """What failed, without where: a Redis client's error names the server's address."""
+    if isinstance(exc, RedisError) and not isinstance(exc, SessionStoreUnreachableError):
+        return f"{type(exc).__name__} in the session store"
+    return f"{type(exc).__name__}: {exc}"
 
 
 def _check_id(session_id: str) -> None:

@@ -6,42 +6,31 @@ Imports the planner and the layers below it; nothing above it.
 
 from __future__ import annotations
 
-from prunewarden.session._binding import Binder, DecideRequest, SessionBinding
-from prunewarden.session._model import Session
+from prunewarden.session._binding import Binder, SessionBinding
 from prunewarden.session._registry import SessionRegistry
-from prunewarden.session._state import (
-    STATE_VERSION,
-    Fitted,
-    Halt,
-    History,
-    RestoredState,
-    RulePins,
-    fit_history,
-    read_state,
-    refuse_dropped,
-    state_document,
+from prunewarden.session._seal import SESSION_KEY_ENV
+from prunewarden.session._session import Session
+from prunewarden.session._state import Fitted, Halt, RulePins
+from prunewarden.session._store import (
+    DeadlinePassedError,
+    SessionStore,
+    SqliteSessionStore,
+    save_deadline,
 )
-from prunewarden.session._store import SessionStore, SqliteSessionStore
-from prunewarden.session._verdicts import halt_verdict, unavailable_verdict
+from prunewarden.session._transitions import without_halt
 
 __all__ = [
-    "STATE_VERSION",
+    "SESSION_KEY_ENV",
     "Binder",
-    "DecideRequest",
+    "DeadlinePassedError",
     "Fitted",
     "Halt",
-    "History",
-    "RestoredState",
     "RulePins",
     "Session",
     "SessionBinding",
     "SessionRegistry",
     "SessionStore",
     "SqliteSessionStore",
-    "fit_history",
-    "halt_verdict",
-    "read_state",
-    "refuse_dropped",
-    "state_document",
-    "unavailable_verdict",
+    "save_deadline",
+    "without_halt",
 ]

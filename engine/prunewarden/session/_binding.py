@@ -1,7 +1,7 @@
 """What a session decides through: the policy in force and the engine's decide step, handed over
 by a binder so that the session holds no engine (and follows a ``ReloadingEngine``'s reloads).
 
-Kept apart from :mod:`._model` so that the contract between engine and session reads on its own.
+Kept apart from :mod:`._session` so that the contract between engine and session reads on its own.
 """
 
 from __future__ import annotations

@@ -4,7 +4,9 @@ embedded default on SQLite.
 A session with a store writes its whole state (``session-state.v2``) on every change, inside the
 call that made it and before that call returns: a process killed right after a decision was
 reported cannot come back without the halt that decision reported. One row per session, replaced
-whole in one transaction, so a reader never sees half a state.
+whole in one transaction, so a reader never sees half a state. Each row carries the seal of its
+state (:mod:`._seal`): a row edited outside prunewarden is refused with
+:class:`~prunewarden.errors.SessionIntegrityError` rather than read as a session without a halt.
 
 :class:`SqliteSessionStore` uses the standard library's ``sqlite3`` in WAL mode. With
 ``synchronous="FULL"`` (the default) a committed state is on disk, not only in the OS cache: it
@@ -15,15 +17,17 @@ share one database file; SQLite serializes the writers.
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal, Protocol, Self, runtime_checkable
 
 from prunewarden.decision import utc_now
+from prunewarden.session._seal import key_from_env, open_state, seal_state, state_text
 
 BUSY_TIMEOUT_MS = 30_000  # how long a writer waits for another process's transaction
 
@@ -31,13 +35,49 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (
     session_id TEXT PRIMARY KEY,
     state TEXT NOT NULL,
-    updated_at TEXT NOT NULL
+    updated_at TEXT NOT NULL,
+    seal TEXT
 )
 """
 _UPSERT = """
-INSERT INTO sessions (session_id, state, updated_at) VALUES (?, ?, ?)
-ON CONFLICT (session_id) DO UPDATE SET state = excluded.state, updated_at = excluded.updated_at
+INSERT INTO sessions (session_id, state, updated_at, seal) VALUES (?, ?, ?, ?)
+ON CONFLICT (session_id) DO UPDATE
+SET state = excluded.state, updated_at = excluded.updated_at, seal = excluded.seal
 """
+
+
+_call = threading.local()  # the deadline of the call this thread runs, if it has one
+
+
+@contextmanager
+def save_deadline(deadline: float | None) -> Iterator[None]:
+    """Inside the block, this thread's session saves are refused once ``time.monotonic()``
+    passes ``deadline``: a call its caller gave up on (a server's request deadline) must not
+    write a state over one saved since (its change is not made, as for any failed save)."""
+    previous = getattr(_call, "deadline", None)
+    _call.deadline = deadline
+    try:
+        yield
+    finally:
+        _call.deadline = previous
+
+
+def call_deadline() -> float | None:
+    """The deadline :func:`save_deadline` set for this thread, or None."""
+    deadline: float | None = getattr(_call, "deadline", None)
+    return deadline
+
+
+class DeadlinePassedError(Exception):
+    """The call's deadline passed before its state was saved."""
+
+
+def check_deadline() -> None:
+    """Raise :class:`DeadlinePassedError` once this thread's call is past its deadline."""
+    deadline = call_deadline()
+    if deadline is not None and time.monotonic() > deadline:
+        msg = "the call's deadline passed before its state was saved"
+        raise DeadlinePassedError(msg)
 
 
 @runtime_checkable
@@ -46,7 +86,10 @@ class SessionStore(Protocol):
 
     ``save`` must not return before the state is durable (a process killed right after may not
     lose it); ``load`` returns the last state saved, or None. Both may raise: a session whose
-    state cannot be saved refuses to prune until it can (``session_state_unavailable``).
+    state cannot be saved refuses to prune until it can (``session_state_unavailable``), and a
+    change that cannot be saved is not made (:class:`~prunewarden.errors.SessionStoreError`).
+    ``load`` raises :class:`~prunewarden.errors.SessionIntegrityError` for a state that was
+    altered outside the store (the bundled stores seal what they write).
     """
 
     def load(self, session_id: str) -> dict[str, Any] | None: ...
@@ -58,19 +101,24 @@ class SqliteSessionStore:
     """A :class:`SessionStore` in one SQLite database file (created if missing).
 
     ``synchronous``: ``"FULL"`` (the default: each save is on disk when it returns) or
-    ``"NORMAL"`` (each save survives the process, not a power cut)."""
+    ``"NORMAL"`` (each save survives the process, not a power cut). ``hmac_key_env``: the name
+    of an environment variable holding the key (at least 32 bytes) the states are sealed with;
+    without one, they are sealed by a SHA-256 digest. A database written before states were
+    sealed has its rows sealed as they are when a store first opens it."""
 
     def __init__(
         self,
         path: str | os.PathLike[str],
         *,
         synchronous: Literal["FULL", "NORMAL"] = "FULL",
+        hmac_key_env: str | None = None,
     ) -> None:
         if synchronous not in ("FULL", "NORMAL"):
             msg = f"synchronous must be FULL or NORMAL, not {synchronous!r}"
             raise ValueError(msg)
         self.path = Path(path)
         self.synchronous = synchronous
+        self._key = key_from_env(hmac_key_env)
         self._lock = threading.Lock()
         self._connection: sqlite3.Connection | None = None
         self._pid = 0
@@ -90,20 +138,20 @@ class SqliteSessionStore:
         with self._lock:
             row = (
                 self._connect()
-                .execute("SELECT state FROM sessions WHERE session_id = ?", (session_id,))
+                .execute("SELECT state, seal FROM sessions WHERE session_id = ?", (session_id,))
                 .fetchone()
             )
         if row is None:
             return None
-        state: dict[str, Any] = json.loads(row[0])
-        return state
+        return open_state(session_id, row[0], row[1], self._key)
 
     def save(self, session_id: str, state: Mapping[str, Any]) -> None:
-        text = json.dumps(state, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        text = state_text(state)
+        seal = seal_state(session_id, text, self._key)
         with self._lock:
             connection = self._connect()
             with connection:  # one transaction: committed (and synced) when the block ends
-                connection.execute(_UPSERT, (session_id, text, utc_now()))
+                connection.execute(_UPSERT, (session_id, text, utc_now(), seal))
 
     def delete(self, session_id: str) -> None:
         """Forget a session (its next ``Engine.session`` starts afresh)."""
@@ -140,5 +188,28 @@ class SqliteSessionStore:
         connection.execute(f"PRAGMA synchronous = {self.synchronous}")
         with connection:
             connection.execute(_SCHEMA)
+        self._seal_unsealed(connection)
         self._connection, self._pid = connection, os.getpid()
         return connection
+
+    def _seal_unsealed(self, connection: sqlite3.Connection) -> None:
+        """A database from before states were sealed: add the column and seal every row as it
+        is, once (under SQLite's write lock, so two processes opening it do it once). Later, a
+        row without a seal is refused like one whose seal does not match."""
+        columns = {row[1] for row in connection.execute("PRAGMA table_info(sessions)")}
+        if "seal" in columns:
+            return
+        connection.execute("BEGIN IMMEDIATE")
+        try:
+            columns = {row[1] for row in connection.execute("PRAGMA table_info(sessions)")}
+            if "seal" not in columns:
+                connection.execute("ALTER TABLE sessions ADD COLUMN seal TEXT")
+                rows = connection.execute("SELECT session_id, state FROM sessions").fetchall()
+                connection.executemany(
+                    "UPDATE sessions SET seal = ? WHERE session_id = ?",
+                    [(seal_state(sid, text, self._key), sid) for sid, text in rows],
+                )
+        except BaseException:
+            connection.rollback()
+            raise
+        connection.commit()

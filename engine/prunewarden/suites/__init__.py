@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from prunewarden.suites._coverage import Coverage, measure_coverage
+from prunewarden.suites._coverage import Coverage
 from prunewarden.suites._load import SUITE_SUFFIX, Case, Suite, discover_suites, load_suite
 from prunewarden.suites._report import (
     Report,
@@ -12,7 +12,7 @@ from prunewarden.suites._report import (
     render_pretty,
     run_files,
 )
-from prunewarden.suites._run import CaseResult, SuiteResult, run_case, run_suite
+from prunewarden.suites._run import CaseResult, SuiteResult, run_suite
 
 __all__ = [
     "SUITE_SUFFIX",
@@ -25,11 +25,9 @@ __all__ = [
     "discover_suites",
     "exit_status",
     "load_suite",
-    "measure_coverage",
     "render_json",
     "render_junit",
     "render_pretty",
-    "run_case",
     "run_files",
     "run_suite",
 ]

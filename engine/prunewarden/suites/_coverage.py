@@ -74,7 +74,14 @@ def applicable_reasons(policy: Policy, words: Vocabulary | None = None) -> dict[
         "perturbation_missing": (
             None if spec.eviction.require_perturbation else "require_perturbation is false"
         ),
-        "no_tombstone": None if spec.eviction.require_tombstone else "require_tombstone is false",
+        "no_tombstone": (
+            None
+            if spec.eviction.require_tombstone or spec.transition.require_tombstones
+            else "require_tombstone and transition.require_tombstones are false"
+        ),
+        "unscored_removal": (
+            None if spec.transition.require_scores else "transition.require_scores is false"
+        ),
         "too_few_entries": None if spec.collapse.min_live_entries else "min_live_entries is 0",
         **FAIL_CLOSED,
     }

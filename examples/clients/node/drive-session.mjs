@@ -1,5 +1,5 @@
 // Drives one session through a server: healthy cycles, an eviction, a collapse, a refused
-// eviction. Prints one line per step. Usage: node drive-session.mjs URL [SESSION_ID]
+// eviction and a refused edit. Prints one line per step. Usage: node drive-session.mjs URL [SESSION_ID]
 // (the token, if the server asks one, from $PRUNEWARDEN_TOKEN).
 
 import { Client, ProblemError } from "./prunewarden.mjs";
@@ -38,6 +38,9 @@ try {
     if (!(error instanceof ProblemError)) throw error;
     console.log(`cycle 1 again: HTTP ${error.status} ${error.problem.problems[0].text}`);
   }
+  // An edit made by other code, judged from before and after: refused while halted.
+  const before = [segment, { id: "tool-43", kind: "tool_output", text: "ok" }];
+  say("trim tool-42", await session.verify(before, before.slice(1), { tombstones: ["tool-42"] }));
 } catch (error) {
   console.error(`drive-session: ${error.message}`);
   process.exit(1);

@@ -17,6 +17,8 @@ export interface Decision {
 export interface Plan { evict: string[]; tombstones: string[]; frozen: boolean; target_met: boolean; decisions: Decision[] }
 export interface Problem { type: string; title: string; status: number; detail: string; problems?: { path: string; message: string; text: string }[] }
 
+export function decisionIds(answer: Decision | Plan | object): string[];
+
 export class ProblemError extends Error { status: number; problem: Problem }
 
 export class Client {
@@ -34,6 +36,7 @@ export class Session {
   authorize(segment: object, score: number, perturbedScore?: number | null, evictionCandidates?: string[]): Promise<Decision>;
   prune(spans: object[], keepTopK: number, options?: { turn?: object; tombstones?: string[]; recomputeBudget?: number }): Promise<Decision>;
   plan(segments: object[], options?: { freeTokens?: number; keepTopK?: number; turn?: object; tombstones?: string[]; recomputeBudget?: number }): Promise<Plan>;
+  verify(before: object[], after: object[], options?: { tombstones?: string[]; appliedBy?: string; reported?: { spans_modified: number; scores_invalidated: number }; canaries?: string[] }): Promise<Decision>;
   state(): Promise<object>;
   delete(): Promise<object>;
 }

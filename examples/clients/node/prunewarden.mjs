@@ -3,7 +3,8 @@
 // TCP addresses go through the built-in fetch; `unix:/path.sock` addresses through node:http,
 // which can reach a unix socket (fetch cannot without a dispatcher from a package). Answers are
 // the server's JSON documents; a problem document (RFC 9457) is thrown as a ProblemError
-// carrying it, with the located problems the CLI would print.
+// carrying it, with the located problems the CLI would print. Decision ids are read from the
+// body (decisionIds): the Prunewarden-Decision-Ids header lists at most 64 of them.
 
 import http from "node:http";
 
@@ -14,6 +15,12 @@ export class ProblemError extends Error {
     this.status = status;
     this.problem = problem;
   }
+}
+
+// The ids of the decisions an answer carries: a decision's own id, or every decision of a plan.
+export function decisionIds(answer) {
+  if (answer?.decision_id !== undefined) return [answer.decision_id];
+  return (answer?.decisions ?? []).map((decision) => decision.decision_id);
 }
 
 export class Client {
@@ -139,6 +146,13 @@ export class Session {
     if (turn !== undefined) body.turn = turn;
     if (recomputeBudget !== undefined) body.recompute_budget = recomputeBudget;
     return this.client.request("POST", `${this.path}/plans`, body);
+  }
+
+  verify(before, after, { tombstones = [], appliedBy, reported, canaries = [] } = {}) {
+    const body = { check: "transition", before, after, tombstones, canaries };
+    if (appliedBy !== undefined) body.applied_by = appliedBy;
+    if (reported !== undefined) body.reported = reported;
+    return this.client.request("POST", `${this.path}/transitions`, body);
   }
 
   state() {

@@ -3,9 +3,9 @@
     python examples/clients/python/drive_session.py URL [SESSION_ID]
 
 The same steps as examples/clients/node/drive-session.mjs: healthy cycles, an eviction, a
-collapse, the eviction refused while pruning is halted, and a cycle out of order (HTTP 409, the
-located problem raised as InputError). The token, if the server asks one, comes from
-``PRUNEWARDEN_TOKEN``.
+collapse, the eviction refused while pruning is halted, a cycle out of order (HTTP 409, the
+located problem raised as InputError), and an edit of the window refused while halted. The
+token, if the server asks one, comes from ``PRUNEWARDEN_TOKEN``.
 """
 
 from __future__ import annotations
@@ -47,6 +47,9 @@ def main(url: str, session_id: str = "python-agent") -> None:
             session.observe_cycle(CYCLES[3], ["c"], cycle=1)
         except InputError as exc:
             print(f"cycle 1 again: HTTP 409 {exc.problems[0]}")
+        # An edit made by other code, judged from before and after: refused while halted.
+        before: list[dict[str, Any]] = [SEGMENT, {"id": "tool-43", "kind": "tool_output"}]
+        say("trim tool-42", session.verify(before, before[1:], tombstones=["tool-42"]))
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ from prunewarden.cli._main import run
 KEY_ENV = "PW_TEST_AUDIT_KEY"
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "inputs" / "eviction-healthy.json"
 KEY = b"s3cret-key-of-thirty-two-bytes!!"
+ITEM = ("segment", "score", "perturbed_score")
 
 
 def eviction(segment_id: str = "s41") -> dict[str, Any]:
@@ -269,6 +270,44 @@ class TestKeyed:
         assert keyed.read_bytes() == before
         assert verify(keyed, key=KEY).ok
 
+    def test_a_writer_with_another_key_is_refused(
+        self, keyed: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A key of valid length that did not seal the log: ``open()`` and every append are
+        refused, naming the line whose seal it does not reproduce; nothing is written."""
+        before = keyed.read_bytes()
+        monkeypatch.setenv(KEY_ENV, "w" * 32)
+        with AuditLog(keyed, hmac_key_env=KEY_ENV) as audit:
+            with pytest.raises(AuditError) as raised:
+                audit.open()
+            decision = Engine.default(audit=audit).evaluate(eviction())
+        expected = (
+            f"cannot write audit log {keyed}: line {len(lines_of(keyed))}: its record is sealed "
+            f"with another HMAC key than the one in {KEY_ENV}"
+        )
+        assert str(raised.value).startswith(expected)
+        assert decision.codes == ("audit_unavailable",)
+        assert expected in decision.reasons[0].message
+        assert keyed.read_bytes() == before
+        assert verify(keyed, key=KEY).ok
+
+    def test_the_command_line_refuses_another_key_before_deciding(
+        self, keyed: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """``prunewarden evaluate`` with another key: a usage error naming the line, exit 2."""
+        before = keyed.read_bytes()
+        monkeypatch.setenv("PRUNEWARDEN_AUDIT_KEY", "w" * 32)
+        code, out, err = cli("evaluate", "--audit-log", str(keyed), str(EXAMPLE))
+        assert (code, out) == (2, "")
+        assert f"line {len(lines_of(keyed))}: its record is sealed with another HMAC key" in err
+        assert keyed.read_bytes() == before
+
+    def test_the_right_key_appends(self, keyed: Path) -> None:
+        """The key that sealed the log goes on appending to it (the check reads only the last
+        record)."""
+        write_log(keyed, decisions=2, hmac_key_env=KEY_ENV)
+        assert verify(keyed, key=KEY).files[0].records == 8
+
     @pytest.mark.parametrize("key", ["k", "x" * 31])
     def test_keys_shorter_than_32_bytes_are_refused(
         self, key: str, monkeypatch: pytest.MonkeyPatch
@@ -402,6 +441,74 @@ class TestRecovery:
         assert result.ok
         assert [f for f in result.findings if not f.fatal] == []
         assert json.loads(lines_of(log)[-1])["kind"] == "decision"
+
+
+class TestRecordsTooLongToParse:
+    """A record longer than ``MAX_PARSED_LINE`` (a pass over 100,000 segments is ~50 MB): a
+    writer that did not write it learns it from its seal, without parsing it. The limit is
+    lowered to 512 bytes here, so that an ordinary pass record is one."""
+
+    @pytest.fixture(autouse=True)
+    def small_parse_limit(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setattr(_reading, "MAX_PARSED_LINE", 512)
+
+    @staticmethod
+    def with_long_pass(path: Path, **settings_: Any) -> Path:
+        with AuditLog(path, **settings_) as audit:
+            Engine.default(audit=audit).authorize_evictions(
+                [{k: v for k, v in eviction(f"s{i}").items() if k in ITEM} for i in range(8)]
+            )
+        assert len(lines_of(path)[-1]) > 512
+        return path
+
+    def test_a_fresh_writer_chains_after_a_long_record(self, tmp_path: Path) -> None:
+        """The next process appends after the long record, not after a write_recovered
+        naming it as torn: the chain stays whole."""
+        log = self.with_long_pass(tmp_path / "audit.jsonl")
+        write_log(log, decisions=1)
+        result = verify(log)
+        assert result.ok
+        assert [f for f in result.findings if not f.fatal] == []
+        kinds = [json.loads(line)["kind"] for line in lines_of(log)]
+        assert "write_recovered" not in kinds
+        assert kinds[-1] == "decision"
+
+    def test_a_long_record_missing_only_its_newline_is_kept(self, tmp_path: Path) -> None:
+        """Cut just before its newline, the long record is whole: the next writer ends it."""
+        log = self.with_long_pass(tmp_path / "audit.jsonl")
+        log.write_bytes(log.read_bytes()[:-1])
+        write_log(log, decisions=1)
+        assert verify(log).ok
+        assert "write_recovered" not in log.read_text()
+
+    def test_a_long_line_that_does_not_hash_to_its_seal_is_torn(self, tmp_path: Path) -> None:
+        """A long line ending like a sealed one, whose body was altered, is not a record: the
+        next writer accounts for it as torn instead of chaining after it (verify then names the
+        altered line)."""
+        log = self.with_long_pass(tmp_path / "audit.jsonl")
+        whole = lines_of(log)
+        altered = whole[-1].replace(b'"authorized"', b'"AUTHORIZED"', 1)
+        log.write_bytes(b"".join([*whole[:-1], altered]))
+        write_log(log, decisions=1)
+        recovered = json.loads(lines_of(log)[len(whole)])
+        assert recovered["kind"] == "write_recovered"
+        assert recovered["torn"] == [
+            {"bytes": len(altered) - 1, "sha256": hashlib.sha256(altered[:-1]).hexdigest()}
+        ]
+        assert recovered["prev_hash"] == json.loads(whole[-2])["hash"]
+
+    def test_keyed_writers_check_a_long_record_with_their_key(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """The key that sealed a long last record appends after it; another key is refused."""
+        monkeypatch.setenv(KEY_ENV, KEY.decode())
+        log = self.with_long_pass(tmp_path / "audit.jsonl", hmac_key_env=KEY_ENV)
+        write_log(log, decisions=1, hmac_key_env=KEY_ENV)
+        assert verify(log, key=KEY).ok
+        self.with_long_pass(log, hmac_key_env=KEY_ENV)
+        monkeypatch.setenv(KEY_ENV, "w" * 32)
+        with pytest.raises(AuditError, match="its record is sealed with another HMAC key"):
+            AuditLog(log, hmac_key_env=KEY_ENV).open()
 
 
 class TestCatchUp:

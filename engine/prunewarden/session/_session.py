@@ -28,7 +28,7 @@ from prunewarden._observation import public_call
 from prunewarden._stats import pstdev
 from prunewarden.audit import session_rebound_record
 from prunewarden.decision import Decision, Verdict
-from prunewarden.errors import REFUSALS, InputError, Problem, SessionStateError
+from prunewarden.errors import REFUSALS, InputError, Problem, SessionStateError, SessionStoreError
 from prunewarden.inputs import (
     Check,
     CollapseRequest,
@@ -36,13 +36,15 @@ from prunewarden.inputs import (
     PlanRequest,
     Request,
     Snapshot,
+    TransitionRequest,
     eviction_document,
     parse_plan,
     parse_request,
     plan_document,
     staleness_document,
+    transition_document,
 )
-from prunewarden.planner import PassLog, Plan, plan_pass
+from prunewarden.planner import PassInputs, PassLog, Plan, plan_pass
 from prunewarden.policy import Policy
 from prunewarden.session._binding import Binder
 from prunewarden.session._registry import SessionRegistry
@@ -58,7 +60,8 @@ from prunewarden.session._state import (
     remember_baseline,
     state_document,
 )
-from prunewarden.session._store import SessionStore
+from prunewarden.session._store import SessionStore, check_deadline
+from prunewarden.session._transitions import follow_after, with_session, without_halt
 from prunewarden.session._verdicts import halt_verdict, unavailable_verdict
 
 _diagnostics = logging.getLogger("prunewarden")
@@ -67,8 +70,10 @@ _diagnostics = logging.getLogger("prunewarden")
 class Session:
     """Created by :meth:`Engine.session`; safe to share between threads.
 
-    With a ``store``, the state is saved on every change before the call returns; while it
-    cannot be saved, pruning is refused (``session_state_unavailable``).
+    With a ``store``, the state is saved on every change before the call returns. A change
+    that cannot be saved is not made: the call raises :class:`SessionStoreError` and the
+    session is as before it, except that a halt the call decided holds; while the state cannot
+    be saved, pruning is refused (``session_state_unavailable``).
     """
 
     def __init__(  # noqa: PLR0913 - where the session's policy, history and state come from
@@ -87,9 +92,11 @@ class Session:
         self.session_id = session_id
         self.labels = labels
         self._lock = threading.RLock()
-        self._history = history or History(spread_scale=self.policy.spec.calibration)
-        self._store = store
         self._registry = registry  # told of every halt, for the engine's stateless calls
+        self._history = history or History(spread_scale=self.policy.spec.calibration)
+        if registry is not None and store is not None:  # a halt it holds was not saved
+            self._history = registry.keep_held_halt(session_id, self._history)
+        self._store = store
         self._unsaved: str | None = None  # why the last save failed, while it stays unsaved
         # A session for one stateless call (Engine.plan): its decisions are not a session's.
         self._stateless = stateless
@@ -107,6 +114,11 @@ class Session:
     @property
     def halt(self) -> Halt | None:
         return self._history.halt
+
+    @property
+    def unsaved(self) -> str | None:
+        """Why the last save to the store failed, while the state stays unsaved; else None."""
+        return self._unsaved
 
     @property
     def rule_pins(self) -> RulePins:
@@ -140,6 +152,8 @@ class Session:
             fitted = fit_history(restored.history, self.policy)
             refuse_dropped(fitted, self.policy)
             self._history = fitted.history
+            if self._registry is not None and self._store is not None:
+                self._history = self._registry.keep_held_halt(self.session_id, fitted.history)
             if not keep_labels:
                 self.labels = restored.labels
             self._publish(pending=True)
@@ -149,7 +163,8 @@ class Session:
     def save(self) -> None:
         """Save the state to the store now (every change already is); without a store, nothing.
 
-        A failure is not raised: pruning is refused until a save succeeds."""
+        A failure is not raised: pruning is refused until a save succeeds (the state stays as
+        it is, to be saved then)."""
         with self._lock:
             self._save()
 
@@ -191,8 +206,8 @@ class Session:
                 cycles_seen=history.cycles_seen + 1,
                 halt=halt,
             )
-            self._publish(pending=True)
-            self._save()
+            self._publish(pending=True, decided=True)
+            self._commit(history, (decision.decision_id,))
             return decision
 
     def observe_turn(self, mean_relevance: float, tokens: int, *, turn: int | None = None) -> None:
@@ -208,8 +223,9 @@ class Session:
             if last is not None and parsed.turn <= last:
                 _refuse_order("turn", parsed.turn, last)
             keep = self.policy.spec.staleness.drift_consecutive_turns + 1
-            self._history = replace(self._history, turns=(*turns, parsed)[-keep:])
-            self._save()
+            before = self._history
+            self._history = replace(before, turns=(*turns, parsed)[-keep:])
+            self._commit(before, ())
 
     @public_call("prunewarden.authorize")
     def authorize(
@@ -276,8 +292,16 @@ class Session:
         """Plan a validated pass: one audit record, which digests the document."""
         with self._lock:
             log = PassLog()
-            pins = self._history.rule_pins
-            plan = plan_pass(self, request, document, log)
+            before = self._history
+            pins = before.rule_pins
+            inputs = PassInputs(
+                eviction=self.policy.spec.eviction,
+                pinned_by_rule=pins.holds,
+                gate=self.gate,
+                decide=self.decide,
+                pin_by_rule=self.pin_by_rule,
+            )
+            plan = plan_pass(inputs, request, document, log)
             recorded = self._binding.record_pass(
                 log,
                 plan,
@@ -287,14 +311,15 @@ class Session:
                 from_session=not self._stateless,
             )
             if self._history.rule_pins is not pins:
-                self._save()
+                self._commit(before, tuple(d.decision_id for d in recorded.decisions))
             return recorded
 
     @public_call("prunewarden.evaluate")
     def evaluate(self, document: Mapping[str, Any]) -> Decision:
         """Decide one input document (as :meth:`Engine.evaluate` takes it) with this session's
         history: a collapse document's snapshots are observed in order (the last decision is
-        returned), a staleness document's turns are observed before the prune."""
+        returned), a staleness document's turns are observed before the prune, a transition is
+        :meth:`verify`."""
         with self._lock:
             self._follow()
             data = dict(document)
@@ -314,6 +339,8 @@ class Session:
                     data.get("perturbed_score"),
                     data.get("eviction_candidates", ()),
                 )
+            if isinstance(request, TransitionRequest):
+                return self._verify(request, data)
             for turn in data.get("turns", ()):
                 self.observe_turn(turn["mean_relevance"], turn["tokens"], turn=turn["turn"])
             return self.prune(
@@ -323,6 +350,41 @@ class Session:
                 tombstones=data.get("tombstones", ()),
                 recompute_budget=data.get("recompute_budget"),
             )
+
+    @public_call("prunewarden.verify")
+    def verify(  # noqa: PLR0913 - mirrors the transition document's optional fields
+        self,
+        before: Iterable[Mapping[str, Any]],
+        after: Iterable[Mapping[str, Any]],
+        *,
+        tombstones: Iterable[str] = (),
+        applied_by: str | None = None,
+        reported: Mapping[str, int] | None = None,
+        canaries: Iterable[str] = (),
+    ) -> Decision:
+        """The transition guard on an edit of the window from ``before`` to ``after``, made by
+        any code, with this session's canaries, rule pins and halt (docs/transitions.md)."""
+        document = transition_document(
+            before,
+            after,
+            tombstones=tombstones,
+            applied_by=applied_by,
+            reported=reported,
+            canaries=canaries,
+        )
+        with self._lock:
+            self._follow()
+            return self._verify(self._parse(document), document)
+
+    def _verify(self, parsed: Request, document: Mapping[str, Any]) -> Decision:
+        assert isinstance(parsed, TransitionRequest)  # noqa: S101 - a transition document
+        request, gate = without_halt(with_session(parsed, self._history), self.gate("transition"))
+        decision = self.decide("transition", request, document, gate)
+        followed = follow_after(self._history, request, decision)
+        if followed is not self._history:
+            self._history = followed
+            self._save()
+        return decision
 
     @public_call("prunewarden.enforce")
     def enforce(self, document: Mapping[str, Any]) -> Decision:
@@ -395,22 +457,32 @@ class Session:
         except Exception:  # noqa: BLE001 - the rebound stands; the failure is reported
             _diagnostics.exception("session_rebound could not be recorded")
 
-    def _publish(self, *, pending: bool = False) -> None:
-        """Tell the registry the halt this session holds, for the engine's stateless calls. With
-        a store, only while the history is not saved (``pending``, or a failed save): once it
-        is, the store says it, and a halt lifted or deleted elsewhere (another replica, a TTL)
-        is not kept alive by this process."""
-        if self._registry is None:
-            return
-        # Only the registry's own store answers for this session once the registry forgets it.
-        stored = self._store is not None and self._store is self._registry.store
-        saved = stored and not pending and self._unsaved is None
-        self._registry.note(self.session_id, None if saved else self._history.halt)
+    def _publish(self, *, pending: bool = False, decided: bool = False) -> None:
+        """Tell the registry the halt this session holds (:meth:`SessionRegistry.publish`):
+        the history is ``saved`` unless ``pending`` or a save failed."""
+        if self._registry is not None:
+            stored = self._store is not None and self._store is self._registry.store
+            saved = stored and not pending and self._unsaved is None
+            self._registry.publish(self.session_id, self._history.halt, saved, decided=decided)
 
-    def _save(self) -> None:
-        if self._store is None or self.session_id is None:
+    def _commit(self, before: History, decision_ids: tuple[str, ...]) -> None:
+        """Save the change this call made to the history (``before`` is what it was). When it
+        cannot be saved, the change is not made: the history goes back to ``before``, with the
+        halt the call decided, or the one it would have lifted (fail closed), and
+        :class:`SessionStoreError` is raised."""
+        if self._save():
             return
+        after = self._history
+        self._history = replace(before, halt=after.halt or before.halt)
+        self._publish()
+        raise SessionStoreError(self.session_id or "", self._unsaved or "", decision_ids)
+
+    def _save(self) -> bool:
+        """Save the state (True when saved, or when there is no store)."""
+        if self._store is None or self.session_id is None:
+            return True
         try:
+            check_deadline()  # a call its caller gave up on writes nothing
             self._store.save(self.session_id, self.state())
         except Exception as exc:  # noqa: BLE001 - a store that fails refuses pruning
             self._unsaved = f"{type(exc).__name__}: {exc}"
@@ -421,6 +493,7 @@ class Session:
         else:
             self._unsaved = None
         self._publish()
+        return self._unsaved is None
 
     def _spread(self, snapshot: Snapshot) -> float:
         """A cycle's spread on the scale the guard judges it."""

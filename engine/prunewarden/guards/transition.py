@@ -1,0 +1,272 @@
+"""Transition: judge an edit of the window made by any code, from the window before and after it.
+
+The edit is derived by content (:func:`prunewarden.inputs.derive_edit`), so what an editor
+claims it did is checked, not trusted. Every finding below is reported, in a fixed order, each
+naming the ids it concerns in ``detail.ids``; the remediation says which ids of ``before`` to put
+back (``restore``: in their order, eviction groups whole) and which scores to recompute
+(``rescore``).
+
+Removals that must be score-authorized (``require_scores``) are asked of the eviction guard's
+own decision, which the pipeline hands in (:class:`TransitionGuardSettings`): guards do not
+import one another.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+
+from prunewarden.decision import Action, Reason, Verdict
+from prunewarden.inputs import EvictionRequest, TransitionRequest, TransitionSegment
+from prunewarden.policy import EvictionSettings, TransitionSettings
+
+# The eviction guard's entry point, as the pipeline binds it.
+Authorize = Callable[[EvictionSettings, EvictionRequest], Verdict]
+
+# Findings a restore of the listed ids fixes (the others need a rescore or a record).
+RESTORABLE = ("pinned_removed", "group_split", "no_tombstone", "pruning_halted", "unscored_removal")
+
+
+@dataclass(frozen=True, slots=True)
+class TransitionGuardSettings:
+    """``spec.transition``, with the eviction section and guard that ``require_scores`` asks."""
+
+    transition: TransitionSettings
+    eviction: EvictionSettings
+    authorize: Authorize
+
+    @property
+    def mode(self) -> str:
+        return self.transition.mode
+
+
+def evaluate(settings: TransitionGuardSettings, request: TransitionRequest) -> Verdict:
+    edit = request.edit
+    findings = list(_findings(settings, request))
+    if not findings:
+        reason = Reason(
+            "transition_clean",
+            f"the edit kept {len(edit.kept)}, rewrote {len(edit.rewritten)}, folded "
+            f"{len(edit.folded)}, removed {len(edit.removed)} and added "
+            f"{len(edit.summaries) + len(edit.added)} segment(s), each as the policy allows",
+            _counts(request),
+        )
+        return Verdict(False, [reason])
+    restore: set[str] = set()
+    rescore: dict[str, None] = {}  # ordered and unique: a window may rescore thousands
+    for reason in findings:
+        ids = reason.detail["ids"]
+        if reason.code in RESTORABLE:
+            restore.update(ids)
+        elif reason.code in {"hash_mismatch", "unbound_score", "invalidation_gap"}:
+            rescore.update(dict.fromkeys(ids))
+    actions: list[Action] = []
+    if restore:
+        actions.append(Action("restore", _whole_groups(request, restore)))
+    if rescore:
+        actions.append(Action("rescore", tuple(rescore)))
+    orphans = [r for r in findings if r.code == "orphaned_parent"]
+    if orphans:
+        parents = sorted({p for r in orphans for p in r.detail["parents"]})
+        actions.append(Action("write_tombstone", tuple(parents)))
+    return Verdict(True, findings, actions)
+
+
+def _counts(request: TransitionRequest) -> dict[str, object]:
+    edit = request.edit
+    return {
+        "before": len(request.before),
+        "after": len(request.after),
+        "kept": len(edit.kept),
+        "rewritten": len(edit.rewritten),
+        "folded": len(edit.folded),
+        "removed": len(edit.removed),
+        "summaries": len(edit.summaries),
+        "added": len(edit.added),
+        "applied_by": request.applied_by,
+    }
+
+
+def _findings(s: TransitionGuardSettings, r: TransitionRequest) -> Iterator[Reason]:
+    edit = r.edit
+    gone = set(edit.removed) | set(edit.folded)
+    before = {segment.id: segment for segment in r.before}
+    settings = s.transition
+
+    def pinned(segment: TransitionSegment) -> bool:
+        return (
+            segment.segment.kind in settings.pinned_kinds
+            or segment.segment.non_recoverable
+            or segment.id in r.canaries
+            or segment.id in r.pinned
+        )
+
+    departed = [segment for segment in r.before if segment.id in gone]
+    unrecorded = [seg.id for seg in departed if pinned(seg) and seg.id not in edit.tombstoned]
+    if unrecorded:
+        yield Reason(
+            "pinned_removed",
+            f"{len(unrecorded)} pinned segment(s) left the window without a tombstone naming "
+            f"them: {_names(unrecorded)}",
+            {"ids": unrecorded},
+        )
+    yield from _group_split(r, gone)
+    if settings.require_tombstones:
+        silent = [i for i in edit.removed if i not in edit.tombstoned]
+        if silent:
+            yield Reason(
+                "no_tombstone",
+                f"{len(silent)} segment(s) removed with no tombstone recording them; their loss "
+                f"would be undetectable: {_names(silent)}",
+                {"ids": silent},
+            )
+    yield from _orphans(r, before)
+    yield from _bindings(r)
+    yield from _invalidation(r)
+    if r.halt is not None and gone:
+        ids = [segment.id for segment in departed]
+        yield Reason(
+            "pruning_halted",
+            f"the collapse guard halted pruning at cycle {r.halt.get('cycle')}; the edit removed "
+            f"or folded {len(ids)} segment(s): {_names(ids)}",
+            {"ids": ids, **r.halt},
+        )
+    if settings.require_scores:
+        yield from _unscored(s, r, before)
+
+
+def _group_split(r: TransitionRequest, gone: set[str]) -> Iterator[Reason]:
+    members: dict[str, list[str]] = {}
+    for segment in r.before:
+        if segment.group is not None:
+            members.setdefault(segment.group, []).append(segment.id)
+    split = {
+        group: ids
+        for group, ids in members.items()
+        if any(i in gone for i in ids) and not all(i in gone for i in ids)
+    }
+    if split:
+        missing = [i for ids in split.values() for i in ids if i in gone]
+        yield Reason(
+            "group_split",
+            f"{len(split)} eviction group(s) partly left the window (a tool call without its "
+            f"result, or the reverse): {_names(list(split))}",
+            {"ids": missing, "groups": sorted(split)},
+        )
+
+
+def _orphans(r: TransitionRequest, before: dict[str, TransitionSegment]) -> Iterator[Reason]:
+    edit = r.edit
+    made = set(edit.summaries) | set(edit.rewritten)
+    known = set(before) | {segment.id for segment in r.after} | r.tombstones
+    orphans: dict[str, list[str]] = {}
+    for segment in r.after:
+        if segment.id not in made or not segment.derived_from:
+            continue
+        missing = [p for p in segment.derived_from if p != segment.id and p not in known]
+        if missing:
+            orphans[segment.id] = missing
+    if orphans:
+        yield Reason(
+            "orphaned_parent",
+            f"{len(orphans)} segment(s) made by the edit derive from parents that are in neither "
+            f"window and that no tombstone records: {_names(list(orphans))}",
+            {"ids": list(orphans), "parents": sorted({p for m in orphans.values() for p in m})},
+        )
+
+
+def _bindings(r: TransitionRequest) -> Iterator[Reason]:
+    unbound, mismatched = [], []
+    for segment in r.after:
+        if segment.score is None:
+            continue
+        if not segment.text_sha256:
+            unbound.append(segment.id)
+        elif segment.text_sha256 != segment.text_digest:
+            mismatched.append(segment.id)
+    if mismatched:
+        yield Reason(
+            "hash_mismatch",
+            f"{len(mismatched)} segment(s) carry a score computed against text they no longer "
+            f"hold (a rewrite kept the old score): {_names(mismatched)}",
+            {"ids": mismatched},
+        )
+    if unbound:
+        yield Reason(
+            "unbound_score",
+            f"{len(unbound)} segment(s) carry a score bound to no text hash: {_names(unbound)}",
+            {"ids": unbound},
+        )
+
+
+def _invalidation(r: TransitionRequest) -> Iterator[Reason]:
+    reported, edit = r.reported, r.edit
+    if reported is None:
+        return
+    modified = len(edit.rewritten) + len(edit.folded)
+    invalidated = len(edit.scored_rewrites)
+    if reported.spans_modified >= modified and reported.scores_invalidated >= invalidated:
+        return
+    yield Reason(
+        "invalidation_gap",
+        f"the editor reported {reported.spans_modified} span(s) modified and "
+        f"{reported.scores_invalidated} score(s) invalidated; the windows show {modified} "
+        f"modified and {invalidated} scored segment(s) rewritten",
+        {
+            "ids": list(edit.scored_rewrites),
+            "reported": {
+                "spans_modified": reported.spans_modified,
+                "scores_invalidated": reported.scores_invalidated,
+            },
+            "derived": {"spans_modified": modified, "scores_invalidated": invalidated},
+        },
+    )
+
+
+def _unscored(
+    s: TransitionGuardSettings, r: TransitionRequest, before: dict[str, TransitionSegment]
+) -> Iterator[Reason]:
+    removed = r.edit.removed
+    candidates = frozenset(removed)
+    refused: list[str] = []
+    reasons: dict[str, list[str]] = {}
+    for segment_id in removed:
+        segment = before[segment_id]
+        if segment.score is None:
+            refused.append(segment_id)
+            reasons[segment_id] = ["unscored"]
+            continue
+        tombstoned = segment_id in r.edit.tombstoned
+        request = EvictionRequest(
+            replace(segment.segment, tombstone_written=tombstoned),
+            segment.score,
+            segment.perturbed_score,
+            candidates,
+        )
+        verdict = s.authorize(s.eviction, request)
+        if verdict.refused:
+            refused.append(segment_id)
+            reasons[segment_id] = [reason.code for reason in verdict.reasons]
+    if refused:
+        yield Reason(
+            "unscored_removal",
+            f"{len(refused)} removal(s) not authorized by a score the eviction guard accepts: "
+            f"{_names(refused)}",
+            {"ids": refused, "eviction": reasons},
+        )
+
+
+def _whole_groups(r: TransitionRequest, restore: set[str]) -> tuple[str, ...]:
+    """``restore`` with every absent member of a restored segment's group, in before's order."""
+    present = {segment.id for segment in r.after}
+    groups = {segment.group for segment in r.before if segment.id in restore and segment.group}
+    return tuple(
+        segment.id
+        for segment in r.before
+        if segment.id not in present and (segment.id in restore or segment.group in groups)
+    )
+
+
+def _names(ids: list[str], limit: int = 5) -> str:
+    shown = ", ".join(ids[:limit])
+    return shown + (f" and {len(ids) - limit} more" if len(ids) > limit else "")

@@ -1,0 +1,69 @@
+"""What the server counts of itself: requests, their latency, and every limit it enforced.
+
+The HTTP metrics live in the process-wide registry (one process serves one app). What a server
+counts of its limits and its sessions lives in the app's own registry (:class:`ServerMetrics`),
+served at ``/metrics`` beside the decision metrics, so that an operator sees each limit reached:
+``prunewarden_server_limit_reached_total{limit="..."}``, one label value per limit of
+docs/limits.md ("The server").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+# Requests answered, by route template and status; and how long they took.
+REQUESTS = Counter("prunewarden_http_requests_total", "HTTP requests answered", ["route", "status"])
+LATENCY = Histogram(
+    "prunewarden_http_request_seconds",
+    "Time from a request's arrival to its answer",
+    ["route"],
+    buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0),
+)
+
+# The limits a server enforces, as the label of prunewarden_server_limit_reached_total.
+LIMITS = (
+    "connections",  # a connection over --max-connections, refused at once (503)
+    "header_timeout",  # a request's headers not received within --header-timeout: dropped
+    "body_timeout",  # a request's body not received within --body-timeout: 408, dropped
+    "send_timeout",  # a response the client did not read within --body-timeout: dropped
+    "request_bytes",  # a body over --max-request-bytes (413)
+    "pending_body_bytes",  # bodies being read together over their budget (503)
+    "request_timeout",  # an answer not ready within --request-timeout (503)
+    "live_sessions",  # a live session sent back to the store, or a new one refused (503)
+)
+
+
+class ServerMetrics:
+    """The server's own metrics, on ``registry``: each limit reached, calls waiting for their
+    session's turn, and sessions live in memory (read from ``live`` when scraped)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+        self._limits = Counter(
+            "prunewarden_server_limit_reached",
+            "Times a server limit refused, dropped or evicted something",
+            ["limit"],
+            registry=registry,
+        )
+        for limit in LIMITS:
+            self._limits.labels(limit)  # every limit shows, at 0 until reached
+        self.waiting = Gauge(
+            "prunewarden_server_session_calls_waiting",
+            "Calls waiting on the event loop for another call of their session to finish",
+            registry=registry,
+        )
+        self._live = Gauge(
+            "prunewarden_server_live_sessions",
+            "Sessions held in memory between calls",
+            registry=registry,
+        )
+
+    def reached(self, limit: str) -> None:
+        """Count one time ``limit`` (one of :data:`LIMITS`) acted."""
+        self._limits.labels(limit).inc()
+
+    def count_live(self, live: Callable[[], int]) -> None:
+        """Report ``live()`` as the number of live sessions at each scrape."""
+        self._live.set_function(live)

@@ -1,0 +1,94 @@
+"""GuardedSession: edits of an Agents SDK session's history (pop, clear, a trim) judged as
+transitions on a real SQLiteSession, offline."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from agents import SQLiteSession
+from prunewarden import Engine, UnsafeTransitionError, parse_policy
+from prunewarden.integrations.openai_agents_edits import GuardedSession
+
+# Trims and pops record no tombstones: this harness accepts that and keeps what is pinned.
+POLICY = """
+apiVersion: prunewarden/v1
+kind: Policy
+metadata: {name: agents-edits, version: 1.0.0}
+spec:
+  transition: {require_tombstones: false}
+"""
+
+ITEMS: list[dict[str, Any]] = [
+    {"role": "system", "content": "You are a travel planner."},
+    {"role": "user", "content": "Plan a two-day ferry trip for two adults."},
+    {"type": "function_call", "call_id": "c1", "name": "ferries", "arguments": "{}"},
+    {"type": "function_call_output", "call_id": "c1", "output": "07:30 and 16:00"},
+    {"role": "assistant", "content": "Take the 07:30 crossing."},
+    {"role": "user", "content": "And the return?"},
+]
+
+
+def _session(name: str, **options: Any) -> GuardedSession:
+    engine = Engine(parse_policy(POLICY, "agents-edits"))
+    return GuardedSession(SQLiteSession(name), engine, **options)
+
+
+async def _filled(session: GuardedSession) -> GuardedSession:
+    await session.add_items(list(ITEMS))
+    return session
+
+
+class TestGuardedSession:
+    def test_a_trim_that_splits_a_call_is_written_repaired(self) -> None:
+        """replace_items with a trim keeping the output without its call writes the history
+        with the call put back (and the task, which the trim dropped too)."""
+
+        async def scenario() -> tuple[list[Any], tuple[str, ...]]:
+            session = await _filled(_session("edits-trim"))
+            written = await session.replace_items([ITEMS[0], *ITEMS[3:]], applied_by="trim")
+            assert session.last_decision is not None
+            return written, session.last_decision.codes
+
+        written, codes = asyncio.run(scenario())
+        assert codes == ("pinned_removed", "group_split")
+        assert written == ITEMS
+
+    def test_an_allowed_trim_is_written_as_given(self) -> None:
+        """Dropping a whole call and its output, keeping the pins, stands."""
+
+        async def scenario() -> list[Any]:
+            session = await _filled(_session("edits-ok"))
+            kept = [ITEMS[0], ITEMS[1], *ITEMS[4:]]
+            assert await session.replace_items(kept) == kept
+            return await session.get_items()
+
+        assert asyncio.run(scenario()) == [ITEMS[0], ITEMS[1], *ITEMS[4:]]
+
+    def test_pop_is_an_edit_and_clear_is_refused(self) -> None:
+        """pop_item drops the newest item (no pin on it for an edit); clearing would drop the
+        system prompt and the task, so it changes nothing."""
+
+        async def scenario() -> tuple[Any, int, tuple[str, ...]]:
+            session = await _filled(_session("edits-pop"))
+            popped = await session.pop_item()
+            await session.clear_session()
+            assert session.last_decision is not None
+            return popped, len(await session.get_items()), session.last_decision.codes
+
+        popped, left, codes = asyncio.run(scenario())
+        assert popped == ITEMS[-1]
+        assert left == len(ITEMS) - 1
+        assert codes == ("pinned_removed",)
+
+    def test_raise_mode_raises(self) -> None:
+        """on_refusal="raise" raises UnsafeTransitionError and writes nothing."""
+
+        async def scenario() -> int:
+            session = await _filled(_session("edits-raise", on_refusal="raise"))
+            with pytest.raises(UnsafeTransitionError):
+                await session.clear_session()
+            return len(await session.get_items())
+
+        assert asyncio.run(scenario()) == len(ITEMS)
