@@ -12,14 +12,18 @@ Stages = tuple[tuple[str, ...], ...]
 
 GUARDS = ("tests/guards", "tests/test_cases.py")
 PIPELINE = ("tests/pipeline", "tests/test_faults.py", "tests/test_cases.py")
-RULES = ("tests/rules/test_budget.py", "tests/rules/test_rules.py", "tests/rules/test_cel.py")
+RULES = (
+    "tests/rules/test_budget.py",
+    "tests/rules/test_rules.py",
+    "tests/rules/test_expressions.py",
+)
 POLICY = (
     "tests/policy/test_lock.py",
     "tests/policy/test_overlays.py",
     "tests/policy/test_policy.py",
 )
-AUDIT = ("tests/audit/test_auditlog_chain.py", "tests/audit/test_auditlog.py")
-SESSION = ("tests/test_session.py", "tests/session", "tests/engine")
+AUDIT = ("tests/audit/test_chain.py", "tests/audit/test_record.py")
+SESSION = ("tests/session", "tests/engine")
 ADAPTERS = ("tests/integrations/test_pass.py", "tests/test_planner.py")
 CALIBRATE = ("tests/replay/test_fit.py",)
 
@@ -64,7 +68,7 @@ AREAS: dict[str, Stages] = {
     ),
     "prunewarden/audit/_chain.py": ((EXACT_AUDIT, REPORT), AUDIT),
     "prunewarden/audit/_verify.py": ((EXACT_AUDIT, REPORT), AUDIT),
-    "prunewarden/session/_model.py": ((HALTS, "tests/test_session.py"), SESSION),
+    "prunewarden/session/_session.py": ((HALTS, "tests/session/test_session.py"), SESSION),
     "prunewarden/session/_state.py": ((HALTS, "tests/session/test_state.py"), SESSION),
     "prunewarden/session/_registry.py": ((HALTS, "tests/session/test_bypass.py"), SESSION),
     "prunewarden/session/_store.py": ((HALTS, "tests/session/test_store.py"), SESSION),

@@ -78,16 +78,13 @@ class TestOutcomes:
 
 
 class TestTombstoneText:
-    def test_it_names_each_removal_with_its_kind(self) -> None:
-        """The marker counts the removals and names each with its kind (when known)."""
-        text = tombstone_text(["m1", "m2"], {"m1": "turn"})
-        assert text == (
-            "[prunewarden: 2 earlier message(s) removed from this conversation; "
-            "last pass: m1 (turn), m2]"
-        )
+    def test_it_counts_the_removals_by_kind(self) -> None:
+        """The marker counts every removal and names the kinds, sorted, with no ids."""
+        text = tombstone_text({"turn": 1, "tool_output": 2})
+        assert text == "[prunewarden: 3 earlier messages removed: 2 tool_output, 1 turn]"
 
-    def test_a_total_counts_earlier_passes(self) -> None:
-        """With a total, the marker counts every message removed so far."""
-        text = tombstone_text(["m4"], {"m4": "tool_output"}, total=5)
-        assert text.startswith("[prunewarden: 5 earlier message(s) removed")
-        assert text.endswith("last pass: m4 (tool_output)]")
+    def test_a_kind_with_no_removal_is_left_out(self) -> None:
+        """A kind counted zero is not named."""
+        assert tombstone_text({"turn": 0, "user": 4}) == (
+            "[prunewarden: 4 earlier messages removed: 4 user]"
+        )

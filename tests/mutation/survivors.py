@@ -98,7 +98,7 @@ REGRESSIONS = [
     ),
     Regression(
         "only-collapse-detected-halts",
-        "prunewarden/session/_model.py",
+        "prunewarden/session/_session.py",
         "            if decision.blocks:\n                code = decision.reasons[0].code\n",
         "            code = decision.reasons[0].code\n"
         '            if decision.blocks and code == "collapse_detected":\n',
@@ -143,7 +143,7 @@ REGRESSIONS = [
     Regression(
         "rotation-header-mid-file",
         "prunewarden/audit/_verify.py",
-        "            if kind == auditlog.LOG_ROTATED:\n"
+        "            if kind == _record.LOG_ROTATED:\n"
         '                self._fail(number, "a log_rotated header in the middle of a file")\n',
         "",
         "a log_rotated header is accepted only at the top of a file",
@@ -167,15 +167,15 @@ REGRESSIONS = [
         "adapter-ignores-its-halt",
         "prunewarden/integrations/_pass.py",
         "        if collapse.blocks:\n"
-        "            return self._frozen(session, None, collapse.codes)\n",
+        "            return self._frozen(session, budget, None, collapse.codes)\n",
         "",
         "the adapter's pass freezes on its own cycle's halt",
     ),
     Regression(
         "window-at-budget-pruned",
         "prunewarden/integrations/_pass.py",
-        "if total <= self.budget_tokens:",
-        "if total < self.budget_tokens:",
+        "if budget.tokens_after(()) <= self.budget_tokens:",
+        "if budget.tokens_after(()) < self.budget_tokens:",
         "a window exactly at its budget is not pruned",
     ),
     Regression(
