@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 # (tools/progress.py: standard library only, run by $(PYTHON)).
 STEP   := $(PYTHON) tools/progress.py --log $(VENV)/pip.log
 
-.PHONY: demo demo-agents test lint typecheck layers pytest clean bench fuzz
+.PHONY: demo demo-agents test lint typecheck layers pytest clean bench fuzz mutation
 
 $(BIN)/python:
 	@echo "==> creating $(VENV)"
@@ -50,13 +50,13 @@ test: lint typecheck layers pytest
 
 lint: $(VENV)/.installed-test
 	@echo "==> ruff check and ruff format --check (seconds)"
-	@$(BIN)/ruff check engine tests examples benchmarks tools
-	@$(BIN)/ruff format --check engine tests examples benchmarks tools
+	@$(BIN)/ruff check engine tests examples benchmarks tools mutation
+	@$(BIN)/ruff format --check engine tests examples benchmarks tools mutation
 
 typecheck: $(VENV)/.installed-test
 	@echo "==> mypy --strict: the package, then the tests, examples and benchmarks (1 to 5 minutes, quiet until done)"
 	@$(BIN)/mypy -p prunewarden
-	@$(BIN)/mypy tests examples benchmarks tools
+	@$(BIN)/mypy tests examples benchmarks tools mutation
 
 # The import-linter contracts in pyproject.toml: the layers of docs/architecture.md.
 layers: $(VENV)/.installed-test
@@ -82,6 +82,7 @@ pytest: $(VENV)/.installed-test
 bench: $(VENV)/.installed-test
 	$(BIN)/python -m benchmarks $(BENCH_ARGS)
 	$(BIN)/python benchmarks/rules_cache.py
+	$(BIN)/python -m benchmarks.rules_backends
 	$(BIN)/python benchmarks/replay_scale.py
 	$(BIN)/python benchmarks/bench_replay.py --turns 500 --segments 200 --repeat 1 --traces 2
 	$(BIN)/python benchmarks/bench_auditlog.py --records 100000 --writes 2000 --writers 4
@@ -94,7 +95,15 @@ bench: $(VENV)/.installed-test
 
 # The fuzz tests with fifty times the examples of make test (several minutes).
 fuzz: $(VENV)/.installed-test
-	PRUNEWARDEN_FUZZ_SCALE=$${PRUNEWARDEN_FUZZ_SCALE:-50} $(BIN)/python -m pytest tests/test_fuzz.py -p no:cacheprovider
+	PRUNEWARDEN_FUZZ_SCALE=$${PRUNEWARDEN_FUZZ_SCALE:-50} $(BIN)/python -m pytest tests/test_fuzz.py tests/rules/test_backends.py -p no:cacheprovider
+
+# The mutation gate (docs/testing.md): first the survivors kept as regressions (each patch must
+# fail its area's tests), then every mutant of the safety-critical modules against the tests of
+# their area, two at a time (MUTATION_ARGS passes options: --module M, --jobs N, --json FILE).
+# Too slow for every make test (tens of minutes): run it weekly and before a release.
+mutation: $(VENV)/.installed-test
+	$(BIN)/python -m pytest tests/mutation/survivors.py -p no:cacheprovider -q
+	$(BIN)/python -m mutation $(MUTATION_ARGS)
 
 clean:
 	rm -rf $(VENV) build dist .demo *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis

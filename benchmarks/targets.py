@@ -15,6 +15,8 @@ One run measures, side by side on this machine:
   ``prunewarden replay`` command, start-up included;
 - audit appends from 4 writer processes (``benchmarks/bench_auditlog.py``), records per second;
 - the eviction pass with metrics, spans and trace ids on, against the same pass without them;
+- the native CEL backend against cel-python (``benchmarks/rules_backends.py``): the rule time of
+  the 3-rule pass (cache off), and the cold compile of the example policies' rules.
 - the CPU time of ``import prunewarden`` and of ``prunewarden --version``, with bytecode
   (``benchmarks/start_time.py``, which also gives each one's ratio to ``python -c pass``).
 
@@ -32,11 +34,15 @@ import statistics
 import sys
 import tempfile
 from collections.abc import Callable
+from functools import cache
 from pathlib import Path
 
-from benchmarks import bench_auditlog, replay_scale, rules_cache, start_time
+from benchmarks import bench_auditlog, replay_scale, rules_backends, rules_cache, start_time
 from benchmarks.harness import run_workload
 from benchmarks.workloads import load
+
+# One comparison of the CEL backends gives both of their targets.
+_backends = cache(rules_backends.run)
 
 
 def _ratio(name: str) -> float:
@@ -88,6 +94,20 @@ TARGETS: list[tuple[str, str, float, bool, Callable[[], float]]] = [
         lambda: _ratio("eviction/pass-200/observed"),
     ),
     (
+        "native rules vs cel-python",
+        "x",
+        rules_backends.TARGET_RULE_RATIO,
+        True,
+        lambda: _backends()["rule_ratio_native_vs_python"],
+    ),
+    (
+        "native cold compile vs cel-python",
+        "x",
+        rules_backends.TARGET_COMPILE_RATIO,
+        True,
+        lambda: _backends()["compile_ratio_native_vs_python"],
+    ),
+    (
         "import prunewarden, CPU",
         "s",
         start_time.IMPORT_TARGET_SECONDS,
@@ -105,6 +125,7 @@ TARGETS: list[tuple[str, str, float, bool, Callable[[], float]]] = [
 
 
 def run_once(targets: list[tuple[str, str, float, bool, Callable[[], float]]]) -> dict[str, float]:
+    _backends.cache_clear()  # each run measures the backends afresh
     return {name: measure() for name, _, _, _, measure in targets}
 
 

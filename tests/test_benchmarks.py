@@ -98,6 +98,8 @@ class TestTargets:
         assert goals["audit appends, 4 writers"] == (50_000.0, False)
         assert goals["metrics and spans on vs off"] == (1.10, True)
         assert "collapse/200 vs fsum reference" in goals
+        assert goals["native rules vs cel-python"] == (0.15, True)
+        assert goals["native cold compile vs cel-python"] == (0.3, True)
         assert goals["import prunewarden, CPU"] == (0.15, True)
         assert goals["prunewarden --version, CPU"] == (0.2, True)
 

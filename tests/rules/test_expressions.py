@@ -333,7 +333,7 @@ FLATTENED = [
     "has(segment.text) && segment.metadata['k'] == 'v'",
     "{'x': score}['x'] == score && [1.0, score][1] == score",
     "segment.metadata['missing'] == 'v'",
-    "score / 0.0 > 1.0 || score % 2.0 == 0.0",
+    "score / 0.0 > 1.0 || size(candidates) % 2 == 0",
     "'a' in candidates && contains_any(segment.text, params.words)",
 ]
 

@@ -75,11 +75,11 @@ def pinning(make_policy: PolicyFactory) -> Policy:
 class TestState:
     def test_state_holds_the_pin_bound_to_text_and_policy(self, pinning: Policy) -> None:
         """After a pass pins a segment, state() names it with the digest of its text and the
-        digest of the policy whose rule pinned it, and validates as session-state.v2."""
+        digest of the policy whose rule pinned it, and validates as session-state.v3."""
         session = Engine(pinning).session("s")
         session.plan(WINDOW, free_tokens=100)
         state = json.loads(json.dumps(session.state()))
-        assert state["state_version"] == 2
+        assert state["state_version"] == 3
         assert list(validator("session-state").iter_errors(state)) == []
         text_digest = "sha256:" + hashlib.sha256(PINNED_TEXT.encode()).hexdigest()
         assert state["rule_pins"] == {"policy": pinning.digest, "segments": {"n": text_digest}}
@@ -103,7 +103,7 @@ class TestState:
         session = Engine(pinning).session("s")
         session.observe_cycle({"task": 0.9, "a": 0.1}, ["task"])
         state = session.state()
-        del state["rule_pins"]
+        del state["rule_pins"], state["cusum"]
         state["state_version"] = 1
         assert list(validator("session-state", version=1).iter_errors(state)) == []
         restored = Engine(pinning).session("s", state=state)
@@ -114,7 +114,7 @@ class TestState:
     def test_an_unknown_version_is_refused(self, pinning: Policy) -> None:
         """A state version this reader does not know is refused at $.state_version."""
         state = Engine(pinning).session("s").state()
-        state["state_version"] = 3
+        state["state_version"] = 4
         with pytest.raises(SessionStateError) as raised:
             Engine(pinning).session("s", state=state)
         assert "$.state_version" in [p.path for p in raised.value.problems]

@@ -1,4 +1,4 @@
-"""Session state snapshots: session-state.v2, restoring, carrying over, baselines for life."""
+"""Session state snapshots: session-state.v3, restoring, carrying over, baselines for life."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def state_problems(state: dict[str, Any]) -> list[str]:
 
 class TestSnapshot:
     def test_state_validates_and_is_plain_json(self, engine: Engine) -> None:
-        """state() is JSON-serializable and valid session-state.v2, naming the policy."""
+        """state() is JSON-serializable and valid session-state.v3, naming the policy."""
         session = halted_session(engine)
         session.observe_turn(0.5, 900)
         state = json.loads(json.dumps(session.state()))
@@ -62,7 +62,7 @@ class TestSnapshot:
         assert run(["schema", "session-state"], out, err) == 0
         printed = json.loads(out.getvalue())
         Draft202012Validator.check_schema(printed)
-        assert printed["$id"].endswith("session-state.v2.schema.json")
+        assert printed["$id"].endswith("session-state.v3.schema.json")
 
 
 class TestRestore:

@@ -131,6 +131,8 @@ def decision_rows(record: Mapping[str, Any]) -> list[dict[str, Any]]:
         "engine_version": record.get("engine_version"),
         "input_digest": record.get("input_digest"),
     }
+    if "cel" in record:
+        shared["cel"] = record["cel"]
     rows = []
     for index, verdict in enumerate(verdicts if isinstance(verdicts, list) else []):
         if not isinstance(verdict, dict):

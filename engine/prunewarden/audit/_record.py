@@ -173,17 +173,20 @@ def policy_fields(policy: Policy) -> dict[str, Any]:
     }
 
 
-def decision_record(
+def decision_record(  # noqa: PLR0913 - the record's parts; the optional ones keyword-only
     decision: Decision,
     context: DecisionContext,
     policy: Policy,
     masks: tuple[str, ...] | None = None,
     *,
     shadow_policy: Policy | None = None,
+    cel: str | None = None,
 ) -> dict[str, Any]:
     """The fields of a decision record, without the chain; ``masks`` (JSON pointers) opt in to
     logging the input document with those paths erased. A decision with a shadow result needs
-    the shadow's ``shadow_policy``: its rules say which rule messages to withhold."""
+    the shadow's ``shadow_policy``: its rules say which rule messages to withhold. ``cel``, the
+    CEL backend of the engine, is recorded when the policy (or its shadow) has rules: a record
+    of a policy without rules had nothing for a backend to evaluate."""
     record: dict[str, Any] = {
         "record_version": RECORD_VERSION,
         "kind": DECISION,
@@ -202,6 +205,8 @@ def decision_record(
         "engine_version": decision.engine_version,
         "input_digest": context.input_digest,
     }
+    if cel is not None and (policy.rules or (shadow_policy is not None and shadow_policy.rules)):
+        record["cel"] = cel
     if decision.kept is not None:
         record["kept"] = list(decision.kept)
     if decision.evicted is not None:
@@ -449,9 +454,12 @@ def record_ts(record: Mapping[str, Any]) -> str:
 
 
 def authorization_header(decision: Mapping[str, Any], activation: Mapping[str, Any]) -> list[str]:
-    """Three lines saying which policy authorized a decision, for ``audit show-policy``."""
+    """Three lines saying which policy authorized a decision, for ``audit show-policy``, and a
+    fourth naming the CEL backend that evaluated its rules when the record names one."""
     policy = policy_of(activation)
     sources = policy.get("sources") or []
+    backend = decision.get("cel")
+    rules = [f"rules evaluated by the {backend} CEL backend"] if backend else []
     return [
         f"policy {policy.get('name')}@{policy.get('version')} {policy.get('digest')}",
         (
@@ -460,6 +468,7 @@ def authorization_header(decision: Mapping[str, Any], activation: Mapping[str, A
         ),
         "sources: "
         + (", ".join(f"{s.get('path')} (sha256 {s.get('sha256')})" for s in sources) or "-"),
+        *rules,
     ]
 
 

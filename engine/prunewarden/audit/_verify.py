@@ -13,6 +13,7 @@ back with ``expect``.
 
 from __future__ import annotations
 
+import hmac
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -213,7 +214,9 @@ class _FileCheck:
                 number,
                 "record is not keyed although a key was given: written without it, or forged",
             )
-        if record_hash(body, self.key if keyed else None) != claimed:
+        # Constant time: with a key, how long an == took would tell a forger how much of a
+        # forged hash was right.
+        if not hmac.compare_digest(record_hash(body, self.key if keyed else None), claimed):
             reason = "the record was altered" + (" or the key is wrong" if keyed else "")
             self._fail(number, f"hash mismatch: {reason}")
 

@@ -12,7 +12,7 @@ import datetime as dt
 import math
 import os
 import shlex
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -20,9 +20,15 @@ from prunewarden.cli._jobs import Progress, Runner
 from prunewarden.cli._policy import base_dirs
 from prunewarden.cli._replay import add_executor_options, cluster_for
 from prunewarden.errors import ExitCode
-from prunewarden.plots import figure_class, prepare_file, write_calibration_plot
+from prunewarden.plots import (
+    figure_class,
+    prepare_file,
+    write_calibration_plot,
+    write_power_plot,
+)
 from prunewarden.policy import Policy, load_policy
 from prunewarden.replay import (
+    DEFAULT_CUSUM_MARGIN,
     DEFAULT_HEADROOM,
     DEFAULT_RATE,
     CalibrationError,
@@ -31,10 +37,14 @@ from prunewarden.replay import (
     TraceData,
     TraceDiff,
     base_outside,
+    canary_only_traces,
     diff_in_worker,
     extends_reference,
     fit,
+    power,
+    read_cycles,
     read_trace,
+    render_power,
     run_diff_job,
 )
 
@@ -87,6 +97,32 @@ def add_command(commands: Any) -> None:
         help="the floor is F times the largest floor the healthy traces tolerate (default 0.5)",
     )
     parser.add_argument(
+        "--spread-test",
+        choices=("absolute", "cusum"),
+        help="what signal A is fitted as: the absolute floor, or the cusum spread test's prior "
+        "and threshold (default: the base's spread_floor_mode; absolute for relative)",
+    )
+    parser.add_argument(
+        "--cusum-margin",
+        type=_margin,
+        default=DEFAULT_CUSUM_MARGIN,
+        metavar="H",
+        help="the cusum threshold is the largest at which a healthy trace raises signal A, "
+        "plus H (ln units; default 0.5)",
+    )
+    parser.add_argument(
+        "--power",
+        action="store_true",
+        help="also report detection power: leave-one-out over the healthy traces, held-out "
+        "copies squeezed by 0.2/0.35/0.5/0.7 (synthetic), recall of the base and the fit",
+    )
+    parser.add_argument(
+        "--power-plot",
+        metavar="FILE",
+        help="with --power, draw recall versus squeeze with a 90%% guide line as a PNG "
+        "(needs: pip install 'prunewarden[plot]')",
+    )
+    parser.add_argument(
         "--base",
         required=True,
         metavar="POLICY",
@@ -114,27 +150,40 @@ def run_calibrate(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) ->
         raise CalibrationError(f"{args.out}: --out must not overwrite the base policy")
     date = args.date or dt.datetime.now(dt.UTC).date().isoformat()
     _prepare_folder(args.out)  # the fit reads its base through the folder it is written to
-    if args.plot is not None:  # before the fit: a missing extra fails fast
-        figure_class()
-        prepare_file(args.plot)
+    _check_plots(args, base)  # before the fit: a missing extra fails fast
     healthy = [read_trace(path, base) for path in args.healthy]
     collapsed = [read_trace(path, base) for path in args.collapsed]
     ref = extends_reference(args.base, args.out)
-    fitted = fit(
-        base,
-        ref,
-        args.out,
-        healthy,
-        collapsed,
-        rate=args.target_false_positive_rate,
-        headroom=args.headroom,
-        date=date,
-    )
+
+    def fit_on(traces: Sequence[TraceData], **more: Any) -> Fit:
+        return fit(
+            base,
+            ref,
+            args.out,
+            traces,
+            collapsed,
+            rate=args.target_false_positive_rate,
+            headroom=args.headroom,
+            date=date,
+            spread_test=args.spread_test,
+            cusum_margin=args.cusum_margin,
+            **more,
+        )
+
+    record = _power(args, base, healthy, fit_on) if args.power else None
+    fitted = fit_on(healthy, power=record)
     _write(args.out, fitted.text)
+    if args.power and fitted.cusum is None:  # the default output stays as it was
+        _warn_canary_only(args, base, fitted, stderr)
     if base_outside(ref):
         stderr.write(_how_to_load(args, base, ref))
     compared = compare_per_trace(args, base, fitted.policy, [*healthy, *collapsed], stderr)
     stdout.write(render(base, fitted, healthy, collapsed, args.out, compared=compared))
+    if record is not None:
+        stdout.write(render_power(record))
+        if args.power_plot is not None:
+            write_power_plot(record, fitted.policy.identity, args.power_plot)
+            stderr.write(f"power plot: written to {args.power_plot}\n")
     if args.plot is not None:
         write_calibration_plot(fitted, base.identity, healthy, collapsed, args.plot)
         stderr.write(f"plot: written to {args.plot}\n")
@@ -142,6 +191,54 @@ def run_calibrate(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) ->
     for path in missed:
         stderr.write(f"{path}: known collapsed, but the fitted policy does not halt on it\n")
     return ExitCode.REFUSED if missed else ExitCode.OK
+
+
+def _check_plots(args: argparse.Namespace, base: Policy) -> None:
+    """Each plot asked for can be drawn and written (nothing is fitted otherwise)."""
+    if args.plot is not None:
+        cusum = args.spread_test == "cusum" or (
+            args.spread_test is None and base.spec.collapse.spread_floor_mode == "cusum"
+        )
+        if cusum:
+            msg = "--plot draws the absolute floor; it has none to draw for cusum"
+            raise CalibrationError(msg)
+        figure_class()
+        prepare_file(args.plot)
+    if args.power_plot is not None:
+        if not args.power:
+            raise CalibrationError("--power-plot draws what --power measures: add --power")
+        figure_class()
+        prepare_file(args.power_plot)
+
+
+def _warn_canary_only(args: argparse.Namespace, base: Policy, fitted: Fit, stderr: IO[str]) -> None:
+    """Warn, naming the traces, when the fitted floor lies above every healthy spread and
+    their canary never inverts: the floor then was not fitted on spread evidence."""
+    traces = [(path, read_cycles(path, base)) for path in args.healthy]
+    named = canary_only_traces(fitted.policy, fitted.floor, traces)
+    if named:
+        stderr.write(
+            f"warning: the fitted floor {fitted.floor} is at or above every healthy spread and "
+            "the canary of these healthy traces never inverts, so the floor was not fitted on "
+            "spread evidence: under it the guard halts on the canary alone, and a one-cycle "
+            "canary glitch halts (consider --spread-test cusum): " + ", ".join(named) + "\n"
+        )
+
+
+def _power(
+    args: argparse.Namespace,
+    base: Policy,
+    healthy: Sequence[TraceData],
+    fit_on: Callable[[Sequence[TraceData]], Fit],
+) -> dict[str, Any]:
+    """``--power``: each healthy trace held out in turn from a fit on the others."""
+    if len(healthy) < 2:
+        raise CalibrationError("--power needs at least two healthy traces")
+    return power(
+        base,
+        [read_cycles(path, base) for path in args.healthy],
+        lambda i: fit_on([*healthy[:i], *healthy[i + 1 :]]).policy,
+    )
 
 
 def _how_to_load(args: argparse.Namespace, base: Policy, ref: str) -> str:
@@ -201,7 +298,7 @@ def render(  # noqa: PLR0913 - the fit, its traces and what each decided
             f"scale   raw {fitted.scale.low} -> 0, {fitted.scale.high} -> 1 "
             f"(5th and 95th percentile of {len(healthy)} healthy trace(s))"
         ),
-        f"floor   {fitted.floor} (largest quiet floor {fitted.largest_quiet_floor})",
+        _signal_line(fitted),
         "",
         f"{'':10}{'base':>12}{'fitted':>12}",
         _row("healthy", results, "healthy"),
@@ -218,6 +315,18 @@ def render(  # noqa: PLR0913 - the fit, its traces and what each decided
                 f"{_halt(found.candidate_halt)} ({found.changed} decision(s) changed)"
             )
     return "\n".join(lines) + "\n"
+
+
+def _signal_line(fitted: Fit) -> str:
+    if fitted.cusum is None:
+        return f"floor   {fitted.floor} (largest quiet floor {fitted.largest_quiet_floor})"
+    record = fitted.policy.document["metadata"]["calibration"]["cusum"]
+    return (
+        f"cusum   threshold {fitted.cusum.threshold} (largest halting threshold "
+        f"{record['largest_halting_threshold']} + margin {record['margin']}), "
+        f"prior ln-spread {fitted.cusum.prior_log_spread}, prior weight "
+        f"{fitted.cusum.prior_weight}, slack {fitted.cusum.slack}"
+    )
 
 
 def _row(label: str, results: dict[str, Any], role: str) -> str:
@@ -266,6 +375,13 @@ def _fraction(text: str) -> float:
     value = _number(text)
     if not 0.0 < value <= 1.0:
         raise argparse.ArgumentTypeError(f"{text!r} is not a fraction in (0, 1]")
+    return value
+
+
+def _margin(text: str) -> float:
+    value = _number(text)
+    if not 0.0 <= value <= 100.0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a margin in [0, 100]")
     return value
 
 

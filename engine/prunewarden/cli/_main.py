@@ -14,14 +14,24 @@ command), then with the chosen command's real parser.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import IO, Any, NamedTuple, NoReturn
 
 from prunewarden.__about__ import __version__
-from prunewarden.cli._common import EXIT_CODES, ExitError, Parser, add_base_dir_option, report
+from prunewarden.cli._common import (
+    EXIT_CODES,
+    ExitError,
+    Parser,
+    UsageError,
+    add_base_dir_option,
+    report,
+)
 from prunewarden.errors import ExitCode, InputError, PolicyError, PrunewardenError
+from prunewarden.rules import BACKENDS, BackendUnavailableError, check_backend
 
 AddParser = Callable[[Any], None]
 Run = Callable[[argparse.Namespace, IO[str], IO[str]], int]
@@ -126,9 +136,51 @@ def _parser(stdout: IO[str], chosen: str | None = None, add: AddParser | None = 
     for name, command in COMMANDS.items():
         if name == chosen and add is not None:
             add(commands)
+            if name in ENGINE_COMMANDS:
+                _add_cel_option(commands.choices[name])
         else:
             commands.add_parser(name, help=command.help, add_help=False)
     return parser
+
+
+def _add_cel_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--cel",
+        choices=BACKENDS,
+        help=(
+            "the CEL backend of the policy's rules: python (cel-python) or native "
+            "(cel-cpp, pip install 'prunewarden[cel-native]'); default: the environment "
+            "variable PRUNEWARDEN_CEL, else python"
+        ),
+    )
+
+
+# The commands that build engines, and so take --cel.
+ENGINE_COMMANDS = ("evaluate", "test", "plan", "replay", "diff", "calibrate", "serve")
+_CEL_VARIABLE = "PRUNEWARDEN_CEL"
+
+
+@contextlib.contextmanager
+def _cel_backend(backend: str | None) -> Iterator[None]:
+    """``--cel`` for every engine the command builds (in this process and in the worker
+    processes it starts) through ``PRUNEWARDEN_CEL``, restored when the command ends. A backend
+    that cannot run here is a usage error before anything runs."""
+    if backend is None:
+        yield
+        return
+    try:
+        check_backend(backend)
+    except BackendUnavailableError as exc:
+        raise UsageError(f"prunewarden: --cel {backend}: {exc}") from None
+    previous = os.environ.get(_CEL_VARIABLE)
+    os.environ[_CEL_VARIABLE] = backend
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(_CEL_VARIABLE, None)
+        else:
+            os.environ[_CEL_VARIABLE] = previous
 
 
 def run(argv: list[str] | None, stdout: IO[str], stderr: IO[str]) -> int:
@@ -138,7 +190,8 @@ def run(argv: list[str] | None, stdout: IO[str], stderr: IO[str]) -> int:
         chosen, _ = _parser(stdout).parse_known_args(argv)
         add, run_command = COMMANDS[chosen.command].functions()
         args = _parser(stdout, chosen.command, add).parse_args(argv)
-        return int(run_command(args, stdout, stderr))
+        with _cel_backend(getattr(args, "cel", None)):
+            return int(run_command(args, stdout, stderr))
     except ExitError as done:
         return done.status
     except PolicyError as exc:

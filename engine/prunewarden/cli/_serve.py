@@ -199,6 +199,7 @@ def run_serve(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int
             metrics_listen=metrics_listen,
             # Set but empty is a key that went missing, not a request for an unkeyed log.
             audit_key_env=ENV_KEY if ENV_KEY in os.environ else None,
+            cel=args.cel,
         )
     except ValueError:
         raise UsageError(

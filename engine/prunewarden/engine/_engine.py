@@ -42,7 +42,7 @@ from prunewarden.inputs import (
 from prunewarden.pipeline import Shadow, compile_policy
 from prunewarden.planner import PassLog, Plan
 from prunewarden.policy import Policy, load_builtin_policy, load_policy
-from prunewarden.rules import DEFAULT_CACHE_SIZE
+from prunewarden.rules import DEFAULT_CACHE_SIZE, check_backend
 from prunewarden.session import (
     Binder,
     Session,
@@ -77,6 +77,10 @@ class Engine(DecisionRecorder):
     :meth:`session` opens, and a stateless call naming a session id is refused while the live
     session or the store holds that session halted (``pruning_halted``).
 
+    ``cel`` chooses the CEL backend of the policy's rules: ``"python"`` (cel-python, the
+    default) or ``"native"`` (cel-cpp, the ``cel-native`` extra); None reads the environment
+    variable ``PRUNEWARDEN_CEL``. Every decision record of a policy with rules names it (``cel``).
+
     With ``shadow``, a candidate policy decides every request too; what it decided is recorded
     beside the decision and never changes it (see :mod:`prunewarden.pipeline`).
 
@@ -97,9 +101,13 @@ class Engine(DecisionRecorder):
         trace_context: TraceContext | None = None,
         store: SessionStore | None = None,
         sessions: SessionRegistry | None = None,
+        cel: str | None = None,
     ) -> None:
         self.policy = policy
-        self._pipelines = compile_policy(policy, rule_cache_size=rule_cache_size)
+        # The CEL backend of the rules; asked for and missing, it is an error here, never a
+        # silent fall back to the other one.
+        self.cel = check_backend(cel)
+        self._pipelines = compile_policy(policy, rule_cache_size=rule_cache_size, cel=self.cel)
         self._logger = logger
         self._hooks = DecisionHooks(on_decision, call_hooks(on_call))
         self._trace_context = trace_context
@@ -114,7 +122,11 @@ class Engine(DecisionRecorder):
         if audit is not None:
             audit.add_policy(policy)
         # A candidate decided beside the active policy and recorded, never enforced.
-        self.shadow = None if shadow is None else Shadow(shadow, rule_cache_size=rule_cache_size)
+        self.shadow = (
+            None
+            if shadow is None
+            else Shadow(shadow, rule_cache_size=rule_cache_size, cel=self.cel)
+        )
         if audit is not None and shadow is not None:
             audit.add_policy(shadow)
 

@@ -34,6 +34,7 @@ class DecisionRecorder:
     decision record, so no call can forget the policy, the masks or the hooks."""
 
     policy: Policy
+    cel: str
     audit: AuditLog | None
     shadow: Shadow | None
     _pipelines: dict[Check, Pipeline]
@@ -53,6 +54,7 @@ class DecisionRecorder:
                 self.policy,
                 masks,
                 shadow_policy=(self.shadow.policy if self.shadow else None),
+                cel=self.cel,
             )
             stamp_record(record, started, self._trace_context)
             sink = audit.logger if audit is not None else self._logger
@@ -88,6 +90,7 @@ class DecisionRecorder:
             masks=audit.masks if audit is not None else None,
             shadow_policy=self.shadow.policy if self.shadow else None,
             trace_context=self._trace_context,
+            cel=self.cel,
         )
 
     def _record_pass(
@@ -144,6 +147,7 @@ class DecisionRecorder:
                     context,
                     self.policy,
                     shadow_policy=(self.shadow.policy if self.shadow else None),
+                    cel=self.cel,
                 )
                 stamp_record(record, None, self._trace_context)
                 self._notify(refusal, record)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from prunewarden._cusum import CusumParameters, CusumTrack, replay
 from prunewarden._stats import median, pstdev
 from prunewarden.decision import HALT_ACTIONS, Reason, Verdict
 from prunewarden.inputs import CollapseRequest, Snapshot
@@ -23,21 +24,9 @@ def evaluate(settings: CollapseSettings, request: CollapseRequest) -> Verdict:
 
     recent = history[-settings.consecutive_cycles :]
     spreads = [{"cycle": s.cycle, "spread": pstdev(s.scores.values())} for s in recent]
-    floor = settings.spread_floor
-    signal_detail: dict[str, Any] = {"spreads": spreads, "spread_floor": floor}
-    if settings.spread_floor_mode == "relative":
-        floor, relative = _relative_floor(settings, request)
-        signal_detail.update(relative, spread_floor=floor)
-    if not all(s["spread"] < floor for s in spreads):
-        return _verdict(
-            False,
-            Reason(
-                "spread_healthy",
-                f"score spread stayed at or above {floor} in at least one of the last "
-                f"{len(recent)} cycle(s)",
-                signal_detail,
-            ),
-        )
+    signal_detail, signal, quiet = _spread_signal(settings, request, spreads)
+    if quiet is not None:
+        return _verdict(False, quiet)
 
     last = history[-1]
     if not last.pinned:
@@ -45,8 +34,7 @@ def evaluate(settings: CollapseSettings, request: CollapseRequest) -> Verdict:
             True,
             Reason(
                 "no_canary",
-                f"spread below {floor} and cycle {last.cycle} has no pinned canary to audit the "
-                "scorer against",
+                f"{signal} and cycle {last.cycle} has no pinned canary to audit the scorer against",
                 signal_detail,
             ),
         )
@@ -82,8 +70,8 @@ def evaluate(settings: CollapseSettings, request: CollapseRequest) -> Verdict:
             False,
             Reason(
                 "canary_healthy",
-                f"spread below {floor} but every pinned canary holds its rank and baseline: "
-                "treated as a homogeneous buffer",
+                f"{signal} but every pinned canary holds its rank and baseline: treated as a "
+                "homogeneous buffer",
                 {**signal_detail, "median": median_live},
             ),
         )
@@ -92,11 +80,38 @@ def evaluate(settings: CollapseSettings, request: CollapseRequest) -> Verdict:
         True,
         Reason(
             "collapse_detected",
-            f"spread below {floor} for {len(recent)} cycle(s) and canary {first['id']!r} "
+            f"{signal} for {len(recent)} cycle(s) and canary {first['id']!r} "
             f"inverted ({', '.join(first['signals'])}): the scorer has lost its reference frame",
             {**signal_detail, "median": median_live, "canary": first, "canaries": inverted},
         ),
     )
+
+
+def _spread_signal(
+    settings: CollapseSettings, request: CollapseRequest, spreads: list[dict[str, Any]]
+) -> tuple[dict[str, Any], str, Reason | None]:
+    """Signal A: the detail every later reason carries, the signal in words, and the
+    ``spread_healthy`` reason when it does not hold (None when it does)."""
+    if settings.cusum is not None:
+        evidence, track = _cusum_detail(settings, request, spreads)
+        if not track.signal(_parameters(settings)):
+            return evidence, "", _cusum_quiet(settings, track, evidence)
+        threshold = settings.cusum.threshold
+        return evidence, f"spread evidence {track.total:.4g} at or above {threshold}", None
+    floor = settings.spread_floor
+    detail: dict[str, Any] = {"spreads": spreads, "spread_floor": floor}
+    if settings.spread_floor_mode == "relative":
+        floor, relative = _relative_floor(settings, request)
+        detail.update(relative, spread_floor=floor)
+    if all(s["spread"] < floor for s in spreads):
+        return detail, f"spread below {floor}", None
+    quiet = Reason(
+        "spread_healthy",
+        f"score spread stayed at or above {floor} in at least one of the last "
+        f"{len(spreads)} cycle(s)",
+        detail,
+    )
+    return detail, f"spread below {floor}", quiet
 
 
 def _unjudgeable(settings: CollapseSettings, history: tuple[Snapshot, ...]) -> Verdict | None:
@@ -141,6 +156,59 @@ def _relative_floor(
         "early_spread": early_spread,
         "early_cycles": len(early),
     }
+
+
+def _parameters(settings: CollapseSettings) -> CusumParameters:
+    parameters = settings.cusum_parameters()
+    if parameters is None:  # pragma: no cover - only called under the cusum mode
+        msg = "the cusum spread test of a policy without one"
+        raise ValueError(msg)
+    return parameters
+
+
+def _cusum_detail(
+    settings: CollapseSettings, request: CollapseRequest, spreads: list[dict[str, Any]]
+) -> tuple[dict[str, Any], CusumTrack]:
+    """The track a session kept (``request.cusum``), or one recomputed over the document's
+    history from its first cycle; and what the detail says of it."""
+    parameters = _parameters(settings)
+    source: dict[str, Any]
+    if request.cusum is not None:
+        track, source = request.cusum, {"accumulated": "session"}
+    else:
+        cycles = [
+            (s.cycle, pstdev(s.scores.values()), len(s.scores) >= settings.min_live_entries)
+            for s in request.history
+        ]
+        track = replay(parameters, cycles)
+        source = {"accumulated": "history", "from_cycle": request.history[0].cycle}
+    last = track.run[-1] if track.run else None
+    detail = {
+        "spreads": spreads,
+        "spread_floor_mode": "cusum",
+        **source,
+        "reference": math.exp(last.log_reference) if last else None,
+        "reference_cycles": last.reference_cycles if last else 0,
+        "increments": [step.to_dict() for step in track.run],
+        "cusum": track.total,
+        "threshold": parameters.threshold,
+        "slack": parameters.slack,
+        "cap": parameters.cap,
+    }
+    return detail, track
+
+
+def _cusum_quiet(settings: CollapseSettings, track: CusumTrack, detail: dict[str, Any]) -> Reason:
+    n = settings.consecutive_cycles
+    threshold = detail["threshold"]
+    if track.total < threshold:
+        why = f"spread evidence {track.total:.4g} is below the threshold {threshold}"
+    else:
+        why = (
+            f"spread evidence {track.total:.4g} reached {threshold} but not each of the last "
+            f"{n} cycle(s) added to it"
+        )
+    return Reason("spread_healthy", why, detail)
 
 
 def _inversion(

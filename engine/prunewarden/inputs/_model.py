@@ -6,6 +6,8 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from prunewarden._cusum import CusumTrack
+
 
 @dataclass(frozen=True, slots=True)
 class ScoreRange:
@@ -34,6 +36,9 @@ class CollapseRequest:
     # floor is relative to; None: the first cycles of ``history``. Set by a Session, which keeps
     # fewer snapshots than that; no field of an input document.
     early_spreads: tuple[float, ...] | None = None
+    # The cusum spread test's track after the last cycle, kept by a Session; None: recomputed
+    # over ``history`` from its first cycle. No field of an input document.
+    cusum: CusumTrack | None = None
 
 
 @dataclass(frozen=True, slots=True)

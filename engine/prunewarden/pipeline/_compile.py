@@ -118,9 +118,10 @@ class Pipeline:
 
 
 def compile_policy(
-    policy: Policy, *, rule_cache_size: int = DEFAULT_CACHE_SIZE
+    policy: Policy, *, rule_cache_size: int = DEFAULT_CACHE_SIZE, cel: str | None = None
 ) -> dict[Check, Pipeline]:
-    """One pipeline per check, bound to the policy's settings, rules and identity."""
+    """One pipeline per check, bound to the policy's settings, rules and identity; ``cel``
+    names the CEL backend that evaluates the rules."""
     params = policy.document["spec"].get("params", {})
     return {
         check: Pipeline(
@@ -132,7 +133,9 @@ def compile_policy(
             # Through the package (its names resolve on use): the CEL runtime loads with the
             # first policy that has rules, and a policy without rules never loads it.
             rules=(
-                prunewarden.rules.RuleSet(check, policy.rules, params, cache_size=rule_cache_size)
+                prunewarden.rules.RuleSet(
+                    check, policy.rules, params, cache_size=rule_cache_size, backend=cel
+                )
                 if policy.rules
                 else None  # as an empty RuleSet: nothing to apply
             ),

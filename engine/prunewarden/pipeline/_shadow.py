@@ -26,9 +26,11 @@ from prunewarden.rules import DEFAULT_CACHE_SIZE
 class Shadow:
     """A candidate policy, compiled once; :meth:`evaluate` never raises."""
 
-    def __init__(self, policy: Policy, *, rule_cache_size: int = DEFAULT_CACHE_SIZE) -> None:
+    def __init__(
+        self, policy: Policy, *, rule_cache_size: int = DEFAULT_CACHE_SIZE, cel: str | None = None
+    ) -> None:
         self.policy = policy
-        self._pipelines = compile_policy(policy, rule_cache_size=rule_cache_size)
+        self._pipelines = compile_policy(policy, rule_cache_size=rule_cache_size, cel=cel)
 
     def evaluate(  # noqa: PLR0913 - the request as the active policy parsed it, and its source
         self,

@@ -119,6 +119,7 @@ class PassSink:
     masks: tuple[str, ...] | None = None
     shadow_policy: Policy | None = None
     trace_context: TraceContext | None = None
+    cel: str | None = None  # the CEL backend of the rules, named by the records of their passes
 
     def record(  # noqa: PLR0913 - everything a pass record is made of
         self,
@@ -179,6 +180,9 @@ class PassSink:
             shadow_policy=self.shadow_policy,
             **fields,
         )
+        rules = self.policy.rules or (self.shadow_policy and self.shadow_policy.rules)
+        if self.cel is not None and rules:
+            record["cel"] = self.cel
         stamp_record(record, log.started, self.trace_context)
         return record
 

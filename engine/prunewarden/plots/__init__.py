@@ -13,6 +13,7 @@ from prunewarden.plots._reports import (
     count_daily,
     write_audit_plot,
     write_calibration_plot,
+    write_power_plot,
 )
 from prunewarden.plots._series import (
     TraceSeries,
@@ -32,5 +33,6 @@ __all__ = [
     "write_audit_plot",
     "write_calibration_plot",
     "write_diff_plots",
+    "write_power_plot",
     "write_replay_plots",
 ]

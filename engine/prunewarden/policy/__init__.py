@@ -12,6 +12,7 @@ from prunewarden.policy._merge import Resolution
 from prunewarden.policy._model import (
     Calibration,
     CollapseSettings,
+    CusumSettings,
     EvictionSettings,
     LockOption,
     Mode,
@@ -27,6 +28,7 @@ __all__ = [
     "LOCK_FILENAME",
     "Calibration",
     "CollapseSettings",
+    "CusumSettings",
     "EvictionSettings",
     "LockOption",
     "Mode",

@@ -32,6 +32,7 @@ from prunewarden.policy import _transition as transition
 from prunewarden.policy._model import (
     Calibration,
     CollapseSettings,
+    CusumSettings,
     EvictionSettings,
     Policy,
     Spec,
@@ -194,9 +195,15 @@ def _drop_implicit(spec: dict[str, Any]) -> None:
     else:
         fixed = scores["calibration"]["fixed"]
         fixed["low"], fixed["high"] = float(fixed["low"]), float(fixed["high"])
-    if collapse.get("spread_floor_mode", "absolute") == "absolute":
+    mode = collapse.get("spread_floor_mode", "absolute")
+    if mode != "cusum":  # a cusum block is meaningless without its mode
+        collapse.pop("cusum", None)
+    if mode == "absolute":
         collapse.pop("spread_floor_mode", None)
         collapse.pop("relative_to", None)
+    elif mode == "cusum":
+        collapse.pop("relative_to", None)
+        collapse["cusum"] = _cusum_settings(collapse.get("cusum", {})).to_dict()
     elif "relative_to" in collapse:  # without it: a problem _semantic_problems reports
         collapse["relative_to"]["first_cycles"] = int(collapse["relative_to"]["first_cycles"])
     if "min_live_entries" in collapse:
@@ -208,6 +215,20 @@ def _drop_implicit(spec: dict[str, Any]) -> None:
         collapse.pop("on_too_few_entries", None)
 
 
+def _cusum_settings(block: dict[str, Any]) -> CusumSettings:
+    """The cusum block with its defaults filled in (they are not schema defaults, which
+    would enter every policy's resolved document and digest)."""
+    reference = block.get("reference", {})
+    default = CusumSettings()
+    return CusumSettings(
+        slack=float(block.get("slack", default.slack)),
+        threshold=float(block.get("threshold", default.threshold)),
+        first_cycles=int(reference.get("first_cycles", default.first_cycles)),
+        prior_log_spread=float(reference.get("prior_log_spread", default.prior_log_spread)),
+        prior_weight=float(reference.get("prior_weight", default.prior_weight)),
+    )
+
+
 def _spec(spec: dict[str, Any]) -> Spec:
     eviction = dict(spec["eviction"])
     eviction["pinned_kinds"] = frozenset(eviction["pinned_kinds"])
@@ -216,6 +237,8 @@ def _spec(spec: dict[str, Any]) -> Spec:
     collapse = dict(spec["collapse"])
     relative_to = collapse.pop("relative_to", {})
     collapse["relative_first_cycles"] = relative_to.get("first_cycles", 0)
+    if "cusum" in collapse:
+        collapse["cusum"] = _cusum_settings(collapse["cusum"])
     return Spec(
         scores=ScoreRange(**scores),
         collapse=CollapseSettings(**collapse),

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from prunewarden._cusum import CusumParameters
 from prunewarden._identity import PolicyIdentity, PolicySource
 from prunewarden._json import encode_canonical
 from prunewarden.inputs._model import ScoreRange
@@ -39,6 +40,32 @@ class Calibration:
 
 
 @dataclass(frozen=True, slots=True)
+class CusumSettings:
+    """``spec.collapse.cusum``: the capped CUSUM spread test (docs/guards.md#the-cusum-spread-test).
+
+    The defaults are filled in only under ``spread_floor_mode: cusum``, so that a policy that
+    does not opt in digests as before."""
+
+    slack: float = 0.4  # k, ln units
+    threshold: float = 0.9  # h, ln units
+    first_cycles: int = 5  # reference.first_cycles
+    prior_log_spread: float = -1.5  # reference.prior_log_spread (mu)
+    prior_weight: float = 2.0  # reference.prior_weight (w), in cycles
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``cusum`` block of the resolved policy."""
+        return {
+            "slack": self.slack,
+            "threshold": self.threshold,
+            "reference": {
+                "first_cycles": self.first_cycles,
+                "prior_log_spread": self.prior_log_spread,
+                "prior_weight": self.prior_weight,
+            },
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class CollapseSettings:
     mode: Mode
     spread_floor: float
@@ -46,10 +73,35 @@ class CollapseSettings:
     canary_margin: float
     on_insufficient_history: Literal["allow", "halt"]
     # Optional (docs/calibration.md); the defaults are the seed's semantics.
-    spread_floor_mode: Literal["absolute", "relative"] = "absolute"
+    spread_floor_mode: Literal["absolute", "relative", "cusum"] = "absolute"
     relative_first_cycles: int = 0  # relative_to.first_cycles; only with the relative mode
     min_live_entries: int = 0
     on_too_few_entries: Literal["allow", "halt"] = "allow"
+    cusum: CusumSettings | None = None  # only with the cusum mode
+
+    @property
+    def early_cycles(self) -> int:
+        """How many of a session's first spreads the spread test reads: the relative floor's
+        early spread, or the cusum reference (0: none)."""
+        if self.spread_floor_mode == "relative":
+            return self.relative_first_cycles
+        if self.cusum is not None:
+            return self.cusum.first_cycles
+        return 0
+
+    def cusum_parameters(self) -> CusumParameters | None:
+        """What the cusum arithmetic reads (None without the cusum spread test)."""
+        cusum = self.cusum
+        if cusum is None:
+            return None
+        return CusumParameters(
+            self.consecutive_cycles,
+            cusum.slack,
+            cusum.threshold,
+            cusum.first_cycles,
+            cusum.prior_log_spread,
+            cusum.prior_weight,
+        )
 
 
 @dataclass(frozen=True, slots=True)

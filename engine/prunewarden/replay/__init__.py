@@ -29,7 +29,9 @@ from prunewarden.replay._fit import (
     halts,
     read_trace,
 )
+from prunewarden.replay._fit_cusum import DEFAULT_CUSUM_MARGIN
 from prunewarden.replay._parquet import decision_rows, write_decisions_parquet
+from prunewarden.replay._power import canary_only_traces, power, read_cycles, render_power
 from prunewarden.replay._run import (
     AuditTarget,
     Halt,
@@ -48,6 +50,7 @@ from prunewarden.replay._sources import expand_traces, open_trace
 from prunewarden.replay._trace import TraceReader
 
 __all__ = [
+    "DEFAULT_CUSUM_MARGIN",
     "DEFAULT_HEADROOM",
     "DEFAULT_RATE",
     "AuditTarget",
@@ -69,6 +72,7 @@ __all__ = [
     "TraceRun",
     "TraceSummary",
     "base_outside",
+    "canary_only_traces",
     "compare",
     "concatenate",
     "decision_rows",
@@ -79,7 +83,10 @@ __all__ = [
     "fit",
     "halts",
     "open_trace",
+    "power",
+    "read_cycles",
     "read_trace",
+    "render_power",
     "replay_in_worker",
     "replay_trace",
     "run_diff_job",

@@ -27,7 +27,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 
@@ -35,7 +35,8 @@ from prunewarden._files import open_regular
 from prunewarden._stats import pstdev
 from prunewarden.engine import Engine
 from prunewarden.errors import ExitCode, PrunewardenError
-from prunewarden.policy import Calibration, Policy, parse_policy
+from prunewarden.policy import Calibration, CusumSettings, Policy, parse_policy
+from prunewarden.replay._fit_cusum import DEFAULT_CUSUM_MARGIN, fit_cusum
 from prunewarden.replay._run import SilentLogger, replay_trace
 from prunewarden.replay._trace import TraceReader
 
@@ -43,6 +44,7 @@ LOW_QUANTILE = 0.05
 HIGH_QUANTILE = 0.95
 DEFAULT_RATE = 0.05
 DEFAULT_HEADROOM = 0.5
+SpreadTest = Literal["absolute", "cusum"]
 _DIGITS = 6  # fitted numbers are rounded (down, for the floor) to this many decimals
 
 
@@ -71,6 +73,7 @@ class Fit:
     largest_quiet_floor: float
     policy: Policy
     text: str
+    cusum: CusumSettings | None = None  # with the cusum spread test, what was fitted of it
 
 
 def read_trace(path: str, base: Policy) -> TraceData:
@@ -133,9 +136,36 @@ def fit(  # noqa: PLR0913 - the fit's inputs, each a command-line option
     rate: float = DEFAULT_RATE,
     headroom: float = DEFAULT_HEADROOM,
     date: str,
+    spread_test: SpreadTest | None = None,
+    cusum_margin: float = DEFAULT_CUSUM_MARGIN,
+    power: dict[str, Any] | None = None,
 ) -> Fit:
-    """Fit the scale and the floor; the fitted policy's text and its compiled form."""
+    """Fit the scale and the floor (or, with the cusum spread test, named by ``spread_test`` or
+    the base's mode, the cusum settings); the fitted policy's text and its compiled form."""
     scale = fit_scale(healthy)
+    if spread_test is None:
+        spread_test = "cusum" if base.spec.collapse.spread_floor_mode == "cusum" else "absolute"
+    if spread_test == "cusum":
+        cusum, record = fit_cusum(base, scale, [t.cycles for t in healthy], cusum_margin)
+        provisional = _policy(base, out, _document(base, base_ref, scale, 0.0, {}, cusum=cusum))
+        metadata = _metadata(
+            base,
+            date=date,
+            rate=rate,
+            headroom=None,
+            scale=scale,
+            fitted={"cusum": record},
+            traces=(healthy, collapsed),
+            results={
+                "base": _results(base, healthy, collapsed),
+                "calibrated": _results(provisional, healthy, collapsed),
+            },
+            power=power,
+        )
+        document = _document(base, base_ref, scale, 0.0, metadata, cusum=cusum)
+        text = _text(document, base)
+        floor = base.spec.collapse.spread_floor
+        return Fit(scale, floor, floor, _parse(text, base, out), text, cusum)
     spreads = {
         math.floor(pstdev([scale.apply(v) for v in cycle]) * 10**_DIGITS) / 10**_DIGITS
         for trace in healthy
@@ -168,25 +198,60 @@ def fit(  # noqa: PLR0913 - the fit's inputs, each a command-line option
         "base": _results(base, healthy, collapsed),
         "calibrated": _results(provisional, healthy, collapsed),
     }
-    metadata = {
+    metadata = _metadata(
+        base,
+        date=date,
+        rate=rate,
+        headroom=headroom,
+        scale=scale,
+        fitted={"spread_floor": {"fitted": floor, "largest_quiet": largest}},
+        traces=(healthy, collapsed),
+        results=results,
+        power=power,
+    )
+    document = _document(base, base_ref, scale, floor, metadata)
+    text = _text(document, base)
+    return Fit(scale, floor, largest, _parse(text, base, out), text)
+
+
+def _metadata(  # noqa: PLR0913 - what metadata.calibration records
+    base: Policy,
+    *,
+    date: str,
+    rate: float,
+    headroom: float | None,
+    scale: Calibration,
+    fitted: dict[str, Any],
+    traces: tuple[Sequence[TraceData], Sequence[TraceData]],
+    results: dict[str, Any],
+    power: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """``metadata.calibration``; ``headroom`` None where the fit has none, ``power`` (from
+    ``calibrate --power``) None where it was not asked for."""
+    healthy, collapsed = traces
+    metadata: dict[str, Any] = {
         "base": base.identity.to_dict(),
         "date": date,
         "target_false_positive_rate": rate,
-        "headroom": headroom,
-        "scale": {
-            "quantiles": [LOW_QUANTILE, HIGH_QUANTILE],
-            "low": scale.low,
-            "high": scale.high,
-            "scores": sum(len(c) for t in healthy for c in t.cycles),
-        },
-        "spread_floor": {"fitted": floor, "largest_quiet": largest},
+    }
+    if headroom is not None:
+        metadata["headroom"] = headroom
+    metadata["scale"] = {
+        "quantiles": [LOW_QUANTILE, HIGH_QUANTILE],
+        "low": scale.low,
+        "high": scale.high,
+        "scores": sum(len(c) for t in healthy for c in t.cycles),
+    }
+    metadata = {
+        **metadata,
+        **fitted,
         "healthy": [trace.to_dict() for trace in healthy],
         "collapsed": [trace.to_dict() for trace in collapsed],
         "results": results,
     }
-    document = _document(base, base_ref, scale, floor, metadata)
-    text = _text(document, base)
-    return Fit(scale, floor, largest, _parse(text, base, out), text)
+    if power is not None:
+        metadata["power"] = power
+    return metadata
 
 
 def _results(
@@ -200,17 +265,31 @@ def _results(
     }
 
 
-def _document(
-    base: Policy, base_ref: str, scale: Calibration, floor: float, calibration: dict[str, Any]
+def _document(  # noqa: PLR0913 - what the fitted policy states
+    base: Policy,
+    base_ref: str,
+    scale: Calibration,
+    floor: float,
+    calibration: dict[str, Any],
+    *,
+    cusum: CusumSettings | None = None,
 ) -> dict[str, Any]:
     metadata: dict[str, Any] = {"name": base.name, "version": bump_minor(base.version)}
+    fitted = (
+        f"spread floor {floor} on that scale"
+        if cusum is None
+        else f"cusum spread test, threshold {cusum.threshold}"
+    )
     if calibration:
         metadata["description"] = (
             f"{base.name}@{base.version} calibrated to its scorer: raw {scale.low} -> 0, "
-            f"{scale.high} -> 1; spread floor {floor} on that scale. Fitted by prunewarden "
+            f"{scale.high} -> 1; {fitted}. Fitted by prunewarden "
             "calibrate on the traces named in metadata.calibration."
         )
         metadata["calibration"] = calibration
+    collapse: dict[str, Any] = {"spread_floor": floor}
+    if cusum is not None:
+        collapse = {"spread_floor_mode": "cusum", "cusum": cusum.to_dict()}
     return {
         "apiVersion": "prunewarden/v1",
         "kind": "Policy",
@@ -218,7 +297,7 @@ def _document(
         "metadata": metadata,
         "spec": {
             "scores": {"calibration": {"fixed": {"low": scale.low, "high": scale.high}}},
-            "collapse": {"spread_floor": floor},
+            "collapse": collapse,
         },
     }
 

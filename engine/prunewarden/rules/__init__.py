@@ -1,6 +1,7 @@
-"""Custom CEL rules: the only package that imports ``celpy`` (and ``re2``). Expressions are
-compiled and checked against the documented variables when a policy loads, and evaluated within a
-budget of CPU time and memory.
+"""Custom CEL rules: the only package that imports ``celpy``, ``cel_expr_python`` (and ``re2``).
+Expressions are compiled and checked against the documented variables when a policy loads, and
+evaluated within a budget of CPU time and memory, by cel-python or (the ``cel-native`` extra)
+cel-cpp.
 
 The names below resolve from their modules on first use (PEP 562 ``__getattr__``), not when the
 package is imported: cel-python, lark and pendulum take longer to import than the rest of
@@ -16,6 +17,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from prunewarden.rules._backend import BACKENDS, BackendUnavailableError, check_backend
     from prunewarden.rules._budget import Budget, Deadline
     from prunewarden.rules._checker import field_paths
     from prunewarden.rules._compiler import compile_expression
@@ -28,6 +30,9 @@ if TYPE_CHECKING:
 
 # Each public name and the module defining it (the imports above, read at run time).
 _MODULE_OF = {
+    "BACKENDS": "_backend",
+    "BackendUnavailableError": "_backend",
+    "check_backend": "_backend",
     "Budget": "_budget",
     "Deadline": "_budget",
     "field_paths": "_checker",
@@ -60,7 +65,9 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "BACKENDS",
     "DEFAULT_CACHE_SIZE",
+    "BackendUnavailableError",
     "Budget",
     "Deadline",
     "EvaluationError",
@@ -69,6 +76,7 @@ __all__ = [
     "Rule",
     "RuleSet",
     "Shape",
+    "check_backend",
     "compile_expression",
     "compile_rules",
     "evaluate_bool",

@@ -32,6 +32,10 @@ except ImportError:  # not POSIX (Windows): time.thread_time measures the same C
     resource = None  # type: ignore[assignment]
 
 
+# A BaseException on purpose, though cel-python 0.5 lets an Exception out of the engine
+# functions too: any ``except Exception`` between the meter and run() (cel-python's, a later
+# version's, an engine function's) would turn a spent budget into a value and the rule would
+# decide on it. Only evaluate() catches it, and it fails the rule (tests/rules/test_deadline.py).
 class BudgetExceededError(BaseException):
     """An evaluation spent its budget; ``args[0]`` says which, without quoting any value."""
 

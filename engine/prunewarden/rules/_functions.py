@@ -19,7 +19,7 @@ from celpy.evaluation import CELEvalError, base_functions
 from prunewarden.rules import _budget as budget
 from prunewarden.rules._patterns import matches
 from prunewarden.rules._times import TIME_FUNCTIONS
-from prunewarden.rules._values import type_name
+from prunewarden.rules._values import format_double, type_name
 
 # Engine functions' loops look at the clock every this many elements.
 _CHECK_EVERY = 4096
@@ -53,6 +53,18 @@ def _heterogeneous(name: str, compare: Callable[[Any, Any], bool]) -> Callable[[
         return original(left, right)
 
     return operator
+
+
+def _divide(left: Any, right: Any) -> Any:
+    """IEEE 754 division of doubles, as CEL specifies and cel-cpp does: cel-python gives +inf
+    for every division by zero (``-1.0 / 0.0``, ``0.0 / 0.0``), where the sign and NaN count."""
+    both = isinstance(left, ct.DoubleType) and isinstance(right, ct.DoubleType)
+    if both and float(right) == 0.0:
+        numerator = float(left)
+        if numerator == 0 or math.isnan(numerator):
+            return ct.DoubleType(math.nan)
+        return ct.DoubleType(math.copysign(math.inf, numerator) * math.copysign(1.0, right))
+    return base_functions["_/_"](left, right)
 
 
 def _numbers(values: Any, function: str) -> list[float] | CELEvalError:
@@ -147,9 +159,14 @@ def _sized(name: str) -> Callable[..., Any]:
     original = base_functions[name]
 
     def function(*args: Any) -> Any:
+        result: Any
         if len(args) == 2 and all(isinstance(a, str | bytes | list) for a in args):
             budget.allocate(len(args[0]) + len(args[1]))
-        result = original(*args)
+        if name == "string" and len(args) == 1 and isinstance(args[0], ct.DoubleType):
+            # cel-cpp's spelling (``"1"``, not ``"1.0"``), so both backends give the same text.
+            result = ct.StringType(format_double(float(args[0])))
+        else:
+            result = original(*args)
         if len(args) == 1 and isinstance(result, str | bytes):
             budget.allocate(len(result))
         return result
@@ -185,6 +202,7 @@ FUNCTIONS: dict[str, Any] = {
     "_>_": _heterogeneous("_>_", lambda a, b: a > b),
     "_>=_": _heterogeneous("_>=_", lambda a, b: a >= b),
     "_+_": _sized("_+_"),
+    "_/_": _divide,
     "string": _sized("string"),
     "bytes": _sized("bytes"),
     "matches": matches,

@@ -50,6 +50,14 @@ def compile_pattern(pattern: str) -> Any:
         return "matches() was given an invalid or too large RE2 pattern"
 
 
+def program_size(pattern: str) -> int | None:
+    """The size of ``pattern``'s compiled RE2 program, None when it is not a usable pattern."""
+    if len(pattern) > MAX_MATCH_PATTERN_CHARS:
+        return None
+    compiled = compile_pattern(pattern)
+    return None if isinstance(compiled, str) else int(compiled.programsize)
+
+
 def matches(text: Any, pattern: Any) -> Any:
     """Whether RE2 ``pattern`` matches anywhere in ``text``; its worst case priced first."""
     if not isinstance(text, str) or not isinstance(pattern, str):

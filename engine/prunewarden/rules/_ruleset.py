@@ -22,10 +22,18 @@ from typing import TYPE_CHECKING, Any
 
 from prunewarden.decision import HALT_ACTIONS, Action, Reason, Verdict
 from prunewarden.limits import MAX_DECISION_RULE_MS
+from prunewarden.rules._backend import check_backend
 from prunewarden.rules._budget import Budget, Deadline
 from prunewarden.rules._cache import ResultCache
 from prunewarden.rules._evaluation import EvaluationError, evaluate_bool, evaluate_text
+from prunewarden.rules._expression import Expression
 from prunewarden.rules._model import DEFAULT_CACHE_SIZE, Rule
+from prunewarden.rules._native import (
+    NativeExpression,
+    compile_native,
+    evaluate_native,
+    native_type_name,
+)
 from prunewarden.rules._values import to_cel
 from prunewarden.rules._variables import Variables
 
@@ -53,11 +61,23 @@ class RuleSet:
         params: Mapping[str, Any],
         *,
         cache_size: int = DEFAULT_CACHE_SIZE,
+        backend: str | None = None,
     ) -> None:
+        """``backend`` is the CEL runtime that evaluates the rules: ``"python"`` (cel-python) or
+        ``"native"`` (cel-cpp, the ``cel-native`` extra; :class:`BackendUnavailableError` without
+        it, whether or not there are rules), None for ``PRUNEWARDEN_CEL`` (else python)."""
         self.check = check
+        self.backend = check_backend(backend)
         self.rules = tuple(rule for rule in rules if rule.check == check)
         self.cache = ResultCache(cache_size)
         self._params = to_cel(dict(params))
+        # The native programs, by the identity of the expression they were compiled from.
+        self._native: dict[int, NativeExpression] = {}
+        if self.backend == "native":
+            for rule in self.rules:
+                for expression in (rule.when, rule.message_expression):
+                    if expression is not None:
+                        self._native[id(expression)] = compile_native(expression)
 
     def __bool__(self) -> bool:
         return bool(self.rules)
@@ -149,9 +169,7 @@ class RuleSet:
         if cached is not None:
             return cached
         try:
-            matched = evaluate_bool(
-                rule.when, variables.cel(reads, item), deadline=deadline.started()
-            )
+            matched = self._bool(rule.when, variables.cel(reads, item), deadline.started())
         except EvaluationError as exc:
             if str(exc) == "timed out":
                 msg = f"timed out (timeout_ms: {rule.timeout * 1000:g})"
@@ -159,6 +177,28 @@ class RuleSet:
             raise
         self.cache.put(key, matched)
         return matched
+
+    def _bool(
+        self, expression: Expression, variables: Mapping[str, Any], deadline: Deadline
+    ) -> bool:
+        native = self._native.get(id(expression))
+        if native is None:
+            return evaluate_bool(expression, variables, deadline=deadline)
+        value = evaluate_native(native, variables, deadline=deadline)
+        if not isinstance(value, bool):
+            raise EvaluationError(f"gave {native_type_name(value)}, not a bool")
+        return value
+
+    def _text(
+        self, expression: Expression, variables: Mapping[str, Any], deadline: Deadline
+    ) -> str:
+        native = self._native.get(id(expression))
+        if native is None:
+            return evaluate_text(expression, variables, deadline=deadline)
+        value = evaluate_native(native, variables, deadline=deadline)
+        if not isinstance(value, str):
+            raise EvaluationError(f"gave {native_type_name(value)}, not a string")
+        return value
 
     def _message(
         self, rule: Rule, variables: Variables, item: int | None, shared: _SharedBudget
@@ -168,10 +208,10 @@ class RuleSet:
         position = None if item is None or item < 0 else item
         try:
             reads = rule.message_expression.reads
-            return evaluate_text(
+            return self._text(
                 rule.message_expression,
                 variables.cel(reads, position),
-                deadline=Deadline(rule.timeout, shared.started()),
+                Deadline(rule.timeout, shared.started()),
             )
         except Exception as exc:  # noqa: BLE001 - the rule matched; only its wording failed
             return f"rule {rule.name!r} matched (its message_expression failed: {exc})"

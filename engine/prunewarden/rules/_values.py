@@ -5,7 +5,9 @@ decisions.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
+from decimal import Decimal
 from typing import Any
 
 import celpy.celtypes as ct
@@ -35,6 +37,28 @@ def to_cel(value: Any, _depth: int = 0) -> Any:
         return ct.ListType([to_cel(item, _depth + 1) for item in value])
     msg = f"{type(value).__name__} has no CEL value"
     raise TypeError(msg)
+
+
+def format_double(value: float) -> str:
+    """``string(double)`` as cel-cpp writes it, the one spelling both backends give: the
+    shortest digits that read back as the same double, in fixed notation when the decimal
+    exponent is in [-4, 6) and in exponent notation (two digits at least) otherwise —
+    ``1.0`` is ``"1"``, ``1e6`` is ``"1e+06"``, ``-0.0`` is ``"-0"``, ``1e21`` is ``"1e+21"``."""
+    if math.isnan(value):  # its sign bit shows, as printf shows it
+        return "-nan" if math.copysign(1.0, value) < 0 else "nan"
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    if value == 0:
+        return "-0" if math.copysign(1.0, value) < 0 else "0"
+    sign, digits, exponent = Decimal(repr(value)).normalize().as_tuple()
+    assert isinstance(exponent, int)  # noqa: S101 - a finite Decimal has an int exponent
+    text = "".join(map(str, digits))
+    magnitude = len(text) - 1 + exponent  # the decimal exponent of the first digit
+    if -4 <= magnitude < 6:  # printf's %g rule, with the shortest digits
+        fixed = format(Decimal(repr(abs(value))).normalize(), "f")
+        return ("-" if sign else "") + fixed
+    mantissa = text[0] + ("." + text[1:] if len(text) > 1 else "")
+    return f"{'-' if sign else ''}{mantissa}e{'-' if magnitude < 0 else '+'}{abs(magnitude):02d}"
 
 
 def type_name(value: Any) -> str:

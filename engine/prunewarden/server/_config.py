@@ -110,7 +110,8 @@ class ServerConfig:
     and without the token (None: metrics only on ``listen``, behind the token). The limits are
     those of docs/limits.md ("The server").
     ``audit_key_env``: the environment variable holding the audit log's HMAC key (None: an
-    unkeyed log; see docs/audit-log.md).
+    unkeyed log; see docs/audit-log.md). ``cel``: the CEL backend of the policy's rules,
+    ``python`` or ``native`` (None: ``PRUNEWARDEN_CEL``, else python; docs/rules.md).
     """
 
     policy: str
@@ -133,6 +134,7 @@ class ServerConfig:
     keep_alive_seconds: float = KEEP_ALIVE_SECONDS
     metrics_listen: Listen | None = None
     audit_key_env: str | None = None
+    cel: str | None = None
 
     def __post_init__(self) -> None:
         if not self.listen.is_loopback and self.token is None:

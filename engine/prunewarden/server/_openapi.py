@@ -331,7 +331,7 @@ def _components() -> dict[str, Any]:
                 "properties": {
                     "session_id": {"type": "string"},
                     "halted": {"type": "boolean"},
-                    "state": {"$ref": SCHEMA_BASE + "session-state.v2.schema.json"},
+                    "state": {"$ref": SCHEMA_BASE + "session-state.v3.schema.json"},
                     "policy": _identity(),
                 },
             },

@@ -97,6 +97,7 @@ def build_app(config: ServerConfig) -> Built:
             audit=audit,
             store=store,
             on_decision=metrics,
+            cel=config.cel,
         )
     except BaseException:
         store.close()

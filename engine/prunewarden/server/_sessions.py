@@ -269,7 +269,7 @@ class SessionService:
         return decision_answer(decision)
 
     def state(self, session_id: str, _body: bytes) -> Answer:
-        """``GET /v1/sessions/{id}``: the session's ``session-state.v2`` document; 404 when the
+        """``GET /v1/sessions/{id}``: the session's ``session-state.v3`` document; 404 when the
         server holds none."""
         _check_id(session_id)
         with self._held(session_id):

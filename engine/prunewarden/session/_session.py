@@ -54,6 +54,7 @@ from prunewarden.session._state import (
     Halt,
     History,
     RulePins,
+    advance_cusum,
     fit_history,
     read_state,
     refuse_dropped,
@@ -134,7 +135,7 @@ class Session:
             self._history = replace(self._history, rule_pins=updated)
 
     def state(self) -> dict[str, Any]:
-        """A JSON-serializable snapshot (``session-state.v2``) that
+        """A JSON-serializable snapshot (``session-state.v3``) that
         ``Engine.session(id, state=...)`` restores."""
         with self._lock:
             return state_document(self._history, self.policy.identity, self.session_id, self.labels)
@@ -189,10 +190,11 @@ class Session:
             settings = self.policy.spec.collapse
             window = (*history.snapshots, snapshot)[-(settings.consecutive_cycles + 1) :]
             early = history.early_spreads
-            if len(early) < settings.relative_first_cycles:
+            if len(early) < settings.early_cycles:
                 early = (*early, self._spread(snapshot))
             relative = settings.spread_floor_mode == "relative"
-            request = CollapseRequest(window, baseline, early if relative else None)
+            track, basis = advance_cusum(history, self.policy, snapshot, early, self._spread)
+            request = CollapseRequest(window, baseline, early if relative else None, track)
             decision = self.decide("collapse", request, document)
             halt = None
             if decision.blocks:
@@ -205,6 +207,8 @@ class Session:
                 early_spreads=early,
                 cycles_seen=history.cycles_seen + 1,
                 halt=halt,
+                cusum=track if track is not None else history.cusum,
+                cusum_basis=basis,
             )
             self._publish(pending=True, decided=True)
             self._commit(history, (decision.decision_id,))

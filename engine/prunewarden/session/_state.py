@@ -1,10 +1,10 @@
-"""A session's history as one immutable value, and as the document ``session-state.v2``.
+"""A session's history as one immutable value, and as the document ``session-state.v3``.
 
 A :class:`History` is everything a session keeps between calls: the last few snapshots and
 turns (sized by the policy's windows), each canary's baseline, the spreads of the first cycles,
-the segments a custom rule pinned, and the halt in force. The session swaps in a new value on
-every change, so a snapshot of it (``Session.state()``) is always whole, and a store can write
-exactly what a decision saw.
+the segments a custom rule pinned, the cusum spread test's sum and run, and the halt in force.
+The session swaps in a new value on every change, so a snapshot of it (``Session.state()``) is
+always whole, and a store can write exactly what a decision saw.
 
 A history kept under one policy can be carried over to another (a reload, or a restore after a
 deploy): :func:`fit_history` keeps each part the new policy's windows can use and says why it
@@ -12,17 +12,20 @@ drops the others. The halt is never dropped: only a later cycle that passes the 
 lifts it. Rule pins always are: each was authorized by a rule of the policy that made it, so the
 new policy's rules decide those segments afresh.
 
-Version 1 documents (written before rule pins were kept) are still read, with no pins.
+Version 1 documents (written before rule pins were kept) are still read, with no pins; version 2
+documents (before the cusum spread test), with its sum at 0 and no run.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from prunewarden import _schemas
+from prunewarden._cusum import CusumTrack, Step, advance, log_reference
 from prunewarden._identity import PolicyIdentity
+from prunewarden._json import canonical_digest
 from prunewarden._source import Parsed
 from prunewarden.errors import Problem, SessionStateError
 from prunewarden.inputs import ScoreRange, Snapshot, Turn
@@ -30,8 +33,8 @@ from prunewarden.limits import MAX_ENTRIES
 from prunewarden.policy import Calibration, Policy
 from prunewarden.scoring import text_sha256
 
-STATE_VERSION = 2
-READABLE_VERSIONS = (1, 2)
+STATE_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
 STATE_FILENAME = "<session-state>"
 PARTS = ("snapshots", "baseline", "early_spreads", "turns", "halt")
 
@@ -98,6 +101,27 @@ class History:
     turns: tuple[Turn, ...] = ()
     rule_pins: RulePins = field(default_factory=RulePins)
     halt: Halt | None = None
+    # The cusum spread test's sum and run, valid under the settings ``cusum_basis`` names.
+    cusum: CusumTrack = field(default_factory=CusumTrack)
+    cusum_basis: str | None = None
+
+
+def cusum_basis(policy: Policy) -> str | None:
+    """What a cusum track is only valid under: the policy's cusum settings, the consecutive
+    cycles and minimum entries that decide which cycles count, and the scale spreads are
+    measured on (None: the policy has no cusum spread test)."""
+    collapse = policy.spec.collapse
+    if collapse.cusum is None:
+        return None
+    scale = policy.spec.calibration
+    return canonical_digest(
+        {
+            "cusum": collapse.cusum.to_dict(),
+            "consecutive_cycles": collapse.consecutive_cycles,
+            "min_live_entries": collapse.min_live_entries,
+            "scale": scale.to_dict() if scale is not None else None,
+        }
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,10 +151,36 @@ def remember_baseline(
     return updated
 
 
+def advance_cusum(
+    history: History,
+    policy: Policy,
+    snapshot: Snapshot,
+    early: tuple[float, ...],
+    spread: Callable[[Snapshot], float],
+) -> tuple[CusumTrack | None, str | None]:
+    """The cusum track after ``snapshot`` (its spread on the judged scale by ``spread``, the
+    session's first spreads ``early``), and the basis it is valid under; (None, None) without
+    the cusum spread test. What :func:`prunewarden._cusum.replay` computes over the session's
+    whole history, one cycle at a time."""
+    basis = cusum_basis(policy)
+    settings = policy.spec.collapse
+    parameters = settings.cusum_parameters()
+    if basis is None or parameters is None:
+        return None, None
+    track = history.cusum if history.cusum_basis == basis else CusumTrack()
+    ordinal = history.cycles_seen + 1
+    if ordinal <= settings.consecutive_cycles:
+        return track, basis
+    if len(snapshot.scores) < settings.min_live_entries:
+        return track.reset_run(), basis
+    reference = log_reference(parameters, early, ordinal)
+    return advance(track, parameters, snapshot.cycle, spread(snapshot), reference), basis
+
+
 def state_document(
     history: History, policy: PolicyIdentity, session_id: str | None, labels: Mapping[str, str]
 ) -> dict[str, Any]:
-    """The ``session-state.v2`` document of a history (JSON values only)."""
+    """The ``session-state.v3`` document of a history (JSON values only)."""
     return {
         "state_version": STATE_VERSION,
         "session_id": session_id,
@@ -155,6 +205,21 @@ def state_document(
             "segments": dict(history.rule_pins.segments),
         },
         "halt": history.halt.to_dict() if history.halt is not None else None,
+        "cusum": {
+            "basis": history.cusum_basis,
+            "sum": history.cusum.total,
+            "run": [_step_document(step) for step in history.cusum.run],
+        },
+    }
+
+
+def _step_document(step: Step) -> dict[str, Any]:
+    return {
+        "cycle": step.cycle,
+        "log_reference": step.log_reference,
+        "reference_cycles": step.reference_cycles,
+        "log_ratio": step.log_ratio,
+        "increment": step.increment,
     }
 
 
@@ -169,7 +234,7 @@ class RestoredState:
 
 
 def read_state(document: Any, filename: str = STATE_FILENAME) -> RestoredState:
-    """Validate a ``session-state`` document (version 1 or 2) and type it, or raise
+    """Validate a ``session-state`` document (version 1, 2 or 3) and type it, or raise
     :class:`SessionStateError` with every problem located."""
     parsed = Parsed(document, filename)
     version = document.get("state_version") if isinstance(document, Mapping) else None
@@ -185,6 +250,7 @@ def read_state(document: Any, filename: str = STATE_FILENAME) -> RestoredState:
     scale = spreads["scale"]
     halt = document["halt"]
     pins = document.get("rule_pins") or {"policy": None, "segments": {}}
+    cusum = document.get("cusum") or {"basis": None, "sum": 0.0, "run": []}
     history = History(
         snapshots=tuple(
             Snapshot(s["cycle"], dict(s["scores"]), tuple(s.get("pinned", ())))
@@ -199,6 +265,20 @@ def read_state(document: Any, filename: str = STATE_FILENAME) -> RestoredState:
         halt=Halt(halt["decision_id"], halt["code"], halt["cycle"], halt["policy"])
         if halt is not None
         else None,
+        cusum=CusumTrack(
+            float(cusum["sum"]),
+            tuple(
+                Step(
+                    r["cycle"],
+                    float(r["log_reference"]),
+                    r["reference_cycles"],
+                    float(r["log_ratio"]),
+                    float(r["increment"]),
+                )
+                for r in cusum["run"]
+            ),
+        ),
+        cusum_basis=cusum["basis"],
     )
     return RestoredState(
         history,
@@ -236,19 +316,14 @@ def fit_history(history: History, policy: Policy) -> Fitted:
     if outside:
         dropped["baseline"] = outside
         baseline = {}
-    early, scale = history.early_spreads, history.spread_scale
-    if spec.collapse.spread_floor_mode == "relative":
-        needed = min(history.cycles_seen, spec.collapse.relative_first_cycles)
-        if scale != spec.calibration:
-            dropped["early_spreads"] = "the early spreads were measured on another calibration"
-        elif len(early) < needed:
-            dropped["early_spreads"] = (
-                f"{needed} early spreads are needed (relative_to.first_cycles), "
-                f"{len(early)} were kept"
+    early, scale = _fit_early_spreads(history, policy, dropped)
+    track, basis = history.cusum, cusum_basis(policy)
+    if history.cusum_basis != basis:
+        if track != CusumTrack():
+            dropped["cusum"] = (
+                "the cusum sum was accumulated under other cusum settings: it starts again at 0"
             )
-        if "early_spreads" in dropped:
-            early, scale = (), spec.calibration
-        early = early[: spec.collapse.relative_first_cycles]
+        track = CusumTrack()
     turns = history.turns[-(spec.staleness.drift_consecutive_turns + 1) :]
     outside = _outside(spec.scores, (t.mean_relevance for t in turns))
     if outside:
@@ -269,9 +344,38 @@ def fit_history(history: History, policy: Policy) -> Fitted:
         spread_scale=scale,
         turns=turns,
         rule_pins=pins,
+        cusum=track,
+        cusum_basis=basis,
     )
     kept = tuple(part for part in PARTS if part not in dropped)
     return Fitted(fitted, kept, dropped)
+
+
+def _fit_early_spreads(
+    history: History, policy: Policy, dropped: dict[str, str]
+) -> tuple[tuple[float, ...], Calibration | None]:
+    """The first spreads the policy's spread test reads (relative floor or cusum reference),
+    and their scale; dropped (with the reason in ``dropped``) when they cannot serve it."""
+    spec = policy.spec
+    early, scale = history.early_spreads, history.spread_scale
+    early_cycles = spec.collapse.early_cycles
+    if not early_cycles:
+        return early, scale
+    needed = min(history.cycles_seen, early_cycles)
+    if scale != spec.calibration:
+        dropped["early_spreads"] = "the early spreads were measured on another calibration"
+    elif len(early) < needed:
+        setting = (
+            "relative_to.first_cycles"
+            if spec.collapse.spread_floor_mode == "relative"
+            else "cusum.reference.first_cycles"
+        )
+        dropped["early_spreads"] = (
+            f"{needed} early spreads are needed ({setting}), {len(early)} were kept"
+        )
+    if "early_spreads" in dropped:
+        early, scale = (), spec.calibration
+    return early[:early_cycles], scale
 
 
 def refuse_dropped(fitted: Fitted, policy: Policy, filename: str = STATE_FILENAME) -> None:

@@ -1,0 +1,138 @@
+"""The capped CUSUM of the collapse guard's cusum spread test, as pure arithmetic on spreads.
+
+With n = ``consecutive_cycles``, k the slack, h the threshold and s_c a cycle's spread (floored at
+:data:`SPREAD_FLOOR` before logs), each judged cycle c (c >= n + 1, counted from the session's
+first cycle) adds u_c = ln(R_c / s_c) - k, at most h / n, to a sum floored at 0:
+S_c = max(0, S_{c-1} + min(u_c, h / n)). The reference R_c is the geometric mean of the spreads
+of cycles 1..min(first_cycles, c - n), shrunk toward a prior: ln R_c = (w * mu + sum ln s_e) /
+(w + |E_c|). Signal A holds when S_c >= h and each of the last n increments was positive; the cap
+makes sure no single cycle can raise it.
+
+A session advances a :class:`CusumTrack` one cycle at a time and keeps it; a stateless document
+recomputes it over its history with :func:`replay`. Both go through :func:`advance`, so they agree.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+SPREAD_FLOOR = 1e-6  # a spread of 0 has no logarithm; below this, every spread is alike
+
+
+@dataclass(frozen=True, slots=True)
+class CusumParameters:
+    """What the arithmetic reads of a policy (``spec.collapse`` and its ``cusum`` block)."""
+
+    consecutive_cycles: int
+    slack: float
+    threshold: float
+    first_cycles: int
+    prior_log_spread: float
+    prior_weight: float
+
+    @property
+    def cap(self) -> float:
+        """The most one cycle can add: h / n."""
+        return self.threshold / self.consecutive_cycles
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One judged cycle's evidence."""
+
+    cycle: int
+    log_reference: float
+    reference_cycles: int  # |E_c|
+    log_ratio: float  # ln(R_c / s_c)
+    increment: float  # u_c = log_ratio - k, before the cap
+
+    def to_dict(self) -> dict[str, float | int]:
+        return {"cycle": self.cycle, "log_ratio": self.log_ratio, "increment": self.increment}
+
+
+@dataclass(frozen=True, slots=True)
+class CusumTrack:
+    """The sum S after the last judged cycle and the run: the last (at most n) steps since the
+    last reset (a cycle with too few entries resets it, and leaves S as it was)."""
+
+    total: float = 0.0
+    run: tuple[Step, ...] = ()
+
+    def signal(self, parameters: CusumParameters) -> bool:
+        """Signal A: S reached the threshold and each of the last n increments was positive."""
+        n = parameters.consecutive_cycles
+        return (
+            self.total >= parameters.threshold
+            and len(self.run) >= n
+            and all(step.increment > 0 for step in self.run[-n:])
+        )
+
+    def reset_run(self) -> CusumTrack:
+        return CusumTrack(self.total, ())
+
+
+def log_spread(spread: float) -> float:
+    return math.log(max(spread, SPREAD_FLOOR))
+
+
+def log_reference(
+    parameters: CusumParameters, early_spreads: Sequence[float], ordinal: int
+) -> tuple[float, int]:
+    """ln R_c for the session's ``ordinal``-th cycle (1-based), from the spreads of its first
+    cycles, and how many of them it used. With no prior weight and no early cycle (a session
+    that lost them), the prior alone."""
+    before_window = ordinal - parameters.consecutive_cycles
+    used = early_spreads[: max(0, min(parameters.first_cycles, before_window))]
+    weight = parameters.prior_weight + len(used)
+    if weight <= 0:
+        return parameters.prior_log_spread, 0
+    own = math.fsum(log_spread(spread) for spread in used)
+    return (parameters.prior_weight * parameters.prior_log_spread + own) / weight, len(used)
+
+
+def advance(
+    track: CusumTrack,
+    parameters: CusumParameters,
+    cycle: int,
+    spread: float,
+    reference: tuple[float, int],
+) -> CusumTrack:
+    """The track after one judged cycle of spread ``spread`` against ``reference`` (ln R_c and
+    |E_c|, from :func:`log_reference`)."""
+    log_ratio = reference[0] - log_spread(spread)
+    increment = log_ratio - parameters.slack
+    total = max(0.0, track.total + min(increment, parameters.cap))
+    step = Step(cycle, reference[0], reference[1], log_ratio, increment)
+    return CusumTrack(total, (*track.run, step)[-parameters.consecutive_cycles :])
+
+
+def replay(
+    parameters: CusumParameters,
+    cycles: Sequence[tuple[int, float, bool]],
+) -> CusumTrack:
+    """The track after ``cycles`` (each ``(cycle, spread, judgeable)``, the session's first
+    cycle first): the first n cycles only make the reference; a cycle that is not judgeable
+    (too few entries) leaves S as it was and resets the run."""
+    last = deque(tracks(parameters, cycles), maxlen=1)
+    return last[0] if last else CusumTrack()
+
+
+def tracks(
+    parameters: CusumParameters,
+    cycles: Sequence[tuple[int, float, bool]],
+) -> Iterator[CusumTrack]:
+    """The track after each of ``cycles``, as :func:`replay` computes the last."""
+    spreads = [spread for _, spread, _ in cycles[: parameters.first_cycles]]
+    track = CusumTrack()
+    for ordinal, (cycle, spread, judgeable) in enumerate(cycles, start=1):
+        if ordinal <= parameters.consecutive_cycles:
+            pass
+        elif not judgeable:
+            track = track.reset_run()
+        else:
+            reference = log_reference(parameters, spreads, ordinal)
+            track = advance(track, parameters, cycle, spread, reference)
+        yield track

@@ -1,0 +1,6 @@
+"""``python -m mutation``: mutate the critical modules, print the score per module and the
+survivors (docs/testing.md)."""
+
+from mutation._main import main
+
+raise SystemExit(main())

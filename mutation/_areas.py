@@ -1,0 +1,84 @@
+"""The safety-critical modules and the tests of their area.
+
+Each module's tests run in two stages: first the tests that own its behaviour (most mutants die
+there, in a second or two), then, only for a mutant that survived them, the wider tests of its
+area. A run stops at the first failure. The sets are chosen so that the whole run finishes on a
+2-core machine within an hour: in-process tests, not the ones that start servers or processes.
+"""
+
+from __future__ import annotations
+
+Stages = tuple[tuple[str, ...], ...]
+
+GUARDS = ("tests/guards", "tests/test_cases.py")
+PIPELINE = ("tests/pipeline", "tests/test_faults.py", "tests/test_cases.py")
+RULES = (
+    "tests/rules/test_budget.py",
+    "tests/rules/test_rules.py",
+    "tests/rules/test_expressions.py",
+)
+POLICY = (
+    "tests/policy/test_lock.py",
+    "tests/policy/test_overlays.py",
+    "tests/policy/test_policy.py",
+)
+AUDIT = ("tests/audit/test_chain.py", "tests/audit/test_record.py")
+SESSION = ("tests/session", "tests/engine")
+ADAPTERS = ("tests/integrations/test_pass.py", "tests/test_planner.py")
+CALIBRATE = ("tests/replay/test_fit.py",)
+
+EXACT_GUARDS = "tests/guards/test_exact_checks.py"
+REASONS = "tests/guards/test_reason_details.py"
+EXACT_AUDIT = "tests/audit/test_exact_verify.py"
+REPORT = "tests/audit/test_verify_report.py"
+HALTS = "tests/session/test_halts_held.py"
+ACCESS = "tests/server/test_access_rules.py"
+
+# Module (under engine/) -> its stages of tests.
+AREAS: dict[str, Stages] = {
+    "prunewarden/guards/collapse.py": ((REASONS, "tests/guards/test_collapse.py"), GUARDS),
+    "prunewarden/guards/eviction.py": (
+        (EXACT_GUARDS, REASONS, "tests/guards/test_eviction.py"),
+        GUARDS,
+    ),
+    "prunewarden/guards/staleness.py": (
+        (EXACT_GUARDS, REASONS, "tests/guards/test_staleness.py"),
+        GUARDS,
+    ),
+    "prunewarden/pipeline/_compile.py": (
+        ("tests/pipeline/test_calibration_record.py", "tests/test_faults.py"),
+        PIPELINE,
+    ),
+    "prunewarden/pipeline/_calibration.py": (
+        ("tests/pipeline/test_calibrated_requests.py", "tests/pipeline/test_calibration.py"),
+        PIPELINE,
+    ),
+    "prunewarden/rules/_budget.py": (("tests/rules/test_deadline.py",), RULES),
+    "prunewarden/rules/_evaluation.py": (("tests/rules/test_deadline.py",), RULES),
+    "prunewarden/policy/_lock.py": (
+        (EXACT_AUDIT, "tests/policy/test_lock_errors.py", "tests/policy/test_lock.py"),
+        POLICY,
+    ),
+    "prunewarden/policy/_guardrails.py": (
+        (
+            "tests/policy/test_overlays.py",
+            "tests/policy/test_files.py::TestLocksCoverWhatARuleReads",
+        ),
+        POLICY,
+    ),
+    "prunewarden/audit/_chain.py": ((EXACT_AUDIT, REPORT), AUDIT),
+    "prunewarden/audit/_verify.py": ((EXACT_AUDIT, REPORT), AUDIT),
+    "prunewarden/session/_session.py": ((HALTS, "tests/session/test_session.py"), SESSION),
+    "prunewarden/session/_state.py": ((HALTS, "tests/session/test_state.py"), SESSION),
+    "prunewarden/session/_registry.py": ((HALTS, "tests/session/test_bypass.py"), SESSION),
+    "prunewarden/session/_store.py": ((HALTS, "tests/session/test_store.py"), SESSION),
+    # The server's other tests start real servers: a survivor would cost half a minute each.
+    "prunewarden/server/_app.py": ((ACCESS,),),
+    "prunewarden/server/_config.py": ((ACCESS, "tests/server/test_listen.py"),),
+    "prunewarden/server/_sessions.py": ((ACCESS,),),
+    "prunewarden/integrations/_pass.py": (
+        ("tests/integrations/test_pass_gates.py", "tests/integrations/test_pass_outcomes.py"),
+        ADAPTERS,
+    ),
+    "prunewarden/replay/_fit.py": (("tests/replay/test_fit_counts.py",), CALIBRATE),
+}

@@ -1,0 +1,143 @@
+"""The command line of ``python -m mutation``: which modules, how many at a time, the report."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from mutation._areas import AREAS, Stages
+from mutation._operators import Mutant, mutants
+from mutation._runner import ENGINE, Job, Result, preload, run_jobs, slots
+
+TARGET = 95.0  # percent of a module's mutants its area's tests must kill
+# A mutant's run may take this many times the area's clean run (plus a margin) before it is
+# called a timeout: a mutant that turns a loop endless is killed, not waited for.
+_TIMEOUT_FACTOR, _TIMEOUT_MARGIN = 3.0, 10.0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m mutation", description=__doc__)
+    parser.add_argument("--module", action="append", choices=sorted(AREAS), help="repeatable")
+    parser.add_argument("--jobs", type=int, default=2, help="mutants run at a time (default 2)")
+    parser.add_argument("--list", action="store_true", help="print the mutants, run nothing")
+    parser.add_argument("--json", type=Path, help="write every result to this file")
+    parser.add_argument("--keep", help="make the copies in this folder and keep them")
+    parser.add_argument("--target", type=float, default=TARGET, help="percent killed per module")
+    args = parser.parse_args(argv)
+    modules = args.module or sorted(AREAS)
+    found = {m: mutants(m, (ENGINE / m).read_text(encoding="utf-8")) for m in modules}
+    if args.list:
+        for module in modules:
+            for mutant in found[module]:
+                print(mutant.describe())
+        return 0
+    preload()
+    started = time.monotonic()
+    with slots(max(1, args.jobs), args.keep) as slot_dirs:
+        baselines = _baselines(modules, slot_dirs)
+        broken = [tests for tests, result in baselines.items() if result.outcome != "survived"]
+        if broken:
+            print(f"the area tests fail on the unchanged tree: {broken}", file=sys.stderr)
+            return 2
+        jobs = [
+            Job(mutant, AREAS[module], _timeout(baselines[AREAS[module]]))
+            for module in modules
+            for mutant in found[module]
+        ]
+        results = run_jobs(jobs, slot_dirs, _progress(len(jobs)))
+    elapsed = time.monotonic() - started
+    scores = _report(modules, results, elapsed, args.jobs)
+    if args.json is not None:
+        _write_json(args.json, results, scores, elapsed, args.jobs)
+    below = [m for m, score in scores.items() if score < args.target]
+    return 1 if below else 0
+
+
+def _baselines(modules: Sequence[str], slot_dirs: Sequence[Path]) -> dict[Stages, Result]:
+    """Each distinct test set once on the unchanged tree: it must pass, and its time sets the
+    timeout of its mutants."""
+    sets = list(dict.fromkeys(AREAS[m] for m in modules))
+    jobs = [Job(None, tests, 600.0) for tests in sets]
+    return {r.tests: r for r in run_jobs(jobs, slot_dirs, lambda _: None)}
+
+
+def _timeout(baseline: Result) -> float:
+    return baseline.seconds * _TIMEOUT_FACTOR + _TIMEOUT_MARGIN
+
+
+def _progress(total: int) -> Callable[[Result], None]:
+    count = Counter[str]()
+
+    def report(result: Result) -> None:
+        count[result.outcome] += 1
+        done = sum(count.values())
+        if result.outcome == "survived" and result.mutant is not None:
+            print(f"[{done}/{total}] survived: {result.mutant.describe()}", flush=True)
+        elif done % 50 == 0:
+            print(f"[{done}/{total}] {dict(count)}", flush=True)
+
+    return report
+
+
+def _report(
+    modules: Sequence[str], results: list[Result], elapsed: float, jobs: int
+) -> dict[str, float]:
+    by_module: dict[str, list[Result]] = {m: [] for m in modules}
+    for result in results:
+        if result.mutant is not None:
+            by_module[result.mutant.path].append(result)
+    scores = {}
+    print(
+        f"\n{'module':44} {'mutants':>7} {'killed':>6} {'timeout':>7} {'survived':>8} {'score':>7}"
+    )
+    for module, found in by_module.items():
+        outcomes = Counter(r.outcome for r in found)
+        killed = outcomes["killed"] + outcomes["timeout"]
+        score = 100.0 * killed / len(found) if found else 100.0
+        scores[module] = score
+        print(
+            f"{module:44} {len(found):7} {outcomes['killed']:6} {outcomes['timeout']:7} "
+            f"{outcomes['survived'] + outcomes['error']:8} {score:6.1f}%"
+        )
+    survivors = sorted(
+        (r.mutant for r in results if r.mutant is not None and r.outcome in {"survived", "error"}),
+        key=lambda m: (m.path, m.line, m.column),
+    )
+    print(f"\n{len(survivors)} survivor(s):")
+    for mutant in survivors:
+        print(f"  {mutant.describe()}")
+    cpu = sum(r.cpu_seconds for r in results)
+    print(
+        f"\n{len(results)} mutants in {elapsed / 60:.1f} min with {jobs} job(s), "
+        f"{cpu / 60:.1f} CPU-minutes in the tests"
+    )
+    return scores
+
+
+def _write_json(
+    path: Path, results: list[Result], scores: dict[str, float], elapsed: float, jobs: int
+) -> None:
+    rows = [_row(r.mutant, r.outcome, r.seconds) for r in results if r.mutant is not None]
+    cpu = round(sum(r.cpu_seconds for r in results), 1)
+    document = {
+        "seconds": round(elapsed, 1),
+        "cpu_seconds": cpu,
+        "jobs": jobs,
+        "scores": scores,
+        "mutants": rows,
+    }
+    path.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+
+
+def _row(mutant: Mutant, outcome: str, seconds: float) -> dict[str, object]:
+    return {
+        "mutant": mutant.describe(),
+        "key": mutant.key,
+        "outcome": outcome,
+        "seconds": round(seconds, 2),
+    }
