@@ -41,6 +41,10 @@ demo-agents: $(VENV)/.installed-test
 	@$(BIN)/python examples/agents/guarded_trim.py
 	@echo "==> examples/agents/openai_agents_session.py: an Agents SDK session, pruned when read"
 	@$(BIN)/python examples/agents/openai_agents_session.py
+	@echo "==> examples/agents/guarded_agents_session.py: an Agents SDK pop and trim judged, refused and repaired"
+	@$(BIN)/python examples/agents/guarded_agents_session.py
+	@echo "==> examples/agents/anthropic_context_editing.py: context_management compiled from the policy, recorded applied_edits judged"
+	@$(BIN)/python examples/agents/anthropic_context_editing.py
 
 test: lint typecheck layers pytest
 

@@ -22,6 +22,7 @@ MODULES = (
     "prunewarden.aio",
     "prunewarden.client",
     "prunewarden.health",
+    "prunewarden.integrations.anthropic",
     "prunewarden.integrations.edits",
     "prunewarden.integrations.langchain",
     "prunewarden.integrations.langgraph",

@@ -1,5 +1,5 @@
-"""The transition corpus (tests/cases/transition/): real trim_messages edits stay real, every
-reason code is covered, and a repair makes every restore-fixable refusal allowed."""
+"""The transition corpus (tests/cases/transition/): real trim_messages and SDK edits stay real,
+every reason code is covered, and a repair makes every restore-fixable refusal allowed."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 import yaml
+from _support.sdk_corpus import CONTEXT_EDITS, SESSION_EDITS, document
 from _support.trim_corpus import CASES, TRIMS, trimmed_document
 from prunewarden import Engine, Policy
 
@@ -51,6 +52,20 @@ class TestCorpus:
     def test_a_trim_case_holds_what_trim_messages_produces(self, name: str) -> None:
         """The recorded window after the edit is trim_messages' own output, run again."""
         assert _case(CASES / f"{name}.yaml")["input"] == trimmed_document(TRIMS[name])
+
+    @pytest.mark.parametrize("name", sorted([*CONTEXT_EDITS, *SESSION_EDITS]))
+    def test_an_sdk_case_holds_what_the_sdk_produces(self, name: str) -> None:
+        """The recorded windows of a server-side context edit (rebuilt from the SDK's request
+        and response types) or of a GuardedSession edit are produced again."""
+        assert _case(CASES / f"{name}.yaml")["input"] == document(name)
+
+    def test_the_sdk_edits_have_their_share_of_cases(self) -> None:
+        """At least four Anthropic context edits and three Agents SDK edits, both refused and
+        allowed."""
+        for names, least in ((CONTEXT_EDITS, 4), (SESSION_EDITS, 3)):
+            outcomes = {_case(CASES / f"{name}.yaml")["expect"]["outcome"] for name in names}
+            assert len(names) >= least
+            assert outcomes == {"allow", "deny"}
 
 
 def _restore_fixable(path: Path) -> bool:

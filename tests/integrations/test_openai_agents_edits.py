@@ -4,6 +4,9 @@ transitions on a real SQLiteSession, offline."""
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -92,3 +95,28 @@ class TestGuardedSession:
             return len(await session.get_items())
 
         assert asyncio.run(scenario()) == len(ITEMS)
+
+
+class TestExample:
+    def test_the_demo_refuses_a_pop_and_repairs_a_trim(self) -> None:
+        """examples/agents/guarded_agents_session.py (make demo-agents): the pop that would
+        orphan a call is refused and pops nothing; the trim is written with the task and the
+        call put back."""
+        done = subprocess.run(
+            [sys.executable, "guarded_agents_session.py"],
+            cwd=Path(__file__).resolve().parents[2] / "examples" / "agents",
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=120,
+        )
+        lines = done.stdout.splitlines()
+        assert lines[0] == "pop_item -> None"
+        assert lines[1] == "  transition: deny (group_split)"
+        assert lines[3] == "  history: 8 items, unchanged"
+        assert lines[5] == "  transition: deny (pinned_removed, group_split)"
+        assert lines[-1] == (
+            "  written: ['system', 'user', 'function_call:c1', 'function_call_output:c1', "
+            "'assistant', 'user', 'function_call:c2', 'function_call_output:c2']"
+        )
+        assert done.stderr == ""

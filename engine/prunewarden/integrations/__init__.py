@@ -7,8 +7,10 @@ framework back what to remove and the tombstone to write. Each framework's modul
 extra: :mod:`prunewarden.integrations.langgraph` (``prunewarden[langgraph]``),
 :mod:`prunewarden.integrations.openai_agents` (``prunewarden[openai-agents]``). Edits made by the
 framework's own functions (``trim_messages``) are judged by
-:mod:`prunewarden.integrations.edits` (``prunewarden[langgraph]``). This package itself imports
-none of them.
+:mod:`prunewarden.integrations.edits` (``prunewarden[langgraph]``), an Agents SDK session's by
+:mod:`prunewarden.integrations.openai_agents_edits`, and Anthropic's server-side context editing
+by :mod:`prunewarden.integrations.anthropic` (``prunewarden[anthropic]``). This package itself
+imports none of them.
 """
 
 from __future__ import annotations
