@@ -365,3 +365,23 @@ class TestBatchPath:
         assert named(samples, "prunewarden_rule_errors_total") == {frozenset({("rule", "w")}): 5}
         assert named(samples, "prunewarden_shadow_disagreements_total")
         assert samples["prunewarden_halt_episodes_total", frozenset()] == 1
+
+
+class TestTransitions:
+    def test_a_transition_counts_under_its_check_and_first_reason(
+        self, registry: CollectorRegistry, metrics: DecisionMetrics
+    ) -> None:
+        """A refused transition is one decision of check transition, labelled by its first
+        reason, and its time goes to the transition histogram."""
+        document = json.loads((ROOT / "examples" / "inputs" / TRANSITION).read_text())
+        decision = Engine.default(on_decision=metrics).evaluate(document)
+        samples = scrape(registry)
+        (labels,) = named(samples, "prunewarden_decisions_total")
+        assert dict(labels)["check"] == "transition"
+        assert dict(labels)["outcome"] == decision.outcome == "deny"
+        assert dict(labels)["reason"] == decision.codes[0]
+        counts = named(samples, "prunewarden_decision_duration_seconds_count")
+        assert counts == {frozenset({("check", "transition")}): 1.0}
+
+
+TRANSITION = "transition-trim-dropped-task.json"

@@ -132,3 +132,35 @@ class TestSpans:
         assert engine.evaluate(EVICTION).outcome == "allow"
         assert current_trace_context() is None
         assert "trace_id" not in records(stream)[0]
+
+
+class TestTransitionSpans:
+    def test_session_verify_is_one_span_with_the_transition_decision(
+        self, provider: TracerProvider, exporter: InMemorySpanExporter
+    ) -> None:
+        """Session.verify inside the agent's span: one child span named prunewarden.verify,
+        carrying the transition's decision, and the record names the agent's span."""
+        document = json.loads((ROOT / "examples" / "inputs" / TRANSITION).read_text())
+        stream = io.StringIO()
+        session = engine_on(provider, stream).session("agent-7")
+        with provider.get_tracer("agent").start_as_current_span("agent.trim") as step:
+            decision = session.verify(
+                document["before"], document["after"], tombstones=document.get("tombstones", ())
+            )
+            context = step.get_span_context()
+        ours = [s for s in exporter.get_finished_spans() if s.name.startswith("prunewarden.")]
+        (span,) = ours
+        assert span.name == "prunewarden.verify"
+        assert span.parent is not None
+        assert span.parent.span_id == context.span_id
+        attributes = dict(span.attributes or {})
+        assert attributes["prunewarden.check"] == "transition"
+        assert attributes["prunewarden.outcome"] == decision.outcome
+        assert attributes["prunewarden.decision_id"] == decision.decision_id
+        assert attributes["prunewarden.session_id"] == "agent-7"
+        (record,) = records(stream)
+        assert record["trace_id"] == format(context.trace_id, "032x")
+        assert record["span_id"] == format(context.span_id, "016x")
+
+
+TRANSITION = "transition-trim-dropped-task.json"
