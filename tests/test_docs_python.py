@@ -64,9 +64,12 @@ def run_page(page: str, workdir: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PRUNEWARDEN_", "OPENAI_"))}
     env.update(run.environment)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "tests"), env.get("PYTHONPATH", "")])
+    sources = [run.prelude]
+    for index, block in enumerate(blocks):
+        sources += [run.between.get(index, ""), block]
     return subprocess.run(
         [sys.executable, "-m", "_support.doc_runner"],
-        input=json.dumps([run.prelude, *blocks, run.epilogue]),
+        input=json.dumps([*sources, run.epilogue]),
         cwd=workdir,
         env=env,
         capture_output=True,

@@ -108,12 +108,18 @@ def to_segments(messages: list[Any]) -> list[dict[str, Any]]:
 
 @dataclass(frozen=True)
 class PageRun:
-    """How a page's blocks run: the stand-ins before them, the checks after, what they print."""
+    """How a page's blocks run: the stand-ins before them, the checks after, what they print.
+
+    ``between`` maps the index of a block (among those that run) to what runs just before it:
+    the checks of the blocks before, where the page then turns to another program of the
+    reader's, and that program's stand-ins.
+    """
 
     prelude: str
     epilogue: str
     expected: str
     environment: dict[str, str] = field(default_factory=dict)
+    between: dict[int, str] = field(default_factory=dict)
 
 
 def _source(text: str) -> str:
@@ -253,11 +259,28 @@ PAGES: dict[str, PageRun] = {
             messages = history([line for lines in CONVERSATIONS.values() for line in lines])
             session = Engine(parse_policy(POLICY, "guarded-trim")).session("guarded-trim")
         """),
-        # The trim drops the task: refused; the repaired trim starts with the prompt and task.
+        between={
+            # The trim drops the task: refused; the repaired trim starts with the prompt and
+            # task. Then the reader's Anthropic program: its history and client.
+            3: _source("""
+                print(decision.outcome, decision.codes, [m.id for m in trimmed][:3],
+                      [m.id for m in messages][:3])
+                from anthropic_context_editing import history as anthropic_history
+                from _support.anthropic_client import RecordedAnthropic
+                messages = anthropic_history(CONVERSATIONS["ferry-trip"])
+                model, system = "claude-sonnet-4-5", "You are a careful research assistant."
+                client = RecordedAnthropic(cleared_tool_uses=5)
+            """),
+        },
+        # The edits the compiled parameters allowed: five tool results cleared, none refused.
         epilogue=_source("""
-            print(decision.outcome, decision.codes, [m.id for m in trimmed][:3],
-                  [m.id for m in messages][:3])
+            (sent,) = client.beta.messages.requests
+            print(outcome.decision.outcome, len(outcome.window.cleared), sent["betas"],
+                  sent["context_management"] == request["context_management"])
         """),
-        expected="deny ('pinned_removed',) ['m00', 'm01', 'm38'] ['m00', 'm01', 'm38']\n",
+        expected=(
+            "deny ('pinned_removed',) ['m00', 'm01', 'm38'] ['m00', 'm01', 'm38']\n"
+            "allow 5 ['context-management-2025-06-27'] True\n"
+        ),
     ),
 }
