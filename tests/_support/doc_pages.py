@@ -229,6 +229,10 @@ PAGES: dict[str, PageRun] = {
             from prunewarden import AuditLog
             from _support.doc_pages import Counter
             audit, checkpoint, metrics = AuditLog("audit.jsonl"), {}, Counter()
+            history = example("collapse-healthy")["history"]
+            evictions = [{k: _eviction[k] for k in ("segment", "score", "perturbed_score")}]
+            _staleness = example("staleness-healthy")
+            keep_top_k, turns = _staleness["keep_top_k"], _staleness["turns"]
             path = "sealed.db"
         """),
         epilogue=_source("""
