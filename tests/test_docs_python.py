@@ -51,21 +51,25 @@ def run_elsewhere(page: str, body: str) -> bool:
     return page in RUN_ELSEWHERE and RUN_ELSEWHERE[page] in body
 
 
-def run_page(page: str, workdir: Path) -> subprocess.CompletedProcess[str]:
-    """The page's prelude, its runnable blocks in order and its epilogue, in one interpreter."""
-    run = PAGES[page]
-    blocks = [
+def runnable(page: str) -> list[str]:
+    """The Python blocks of ``page`` this file runs: neither illustrative nor run elsewhere."""
+    return [
         body
         for body, illustrative in python_blocks(page)
         if not illustrative and not run_elsewhere(page, body)
     ]
+
+
+def run_page(page: str, workdir: Path) -> subprocess.CompletedProcess[str]:
+    """The page's prelude, its runnable blocks in order and its epilogue, in one interpreter."""
+    run = PAGES[page]
     for folder in ("examples", "policies"):
         shutil.copytree(ROOT / folder, workdir / folder)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PRUNEWARDEN_", "OPENAI_"))}
     env.update(run.environment)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "tests"), env.get("PYTHONPATH", "")])
     sources = [run.prelude]
-    for index, block in enumerate(blocks):
+    for index, block in enumerate(runnable(page)):
         sources += [run.between.get(index, ""), block]
     return subprocess.run(
         [sys.executable, "-m", "_support.doc_runner"],
@@ -84,13 +88,10 @@ class TestPythonBlocks:
     def test_every_python_block_is_run_or_says_why_not(self, page: str) -> None:
         """A block that is not marked illustrative belongs to a page this file (or
         tests/test_docs_snippets.py) runs."""
-        unaccounted = [
-            body.splitlines()[0]
-            for body, illustrative in python_blocks(page)
-            if not illustrative and not run_elsewhere(page, body) and page not in PAGES
-        ]
+        unaccounted = [] if page in PAGES else [body.splitlines()[0] for body in runnable(page)]
         assert unaccounted == []
 
+    @pytest.mark.slow
     @pytest.mark.parametrize("page", sorted(PAGES))
     def test_the_blocks_of_the_page_run_as_written(self, page: str, tmp_path: Path) -> None:
         """The page's blocks run in order without an error or a stray line of output, and
@@ -100,13 +101,4 @@ class TestPythonBlocks:
 
     def test_every_page_run_has_blocks_to_run(self) -> None:
         """A page listed with stand-ins still has a block that runs (no prelude left over)."""
-        idle = [
-            page
-            for page in PAGES
-            if not [
-                body
-                for body, illustrative in python_blocks(page)
-                if not illustrative and not run_elsewhere(page, body)
-            ]
-        ]
-        assert idle == []
+        assert [page for page in PAGES if not runnable(page)] == []
