@@ -4,7 +4,7 @@ docs/server.md shows what it says.
 Each Python block runs in a fresh interpreter with the stand-ins the page names for what is the
 reader's own (``model``, ``tools``, ``prompt``, ``instructions``: tests/_support/agents.py),
 offline. A shell block that cannot run here is marked on the page, on the line before it, with
-``<!-- illustrative: REASON -->``.
+``_Not run by the tests: REASON._``.
 """
 
 from __future__ import annotations
