@@ -16,7 +16,7 @@ from prunewarden import AuditLog, ReloadingEngine
 from prunewarden.server import Listen, ServerConfig, ServerConfigError, build_app
 from prunewarden.server._app import create_app
 from prunewarden.server._run import Built
-from prunewarden.server._service import DecisionService
+from prunewarden.server._service import DecisionService, ServiceProblemError
 from prunewarden.server._sessions import SessionService
 from prunewarden.session import SqliteSessionStore
 from starlette.routing import Route
@@ -193,10 +193,15 @@ class Clock:
 
 
 class FailingSaves(SqliteSessionStore):
-    """A store whose saves fail: a halt is then held by the engine's memory alone."""
+    """A store whose saves fail once ``failing`` is set: a halt decided then is held by the
+    engine's memory alone."""
 
-    def save(self, session_id: str, state: Any) -> None:  # noqa: ARG002
-        raise OSError("disk full")
+    failing = False
+
+    def save(self, session_id: str, state: Any) -> None:
+        if self.failing:
+            raise OSError("disk full")
+        super().save(session_id, state)
 
 
 def halt(service: SessionService, session_id: str) -> str:
@@ -247,7 +252,15 @@ class TestSessionLifetimes:
         stateless call naming it is no longer refused with pruning_halted."""
         store = FailingSaves(tmp_path / "s.sqlite3")
         service, http = sessions_app(store, Clock())
-        assert halt(service, "s1") == "no_canary"
+        body = json.dumps({"scores": FLAT, "pinned": []}).encode()
+        service.observe_cycle("s1", body)
+        service.observe_cycle("s1", body)
+        # The halting cycle cannot be saved: it is answered 503, and the halt it decided is
+        # held by the engine alone (docs/server.md, "not answered as made").
+        store.failing = True
+        with pytest.raises(ServiceProblemError) as unsaved:
+            service.observe_cycle("s1", body)
+        assert unsaved.value.problem.kind == "session-store-unavailable"
         assert (
             codes(http.post("/v1/evaluate?session_id=s1", json=EVICTION).json())[0]
             == "pruning_halted"
