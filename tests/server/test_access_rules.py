@@ -193,10 +193,15 @@ class Clock:
 
 
 class FailingSaves(SqliteSessionStore):
-    """A store whose saves fail: a halt is then held by the engine's memory alone."""
+    """A store whose saves fail once ``failing`` is set: a halt is then held by the engine's
+    memory alone."""
 
-    def save(self, session_id: str, state: Any) -> None:  # noqa: ARG002
-        raise OSError("disk full")
+    failing = False
+
+    def save(self, session_id: str, state: Any) -> None:
+        if self.failing:
+            raise OSError("disk full")
+        super().save(session_id, state)
 
 
 def halt(service: SessionService, session_id: str) -> str:
@@ -246,8 +251,14 @@ class TestSessionLifetimes:
         """DELETE forgets the session and the halt the engine remembers under its id: a
         stateless call naming it is no longer refused with pruning_halted."""
         store = FailingSaves(tmp_path / "s.sqlite3")
-        service, http = sessions_app(store, Clock())
-        assert halt(service, "s1") == "no_canary"
+        _, http = sessions_app(store, Clock())
+        body = {"scores": FLAT, "pinned": []}
+        saved = [http.post("/v1/sessions/s1/cycles", json=body) for _ in range(2)]
+        store.failing = True
+        unsaved = http.post("/v1/sessions/s1/cycles", json=body)
+        # The halting change fails to save (503), yet the halt it decided holds meanwhile.
+        assert [r.status_code for r in saved] == [200, 200]
+        assert unsaved.json()["type"].endswith("/session-store-unavailable")
         assert (
             codes(http.post("/v1/evaluate?session_id=s1", json=EVICTION).json())[0]
             == "pruning_halted"
