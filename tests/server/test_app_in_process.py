@@ -4,6 +4,7 @@ the probes, the bundled schemas and /metrics."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import logging
@@ -326,3 +327,187 @@ class TestSessionIds:
         response = http.get(path) if "sessions" in path else http.post(path, json=ALLOWED)
         assert response.status_code == 400
         assert response.json()["problems"][0]["path"] == "$.session_id"
+
+
+def limit_reached(text: str, limit: str) -> float:
+    return samples(text, "prunewarden_server_limit_reached_total")[(("limit", limit),)]
+
+
+class TestServerMetrics:
+    def test_live_sessions_are_reported(self, http: TestClient) -> None:
+        """prunewarden_server_live_sessions is the number of sessions held in memory."""
+        http.post("/v1/sessions/a/evictions", json=ALLOWED)
+        http.post("/v1/sessions/b/evictions", json=ALLOWED)
+        text = http.get("/metrics").text
+        assert samples(text, "prunewarden_server_live_sessions") == {(): 2.0}
+
+    def test_limits_reached_are_counted(self, scripted: Any) -> None:
+        """Each 413 and each deadline passed adds one to its limit's counter, served at
+        /metrics by an app given no registry of its own."""
+        service, _, make = scripted
+        http = make(max_request_bytes=64, request_seconds=0.05)
+        http.post("/v1/evaluate", content=b" " * 65)
+        http.post("/v1/evaluate", content=iter([b" " * 40, b" " * 40]))  # no length declared
+        service.policy_call = "block"
+        http.get("/v1/policy")
+        service.release.set()
+        text = http.get("/metrics").text
+        assert limit_reached(text, "request_bytes") == 2
+        assert limit_reached(text, "request_timeout") == 1
+        assert limit_reached(text, "live_sessions") == 0
+
+
+class TestRoutesWithoutBody:
+    @pytest.mark.parametrize(
+        ("method", "path", "status"),
+        [
+            ("GET", "/healthz", 200),
+            ("GET", "/readyz", 200),
+            ("GET", "/openapi.json", 200),
+            ("GET", "/schemas/input.v1.schema.json", 200),
+            ("GET", "/v1/policy", 200),
+            ("GET", "/v1/sessions/none", 404),
+            ("DELETE", "/v1/sessions/none", 200),
+        ],
+    )
+    def test_a_body_sent_anyway_is_not_read(
+        self, policy_file: Path, tmp_path: Path, method: str, path: str, status: int
+    ) -> None:
+        """A route that takes no body answers as without one: a body over the limit sent
+        with it is not read, so not refused 413."""
+        config = ServerConfig(
+            str(policy_file), str(tmp_path / "audit.jsonl"), Listen(), max_request_bytes=16
+        )
+        built = build_app(config)
+        try:
+            http = TestClient(built.app, base_url="http://127.0.0.1")
+            response = http.request(method, path, content=b"x" * 64)
+        finally:
+            built.close()
+        assert response.status_code == status
+
+
+Message = dict[str, Any]
+
+
+def asgi_scope(path: str, *headers: tuple[bytes, bytes]) -> dict[str, Any]:
+    """The ASGI scope a server gives a POST of JSON to ``path``."""
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"content-type", b"application/json"), *headers],
+        "client": ("127.0.0.1", 40000),
+        "server": ("127.0.0.1", 8181),
+    }
+
+
+class Upload:
+    """A request whose body is ``first``, then (once ``gate`` is set) ``rest``; ``reading``
+    is set when the app has taken ``first`` and asks for more. Without ``rest``, the client
+    is gone after ``first``."""
+
+    def __init__(self, first: bytes, rest: bytes | None, gate: asyncio.Event) -> None:
+        self.first, self.rest, self.gate = first, rest, gate
+        self.asked = 0
+        self.reading = asyncio.Event()
+        self.sent: list[Message] = []
+
+    async def receive(self) -> Message:
+        self.asked += 1
+        if self.asked == 1:
+            return {"type": "http.request", "body": self.first, "more_body": True}
+        self.reading.set()
+        if self.asked == 2 and self.rest is not None:
+            await self.gate.wait()
+            return {"type": "http.request", "body": self.rest, "more_body": False}
+        return {"type": "http.disconnect"}
+
+    async def send(self, message: Message) -> None:
+        self.sent.append(message)
+
+    def answer(self) -> tuple[int, dict[str, Any]]:
+        body = b"".join(m.get("body", b"") for m in self.sent[1:])
+        return int(self.sent[0]["status"]), json.loads(body)
+
+
+async def post(app: Any, upload: Upload) -> None:
+    await app(asgi_scope("/v1/evaluate"), upload.receive, upload.send)
+
+
+class TestBodiesReadTogether:
+    def test_past_four_bodies_of_the_limit_is_503(self, scripted: Any) -> None:
+        """Bodies being read together hold at most 4 x --max-request-bytes: four bodies of
+        the limit are read, one more byte is 503 server-busy (pending_body_bytes); the four
+        are then decided, and their bytes are free again."""
+        _, _, make = scripted
+        text = json.dumps(ALLOWED).encode()
+        app = make(max_request_bytes=len(text)).app
+
+        async def run() -> tuple[list[Upload], Upload, Upload]:
+            gate, open_gate = asyncio.Event(), asyncio.Event()
+            open_gate.set()
+            held = [Upload(text, b"", gate) for _ in range(4)]
+            tasks = [asyncio.create_task(post(app, upload)) for upload in held]
+            for upload, task in zip(held, tasks, strict=True):
+                # Until the app asks for the rest of the body (or has answered).
+                reading = asyncio.create_task(upload.reading.wait())
+                await asyncio.wait({reading, task}, return_when=asyncio.FIRST_COMPLETED)
+                reading.cancel()
+            one_more = Upload(b"{", b"}", open_gate)
+            await post(app, one_more)
+            gate.set()
+            await asyncio.gather(*tasks)
+            after = Upload(text, b"", open_gate)
+            await post(app, after)
+            return held, one_more, after
+
+        held, one_more, after = asyncio.run(run())
+        status, problem = one_more.answer()
+        assert (status, problem["limit"]) == (503, "pending_body_bytes")
+        assert problem["type"].endswith("/server-busy")
+        assert [upload.answer()[0] for upload in held] == [200, 200, 200, 200]
+        assert after.answer()[0] == 200
+        metrics = TestClient(app, base_url="http://127.0.0.1").get("/metrics").text
+        assert limit_reached(metrics, "pending_body_bytes") == 1
+
+    def test_a_client_gone_mid_body_is_answered_408(self, scripted: Any) -> None:
+        """A client that disconnects before its body is in gets 408 request-timeout."""
+        _, _, make = scripted
+        app = make().app
+        gone = Upload(b'{"check"', None, asyncio.Event())
+        asyncio.run(app(asgi_scope("/v1/evaluate"), gone.receive, gone.send))
+        status, problem = gone.answer()
+        assert status == 408
+        assert problem["type"].endswith("/request-timeout")
+
+    def test_a_declared_length_is_refused_before_reading(self, scripted: Any) -> None:
+        """A Content-Length over the limit is 413 before any of the body is read (a client
+        that then goes away changes nothing)."""
+        _, _, make = scripted
+        app = make(max_request_bytes=64).app
+        upload = Upload(b"", None, asyncio.Event())
+        scope = asgi_scope("/v1/evaluate", (b"content-length", b"1000"))
+        asyncio.run(app(scope, upload.receive, upload.send))
+        status, problem = upload.answer()
+        assert (status, problem["limit"]) == (413, 64)
+        assert problem["detail"] == "the body is 1000 bytes or more; the limit is 64 bytes"
+        assert upload.asked == 0
+
+    def test_a_server_without_raw_path_uses_the_decoded_path(self, scripted: Any) -> None:
+        """Under an ASGI server that gives no raw_path, the session id is the decoded path."""
+        _, _, make = scripted
+        app = make().app
+        scope = {**asgi_scope("/v1/sessions/nobody"), "method": "GET"}
+        del scope["raw_path"]
+        upload = Upload(b"", None, asyncio.Event())
+        asyncio.run(app(scope, upload.receive, upload.send))
+        status, problem = upload.answer()
+        assert status == 404
+        assert problem["detail"] == "no session 'nobody' is held"

@@ -12,9 +12,10 @@ from typing import Any
 
 import pytest
 import redis.exceptions
+from _support.redis_server import running_redis
 from prunewarden import AuditLog, ReloadingEngine
 from prunewarden.server import Listen, ServerConfig, create_app
-from prunewarden.server._redis import SessionBusyError
+from prunewarden.server._redis import RedisSessionStore, SessionBusyError
 from prunewarden.server._service import DecisionService
 from prunewarden.server._sessions import SessionService
 from prunewarden.session import SqliteSessionStore
@@ -110,7 +111,9 @@ def make_app(policy_file: Path, tmp_path: Path) -> Iterator[MakeApp]:
     engines: list[ReloadingEngine] = []
 
     def make(
-        store: SqliteSessionStore | None = None, clock: Clock | None = None, max_live: int = 10
+        store: SqliteSessionStore | RedisSessionStore | None = None,
+        clock: Clock | None = None,
+        max_live: int = 10,
     ) -> App:
         store = store if store is not None else SqliteSessionStore(tmp_path / "s.sqlite3")
         engine = ReloadingEngine(str(policy_file), audit=audit, store=store)
@@ -483,3 +486,69 @@ class TestStoreFaults:
         response = make_app(store).http.get("/v1/sessions/x")
         assert response.status_code == 409
         assert response.json()["type"].endswith("/session-conflict")
+
+
+class TestRefusalsAreLocated:
+    @pytest.mark.parametrize(
+        ("part", "body", "takes"),
+        [
+            ("evictions", PRUNE, "'staleness': this endpoint takes an eviction document"),
+            ("prunes", EVICTION, "'eviction': this endpoint takes a staleness document"),
+            ("transitions", EVICTION, "'eviction': this endpoint takes a transition document"),
+        ],
+    )
+    def test_the_wrong_check_is_at_check_without_a_line(
+        self, make_app: MakeApp, part: str, body: dict[str, Any], takes: str
+    ) -> None:
+        """The wrong check is refused at $.check, a problem of the document, not of a line of
+        its text (line and column 0), and the message says what the route takes."""
+        response = make_app().http.post(f"/v1/sessions/r/{part}", json=body)
+        problem = response.json()["problems"][0]
+        assert (problem["line"], problem["column"], problem["path"]) == (0, 0, "$.check")
+        assert problem["text"] == f"<request>: $.check: {takes}"
+
+    def test_a_bad_plan_opens_no_session(self, make_app: MakeApp) -> None:
+        """A plan that is not a plan document is 400 before the session is opened."""
+        app = make_app()
+        response = app.http.post("/v1/sessions/p/plans", json={"segments": [], "keep_top_k": "x"})
+        assert first_problem(response) == (400, "invalid-input", "$.keep_top_k")
+        assert app.http.get("/v1/sessions/p").status_code == 404
+
+    def test_a_long_id_is_refused_without_a_line(self, make_app: MakeApp) -> None:
+        """An id too long is a problem at $.session_id with no line of a body."""
+        response = make_app().http.get(f"/v1/sessions/{'x' * 257}")
+        problem = response.json()["problems"][0]
+        assert (problem["line"], problem["column"]) == (0, 0)
+
+
+class TestLiveCapCounted:
+    def test_the_cap_is_counted_at_metrics(self, make_app: MakeApp) -> None:
+        """Each time the live-session cap acts, limit live_sessions is counted at /metrics."""
+        app = make_app(max_live=1)
+        app.evict("a")
+        app.evict("b")
+        text = app.http.get("/metrics").text
+        line = 'prunewarden_server_limit_reached_total{limit="live_sessions"} 1.0'
+        assert line in text.splitlines()
+
+
+@pytest.fixture(scope="module")
+def redis_url() -> Iterator[str]:
+    with running_redis() as url:
+        yield url
+
+
+class TestRedis:
+    def test_sessions_in_redis(self, make_app: MakeApp, redis_url: str) -> None:
+        """With Redis no session is kept live: each call opens it from Redis, GET reads it
+        there, DELETE removes it."""
+        app = make_app(RedisSessionStore(redis_url, ttl=TTL))
+        app.halt("r")
+        refused = app.evict("r")
+        state = app.http.get("/v1/sessions/r")
+        deleted = app.http.delete("/v1/sessions/r")
+        assert codes(refused) == ["pruning_halted"]
+        assert app.service.live_count == 0
+        assert (state.status_code, state.json()["halted"]) == (200, True)
+        assert deleted.json()["deleted"] is True
+        assert app.http.get("/v1/sessions/r").status_code == 404
