@@ -33,6 +33,9 @@ EXACT_AUDIT = "tests/audit/test_exact_verify.py"
 REPORT = "tests/audit/test_verify_report.py"
 HALTS = "tests/session/test_halts_held.py"
 ACCESS = "tests/server/test_access_rules.py"
+APP = "tests/server/test_app_in_process.py"
+CONFIG = "tests/server/test_config_rules.py"
+SESSIONS_APP = "tests/server/test_sessions_in_process.py"
 
 # Module (under engine/) -> its stages of tests.
 AREAS: dict[str, Stages] = {
@@ -73,9 +76,9 @@ AREAS: dict[str, Stages] = {
     "prunewarden/session/_registry.py": ((HALTS, "tests/session/test_bypass.py"), SESSION),
     "prunewarden/session/_store.py": ((HALTS, "tests/session/test_store.py"), SESSION),
     # The server's other tests start real servers: a survivor would cost half a minute each.
-    "prunewarden/server/_app.py": ((ACCESS,),),
-    "prunewarden/server/_config.py": ((ACCESS, "tests/server/test_listen.py"),),
-    "prunewarden/server/_sessions.py": ((ACCESS,),),
+    "prunewarden/server/_app.py": ((APP, ACCESS), (SESSIONS_APP,)),
+    "prunewarden/server/_config.py": ((CONFIG, "tests/server/test_listen.py", ACCESS),),
+    "prunewarden/server/_sessions.py": ((SESSIONS_APP, ACCESS), (APP,)),
     "prunewarden/integrations/_pass.py": (
         ("tests/integrations/test_pass_gates.py", "tests/integrations/test_pass_outcomes.py"),
         ADAPTERS,

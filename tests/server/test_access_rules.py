@@ -16,7 +16,7 @@ from prunewarden import AuditLog, ReloadingEngine
 from prunewarden.server import Listen, ServerConfig, ServerConfigError, build_app
 from prunewarden.server._app import create_app
 from prunewarden.server._run import Built
-from prunewarden.server._service import DecisionService, ServiceProblemError
+from prunewarden.server._service import DecisionService
 from prunewarden.server._sessions import SessionService
 from prunewarden.session import SqliteSessionStore
 from starlette.routing import Route
@@ -193,8 +193,8 @@ class Clock:
 
 
 class FailingSaves(SqliteSessionStore):
-    """A store whose saves fail once ``failing`` is set: a halt decided then is held by the
-    engine's memory alone."""
+    """A store whose saves fail once ``failing`` is set: a halt is then held by the engine's
+    memory alone."""
 
     failing = False
 
@@ -251,16 +251,14 @@ class TestSessionLifetimes:
         """DELETE forgets the session and the halt the engine remembers under its id: a
         stateless call naming it is no longer refused with pruning_halted."""
         store = FailingSaves(tmp_path / "s.sqlite3")
-        service, http = sessions_app(store, Clock())
-        body = json.dumps({"scores": FLAT, "pinned": []}).encode()
-        service.observe_cycle("s1", body)
-        service.observe_cycle("s1", body)
-        # The halting cycle cannot be saved: it is answered 503, and the halt it decided is
-        # held by the engine alone (docs/server.md, "not answered as made").
+        _, http = sessions_app(store, Clock())
+        body = {"scores": FLAT, "pinned": []}
+        saved = [http.post("/v1/sessions/s1/cycles", json=body) for _ in range(2)]
         store.failing = True
-        with pytest.raises(ServiceProblemError) as unsaved:
-            service.observe_cycle("s1", body)
-        assert unsaved.value.problem.kind == "session-store-unavailable"
+        unsaved = http.post("/v1/sessions/s1/cycles", json=body)
+        # The halting change fails to save (503), yet the halt it decided holds meanwhile.
+        assert [r.status_code for r in saved] == [200, 200]
+        assert unsaved.json()["type"].endswith("/session-store-unavailable")
         assert (
             codes(http.post("/v1/evaluate?session_id=s1", json=EVICTION).json())[0]
             == "pruning_halted"

@@ -1,0 +1,156 @@
+"""What a server is told at start (docs/server.md, "Options" and "Access"): the documented
+defaults, the token read from a file or the environment, the limits that must be positive, the
+metrics address that must be loopback TCP, and where sessions are kept by default."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prunewarden.server import Listen, ServerConfig, ServerConfigError
+from prunewarden.server._config import read_token
+
+TOKEN = "s3cret-token"  # noqa: S105 - a test token
+ANY = "0.0.0.0"  # noqa: S104 - only configured here, never bound
+LIMITS = (
+    "max_request_bytes",
+    "request_seconds",
+    "session_ttl",
+    "max_live_sessions",
+    "max_connections",
+    "header_seconds",
+    "body_seconds",
+    "keep_alive_seconds",
+)
+
+
+def config(tmp_path: Path, **changes: Any) -> ServerConfig:
+    base = ServerConfig("p.yaml", str(tmp_path / "audit.jsonl"), Listen())
+    return dataclasses.replace(base, **changes)
+
+
+class TestDefaults:
+    def test_the_documented_defaults(self, tmp_path: Path) -> None:
+        """Each option's default is the one the options table of docs/server.md gives."""
+        made = config(tmp_path)
+        assert made.listen.url() == "http://127.0.0.1:8181"
+        assert made.socket_mode == 0o660
+        assert made.audit_fsync == "batch"
+        assert made.reload_interval == 1.0
+        assert made.max_request_bytes == 64 * 1024 * 1024
+        assert made.request_seconds == 30
+        assert made.session_ttl == 86400
+        assert made.max_live_sessions == 1000
+        assert made.max_connections == 1000
+        assert made.header_seconds == 10
+        assert made.body_seconds == 60
+        assert made.keep_alive_seconds == 5
+        assert (made.token, made.metrics_listen, made.sessions) == (None, None, None)
+
+    def test_sessions_default_to_a_file_next_to_the_audit_log(self, tmp_path: Path) -> None:
+        """Without --sessions, sessions are kept in sessions.sqlite3 beside the audit log."""
+        expected = f"sqlite:{tmp_path / 'sessions.sqlite3'}"
+        assert config(tmp_path).session_store_url == expected
+
+    def test_a_given_session_store_is_used_as_given(self, tmp_path: Path) -> None:
+        """--sessions is used as written."""
+        made = config(tmp_path, sessions="redis://127.0.0.1:6379/0")
+        assert made.session_store_url == "redis://127.0.0.1:6379/0"
+
+
+class TestLimits:
+    @pytest.mark.parametrize("name", LIMITS)
+    @pytest.mark.parametrize("value", [0, -1])
+    def test_a_limit_that_is_not_positive_is_refused(
+        self, tmp_path: Path, name: str, value: int
+    ) -> None:
+        """Each limit must be positive: zero or less is refused before anything binds."""
+        with pytest.raises(ServerConfigError, match="must be positive"):
+            config(tmp_path, **{name: value})
+
+    @pytest.mark.parametrize("name", LIMITS)
+    def test_the_smallest_positive_limit_is_accepted(self, tmp_path: Path, name: str) -> None:
+        """A limit of 1 (or a fraction of a second) is positive: accepted (the control)."""
+        value = 1 if name in {"max_request_bytes", "max_live_sessions", "max_connections"} else 0.5
+        assert getattr(config(tmp_path, **{name: value}), name) == value
+
+
+class TestMetricsAddress:
+    @pytest.mark.parametrize("host", ["127.0.0.1", "::1"])
+    def test_loopback_tcp_is_accepted(self, tmp_path: Path, host: str) -> None:
+        """--metrics-listen on a loopback TCP address is accepted."""
+        made = config(tmp_path, metrics_listen=Listen(host=host, port=9100))
+        assert made.metrics_listen == Listen(host=host, port=9100)
+
+    @pytest.mark.parametrize(
+        "listen",
+        [Listen(host=ANY, port=9100), Listen(host="example.com", port=9100)],
+        ids=["any", "name"],
+    )
+    def test_beyond_loopback_is_refused_even_with_a_token(
+        self, tmp_path: Path, listen: Listen
+    ) -> None:
+        """Metrics are served without the token, so only on loopback, token or not."""
+        with pytest.raises(ServerConfigError, match="loopback TCP address only"):
+            config(tmp_path, metrics_listen=listen, token=TOKEN)
+
+    def test_a_unix_socket_is_refused(self, tmp_path: Path) -> None:
+        """A unix socket is not a loopback TCP address: refused."""
+        with pytest.raises(ServerConfigError, match=r"--metrics-listen unix:/tmp/m\.sock:"):
+            config(tmp_path, metrics_listen=Listen(unix_path="/tmp/m.sock"))  # noqa: S108
+
+
+class TestToken:
+    def test_the_file_gives_its_first_line(self, tmp_path: Path) -> None:
+        """--token-file: the token is the file's line, without its newline or blanks."""
+        path = tmp_path / "token"
+        path.write_text(f"  {TOKEN}\n", encoding="utf-8")
+        assert read_token(str(path), {"PRUNEWARDEN_TOKEN": "from-env"}) == TOKEN
+
+    def test_the_environment_when_no_file_is_given(self) -> None:
+        """Without --token-file, $PRUNEWARDEN_TOKEN is the token."""
+        assert read_token(None, {"PRUNEWARDEN_TOKEN": f" {TOKEN}\n"}) == TOKEN
+
+    @pytest.mark.parametrize("environ", [{}, {"PRUNEWARDEN_TOKEN": ""}, {"PRUNEWARDEN_TOKEN": " "}])
+    def test_no_token_anywhere_is_none(self, environ: dict[str, str]) -> None:
+        """Neither a file nor a (non-blank) variable: no token is asked."""
+        assert read_token(None, environ) is None
+
+    def test_the_process_environment_by_default(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Without an environment given, the process's own is read."""
+        monkeypatch.setenv("PRUNEWARDEN_TOKEN", TOKEN)
+        assert read_token(None) == TOKEN
+
+    def test_an_empty_file_is_refused(self, tmp_path: Path) -> None:
+        """A token file holding nothing is refused, naming the file."""
+        path = tmp_path / "token"
+        path.write_text("\n", encoding="utf-8")
+        with pytest.raises(ServerConfigError) as info:
+            read_token(str(path), {"PRUNEWARDEN_TOKEN": TOKEN})
+        assert str(info.value) == f"--token-file {path}: the file holds no token"
+
+    def test_a_missing_file_is_refused(self, tmp_path: Path) -> None:
+        """A token file that cannot be read is refused with the reason, not the variable's."""
+        path = tmp_path / "missing"
+        with pytest.raises(ServerConfigError) as info:
+            read_token(str(path), {"PRUNEWARDEN_TOKEN": TOKEN})
+        assert str(info.value) == f"--token-file {path}: cannot read: No such file or directory"
+
+    def test_a_file_that_is_not_text_is_refused(self, tmp_path: Path) -> None:
+        """A token file that is not UTF-8 is refused as such."""
+        path = tmp_path / "token"
+        path.write_bytes(b"\xff\xfe")
+        with pytest.raises(ServerConfigError) as info:
+            read_token(str(path))
+        assert str(info.value) == f"--token-file {path}: cannot read: not UTF-8 text"
+
+    def test_beyond_loopback_the_message_names_the_ways(self, tmp_path: Path) -> None:
+        """The refusal without a token names the address and both ways to give one."""
+        with pytest.raises(ServerConfigError) as info:
+            config(tmp_path, listen=Listen(host=ANY, port=80))
+        assert str(info.value) == (
+            "refusing to listen on http://0.0.0.0:80 without a token: set PRUNEWARDEN_TOKEN "
+            "or pass --token-file (or listen on loopback or a unix socket)"
+        )
