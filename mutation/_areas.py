@@ -61,6 +61,7 @@ AREAS: dict[str, Stages] = {
     ),
     "prunewarden/policy/_guardrails.py": (
         (
+            "tests/policy/test_guardrail_reach.py",
             "tests/policy/test_overlays.py",
             "tests/policy/test_files.py::TestLocksCoverWhatARuleReads",
         ),
@@ -80,5 +81,8 @@ AREAS: dict[str, Stages] = {
         ("tests/integrations/test_pass_gates.py", "tests/integrations/test_pass_outcomes.py"),
         ADAPTERS,
     ),
-    "prunewarden/replay/_fit.py": (("tests/replay/test_fit_counts.py",), CALIBRATE),
+    "prunewarden/replay/_fit.py": (
+        ("tests/replay/test_fit_edges.py", "tests/replay/test_fit_counts.py"),
+        CALIBRATE,
+    ),
 }

@@ -1,0 +1,152 @@
+"""What a lock reaches and where a guardrail's refusal points (docs/deployments.md, section 3):
+a lock on the rules, a rule or its expressions also locks the params they read and the score
+scale; any other lock holds only its value; a refusal blames the line the overlay wrote."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from prunewarden import PolicyError, load_policy
+from prunewarden.errors import Problem
+
+BASE = """\
+spec:
+  collapse: {spread_floor: 0.08}
+  params:
+    negations: [never, not]
+    floor: 0.2
+    shown: x
+  rules:
+    - name: pin-negations
+      check: eviction
+      when: score < params.floor && contains_any(segment.text, params.negations)
+      effect: pin
+      message: the segment states a negation
+    - name: quiet
+      check: eviction
+      when: score < 0.01
+      effect: deny
+      message_expression: '"seen " + params.shown'
+  locked: [LOCK]
+"""
+
+
+def policy(name: str, body: str = "", *, extends: str | None = None) -> str:
+    head = "apiVersion: prunewarden/v1\nkind: Policy\n"
+    if extends is not None:
+        head += f"extends: '{extends}'\n"
+    return head + f"metadata: {{name: {name}, version: 1.0.0}}\n" + body
+
+
+def overlay(tmp_path: Path, lock: str, body: str) -> Path:
+    (tmp_path / "base.yaml").write_text(policy("base", BASE.replace("LOCK", lock)))
+    top = tmp_path / "top.yaml"
+    top.write_text(policy("top", body, extends="base.yaml"))
+    return top
+
+
+def refusals(path: Path) -> list[Problem]:
+    with pytest.raises(PolicyError) as info:
+        load_policy(path)
+    return list(info.value.problems)
+
+
+class TestWhatALockReaches:
+    @pytest.mark.parametrize(
+        ("lock", "rule"),
+        [
+            ("/spec/rules", "pin-negations"),
+            ("/spec/rules/pin-negations/when", "pin-negations"),
+        ],
+    )
+    def test_locking_the_rules_or_an_expression_locks_the_params_it_reads(
+        self, tmp_path: Path, lock: str, rule: str
+    ) -> None:
+        """Changing params.floor under a lock on the rules or the rule's `when` is refused,
+        at the overlay's value, naming the lock that implies it."""
+        top = overlay(tmp_path, lock, "spec:\n  params: {floor: 0.0}\n")
+        (problem,) = refusals(top)
+        assert (problem.file, problem.line, problem.path) == (str(top), 6, "$.spec.params.floor")
+        assert problem.message == (
+            f"changes /spec/params/floor, which is locked by {tmp_path / 'base.yaml'}:21 "
+            f"with {lock} (the locked rule {rule!r} reads it) (0.2 -> 0.0)"
+        )
+
+    def test_locking_the_rules_locks_every_rules_params(self, tmp_path: Path) -> None:
+        """/spec/rules covers the second rule too: the param its message_expression reads."""
+        top = overlay(tmp_path, "/spec/rules", "spec:\n  params: {shown: y}\n")
+        (problem,) = refusals(top)
+        assert problem.path == "$.spec.params.shown"
+        assert "(the locked rule 'quiet' reads it)" in problem.message
+
+    def test_a_message_expression_lock_locks_the_params_it_reads(self, tmp_path: Path) -> None:
+        """A lock on a rule's message_expression covers the params read there."""
+        top = overlay(
+            tmp_path, "/spec/rules/quiet/message_expression", "spec:\n  params: {shown: y}\n"
+        )
+        (problem,) = refusals(top)
+        assert problem.message.startswith("changes /spec/params/shown, which is locked by")
+
+    def test_a_lock_on_one_rule_leaves_the_other_rules_params_open(self, tmp_path: Path) -> None:
+        """Locking pin-negations does not lock the param only the rule quiet reads."""
+        top = overlay(tmp_path, "/spec/rules/pin-negations", "spec:\n  params: {shown: y}\n")
+        assert load_policy(top).document["spec"]["params"]["shown"] == "y"
+
+    @pytest.mark.parametrize("lock", ["/spec/eviction", "/spec/collapse/spread_floor"])
+    def test_a_lock_outside_the_rules_locks_no_params_or_scores(
+        self, tmp_path: Path, lock: str
+    ) -> None:
+        """Any other pointer holds its own value only: params and scores stay open."""
+        body = "spec:\n  params: {floor: 0.0}\n  scores: {min: 0.0, max: 100.0}\n"
+        spec = load_policy(overlay(tmp_path, lock, body)).document["spec"]
+        assert (spec["params"]["floor"], spec["scores"]["max"]) == (0.0, 100.0)
+
+    def test_a_param_locked_both_ways_is_reported_once(self, tmp_path: Path) -> None:
+        """A param locked explicitly and by a locked rule is one refusal, as declared."""
+        base = BASE.replace(
+            "locked: [LOCK]", "locked: [/spec/rules/pin-negations, /spec/params/floor]"
+        )
+        (tmp_path / "base.yaml").write_text(policy("base", base))
+        top = tmp_path / "top.yaml"
+        top.write_text(policy("top", "spec:\n  params: {floor: 0.0}\n", extends="base.yaml"))
+        (problem,) = refusals(top)
+        assert problem.message.startswith("changes /spec/params/floor, which is locked by")
+        assert "(the locked rule" not in problem.message
+
+
+class TestWhereALockRefusalPoints:
+    def test_a_locked_section_blames_the_first_value_the_overlay_set_in_it(
+        self, tmp_path: Path
+    ) -> None:
+        """Of two values the overlay changed inside a locked section, the first line is blamed."""
+        body = "spec:\n  collapse:\n    consecutive_cycles: 4\n    spread_floor: 0.2\n"
+        top = overlay(tmp_path, "/spec/collapse", body)
+        (problem,) = refusals(top)
+        assert (problem.line, problem.column, problem.path) == (
+            7,
+            25,
+            "$.spec.collapse.consecutive_cycles",
+        )
+
+    def test_a_locked_list_item_blames_the_list_the_overlay_wrote(self, tmp_path: Path) -> None:
+        """A lock on one item of a list (by index) blames the overlay's item that replaced it."""
+        top = overlay(
+            tmp_path, "/spec/params/negations/1", "spec:\n  params:\n    negations: [never, no]\n"
+        )
+        (problem,) = refusals(top)
+        assert (problem.file, problem.line, problem.path) == (
+            str(top),
+            7,
+            "$.spec.params.negations[1]",
+        )
+        assert problem.message.endswith("('not' -> 'no')")
+
+    def test_a_lock_on_a_list_index_past_its_end_names_nothing(self, tmp_path: Path) -> None:
+        """/spec/params/negations/2 of a two-item list is refused where it is declared."""
+        (tmp_path / "p.yaml").write_text(
+            policy("p", BASE.replace("LOCK", "/spec/params/negations/2"))
+        )
+        (problem,) = refusals(tmp_path / "p.yaml")
+        assert (problem.line, problem.path) == (21, "$.spec.locked")
+        assert "names nothing in this policy" in problem.message

@@ -1,0 +1,75 @@
+"""``prunewarden calibrate``'s fitted values as docs/calibration.md states them: the scale is the
+5th and 95th percentile (linear interpolation between ranks, rounded to 6 decimals), the floor
+the largest quiet one among the healthy spreads (bounded by 0 and 1), and a trace that cannot be
+replayed refuses the fit."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from prunewarden import load_builtin_policy
+from prunewarden.replay._fit import CalibrationError, TraceData, fit, fit_scale, halts, read_trace
+
+FLAT = {f"e{i}": 0.5 for i in range(6)}
+WIDE = {f"e{i}": 0.1 + 0.15 * i for i in range(6)}
+
+
+def write_trace(path: Path, cycles: list[dict[str, float]]) -> str:
+    lines: list[dict[str, object]] = [
+        {"type": "session", "trace_version": 1, "session_id": path.stem, "labels": {}}
+    ]
+    lines += [
+        {"type": "cycle", "cycle": n, "scores": scores, "pinned": []}
+        for n, scores in enumerate(cycles, 1)
+    ]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    return str(path)
+
+
+def scores(*values: float) -> TraceData:
+    return TraceData("t.jsonl", "", (values,))
+
+
+class TestScale:
+    def test_percentiles_interpolate_between_neighbouring_ranks(self) -> None:
+        """Of 0, 0.5 and 1 the 5th percentile is 0.05 and the 95th 0.95 (numpy's default)."""
+        scale = fit_scale([scores(1.0, 0.0, 0.5)])
+        assert (scale.low, scale.high) == (0.05, 0.95)
+
+    def test_fitted_percentiles_are_rounded_to_six_decimals(self) -> None:
+        """0.0333... and 0.9333... are written as 0.033333 and 0.933333."""
+        scale = fit_scale([scores(0.0, 1 / 3, 1.0)])
+        assert (scale.low, scale.high) == (0.033333, 0.933333)
+
+    def test_percentiles_that_meet_after_rounding_do_not_spread(self) -> None:
+        """Scores differing only past the sixth decimal have no scale."""
+        with pytest.raises(CalibrationError, match="do not spread"):
+            fit_scale([scores(0.5, 0.5, 0.5, 0.5 + 1e-9)])
+
+
+class TestFloorSearch:
+    def test_traces_that_never_halt_fit_the_largest_floor(self, tmp_path: Path) -> None:
+        """Two-cycle traces never halt (too little history): every floor up to 1 (the whole
+        scale) is quiet, and the default headroom halves it, as the shipped example shows."""
+        base = load_builtin_policy()
+        paths = [write_trace(tmp_path / f"h{i}.jsonl", [WIDE, FLAT]) for i in range(2)]
+        traces = [read_trace(p, base) for p in paths]
+        result = fit(
+            base, "builtin:default", str(tmp_path / "f.yaml"), traces, [], date="2026-01-31"
+        )
+        assert (result.largest_quiet_floor, result.floor) == (1.0, 0.5)
+
+
+class TestTracesThatCannotBeReplayed:
+    def test_a_malformed_trace_refuses_with_its_located_problem(self, tmp_path: Path) -> None:
+        """A bad line in a trace refuses the fit, naming the trace's file and line."""
+        base = load_builtin_policy()
+        path = tmp_path / "bad.jsonl"
+        good = write_trace(path, [FLAT])
+        with path.open("a", encoding="utf-8") as stream:
+            stream.write("{not json\n")
+        with pytest.raises(CalibrationError) as info:
+            halts(base, [TraceData(good, "", ())])
+        assert str(info.value).startswith(f"{good}:3:")
