@@ -7,8 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from prunewarden import PolicyError, load_policy
+from prunewarden import PolicyError, load_policy, parse_policy, rules
+from prunewarden._json import JsonPath
+from prunewarden._source import Origin, json_path
 from prunewarden.errors import Problem
+from prunewarden.policy._guardrails import Validator, validator_problems, variable_shapes
 
 BASE = """\
 spec:
@@ -142,6 +145,37 @@ class TestWhereALockRefusalPoints:
         )
         assert problem.message.endswith("('not' -> 'no')")
 
+    def test_a_shortened_list_blames_the_list_the_overlay_wrote(self, tmp_path: Path) -> None:
+        """A locked list item the overlay's shorter list drops is blamed at that list."""
+        body = "spec:\n  params:\n    negations: [never]\n"
+        top = overlay(tmp_path, "/spec/params/negations/1", body)
+        (problem,) = refusals(top)
+        assert (problem.file, problem.line, problem.column, problem.path) == (
+            str(top),
+            7,
+            16,
+            "$.spec.params.negations",
+        )
+        assert problem.message.endswith("('not' -> nothing)")
+
+    def test_a_value_that_becomes_a_list_is_named_without_values(self, tmp_path: Path) -> None:
+        """Both values are quoted only when both are scalars."""
+        top = overlay(tmp_path, "/spec/params/floor", "spec:\n  params:\n    floor: [a, b]\n")
+        (problem,) = refusals(top)
+        assert problem.message == (
+            f"changes /spec/params/floor, which is locked by {tmp_path / 'base.yaml'}:21"
+        )
+
+    def test_a_lock_on_a_setting_that_follows_another_holds(self, tmp_path: Path) -> None:
+        """spec.transition.require_tombstones follows eviction.require_tombstone: an overlay
+        changing the latter changes the locked former, and is refused though it never wrote it."""
+        body = "spec:\n  eviction: {require_tombstone: false}\n"
+        top = overlay(tmp_path, "/spec/transition/require_tombstones", body)
+        (problem,) = refusals(top)
+        assert problem.path == "$.spec.transition.require_tombstones"
+        assert problem.message.startswith("changes /spec/transition/require_tombstones, which is")
+        assert problem.message.endswith("(True -> False)")
+
     def test_a_lock_on_a_list_index_past_its_end_names_nothing(self, tmp_path: Path) -> None:
         """/spec/params/negations/2 of a two-item list is refused where it is declared."""
         (tmp_path / "p.yaml").write_text(
@@ -150,3 +184,65 @@ class TestWhereALockRefusalPoints:
         (problem,) = refusals(tmp_path / "p.yaml")
         assert (problem.line, problem.path) == (21, "$.spec.locked")
         assert "names nothing in this policy" in problem.message
+
+
+class _Located:
+    """A merged document whose every problem is placed at its first line."""
+
+    def __init__(self) -> None:
+        self.origins: dict[JsonPath, Origin] = {}
+
+    def problem(
+        self,
+        path: JsonPath,
+        message: str,
+        *,
+        at_key: bool = False,  # noqa: ARG002 - the protocol's
+    ) -> Problem:
+        return Problem("merged.yaml", 1, 1, json_path(path), message)
+
+
+class TestValidatorsFailClosed:
+    def test_a_policy_the_validators_cannot_read_is_refused(self) -> None:
+        """A resolved policy holding a value with no CEL form refuses, at $.spec, rather than
+        skipping its validators."""
+        expression = rules.compile_expression("true", variable_shapes())
+        validator = Validator("v", "m", expression, Origin("base.yaml", 9, 7), frozenset())
+        document = {"metadata": {"name": "p"}, "spec": {"params": {"odd": {1, 2}}}}
+        (problem,) = validator_problems([validator], document, _Located())
+        assert (problem.file, problem.line, problem.path) == ("merged.yaml", 1, "$.spec")
+        assert problem.message == (
+            "the policy cannot be checked by its validators: set has no CEL value"
+        )
+
+    @pytest.mark.parametrize(
+        ("entry", "path"),
+        [("5", "$.spec.validators[0]"), ("{name: v, message: m, expression: 5}", None)],
+    )
+    def test_a_malformed_validator_is_a_schema_problem(self, entry: str, path: str | None) -> None:
+        """A validator that is not a map, or whose expression is not text, is reported by the
+        schema, located, and not compiled."""
+        text = policy("p", f"spec:\n  validators:\n    - {entry}\n")
+        with pytest.raises(PolicyError) as info:
+            parse_policy(text)
+        paths = [problem.path for problem in info.value.problems]
+        assert paths == [path or "$.spec.validators[0].expression"]
+
+    def test_a_policy_breaking_its_own_rules_validator_is_refused_at_the_validator(
+        self, tmp_path: Path
+    ) -> None:
+        """A validator over spec.rules whose own file breaks it blames the validator: only a
+        descendant's values are culprits."""
+        body = (
+            "spec:\n  rules:\n"
+            "    - {name: x, check: eviction, when: 'score < 0.1', effect: warn, message: m}\n"
+            "  validators:\n"
+            "    - name: no-warn\n"
+            "      expression: spec.rules.all(r, r.effect != 'warn')\n"
+            "      message: rules refuse\n"
+        )
+        path = tmp_path / "solo.yaml"
+        path.write_text(policy("solo", body))
+        (problem,) = refusals(path)
+        assert (problem.line, problem.path) == (9, "$.spec.validators")
+        assert problem.message.endswith("failed: rules refuse")
