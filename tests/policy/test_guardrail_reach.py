@@ -176,11 +176,21 @@ class TestWhereALockRefusalPoints:
         assert problem.message.startswith("changes /spec/transition/require_tombstones, which is")
         assert problem.message.endswith("(True -> False)")
 
-    def test_a_lock_on_a_list_index_past_its_end_names_nothing(self, tmp_path: Path) -> None:
-        """/spec/params/negations/2 of a two-item list is refused where it is declared."""
-        (tmp_path / "p.yaml").write_text(
-            policy("p", BASE.replace("LOCK", "/spec/params/negations/2"))
-        )
+    @pytest.mark.parametrize(
+        "pointer",
+        [
+            "/spec/params/negations/2",
+            "/spec/params/negations/x",
+            "/spec/params/floor/x",
+            "/spec/rules/pin-negations/when/x",
+        ],
+    )
+    def test_a_lock_past_a_lists_end_or_through_a_scalar_names_nothing(
+        self, tmp_path: Path, pointer: str
+    ) -> None:
+        """An index past a list's end, a name in a list, or a path through a scalar is
+        refused where it is declared."""
+        (tmp_path / "p.yaml").write_text(policy("p", BASE.replace("LOCK", pointer)))
         (problem,) = refusals(tmp_path / "p.yaml")
         assert (problem.line, problem.path) == (21, "$.spec.locked")
         assert "names nothing in this policy" in problem.message
