@@ -145,6 +145,37 @@ class TestWhereALockRefusalPoints:
         )
         assert problem.message.endswith("('not' -> 'no')")
 
+    def test_a_locked_expression_blames_the_overlays_expression(self, tmp_path: Path) -> None:
+        """Rewriting a locked rule's `when` is blamed at the overlay's `when`."""
+        body = (
+            "spec:\n  rules:\n    - name: pin-negations\n      check: eviction\n"
+            "      when: score < 0.5\n      effect: pin\n      message: m\n"
+        )
+        top = overlay(tmp_path, "/spec/rules/pin-negations/when", body)
+        (problem,) = refusals(top)
+        assert (problem.line, problem.column, problem.path) == (9, 13, "$.spec.rules[0].when")
+
+    def test_a_rule_added_under_a_lock_on_the_rules_is_blamed(self, tmp_path: Path) -> None:
+        """With /spec/rules locked, a rule the overlay adds is the culprit."""
+        rule = "{name: more, check: eviction, when: 'score < 0.01', effect: deny, message: m}"
+        top = overlay(tmp_path, "/spec/rules", f"spec:\n  rules:\n    - {rule}\n")
+        (problem,) = refusals(top)
+        assert (problem.line, problem.path) == (7, "$.spec.rules[2]")
+        assert problem.message.startswith("changes /spec/rules, which is locked by")
+
+    def test_a_param_named_like_a_rule_is_blamed_as_the_param(self, tmp_path: Path) -> None:
+        """Only a pointer into spec.rules is read by rule name: /spec/params/floor is the
+        param even when a rule is named floor too."""
+        rule = "{name: floor, check: eviction, when: 'score < 0.01', effect: deny, message: m}"
+        base = f"spec:\n  params: {{floor: 0.2}}\n  rules:\n    - {rule}\n"
+        (tmp_path / "base.yaml").write_text(
+            policy("base", base + "  locked: [/spec/params/floor]\n")
+        )
+        top = tmp_path / "top.yaml"
+        top.write_text(policy("top", "spec:\n  params: {floor: 0.5}\n", extends="base.yaml"))
+        (problem,) = refusals(top)
+        assert (problem.file, problem.line, problem.path) == (str(top), 6, "$.spec.params.floor")
+
     def test_a_shortened_list_blames_the_list_the_overlay_wrote(self, tmp_path: Path) -> None:
         """A locked list item the overlay's shorter list drops is blamed at that list."""
         body = "spec:\n  params:\n    negations: [never]\n"
