@@ -11,7 +11,12 @@ from prunewarden import PolicyError, load_policy, parse_policy, rules
 from prunewarden._json import JsonPath
 from prunewarden._source import Origin, json_path
 from prunewarden.errors import Problem
-from prunewarden.policy._guardrails import Validator, validator_problems, variable_shapes
+from prunewarden.policy._guardrails import (
+    Validator,
+    nearest,
+    validator_problems,
+    variable_shapes,
+)
 
 BASE = """\
 spec:
@@ -287,3 +292,15 @@ class TestValidatorsFailClosed:
         (problem,) = refusals(path)
         assert (problem.line, problem.path) == (9, "$.spec.validators")
         assert problem.message.endswith("failed: rules refuse")
+
+
+class TestNearestOrigin:
+    def test_a_path_without_an_origin_is_placed_at_its_nearest_ancestor(self) -> None:
+        """A problem at a value no file wrote points at the closest enclosing value one did."""
+        root, spec, deep = Origin("a.yaml", 1, 1), Origin("a.yaml", 4, 1), Origin("b.yaml", 9, 5)
+        origins: dict[JsonPath, Origin] = {(): root, ("spec",): spec, ("spec", "a", "b"): deep}
+        assert nearest(origins, ("spec", "a", "b", "c", "d")) == deep
+        assert nearest(origins, ("spec", "a", "b", "c")) == deep
+        assert nearest(origins, ("spec", "x", "y")) == spec
+        assert nearest(origins, ("metadata",)) == root
+        assert nearest({}, ("spec", "x")) is None
