@@ -83,6 +83,6 @@ AREAS: dict[str, Stages] = {
     ),
     "prunewarden/replay/_fit.py": (
         ("tests/replay/test_fit_edges.py", "tests/replay/test_fit_counts.py"),
-        CALIBRATE,
+        (*CALIBRATE, "tests/replay/test_fit_cusum.py"),
     ),
 }
