@@ -7,10 +7,20 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 from prunewarden import load_builtin_policy
-from prunewarden.replay._fit import CalibrationError, TraceData, fit, fit_scale, halts, read_trace
+from prunewarden.replay._fit import (
+    CalibrationError,
+    Fit,
+    TraceData,
+    fit,
+    fit_scale,
+    halts,
+    read_trace,
+)
 
 FLAT = {f"e{i}": 0.5 for i in range(6)}
 WIDE = {f"e{i}": 0.1 + 0.15 * i for i in range(6)}
@@ -60,6 +70,58 @@ class TestFloorSearch:
             base, "builtin:default", str(tmp_path / "f.yaml"), traces, [], date="2026-01-31"
         )
         assert (result.largest_quiet_floor, result.floor) == (1.0, 0.5)
+
+    def test_a_floor_above_zero_halting_a_healthy_trace_fits_zero(self, tmp_path: Path) -> None:
+        """Three flat cycles halt under any floor above 0 (their spread is 0): the largest quiet
+        floor is 0 itself."""
+        base = load_builtin_policy()
+        trace = read_trace(write_trace(tmp_path / "flat.jsonl", [FLAT, FLAT, FLAT, WIDE]), base)
+        result = fit(
+            base, "builtin:default", str(tmp_path / "f.yaml"), [trace], [], date="2026-01-31"
+        )
+        assert (result.largest_quiet_floor, result.floor) == (0.0, 0.0)
+
+
+def fitted_record(tmp_path: Path, **options: Any) -> tuple[Fit, dict[str, Any]]:
+    """A fit on two quiet healthy traces and its ``metadata.calibration``."""
+    base = load_builtin_policy()
+    paths = [write_trace(tmp_path / f"h{i}.jsonl", [WIDE, FLAT]) for i in range(2)]
+    traces = [read_trace(p, base) for p in paths]
+    out = str(tmp_path / "f.yaml")
+    result = fit(base, "builtin:default", out, traces, [], date="2026-01-31", **options)
+    return result, yaml.safe_load(result.text)["metadata"]["calibration"]
+
+
+class TestWhatTheFitRecords:
+    def test_an_absolute_fit_records_its_headroom_and_floor(self, tmp_path: Path) -> None:
+        """metadata.calibration holds the headroom, the scale and the fitted floor; no power
+        section unless one was asked for."""
+        _, record = fitted_record(tmp_path)
+        assert record["headroom"] == 0.5
+        assert record["scale"] == {
+            "quantiles": [0.05, 0.95],
+            "low": 0.1225,
+            "high": 0.8275,
+            "scores": 24,
+        }
+        assert record["spread_floor"] == {"fitted": 0.5, "largest_quiet": 1.0}
+        assert "power" not in record
+
+    def test_a_power_report_is_recorded_as_given(self, tmp_path: Path) -> None:
+        """With calibrate --power, its report is metadata.calibration.power."""
+        _, record = fitted_record(tmp_path, power={"collapsed_halted": 1})
+        assert record["power"] == {"collapsed_halted": 1}
+
+    def test_an_explicit_cusum_test_fits_cusum_on_an_absolute_base(self, tmp_path: Path) -> None:
+        """--spread-test cusum overrides the base's absolute mode; the cusum fit has no
+        headroom and no floor of its own."""
+        result, record = fitted_record(tmp_path, spread_test="cusum")
+        assert result.policy.spec.collapse.spread_floor_mode == "cusum"
+        assert result.cusum is not None
+        assert result.cusum == result.policy.spec.collapse.cusum
+        assert "headroom" not in record
+        assert "spread_floor" not in record
+        assert record["cusum"]["threshold"] == result.cusum.threshold
 
 
 class TestTracesThatCannotBeReplayed:
