@@ -50,7 +50,11 @@ AREAS: dict[str, Stages] = {
         PIPELINE,
     ),
     "prunewarden/pipeline/_calibration.py": (
-        ("tests/pipeline/test_calibrated_requests.py", "tests/pipeline/test_calibration.py"),
+        (
+            "tests/pipeline/test_calibrated_transitions.py",
+            "tests/pipeline/test_calibrated_requests.py",
+            "tests/pipeline/test_calibration.py",
+        ),
         PIPELINE,
     ),
     "prunewarden/rules/_budget.py": (("tests/rules/test_deadline.py",), RULES),

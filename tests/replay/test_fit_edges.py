@@ -16,6 +16,7 @@ from prunewarden.replay._fit import (
     CalibrationError,
     Fit,
     TraceData,
+    bump_minor,
     fit,
     fit_scale,
     halts,
@@ -122,6 +123,21 @@ class TestWhatTheFitRecords:
         assert "headroom" not in record
         assert "spread_floor" not in record
         assert record["cusum"]["threshold"] == result.cusum.threshold
+
+
+class TestFittedVersion:
+    def test_the_fitted_policy_is_the_next_minor_version(self) -> None:
+        """1.4.2 -> 1.5.0; a pre-release or build suffix is dropped."""
+        assert [bump_minor(v) for v in ("1.4.2", "0.9.0-rc.1", "2.0.1+build.7")] == [
+            "1.5.0",
+            "0.10.0",
+            "2.1.0",
+        ]
+
+    def test_a_version_that_is_not_semantic_is_refused(self) -> None:
+        """No next version can be named for one that is not semantic: refused, not guessed."""
+        with pytest.raises(CalibrationError, match="'v1' is not a semantic version"):
+            bump_minor("v1")
 
 
 class TestTracesThatCannotBeReplayed:
