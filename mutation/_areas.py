@@ -53,7 +53,11 @@ AREAS: dict[str, Stages] = {
         PIPELINE,
     ),
     "prunewarden/pipeline/_calibration.py": (
-        ("tests/pipeline/test_calibrated_requests.py", "tests/pipeline/test_calibration.py"),
+        (
+            "tests/pipeline/test_calibrated_transitions.py",
+            "tests/pipeline/test_calibrated_requests.py",
+            "tests/pipeline/test_calibration.py",
+        ),
         PIPELINE,
     ),
     "prunewarden/rules/_budget.py": (("tests/rules/test_deadline.py",), RULES),
@@ -64,6 +68,7 @@ AREAS: dict[str, Stages] = {
     ),
     "prunewarden/policy/_guardrails.py": (
         (
+            "tests/policy/test_guardrail_reach.py",
             "tests/policy/test_overlays.py",
             "tests/policy/test_files.py::TestLocksCoverWhatARuleReads",
         ),
@@ -83,5 +88,8 @@ AREAS: dict[str, Stages] = {
         ("tests/integrations/test_pass_gates.py", "tests/integrations/test_pass_outcomes.py"),
         ADAPTERS,
     ),
-    "prunewarden/replay/_fit.py": (("tests/replay/test_fit_counts.py",), CALIBRATE),
+    "prunewarden/replay/_fit.py": (
+        ("tests/replay/test_fit_edges.py", "tests/replay/test_fit_counts.py"),
+        (*CALIBRATE, "tests/replay/test_fit_cusum.py"),
+    ),
 }

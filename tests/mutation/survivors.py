@@ -207,6 +207,20 @@ REGRESSIONS = [
         'value.encode("utf-8") != expected',
         "the token is compared in constant time",
     ),
+    Regression(
+        "transition-scores-uncalibrated",
+        "prunewarden/pipeline/_calibration.py",
+        "    if score is None and perturbed is None:\n        return segment\n",
+        "    if score is not None and perturbed is None:\n        return segment\n",
+        "a calibrated policy judges a transition's segment scores on its scale",
+    ),
+    Regression(
+        "lock-unblamed-change-allowed",
+        "prunewarden/policy/_guardrails.py",
+        "            problems.append(merged.problem(target, message))\n",
+        "            pass\n",
+        "a change to a locked value is refused even when the overlay wrote another setting",
+    ),
 ]
 
 

@@ -59,3 +59,66 @@ class TestWriting:
             write(path, {"base@1.0.0": "sha256:" + "0" * 64})
         assert messages(info)[0].startswith(f"{path}: $: cannot write: ")
         assert sorted(p.name for p in tmp_path.iterdir()) == [LOCK_FILENAME]
+
+
+class TestWholeFileProblems:
+    """A lock file's read or write error is about the whole file: it carries no line or column
+    (0, 0), so an editor does not jump to a line that has nothing to do with it."""
+
+    def test_an_unreadable_lock_file_has_no_location_inside_it(self, tmp_path: Path) -> None:
+        """cannot read: file, line 0, column 0, path $."""
+        path = tmp_path / LOCK_FILENAME
+        with pytest.raises(PolicyError) as info:
+            read(path)
+        (problem,) = info.value.problems
+        assert (problem.file, problem.line, problem.column, problem.path) == (str(path), 0, 0, "$")
+
+    def test_a_lock_file_not_utf8_has_no_location_inside_it(self, tmp_path: Path) -> None:
+        """not UTF-8: file, line 0, column 0, path $."""
+        path = tmp_path / LOCK_FILENAME
+        path.write_bytes(b"\xff\n")
+        with pytest.raises(PolicyError) as info:
+            read(path)
+        (problem,) = info.value.problems
+        assert (problem.file, problem.line, problem.column, problem.path) == (str(path), 0, 0, "$")
+
+    def test_a_lock_file_that_cannot_be_created_has_no_location(self, tmp_path: Path) -> None:
+        """cannot write (no temporary file): file, line 0, column 0, path $."""
+        blocker = tmp_path / "not-a-folder"
+        blocker.write_text("", encoding="utf-8")
+        path = blocker / LOCK_FILENAME
+        with pytest.raises(PolicyError) as info:
+            write(path, {"base@1.0.0": "sha256:" + "0" * 64})
+        (problem,) = info.value.problems
+        assert (problem.file, problem.line, problem.column, problem.path) == (str(path), 0, 0, "$")
+
+    def test_a_lock_file_that_cannot_be_replaced_has_no_location(self, tmp_path: Path) -> None:
+        """cannot write (replacing it failed): file, line 0, column 0, path $."""
+        path = tmp_path / LOCK_FILENAME
+        path.mkdir()
+        (path / "keep").write_text("", encoding="utf-8")
+        with pytest.raises(PolicyError) as info:
+            write(path, {"base@1.0.0": "sha256:" + "0" * 64})
+        (problem,) = info.value.problems
+        assert (problem.file, problem.line, problem.column, problem.path) == (str(path), 0, 0, "$")
+
+
+class TestInterruptedWrite:
+    def test_an_interrupt_while_writing_propagates_and_keeps_the_old_file(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Ctrl-C while the new file is prepared is not swallowed: it propagates, the old lock
+        file is unchanged and no temporary file is left."""
+        path = tmp_path / LOCK_FILENAME
+        write(path, {"base@1.0.0": "sha256:" + "0" * 64})
+        before = path.read_bytes()
+
+        def interrupted(self: Path, mode: int) -> None:
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(Path, "chmod", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            write(path, {"base@1.0.0": "sha256:" + "0" * 64, "base@1.0.1": "sha256:" + "1" * 64})
+        monkeypatch.undo()
+        assert path.read_bytes() == before
+        assert sorted(p.name for p in tmp_path.iterdir()) == [LOCK_FILENAME]
