@@ -53,8 +53,14 @@ AREAS: dict[str, Stages] = {
         ("tests/pipeline/test_calibrated_requests.py", "tests/pipeline/test_calibration.py"),
         PIPELINE,
     ),
-    "prunewarden/rules/_budget.py": (("tests/rules/test_deadline.py",), RULES),
-    "prunewarden/rules/_evaluation.py": (("tests/rules/test_deadline.py",), RULES),
+    "prunewarden/rules/_budget.py": (
+        ("tests/rules/test_deadline.py", "tests/rules/test_budget_clock.py"),
+        RULES,
+    ),
+    "prunewarden/rules/_evaluation.py": (
+        ("tests/rules/test_deadline.py", "tests/rules/test_evaluation_errors.py"),
+        RULES,
+    ),
     "prunewarden/policy/_lock.py": (
         (EXACT_AUDIT, "tests/policy/test_lock_errors.py", "tests/policy/test_lock.py"),
         POLICY,
@@ -66,12 +72,24 @@ AREAS: dict[str, Stages] = {
         ),
         POLICY,
     ),
-    "prunewarden/audit/_chain.py": ((EXACT_AUDIT, REPORT), AUDIT),
+    "prunewarden/audit/_chain.py": (
+        (EXACT_AUDIT, REPORT, "tests/audit/test_canonical_forms.py"),
+        AUDIT,
+    ),
     "prunewarden/audit/_verify.py": ((EXACT_AUDIT, REPORT), AUDIT),
-    "prunewarden/session/_session.py": ((HALTS, "tests/session/test_session.py"), SESSION),
-    "prunewarden/session/_state.py": ((HALTS, "tests/session/test_state.py"), SESSION),
+    "prunewarden/session/_session.py": (
+        (HALTS, "tests/session/test_session.py", "tests/session/test_session_documents.py"),
+        SESSION,
+    ),
+    "prunewarden/session/_state.py": (
+        (HALTS, "tests/session/test_state.py", "tests/session/test_pins_and_baselines.py"),
+        SESSION,
+    ),
     "prunewarden/session/_registry.py": ((HALTS, "tests/session/test_bypass.py"), SESSION),
-    "prunewarden/session/_store.py": ((HALTS, "tests/session/test_store.py"), SESSION),
+    "prunewarden/session/_store.py": (
+        (HALTS, "tests/session/test_store.py", "tests/session/test_store_close.py"),
+        SESSION,
+    ),
     # The server's other tests start real servers: a survivor would cost half a minute each.
     "prunewarden/server/_app.py": ((ACCESS,),),
     "prunewarden/server/_config.py": ((ACCESS, "tests/server/test_listen.py"),),
