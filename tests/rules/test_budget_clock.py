@@ -19,12 +19,17 @@ class Clocks:
     def __init__(self) -> None:
         self.wall = 1000.0
         self.cpu = 10.0
+        self.cpu_reads = 0
 
     def monotonic(self) -> float:
         return self.wall
 
     def thread_time(self) -> float:
+        self.cpu_reads += 1
         return self.cpu
+
+
+real_thread_cpu = _budget._thread_cpu
 
 
 @pytest.fixture
@@ -95,6 +100,37 @@ class TestWhereABudgetEnds:
         clocks.wall += 60.0
         assert not deadline.expired()
         assert not shared.expired()
+
+
+class TestTheCheapClockFirst:
+    def test_within_its_wall_clock_time_the_cpu_clock_is_not_read(self, clocks: Clocks) -> None:
+        """Until its wall-clock time is past (to its last instant), a budget cannot be spent
+        and its check reads only the wall clock, never the thread's CPU clock."""
+        shared = Budget(0.5)
+        deadline = Deadline(0.25, shared)
+        reads = clocks.cpu_reads
+        clocks.wall += 0.25
+        assert deadline.expired() is False
+        clocks.wall += 0.25
+        assert shared.expired() is False
+        assert clocks.cpu_reads == reads
+
+    def test_past_its_wall_clock_time_the_cpu_clock_decides(self, clocks: Clocks) -> None:
+        """Once the wall-clock time is past, the CPU clock is read and decides."""
+        deadline = Deadline(0.25)
+        reads = clocks.cpu_reads
+        clocks.wall += 0.5
+        assert deadline.expired() is False
+        assert clocks.cpu_reads == reads + 1
+
+    def test_without_rusage_the_thread_clock_is_read(
+        self, clocks: Clocks, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Where the platform has no per-thread rusage, the thread's CPU time comes from
+        ``time.thread_time``."""
+        monkeypatch.setattr(_budget, "_RUSAGE_THREAD", None)
+        clocks.cpu = 12.5
+        assert real_thread_cpu() == 12.5
 
 
 class TestAllocationLimit:
