@@ -82,7 +82,12 @@ AREAS: dict[str, Stages] = {
         SESSION,
     ),
     "prunewarden/session/_state.py": (
-        (HALTS, "tests/session/test_state.py", "tests/session/test_pins_and_baselines.py"),
+        (
+            HALTS,
+            "tests/session/test_state.py",
+            "tests/session/test_pins_and_baselines.py",
+            "tests/session/test_carry_over.py",
+        ),
         SESSION,
     ),
     "prunewarden/session/_registry.py": ((HALTS, "tests/session/test_bypass.py"), SESSION),
