@@ -36,7 +36,10 @@ ACCESS = "tests/server/test_access_rules.py"
 
 # Module (under engine/) -> its stages of tests.
 AREAS: dict[str, Stages] = {
-    "prunewarden/guards/collapse.py": ((REASONS, "tests/guards/test_collapse.py"), GUARDS),
+    "prunewarden/guards/collapse.py": (
+        (REASONS, "tests/guards/test_collapse.py", "tests/guards/test_relative_floor_history.py"),
+        GUARDS,
+    ),
     "prunewarden/guards/eviction.py": (
         (EXACT_GUARDS, REASONS, "tests/guards/test_eviction.py"),
         GUARDS,
