@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Callable
+from typing import Any
 
 from prunewarden import Engine
 
@@ -40,8 +41,9 @@ class TestTheSessionsEarlySpread:
         self, engine_with: EngineFactory
     ) -> None:
         """Without a session, the early spread is that of the history's first cycles."""
-        history = [{"cycle": n, "scores": NARROWER, "pinned": []} for n in (1, 2, 3)]
-        history[0]["scores"] = WIDE
+        history: list[dict[str, Any]] = [
+            {"cycle": n, "scores": WIDE if n == 1 else NARROWER, "pinned": []} for n in (1, 2, 3)
+        ]
         decision = engine_with(collapse=RELATIVE).detect_collapse(history)
         detail = decision.reasons[0].detail
         assert math.isclose(detail["early_spread"], statistics.pstdev(WIDE.values()))
