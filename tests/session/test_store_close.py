@@ -1,10 +1,15 @@
-"""Closing a SQLite session store: its connection is closed, by `close()` or a `with` block."""
+"""A SQLite session store's life: closing it (by `close()` or a `with` block), the call
+deadlines its saves obey, and its settings."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
-from prunewarden import Engine, SqliteSessionStore
+import pytest
+from prunewarden import Engine, SessionStoreError, SqliteSessionStore
+from prunewarden.session import save_deadline
+from prunewarden.session._store import call_deadline
 
 
 def write_one(store: SqliteSessionStore) -> None:
@@ -42,3 +47,48 @@ class TestClosing:
         assert saved is not None
         assert store.load("a") == saved
         store.close()
+
+
+class TestSaveDeadlines:
+    def test_a_save_past_the_calls_deadline_is_not_made(self, tmp_path: Path) -> None:
+        """Inside `save_deadline` with a deadline passed, a session's change is refused and the
+        store keeps the state saved before."""
+        store = SqliteSessionStore(tmp_path / "sessions.db")
+        session = Engine.default().session("a", store=store)
+        session.observe_cycle({"task": 0.9, "other": 0.2}, ["task"])
+        saved = store.load("a")
+        with save_deadline(time.monotonic() - 1), pytest.raises(SessionStoreError):
+            session.observe_cycle({"task": 0.9, "other": 0.3}, ["task"])
+        assert store.load("a") == saved
+        assert session.unsaved is not None
+        assert session.unsaved.startswith("DeadlinePassedError")
+        store.close()
+
+    def test_before_the_deadline_and_after_the_block_saves_are_made(self, tmp_path: Path) -> None:
+        """A deadline still ahead lets the save through, and leaving the block lifts it."""
+        store = SqliteSessionStore(tmp_path / "sessions.db")
+        session = Engine.default().session("a", store=store)
+        with save_deadline(time.monotonic() + 3600):
+            session.observe_cycle({"task": 0.9, "other": 0.2}, ["task"])
+        with save_deadline(time.monotonic() - 1):
+            pass
+        session.observe_cycle({"task": 0.9, "other": 0.3}, ["task"])
+        state = store.load("a")
+        assert state is not None
+        assert state["cycles_seen"] == 2
+        assert session.unsaved is None
+        store.close()
+
+    def test_blocks_nest(self) -> None:
+        """An inner block's deadline holds inside it; the outer one is back after it."""
+        with save_deadline(5.0):
+            with save_deadline(7.0):
+                assert call_deadline() == 7.0
+            assert call_deadline() == 5.0
+        assert call_deadline() is None
+
+    def test_a_store_refuses_an_unknown_synchronous_mode(self, tmp_path: Path) -> None:
+        """`synchronous` is FULL or NORMAL; anything else is refused before a file is made."""
+        with pytest.raises(ValueError, match="synchronous must be FULL or NORMAL, not 'OFF'"):
+            SqliteSessionStore(tmp_path / "sessions.db", synchronous="OFF")  # type: ignore[arg-type]
+        assert not (tmp_path / "sessions.db").exists()
