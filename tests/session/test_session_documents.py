@@ -4,10 +4,15 @@ snapshot and turn is observed in order, and the session keeps its own baselines.
 from __future__ import annotations
 
 import hashlib
+import math
+import statistics
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from prunewarden import Engine, InputError
+
+EngineFactory = Callable[..., Engine]
 
 
 def narrowing(cycle: int, total: int = 5) -> dict[str, float]:
@@ -85,3 +90,25 @@ class TestNumbering:
         assert [s["cycle"] for s in state["snapshots"]] == [1, 2]
         assert [t["turn"] for t in state["turns"]] == [1, 2]
         assert state["cycles_seen"] == 2
+
+
+class TestSpreadsOnTheJudgedScale:
+    def test_early_spreads_are_measured_on_the_calibrated_scale(
+        self, engine_with: EngineFactory
+    ) -> None:
+        """With a calibration, a session's first spreads are those of the calibrated scores
+        (the scale the guard judges), and the state names that scale."""
+        engine = engine_with(
+            collapse={
+                "spread_floor_mode": "relative",
+                "spread_floor": 0.5,
+                "relative_to": {"first_cycles": 2},
+            },
+            scores={"calibration": {"fixed": {"low": 0.0, "high": 0.5}}},
+        )
+        session = engine.session("s")
+        session.observe_cycle({"a": 0.125, "b": 0.25, "c": 0.375})
+        spreads = session.state()["early_spreads"]
+        assert spreads["scale"] == {"scale": "fixed", "low": 0.0, "high": 0.5}
+        (spread,) = spreads["values"]
+        assert math.isclose(spread, statistics.pstdev([0.25, 0.5, 0.75]))
