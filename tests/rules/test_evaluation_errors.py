@@ -75,3 +75,8 @@ class TestMessagesAreOneShortLine:
         cleaned = clean_message(ValueError(text))
         assert cleaned == text[:157] + "..."
         assert len(cleaned) == 160
+
+    def test_a_message_of_161_characters_is_cut(self) -> None:
+        """One character over 160 is enough to cut the message."""
+        text = "y" * 161
+        assert clean_message(ValueError(text)) == "y" * 157 + "..."
