@@ -3,6 +3,7 @@ deadlines its saves obey, and its settings."""
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from pathlib import Path
 
@@ -92,3 +93,15 @@ class TestSaveDeadlines:
         with pytest.raises(ValueError, match="synchronous must be FULL or NORMAL, not 'OFF'"):
             SqliteSessionStore(tmp_path / "sessions.db", synchronous="OFF")  # type: ignore[arg-type]
         assert not (tmp_path / "sessions.db").exists()
+
+    def test_a_store_creates_its_file_when_made(self, tmp_path: Path) -> None:
+        """The database file is created (with its table) when the store is made, not at its
+        first save: a path that cannot hold one fails there."""
+        path = tmp_path / "sessions.db"
+        store = SqliteSessionStore(path)
+        with sqlite3.connect(path) as connection:
+            tables = connection.execute("SELECT name FROM sqlite_master").fetchall()
+        store.close()
+        assert ("sessions",) in tables
+        with pytest.raises(sqlite3.OperationalError):
+            SqliteSessionStore(tmp_path / "missing" / "sessions.db")
