@@ -4,6 +4,7 @@ deadlines its saves obey, and its settings."""
 from __future__ import annotations
 
 import sqlite3
+import threading
 import time
 from pathlib import Path
 
@@ -105,3 +106,24 @@ class TestSaveDeadlines:
         assert ("sessions",) in tables
         with pytest.raises(sqlite3.OperationalError):
             SqliteSessionStore(tmp_path / "missing" / "sessions.db")
+
+
+class TestThreads:
+    def test_a_store_made_in_one_thread_serves_another(self, tmp_path: Path) -> None:
+        """A store is shared by the threads of its process: one made in this thread saves and
+        loads from another."""
+        store = SqliteSessionStore(tmp_path / "sessions.db")
+        errors: list[BaseException] = []
+
+        def work() -> None:
+            try:
+                store.save("a", {"anything": 1})
+                assert store.load("a") == {"anything": 1}
+            except BaseException as exc:  # noqa: BLE001 - reported to the test's thread
+                errors.append(exc)
+
+        worker = threading.Thread(target=work)
+        worker.start()
+        worker.join()
+        store.close()
+        assert errors == []
