@@ -7,6 +7,7 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from prunewarden import Engine, SessionStoreError, SqliteSessionStore
@@ -127,3 +128,48 @@ class TestThreads:
         worker.join()
         store.close()
         assert errors == []
+
+
+def old_database(path: Path, session_id: str | None) -> None:
+    """A database written before states were sealed, with one row."""
+    with sqlite3.connect(path) as connection:
+        connection.execute(
+            "CREATE TABLE sessions (session_id TEXT PRIMARY KEY, state TEXT NOT NULL, "
+            "updated_at TEXT NOT NULL)"
+        )
+        connection.execute(
+            "INSERT INTO sessions VALUES (?, '{}', '2026-01-01T00:00:00Z')", (session_id,)
+        )
+    connection.close()
+
+
+def seal_columns(path: Path) -> list[tuple[Any, ...]]:
+    with sqlite3.connect(path) as connection:
+        names = [row[1] for row in connection.execute("PRAGMA table_info(sessions)")]
+        rows = connection.execute("SELECT * FROM sessions").fetchall() if "seal" in names else []
+    connection.close()
+    return [tuple(names), *rows]
+
+
+class TestSealingAnOldDatabase:
+    def test_the_seals_are_committed_when_the_store_opens_it(self, tmp_path: Path) -> None:
+        """A store opening a database from before seals seals its rows and commits at once:
+        another connection sees them while the store is still open."""
+        path = tmp_path / "old.db"
+        old_database(path, "s")
+        store = SqliteSessionStore(path)
+        names, *rows = seal_columns(path)
+        store.close()
+        assert "seal" in names
+        ((_, _, _, seal),) = rows
+        assert str(seal).startswith("sha256:")
+
+    def test_a_failed_sealing_changes_nothing(self, tmp_path: Path) -> None:
+        """When a row cannot be sealed the store is not made, and the file keeps its old form
+        (no half-sealed database)."""
+        path = tmp_path / "old.db"
+        old_database(path, None)
+        with pytest.raises(AttributeError):
+            SqliteSessionStore(path)
+        (names,) = seal_columns(path)
+        assert "seal" not in names
