@@ -173,3 +173,18 @@ class TestSealingAnOldDatabase:
             SqliteSessionStore(path)
         (names,) = seal_columns(path)
         assert "seal" not in names
+
+    def test_opening_a_sealed_database_does_not_wait_for_a_writer(self, tmp_path: Path) -> None:
+        """A store opening a database that is already sealed only reads it: another process's
+        open write transaction does not hold it up."""
+        path = tmp_path / "sessions.db"
+        SqliteSessionStore(path).close()
+        writer = sqlite3.connect(path, timeout=0, isolation_level=None)
+        writer.execute("BEGIN IMMEDIATE")
+        try:
+            store = SqliteSessionStore(path)
+            assert store.load("a") is None
+            store.close()
+        finally:
+            writer.rollback()
+            writer.close()
