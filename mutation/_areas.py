@@ -93,7 +93,10 @@ AREAS: dict[str, Stages] = {
         ),
         SESSION,
     ),
-    "prunewarden/session/_registry.py": ((HALTS, "tests/session/test_bypass.py"), SESSION),
+    "prunewarden/session/_registry.py": (
+        (HALTS, "tests/session/test_bypass.py", "tests/session/test_held_halts.py"),
+        SESSION,
+    ),
     "prunewarden/session/_store.py": (
         (HALTS, "tests/session/test_store.py", "tests/session/test_store_close.py"),
         SESSION,
