@@ -7,12 +7,13 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from prunewarden import Engine, SessionStoreError, SqliteSessionStore
-from prunewarden.session import save_deadline
-from prunewarden.session._store import call_deadline
+from prunewarden.session import _store, save_deadline
+from prunewarden.session._store import DeadlinePassedError, call_deadline, check_deadline
 
 
 def write_one(store: SqliteSessionStore) -> None:
@@ -81,6 +82,14 @@ class TestSaveDeadlines:
         assert state["cycles_seen"] == 2
         assert session.unsaved is None
         store.close()
+
+    def test_the_deadline_itself_is_not_past(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Saves are refused once the clock passes the deadline: at the deadline, not yet."""
+        monkeypatch.setattr(_store, "time", SimpleNamespace(monotonic=lambda: 500.0))
+        with save_deadline(500.0):
+            check_deadline()
+        with save_deadline(499.5), pytest.raises(DeadlinePassedError):
+            check_deadline()
 
     def test_blocks_nest(self) -> None:
         """An inner block's deadline holds inside it; the outer one is back after it."""
