@@ -1,8 +1,12 @@
 """Rule pins bind a segment's whole text under one policy; baselines keep each canary's first
-pinned score, forgetting the earliest unpinned canaries past the limit."""
+pinned score, forgetting the earliest unpinned canaries past the limit; the cusum sum counts
+from the first full window."""
 
 from __future__ import annotations
 
+import json
+
+from prunewarden import Engine, Policy, parse_policy
 from prunewarden.inputs import Snapshot
 from prunewarden.session._state import RulePins, remember_baseline
 
@@ -64,3 +68,31 @@ class TestBaselines:
         snapshot = Snapshot(3, {"c": 0.3, "d": 0.4}, ("c", "d"))
         assert remember_baseline(baseline, snapshot, 2) == {"c": 0.3, "d": 0.4}
         assert remember_baseline(baseline, snapshot, 4) == {"a": 0.1, "b": 0.2, "c": 0.3, "d": 0.4}
+
+
+def cusum_policy() -> Policy:
+    collapse = {
+        "spread_floor_mode": "cusum",
+        "consecutive_cycles": 2,
+        "cusum": {"slack": 0.0, "reference": {"first_cycles": 2, "prior_weight": 0}},
+    }
+    document = {
+        "apiVersion": "prunewarden/v1",
+        "kind": "Policy",
+        "metadata": {"name": "cusum", "version": "1.0.0"},
+        "spec": {"collapse": collapse},
+    }
+    return parse_policy(json.dumps(document), "<cusum-policy>")
+
+
+class TestCusumCountsFromTheFirstFullWindow:
+    def test_no_cycle_counts_before_consecutive_cycles_have_passed(self) -> None:
+        """The cusum sum starts with cycle consecutive_cycles + 1: a narrower second cycle
+        adds nothing, a narrower third one does."""
+        session = Engine(cusum_policy()).session("s")
+        for half_width in (0.3, 0.1):
+            session.observe_cycle({"c": 0.55, "x": 0.5 - half_width, "y": 0.5 + half_width})
+        assert session.state()["cusum"]["run"] == []
+        assert session.state()["cusum"]["sum"] == 0.0
+        session.observe_cycle({"c": 0.55, "x": 0.45, "y": 0.55})
+        assert [step["cycle"] for step in session.state()["cusum"]["run"]] == [3]
