@@ -74,6 +74,7 @@ def cusum_policy() -> Policy:
     collapse = {
         "spread_floor_mode": "cusum",
         "consecutive_cycles": 2,
+        "min_live_entries": 3,
         "cusum": {"slack": 0.0, "reference": {"first_cycles": 2, "prior_weight": 0}},
     }
     document = {
@@ -88,7 +89,7 @@ def cusum_policy() -> Policy:
 class TestCusumCountsFromTheFirstFullWindow:
     def test_no_cycle_counts_before_consecutive_cycles_have_passed(self) -> None:
         """The cusum sum starts with cycle consecutive_cycles + 1: a narrower second cycle
-        adds nothing, a narrower third one does."""
+        adds nothing, a narrower third one does (with exactly min_live_entries entries)."""
         session = Engine(cusum_policy()).session("s")
         for half_width in (0.3, 0.1):
             session.observe_cycle({"c": 0.55, "x": 0.5 - half_width, "y": 0.5 + half_width})
