@@ -97,3 +97,24 @@ class TestCusumCountsFromTheFirstFullWindow:
         assert session.state()["cusum"]["sum"] == 0.0
         session.observe_cycle({"c": 0.55, "x": 0.45, "y": 0.55})
         assert [step["cycle"] for step in session.state()["cusum"]["run"]] == [3]
+
+    def test_a_cycle_with_too_few_entries_ends_the_run(self) -> None:
+        """A cycle with fewer than min_live_entries entries cannot be judged: the run of
+        cycles ends there, and the sum is kept."""
+        session = Engine(cusum_policy()).session("s")
+        for half_width in (0.3, 0.3, 0.1):
+            session.observe_cycle({"c": 0.55, "x": 0.5 - half_width, "y": 0.5 + half_width})
+        kept = session.state()["cusum"]["sum"]
+        session.observe_cycle({"c": 0.55, "x": 0.5})
+        assert session.state()["cusum"]["run"] == []
+        assert session.state()["cusum"]["sum"] == kept
+        assert kept > 0.0
+
+    def test_a_version_2_state_reads_with_the_sum_at_zero(self) -> None:
+        """A session-state.v2 document, written before the cusum test, reads with its sum at 0
+        and no run, whatever policy it is restored under."""
+        state = Engine.default().session("s").state()
+        del state["cusum"]
+        state["state_version"] = 2
+        restored = Engine.default().session("s", state=state)
+        assert restored.state()["cusum"] == {"basis": None, "sum": 0.0, "run": []}
