@@ -116,3 +116,29 @@ class TestRulePins:
             "this policy's rules decide them afresh"
         }
         assert restored.state()["rule_pins"] == {"policy": None, "segments": {}}
+
+
+class TestWhereStateProblemsPoint:
+    def test_order_problems_have_no_text_position(self, engine: Engine) -> None:
+        """A state document passed as data has no lines: an order problem names its JSON path
+        with line 0 and column 0, as the schema's problems do."""
+        state = observed(engine, 2, 2)
+        state["snapshots"][1]["cycle"] = 1
+        state["turns"][1]["turn"] = 1
+        state["cycles_seen"] = 1
+        with pytest.raises(SessionStateError) as raised:
+            engine.session("s", state=state)
+        located = sorted((p.path, p.line, p.column) for p in raised.value.problems)
+        assert located == [
+            ("$.cycles_seen", 0, 0),
+            ("$.snapshots[1].cycle", 0, 0),
+            ("$.turns[1].turn", 0, 0),
+        ]
+
+    def test_schema_problems_have_no_text_position_either(self, engine: Engine) -> None:
+        """The schema's problems of the same kind of document point the same way."""
+        state = observed(engine, 1, 0)
+        state["cycles_seen"] = -1
+        with pytest.raises(SessionStateError) as raised:
+            engine.session("s", state=state)
+        assert [(p.line, p.column) for p in raised.value.problems] == [(0, 0)]
