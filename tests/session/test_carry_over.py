@@ -142,3 +142,21 @@ class TestWhereStateProblemsPoint:
         with pytest.raises(SessionStateError) as raised:
             engine.session("s", state=state)
         assert [(p.line, p.column) for p in raised.value.problems] == [(0, 0)]
+
+
+class TestCusumCarryOver:
+    def test_an_empty_track_is_not_reported_dropped(
+        self, engine: Engine, engine_with: EngineFactory
+    ) -> None:
+        """A state with no cusum sum yet, restored under a policy with the cusum test, drops
+        nothing: there was no sum to lose."""
+        state = observed(engine, 0, 0)
+        cusum = engine_with(
+            collapse={
+                "spread_floor_mode": "cusum",
+                "consecutive_cycles": 2,
+                "cusum": {"slack": 0.4, "reference": {"first_cycles": 2, "prior_weight": 0}},
+            }
+        )
+        _, record = rebound(cusum, state)
+        assert record["dropped"] == {}
