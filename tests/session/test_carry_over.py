@@ -160,3 +160,15 @@ class TestCusumCarryOver:
         )
         _, record = rebound(cusum, state)
         assert record["dropped"] == {}
+
+
+class TestWhereRefusalsPoint:
+    def test_a_part_another_policy_cannot_use_has_no_text_position(
+        self, engine: Engine, engine_with: EngineFactory
+    ) -> None:
+        """A part refused under another policy is located by its JSON path only."""
+        state = observed(engine, 0, 2)
+        narrow = engine_with(scores={"min": 0.0, "max": 0.25})
+        with pytest.raises(SessionStateError) as raised:
+            narrow.session("s", state=state)
+        assert [(p.path, p.line, p.column) for p in raised.value.problems] == [("$.turns", 0, 0)]
