@@ -81,7 +81,12 @@ AREAS: dict[str, Stages] = {
     ),
     "prunewarden/audit/_verify.py": ((EXACT_AUDIT, REPORT), AUDIT),
     "prunewarden/session/_session.py": (
-        (HALTS, "tests/session/test_session.py", "tests/session/test_session_documents.py"),
+        (
+            HALTS,
+            "tests/session/test_session.py",
+            "tests/session/test_session_documents.py",
+            "tests/session/test_held_over_openings.py",
+        ),
         SESSION,
     ),
     "prunewarden/session/_state.py": (

@@ -1,0 +1,81 @@
+"""A halt decided in this process whose save failed is held over every later opening of its
+session id, even one that finds no stored state."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prunewarden import Engine, SessionStoreError, SqliteSessionStore
+
+SEGMENT = {"id": "t3", "kind": "turn", "tombstone_written": True}
+
+
+def narrowing(cycle: int, total: int = 5) -> dict[str, float]:
+    """Seed 000: spread narrows to the midpoint; the canary drifts 0.9 -> 0.6."""
+    t = (cycle - 1) / (total - 1)
+    scores = {"task": 0.9 - 0.3 * t}
+    for i in range(10):
+        noise = 0.1 + 0.05 * (i % 4)
+        scores[f"t{i}"] = noise + (0.5 + 0.01 * (i % 5) - noise) * t
+    return scores
+
+
+class FlakyStore(SqliteSessionStore):
+    """A SQLite store whose saves fail while ``failing`` is set (as a dropped connection)."""
+
+    failing = False
+
+    def save(self, session_id: str, state: Any) -> None:
+        if self.failing:
+            msg = "connection reset"
+            raise ConnectionError(msg)
+        super().save(session_id, state)
+
+
+class TestHeldOverOpenings:
+    def test_an_unsaved_halt_holds_when_the_store_has_no_state(self, tmp_path: Path) -> None:
+        """The halting cycle's save failed and the stored state was then deleted: a session
+        opened again finds nothing stored, and is still halted by the halt this process
+        decided and could not save."""
+        with FlakyStore(tmp_path / "s.db") as store:
+            engine = Engine.default(store=store)
+            session = engine.session("s")
+            for cycle in range(1, 5):
+                session.observe_cycle(narrowing(cycle), ["task"])
+            store.failing = True
+            with pytest.raises(SessionStoreError):
+                session.observe_cycle(narrowing(5), ["task"])
+            store.failing = False
+            store.delete("s")
+            again = engine.session("s")
+            assert again.halted
+            assert again.halt == session.halt
+
+
+class TestWithoutAStore:
+    def test_opening_the_id_again_starts_a_new_history(self) -> None:
+        """Without a store, `engine.session(id)` opened again starts a new history, not
+        halted, though the engine still refuses stateless calls for that id."""
+        engine = Engine.default()
+        session = engine.session("s")
+        for cycle in range(1, 6):
+            session.observe_cycle(narrowing(cycle), ["task"])
+        assert session.halted
+        again = engine.session("s")
+        assert not again.halted
+        assert again.state()["cycles_seen"] == 0
+        refused = engine.authorize_eviction(SEGMENT, 0.1, 0.1, session_id="s")
+        assert refused.codes == ("pruning_halted",)
+
+    def test_a_restored_state_is_the_answer(self) -> None:
+        """Without a store, a session restored from a state without a halt is not halted by
+        the halt the engine remembers for its id."""
+        engine = Engine.default()
+        earlier = engine.session("s").state()
+        session = engine.session("s")
+        for cycle in range(1, 6):
+            session.observe_cycle(narrowing(cycle), ["task"])
+        assert session.halted
+        assert not engine.session("s", state=earlier).halted
