@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from prunewarden import Engine, SessionStoreError, SqliteSessionStore
+from prunewarden import Engine, SessionStateError, SessionStoreError, SqliteSessionStore
 
 SEGMENT = {"id": "t3", "kind": "turn", "tombstone_written": True}
 
@@ -79,3 +79,35 @@ class TestWithoutAStore:
             session.observe_cycle(narrowing(cycle), ["task"])
         assert session.halted
         assert not engine.session("s", state=earlier).halted
+
+
+class TestRestoredHalts:
+    def test_a_restored_halt_refuses_stateless_calls_at_once(self, tmp_path: Path) -> None:
+        """A halted state restored into a session of an engine with a store refuses the
+        engine's stateless calls for that id at once, before any save."""
+        halted = Engine.default().session("s")
+        for cycle in range(1, 6):
+            halted.observe_cycle(narrowing(cycle), ["task"])
+        with SqliteSessionStore(tmp_path / "s.db") as store:
+            engine = Engine.default(store=store)
+            session = engine.session("s")
+            session.restore(halted.state())
+            assert session.halted
+            refused = engine.authorize_eviction(SEGMENT, 0.1, 0.1, session_id="s")
+            assert refused.codes == ("pruning_halted",)
+
+    def test_a_state_of_another_session_is_located_by_path(self) -> None:
+        """Restoring another session's state is refused at `$.session_id`, with no text
+        position."""
+        engine = Engine.default()
+        with pytest.raises(SessionStateError) as raised:
+            engine.session("s").restore(engine.session("t").state())
+        located = [(p.path, p.line, p.column) for p in raised.value.problems]
+        assert located == [("$.session_id", 0, 0)]
+
+    def test_rule_pins_are_the_sessions(self) -> None:
+        """`Session.rule_pins` holds what `pin_by_rule` pinned, bound to the text."""
+        session = Engine.default().session("s")
+        session.pin_by_rule({"seg-1": "pinned text"})
+        assert session.rule_pins.holds("seg-1", "pinned text")
+        assert not session.rule_pins.holds("seg-1", "other text")
