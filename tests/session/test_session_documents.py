@@ -112,3 +112,17 @@ class TestSpreadsOnTheJudgedScale:
         assert spreads["scale"] == {"scale": "fixed", "low": 0.0, "high": 0.5}
         (spread,) = spreads["values"]
         assert math.isclose(spread, statistics.pstdev([0.25, 0.5, 0.75]))
+
+    def test_only_the_first_cycles_spreads_are_kept(self, engine_with: EngineFactory) -> None:
+        """A session keeps the spreads of its first relative_to.first_cycles cycles, no more."""
+        engine = engine_with(
+            collapse={
+                "spread_floor_mode": "relative",
+                "spread_floor": 0.5,
+                "relative_to": {"first_cycles": 2},
+            },
+        )
+        session = engine.session("s")
+        for half_width in (0.375, 0.25, 0.125, 0.0625):
+            session.observe_cycle({"a": 0.5 - half_width, "b": 0.5 + half_width})
+        assert session.state()["early_spreads"]["values"] == [0.375, 0.25]
