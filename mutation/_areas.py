@@ -87,6 +87,7 @@ AREAS: dict[str, Stages] = {
             "tests/session/test_session_documents.py",
             "tests/session/test_held_over_openings.py",
             "tests/guards/test_relative_floor_history.py",
+            "tests/session/test_follow_reloads.py",
         ),
         SESSION,
     ),
