@@ -55,7 +55,8 @@ class TestCollapseDocuments:
         }
         with pytest.raises(InputError) as raised:
             session.evaluate(document)
-        assert [p.path for p in raised.value.problems] == ["$.baseline"]
+        located = [(p.path, p.line, p.column) for p in raised.value.problems]
+        assert located == [("$.baseline", 0, 0)]
         assert "keeps its own baselines" in raised.value.problems[0].message
         assert session.state()["cycles_seen"] == 0
 
@@ -76,6 +77,26 @@ class TestStalenessDocuments:
         decision = session.evaluate(document)
         assert decision.check == "staleness"
         assert [t["turn"] for t in session.state()["turns"]] == [1, 2]
+
+
+def segment(segment_id: str) -> dict[str, Any]:
+    return {"id": segment_id, "kind": "turn", "text": f"text {segment_id}", "tokens": 10}
+
+
+class TestTransitions:
+    def test_verify_returns_the_transition_decision(self, engine: Engine) -> None:
+        """`Session.verify` of an edit that changes nothing returns its clean decision."""
+        session = engine.session("s")
+        window = [segment("a"), segment("b")]
+        decision = session.verify(window, window)
+        assert (decision.check, decision.codes) == ("transition", ("transition_clean",))
+
+    def test_a_transition_document_is_verified(self, engine: Engine) -> None:
+        """A transition document given to `Session.evaluate` is decided by `verify`."""
+        session = engine.session("s")
+        document = {"check": "transition", "before": [segment("a")], "after": [segment("a")]}
+        decision = session.evaluate(document)
+        assert (decision.check, decision.codes) == ("transition", ("transition_clean",))
 
 
 class TestNumbering:
