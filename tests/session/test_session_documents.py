@@ -98,6 +98,13 @@ class TestTransitions:
         decision = session.evaluate(document)
         assert (decision.check, decision.codes) == ("transition", ("transition_clean",))
 
+    def test_enforce_returns_a_decision_that_does_not_block(self, engine: Engine) -> None:
+        """`Session.enforce` of a document its guard allows returns the decision."""
+        session = engine.session("s")
+        document = {"check": "transition", "before": [segment("a")], "after": [segment("a")]}
+        decision = session.enforce(document)
+        assert (decision.check, decision.codes) == ("transition", ("transition_clean",))
+
 
 class TestNumbering:
     def test_cycles_and_turns_are_numbered_from_one(self, engine: Engine) -> None:
