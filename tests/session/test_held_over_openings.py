@@ -53,6 +53,23 @@ class TestHeldOverOpenings:
             assert again.halted
             assert again.halt == session.halt
 
+    def test_a_failed_lift_of_an_unsaved_halt_keeps_it_held(self, tmp_path: Path) -> None:
+        """A halt whose save failed, then a passing cycle whose save fails too: the lift is not
+        made, and the engine's stateless calls for the id are still refused."""
+        with FlakyStore(tmp_path / "s.db") as store:
+            engine = Engine.default(store=store)
+            session = engine.session("s")
+            for cycle in range(1, 5):
+                session.observe_cycle(narrowing(cycle), ["task"])
+            store.failing = True
+            with pytest.raises(SessionStoreError):
+                session.observe_cycle(narrowing(5), ["task"])
+            with pytest.raises(SessionStoreError):
+                session.observe_cycle(narrowing(1), ["task"])
+            assert session.halted
+            refused = engine.authorize_eviction(SEGMENT, 0.1, 0.1, session_id="s")
+            assert refused.codes == ("pruning_halted",)
+
 
 class TestWithoutAStore:
     def test_opening_the_id_again_starts_a_new_history(self) -> None:
