@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from prunewarden import AuditLog, ReloadingEngine
+from prunewarden import AuditLog, ReloadingEngine, SqliteSessionStore
 from prunewarden.session import Session
 
 SEGMENT = {"id": "t3", "kind": "turn", "tombstone_written": True}
@@ -73,3 +73,21 @@ class TestEveryCallFollows:
         assert [r["policy"]["version"] for r in rebound] == ["1.1.0"]
         assert session.policy.version == "1.1.0"
         assert len(session.state()["turns"]) <= 2
+
+    def test_the_carried_over_state_is_saved(self, tmp_path: Path) -> None:
+        """With a store, the history carried over to the new policy is saved by the call that
+        followed the reload, even one that changes nothing else."""
+        path = tmp_path / "agent.yaml"
+        write(path, policy("1.0.0", 4))
+        with (
+            SqliteSessionStore(tmp_path / "s.db") as store,
+            ReloadingEngine(path, interval=0, store=store) as engine,
+        ):
+            session = engine.session("agent-1")
+            session.observe_turn(0.5, 100)
+            write(path, policy("1.1.0", 1))
+            assert engine.reload().changed
+            session.authorize(SEGMENT, 0.1, 0.1)
+            saved = store.load("agent-1")
+            assert saved is not None
+            assert saved["policy"]["version"] == "1.1.0"
