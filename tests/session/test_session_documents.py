@@ -154,3 +154,13 @@ class TestSpreadsOnTheJudgedScale:
         for half_width in (0.375, 0.25, 0.125, 0.0625):
             session.observe_cycle({"a": 0.5 - half_width, "b": 0.5 + half_width})
         assert session.state()["early_spreads"]["values"] == [0.375, 0.25]
+
+    def test_a_cycle_out_of_order_is_located_by_path(self, engine: Engine) -> None:
+        """A cycle number that does not follow the last is refused at `$.cycle`, with no text
+        position."""
+        session = engine.session("s")
+        session.observe_cycle(narrowing(1), ["task"], cycle=3)
+        with pytest.raises(InputError) as raised:
+            session.observe_cycle(narrowing(2), ["task"], cycle=3)
+        located = [(p.path, p.line, p.column) for p in raised.value.problems]
+        assert located == [("$.cycle", 0, 0)]
