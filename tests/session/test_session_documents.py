@@ -155,6 +155,8 @@ class TestSpreadsOnTheJudgedScale:
             session.observe_cycle({"a": 0.5 - half_width, "b": 0.5 + half_width})
         assert session.state()["early_spreads"]["values"] == [0.375, 0.25]
 
+
+class TestOrder:
     def test_a_cycle_out_of_order_is_located_by_path(self, engine: Engine) -> None:
         """A cycle number that does not follow the last is refused at `$.cycle`, with no text
         position."""
