@@ -14,6 +14,7 @@ from prunewarden import AuditLog, ReloadingEngine, SqliteSessionStore
 from prunewarden.session import Session
 
 SEGMENT = {"id": "t3", "kind": "turn", "tombstone_written": True}
+WINDOW_SEGMENT = {"id": "a", "kind": "turn", "text": "text a", "tokens": 10}
 
 
 def policy(version: str, drift_turns: int) -> str:
@@ -41,6 +42,7 @@ CALLS: dict[str, Callable[[Session], object]] = {
     "observe_turn": lambda s: s.observe_turn(0.5, 100),
     "authorize": lambda s: s.authorize(SEGMENT, 0.1, 0.1),
     "prune": lambda s: s.prune([span("a", 0.9), span("b", 0.1)], 1),
+    "verify": lambda s: s.verify([WINDOW_SEGMENT], [WINDOW_SEGMENT]),
 }
 
 
