@@ -3,10 +3,12 @@ session id, even one that finds no stored state."""
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 from prunewarden import Engine, SessionStateError, SessionStoreError, SqliteSessionStore
 
 SEGMENT = {"id": "t3", "kind": "turn", "tombstone_written": True}
@@ -128,3 +130,27 @@ class TestRestoredHalts:
         session.pin_by_rule({"seg-1": "pinned text"})
         assert session.rule_pins.holds("seg-1", "pinned text")
         assert not session.rule_pins.holds("seg-1", "other text")
+
+
+class TestWhichPathDecided:
+    def test_a_sessions_own_pass_is_recorded_from_the_session(self) -> None:
+        """A pass planned by a session is recorded with `from_session` true."""
+        logger = structlog.testing.CapturingLogger()
+        engine = Engine(Engine.default().policy, logger=logger)
+
+        def scored(segment_id: str, score: float) -> dict[str, Any]:
+            text = f"text {segment_id}"
+            digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+            return {
+                "id": segment_id,
+                "kind": "turn",
+                "text": text,
+                "tokens": 10,
+                "score": score,
+                "text_sha256": digest,
+                "tombstone_written": True,
+            }
+
+        engine.session("s").plan([scored("a", 0.9), scored("b", 0.1)], keep_top_k=1)
+        passes = [call.kwargs for call in logger.calls if call.args == ("pass",)]
+        assert [record["from_session"] for record in passes] == [True]
