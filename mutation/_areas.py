@@ -39,7 +39,10 @@ SESSIONS_APP = "tests/server/test_sessions_in_process.py"
 
 # Module (under engine/) -> its stages of tests.
 AREAS: dict[str, Stages] = {
-    "prunewarden/guards/collapse.py": ((REASONS, "tests/guards/test_collapse.py"), GUARDS),
+    "prunewarden/guards/collapse.py": (
+        (REASONS, "tests/guards/test_collapse.py", "tests/guards/test_relative_floor_history.py"),
+        GUARDS,
+    ),
     "prunewarden/guards/eviction.py": (
         (EXACT_GUARDS, REASONS, "tests/guards/test_eviction.py"),
         GUARDS,
@@ -60,8 +63,14 @@ AREAS: dict[str, Stages] = {
         ),
         PIPELINE,
     ),
-    "prunewarden/rules/_budget.py": (("tests/rules/test_deadline.py",), RULES),
-    "prunewarden/rules/_evaluation.py": (("tests/rules/test_deadline.py",), RULES),
+    "prunewarden/rules/_budget.py": (
+        ("tests/rules/test_deadline.py", "tests/rules/test_budget_clock.py"),
+        RULES,
+    ),
+    "prunewarden/rules/_evaluation.py": (
+        ("tests/rules/test_deadline.py", "tests/rules/test_evaluation_errors.py"),
+        RULES,
+    ),
     "prunewarden/policy/_lock.py": (
         (EXACT_AUDIT, "tests/policy/test_lock_errors.py", "tests/policy/test_lock.py"),
         POLICY,
@@ -74,12 +83,39 @@ AREAS: dict[str, Stages] = {
         ),
         POLICY,
     ),
-    "prunewarden/audit/_chain.py": ((EXACT_AUDIT, REPORT), AUDIT),
+    "prunewarden/audit/_chain.py": (
+        (EXACT_AUDIT, REPORT, "tests/audit/test_canonical_forms.py"),
+        AUDIT,
+    ),
     "prunewarden/audit/_verify.py": ((EXACT_AUDIT, REPORT), AUDIT),
-    "prunewarden/session/_session.py": ((HALTS, "tests/session/test_session.py"), SESSION),
-    "prunewarden/session/_state.py": ((HALTS, "tests/session/test_state.py"), SESSION),
-    "prunewarden/session/_registry.py": ((HALTS, "tests/session/test_bypass.py"), SESSION),
-    "prunewarden/session/_store.py": ((HALTS, "tests/session/test_store.py"), SESSION),
+    "prunewarden/session/_session.py": (
+        (
+            HALTS,
+            "tests/session/test_session.py",
+            "tests/session/test_session_documents.py",
+            "tests/session/test_held_over_openings.py",
+            "tests/guards/test_relative_floor_history.py",
+            "tests/session/test_follow_reloads.py",
+        ),
+        SESSION,
+    ),
+    "prunewarden/session/_state.py": (
+        (
+            HALTS,
+            "tests/session/test_state.py",
+            "tests/session/test_pins_and_baselines.py",
+            "tests/session/test_carry_over.py",
+        ),
+        SESSION,
+    ),
+    "prunewarden/session/_registry.py": (
+        (HALTS, "tests/session/test_bypass.py", "tests/session/test_held_halts.py"),
+        SESSION,
+    ),
+    "prunewarden/session/_store.py": (
+        (HALTS, "tests/session/test_store.py", "tests/session/test_store_close.py"),
+        SESSION,
+    ),
     # The server's other tests start real servers: a survivor would cost half a minute each.
     "prunewarden/server/_app.py": ((APP, ACCESS), (SESSIONS_APP,)),
     "prunewarden/server/_config.py": ((CONFIG, "tests/server/test_listen.py", ACCESS),),
