@@ -93,3 +93,35 @@ class TestEveryCallFollows:
             saved = store.load("agent-1")
             assert saved is not None
             assert saved["policy"]["version"] == "1.1.0"
+
+
+def scaled_policy(version: str, top: float) -> str:
+    return (
+        "apiVersion: prunewarden/v1\nkind: Policy\n"
+        f"metadata: {{name: agent, version: {version}}}\n"
+        f"spec:\n  scores: {{min: 0.0, max: {top}}}\n"
+    )
+
+
+class TestEvaluateFollows:
+    def test_the_first_document_after_a_reload_is_read_on_the_new_score_scale(
+        self, tmp_path: Path
+    ) -> None:
+        """Session.evaluate reads its document under the policy in force: a score of 50 that
+        the old 0..1 scale refuses is read on the reloaded 0..100 scale and decided."""
+        path = tmp_path / "agent.yaml"
+        write(path, scaled_policy("1.0.0", 1.0))
+        document = {
+            "check": "eviction",
+            "segment": SEGMENT,
+            "score": 50.0,
+            "perturbed_score": 50.0,
+        }
+        with ReloadingEngine(path, interval=0) as engine:
+            session = engine.session("agent-1")
+            session.observe_turn(0.5, 100)  # bound to 1.0.0
+            write(path, scaled_policy("1.1.0", 100.0))
+            assert engine.reload().changed
+            decision = session.evaluate(document)
+        assert decision.policy.version == "1.1.0"
+        assert decision.check == "eviction"
