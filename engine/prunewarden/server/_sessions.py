@@ -176,14 +176,7 @@ class SessionService:
         return answer
 
     def authorize(self, session_id: str, body: bytes) -> Answer:
-        data, text = read_body(body)
-        scores = self.engine.policy.spec.scores
-        guarded(lambda: parse_request(data, scores, filename="<request>", text=text))
-        if data["check"] != "eviction":
-            message = f"{data['check']!r}: this endpoint takes an eviction document"
-            raise ServiceProblemError(
-                invalid_input([Problem("<request>", 0, 0, "$.check", message)])
-            )
+        data, text = self._document(body, "eviction")
         decision = self._call(
             session_id,
             lambda session: session.authorize(
@@ -198,14 +191,7 @@ class SessionService:
         return decision_answer(decision)
 
     def prune(self, session_id: str, body: bytes) -> Answer:
-        data, text = read_body(body)
-        scores = self.engine.policy.spec.scores
-        guarded(lambda: parse_request(data, scores, filename="<request>", text=text))
-        if data["check"] != "staleness":
-            message = f"{data['check']!r}: this endpoint takes a staleness document"
-            raise ServiceProblemError(
-                invalid_input([Problem("<request>", 0, 0, "$.check", message)])
-            )
+        data, text = self._document(body, "staleness")
         guarded(lambda: refuse_supplied(data, "staleness", text))
         decision = self._call(
             session_id,
@@ -244,14 +230,7 @@ class SessionService:
     def verify(self, session_id: str, body: bytes) -> Answer:
         """``POST /v1/sessions/{id}/transitions``: an edit of the window, judged with the
         session's halt, canaries and rule pins (``Session.verify``)."""
-        data, text = read_body(body)
-        scores = self.engine.policy.spec.scores
-        guarded(lambda: parse_request(data, scores, filename="<request>", text=text))
-        if data["check"] != "transition":
-            message = f"{data['check']!r}: this endpoint takes a transition document"
-            raise ServiceProblemError(
-                invalid_input([Problem("<request>", 0, 0, "$.check", message)])
-            )
+        data, text = self._document(body, "transition")
         guarded(lambda: refuse_supplied(data, "transition", text))
         decision = self._call(
             session_id,
@@ -421,6 +400,20 @@ class SessionService:
         self._last_sweep = now
         for session_id in [k for k, used in self._used.items() if now - used > self.ttl]:
             self._forget_locked(session_id)
+
+    def _document(self, body: bytes, check: str) -> tuple[dict[str, Any], str]:
+        """The body as an input document of ``check`` (valid under the policy in force), with
+        its text for locating errors; another check is refused at ``$.check``."""
+        data, text = read_body(body)
+        scores = self.engine.policy.spec.scores
+        guarded(lambda: parse_request(data, scores, filename="<request>", text=text))
+        if data["check"] != check:
+            article = "an" if check[0] in "aeiou" else "a"
+            message = f"{data['check']!r}: this endpoint takes {article} {check} document"
+            raise ServiceProblemError(
+                invalid_input([Problem("<request>", 0, 0, "$.check", message)])
+            )
+        return data, text
 
     def _call(self, session_id: str, call: Callable[[Session], Any], prefix: str, text: str) -> Any:
         """A call on the session; its problems are about the body (``prefix`` is where the
