@@ -11,8 +11,11 @@ one to offer by accident. The SDK's DNS-rebinding protection checks ``Host`` and
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
+import signal
 import socket
+from collections.abc import Iterator
 from typing import Any
 
 import anyio
@@ -155,4 +158,20 @@ def run_http(server: Server[Any], sock: socket.socket) -> None:
         access_log=False,
         timeout_graceful_shutdown=_SHUTDOWN_SECONDS,
     )
-    uvicorn.Server(config).run(sockets=[sock])
+    _Uvicorn(config).run(sockets=[sock])
+
+
+class _Uvicorn(uvicorn.Server):
+    """uvicorn, asked to stop by SIGTERM or SIGINT, returns instead of re-raising the signal
+    once it has stopped: the command still has its audit log to close and its exit code to give
+    (0: stopped as asked). ``prunewarden serve`` stops the same way."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        stopping = (signal.SIGINT, signal.SIGTERM)
+        previous = {sig: signal.signal(sig, self.handle_exit) for sig in stopping}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
