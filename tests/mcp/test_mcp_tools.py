@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
+import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
+import pytest
 from _support.mcp_session import audit_records, example, text_of, transition_arguments
 from _support.server import policy_text
 from mcp import Client, MCPError
@@ -171,6 +174,22 @@ class TestCommand:
         out, err = io.StringIO(), io.StringIO()
         assert run(["mcp", "--audit-log", "-"], out, err) == 2
         assert "--audit-log -" in err.getvalue()
+
+    @pytest.mark.slow
+    def test_stdio_stops_when_the_client_closes_its_input(self, tmp_path: Path) -> None:
+        """Over stdio the server exits 0 once its input closes, having written nothing but the
+        protocol to standard output (its own line goes to standard error)."""
+        command = [sys.executable, "-m", "prunewarden", "mcp"]
+        done = subprocess.run(
+            [*command, "--audit-log", str(tmp_path / "audit.jsonl")],
+            input="",
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert (done.returncode, done.stdout) == (0, "")
+        assert done.stderr == "prunewarden mcp: serving stdio (policy default@1.0.0)\n"
 
     def test_an_invalid_policy_exits_3(self, tmp_path: Path) -> None:
         """An invalid policy stops the command before it serves (exit 3), naming the path."""
