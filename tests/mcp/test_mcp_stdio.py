@@ -9,7 +9,13 @@ from pathlib import Path
 
 import anyio
 import pytest
-from _support.mcp_session import Scripted, SessionBehaviour, scripted_session
+from _support.mcp_session import (
+    Scripted,
+    SessionBehaviour,
+    audit_records,
+    example,
+    scripted_session,
+)
 from mcp import Client, StdioServerParameters
 
 pytestmark = pytest.mark.slow  # spawns the server
@@ -24,7 +30,18 @@ def audit_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def scripted(audit_log: Path) -> Scripted:
     server = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "prunewarden", "mcp", "--audit-log", str(audit_log)],
+        args=[
+            "-m",
+            "prunewarden",
+            "mcp",
+            "--audit-log",
+            str(audit_log),
+            "--audit-inputs",
+            "--session-id",
+            "mcp-stdio",
+            "--label",
+            "team=search",
+        ],
         cwd=str(audit_log.parent),
     )
 
@@ -37,3 +54,14 @@ def scripted(audit_log: Path) -> Scripted:
 
 class TestStdioSession(SessionBehaviour):
     """The scripted session over stdio."""
+
+
+class TestStdioCommandOptions:
+    def test_records_carry_the_commands_caller_fields_and_input(
+        self, scripted: Scripted, audit_log: Path
+    ) -> None:
+        """--session-id, --label and --audit-inputs reach every record, as with evaluate."""
+        decision_id = scripted.evaluated.structured_content["decision_id"]
+        (record,) = [r for r in audit_records(audit_log) if r.get("decision_id") == decision_id]
+        assert (record["session_id"], record["labels"]) == ("mcp-stdio", {"team": "search"})
+        assert record["input"] == example("eviction-healthy.json")

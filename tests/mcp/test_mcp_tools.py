@@ -22,6 +22,7 @@ from mcp_types import INVALID_PARAMS
 from prunewarden import Engine, load_builtin_policy
 from prunewarden.audit import AuditLog
 from prunewarden.cli import run
+from prunewarden.errors import AuditError
 from prunewarden.mcp import POLICY_URI, Caller, create_server
 from prunewarden.reload import ReloadingEngine
 
@@ -41,6 +42,14 @@ class BrokenEngine(Engine):
     def evaluate(self, *_args: Any, **_kwargs: Any) -> Any:
         msg = "the engine broke"
         raise RuntimeError(msg)
+
+
+class RefusingEngine(Engine):
+    """An engine whose decisions raise one of prunewarden's own errors."""
+
+    def evaluate(self, *_args: Any, **_kwargs: Any) -> Any:
+        msg = "the audit log is closed"
+        raise AuditError(msg)
 
 
 def session(engine: Engine | ReloadingEngine, act: Callable[[Client], Awaitable[_T]]) -> _T:
@@ -84,7 +93,18 @@ class TestFailClosed:
         result = session(engine, lambda c: c.call_tool("evaluate", document))
         assert result.is_error is True
         assert result.structured_content["type"] == "internal-error"
-        assert text(result) == "internal error (RuntimeError); nothing was decided"
+        assert text(result) == "internal error (RuntimeError): no decision is answered"
+
+    def test_an_engine_error_is_a_tool_error_with_its_message(self) -> None:
+        """An error the engine raises on purpose is a tool error naming its class and message."""
+        engine = RefusingEngine(load_builtin_policy())
+        result = session(engine, lambda c: c.call_tool("verify_transition", transition_arguments()))
+        assert result.is_error is True
+        assert result.structured_content == {
+            "type": "error",
+            "error": "AuditError",
+            "detail": "the audit log is closed",
+        }
 
     def test_verify_transition_refuses_another_check(self) -> None:
         """verify_transition on a document naming another check is a tool error at $.check."""

@@ -17,7 +17,7 @@ import os
 from types import ModuleType
 from typing import IO, Any
 
-from prunewarden.audit import FSYNC_MODES, AuditLog
+from prunewarden.audit import DEFAULT_MASKS, FSYNC_MODES, AuditLog
 from prunewarden.cli import _policy
 from prunewarden.cli._audit import ENV_KEY, caller_fields
 from prunewarden.cli._common import UsageError
@@ -85,6 +85,18 @@ def add_mcp(commands: Any) -> None:
         default="batch",
         help="when records reach the disk (default: batch)",
     )
+    mcp.add_argument(
+        "--audit-inputs",
+        action="store_true",
+        help="log each input document too, with " + " and ".join(DEFAULT_MASKS) + " erased",
+    )
+    mcp.add_argument(
+        "--audit-mask",
+        action="append",
+        metavar="POINTER",
+        help="log each input document with this JSON pointer erased (repeatable; '*' matches "
+        "every member; replaces the default masks)",
+    )
     mcp.add_argument("--session-id", metavar="ID", help="session id to record with every decision")
     mcp.add_argument(
         "--label",
@@ -115,6 +127,7 @@ def run_mcp(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
     audit = AuditLog(
         args.audit_log,
         fsync=args.audit_fsync,
+        inputs=args.audit_mask or args.audit_inputs or None,
         # Set but empty is a key that went missing, not a request for an unkeyed log.
         hmac_key_env=ENV_KEY if ENV_KEY in os.environ else None,
     )

@@ -117,10 +117,12 @@ async def call_tool(
     except InputError as exc:
         return _invalid(exc.problems)
     except PrunewardenError as exc:
-        return _error(str(exc), {"type": "refused", "detail": str(exc)})
+        # Refused on purpose (a session store that cannot save, ...): its message says why.
+        error = {"type": "error", "error": type(exc).__name__, "detail": str(exc)}
+        return _error(str(exc), error)
     except Exception as exc:  # noqa: BLE001 - fail closed: any failure is an error, never an allow
         _diagnostics.error("mcp: tool %s failed: %s", name, type(exc).__name__)
-        detail = f"internal error ({type(exc).__name__}); nothing was decided"
+        detail = f"internal error ({type(exc).__name__}): no decision is answered"
         return _error(detail, {"type": "internal-error", "detail": detail})
     text = json.dumps(document, ensure_ascii=False)
     return CallToolResult(
