@@ -82,8 +82,10 @@ def add_mcp(commands: Any) -> None:
     mcp.add_argument(
         "--audit-fsync",
         choices=FSYNC_MODES,
-        default="batch",
-        help="when records reach the disk (default: batch)",
+        # A model calls tools a few times a second at most: syncing each record costs little,
+        # and a server idle between calls has no later write to sync a batch with.
+        default="always",
+        help="when records reach the disk (default: always, before each answer)",
     )
     mcp.add_argument(
         "--audit-inputs",
