@@ -116,6 +116,17 @@ class TestCommandLine:
         assert "prunewarden.cli._decide" in modules
         assert not {"prunewarden.cli._replay", "prunewarden.cli._serve"} & set(modules)
 
+    @pytest.mark.parametrize("argv", [["schema", "policy"], ["mcp", "--help"]])
+    def test_commands_do_not_load_the_mcp_sdk(self, argv: list[str]) -> None:
+        """The MCP SDK loads only when prunewarden mcp serves, not with its help or any
+        other command."""
+        script = (
+            "import io; from prunewarden.cli import run; "
+            f"run({argv!r}, io.StringIO(), io.StringIO())"
+        )
+        loaded = loaded_by(script)
+        assert {"mcp", "mcp_types", "uvicorn", "starlette"} & set(loaded) == set()
+
     @pytest.mark.parametrize("name", list(COMMANDS))
     def test_help_table_matches_each_commands_parser(self, name: str) -> None:
         """The static help line of each command is the one its own parser declares."""

@@ -183,6 +183,21 @@ PAGES: dict[str, PageRun] = {
         """),
         expected="allow run-7 allow 1.5.0 deny\n",
     ),
+    "docs/mcp.md": PageRun(
+        prelude=_source("""
+            from _support.doc_pages import example
+            before = example("transition-trim-dropped-task")["before"]
+            after = example("transition-trim-dropped-task")["after"]
+        """),
+        # Refused and repaired as the page says, and the decision is the one the log holds.
+        epilogue=_source("""
+            import json
+            logged = [json.loads(line)["decision_id"] for line in open("audit.jsonl")
+                      if json.loads(line)["kind"] == "decision"]
+            print(decision["outcome"], decision["actions"][0], logged == [decision["decision_id"]])
+        """),
+        expected="deny {'action': 'restore', 'ids': ['m1', 'm2']} True\n",
+    ),
     "docs/observability.md": PageRun(
         prelude=_INPUTS
         + _METRICS_ON_A_FREE_PORT

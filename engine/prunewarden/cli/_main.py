@@ -109,6 +109,12 @@ COMMANDS: dict[str, Command] = {
         "add_serve",
         "run_serve",
     ),
+    "mcp": Command(
+        "_mcp",
+        "serve evaluate, plan and verify_transition to MCP hosts (docs/mcp.md)",
+        "add_mcp",
+        "run_mcp",
+    ),
     "doctor": Command(
         "_doctor",
         "check a deployment (policy, lock, audit log, extras); one line, non-zero if sick",
@@ -156,7 +162,7 @@ def _add_cel_option(parser: argparse.ArgumentParser) -> None:
 
 
 # The commands that build engines, and so take --cel.
-ENGINE_COMMANDS = ("evaluate", "test", "plan", "replay", "diff", "calibrate", "serve")
+ENGINE_COMMANDS = ("evaluate", "test", "plan", "replay", "diff", "calibrate", "serve", "mcp")
 _CEL_VARIABLE = "PRUNEWARDEN_CEL"
 
 
