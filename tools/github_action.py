@@ -17,6 +17,7 @@ FAIL_ON_CHANGES is true, else 2 or 3 when the diff could not compare; otherwise 
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import shlex
@@ -52,6 +53,17 @@ def prunewarden(arguments: Sequence[str]) -> Outcome:
     return Outcome(done.returncode, done.stdout, done.stderr)
 
 
+def expand(patterns: Sequence[str]) -> list[str]:
+    """Local globs expanded as a shell would (sorted), since the step runs no shell; URLs and
+    patterns matching nothing are passed on for prunewarden to read or report."""
+    paths: list[str] = []
+    for pattern in patterns:
+        # glob.glob, not Path.glob: a pattern may be absolute, as a shell's may.
+        matched = [] if "://" in pattern else sorted(glob.glob(pattern, recursive=True))  # noqa: PTH207
+        paths += matched or [pattern]
+    return paths
+
+
 def ensure_revision(ref: str) -> None:
     """Fetch ``ref`` from its remote when a shallow checkout does not have it."""
     verify = ["git", "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"]
@@ -67,10 +79,15 @@ def suite_summary(outcome: Outcome, junit: Path) -> list[str]:
     """The policy tests in markdown: the counts of the JUnit report, then each failed case."""
     lines = ["### Policy tests", ""]
     if not junit.is_file():
-        return [*lines, f"`prunewarden test` wrote no report (exit {outcome.status}):", "", _block(outcome.stderr)]
+        return [
+            *lines,
+            f"`prunewarden test` wrote no report (exit {outcome.status}):",
+            "",
+            _block(outcome.stderr),
+        ]
     # The report was written by prunewarden test in this job, not taken from outside.
     root = ET.parse(junit).getroot()  # noqa: S314
-    counts = {key: 0 for key in ("tests", "failures", "errors", "skipped")}
+    counts = dict.fromkeys(("tests", "failures", "errors", "skipped"), 0)
     failed: list[tuple[str, str, str]] = []
     for suite in root.iter("testsuite"):
         for key in counts:
@@ -80,7 +97,9 @@ def suite_summary(outcome: Outcome, junit: Path) -> list[str]:
             if problem is None:
                 problem = case.find("error")
             if problem is not None:
-                failed.append((suite.get("name", ""), case.get("name", ""), problem.get("message", "")))
+                failed.append(
+                    (suite.get("name", ""), case.get("name", ""), problem.get("message", ""))
+                )
     passed = counts["tests"] - counts["failures"] - counts["errors"] - counts["skipped"]
     verdict = "passed" if outcome.status == 0 else f"failed (exit {outcome.status})"
     lines.append(
@@ -97,7 +116,12 @@ def diff_summary(outcome: Outcome, ref: str, policy: str) -> list[str]:
     """The policy diff in markdown: both identities, the count, one row per group of changes."""
     lines = [f"### Decisions changed by `{policy}` against `{ref}`", ""]
     if outcome.status not in (0, DIFF_CHANGED):
-        return [*lines, f"`prunewarden diff` could not compare (exit {outcome.status}):", "", _block(outcome.stderr)]
+        return [
+            *lines,
+            f"`prunewarden diff` could not compare (exit {outcome.status}):",
+            "",
+            _block(outcome.stderr),
+        ]
     report = json.loads(outcome.stdout)
     traces = len(report["traces"])
     lines += [
@@ -112,7 +136,10 @@ def diff_summary(outcome: Outcome, ref: str, policy: str) -> list[str]:
         lines += ["", "| check | change | reason | count | first |", "|---|---|---|---|---|"]
         for group in report["groups"][:MAX_ROWS]:
             first = group["first"]
-            change = f"{group['from']} → {group['to']}" if group["from"] or group["to"] else group["kind"]
+            change = group["kind"]
+            if group["from"] or group["to"]:
+                moved = "halt moved: " if group["kind"] == "halt moved" else ""
+                change = f"{moved}{group['from']} → {group['to']}"
             where = f"{first['trace']}:{first['line']}"
             lines.append(
                 f"| {group['check']} | {_cell(change)} | {_cell(group['reason'])} | "
@@ -146,11 +173,12 @@ def main() -> int:
     env = os.environ
     junit = Path(env.get("PRUNEWARDEN_JUNIT_XML") or "prunewarden-junit.xml")
     tests = shlex.split(env.get("PRUNEWARDEN_TESTS", "."))
-    policy, traces = env.get("PRUNEWARDEN_POLICY", ""), shlex.split(env.get("PRUNEWARDEN_TRACES", ""))
+    policy = env.get("PRUNEWARDEN_POLICY", "")
+    traces = expand(shlex.split(env.get("PRUNEWARDEN_TRACES", "")))
     ref = env.get("PRUNEWARDEN_BASE_REF", "")
     fail_on_changes = env.get("PRUNEWARDEN_FAIL_ON_CHANGES", "false").lower() == "true"
     summary = ["## prunewarden", ""]
-    outputs = {}
+    outputs: dict[str, str] = {}
     test_status = 0
     if tests:
         junit.unlink(missing_ok=True)
@@ -161,7 +189,9 @@ def main() -> int:
     diff_status = 0
     if policy and traces and ref:
         ensure_revision(ref)
-        diffed = prunewarden(["diff", *traces, "--candidate", policy, "--base-ref", ref, "--format", "json"])
+        diffed = prunewarden(
+            ["diff", *traces, "--candidate", policy, "--base-ref", ref, "--format", "json"]
+        )
         diff_status = diffed.status
         summary += [*diff_summary(diffed, ref, policy), ""]
         changed = json.loads(diffed.stdout)["changed"] if diffed.status in (0, DIFF_CHANGED) else ""

@@ -17,9 +17,8 @@ from typing import Any
 
 import pytest
 import yaml
-from prunewarden.policy import load_policy
-
 from _support.server import running_server
+from prunewarden.policy import load_policy
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -78,7 +77,9 @@ def only(docs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
 
 
 def sidecar(deployment: dict[str, Any]) -> dict[str, Any]:
-    [found] = [c for c in deployment["spec"]["template"]["spec"]["initContainers"]]
+    """The pod's one init container: prunewarden, as a native sidecar."""
+    containers: list[dict[str, Any]] = deployment["spec"]["template"]["spec"]["initContainers"]
+    [found] = containers
     return found
 
 

@@ -132,9 +132,10 @@ class TestActionManifest:
         assert action["runs"]["using"] == "composite"
         steps = action["runs"]["steps"]
         assert steps[-1]["run"] == 'python "$GITHUB_ACTION_PATH/tools/github_action.py"'
-        passed = {value.removeprefix("${{ inputs.").removesuffix(" }}") for value in (
-            *steps[-1]["env"].values(), *steps[-2]["env"].values()
-        )}
+        passed = {
+            value.removeprefix("${{ inputs.").removesuffix(" }}")
+            for value in (*steps[-1]["env"].values(), *steps[-2]["env"].values())
+        }
         assert passed | {"python-version"} == set(action["inputs"])
         assert set(action["outputs"]) == {"test-status", "junit-xml", "changed"}
 
@@ -156,7 +157,14 @@ class TestActionStep:
             ["candidate", "`agent@1.1.0`"],
         ]
         groups = table_rows(summary, "| check | change | reason | count | first |")
-        assert {row[0] for row in groups} == {"collapse", "eviction"}
+        assert {row[0] for row in groups} == {"collapse", "eviction", "plan"}
+        assert groups[0][:4] == [
+            "collapse",
+            "halt moved: at cycle 12 → at cycle 14",
+            "collapse_detected",
+            "1",
+        ]
+        assert ["eviction", "deny → allow", "unstable_score", "1"] in [row[:4] for row in groups]
         assert f"**{outputs['changed']}** decisions changed over 2 traces." in summary
 
     def test_changes_fail_the_step_when_asked(self, checkout: Path) -> None:
@@ -184,5 +192,5 @@ class TestActionStep:
         done, summary, outputs = run_action(
             checkout, tests="", policy="policies/renamed.yaml", base_ref="main"
         )
-        assert done.returncode == outputs["diff-status"] == "3" or done.returncode in (2, 3)
-        assert "`prunewarden diff` could not compare" in summary
+        assert (done.returncode, outputs["diff-status"], outputs["changed"]) == (3, "3", "")
+        assert "`prunewarden diff` could not compare (exit 3):" in summary

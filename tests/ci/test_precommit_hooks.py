@@ -105,7 +105,8 @@ def run_hooks(repository: Path, home: Path) -> subprocess.CompletedProcess[str]:
         "PRE_COMMIT_HOME": str(home / "pre-commit"),
         "PIP_NO_INDEX": "1",
         "PIP_NO_DEPS": "1",
-        "PIP_NO_BUILD_ISOLATION": "1",
+        # pip reads a --no-X option's variable as the value of X: "0" turns build isolation off.
+        "PIP_NO_BUILD_ISOLATION": "0",
         "PIP_DISABLE_PIP_VERSION_CHECK": "1",
         "VIRTUALENV_NO_PERIODIC_UPDATE": "1",
         "PYTHONPATH": sysconfig.get_paths()["purelib"],
@@ -178,7 +179,7 @@ class TestHooksInAScratchRepository:
         assert hook_lines(done.stdout)["prunewarden validate"] == "Failed"
         assert "- exit code: 3" in done.stdout
         assert (
-            "policies/agent.yaml:8:15: $.spec.collapse.spread_floor: 2 is greater than the "
+            "policies/agent.yaml:8:28: $.spec.collapse.spread_floor: 2 is greater than the "
             "maximum of 1"
         ) in done.stdout
 
