@@ -9,7 +9,8 @@ variables set.
 Its inputs come as PRUNEWARDEN_* environment variables (action.yml maps the action's inputs):
 TESTS (paths, space-separated; empty: skip), JUNIT_XML (the report's path), POLICY and TRACES
 (the diff's candidate and trace globs; either empty: no diff), BASE_REF (a git revision),
-FAIL_ON_CHANGES (true: changed decisions fail the step).
+DIFF_JSON (where the diff's whole JSON report goes), FAIL_ON_CHANGES (true: changed decisions
+fail the step).
 
 Exit status: the test command's when it failed, else 1 when decisions changed and
 FAIL_ON_CHANGES is true, else 2 or 3 when the diff could not compare; otherwise 0.
@@ -42,13 +43,15 @@ class Outcome:
     stderr: str
 
 
-def prunewarden(arguments: Sequence[str]) -> Outcome:
-    """Run ``prunewarden ARGUMENTS``, echoing the command line and its output to the log."""
+def prunewarden(arguments: Sequence[str], *, echo: bool = True) -> Outcome:
+    """Run ``prunewarden ARGUMENTS``, echoing the command line and its errors to the log, and
+    its output unless ``echo`` is false."""
     command = ["prunewarden", *arguments]
     sys.stdout.write(f"$ {shlex.join(command)}\n")
     sys.stdout.flush()
     done = subprocess.run(command, capture_output=True, text=True, check=False)  # noqa: S603
-    sys.stdout.write(done.stdout)
+    if echo:
+        sys.stdout.write(done.stdout)
     sys.stderr.write(done.stderr)
     return Outcome(done.returncode, done.stdout, done.stderr)
 
@@ -190,12 +193,18 @@ def main() -> int:
     if policy and traces and ref:
         ensure_revision(ref)
         diffed = prunewarden(
-            ["diff", *traces, "--candidate", policy, "--base-ref", ref, "--format", "json"]
+            ["diff", *traces, "--candidate", policy, "--base-ref", ref, "--format", "json"],
+            echo=False,  # every change, as JSON: kept as a file, summarized below
         )
         diff_status = diffed.status
         summary += [*diff_summary(diffed, ref, policy), ""]
-        changed = json.loads(diffed.stdout)["changed"] if diffed.status in (0, DIFF_CHANGED) else ""
-        outputs |= {"diff-status": str(diffed.status), "changed": str(changed)}
+        outputs["diff-status"] = str(diffed.status)
+        if diffed.status in (0, DIFF_CHANGED):
+            report = Path(env.get("PRUNEWARDEN_DIFF_JSON") or "prunewarden-diff.json")
+            report.write_text(diffed.stdout, encoding="utf-8")
+            changed = json.loads(diffed.stdout)["changed"]
+            outputs |= {"changed": str(changed), "diff-json": str(report)}
+            sys.stdout.write(f"{changed} decisions changed: the whole report is in {report}\n")
     append("GITHUB_STEP_SUMMARY", "\n".join(summary) + "\n")
     append("GITHUB_OUTPUT", "".join(f"{key}={value}\n" for key, value in outputs.items()))
     if test_status:

@@ -3,6 +3,7 @@ a git checkout of a pull request, with the GITHUB_* files and the action's input
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -137,7 +138,7 @@ class TestActionManifest:
             for value in (*steps[-1]["env"].values(), *steps[-2]["env"].values())
         }
         assert passed | {"python-version"} == set(action["inputs"])
-        assert set(action["outputs"]) == {"test-status", "junit-xml", "changed"}
+        assert set(action["outputs"]) == {"test-status", "junit-xml", "changed", "diff-json"}
 
 
 class TestActionStep:
@@ -166,6 +167,9 @@ class TestActionStep:
         ]
         assert ["eviction", "deny → allow", "unstable_score", "1"] in [row[:4] for row in groups]
         assert f"**{outputs['changed']}** decisions changed over 2 traces." in summary
+        report = json.loads((checkout / outputs["diff-json"]).read_text())
+        assert report["changed"] == int(outputs["changed"]) == len(report["changes"])
+        assert '"changes"' not in done.stdout  # the log has the count, not the whole report
 
     def test_changes_fail_the_step_when_asked(self, checkout: Path) -> None:
         """fail-on-changes: true turns changed decisions into exit 1."""
@@ -192,5 +196,6 @@ class TestActionStep:
         done, summary, outputs = run_action(
             checkout, tests="", policy="policies/renamed.yaml", base_ref="main"
         )
-        assert (done.returncode, outputs["diff-status"], outputs["changed"]) == (3, "3", "")
+        assert (done.returncode, outputs["diff-status"]) == (3, "3")
+        assert "changed" not in outputs
         assert "`prunewarden diff` could not compare (exit 3):" in summary
