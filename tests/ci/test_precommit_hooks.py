@@ -152,6 +152,17 @@ class TestManifest:
             ("prunewarden-test", "prunewarden test", "python"),
         ]
 
+    def test_pre_commit_accepts_the_manifest(self) -> None:
+        """pre-commit's own validate-manifest finds nothing wrong with it."""
+        done = subprocess.run(
+            [sys.executable, "-m", "pre_commit", "validate-manifest", ".pre-commit-hooks.yaml"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert (done.returncode, done.stdout) == (0, "")
+
 
 class TestHooksInAScratchRepository:
     def test_a_valid_policy_and_a_passing_suite_pass(self, hooked: tuple[Path, Path]) -> None:
