@@ -52,6 +52,8 @@ lint: $(VENV)/.installed-test
 	@echo "==> ruff check and ruff format --check (seconds)"
 	@$(BIN)/ruff check engine tests examples benchmarks tools mutation
 	@$(BIN)/ruff format --check engine tests examples benchmarks tools mutation
+	@echo "==> hadolint: the Dockerfile (seconds)"
+	@$(BIN)/hadolint Dockerfile
 
 typecheck: $(VENV)/.installed-test
 	@echo "==> mypy --strict: the package, then the tests, examples and benchmarks (1 to 5 minutes, quiet until done)"

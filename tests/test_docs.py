@@ -50,6 +50,7 @@ TRANSCRIPTS = [
     ("docs/observability.md", "prunewarden evaluate --policy examples/deployments/prod-eu.yaml "),
     ("docs/calibration.md", "prunewarden calibrate --healthy examples/traces/healthy-*.jsonl"),
     ("docs/scale.md", "for input in examples/inputs/*.json; do prunewarden evaluate"),
+    ("docs/ci.md", "prunewarden schema --catalog"),
 ]
 
 # What a transcript's page did before it, run first and not shown: (page, command) -> script.

@@ -114,7 +114,8 @@ class TestWheel:
         assert "prunewarden" in found["names"]
 
     def test_validate_and_evaluate_outside_the_repo(self, installed: Path, tmp_path: Path) -> None:
-        """The console script validates a policy and evaluates on the bundled default."""
+        """The console script validates a policy, evaluates on the bundled default and prints
+        a schema and the catalog from inside the wheel."""
         policy = tmp_path / "p.yaml"
         policy.write_text(
             "apiVersion: prunewarden/v1\nkind: Policy\nmetadata: {name: p, version: 1.0.0}\n"
@@ -148,6 +149,16 @@ class TestWheel:
             check=True,
         )
         assert json.loads(schema.stdout)["title"] == "prunewarden decision v1"
+        catalog = subprocess.run(
+            [str(installed / "prunewarden"), "schema", "--catalog"],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            check=True,
+        )
+        assert json.loads(catalog.stdout) == json.loads(
+            (ROOT / "schemas" / "catalog.json").read_text()
+        )
 
     def test_policy_suite_outside_the_repo(self, installed: Path, tmp_path: Path) -> None:
         """prunewarden test runs a suite on the bundled default; the suite schema ships inside."""

@@ -44,6 +44,15 @@ def schema_files() -> list[Path]:
     return sorted(data_dir("schemas").glob("*.v[0-9]*.schema.json"))
 
 
+def catalog() -> dict[str, Any]:
+    """The schema catalog (``catalog.json``, in SchemaStore's catalog format): every bundled
+    schema by its ``$id``, older versions under ``versions``."""
+    loaded: dict[str, Any] = json.loads(
+        (data_dir("schemas") / "catalog.json").read_text(encoding="utf-8")
+    )
+    return loaded
+
+
 def builtin_policy_path(name: str) -> Path:
     """Path of a bundled policy (``default``)."""
     path = data_dir("policies") / f"{name}.yaml"

@@ -13,7 +13,7 @@ from prunewarden import _resources as resources
 from prunewarden._files import open_regular
 from prunewarden._source import parse_json
 from prunewarden.cli import _audit, _policy
-from prunewarden.cli._common import EXIT_CODES, report
+from prunewarden.cli._common import EXIT_CODES, UsageError, report
 from prunewarden.cli._printable import printable
 from prunewarden.decision import Decision
 from prunewarden.engine import Engine
@@ -63,8 +63,18 @@ def add_evaluate(commands: Any) -> None:
 
 
 def add_schema(commands: Any) -> None:
-    schema = commands.add_parser("schema", help="print a bundled JSON Schema")
-    schema.add_argument("name", choices=SCHEMAS)
+    schema = commands.add_parser(
+        "schema",
+        help="print a bundled JSON Schema",
+        description="Print a bundled JSON Schema (its latest version), or with --catalog the "
+        "catalog of them all\nin SchemaStore's format, each by its $id.",
+    )
+    schema.add_argument("name", nargs="?", choices=SCHEMAS, help="the schema to print")
+    schema.add_argument(
+        "--catalog",
+        action="store_true",
+        help="print the schema catalog (SchemaStore's catalog format) instead of one schema",
+    )
 
 
 def run_validate(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
@@ -157,7 +167,13 @@ def render_text(decision: Decision) -> str:
 
 
 def run_schema(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:  # noqa: ARG001
-    stdout.write(json.dumps(resources.schema(args.name), indent=2) + "\n")
+    if args.catalog == (args.name is not None):
+        msg = "prunewarden schema: give a schema NAME or --catalog, not both"
+        if not args.catalog:
+            msg = "prunewarden schema: give a schema NAME, or --catalog"
+        raise UsageError(msg)
+    document = resources.catalog() if args.catalog else resources.schema(args.name)
+    stdout.write(json.dumps(document, indent=2) + "\n")
     return ExitCode.OK
 
 
