@@ -101,12 +101,14 @@ pytest: $(VENV)/.installed-test typescript-example
 # writer processes appending), one pruning pass from 1k to 100k segments (the time per segment
 # must not grow), a fleet's 2,000 traces serially, with --jobs 2 and on a 2-worker Dask
 # LocalCluster (the extras of the test install: dask, fsspec, pyarrow), prunewarden serve under 8
-# concurrent clients on loopback against in-process Session.authorize, start-up (the CPU time of
-# import prunewarden and prunewarden --version, against python -c pass), and last the hot-path
+# concurrent clients on loopback against in-process Session.authorize, sequential evictions
+# through @prunewarden/client against a plain node:http keep-alive client and fetch (5 repeats),
+# start-up (the CPU time of import prunewarden and prunewarden --version, against python -c
+# pass), and last the hot-path
 # targets of docs/benchmarks.md, each measured in this run (benchmarks/targets.py; --runs 5
 # gives their spread).
 # The test extra brings prometheus-client and the OpenTelemetry SDK for the observed pass.
-bench: $(VENV)/.installed-test
+bench: $(VENV)/.installed-test typescript-example
 	$(BIN)/python -m benchmarks $(BENCH_ARGS)
 	$(BIN)/python benchmarks/rules_cache.py
 	$(BIN)/python -m benchmarks.rules_backends
@@ -117,6 +119,7 @@ bench: $(VENV)/.installed-test
 	$(BIN)/python -m benchmarks.transition_scale --repeat 3
 	$(BIN)/python benchmarks/fleet_scale.py --traces 2000 --workers 2
 	$(BIN)/python benchmarks/bench_server.py --clients 8 --requests 8000
+	$(BIN)/python -m benchmarks.ts_client --requests 2000 --repeats 5
 	$(BIN)/python benchmarks/start_time.py
 	$(BIN)/python -m benchmarks.targets
 

@@ -7,6 +7,7 @@ import { after, before, describe, test } from "node:test";
 import {
   Client,
   InvalidInputError,
+  NotFoundError,
   RequestTooLargeError,
   ServiceUnavailableError,
   SessionConflictError,
@@ -21,7 +22,11 @@ const SEGMENT: Segment = { id: "tool-42", kind: "tool_output", tombstone_written
 const HEALTHY = { c: 0.9, a: 0.6, b: 0.1 };
 const FLAT = { c: 0.3, a: 0.31, b: 0.3 };
 
-/** How many connections the client's agent opened: one per new keep-alive connection. */
+/**
+ * How many connections the client's agent opened. Sequential calls share at most two: undici
+ * frees a connection a tick after its answer's body has ended, so the next call, sent at once,
+ * may open a second one; from then on the two are reused.
+ */
 function countConnections(client: Client): () => number {
   let opened = 0;
   client.transport["agent"].on("connect", () => (opened += 1));
@@ -69,7 +74,9 @@ describe("over loopback TCP with a token", () => {
     assert.match(conflict.problems[0]?.text ?? "", /^<request>:1:\d+: /);
     const deleted = await session.delete();
     assert.deepEqual([deleted.session_id, deleted.deleted], ["ts-halt", true]);
-    assert.equal((await session.state()).halted, false);
+    const gone = await session.state().catch((e: unknown) => e);
+    assert.ok(gone instanceof NotFoundError);
+    assert.deepEqual([gone.status, gone.kind], [404, "not-found"]);
   });
 
   test("judges an edit made by other code, and reads every decision id of a plan", async () => {
@@ -78,13 +85,15 @@ describe("over loopback TCP with a token", () => {
     const trimmed = await session.verify(before, before.slice(1), { tombstones: ["tool-42"] });
     assert.equal(trimmed.check, "transition");
     assert.deepEqual(decisionIds(trimmed), [trimmed.decision_id]);
+    // Scores not bound to a text hash: the pass is frozen by one staleness decision.
     const segments = ["s1", "s2", "s3"].map((id, i) => ({
       id, kind: "tool_output", score: 0.1 * (i + 1), perturbed_score: 0.1 * (i + 1),
       tombstone_written: true, tokens: 10,
     }));
     const plan = await client.plan({ segments, keep_top_k: 1 });
-    assert.deepEqual(decisionIds(plan), plan.decisions.map((d) => d.decision_id));
-    assert.equal(plan.decisions.length, 3);
+    assert.deepEqual([plan.frozen, plan.evict, plan.recompute], [true, [], ["s1", "s2", "s3"]]);
+    assert.deepEqual(plan.decisions.map((d) => d.reasons[0]?.code), ["unbound_score"]);
+    assert.deepEqual(decisionIds(plan), [plan.decisions[0]?.decision_id]);
   });
 
   test("an invalid document is an InvalidInputError locating each problem", async () => {
@@ -98,13 +107,13 @@ describe("over loopback TCP with a token", () => {
     );
   });
 
-  test("keeps one connection alive across sequential calls", async () => {
+  test("keeps its connections alive across sequential calls", async () => {
     const keepAlive = new Client(server.url, { token: TOKEN });
     const opened = countConnections(keepAlive);
     const session = keepAlive.session("ts-keep-alive");
     for (let i = 0; i < 20; i += 1) await session.authorize(SEGMENT, 0.1, 0.12);
     await keepAlive.close();
-    assert.equal(opened(), 1);
+    assert.ok(opened() >= 1 && opened() <= 2, `${opened()} connections for 20 calls`);
   });
 
   test("without the token every data route is an UnauthorizedError, the probes answer", async () => {
@@ -133,7 +142,7 @@ describe("over a unix socket", () => {
     await server?.stop();
   });
 
-  test("reaches the same API through the socket on one kept connection", async () => {
+  test("reaches the same API through the socket on kept connections", async () => {
     assert.match(server.url, /^unix:\/.*pdp\.sock$/);
     const opened = countConnections(client);
     const session = client.session("ts-unix");
@@ -142,7 +151,8 @@ describe("over a unix socket", () => {
     assert.deepEqual([decision.outcome, decision.policy.name], ["allow", "default"]);
     const turn = await session.observeTurn(0.5, 100);
     assert.deepEqual([turn.session_id, turn.halted], ["ts-unix", false]);
-    assert.equal(opened(), 1);
+    for (let i = 0; i < 10; i += 1) await session.authorize(SEGMENT, 0.1, 0.12);
+    assert.ok(opened() >= 1 && opened() <= 2, `${opened()} connections for 13 calls`);
   });
 });
 
@@ -168,7 +178,7 @@ describe("the server's limits as typed errors", () => {
     }
   });
 
-  test("a server at its connection cap answers server-busy, retried until the cap frees", async () => {
+  test("a server at its connection cap answers a ServiceUnavailableError naming the limit", async () => {
     const held = await hold(server.url);
     const client = new Client(server.url, { retry: { attempts: 1 } });
     try {
