@@ -127,7 +127,7 @@ export class Session {
 
   /** One collapse cycle (`cycle` left out: the next one); the collapse decision on the history. */
   observeCycle(scores: Scores, pinned: string[] = [], options: { cycle?: number } = {}): Promise<Decision> {
-    const body = options.cycle === undefined ? { scores, pinned } : { cycle: options.cycle, scores, pinned };
+    const body = { scores, pinned, ...pick({ cycle: options.cycle }) };
     return this.change("cycles", body);
   }
 
