@@ -192,13 +192,22 @@ describe("the server's limits as typed errors", () => {
   });
 });
 
-/** A connection that holds the server's one place (--max-connections 1) until destroyed. */
+/**
+ * A connection that holds the server's one place (--max-connections 1) until destroyed. The
+ * server frees a place once it has seen an earlier connection close (the readiness probe's, the
+ * previous test's), so until then a new one is answered 503 and closed: poll, as for readiness.
+ */
 async function hold(url: string): Promise<Socket> {
   const { hostname, port } = new URL(url);
-  const socket = connect({ host: hostname, port: Number(port) });
-  await new Promise<void>((done, fail) => socket.once("connect", done).once("error", fail));
-  // A request answered proves the server counts this connection before the client's arrives.
-  socket.write(`GET /healthz HTTP/1.1\r\nHost: ${hostname}\r\n\r\n`);
-  await new Promise<void>((done) => socket.once("data", () => done()));
-  return socket;
+  const deadline = Date.now() + 30_000;
+  while (Date.now() < deadline) {
+    const socket = connect({ host: hostname, port: Number(port) });
+    await new Promise<void>((done, fail) => socket.once("connect", done).once("error", fail));
+    socket.write(`GET /healthz HTTP/1.1\r\nHost: ${hostname}\r\n\r\n`);
+    const head = await new Promise<string>((done) => socket.once("data", (chunk) => done(String(chunk))));
+    if (head.startsWith("HTTP/1.1 200")) return socket;
+    socket.destroy();
+    await new Promise((done) => setTimeout(done, 50));
+  }
+  throw new Error("the server never freed its one connection");
 }
