@@ -25,7 +25,10 @@ export interface RetryOptions {
 export interface TransportOptions {
   /** Sent as `Authorization: Bearer <token>`. */
   token?: string | undefined;
-  /** The longest one try may take, headers and body. Default 30,000 ms. */
+  /**
+   * The longest one try waits for the answer's headers, and then between chunks of its body.
+   * Default 30,000 ms (the server's own --request-timeout is 30 s).
+   */
   timeoutMs?: number;
   retry?: RetryOptions;
   /** Connections kept to the server at most. Default 16. */
