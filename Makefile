@@ -84,10 +84,12 @@ $(NODE_EX)/node_modules/.package-lock.json: $(NODE_EX)/package-lock.json $(TS)/p
 
 typescript-example: $(TS)/dist/index.js $(NODE_EX)/node_modules/.package-lock.json
 
-# The package's own tests: tsc, then node --test against a real prunewarden serve (loopback and a
-# unix socket), the generated types checked against schemas/, and npm pack's tarball checked.
+# The package's own checks: prettier --check on its code (and the Node example's and benchmark's),
+# then tsc and node --test against a real prunewarden serve (loopback and a unix socket), the
+# generated types checked against schemas/, the README's blocks, and npm pack's tarball.
 typescript: $(VENV)/.installed-test $(TS)/node_modules/.package-lock.json
-	@echo "==> @prunewarden/client: tsc, then node --test against a real prunewarden serve (under a minute)"
+	@echo "==> @prunewarden/client: prettier, tsc, then node --test against a real prunewarden serve (under a minute)"
+	@cd $(TS) && npm run --silent format:check
 	@cd $(TS) && PRUNEWARDEN="$(CURDIR)/$(BIN)/prunewarden" npm test --silent
 
 pytest: $(VENV)/.installed-test typescript-example

@@ -17,7 +17,12 @@ const [url, requests, repeats, warmup] = [
   Number(process.argv[5]),
 ];
 const SEGMENT = { id: "tool-42", kind: "tool_output", tombstone_written: true };
-const BODY = JSON.stringify({ check: "eviction", segment: SEGMENT, score: 0.1, perturbed_score: 0.12 });
+const BODY = JSON.stringify({
+  check: "eviction",
+  segment: SEGMENT,
+  score: 0.1,
+  perturbed_score: 0.12,
+});
 
 // The package, as a caller uses it.
 function viaPackage() {
@@ -36,7 +41,14 @@ function viaNodeHttp() {
   const call = (session) =>
     new Promise((resolve, reject) => {
       const request = http.request(
-        { host: hostname, port, agent, method: "POST", path: `/v1/sessions/${session}/evictions`, headers },
+        {
+          host: hostname,
+          port,
+          agent,
+          method: "POST",
+          path: `/v1/sessions/${session}/evictions`,
+          headers,
+        },
         (response) => {
           const chunks = [];
           response.on("data", (chunk) => chunks.push(chunk));
@@ -56,7 +68,11 @@ function viaNodeHttp() {
 function viaGlobalFetch() {
   const headers = { "content-type": "application/json", accept: "application/json" };
   const call = async (session) => {
-    const response = await fetch(`${url}/v1/sessions/${session}/evictions`, { method: "POST", headers, body: BODY });
+    const response = await fetch(`${url}/v1/sessions/${session}/evictions`, {
+      method: "POST",
+      headers,
+      body: BODY,
+    });
     if (response.status !== 200) throw new Error(`HTTP ${response.status}`);
     return JSON.parse(await response.text());
   };
@@ -69,7 +85,10 @@ function viaUndiciFetch() {
   const headers = { "content-type": "application/json", accept: "application/json" };
   const call = async (session) => {
     const response = await undiciFetch(`${url}/v1/sessions/${session}/evictions`, {
-      method: "POST", headers, body: BODY, dispatcher,
+      method: "POST",
+      headers,
+      body: BODY,
+      dispatcher,
     });
     if (response.status !== 200) throw new Error(`HTTP ${response.status}`);
     return JSON.parse(await response.text());

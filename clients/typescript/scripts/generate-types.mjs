@@ -94,14 +94,20 @@ export function bundle() {
   };
 
   const bundled = rewrite(openapi, undefined);
-  const ordered = Object.fromEntries(Object.entries(hoisted).sort(([a], [b]) => a.localeCompare(b)));
+  const ordered = Object.fromEntries(
+    Object.entries(hoisted).sort(([a], [b]) => a.localeCompare(b)),
+  );
   bundled.components.schemas = { ...bundled.components.schemas, ...ordered };
   return bundled;
 }
 
 /** The text src/openapi.ts should hold. */
 export async function generate() {
-  const ast = await openapiTS(bundle(), { alphabetize: false, defaultNonNullable: false, silent: true });
+  const ast = await openapiTS(bundle(), {
+    alphabetize: false,
+    defaultNonNullable: false,
+    silent: true,
+  });
   return HEADER + astToString(ast);
 }
 

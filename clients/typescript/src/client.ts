@@ -28,7 +28,8 @@ export type ClientOptions = TransportOptions;
 
 /** The ids of the decisions an answer carries: a decision's own, or every decision of a plan. */
 export function decisionIds(answer: Decision | Plan | object): string[] {
-  if ("decision_id" in answer && typeof answer.decision_id === "string") return [answer.decision_id];
+  if ("decision_id" in answer && typeof answer.decision_id === "string")
+    return [answer.decision_id];
   if ("decisions" in answer && Array.isArray(answer.decisions)) {
     return (answer.decisions as Decision[]).map((decision) => decision.decision_id);
   }
@@ -53,7 +54,12 @@ export class Client {
   evaluate(document: InputDocument, options: { sessionId?: string } = {}): Promise<Decision> {
     const query =
       options.sessionId === undefined ? "" : `?session_id=${encodeURIComponent(options.sessionId)}`;
-    return this.send({ method: "POST", path: `/v1/evaluate${query}`, body: document, idempotent: true });
+    return this.send({
+      method: "POST",
+      path: `/v1/evaluate${query}`,
+      body: document,
+      idempotent: true,
+    });
   }
 
   /** `POST /v1/plan`: a pruning pass over a window, with every decision. */
@@ -126,13 +132,21 @@ export class Session {
   }
 
   /** One collapse cycle (`cycle` left out: the next one); the collapse decision on the history. */
-  observeCycle(scores: Scores, pinned: string[] = [], options: { cycle?: number } = {}): Promise<Decision> {
+  observeCycle(
+    scores: Scores,
+    pinned: string[] = [],
+    options: { cycle?: number } = {},
+  ): Promise<Decision> {
     const body = { scores, pinned, ...pick({ cycle: options.cycle }) };
     return this.change("cycles", body);
   }
 
   /** One turn's relevance and size (`turn` left out: the next one); turns decide nothing. */
-  observeTurn(meanRelevance: number, tokens: number, options: { turn?: number } = {}): Promise<TurnObserved> {
+  observeTurn(
+    meanRelevance: number,
+    tokens: number,
+    options: { turn?: number } = {},
+  ): Promise<TurnObserved> {
     const body = { mean_relevance: meanRelevance, tokens, ...pick({ turn: options.turn }) };
     return this.change("turns", body);
   }
@@ -182,7 +196,11 @@ export class Session {
   }
 
   /** An edit made by other code, judged from the window before and after it. */
-  verify(before: TransitionSegment[], after: TransitionSegment[], options: VerifyOptions = {}): Promise<Decision> {
+  verify(
+    before: TransitionSegment[],
+    after: TransitionSegment[],
+    options: VerifyOptions = {},
+  ): Promise<Decision> {
     const body: TransitionDocument = {
       check: "transition",
       before,
@@ -205,11 +223,18 @@ export class Session {
   }
 
   private change<T>(route: string, body: object): Promise<T> {
-    return this.client.send({ method: "POST", path: `${this.path}/${route}`, body, idempotent: false });
+    return this.client.send({
+      method: "POST",
+      path: `${this.path}/${route}`,
+      body,
+      idempotent: false,
+    });
   }
 }
 
 // The fields whose value is given: the server fills in the rest.
 function pick<T extends Record<string, unknown>>(fields: T): Partial<T> {
-  return Object.fromEntries(Object.entries(fields).filter(([, value]) => value !== undefined)) as Partial<T>;
+  return Object.fromEntries(
+    Object.entries(fields).filter(([, value]) => value !== undefined),
+  ) as Partial<T>;
 }

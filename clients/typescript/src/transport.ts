@@ -126,7 +126,9 @@ export class Transport {
 
   private async once(call: Call, payload: string | undefined): Promise<Answer> {
     const headers =
-      payload === undefined ? this.headers : { ...this.headers, "content-type": "application/json" };
+      payload === undefined
+        ? this.headers
+        : { ...this.headers, "content-type": "application/json" };
     const options: Dispatcher.RequestOptions = {
       origin: this.origin,
       path: call.path,

@@ -70,7 +70,10 @@ describe("over loopback TCP with a token", () => {
     assert.equal((await session.state()).halted, true);
     const conflict = await session.observeCycle(FLAT, ["c"], { cycle: 1 }).catch((e: unknown) => e);
     assert.ok(conflict instanceof SessionConflictError);
-    assert.deepEqual([conflict.status, conflict.kind, conflict.attempts], [409, "session-conflict", 1]);
+    assert.deepEqual(
+      [conflict.status, conflict.kind, conflict.attempts],
+      [409, "session-conflict", 1],
+    );
     assert.match(conflict.problems[0]?.text ?? "", /^<request>:1:\d+: /);
     const deleted = await session.delete();
     assert.deepEqual([deleted.session_id, deleted.deleted], ["ts-halt", true]);
@@ -87,18 +90,27 @@ describe("over loopback TCP with a token", () => {
     assert.deepEqual(decisionIds(trimmed), [trimmed.decision_id]);
     // Scores not bound to a text hash: the pass is frozen by one staleness decision.
     const segments = ["s1", "s2", "s3"].map((id, i) => ({
-      id, kind: "tool_output", score: 0.1 * (i + 1), perturbed_score: 0.1 * (i + 1),
-      tombstone_written: true, tokens: 10,
+      id,
+      kind: "tool_output",
+      score: 0.1 * (i + 1),
+      perturbed_score: 0.1 * (i + 1),
+      tombstone_written: true,
+      tokens: 10,
     }));
     const plan = await client.plan({ segments, keep_top_k: 1 });
     assert.deepEqual([plan.frozen, plan.evict, plan.recompute], [true, [], ["s1", "s2", "s3"]]);
-    assert.deepEqual(plan.decisions.map((d) => d.reasons[0]?.code), ["unbound_score"]);
+    assert.deepEqual(
+      plan.decisions.map((d) => d.reasons[0]?.code),
+      ["unbound_score"],
+    );
     assert.deepEqual(decisionIds(plan), [plan.decisions[0]?.decision_id]);
   });
 
   test("an invalid document is an InvalidInputError locating each problem", async () => {
     const session = client.session("ts-invalid");
-    const error = await session.authorize(SEGMENT, "high" as unknown as number).catch((e: unknown) => e);
+    const error = await session
+      .authorize(SEGMENT, "high" as unknown as number)
+      .catch((e: unknown) => e);
     assert.ok(error instanceof InvalidInputError);
     assert.deepEqual([error.status, error.kind], [400, "invalid-input"]);
     assert.deepEqual(
@@ -168,11 +180,15 @@ describe("the server's limits as typed errors", () => {
     const client = new Client(server.url);
     try {
       const text = "x".repeat(4096);
-      const error = await client.session("ts-large")
+      const error = await client
+        .session("ts-large")
         .authorize({ ...SEGMENT, text }, 0.1, 0.12)
         .catch((e: unknown) => e);
       assert.ok(error instanceof RequestTooLargeError);
-      assert.deepEqual([error.status, error.kind, error.problem.limit], [413, "request-too-large", 2048]);
+      assert.deepEqual(
+        [error.status, error.kind, error.problem.limit],
+        [413, "request-too-large", 2048],
+      );
     } finally {
       await client.close();
     }
@@ -184,7 +200,10 @@ describe("the server's limits as typed errors", () => {
     try {
       const error = await client.policy().catch((e: unknown) => e);
       assert.ok(error instanceof ServiceUnavailableError);
-      assert.deepEqual([error.status, error.kind, error.problem.limit], [503, "server-busy", "connections"]);
+      assert.deepEqual(
+        [error.status, error.kind, error.problem.limit],
+        [503, "server-busy", "connections"],
+      );
     } finally {
       held.destroy();
       await client.close();
@@ -204,7 +223,9 @@ async function hold(url: string): Promise<Socket> {
     const socket = connect({ host: hostname, port: Number(port) });
     await new Promise<void>((done, fail) => socket.once("connect", done).once("error", fail));
     socket.write(`GET /healthz HTTP/1.1\r\nHost: ${hostname}\r\n\r\n`);
-    const head = await new Promise<string>((done) => socket.once("data", (chunk) => done(String(chunk))));
+    const head = await new Promise<string>((done) =>
+      socket.once("data", (chunk) => done(String(chunk))),
+    );
     if (head.startsWith("HTTP/1.1 200")) return socket;
     socket.destroy();
     await new Promise((done) => setTimeout(done, 50));

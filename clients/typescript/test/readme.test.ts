@@ -42,8 +42,13 @@ describe("the README's usage block", () => {
       .split("\n")
       .map((line) => JSON.parse(line) as { kind: string; check?: string; outcome?: string });
     assert.deepEqual(
-      records.filter((record) => record.kind === "decision").map((record) => [record.check, record.outcome]),
-      [["collapse", "allow"], ["eviction", "allow"]],
+      records
+        .filter((record) => record.kind === "decision")
+        .map((record) => [record.check, record.outcome]),
+      [
+        ["collapse", "allow"],
+        ["eviction", "allow"],
+      ],
     );
   });
 });

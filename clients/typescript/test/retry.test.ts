@@ -42,7 +42,9 @@ class Scripted {
     }
     const kind = reply === "busy" ? "server-busy" : "audit-unavailable";
     const problem = { type: PROBLEMS + kind, title: kind, status: 503, detail: kind };
-    response.writeHead(503, { "content-type": "application/problem+json" }).end(JSON.stringify(problem));
+    response
+      .writeHead(503, { "content-type": "application/problem+json" })
+      .end(JSON.stringify(problem));
   }
 }
 
@@ -84,7 +86,10 @@ describe("retries", () => {
 
   test("a session change is not repeated after a 503 the server may have decided", async () => {
     scripted.script = ["audit", "ok"];
-    const error = await client.session("s").authorize(SEGMENT, 0.1).catch((e: unknown) => e);
+    const error = await client
+      .session("s")
+      .authorize(SEGMENT, 0.1)
+      .catch((e: unknown) => e);
     assert.ok(error instanceof ServiceUnavailableError);
     assert.deepEqual([error.kind, error.attempts], ["audit-unavailable", 1]);
     assert.deepEqual(scripted.seen, ["POST /v1/sessions/s/evictions"]);
@@ -92,7 +97,10 @@ describe("retries", () => {
 
   test("a session change is not repeated after the connection broke mid-call", async () => {
     scripted.script = ["reset", "ok"];
-    const error = await client.session("s").observeCycle({ a: 0.5 }).catch((e: unknown) => e);
+    const error = await client
+      .session("s")
+      .observeCycle({ a: 0.5 })
+      .catch((e: unknown) => e);
     assert.ok(error instanceof ConnectionError);
     assert.equal(error.attempts, 1);
     assert.equal(scripted.seen.length, 1);
@@ -125,7 +133,10 @@ describe("an unreachable server", () => {
     await new Promise((done) => closed.close(done));
     const client = new Client(`http://127.0.0.1:${port}`, { retry: RETRY });
     try {
-      const error = await client.session("s").authorize(SEGMENT, 0.1).catch((e: unknown) => e);
+      const error = await client
+        .session("s")
+        .authorize(SEGMENT, 0.1)
+        .catch((e: unknown) => e);
       assert.ok(error instanceof ConnectionError);
       assert.deepEqual([error.code, error.attempts], ["ECONNREFUSED", 3]);
     } finally {

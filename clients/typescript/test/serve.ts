@@ -47,8 +47,18 @@ export async function serve(options: ServeOptions = {}): Promise<Served> {
   if (options.token !== undefined) env.PRUNEWARDEN_TOKEN = options.token;
   const child = spawn(
     COMMAND,
-    ["serve", "--policy", POLICY, "--audit-log", join(workdir, "audit.jsonl"), "--listen", listen,
-      "--reload-interval", "0", ...(options.args ?? [])],
+    [
+      "serve",
+      "--policy",
+      POLICY,
+      "--audit-log",
+      join(workdir, "audit.jsonl"),
+      "--listen",
+      listen,
+      "--reload-interval",
+      "0",
+      ...(options.args ?? []),
+    ],
     { cwd: workdir, env, stdio: "pipe" },
   );
   let output = "";
@@ -70,7 +80,10 @@ export async function serve(options: ServeOptions = {}): Promise<Served> {
 
 function address(child: ChildProcessWithoutNullStreams, output: () => string): Promise<string> {
   return new Promise((resolvePromise, reject) => {
-    const timer = setTimeout(() => finish(new Error(`the server did not start:\n${output()}`)), STARTUP_MS);
+    const timer = setTimeout(
+      () => finish(new Error(`the server did not start:\n${output()}`)),
+      STARTUP_MS,
+    );
     const onData = (): void => {
       const found = /listening on (\S+)/.exec(output());
       if (found?.[1] !== undefined) finish(undefined, found[1]);

@@ -15,7 +15,9 @@ const client = new Client(url, { token: process.env.PRUNEWARDEN_TOKEN });
 const session = client.session(sessionId);
 const segment = { id: "tool-42", kind: "tool_output", tombstone_written: true };
 const say = (step, decision) =>
-  console.log(`${step}: ${decision.check} ${decision.outcome} ${decision.reasons.map((r) => r.code).join(",") || "-"}`);
+  console.log(
+    `${step}: ${decision.check} ${decision.outcome} ${decision.reasons.map((r) => r.code).join(",") || "-"}`,
+  );
 
 const cycles = [
   { c: 0.9, a: 0.6, b: 0.1 },
