@@ -139,6 +139,7 @@ mutation: $(VENV)/.installed-test
 
 clean:
 	rm -rf $(VENV) build dist .demo *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(TS)/node_modules $(TS)/dist $(TS)/build $(TS)/test/readme-blocks $(NODE_EX)/node_modules
 
 # Outside CI: a self-editing loop on real conversations scored by a real embedding model, offline
 # (benchmarks/realdata.py; docs/calibration.md). The tokenizer file comes from
