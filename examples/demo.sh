@@ -3,8 +3,8 @@
 # observations and healthy sessions) under the default policy, show what a looser candidate policy
 # would change, walk a deployment's policies (overlays, a shadow candidate, a refused overlay), and
 # review the audit log (the replayed traces and the log are drawn into .demo/plots/); then start
-# prunewarden serve and drive one session through the Python client (and the Node client where
-# node is on PATH).
+# prunewarden serve and drive one session through the Python client (and through the TypeScript
+# package @prunewarden/client where node is on PATH and make has installed the Node example).
 set -u
 # The demo's output is one story, read in order whether it goes to a terminal, a pipe or a file:
 # Python writes each line as it comes, and the errors the demo expects (located refusals) and
@@ -94,9 +94,9 @@ shown=$(wc -l < .demo/serve.log)
 cat .demo/serve.log
 echo "-- A Python agent (prunewarden.client)"
 python examples/clients/python/drive_session.py "unix:$sock" python-agent || { kill $server; exit 1; }
-if command -v node > /dev/null; then
+if command -v node > /dev/null && [ -e examples/clients/node/node_modules/@prunewarden/client ]; then
     echo
-    echo "-- A Node agent (examples/clients/node, no dependencies)"
+    echo "-- A Node agent (examples/clients/node, through @prunewarden/client)"
     node examples/clients/node/drive-session.mjs "unix:$sock" node-agent || { kill $server; exit 1; }
 fi
 kill -TERM $server

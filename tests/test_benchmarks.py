@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 from prunewarden import Engine
 
-from benchmarks import start_time, transition_scale
+from benchmarks import start_time, transition_scale, ts_client
 from benchmarks.bench_auditlog import appending
 from benchmarks.harness import (
     Case,
@@ -131,3 +132,12 @@ class TestTransitionScale:
         assert "per-segment cost, 80 against 40 segments" in out
         decision = Engine.default().evaluate(transition_scale.transition(40))
         assert decision.codes == ("group_split",)
+
+
+class TestTypeScriptClient:
+    @pytest.mark.skipif(shutil.which("node") is None, reason="node is not on PATH")
+    def test_a_tiny_run_measures_every_client_in_every_repeat(self) -> None:
+        """Two repeats of five calls against a real server: a p50 for each client and repeat."""
+        p50s = ts_client.measure(requests=5, repeats=2, warmup=1)
+        assert set(p50s) == set(ts_client.LABELS)
+        assert all(len(values) == 2 and min(values) > 0 for values in p50s.values())

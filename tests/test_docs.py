@@ -130,8 +130,11 @@ def transcript_script(block: str) -> str:
 
 @pytest.fixture
 def workdir(tmp_path: Path) -> Path:
+    # Links are copied as links: the Node example's package is a link into clients/, which the
+    # copy reaches through a link to this checkout's (built, with its node_modules).
     for name in COPIED:
-        shutil.copytree(ROOT / name, tmp_path / name)
+        shutil.copytree(ROOT / name, tmp_path / name, symlinks=True)
+    (tmp_path / "clients").symlink_to(ROOT / "clients")
     return tmp_path
 
 

@@ -64,7 +64,9 @@ def run_page(page: str, workdir: Path) -> subprocess.CompletedProcess[str]:
     """The page's prelude, its runnable blocks in order and its epilogue, in one interpreter."""
     run = PAGES[page]
     for folder in ("examples", "policies"):
-        shutil.copytree(ROOT / folder, workdir / folder)
+        # Without the Node example's installed packages (a link into clients/typescript).
+        ignored = shutil.ignore_patterns("node_modules")
+        shutil.copytree(ROOT / folder, workdir / folder, ignore=ignored)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PRUNEWARDEN_", "OPENAI_"))}
     env.update(run.environment)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "tests"), env.get("PYTHONPATH", "")])

@@ -1,4 +1,5 @@
-"""The Node client example drives a session through a live server (skipped without node)."""
+"""The Node example drives a session through a live server with @prunewarden/client (skipped
+without node; ``make typescript-example`` builds the package and installs the example)."""
 
 from __future__ import annotations
 
@@ -11,11 +12,23 @@ import pytest
 from _support.server import audit_decisions, running_server
 
 ROOT = Path(__file__).resolve().parents[2]
-DRIVER = ROOT / "examples" / "clients" / "node" / "drive-session.mjs"
+EXAMPLE = ROOT / "examples" / "clients" / "node"
+DRIVER = EXAMPLE / "drive-session.mjs"
+INSTALLED = (
+    ROOT / "clients" / "typescript" / "dist" / "index.js",
+    EXAMPLE / "node_modules" / "@prunewarden" / "client",
+)
 NODE = shutil.which("node")
 TOKEN = "node-token"  # noqa: S105 - the test server's own token
 
 pytestmark = pytest.mark.skipif(NODE is None, reason="node is not on PATH")
+
+
+@pytest.fixture(autouse=True)
+def _example_installed() -> None:
+    missing = [str(path.relative_to(ROOT)) for path in INSTALLED if not path.exists()]
+    if missing:
+        pytest.fail(f"{', '.join(missing)} missing: run make typescript-example first")
 
 
 def drive(url: str, session_id: str, token: str | None = None) -> list[str]:
@@ -37,7 +50,7 @@ class TestNodeClient:
     def test_drives_a_session_to_a_halt_over_tcp_with_a_token(
         self, policy_file: Path, tmp_path: Path
     ) -> None:
-        """fetch over TCP with a bearer token: allow, collapse halt, pruning_halted, 409."""
+        """Over TCP with a bearer token: allow, collapse halt, pruning_halted, 409."""
         with running_server(policy_file, tmp_path, token=TOKEN) as server:
             lines = drive(server.url, "node-tcp", TOKEN)
         assert lines[0] == "policy: served@1.0.0"
@@ -50,25 +63,27 @@ class TestNodeClient:
         assert len(audit_decisions(server.audit_log)) == 7
 
     def test_drives_a_session_over_a_unix_socket(self, policy_file: Path, tmp_path: Path) -> None:
-        """node:http over a unix socket reaches the same API."""
+        """The package's unix-socket agent reaches the same API."""
         sock = tmp_path / "node.sock"
         with running_server(policy_file, tmp_path, listen=f"unix:{sock}") as server:
             lines = drive(server.url, "node-unix")
         assert lines[6] == "evict tool-42: eviction deny pruning_halted"
 
 
-# A 3,000-segment pass through the Node client: how many ids it reads, and whether they are the
-# plan's decisions in order.
+# A 3,000-segment pass through the package: how many ids it reads, and whether they are the
+# plan's decisions in order (run from the example's folder, where the package is installed).
 BIG_PLAN_SCRIPT = """
 import { createHash } from "node:crypto";
-import { Client, decisionIds } from "%s";
+import { Client, decisionIds } from "@prunewarden/client";
 const segment = (i) => ({
   id: `n${i}`, kind: "tool_output", text: `text ${i}`,
   text_sha256: createHash("sha256").update(`text ${i}`).digest("hex"),
   score: 0.5, perturbed_score: 0.5, tombstone_written: true, tokens: 10,
 });
 const segments = Array.from({ length: 3000 }, (_, i) => segment(i));
-const plan = await new Client(process.argv[1]).plan({ segments, keep_top_k: 1 });
+const client = new Client(process.argv[1]);
+const plan = await client.plan({ segments, keep_top_k: 1 });
+await client.close();
 const ids = decisionIds(plan);
 console.log(ids.length, ids.every((id, i) => id === plan.decisions[i].decision_id));
 """
@@ -76,12 +91,12 @@ console.log(ids.length, ids.every((id, i) => id === plan.decisions[i].decision_i
 
 class TestLargePass:
     def test_reads_the_ids_of_a_3000_segment_pass(self, policy_file: Path, tmp_path: Path) -> None:
-        """fetch reads a 3,000-decision answer (the ids in the body, not a 113 KB header)."""
+        """The package reads a 3,000-decision answer (the ids in the body, not a 113 KB header)."""
         assert NODE is not None
-        script = BIG_PLAN_SCRIPT % (DRIVER.parent / "prunewarden.mjs").as_uri()
         with running_server(policy_file, tmp_path) as server:
             done = subprocess.run(
-                [NODE, "--input-type=module", "-e", script, server.url],
+                [NODE, "--input-type=module", "-e", BIG_PLAN_SCRIPT, server.url],
+                cwd=EXAMPLE,
                 capture_output=True,
                 text=True,
                 timeout=120,

@@ -1,8 +1,10 @@
-// Drives one session through a server: healthy cycles, an eviction, a collapse, a refused
-// eviction and a refused edit. Prints one line per step. Usage: node drive-session.mjs URL [SESSION_ID]
-// (the token, if the server asks one, from $PRUNEWARDEN_TOKEN).
+// Drives one session through a server with @prunewarden/client: healthy cycles, an eviction, a
+// collapse, a refused eviction and a refused edit. Prints one line per step.
+// Usage: node drive-session.mjs URL [SESSION_ID] (the token, if the server asks one, from
+// $PRUNEWARDEN_TOKEN). Install first: npm ci here, after npm ci && npm run build in
+// clients/typescript (make typescript does both).
 
-import { Client, ProblemError } from "./prunewarden.mjs";
+import { Client, SessionConflictError } from "@prunewarden/client";
 
 const [url, sessionId = "node-agent"] = process.argv.slice(2);
 if (!url) {
@@ -13,7 +15,9 @@ const client = new Client(url, { token: process.env.PRUNEWARDEN_TOKEN });
 const session = client.session(sessionId);
 const segment = { id: "tool-42", kind: "tool_output", tombstone_written: true };
 const say = (step, decision) =>
-  console.log(`${step}: ${decision.check} ${decision.outcome} ${decision.reasons.map((r) => r.code).join(",") || "-"}`);
+  console.log(
+    `${step}: ${decision.check} ${decision.outcome} ${decision.reasons.map((r) => r.code).join(",") || "-"}`,
+  );
 
 const cycles = [
   { c: 0.9, a: 0.6, b: 0.1 },
@@ -35,13 +39,15 @@ try {
   try {
     await session.observeCycle(cycles[3], ["c"], { cycle: 1 });
   } catch (error) {
-    if (!(error instanceof ProblemError)) throw error;
-    console.log(`cycle 1 again: HTTP ${error.status} ${error.problem.problems[0].text}`);
+    if (!(error instanceof SessionConflictError)) throw error;
+    console.log(`cycle 1 again: HTTP ${error.status} ${error.problems[0].text}`);
   }
   // An edit made by other code, judged from before and after: refused while halted.
   const before = [segment, { id: "tool-43", kind: "tool_output", text: "ok" }];
   say("trim tool-42", await session.verify(before, before.slice(1), { tombstones: ["tool-42"] }));
 } catch (error) {
   console.error(`drive-session: ${error.message}`);
-  process.exit(1);
+  process.exitCode = 1;
+} finally {
+  await client.close();
 }
