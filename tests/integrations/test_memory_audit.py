@@ -6,6 +6,8 @@ from __future__ import annotations
 import itertools
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +25,7 @@ from prunewarden.integrations.memory import (
     memory_manifest,
 )
 
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "agents"
 RULES = "/memories/core/rules.md"
 NOTES = "/memories/notes.md"
 TOMBSTONE = "/memories/tombstones/rules.md"
@@ -168,3 +171,29 @@ class TestLocatingAState:
         log.write_text("".join(lines), encoding="utf-8")
         with pytest.raises(AuditError, match="does not verify"):
             locate_memory_state(tmp_path / "memories", [log])
+
+
+class TestExample:
+    def test_the_demo_refuses_then_allows_and_its_log_verifies(self, tmp_path: Path) -> None:
+        """examples/agents/memory_tool.py: the pinned delete refused, the tombstoned one made,
+        the final directory found after the last edit, and its log a valid chain."""
+        done = subprocess.run(
+            [sys.executable, "memory_tool.py", str(tmp_path)],
+            cwd=EXAMPLES,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=120,
+        )
+        tools = [line.strip() for line in done.stdout.splitlines() if "tool (" in line]
+        assert [line.split(":")[0] for line in tools] == [
+            "tool (ok)",
+            "tool (ok)",
+            "tool (ok)",
+            "tool (refused)",
+            "tool (ok)",
+            "tool (ok)",
+        ]
+        assert "audit: 6 edits judged, 5 made, log audit.jsonl" in done.stdout
+        assert verify_files([tmp_path / "audit.jsonl"]).findings == []
+        assert done.stderr == ""
