@@ -1,9 +1,10 @@
 """A scripted model for the memory tool: the SDK's own tool runner, offline.
 
-``run_script(tool, calls)`` drives ``client.beta.messages.tool_runner`` with a real ``Anthropic``
-client whose transport answers each request with the next scripted reply: one ``memory`` tool
-use per call, then a closing text. The runner calls the tool as it would against the API, and
-the tool results it sends back (what the model would read) are returned in order.
+``scripted_client(calls)`` is a real ``Anthropic`` client whose transport answers each request
+with the next scripted reply: one ``memory`` tool use per call, then a closing text (the
+reader's client in docs/memory.md). ``run_script(tool, calls)`` drives
+``client.beta.messages.tool_runner`` with it: the runner calls the tool as it would against the
+API, and the tool results it sends back (what the model would read) are kept in order.
 """
 
 from __future__ import annotations
@@ -61,22 +62,26 @@ class ScriptedModel:
         return list(results.values())
 
 
-def run_script(tool: BetaAbstractMemoryTool, calls: Sequence[dict[str, Any]]) -> ScriptedModel:
-    """Run ``calls`` through the SDK's tool runner and ``tool``; the model keeps what was sent."""
+def scripted_client(calls: Sequence[dict[str, Any]]) -> tuple[Anthropic, ScriptedModel]:
+    """A real ``Anthropic`` client whose requests the scripted model answers, offline."""
     model = ScriptedModel(calls)
-    transport = httpx2.MockTransport(model)
     client = Anthropic(
         api_key="offline",
         base_url="http://model.invalid",
-        http_client=httpx2.Client(transport=transport),
+        http_client=httpx2.Client(transport=httpx2.MockTransport(model)),
         max_retries=0,
     )
+    return client, model
+
+
+def run_script(tool: BetaAbstractMemoryTool, calls: Sequence[dict[str, Any]]) -> ScriptedModel:
+    """Run ``calls`` through the SDK's tool runner and ``tool``; the model keeps what was sent."""
+    client, model = scripted_client(calls)
     runner = client.beta.messages.tool_runner(
         model=MODEL,
         max_tokens=256,
         messages=[{"role": "user", "content": "Keep my travel notes."}],
         tools=[tool],
     )
-    for _ in runner:
-        pass
+    runner.until_done()
     return model
