@@ -277,6 +277,16 @@ class TestConfinement:
         (tmp_path / "memories" / "big.md").write_text("z" * 17, encoding="utf-8")
         assert "big.md" in _refusal(tool, command="create", path=RULES, file_text="x")
 
+    def test_too_many_files_are_refused(self, tmp_path: Path) -> None:
+        """A directory over max_files takes no edit (each edit reads every memory)."""
+        tool = _tool(tmp_path, max_files=2)
+        _seed(tool)
+        message = _refusal(tool, command="create", path="/memories/third.md", file_text="x")
+        assert message == "/memories/third.md would make more than 2 files; the limit is max_files"
+        (tmp_path / "memories" / "third.md").write_text("x", encoding="utf-8")
+        message = _refusal(tool, command="delete", path=NOTES)
+        assert message == "/memories holds more than 2 files; the limit is max_files"
+
     def test_text_that_is_not_utf8_is_refused(self, tmp_path: Path) -> None:
         """A memory that is not UTF-8 stops every edit: the directory cannot be judged."""
         tool = _tool(tmp_path)

@@ -21,13 +21,11 @@ from typing import Final
 
 from prunewarden._json import canonical_digest
 from prunewarden.errors import PrunewardenError
+from prunewarden.limits import MAX_MEMORY_FILE_BYTES, MAX_MEMORY_FILES, MAX_MEMORY_PATH_CHARS
 
 MEMORY_ROOT: Final = "/memories"
-DEFAULT_MAX_FILE_BYTES: Final = 256 * 1024
-DEFAULT_MAX_FILES: Final = 10_000
-# A memory path is a segment id in the transition judged (ids hold 256 characters) and a rewrite
-# of a protected memory adds "@" and twelve hex digits to it.
-MAX_PATH_CHARS: Final = 240
+DEFAULT_MAX_FILE_BYTES: Final = MAX_MEMORY_FILE_BYTES
+DEFAULT_MAX_FILES: Final = MAX_MEMORY_FILES
 _TEMP_PREFIX: Final = ".prunewarden-"
 _DIRECTORY_MODE: Final = 0o700
 _FILE_MODE: Final = 0o600
@@ -147,7 +145,7 @@ class MemoryDirectory:
         """Rename a memory or a folder; refuses to replace what exists at ``new``."""
         self._make_parents(new)
         if os.path.lexists(new):
-            raise MemoryFileError(str(new), "exists")
+            raise MemoryFileError(new.name, "exists; rename does not replace")
         old.rename(new)
         _sync_directory(old.parent)
         _sync_directory(new.parent)
@@ -185,8 +183,9 @@ class MemoryDirectory:
 def _parts(memory_path: str) -> list[str]:
     if not isinstance(memory_path, str) or "\x00" in memory_path or "\\" in memory_path:
         raise MemoryFileError(str(memory_path), "is not a memory path")
-    if len(memory_path) > MAX_PATH_CHARS:
-        raise MemoryFileError(memory_path[:60] + "...", f"is over {MAX_PATH_CHARS} characters")
+    if len(memory_path) > MAX_MEMORY_PATH_CHARS:
+        message = f"is over {MAX_MEMORY_PATH_CHARS} characters"
+        raise MemoryFileError(memory_path[:60] + "...", message)
     if memory_path != MEMORY_ROOT and not memory_path.startswith(MEMORY_ROOT + "/"):
         raise MemoryFileError(memory_path, f"is outside {MEMORY_ROOT}; every path starts there")
     parts = memory_path[len(MEMORY_ROOT) :].rstrip("/").split("/")[1:]

@@ -173,6 +173,11 @@ class GuardedMemoryTool(BetaAbstractMemoryTool):
         with self._lock, _as_tool_errors():
             files = self.directory.snapshot()
             change = plan(files)
+            if len(change.after) > self.directory.max_files:
+                message = (
+                    f"would make more than {self.directory.max_files} files; the limit is max_files"
+                )
+                raise MemoryFileError(path, message)
             before = manifest_digest(manifest_of(files))
             after = manifest_digest(manifest_of(change.after))
             labels = {
