@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -233,6 +235,62 @@ class TestPinnedMemories:
         _tombstone(tool, RULES)
         _call(tool, command="delete", path="/memories/core")
         assert not (tmp_path / "memories" / "core").exists()
+
+
+def _age(tmp_path: Path, memory_path: str, seconds: int) -> None:
+    """Set a memory's mtime ``seconds`` before now: tombstone order without racing the clock."""
+    place = tmp_path / "memories" / memory_path.removeprefix("/memories/")
+    stamp = time.time_ns() - seconds * 1_000_000_000
+    os.utime(place, ns=(stamp, stamp))
+
+
+class TestTombstones:
+    def test_a_tombstone_does_not_stand_for_a_later_memory(self, tmp_path: Path) -> None:
+        """A memory written at a tombstoned path after the tombstone needs a new one."""
+        tool = _tool(tmp_path)
+        _seed(tool)
+        _tombstone(tool, RULES)
+        _call(tool, command="delete", path=RULES)
+        _call(tool, command="create", path=RULES, file_text="Window seats only.\n")
+        _age(tmp_path, TOMBSTONE, 60)
+        _refusal(tool, command="delete", path=RULES)
+        assert tool.last_decision is not None
+        assert "pinned_removed" in tool.last_decision.codes
+
+    def test_each_rewrite_of_a_pinned_memory_needs_a_fresh_tombstone(self, tmp_path: Path) -> None:
+        """A tombstone allows one rewrite: the rewritten memory is newer than it."""
+        tool = _tool(tmp_path)
+        _seed(tool)
+        _age(tmp_path, RULES, 120)
+        _tombstone(tool, RULES)
+        _age(tmp_path, TOMBSTONE, 60)
+        _call(tool, command="str_replace", path=RULES, old_str="Never", new_str="Rarely")
+        _refusal(tool, command="str_replace", path=RULES, old_str="Rarely", new_str="Always")
+        assert tool.last_decision is not None
+        assert tool.last_decision.codes == ("pinned_removed",)
+
+    def test_a_memory_renamed_onto_a_tombstoned_path_is_not_recorded(self, tmp_path: Path) -> None:
+        """A rename brings a memory to its path now: an older tombstone there does not count."""
+        tool = _tool(tmp_path, policy=_policy("{require_tombstones: false}"))
+        _seed(tool)
+        _tombstone(tool, RULES)
+        _call(tool, command="delete", path=RULES)
+        _age(tmp_path, NOTES, 120)  # written before the tombstone, moved after it
+        _age(tmp_path, TOMBSTONE, 60)
+        _call(tool, command="rename", old_path=NOTES, new_path=RULES)
+        _refusal(tool, command="delete", path=RULES)
+        assert tool.last_decision is not None
+        assert tool.last_decision.codes == ("pinned_removed",)
+
+    def test_a_tombstone_naming_a_folder_records_each_memory_in_it(self, tmp_path: Path) -> None:
+        """tombstone_for: [/memories/core] records every memory under /memories/core."""
+        tool = _tool(tmp_path)
+        _seed(tool)
+        _call(tool, command="create", path="/memories/core/more.md", file_text="Aisle seats.\n")
+        _tombstone(tool, "/memories/core")
+        _call(tool, command="delete", path="/memories/core")
+        subject = _records(tmp_path)[-1]["subject"]["transition"]
+        assert subject["tombstoned"] == ["/memories/core/more.md", RULES]
 
 
 class TestConfinement:

@@ -109,6 +109,11 @@ class MemoryDirectory:
         except UnicodeDecodeError as exc:
             raise MemoryFileError(memory_path, "is not UTF-8 text") from exc
 
+    def written_at(self, memory_path: str) -> int:
+        """When a memory was last written or moved into place (its mtime, in nanoseconds)."""
+        _, place = self.locate(memory_path)
+        return os.lstat(place).st_mtime_ns
+
     def check_size(self, memory_path: str, size: int) -> None:
         if size > self.max_file_bytes:
             message = f"would hold over {self.max_file_bytes} bytes, the limit (max_file_bytes)"
@@ -147,6 +152,11 @@ class MemoryDirectory:
         if os.path.lexists(new):
             raise MemoryFileError(new.name, "exists; rename does not replace")
         old.rename(new)
+        # A rename keeps the file's mtime; the memory arrives at its new path now, so a
+        # tombstone written for an earlier memory there does not stand for it.
+        moved = [new] if not new.is_dir() else [p for p in new.rglob("*") if p.is_file()]
+        for place in moved:
+            os.utime(place, follow_symlinks=False)
         _sync_directory(old.parent)
         _sync_directory(new.parent)
 

@@ -13,10 +13,11 @@ A memory is pinned when its kind is: the kind of a path pattern the caller gives
 pinned memory, renaming it or rewriting it (a rewrite becomes a new segment ``derived_from`` the
 old one, so it is judged as a fold, and by a fidelity check where the policy has one) needs a
 tombstone: a memory under ``/memories/tombstones/`` whose front matter ``tombstone_for`` lists
-the paths it records, written before the edit. Every judged edit is one audit record whose
-labels name the command, the path and the manifest digests of the directory before and after
-(:func:`memory_manifest`, :func:`manifest_digest`); :func:`locate_memory_state` finds a
-directory's manifest in a verified log: what the agent remembered, and after which edit.
+the paths it records, written before the edit and after the memory's last write. Every judged
+edit is one audit record whose labels name the command, the path and the manifest digests of
+the directory before and after (:func:`memory_manifest`, :func:`manifest_digest`);
+:func:`locate_memory_state` finds a directory's manifest in a verified log: what the agent
+remembered, and after which edit.
 """
 
 from __future__ import annotations
@@ -218,19 +219,31 @@ class GuardedMemoryTool(BetaAbstractMemoryTool):
                 segment["id"] = f"{path}@{file_digest(text)[:12]}"
                 segment["derived_from"] = [path]
             after.append(segment)
-        recorded = {
-            p
-            for path, text in files.items()
-            if path.startswith(TOMBSTONES)
-            for p in recorded_paths(text) or ()
-        }
         return {
             "check": "transition",
             "before": before,
             "after": after,
-            "tombstones": sorted(recorded & set(files)),
+            "tombstones": self._recorded(files),
             "applied_by": f"{APPLIED_BY}.{command}",
         }
+
+    def _recorded(self, files: dict[str, str]) -> list[str]:
+        """The memories a tombstone on disk records: named in its ``tombstone_for`` (a folder
+        names each memory in it) and not written since the tombstone was. A tombstone records
+        what a memory held when it was written, so it does not stand for a later content."""
+        recorded: set[str] = set()
+        for path, text in files.items():
+            named = recorded_paths(text) if path.startswith(TOMBSTONES) else None
+            if not named:
+                continue
+            written = self.directory.written_at(path)
+            recorded.update(
+                memory
+                for memory in files
+                if any(memory == n or memory.startswith(n + "/") for n in named)
+                and self.directory.written_at(memory) <= written
+            )
+        return sorted(recorded)
 
     def _segment(self, path: str, text: str) -> dict[str, Any]:
         return {"id": path, "kind": kind_of(path, text, self.kinds), "text": text}
