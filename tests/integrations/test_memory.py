@@ -132,6 +132,9 @@ class TestCommands:
         assert "rename does not replace" in _refusal(
             tool, command="rename", old_path=NOTES, new_path=RULES
         )
+        assert "is inside /memories/notes.md, which is a file" in _refusal(
+            tool, command="create", path=NOTES + "/x.md", file_text="x"
+        )
         assert "outside [0, 2]" in _refusal(
             tool, command="insert", path=NOTES, insert_line=7, insert_text="x"
         )

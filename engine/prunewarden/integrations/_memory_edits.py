@@ -91,6 +91,7 @@ def plan_create(directory: MemoryDirectory, files: dict[str, str], path: str, te
     memory_path, place = directory.locate(path)
     if memory_path == MEMORY_ROOT or any(p.startswith(memory_path + "/") for p in files):
         raise MemoryFileError(memory_path, "is a directory; create writes a file")
+    _refuse_inside_a_file(files, memory_path)
     directory.check_size(memory_path, len(text.encode("utf-8")))
     if memory_path.startswith(TOMBSTONES) and recorded_paths(text) is None:
         example = tombstone_example(["/memories/<path>"])
@@ -166,6 +167,7 @@ def plan_rename(directory: MemoryDirectory, files: dict[str, str], old: str, new
         raise MemoryFileError(new_path, "exists; rename does not replace")
     if _under(new_path, old_path):
         raise MemoryFileError(new_path, f"is inside {old_path}; a folder is not moved into itself")
+    _refuse_inside_a_file(files, new_path)
     renamed = {
         new_path + p[len(old_path) :]: p for p in files if p == old_path or _under(p, old_path)
     }
@@ -191,6 +193,15 @@ def _existing_file(
         reason = "is not a file" if place.exists() else "does not exist"
         raise MemoryFileError(memory_path, reason)
     return memory_path, place
+
+
+def _refuse_inside_a_file(files: dict[str, str], memory_path: str) -> None:
+    """A path below a memory file cannot be written: refuse it before it is judged."""
+    parts = memory_path.split("/")
+    for end in range(3, len(parts)):  # "", "memories", then each folder on the way
+        folder = "/".join(parts[:end])
+        if folder in files:
+            raise MemoryFileError(memory_path, f"is inside {folder}, which is a file")
 
 
 def _under(path: str, folder: str) -> bool:
