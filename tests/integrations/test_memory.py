@@ -22,7 +22,12 @@ from anthropic.types.beta import (
 from prunewarden import AuditError, Engine, parse_policy
 from prunewarden.audit import AuditLog
 from prunewarden.integrations._memory_files import MemoryDirectory
-from prunewarden.integrations.memory import GuardedMemoryTool, memory_manifest
+from prunewarden.integrations.memory import (
+    GuardedMemoryTool,
+    manifest_digest,
+    memory_edits,
+    memory_manifest,
+)
 
 RULES = "/memories/core/rules.md"
 NOTES = "/memories/notes.md"
@@ -368,6 +373,32 @@ class TestFailingClosed:
         assert tool.last_decision.codes == ("audit_unavailable",)
         assert "could not be judged or recorded" in message
         assert "ferry at 9" in (tmp_path / "memories" / "notes.md").read_text(encoding="utf-8")
+
+    def test_an_engine_that_fails_writes_nothing(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """An exception where the decision should be is a tool error, and no write."""
+        tool = _tool(tmp_path)
+
+        def broken(*args: object, **kwargs: object) -> None:
+            raise RuntimeError("store unreachable")
+
+        monkeypatch.setattr(tool.engine, "evaluate", broken)
+        message = _refusal(tool, command="create", path=NOTES, file_text="x\n")
+        assert message.startswith("The memory command failed (RuntimeError: store unreachable)")
+        assert not (tmp_path / "memories" / "notes.md").exists()
+
+    def test_audit_mode_makes_a_refused_edit_and_records_it(self, tmp_path: Path) -> None:
+        """Under transition mode audit the refusal binds nothing: the delete is made, and its
+        record says deny, made."""
+        tool = _tool(tmp_path, policy=_policy("{mode: audit}"))
+        _seed(tool)
+        _call(tool, command="delete", path=RULES)
+        assert tool.engine.audit is not None
+        tool.engine.audit.close()
+        (edit,) = [e for e in memory_edits([tmp_path / "audit.jsonl"]) if e.command == "delete"]
+        assert (edit.outcome, edit.made) == ("deny", True)
+        assert edit.state == manifest_digest(memory_manifest(tmp_path / "memories"))
 
     def test_a_failed_write_is_a_tool_error(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
