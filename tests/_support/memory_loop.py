@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx2
-from anthropic import Anthropic
-from anthropic.lib.tools import BetaAbstractMemoryTool
+from anthropic import Anthropic, AsyncAnthropic
+from anthropic.lib.tools import BetaAbstractMemoryTool, BetaAsyncAbstractMemoryTool
 
 MODEL = "claude-scripted"
 
@@ -72,6 +72,28 @@ def scripted_client(calls: Sequence[dict[str, Any]]) -> tuple[Anthropic, Scripte
         max_retries=0,
     )
     return client, model
+
+
+async def run_script_async(
+    tool: BetaAsyncAbstractMemoryTool, calls: Sequence[dict[str, Any]]
+) -> ScriptedModel:
+    """:func:`run_script` with ``AsyncAnthropic`` and the SDK's async tool runner."""
+    model = ScriptedModel(calls)
+    client = AsyncAnthropic(
+        api_key="offline",
+        base_url="http://model.invalid",
+        http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(model)),
+        max_retries=0,
+    )
+    runner = client.beta.messages.tool_runner(
+        model=MODEL,
+        max_tokens=256,
+        messages=[{"role": "user", "content": "Keep my travel notes."}],
+        tools=[tool],
+    )
+    await runner.until_done()
+    await client.close()
+    return model
 
 
 def run_script(tool: BetaAbstractMemoryTool, calls: Sequence[dict[str, Any]]) -> ScriptedModel:

@@ -3,6 +3,7 @@ and after, a snapshot found in the log, and a scripted model driving the SDK's t
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import shutil
@@ -12,12 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _support.memory_loop import run_script
+from _support.memory_loop import run_script, run_script_async
 from prunewarden import AuditError, Engine
 from prunewarden.audit import AuditLog, verify_files
 from prunewarden.integrations.memory import (
     LABEL_AFTER,
     LABEL_BEFORE,
+    AsyncGuardedMemoryTool,
     GuardedMemoryTool,
     locate_memory_state,
     manifest_digest,
@@ -93,6 +95,23 @@ class TestScriptedModel:
             ("delete", "allow", True),
         ]
         assert verify_files([tmp_path / "audit.jsonl"]).findings == []
+
+
+class TestAsyncTool:
+    def test_the_async_runner_judges_the_same_edits(self, tmp_path: Path) -> None:
+        """AsyncGuardedMemoryTool under the SDK's async tool runner: the same refusal, the same
+        records, and the directory found after the last edit."""
+        engine = Engine(Engine.default().policy, audit=AuditLog(tmp_path / "audit.jsonl"))
+        kinds = {"/memories/core/*": "constraint"}
+        tool = AsyncGuardedMemoryTool(tmp_path / "memories", engine, kinds=kinds)
+        model = asyncio.run(run_script_async(tool, SCRIPT))
+        assert [bool(r.get("is_error")) for r in model.tool_results()].count(True) == 1
+        assert tool.tool.last_decision is not None
+        assert tool.tool.last_decision.outcome == "allow"
+        assert engine.audit is not None
+        engine.audit.close()
+        state = locate_memory_state(tmp_path / "memories", [tmp_path / "audit.jsonl"])
+        assert [edit.index for edit in state.after] == [5]
 
 
 class TestManifests:

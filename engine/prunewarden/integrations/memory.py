@@ -22,16 +22,16 @@ remembered, and after which edit.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import stat
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from anthropic.lib.tools import BetaAbstractMemoryTool, ToolError
+from anthropic.lib.tools import BetaAbstractMemoryTool, BetaAsyncAbstractMemoryTool, ToolError
 from anthropic.types.beta import (
     BetaCacheControlEphemeralParam,
     BetaMemoryTool20250818CreateCommand,
@@ -42,7 +42,6 @@ from anthropic.types.beta import (
     BetaMemoryTool20250818ViewCommand,
 )
 
-from prunewarden.audit import RecordFilter, Skipped, query, verify_files
 from prunewarden.decision import Decision
 from prunewarden.engine import Engine
 from prunewarden.errors import AuditError
@@ -68,12 +67,19 @@ from prunewarden.integrations._memory_files import (
     manifest_digest,
     manifest_of,
 )
+from prunewarden.integrations._memory_proof import (
+    LABEL_AFTER,
+    LABEL_BEFORE,
+    LABEL_COMMAND,
+    LABEL_PATH,
+    MemoryEdit,
+    MemoryState,
+    locate_memory_state,
+    memory_edits,
+    memory_manifest,
+)
 
 APPLIED_BY: Final = "anthropic.memory"
-LABEL_COMMAND: Final = "memory.command"
-LABEL_PATH: Final = "memory.path"
-LABEL_BEFORE: Final = "memory.manifest_before"
-LABEL_AFTER: Final = "memory.manifest_after"
 # Reasons a tombstone answers: the ids they name are memories removed, renamed or rewritten.
 _TOMBSTONE_FIXES = ("pinned_removed", "no_tombstone")
 
@@ -249,6 +255,39 @@ class GuardedMemoryTool(BetaAbstractMemoryTool):
         return {"id": path, "kind": kind_of(path, text, self.kinds), "text": text}
 
 
+class AsyncGuardedMemoryTool(BetaAsyncAbstractMemoryTool):
+    """:class:`GuardedMemoryTool` for the SDK's async tool runner: each command is the same
+    judged edit, run in a worker thread so that file writes, fsync and the audit log never
+    block the event loop. ``tool`` is the synchronous tool it runs (its ``last_decision``)."""
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        engine: Engine,
+        **options: Any,
+    ) -> None:
+        super().__init__(cache_control=options.get("cache_control"))
+        self.tool = GuardedMemoryTool(directory, engine, **options)
+
+    async def view(self, command: BetaMemoryTool20250818ViewCommand) -> str:
+        return await asyncio.to_thread(self.tool.view, command)
+
+    async def create(self, command: BetaMemoryTool20250818CreateCommand) -> str:
+        return await asyncio.to_thread(self.tool.create, command)
+
+    async def str_replace(self, command: BetaMemoryTool20250818StrReplaceCommand) -> str:
+        return await asyncio.to_thread(self.tool.str_replace, command)
+
+    async def insert(self, command: BetaMemoryTool20250818InsertCommand) -> str:
+        return await asyncio.to_thread(self.tool.insert, command)
+
+    async def delete(self, command: BetaMemoryTool20250818DeleteCommand) -> str:
+        return await asyncio.to_thread(self.tool.delete, command)
+
+    async def rename(self, command: BetaMemoryTool20250818RenameCommand) -> str:
+        return await asyncio.to_thread(self.tool.rename, command)
+
+
 def refusal_text(decision: Decision) -> str:
     """What the model reads when an edit is refused: the reasons, then how to make it allowed."""
     policy = decision.policy
@@ -280,95 +319,6 @@ def refusal_text(decision: Decision) -> str:
     if codes & {"internal_error", "audit_unavailable"}:
         lines.append("The edit could not be judged or recorded; try again later.")
     return "\n".join(lines)
-
-
-def memory_manifest(directory: str | os.PathLike[str]) -> dict[str, str]:
-    """A memory directory's manifest: each memory path (``/memories/...``) -> SHA-256 of its
-    bytes, sorted; read as the tool reads it (no links, bounded files)."""
-    return manifest_of(MemoryDirectory(Path(directory).resolve()).snapshot())
-
-
-@dataclass(frozen=True, slots=True)
-class MemoryEdit:
-    """One judged memory edit, from its audit record; ``state`` is the manifest digest the
-    directory held after it (``manifest_after`` if it was made, else ``manifest_before``)."""
-
-    index: int
-    decision_id: str
-    ts: str
-    command: str
-    path: str
-    outcome: str
-    made: bool
-    manifest_before: str
-    manifest_after: str
-
-    @property
-    def state(self) -> str:
-        return self.manifest_after if self.made else self.manifest_before
-
-
-@dataclass(frozen=True, slots=True)
-class MemoryState:
-    """Where a directory's manifest digest stands in a log: the edits after which the directory
-    held exactly it (``after``), and whether it is the state before the first edit."""
-
-    digest: str
-    edits: tuple[MemoryEdit, ...]
-    after: tuple[MemoryEdit, ...]
-    initial: bool
-
-    @property
-    def found(self) -> bool:
-        return bool(self.after) or self.initial
-
-
-def memory_edits(paths: Iterable[str | os.PathLike[str]]) -> list[MemoryEdit]:
-    """Every judged memory edit in ``paths``, in log order (a binding refusal was not made)."""
-    edits: list[MemoryEdit] = []
-    for _, row in query(paths, RecordFilter(check="transition"), Skipped()):
-        labels = row.get("labels") or {}
-        if LABEL_BEFORE not in labels or LABEL_AFTER not in labels:
-            continue
-        edits.append(
-            MemoryEdit(
-                len(edits),
-                str(row.get("decision_id")),
-                str(row.get("ts")),
-                str(labels.get(LABEL_COMMAND)),
-                str(labels.get(LABEL_PATH)),
-                str(row.get("outcome")),
-                not (row.get("outcome") == "deny" and row.get("enforced")),
-                str(labels[LABEL_BEFORE]),
-                str(labels[LABEL_AFTER]),
-            )
-        )
-    return edits
-
-
-def locate_memory_state(
-    directory: str | os.PathLike[str],
-    paths: Iterable[str | os.PathLike[str]],
-    *,
-    key: bytes | None = None,
-) -> MemoryState:
-    """Verify the log ``paths`` (its chain, and HMAC with ``key``) and find the manifest of
-    ``directory`` (a snapshot of a memory directory) in it. Raises :class:`AuditError` when the
-    log does not verify."""
-    logs = [Path(p) for p in paths]
-    verification = verify_files(logs, key=key)
-    if verification.findings:
-        first = verification.findings[0]
-        msg = f"the log does not verify ({len(verification.findings)} finding(s)): {first}"
-        raise AuditError(msg)
-    digest = manifest_digest(memory_manifest(directory))
-    edits = memory_edits(logs)
-    return MemoryState(
-        digest,
-        tuple(edits),
-        tuple(edit for edit in edits if edit.state == digest),
-        bool(edits) and edits[0].manifest_before == digest,
-    )
 
 
 def _listing(memory_path: str, files: dict[str, str]) -> str:
@@ -416,6 +366,7 @@ __all__ = [
     "LABEL_PATH",
     "MEMORY_ROOT",
     "TOMBSTONES",
+    "AsyncGuardedMemoryTool",
     "GuardedMemoryTool",
     "MemoryEdit",
     "MemoryFileError",
