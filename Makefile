@@ -33,7 +33,8 @@ demo: $(VENV)/.installed typescript-example
 	@PATH="$(CURDIR)/$(BIN):$$PATH" sh examples/demo.sh
 
 # The framework adapters on scripted models, offline: LangChain/LangGraph, a trim_messages edit
-# refused and repaired, then the Agents SDK (examples/agents/; docs/integrations.md). Uses the test extras, which include them.
+# refused and repaired, the Agents SDK, Anthropic's context editing and its memory tool
+# (examples/agents/; docs/integrations.md). Uses the test extras, which include them.
 demo-agents: $(VENV)/.installed-test
 	@echo "==> examples/agents/langgraph_agent.py: a LangChain agent, pruned before each model call"
 	@$(BIN)/python examples/agents/langgraph_agent.py
@@ -45,6 +46,8 @@ demo-agents: $(VENV)/.installed-test
 	@$(BIN)/python examples/agents/guarded_agents_session.py
 	@echo "==> examples/agents/anthropic_context_editing.py: context_management compiled from the policy, recorded applied_edits judged"
 	@$(BIN)/python examples/agents/anthropic_context_editing.py
+	@echo "==> examples/agents/memory_tool.py: a memory tool's edits judged: a pinned memory's delete refused, a tombstoned one made; then audit verify"
+	@out=$$(mktemp -d) && $(BIN)/python examples/agents/memory_tool.py $$out && $(BIN)/prunewarden audit verify $$out/audit.jsonl && rm -rf $$out
 
 test: lint typecheck layers typescript pytest
 

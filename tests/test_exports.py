@@ -26,6 +26,7 @@ MODULES = (
     "prunewarden.integrations.edits",
     "prunewarden.integrations.langchain",
     "prunewarden.integrations.langgraph",
+    "prunewarden.integrations.memory",
     "prunewarden.integrations.openai_agents",
     "prunewarden.integrations.openai_agents_edits",
     "prunewarden.metrics",

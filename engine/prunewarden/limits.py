@@ -151,6 +151,16 @@ MAX_HEADER_DECISION_IDS: Final = 64
 #: request-size limit in force); a body that would pass it is refused (HTTP 503, retry).
 PENDING_BODY_REQUESTS: Final = 4
 
+# --- The memory tool (prunewarden.integrations.memory) -----------------------------------------
+
+#: Bytes of one memory file, written or found on disk (the tool's ``max_file_bytes`` default).
+MAX_MEMORY_FILE_BYTES: Final = 256 * 1024
+#: Memory files in the directory (the tool's ``max_files`` default); every edit reads them all.
+MAX_MEMORY_FILES: Final = 10_000
+#: Characters of a memory path: it is a segment id (MAX_ID_CHARS), and a pinned memory's rewrite
+#: adds "@" and twelve hex digits to it.
+MAX_MEMORY_PATH_CHARS: Final = 240
+
 # --- Reports -------------------------------------------------------------------------------------
 
 #: Problems reported for one policy or document; a note says when more were found. Reporting a

@@ -258,6 +258,27 @@ PAGES: dict[str, PageRun] = {
         expected="['eviction'] True True\n",
         environment={"PRUNEWARDEN_SESSION_KEY": "k" * 32},
     ),
+    "docs/memory.md": PageRun(
+        # The reader's client: a real Anthropic client answered by a scripted model that writes
+        # a pinned rule, deletes it (refused), writes its tombstone and deletes it again.
+        prelude=_source("""
+            from _support.memory_loop import scripted_client
+            rule = "/memories/core/rules.md"
+            client, _ = scripted_client([
+                {"command": "create", "path": rule, "file_text": "No red-eye flights."},
+                {"command": "delete", "path": rule},
+                {"command": "create", "path": "/memories/tombstones/rules.md",
+                 "file_text": f"---\\ntombstone_for: [{rule}]\\n---\\nLifted.\\n"},
+                {"command": "delete", "path": rule},
+            ])
+            model = "claude-scripted"
+        """),
+        epilogue=_source("""
+            print([edit.outcome for edit in state.edits], reply.stop_reason, state.found,
+                  [edit.command for edit in state.after])
+        """),
+        expected="['allow', 'deny', 'allow', 'allow'] end_turn True ['delete']\n",
+    ),
     "docs/testing-policies.md": PageRun(
         prelude="",
         epilogue="print(report.passed, sorted({r.status for r in result.results}))\n",

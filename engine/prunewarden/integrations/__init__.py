@@ -9,8 +9,9 @@ extra: :mod:`prunewarden.integrations.langgraph` (``prunewarden[langgraph]``),
 framework's own functions (``trim_messages``) are judged by
 :mod:`prunewarden.integrations.edits` (``prunewarden[langgraph]``), an Agents SDK session's by
 :mod:`prunewarden.integrations.openai_agents_edits`, and Anthropic's server-side context editing
-by :mod:`prunewarden.integrations.anthropic` (``prunewarden[anthropic]``). This package itself
-imports none of them.
+by :mod:`prunewarden.integrations.anthropic` (``prunewarden[anthropic]``); the edits the model
+makes through Anthropic's memory tool are judged by :mod:`prunewarden.integrations.memory` (the
+same extra). This package itself imports none of them.
 """
 
 from __future__ import annotations
