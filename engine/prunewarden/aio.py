@@ -44,6 +44,7 @@ class AsyncEngine:
         text: str | None = None,
         session_id: str | None = None,
         labels: Mapping[str, str] | None = None,
+        explain: bool = False,
     ) -> Decision:
         call = functools.partial(
             self.engine.evaluate,
@@ -52,6 +53,7 @@ class AsyncEngine:
             text=text,
             session_id=session_id,
             labels=labels,
+            explain=explain,
         )
         return await asyncio.to_thread(call)
 

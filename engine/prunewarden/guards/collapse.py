@@ -284,12 +284,7 @@ def _spread_alternative(s: CollapseSettings, reason: Reason) -> tuple[Change | N
     widest = max(entry["spread"] for entry in detail["spreads"])
     cycles = len(detail["spreads"])
     if detail.get("spread_floor_mode") == "cusum":
-        total = detail["cusum"]
-        above = math.nextafter(total, math.inf)
-        return (
-            change("spec.collapse.cusum.threshold", ">", total),
-            f"spread evidence {figure(total)} \u2265 threshold {figure(detail['threshold'])}",
-        ) if above > total else (None, "")
+        return _cusum_alternative(s, detail)
     said = f"spread {figure(widest)} < floor {figure(detail['spread_floor'])} for {cycles} cycles"
     if detail.get("spread_floor_mode") == "relative":
         early = detail["early_spread"]
@@ -307,12 +302,34 @@ def _spread_alternative(s: CollapseSettings, reason: Reason) -> tuple[Change | N
     return change("spec.collapse.spread_floor", "<=", floor), said
 
 
+def _cusum_alternative(s: CollapseSettings, detail: dict[str, Any]) -> tuple[Change | None, str]:
+    """Signal A needs each of the last n increments ln(R/s) - k positive: a slack k at least the
+    smallest of their log-ratios ends it (the threshold would not: it raises the cap with it).
+    A track a session accumulated is not recomputed, so no policy value ends it now."""
+    said = f"spread evidence {figure(detail['cusum'])} \u2265 threshold {figure(detail['threshold'])}"
+    recent = detail["increments"][-s.consecutive_cycles :]
+    if detail.get("accumulated") != "history" or not recent:
+        return None, said
+    slack = min(step["log_ratio"] for step in recent)
+    if not 0 <= slack <= 20:  # noqa: PLR2004 - the schema's range of cusum.slack
+        return None, said
+    return change("spec.collapse.cusum.slack", ">=", slack), said
+
+
+def _wording(spread: Change | None) -> list[str]:
+    if spread is None:
+        return []
+    name = spread["field"].removeprefix("spec.collapse.")
+    return [f"{name} {_SYMBOLS[spread['op']]} {figure(spread['value'])}"]
+
+
+_SYMBOLS = {"<=": "\u2264", ">=": "\u2265"}
+
+
 def _explain_signal(s: CollapseSettings, r: CollapseRequest, reason: Reason) -> Reason:
     """no_canary and canary_missing: only ending signal A allows without a new canary."""
     spread, said = _spread_alternative(s, reason)
-    wording = f"spread_floor \u2264 {figure(spread['value'])}" if spread else "no policy value"
-    if spread and spread["field"].endswith("threshold"):
-        wording = f"cusum.threshold > {figure(spread['value'])}"
+    wording = (_wording(spread) or ["no policy value"])[0]
     fix = (
         "pin a canary that holds its rank"
         if reason.code == "no_canary"
@@ -329,9 +346,7 @@ def _explain_signal(s: CollapseSettings, r: CollapseRequest, reason: Reason) -> 
 def _explain_collapse(s: CollapseSettings, r: CollapseRequest, reason: Reason) -> Reason:
     spread, said = _spread_alternative(s, reason)
     alternatives = [spread] if spread else []
-    wording = [f"spread_floor \u2264 {figure(spread['value'])}"] if spread else []
-    if spread and spread["field"].endswith("threshold"):
-        wording = [f"cusum.threshold > {figure(spread['value'])}"]
+    wording = _wording(spread)
     median_live = reason.detail["median"]
     last = len(r.history) - 1
     raises = []
