@@ -36,7 +36,7 @@ class AsyncEngine:
         or await :func:`asyncio.to_thread` on it)."""
         return cls(Engine.default(**kwargs))
 
-    async def evaluate(
+    async def evaluate(  # noqa: PLR0913 - Engine.evaluate's keyword-only options
         self,
         document: Mapping[str, Any],
         *,

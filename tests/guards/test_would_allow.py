@@ -80,7 +80,7 @@ def apply(case: Case, change: dict[str, Any], value: Any) -> Case:
 
 
 def _set_setting(guard_settings: Any, path: list[str], op: str, value: Any) -> Any:
-    if len(path) == 2:  # noqa: PLR2004 - a nested section (spec.collapse.cusum.threshold)
+    if len(path) == 2:
         section = getattr(guard_settings, path[0])
         return replace(guard_settings, **{path[0]: replace(section, **{path[1]: value})})
     name = path[0]
@@ -137,7 +137,9 @@ def check_counterfactuals(check: str, case: Case, *, independent: bool = True) -
 def _dependent(code: str) -> set[str]:
     """Reasons a counterfactual may end along with its own: a poisoned span is not checked for
     its binding, and a binding fixed for one span fixes both of its findings."""
-    return {"unbound_score", "hash_mismatch"} if code in {"unbound_score", "hash_mismatch"} else set()
+    return (
+        {"unbound_score", "hash_mismatch"} if code in {"unbound_score", "hash_mismatch"} else set()
+    )
 
 
 # --- strategies ---------------------------------------------------------------------------------
@@ -257,7 +259,7 @@ class TestEviction:
 
     def test_unstable_score_reads_as_the_issue_shows(self) -> None:
         """|score - perturbed| 0.31 > 0.25 names the delta and the stable interval."""
-        segment = Segment("s", "turn", "x", False, (), True, None)  # noqa: FBT003
+        segment = Segment("s", "turn", "x", False, (), True, None)
         request = EvictionRequest(segment, 0.44, 0.75, frozenset({"s"}))
         reason = judged("eviction", (SPEC.eviction, request)).reasons[0]
         assert reason.code == "unstable_score"
@@ -272,7 +274,7 @@ class TestEviction:
 
     def test_pinned_kind_offers_only_unpinning(self) -> None:
         """A pinned kind: no score allows it; the one alternative unpins the kind."""
-        segment = Segment("s", "constraint", "x", False, (), True, None)  # noqa: FBT003
+        segment = Segment("s", "constraint", "x", False, (), True, None)
         request = EvictionRequest(segment, 0.1, 0.1, frozenset({"s"}))
         reason = judged("eviction", (SPEC.eviction, request)).reasons[0]
         assert reason.detail["would_allow"] == [

@@ -114,7 +114,9 @@ def run_evaluate(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> 
 
 
 def run_explain(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
-    decision, out = _on_input(args, stdout, stderr, functools.partial(Engine.evaluate, explain=True))
+    decision, out = _on_input(
+        args, stdout, stderr, functools.partial(Engine.evaluate, explain=True)
+    )
     _emit(out, args.format, render_explained(decision), decision.to_dict())
     return ExitCode.REFUSED if decision.blocks else ExitCode.OK
 

@@ -140,7 +140,7 @@ class Engine(DecisionRecorder):
         return cls(load_policy(path), **kwargs)
 
     @public_call("prunewarden.evaluate")
-    def evaluate(
+    def evaluate(  # noqa: PLR0913 - each option is keyword-only and independent
         self,
         document: Mapping[str, Any],
         *,

@@ -22,7 +22,7 @@ class EngineCalls:
     def _in_force(self) -> Engine:
         raise NotImplementedError
 
-    def evaluate(
+    def evaluate(  # noqa: PLR0913 - mirrors Engine.evaluate
         self,
         document: Mapping[str, Any],
         *,

@@ -47,7 +47,5 @@ GUARDS: dict[str, Guard] = {
     "eviction": Guard(eviction.evaluate, "deny", _disabled("eviction"), eviction.explain),
     # Off still answers the caller's question "what do I keep?", without checking bindings.
     "staleness": Guard(staleness.evaluate, "deny", staleness.unguarded, staleness.explain),
-    "transition": Guard(
-        transition.evaluate, "deny", _disabled("transition"), transition.explain
-    ),
+    "transition": Guard(transition.evaluate, "deny", _disabled("transition"), transition.explain),
 }

@@ -77,9 +77,7 @@ def explain_verdict(
     return verdict
 
 
-def nearest_passing(
-    start: float, holds: Callable[[float], bool], toward: float
-) -> float | None:
+def nearest_passing(start: float, holds: Callable[[float], bool], toward: float) -> float | None:
     """``start``, moved one float at a time toward ``toward`` until ``holds`` (the guard's own
     predicate) is true: an arithmetic bound can miss the condition by a rounding error. None
     when it does not hold within 64 steps (no alternative is then offered)."""

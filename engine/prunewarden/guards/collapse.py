@@ -7,6 +7,7 @@ scoring call. Only together do they say the scorer has lost its reference frame.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 from prunewarden._cusum import CusumParameters, CusumTrack, replay
@@ -250,10 +251,10 @@ def _collapsed(spreads: list[dict[str, Any]], floor: float) -> bool:
     return all(s["spread"] < floor for s in spreads)
 
 
-def _explain_short(s: CollapseSettings, r: CollapseRequest, reason: Reason) -> Reason:
+def _explain_short(s: CollapseSettings, r: CollapseRequest, reason: Reason) -> Reason:  # noqa: ARG001
     cycles = reason.detail["cycles"]
     alternatives = [change("spec.collapse.on_insufficient_history", "==", "allow")]
-    if cycles >= 2:  # noqa: PLR2004 - consecutive_cycles is at least 1, so 2 cycles at least
+    if cycles >= 2:
         alternatives.append(change("spec.collapse.consecutive_cycles", "<=", cycles - 1))
     return explained(
         reason,
@@ -261,11 +262,11 @@ def _explain_short(s: CollapseSettings, r: CollapseRequest, reason: Reason) -> R
         f"{cycles} cycle(s) < {reason.detail['required']} needed: allowed with "
         f"{reason.detail['required'] - cycles} more cycle(s) of history, at "
         "on_insufficient_history allow"
-        + (f", or consecutive_cycles \u2264 {cycles - 1}" if cycles >= 2 else ""),  # noqa: PLR2004
+        + (f", or consecutive_cycles \u2264 {cycles - 1}" if cycles >= 2 else ""),
     )
 
 
-def _explain_few(s: CollapseSettings, r: CollapseRequest, reason: Reason) -> Reason:
+def _explain_few(s: CollapseSettings, r: CollapseRequest, reason: Reason) -> Reason:  # noqa: ARG001
     entries = reason.detail["entries"]
     return explained(
         reason,
@@ -306,12 +307,14 @@ def _cusum_alternative(s: CollapseSettings, detail: dict[str, Any]) -> tuple[Cha
     """Signal A needs each of the last n increments ln(R/s) - k positive: a slack k at least the
     smallest of their log-ratios ends it (the threshold would not: it raises the cap with it).
     A track a session accumulated is not recomputed, so no policy value ends it now."""
-    said = f"spread evidence {figure(detail['cusum'])} \u2265 threshold {figure(detail['threshold'])}"
+    said = (
+        f"spread evidence {figure(detail['cusum'])} \u2265 threshold {figure(detail['threshold'])}"
+    )
     recent = detail["increments"][-s.consecutive_cycles :]
     if detail.get("accumulated") != "history" or not recent:
         return None, said
     slack = min(step["log_ratio"] for step in recent)
-    if not 0 <= slack <= 20:  # noqa: PLR2004 - the schema's range of cusum.slack
+    if not 0 <= slack <= 20:
         return None, said
     return change("spec.collapse.cusum.slack", ">=", slack), said
 
@@ -326,7 +329,7 @@ def _wording(spread: Change | None) -> list[str]:
 _SYMBOLS = {"<=": "\u2264", ">=": "\u2265"}
 
 
-def _explain_signal(s: CollapseSettings, r: CollapseRequest, reason: Reason) -> Reason:
+def _explain_signal(s: CollapseSettings, r: CollapseRequest, reason: Reason) -> Reason:  # noqa: ARG001
     """no_canary and canary_missing: only ending signal A allows without a new canary."""
     spread, said = _spread_alternative(s, reason)
     wording = (_wording(spread) or ["no policy value"])[0]
@@ -343,24 +346,28 @@ def _explain_signal(s: CollapseSettings, r: CollapseRequest, reason: Reason) -> 
     )
 
 
+def _holds_rank(
+    canary: dict[str, Any], median_live: float | None, margin: float
+) -> Callable[[float], bool]:
+    """Whether a score would leave this canary not inverted (``_inversion`` finds nothing)."""
+
+    def holds(score: float) -> bool:
+        return _inversion(canary["id"], score, canary["baseline"], median_live, margin) is None
+
+    return holds
+
+
 def _explain_collapse(s: CollapseSettings, r: CollapseRequest, reason: Reason) -> Reason:
     spread, said = _spread_alternative(s, reason)
     alternatives = [spread] if spread else []
     wording = _wording(spread)
     median_live = reason.detail["median"]
     last = len(r.history) - 1
-    raises = []
+    raises: list[tuple[dict[str, Any], float]] = []
     for canary in reason.detail["canaries"]:
         floor = canary["baseline"] - s.canary_margin
         start = max(floor, median_live) if median_live is not None else floor
-        score = nearest_passing(
-            start,
-            lambda x, c=canary: _inversion(
-                c["id"], x, c["baseline"], median_live, s.canary_margin
-            )
-            is None,
-            math.inf,
-        )
+        score = nearest_passing(start, _holds_rank(canary, median_live, s.canary_margin), math.inf)
         if score is None:
             raises = []
             break

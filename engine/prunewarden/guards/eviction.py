@@ -176,7 +176,9 @@ def _explain_perturbation_missing(
     interval = _stable_interval(r.score, s.stability_delta)
     if interval is not None:
         alternatives.insert(0, change("perturbed_score", "in", interval))
-    shown = f"a perturbed score in [{figure(interval[0])}, {figure(interval[1])}]" if interval else ""
+    shown = (
+        f"a perturbed score in [{figure(interval[0])}, {figure(interval[1])}]" if interval else ""
+    )
     return explained(
         reason,
         alternatives,

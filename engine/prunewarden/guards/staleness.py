@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from prunewarden.decision import Action, Reason, Verdict, disabled_reason
@@ -310,6 +311,15 @@ def _explain_gap(s: StalenessSettings, r: StalenessRequest, reason: Reason) -> R
     )
 
 
+def _tolerates(before: Turn, after: Turn) -> Callable[[float], bool]:
+    """Whether a drift tolerance lets this pair of turns pass."""
+
+    def tolerates(tolerance: float) -> bool:
+        return not _inflates(before, after, tolerance)
+
+    return tolerates
+
+
 def _explain_inflation(s: StalenessSettings, r: StalenessRequest, reason: Reason) -> Reason:
     window = s.drift_consecutive_turns
     pairs = list(zip(r.turns[-window - 1 : -1], r.turns[-window:], strict=True))
@@ -319,9 +329,7 @@ def _explain_inflation(s: StalenessSettings, r: StalenessRequest, reason: Reason
         if magnitude == 0:
             continue  # no tolerance covers a rise from zero
         rise = after.mean_relevance - before.mean_relevance
-        found = nearest_passing(
-            rise / magnitude, lambda t, b=before, a=after: not _inflates(b, a, t), math.inf
-        )
+        found = nearest_passing(rise / magnitude, _tolerates(before, after), math.inf)
         if found is not None:
             tolerances.append(found)
     alternatives: list[Change] = []

@@ -28,13 +28,13 @@ from prunewarden.rules._cache import ResultCache
 from prunewarden.rules._evaluation import EvaluationError, evaluate_bool, evaluate_text
 from prunewarden.rules._expression import Expression
 from prunewarden.rules._model import DEFAULT_CACHE_SIZE, Rule
-from prunewarden.rules._trace import trace
 from prunewarden.rules._native import (
     NativeExpression,
     compile_native,
     evaluate_native,
     native_type_name,
 )
+from prunewarden.rules._trace import trace
 from prunewarden.rules._values import to_cel
 from prunewarden.rules._variables import Variables
 

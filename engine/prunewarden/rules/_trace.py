@@ -95,7 +95,7 @@ def trace(
     return out
 
 
-def shown(value: Any) -> Any:
+def shown(value: Any) -> Any:  # noqa: PLR0911 - one answer per kind of CEL value
     """A CEL value as a trace shows it: never a text (its length and hash stand in)."""
     if isinstance(value, BaseException):
         return {"error": clean_message(value)}
