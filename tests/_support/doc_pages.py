@@ -183,6 +183,11 @@ PAGES: dict[str, PageRun] = {
         """),
         expected="allow run-7 allow 1.5.0 deny\n",
     ),
+    "docs/explain.md": PageRun(
+        prelude="",
+        epilogue="print(decision.outcome, decision.explanation)\n",
+        expected="deny {'mode': 'enforce', 'rules': [], 'rule_backend': None}\n",
+    ),
     "docs/observability.md": PageRun(
         prelude=_INPUTS
         + _METRICS_ON_A_FREE_PORT
