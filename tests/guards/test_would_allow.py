@@ -18,7 +18,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from prunewarden.decision import Verdict
-from prunewarden.guards import GUARDS
+from prunewarden.guards import GUARDS, TransitionGuardSettings
 from prunewarden.guards.staleness import text_sha256
 from prunewarden.inputs import (
     CollapseRequest,
@@ -27,7 +27,10 @@ from prunewarden.inputs import (
     Snapshot,
     Span,
     StalenessRequest,
+    TransitionRequest,
+    TransitionSegment,
     Turn,
+    derive_edit,
 )
 from prunewarden.inputs._model import TurnStats
 from prunewarden.policy import CusumSettings, load_builtin_policy
@@ -315,3 +318,117 @@ class TestCollapse:
             cusum=CusumSettings() if mode == "cusum" else None,
         )
         check_counterfactuals("collapse", (guard_settings, request), independent=False)
+
+
+# --- transitions: the edit is derived again from the windows each alternative changes ---------
+
+
+def _transition_settings(require_tombstones: bool, require_scores: bool) -> Any:
+    transition = replace(
+        SPEC.transition, require_tombstones=require_tombstones, require_scores=require_scores
+    )
+    return TransitionGuardSettings(transition, SPEC.eviction, GUARDS["eviction"].evaluate)
+
+
+def _window_segment(  # noqa: PLR0917 - one field of the document each
+    segment_id: str,
+    kind: str,
+    text: str,
+    score: float | None,
+    declared: str,
+    group: str | None = None,
+    derived_from: tuple[str, ...] = (),
+) -> TransitionSegment:
+    segment = Segment(segment_id, kind, text, False, (), False, None)
+    return TransitionSegment(
+        segment_id, segment, score, score, declared, text_sha256(text), derived_from, group
+    )
+
+
+@st.composite
+def transition_cases(draw: st.DrawFn) -> Case:
+    before = []
+    for i in range(draw(st.integers(1, 5))):
+        text = f"text {i}"
+        score = draw(st.none() | unit)
+        before.append(
+            _window_segment(
+                f"m{i}",
+                draw(st.sampled_from(["turn", "constraint"])),
+                text,
+                score,
+                text_sha256(text) if score is not None else "",
+                group=draw(st.sampled_from([None, "g1"])),
+            )
+        )
+    after = []
+    for segment in before:
+        fate = draw(st.sampled_from(["keep", "keep", "rewrite", "drop"]))
+        if fate == "keep":
+            after.append(segment)
+        elif fate == "rewrite":
+            text = segment.segment.text + " rewritten"
+            declared = draw(st.sampled_from([text_sha256(text), segment.text_sha256, ""]))
+            after.append(
+                _window_segment(
+                    segment.id, segment.segment.kind, text, segment.score, declared, segment.group
+                )
+            )
+    if draw(st.booleans()):
+        parents = tuple(draw(st.sets(st.sampled_from([s.id for s in before] + ["ghost"]))))
+        after.append(_window_segment("sum", "summary", "a summary", None, "", None, parents))
+    tombstones = frozenset(draw(st.sets(st.sampled_from([s.id for s in before]))))
+    reported = draw(st.none() | st.builds(TurnStats, st.integers(0, 3), st.integers(0, 3)))
+    request = TransitionRequest(
+        before=tuple(before),
+        after=tuple(after),
+        tombstones=tombstones,
+        applied_by=None,
+        reported=reported,
+        canaries=frozenset(draw(st.sets(st.sampled_from(["m0"])))),
+        session_id=None,
+        labels={},
+        edit=derive_edit(tuple(before), tuple(after), tombstones),
+        halt=draw(st.sampled_from([None, {"check": "collapse", "cycle": 3}])),
+    )
+    return _transition_settings(draw(st.booleans()), draw(st.booleans())), request
+
+
+def apply_transition(case: Case, change: dict[str, Any]) -> Case:
+    """``case`` with ``change`` (and its ``and``) made, and the edit derived again."""
+    guard_settings, request = case
+    field, value = change["field"], change["value"]
+    if field.startswith("spec.transition."):
+        name = field.removeprefix("spec.transition.")
+        transition = replace(guard_settings.transition, **{name: value})
+        guard_settings = replace(guard_settings, transition=transition)
+    elif field == "tombstones":
+        request = replace(request, tombstones=request.tombstones | set(value))
+    elif field == "after":  # put the segments of before back (the restore action)
+        back = tuple(s for s in request.before if s.id in set(value))
+        request = replace(request, after=request.after + back)
+    elif field.startswith("reported."):
+        name = field.removeprefix("reported.")
+        request = replace(request, reported=replace(request.reported, **{name: value}))
+    else:
+        request = _set_input(request, field, change["op"], value)
+    request = replace(request, edit=derive_edit(request.before, request.after, request.tombstones))
+    case = (guard_settings, request)
+    for more in change.get("and", ()):
+        case = apply_transition(case, more)
+    return case
+
+
+class TestTransition:
+    @EXAMPLES
+    @given(transition_cases())
+    def test_each_alternative_flips_its_reason(self, case: Case) -> None:
+        """Every transition refusal's alternatives flip that reason. Putting segments back or
+        recording them can end several findings on the same ids, so only the flip is held."""
+        verdict = judged("transition", case)
+        assume(verdict.refused)
+        for reason in verdict.reasons:
+            assert isinstance(reason.detail["would_allow_text"], str)
+            for alternative in reason.detail["would_allow"]:
+                after = refusing_codes("transition", apply_transition(case, alternative))
+                assert reason.code not in after, (reason.code, alternative)
