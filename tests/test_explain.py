@@ -16,6 +16,8 @@ from prunewarden.cli import run
 ROOT = Path(__file__).resolve().parents[1]
 INPUTS = ROOT / "examples" / "inputs"
 CONTENT_PINS = ROOT / "examples" / "policies" / "content-pins.yaml"
+# The example policies with rules (base.yaml is the rules of every deployment overlay).
+WITH_RULES = [CONTENT_PINS, ROOT / "examples" / "deployments" / "base.yaml"]
 DECISION = Draft202012Validator(
     json.loads((ROOT / "schemas" / "decision.v1.schema.json").read_text(encoding="utf-8"))
 )
@@ -118,6 +120,36 @@ class TestRuleTraces:
         (canary,) = [t for t in decision.explanation["rules"] if t["rule"] == "canary-floor"]
         assert canary["items"]["count"] >= 1
         assert canary["items"]["traced"] in [*canary["items"]["matched"], "task"]
+
+
+    @pytest.mark.parametrize("policy", WITH_RULES, ids=lambda p: p.stem)
+    def test_every_rule_of_the_example_policies_is_traced(self, policy: Path) -> None:
+        """On every example input, each rule of the input's check has a trace with steps (or,
+        per item, no item to trace), and none failed to trace."""
+        engine = Engine(load_policy(policy))
+        for path in sorted(INPUTS.glob("*.json")):
+            data = json.loads(path.read_text(encoding="utf-8"))
+            decision = engine.evaluate(data, explain=True)
+            assert decision.explanation is not None
+            names = [r.name for r in engine.policy.rules if r.check == data["check"]]
+            traces = decision.explanation["rules"]
+            assert [t["rule"] for t in traces] == names
+            for trace in traces:
+                assert "trace_error" not in trace
+                assert trace.get("steps") or trace["items"]["traced"] is None
+
+    def test_native_backend_rules_are_traced_by_cel_python(self) -> None:
+        """Under cel="native" the decision names the backend and each trace says cel-python."""
+        engine = Engine(load_policy(CONTENT_PINS), cel="native")
+        decision = engine.evaluate(document("eviction-untagged-negation.json"), explain=True)
+        assert decision.explanation is not None
+        assert decision.explanation["rule_backend"] == "native"
+        (negation, _) = decision.explanation["rules"]
+        assert (negation["traced_with"], negation["matched"], negation["value"]) == (
+            "cel-python",
+            True,
+            True,
+        )
 
 
 class TestCommandLine:
