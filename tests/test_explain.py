@@ -121,7 +121,6 @@ class TestRuleTraces:
         assert canary["items"]["count"] >= 1
         assert canary["items"]["traced"] in [*canary["items"]["matched"], "task"]
 
-
     @pytest.mark.parametrize("policy", WITH_RULES, ids=lambda p: p.stem)
     def test_every_rule_of_the_example_policies_is_traced(self, policy: Path) -> None:
         """On every example input, each rule of the input's check has a trace with steps (or,
