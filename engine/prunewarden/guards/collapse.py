@@ -260,7 +260,7 @@ def _explain_short(s: CollapseSettings, r: CollapseRequest, reason: Reason) -> R
         reason,
         alternatives,
         f"{cycles} cycle(s) < {reason.detail['required']} needed: allowed with "
-        f"{reason.detail['required'] - cycles} more cycle(s) of history, at "
+        f"{reason.detail['required'] - cycles} more cycle(s) of history, or at "
         "on_insufficient_history allow"
         + (f", or consecutive_cycles \u2264 {cycles - 1}" if cycles >= 2 else ""),
     )
