@@ -49,6 +49,14 @@ prunewarden evaluate --format text --policy examples/policies/content-pins.yaml 
 [ $? -le 1 ] || exit 1
 
 echo
+echo "== Why a collapse halts, and what would have allowed it: explained under"
+echo "   content-pins.yaml, its own log (docs/explain.md)"
+: > .demo/explain.jsonl
+prunewarden explain --format text --policy examples/policies/content-pins.yaml \
+    --audit-log .demo/explain.jsonl examples/inputs/collapse-seed-narrowing.json
+[ $? -le 1 ] || exit 1
+
+echo
 echo "== Deployments: a base policy and its overlays (docs/deployments.md)"
 deploy=examples/deployments
 prunewarden validate "$deploy/base.yaml" "$deploy/prod-eu.yaml" "$deploy/staging.yaml" \

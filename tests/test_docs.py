@@ -31,6 +31,7 @@ COPIED = ("examples", "policies", "schemas")
 # (page, first command of a transcript block: the line after "$ ", as written on the page).
 TRANSCRIPTS = [
     ("README.md", "prunewarden validate examples/policies/long-horizon.yaml"),
+    ("docs/explain.md", "prunewarden explain --format text --audit-log audit.jsonl"),
     ("docs/guards.md", "prunewarden evaluate --audit-log audit.jsonl examples/inputs/"),
     ("docs/guards.md", "prunewarden evaluate --format text --audit-log audit.jsonl"),
     ("docs/sessions.md", "prunewarden plan --format text"),

@@ -15,12 +15,13 @@ from functools import partial
 from typing import Any
 
 from prunewarden.audit import input_digest, pass_record
+from prunewarden.inputs import parse_request_encoded
 from prunewarden.inputs._passes import parse_evictions
 from prunewarden.pipeline._compile import compile_policy
 from prunewarden.planner import PassLog
 
 from benchmarks.common import audit_log, default_engine, document_stages
-from benchmarks.harness import Case, Verdict, Workload, register
+from benchmarks.harness import Case, Verdict, Workload, decision_verdicts, register
 
 SEGMENTS = 200
 
@@ -165,5 +166,37 @@ register(
         f"eviction/pass-{SEGMENTS}/per-document",
         build_per_document,
         description=f"{SEGMENTS} segments, engine.evaluate on one document per segment",
+    )
+)
+
+
+def build_explained() -> Case:
+    """The per-document workload explained (``explain=True``), against the same documents
+    decided plainly: what an explanation costs (the would_allow of every refusing reason; this
+    policy has no rules to trace)."""
+    items, candidates = evictions()
+    docs = [{"check": "eviction", **item, "eviction_candidates": candidates} for item in items]
+    plain, explaining = default_engine("plain"), default_engine("explained")
+    pipeline = compile_policy(explaining.policy)["eviction"]
+    scores = explaining.policy.spec.scores
+    requests = [parse_request_encoded(dict(d), scores)[1] for d in docs]
+    return Case(
+        decisions=len(docs),
+        engine=lambda: [explaining.evaluate(d, explain=True) for d in docs],
+        reference=lambda: [plain.evaluate(d) for d in docs],
+        reference_verdicts=decision_verdicts,
+        stages={
+            **document_stages(explaining, docs),
+            "explained decision": lambda: [pipeline.decide(r, explain=True) for r in requests],
+        },
+    )
+
+
+register(
+    Workload(
+        f"eviction/pass-{SEGMENTS}/explained",
+        build_explained,
+        description=f"{SEGMENTS} segments, engine.evaluate(explain=True) on each document, "
+        "against the same without",
     )
 )

@@ -36,7 +36,7 @@ class AsyncEngine:
         or await :func:`asyncio.to_thread` on it)."""
         return cls(Engine.default(**kwargs))
 
-    async def evaluate(
+    async def evaluate(  # noqa: PLR0913 - Engine.evaluate's keyword-only options
         self,
         document: Mapping[str, Any],
         *,
@@ -44,6 +44,7 @@ class AsyncEngine:
         text: str | None = None,
         session_id: str | None = None,
         labels: Mapping[str, str] | None = None,
+        explain: bool = False,
     ) -> Decision:
         call = functools.partial(
             self.engine.evaluate,
@@ -52,6 +53,7 @@ class AsyncEngine:
             text=text,
             session_id=session_id,
             labels=labels,
+            explain=explain,
         )
         return await asyncio.to_thread(call)
 

@@ -107,9 +107,18 @@ class _Calls(Generic[_R]):
     def _send(self, method: str, path: str, body: Any = None, **params: Any) -> _R:
         raise NotImplementedError
 
-    def evaluate(self, document: Mapping[str, Any], *, session_id: str | None = None) -> _R:
-        """``POST /v1/evaluate``: the decision on one input document."""
-        return self._send("POST", "/v1/evaluate", dict(document), session_id=session_id)
+    def evaluate(
+        self, document: Mapping[str, Any], *, session_id: str | None = None, explain: bool = False
+    ) -> _R:
+        """``POST /v1/evaluate``: the decision on one input document; ``explain``: with what
+        would have allowed each refusal and the rule traces (``?explain=true``)."""
+        return self._send(
+            "POST",
+            "/v1/evaluate",
+            dict(document),
+            session_id=session_id,
+            explain="true" if explain else None,
+        )
 
     def plan(self, document: Mapping[str, Any]) -> _R:
         """``POST /v1/plan``: one pruning pass."""

@@ -125,6 +125,9 @@ class Decision:
     shadow: ShadowResult | None = None
     pass_id: str | None = None
     index: int | None = None
+    # Asked for with explain=True: how the decision was reached (the guard's mode, a trace of
+    # each rule); the refusing reasons then carry detail.would_allow.
+    explanation: dict[str, Any] | None = None
 
     @property
     def refused(self) -> bool:
@@ -179,6 +182,8 @@ class Decision:
             out["policy"]["sources"] = [source.to_dict() for source in self.sources]
         if self.pass_id is not None:
             out["pass_id"], out["index"] = self.pass_id, self.index
+        if self.explanation is not None:
+            out["explanation"] = self.explanation
         return out
 
 

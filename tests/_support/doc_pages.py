@@ -198,6 +198,11 @@ PAGES: dict[str, PageRun] = {
         """),
         expected="deny {'action': 'restore', 'ids': ['m1', 'm2']} True\n",
     ),
+    "docs/explain.md": PageRun(
+        prelude="",
+        epilogue="print(decision.outcome, decision.explanation)\n",
+        expected="deny {'mode': 'enforce', 'rules': [], 'rule_backend': None}\n",
+    ),
     "docs/observability.md": PageRun(
         prelude=_INPUTS
         + _METRICS_ON_A_FREE_PORT

@@ -96,6 +96,24 @@ class TestSyncClient:
             with pytest.raises(InputError):
                 client.session("a/b")
 
+    def test_evaluate_explain_asks_for_the_explained_decision(self, server: Server) -> None:
+        """evaluate(explain=True): would_allow on the refusal and the explanation; without it,
+        neither."""
+        untombstoned = {
+            "check": "eviction",
+            "segment": {**SEGMENT, "tombstone_written": False},
+            "score": 0.1,
+            "perturbed_score": 0.12,
+        }
+        with Client(server.url) as client:
+            explained = client.evaluate(untombstoned, explain=True)
+            plain = client.evaluate(untombstoned)
+        assert explained["reasons"][0]["detail"]["would_allow"][0]["field"] == (
+            "segment.tombstone_written"
+        )
+        assert explained["explanation"]["mode"] == "enforce"
+        assert "explanation" not in plain
+
 
 class TestAsyncClient:
     def test_concurrent_sessions(self, server: Server) -> None:

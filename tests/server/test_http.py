@@ -363,10 +363,12 @@ class _ReloadingFirst(DecisionService):
         super().__init__(built.engine, built.audit)
         self.policy = policy
 
-    def evaluate(self, body: bytes, session_id: str | None = None) -> Answer:
+    def evaluate(
+        self, body: bytes, session_id: str | None = None, *, explain: bool = False
+    ) -> Answer:
         self.policy.write_text(policy_text(SERVED_SPEC, name="served", version="2.0.0"))
         self.engine.reload()
-        return super().evaluate(body, session_id)
+        return super().evaluate(body, session_id, explain=explain)
 
 
 class TestPolicyHeader:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import io
 import json
 import sys
@@ -60,6 +61,28 @@ def add_evaluate(commands: Any) -> None:
         document="input JSON document",
         json_output="the decision document",
     )
+    evaluate.add_argument(
+        "--explain",
+        action="store_true",
+        help="as the explain command: would_allow on each refusing reason, rule traces",
+    )
+
+
+def add_explain(commands: Any) -> None:
+    explain = commands.add_parser(
+        "explain",
+        help="decide on one input document and say what would have allowed each refusal",
+        description="Decide as evaluate does, and explain: each refusing reason of the guard "
+        "carries detail.would_allow (the changes to the input or the policy that would flip "
+        "it) and the decision an explanation with a trace of every rule (docs/explain.md).",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _add_input_options(
+        explain,
+        document="input JSON document",
+        json_output="the explained decision document",
+    )
 
 
 def add_schema(commands: Any) -> None:
@@ -93,8 +116,18 @@ def run_validate(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> 
 
 
 def run_evaluate(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
+    if args.explain:
+        return run_explain(args, stdout, stderr)
     decision, out = _on_input(args, stdout, stderr, Engine.evaluate)
     _emit(out, args.format, render_text(decision), decision.to_dict())
+    return ExitCode.REFUSED if decision.blocks else ExitCode.OK
+
+
+def run_explain(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
+    decision, out = _on_input(
+        args, stdout, stderr, functools.partial(Engine.evaluate, explain=True)
+    )
+    _emit(out, args.format, render_explained(decision), decision.to_dict())
     return ExitCode.REFUSED if decision.blocks else ExitCode.OK
 
 
@@ -148,11 +181,16 @@ def _emit(out: IO[str], output_format: str, text: str, document: dict[str, Any])
         out.write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
 
 
-def render_text(decision: Decision) -> str:
-    """A few readable lines: the verdict, each reason, the remediations, the policy."""
+def render_text(decision: Decision, *, explained: bool = False) -> str:
+    """A few readable lines: the verdict, each reason, the remediations, the policy;
+    ``explained``: each reason followed by what would have allowed it."""
     binding = "enforced" if decision.enforced else "not enforced"
     lines = [f"{decision.check}: {decision.outcome.upper()} ({binding})"]
-    lines += [f"  {reason.code}: {reason.message}" for reason in decision.reasons]
+    for reason in decision.reasons:
+        lines.append(f"  {reason.code}: {reason.message}")
+        if explained and "would_allow_text" in reason.detail:
+            lines.append(f"    would allow: {reason.detail['would_allow_text']}")
+            lines += [f"      - {_change(change)}" for change in reason.detail["would_allow"]]
     for action in decision.actions:
         ids = f" {', '.join(action.ids)}" if action.ids else ""
         lines.append(f"  -> {action.action}{ids}")
@@ -164,6 +202,30 @@ def render_text(decision: Decision) -> str:
     if decision.shadow is not None:
         lines.append(f"  {decision.shadow.summary(decision)}")
     return "".join(printable(line) + "\n" for line in lines)
+
+
+def render_explained(decision: Decision) -> str:
+    """:func:`render_text`, each refusing reason followed by what would have allowed it, then
+    each rule's trace."""
+    lines = render_text(decision, explained=True).splitlines()
+    explanation = decision.explanation or {}
+    for trace in explanation.get("rules", ()):
+        verdict = "matched" if trace["matched"] else "did not match"
+        cost = trace.get("cost", {}).get("nodes")
+        spent = f" ({cost} nodes evaluated)" if cost is not None else ""
+        lines.append(printable(f"  rule {trace['rule']}: {verdict}{spent}"))
+        for step in trace.get("steps", ()):
+            value = json.dumps(step["value"], ensure_ascii=False)
+            lines.append(printable(f"    {step['expression']} = {value}"))
+        if trace.get("params"):
+            lines.append(printable(f"    params: {json.dumps(trace['params'])}"))
+    return "".join(line + "\n" for line in lines)
+
+
+def _change(change: dict[str, Any]) -> str:
+    """``spec.eviction.stability_delta >= 0.31``, and what must come with it."""
+    out = f"{change['field']} {change['op']} {json.dumps(change['value'], ensure_ascii=False)}"
+    return " and ".join([out, *(_change(more) for more in change.get("and", ()))])
 
 
 def run_schema(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:  # noqa: ARG001

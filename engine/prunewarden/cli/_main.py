@@ -65,6 +65,12 @@ COMMANDS: dict[str, Command] = {
         "add_evaluate",
         "run_evaluate",
     ),
+    "explain": Command(
+        "_decide",
+        "decide on one input document and say what would have allowed each refusal",
+        "add_explain",
+        "run_explain",
+    ),
     "audit": Command(
         "_audit",
         "verify, query and report on decision audit logs",
@@ -162,7 +168,17 @@ def _add_cel_option(parser: argparse.ArgumentParser) -> None:
 
 
 # The commands that build engines, and so take --cel.
-ENGINE_COMMANDS = ("evaluate", "test", "plan", "replay", "diff", "calibrate", "serve", "mcp")
+ENGINE_COMMANDS = (
+    "evaluate",
+    "explain",
+    "test",
+    "plan",
+    "replay",
+    "diff",
+    "calibrate",
+    "serve",
+    "mcp",
+)
 _CEL_VARIABLE = "PRUNEWARDEN_CEL"
 
 

@@ -140,7 +140,7 @@ class Engine(DecisionRecorder):
         return cls(load_policy(path), **kwargs)
 
     @public_call("prunewarden.evaluate")
-    def evaluate(
+    def evaluate(  # noqa: PLR0913 - each option is keyword-only and independent
         self,
         document: Mapping[str, Any],
         *,
@@ -148,11 +148,15 @@ class Engine(DecisionRecorder):
         text: str | None = None,
         session_id: str | None = None,
         labels: Mapping[str, str] | None = None,
+        explain: bool = False,
     ) -> Decision:
         """Decide on one input document (``{"check": ..., ...}``).
 
         ``session_id`` and ``labels`` (strings) are copied into the decision's audit record (a
         transition document's own ``session_id`` and ``labels`` when these are not given).
+        ``explain``: each refusing reason of the guard carries ``detail.would_allow`` (what would
+        have allowed it) and the decision an ``explanation`` tracing every rule (docs/explain.md);
+        off, neither is computed.
         Raises :class:`InputError` for a malformed document (or session id or labels); every
         other failure, in a guard or in the logger, becomes a refusing decision.
         """
@@ -166,7 +170,13 @@ class Engine(DecisionRecorder):
             session_id = session_id if session_id is not None else request.session_id
             labels = labels if labels is not None else request.labels
         return self._decide(
-            check, request, data, session_id=session_id, labels=labels, encoded=encoded
+            check,
+            request,
+            data,
+            session_id=session_id,
+            labels=labels,
+            encoded=encoded,
+            explain=explain,
         )
 
     def session(
@@ -272,13 +282,15 @@ class Engine(DecisionRecorder):
         from_session: bool = False,
         in_pass: PassLog | None = None,
         encoded: bytes | None = None,
+        explain: bool = False,
     ) -> Decision:
         """Decide on a validated request and log it; ``gate`` refuses without running the guard
         (pruning halted by an earlier collapse decision). A stateless call (not
         ``from_session``) naming a session id is gated by that session's halt. A decision
         ``in_pass`` is stamped with the pass's id and its index, and logged with the pass
         (:class:`PassSink`). ``encoded``: the document as validation serialized it, for the
-        input digest (:func:`~prunewarden.inputs.parse_request_encoded`)."""
+        input digest (:func:`~prunewarden.inputs.parse_request_encoded`). ``explain``: see
+        :meth:`evaluate`."""
         started = time.perf_counter_ns()
         if gate is None and not from_session and session_id is not None and check != "collapse":
             gate = self.sessions.gate(session_id, check, request)
@@ -287,7 +299,7 @@ class Engine(DecisionRecorder):
         pipeline = self._pipelines[check]
         stamp = in_pass.next_stamp() if in_pass is not None else None
         if gate is None:
-            decision = pipeline.decide(request, stamp)
+            decision = pipeline.decide(request, stamp, explain=explain)
         else:
             decision = pipeline.to_decision(gate, stamp)
         if self.shadow is not None:

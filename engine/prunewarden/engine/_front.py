@@ -22,7 +22,7 @@ class EngineCalls:
     def _in_force(self) -> Engine:
         raise NotImplementedError
 
-    def evaluate(
+    def evaluate(  # noqa: PLR0913 - mirrors Engine.evaluate
         self,
         document: Mapping[str, Any],
         *,
@@ -30,10 +30,16 @@ class EngineCalls:
         text: str | None = None,
         session_id: str | None = None,
         labels: Mapping[str, str] | None = None,
+        explain: bool = False,
     ) -> Decision:
         """:meth:`Engine.evaluate` on the engine in force when the call begins."""
         return self._in_force().evaluate(
-            document, filename=filename, text=text, session_id=session_id, labels=labels
+            document,
+            filename=filename,
+            text=text,
+            session_id=session_id,
+            labels=labels,
+            explain=explain,
         )
 
     def enforce(

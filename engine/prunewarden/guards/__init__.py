@@ -33,17 +33,19 @@ def _disabled(check: str) -> Callable[[Any, Any], Verdict]:
 
 @dataclass(frozen=True, slots=True)
 class Guard:
-    """A guard's entry point, what its refusal is called, and what it answers when off."""
+    """A guard's entry point, what its refusal is called, what it answers when off, and what
+    adds ``would_allow`` to its refusing reasons when a decision is explained."""
 
     evaluate: Callable[[Any, Any], Verdict]
     refusal: Outcome
     when_off: Callable[[Any, Any], Verdict]
+    explain: Callable[[Any, Any, Verdict], Verdict] = lambda _s, _r, verdict: verdict
 
 
 GUARDS: dict[str, Guard] = {
-    "collapse": Guard(collapse.evaluate, "halt", _disabled("collapse")),
-    "eviction": Guard(eviction.evaluate, "deny", _disabled("eviction")),
+    "collapse": Guard(collapse.evaluate, "halt", _disabled("collapse"), collapse.explain),
+    "eviction": Guard(eviction.evaluate, "deny", _disabled("eviction"), eviction.explain),
     # Off still answers the caller's question "what do I keep?", without checking bindings.
-    "staleness": Guard(staleness.evaluate, "deny", staleness.unguarded),
-    "transition": Guard(transition.evaluate, "deny", _disabled("transition")),
+    "staleness": Guard(staleness.evaluate, "deny", staleness.unguarded, staleness.explain),
+    "transition": Guard(transition.evaluate, "deny", _disabled("transition"), transition.explain),
 }

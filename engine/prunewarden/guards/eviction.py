@@ -9,6 +9,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from prunewarden.decision import Action, Reason, Verdict
+from prunewarden.guards._counterfactual import (
+    Change,
+    Explainer,
+    change,
+    explain_verdict,
+    explained,
+    figure,
+    nearest_passing,
+    together,
+)
 from prunewarden.inputs import EvictionRequest
 from prunewarden.policy import EvictionSettings
 
@@ -27,6 +37,11 @@ def evaluate(settings: EvictionSettings, request: EvictionRequest) -> Verdict:
         if action not in actions:
             actions.append(action)
     return Verdict(True, [reason for reason, _ in findings], actions)
+
+
+def explain(settings: EvictionSettings, request: EvictionRequest, verdict: Verdict) -> Verdict:
+    """The verdict with ``would_allow`` on each refusing reason (see ``_counterfactual``)."""
+    return explain_verdict(_EXPLAINERS, settings, request, verdict)
 
 
 def _margin(s: EvictionSettings, r: EvictionRequest) -> dict[str, object]:
@@ -79,7 +94,7 @@ def _findings(s: EvictionSettings, r: EvictionRequest) -> Iterator[tuple[Reason,
                 ),
                 Action("rescore", own),
             )
-    elif abs(r.score - r.perturbed_score) > s.stability_delta:
+    elif _unstable(r.score, r.perturbed_score, s.stability_delta):
         yield (
             Reason(
                 "unstable_score",
@@ -105,3 +120,109 @@ def _findings(s: EvictionSettings, r: EvictionRequest) -> Iterator[tuple[Reason,
             ),
             Action("write_tombstone", own),
         )
+
+
+# The conditions, each with the function that inverts it.
+
+
+def _unstable(score: float, perturbed: float, delta: float) -> bool:
+    return abs(score - perturbed) > delta
+
+
+def _stable_interval(score: float, delta: float) -> list[float] | None:
+    """The perturbed scores ``_unstable`` accepts: ``score ± delta``, rounded inward."""
+    lo = nearest_passing(score - delta, lambda p: not _unstable(score, p, delta), score)
+    hi = nearest_passing(score + delta, lambda p: not _unstable(score, p, delta), score)
+    return None if lo is None or hi is None else [lo, hi]
+
+
+def _explain_pinned(s: EvictionSettings, r: EvictionRequest, reason: Reason) -> Reason:
+    seg = r.segment
+    changes: list[Change] = []
+    if seg.kind in s.pinned_kinds:
+        changes.append(change("spec.eviction.pinned_kinds", "excludes", seg.kind))
+    if seg.non_recoverable:
+        changes.append(change("segment.non_recoverable", "==", False))
+    why = f"kind {seg.kind!r} is pinned" if seg.kind in s.pinned_kinds else "it is non-recoverable"
+    undo = " and ".join(
+        ["unpin the kind"] * (seg.kind in s.pinned_kinds)
+        + ["mark it recoverable"] * seg.non_recoverable
+    )
+    return explained(
+        reason,
+        [together(changes)],
+        f"{why}: no score allows it; write a tombstone and summarize, or {undo}",
+    )
+
+
+def _explain_unscoreable(s: EvictionSettings, r: EvictionRequest, reason: Reason) -> Reason:  # noqa: ARG001
+    pending = list(reason.detail["dependencies"])
+    return explained(
+        reason,
+        [
+            change("eviction_candidates", "excludes", pending),
+            change("segment.score_dependencies", "excludes", pending),
+        ],
+        f"scored against {', '.join(pending)}, also slated for eviction: allowed once they "
+        "leave eviction_candidates (decide them first), or once the score no longer depends "
+        "on them",
+    )
+
+
+def _explain_perturbation_missing(
+    s: EvictionSettings, r: EvictionRequest, reason: Reason
+) -> Reason:
+    alternatives = [change("spec.eviction.require_perturbation", "==", False)]
+    interval = _stable_interval(r.score, s.stability_delta)
+    if interval is not None:
+        alternatives.insert(0, change("perturbed_score", "in", interval))
+    shown = (
+        f"a perturbed score in [{figure(interval[0])}, {figure(interval[1])}]" if interval else ""
+    )
+    return explained(
+        reason,
+        alternatives,
+        f"no perturbed score: allowed with {shown} or at require_perturbation false"
+        if interval
+        else "no perturbed score: allowed at require_perturbation false",
+    )
+
+
+def _explain_unstable(s: EvictionSettings, r: EvictionRequest, reason: Reason) -> Reason:
+    moved = reason.detail["delta"]
+    alternatives: list[Change] = []
+    wording = []
+    if moved <= 1:  # the schema's maximum for stability_delta
+        alternatives.append(change("spec.eviction.stability_delta", ">=", moved))
+        wording.append(f"stability_delta \u2265 {figure(moved)}")
+    interval = _stable_interval(r.score, s.stability_delta)
+    if interval is not None:
+        alternatives.append(change("perturbed_score", "in", interval))
+        wording.append(f"a perturbed score in [{figure(interval[0])}, {figure(interval[1])}]")
+    return explained(
+        reason,
+        alternatives,
+        f"|\u0394| {figure(moved)} > {figure(s.stability_delta)}: allowed at "
+        + (" or ".join(wording) if wording else "no value"),
+    )
+
+
+def _explain_no_tombstone(s: EvictionSettings, r: EvictionRequest, reason: Reason) -> Reason:  # noqa: ARG001
+    return explained(
+        reason,
+        [
+            change("segment.tombstone_written", "==", True),
+            change("spec.eviction.require_tombstone", "==", False),
+        ],
+        "no tombstone: allowed once one is written (segment.tombstone_written true), or at "
+        "require_tombstone false",
+    )
+
+
+_EXPLAINERS: dict[str, Explainer] = {
+    "pinned": _explain_pinned,
+    "unscoreable": _explain_unscoreable,
+    "perturbation_missing": _explain_perturbation_missing,
+    "unstable_score": _explain_unstable,
+    "no_tombstone": _explain_no_tombstone,
+}

@@ -8,10 +8,22 @@ poisoned spans, or freezes pruning when the recompute would exceed the caller's 
 from __future__ import annotations
 
 import hashlib
+import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from prunewarden.decision import Action, Reason, Verdict, disabled_reason
-from prunewarden.inputs import Span, StalenessRequest
+from prunewarden.guards._counterfactual import (
+    Change,
+    Explainer,
+    change,
+    explain_verdict,
+    explained,
+    figure,
+    nearest_passing,
+    together,
+)
+from prunewarden.inputs import Span, StalenessRequest, Turn
 from prunewarden.policy import StalenessSettings
 
 
@@ -47,6 +59,11 @@ def evaluate(settings: StalenessSettings, request: StalenessRequest) -> Verdict:
     return Verdict(
         True, found.reasons, _remedies(spans, request, settings, found), kept=all_ids, evicted=()
     )
+
+
+def explain(settings: StalenessSettings, request: StalenessRequest, verdict: Verdict) -> Verdict:
+    """The verdict with ``would_allow`` on each refusing reason (see ``_counterfactual``)."""
+    return explain_verdict(_EXPLAINERS, settings, request, verdict)
 
 
 def unguarded(settings: StalenessSettings, request: StalenessRequest) -> Verdict:  # noqa: ARG001
@@ -147,10 +164,7 @@ def _check_inflation(request: StalenessRequest, s: StalenessSettings, found: _Fi
         return
     pairs = list(zip(turns[-window - 1 : -1], turns[-window:], strict=True))
     for before, after in pairs:
-        shrank = after.tokens < before.tokens
-        rise = after.mean_relevance - before.mean_relevance
-        # Relative to the magnitude, so a flat or falling mean never counts, whatever its sign.
-        if not (shrank and rise > 0 and rise > s.drift_tolerance * abs(before.mean_relevance)):
+        if not _inflates(before, after, s.drift_tolerance):
             return
     found.recompute_all = True
     found.reasons.append(
@@ -167,6 +181,13 @@ def _check_inflation(request: StalenessRequest, s: StalenessSettings, found: _Fi
             },
         )
     )
+
+
+def _inflates(before: Turn, after: Turn, tolerance: float) -> bool:
+    shrank = after.tokens < before.tokens
+    rise = after.mean_relevance - before.mean_relevance
+    # Relative to the magnitude, so a flat or falling mean never counts, whatever its sign.
+    return shrank and rise > 0 and rise > tolerance * abs(before.mean_relevance)
 
 
 def _remedies(
@@ -213,3 +234,125 @@ def _top_k(spans: tuple[Span, ...], k: int) -> tuple[tuple[str, ...], tuple[str,
 def _names(ids: list[str], limit: int = 5) -> str:
     shown = ", ".join(ids[:limit])
     return shown + (f" and {len(ids) - limit} more" if len(ids) > limit else "")
+
+
+# The inverse of each refusing condition above.
+
+
+def _positions(request: StalenessRequest, ids: list[str]) -> list[int]:
+    wanted = set(ids)
+    return [i for i, span in enumerate(request.spans) if span.span_id in wanted]
+
+
+def _bound_changes(request: StalenessRequest, ids: list[str]) -> list[Change]:
+    """Each span bound again: a score, and the hash of the text it holds now."""
+    changes = []
+    for i in _positions(request, ids):
+        span = request.spans[i]
+        digest = span.text_digest or text_sha256(span.text)
+        changes.append(change(f"spans[{i}].text_sha256", "==", digest))
+        if span.score is None:
+            changes.append(change(f"spans[{i}].score", "!=", None))
+    return changes
+
+
+def _explain_unbound(s: StalenessSettings, r: StalenessRequest, reason: Reason) -> Reason:  # noqa: ARG001
+    ids = reason.detail["spans"]
+    return explained(
+        reason,
+        [together(_bound_changes(r, ids))],
+        f"{len(ids)} span(s) unbound: allowed once each carries a score bound to its text's "
+        "SHA-256 (rescore them); no policy value allows an unbound score",
+    )
+
+
+def _explain_mismatch(s: StalenessSettings, r: StalenessRequest, reason: Reason) -> Reason:  # noqa: ARG001
+    ids = reason.detail["spans"]
+    return explained(
+        reason,
+        [together(_bound_changes(r, ids))],
+        f"{len(ids)} span(s) scored against older text: allowed once each score is recomputed "
+        "and bound to the text's current SHA-256; no policy value allows it",
+    )
+
+
+def _explain_poisoned(s: StalenessSettings, r: StalenessRequest, reason: Reason) -> Reason:
+    positions = _positions(r, reason.detail["spans"])
+    most = max(r.spans[i].rewrite_count for i in positions)
+    limit = s.max_rewrites_without_recompute
+    alternatives = [change("spec.staleness.max_rewrites_without_recompute", ">=", most)]
+    alternatives.append(
+        together([change(f"spans[{i}].rewrite_count", "<=", limit) for i in positions])
+    )
+    return explained(
+        reason,
+        alternatives,
+        f"rewritten up to {most} times > {limit}: allowed at max_rewrites_without_recompute "
+        f"\u2265 {most}, or once each is recomputed from its source (rewrite_count \u2264 {limit})",
+    )
+
+
+def _explain_orphans(s: StalenessSettings, r: StalenessRequest, reason: Reason) -> Reason:  # noqa: ARG001
+    parents = sorted({p for missing in reason.detail["spans"].values() for p in missing})
+    return explained(
+        reason,
+        [change("tombstones", "contains", parents)],
+        f"parents {', '.join(parents)} are gone unrecorded: allowed once tombstones name them",
+    )
+
+
+def _explain_gap(s: StalenessSettings, r: StalenessRequest, reason: Reason) -> Reason:  # noqa: ARG001
+    modified = reason.detail["spans_modified"]
+    return explained(
+        reason,
+        [change("turn.scores_invalidated", ">=", modified)],
+        f"{reason.detail['scores_invalidated']} of {modified} modified span(s) invalidated: "
+        f"allowed once the rewrite invalidates \u2265 {modified} score(s)",
+    )
+
+
+def _tolerates(before: Turn, after: Turn) -> Callable[[float], bool]:
+    """Whether a drift tolerance lets this pair of turns pass."""
+
+    def tolerates(tolerance: float) -> bool:
+        return not _inflates(before, after, tolerance)
+
+    return tolerates
+
+
+def _explain_inflation(s: StalenessSettings, r: StalenessRequest, reason: Reason) -> Reason:
+    window = s.drift_consecutive_turns
+    pairs = list(zip(r.turns[-window - 1 : -1], r.turns[-window:], strict=True))
+    tolerances = []
+    for before, after in pairs:
+        magnitude = abs(before.mean_relevance)
+        if magnitude == 0:
+            continue  # no tolerance covers a rise from zero
+        rise = after.mean_relevance - before.mean_relevance
+        found = nearest_passing(rise / magnitude, _tolerates(before, after), math.inf)
+        if found is not None:
+            tolerances.append(found)
+    alternatives: list[Change] = []
+    wording = []
+    if tolerances and min(tolerances) <= 1:  # the schema's maximum for drift_tolerance
+        alternatives.append(change("spec.staleness.drift_tolerance", ">=", min(tolerances)))
+        wording.append(f"drift_tolerance \u2265 {figure(min(tolerances))}")
+    if len(r.turns) <= 1000:  # the schema's maximum for drift_consecutive_turns
+        alternatives.append(change("spec.staleness.drift_consecutive_turns", ">=", len(r.turns)))
+        wording.append(f"drift_consecutive_turns \u2265 {len(r.turns)}")
+    return explained(
+        reason,
+        alternatives,
+        f"relevance rose more than {s.drift_tolerance:.0%} while tokens fell for {window} "
+        "turn(s): allowed at " + (" or ".join(wording) if wording else "no value"),
+    )
+
+
+_EXPLAINERS: dict[str, Explainer] = {
+    "unbound_score": _explain_unbound,
+    "hash_mismatch": _explain_mismatch,
+    "poisoned_span": _explain_poisoned,
+    "orphaned_parent": _explain_orphans,
+    "invalidation_gap": _explain_gap,
+    "relevance_inflation": _explain_inflation,
+}

@@ -17,6 +17,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
 from prunewarden.decision import Action, Reason, Verdict
+from prunewarden.guards._counterfactual import (
+    Change,
+    Explainer,
+    change,
+    explain_verdict,
+    explained,
+    together,
+)
 from prunewarden.inputs import EvictionRequest, TransitionRequest, TransitionSegment
 from prunewarden.policy import EvictionSettings, TransitionSettings
 
@@ -70,6 +78,13 @@ def evaluate(settings: TransitionGuardSettings, request: TransitionRequest) -> V
         parents = sorted({p for r in orphans for p in r.detail["parents"]})
         actions.append(Action("write_tombstone", tuple(parents)))
     return Verdict(True, findings, actions)
+
+
+def explain(
+    settings: TransitionGuardSettings, request: TransitionRequest, verdict: Verdict
+) -> Verdict:
+    """The verdict with ``would_allow`` on each refusing reason (see ``_counterfactual``)."""
+    return explain_verdict(_EXPLAINERS, settings, request, verdict)
 
 
 def _counts(request: TransitionRequest) -> dict[str, object]:
@@ -270,3 +285,115 @@ def _whole_groups(r: TransitionRequest, restore: set[str]) -> tuple[str, ...]:
 def _names(ids: list[str], limit: int = 5) -> str:
     shown = ", ".join(ids[:limit])
     return shown + (f" and {len(ids) - limit} more" if len(ids) > limit else "")
+
+
+# The inverse of each refusing condition above. Putting segments of ``before`` back into
+# ``after`` (``after contains``) is what the ``restore`` action does.
+
+
+def _restore(reason: Reason) -> Change:
+    return change("after", "contains", list(reason.detail["ids"]))
+
+
+def _explain_pinned(s: TransitionGuardSettings, r: TransitionRequest, reason: Reason) -> Reason:  # noqa: ARG001
+    ids = list(reason.detail["ids"])
+    return explained(
+        reason,
+        [change("tombstones", "contains", ids), _restore(reason)],
+        f"pinned {_names(ids)} left unrecorded: no score allows it; allowed once a tombstone "
+        "names each (summarize them), or once they are restored",
+    )
+
+
+def _explain_split(s: TransitionGuardSettings, r: TransitionRequest, reason: Reason) -> Reason:  # noqa: ARG001
+    return explained(
+        reason,
+        [_restore(reason)],
+        f"group(s) {', '.join(reason.detail['groups'])} split: allowed once the members that "
+        "left are restored, or once the whole group leaves",
+    )
+
+
+def _explain_silent(s: TransitionGuardSettings, r: TransitionRequest, reason: Reason) -> Reason:  # noqa: ARG001
+    ids = list(reason.detail["ids"])
+    return explained(
+        reason,
+        [
+            change("tombstones", "contains", ids),
+            change("spec.transition.require_tombstones", "==", False),
+        ],
+        f"{_names(ids)} removed unrecorded: allowed once tombstones name them, or at "
+        "require_tombstones false",
+    )
+
+
+def _explain_orphans(s: TransitionGuardSettings, r: TransitionRequest, reason: Reason) -> Reason:  # noqa: ARG001
+    parents = list(reason.detail["parents"])
+    return explained(
+        reason,
+        [change("tombstones", "contains", parents)],
+        f"parents {_names(parents)} are in neither window: allowed once tombstones name them",
+    )
+
+
+def _explain_bindings(s: TransitionGuardSettings, r: TransitionRequest, reason: Reason) -> Reason:  # noqa: ARG001
+    wanted = set(reason.detail["ids"])
+    changes = [
+        change(f"after[{i}].text_sha256", "==", segment.text_digest)
+        for i, segment in enumerate(r.after)
+        if segment.id in wanted
+    ]
+    return explained(
+        reason,
+        [together(changes)],
+        f"{_names(sorted(wanted))} carry scores not bound to their text: allowed once each is "
+        "rescored against its text's SHA-256; no policy value allows it",
+    )
+
+
+def _explain_gap(s: TransitionGuardSettings, r: TransitionRequest, reason: Reason) -> Reason:  # noqa: ARG001
+    derived = reason.detail["derived"]
+    return explained(
+        reason,
+        [
+            change(
+                "reported.spans_modified",
+                ">=",
+                derived["spans_modified"],
+                change("reported.scores_invalidated", ">=", derived["scores_invalidated"]),
+            )
+        ],
+        f"the editor under-reported: allowed once it reports \u2265 {derived['spans_modified']} "
+        f"span(s) modified and \u2265 {derived['scores_invalidated']} score(s) invalidated",
+    )
+
+
+def _explain_halted(s: TransitionGuardSettings, r: TransitionRequest, reason: Reason) -> Reason:  # noqa: ARG001
+    return explained(
+        reason,
+        [_restore(reason)],
+        "pruning is halted in this session: no score or policy value allows a removal; "
+        "allowed once the removed and folded segments are restored (or the halt is resumed)",
+    )
+
+
+def _explain_unscored(s: TransitionGuardSettings, r: TransitionRequest, reason: Reason) -> Reason:  # noqa: ARG001
+    return explained(
+        reason,
+        [_restore(reason), change("spec.transition.require_scores", "==", False)],
+        f"{_names(list(reason.detail['ids']))} removed without a score the eviction guard "
+        "accepts (see detail.eviction): allowed once restored, or at require_scores false",
+    )
+
+
+_EXPLAINERS: dict[str, Explainer] = {
+    "pinned_removed": _explain_pinned,
+    "group_split": _explain_split,
+    "no_tombstone": _explain_silent,
+    "orphaned_parent": _explain_orphans,
+    "hash_mismatch": _explain_bindings,
+    "unbound_score": _explain_bindings,
+    "invalidation_gap": _explain_gap,
+    "pruning_halted": _explain_halted,
+    "unscored_removal": _explain_unscored,
+}

@@ -7,7 +7,7 @@ and the place where an error inside a guard becomes a refusal instead of a trace
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import prunewarden.rules
@@ -34,8 +34,14 @@ class Pipeline:
     sources: tuple[PolicySource, ...] = ()  # the policy's files, named by every decision
     calibration: Calibration | None = None  # spec.scores.calibration (pipeline._calibration)
 
-    def decide(self, request: Request, stamp: Stamp | None = None) -> Decision:
-        """The decision on a validated request; ``stamp`` places it in a pruning pass."""
+    def decide(
+        self, request: Request, stamp: Stamp | None = None, *, explain: bool = False
+    ) -> Decision:
+        """The decision on a validated request; ``stamp`` places it in a pruning pass.
+        ``explain``: each refusing reason of the guard carries ``would_allow``, and the decision
+        carries an ``explanation`` with a trace of every rule (the default path computes
+        neither)."""
+        traces: list[dict[str, Any]] | None = [] if explain else None
         if self.mode == "off":
             verdict = self.guard.when_off(self.settings, request)
         else:
@@ -44,6 +50,8 @@ class Pipeline:
                 if self.calibration is not None:
                     request = calibrated.calibrate(self.calibration, raw)
                 verdict = self.guard.evaluate(self.settings, request)
+                if explain:
+                    verdict = self.guard.explain(self.settings, request, verdict)
             except Exception as exc:  # noqa: BLE001 - fail closed: any guard error refuses
                 verdict = Verdict(
                     True,
@@ -58,10 +66,20 @@ class Pipeline:
                 )
             if self.rules:
                 # After the guard's verdict: rules only tighten, and never raise.
-                verdict = self.rules.apply(verdict, request)
+                verdict = self.rules.apply(verdict, request, traces)
             if self.calibration is not None:
                 verdict = self._annotate(verdict, raw, request)
-        return self.to_decision(verdict, stamp)
+        decision = self.to_decision(verdict, stamp)
+        if traces is None:
+            return decision
+        return replace(decision, explanation=self._explanation(traces))
+
+    def _explanation(self, traces: list[dict[str, Any]]) -> dict[str, Any]:
+        return {
+            "mode": self.mode,
+            "rules": traces,
+            "rule_backend": self.rules.backend if self.rules else None,
+        }
 
     def _annotate(self, verdict: Verdict, raw: Request, judged: Request) -> Verdict:
         """Every reason names the scale its scores were judged on (fail closed: a record that

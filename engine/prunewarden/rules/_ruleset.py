@@ -34,6 +34,7 @@ from prunewarden.rules._native import (
     evaluate_native,
     native_type_name,
 )
+from prunewarden.rules._trace import trace
 from prunewarden.rules._values import to_cel
 from prunewarden.rules._variables import Variables
 
@@ -71,6 +72,7 @@ class RuleSet:
         self.rules = tuple(rule for rule in rules if rule.check == check)
         self.cache = ResultCache(cache_size)
         self._params = to_cel(dict(params))
+        self._raw_params = dict(params)  # as the policy spells them, for traces
         # The native programs, by the identity of the expression they were compiled from.
         self._native: dict[int, NativeExpression] = {}
         if self.backend == "native":
@@ -82,8 +84,11 @@ class RuleSet:
     def __bool__(self) -> bool:
         return bool(self.rules)
 
-    def apply(self, verdict: Verdict, request: Request) -> Verdict:
-        """The guard's verdict, tightened by the rules. Never raises."""
+    def apply(
+        self, verdict: Verdict, request: Request, traces: list[dict[str, Any]] | None = None
+    ) -> Verdict:
+        """The guard's verdict, tightened by the rules. Never raises. ``traces``, when given,
+        receives the trace of every rule (an explained decision; see ``_trace``)."""
         if not self.rules:
             return verdict
         variables = Variables(self.check, request, self._params)
@@ -93,6 +98,8 @@ class RuleSet:
         actions: list[Action] = []
         for rule in self.rules:
             outcome = self._evaluate(rule, variables, shared)
+            if traces is not None:
+                traces.append(self._trace(rule, variables, outcome, shared))
             for reason in _reasons(rule, outcome):
                 refuses = rule.mode == "enforce" and rule.effect != "warn"
                 (binding if refuses else advisory).append(reason)
@@ -155,6 +162,47 @@ class RuleSet:
         if outcome.matched:
             outcome.message = self._message(rule, variables, first_match, shared)
         return outcome
+
+    def _trace(
+        self, rule: Rule, variables: Variables, outcome: _Outcome, shared: _SharedBudget
+    ) -> dict[str, Any]:
+        """What decided ``rule``: the item it matched first (else its first item), each
+        sub-expression's value on that item, the params it read and its cost."""
+        out: dict[str, Any] = {
+            "rule": rule.name,
+            "effect": rule.effect,
+            "mode": rule.mode,
+            "matched": bool(outcome.matched),
+            "reads": sorted(rule.when.reads),
+            "params": self._params_read(rule),
+            "traced_with": "cel-python",
+        }
+        if outcome.errors:
+            out["errors"] = [error for _, error in outcome.errors]
+        try:
+            item: int | None = None
+            if rule.per_item:
+                ids = [item_id for item_id, _ in variables.items()]
+                wanted = outcome.matched[0] if outcome.matched else (ids[0] if ids else None)
+                item = ids.index(wanted) if wanted is not None else None
+                out["items"] = {"count": len(ids), "matched": outcome.matched, "traced": wanted}
+                if item is None:
+                    return out
+            deadline = Deadline(rule.timeout, shared.started())
+            out.update(trace(rule.when, variables.cel(rule.when.reads, item), deadline))
+        except Exception as exc:  # noqa: BLE001 - a trace never changes a decision
+            out["trace_error"] = type(exc).__name__
+        return out
+
+    def _params_read(self, rule: Rule) -> dict[str, Any]:
+        if "params" not in rule.when.reads:
+            return {}
+        fields = rule.when.reads["params"]
+        return {
+            name: value
+            for name, value in self._raw_params.items()
+            if fields is None or name in fields
+        }
 
     def _condition(
         self, rule: Rule, variables: Variables, item: int | None, deadline: _LazyDeadline

@@ -269,7 +269,9 @@ class _Endpoints:
     # --- handlers (in worker threads, but for health) ----------------------------------------
 
     def evaluate(self, request: Request, body: bytes) -> Answer:
-        return self.service.evaluate(body, _query_session_id(request))
+        return self.service.evaluate(
+            body, _query_session_id(request), explain=_query_explain(request)
+        )
 
     def health(self, _request: Request, _body: bytes) -> Answer:
         identity = self.service.engine.policy.identity
@@ -340,6 +342,24 @@ def _query_session_id(request: Request) -> str | None:
         if name == "session_id":
             found = _utf8(value.encode("latin-1"), "$.session_id")
     return found
+
+
+def _query_explain(request: Request) -> bool:
+    """``?explain=true`` (or ``false``, the default); any other value is refused (400)."""
+    query = request.scope.get("query_string", b"")
+    if b"explain" not in query:
+        return False
+    explain = False
+    for name, value in parse_qsl(query.decode("latin-1"), encoding="latin-1"):
+        if name != "explain":
+            continue
+        if value not in {"true", "false"}:
+            message = f"{value!r} is not one of 'true', 'false'"
+            raise ServiceProblemError(
+                invalid_input([Problem("<request>", 0, 0, "$.explain", message[:120])])
+            )
+        explain = value == "true"
+    return explain
 
 
 def _utf8(data: bytes, path: str) -> str:

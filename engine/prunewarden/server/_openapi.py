@@ -178,7 +178,16 @@ def _paths() -> dict[str, Any]:
                         "description": "Recorded with the decision; a halted session of this "
                         "id refuses the call",
                         "schema": {"type": "string", "minLength": 1, "maxLength": 256},
-                    }
+                    },
+                    {
+                        "name": "explain",
+                        "in": "query",
+                        "required": False,
+                        "description": "true: each refusing reason of the guard carries "
+                        "detail.would_allow and the decision an explanation with a trace of "
+                        "every rule, as `prunewarden explain` (docs/explain.md)",
+                        "schema": {"type": "boolean", "default": False},
+                    },
                 ],
                 "requestBody": _json_body("InputDocument", "An input.v1 document"),
                 "responses": {

@@ -60,12 +60,15 @@ class DecisionService:
 
     # --- stateless ---------------------------------------------------------------------------
 
-    def evaluate(self, body: bytes, session_id: str | None = None) -> Answer:
-        """``POST /v1/evaluate``: one input document, one decision (``decision.v1``)."""
+    def evaluate(
+        self, body: bytes, session_id: str | None = None, *, explain: bool = False
+    ) -> Answer:
+        """``POST /v1/evaluate``: one input document, one decision (``decision.v1``);
+        ``explain`` (``?explain=true``): with ``would_allow`` and rule traces."""
         data, text = read_body(body)
         decision = guarded(
             lambda: self.engine.evaluate(
-                data, filename="<request>", text=text, session_id=session_id
+                data, filename="<request>", text=text, session_id=session_id, explain=explain
             )
         )
         return decision_answer(decision)
