@@ -167,3 +167,22 @@ class TestMeaning:
         assert [r.code for r in result.reasons] == ["meaning_drift"]
         same = check_fidelity([("m1", UTC)], ("s1", UTC), settings, embedder=embedder)
         assert same.reasons == ()
+
+
+class TestParaphrase:
+    @pytest.mark.parametrize(
+        ("parent", "summary"),
+        [
+            ("Retry 3 times with --dry-run.", "Retry three times, in dry-run mode."),
+            ("Ship on May 3rd, 2024.", "Ship 2024-05-03."),
+            ("The job runs at 2:30 pm.", "Job: 14:30."),
+            (
+                "Do not touch vendor/ at all.",
+                "Leave vendor alone: never touch it, vendor is frozen.",
+            ),
+        ],
+    )
+    def test_other_forms_of_the_same_fact_are_kept(self, parent: str, summary: str) -> None:
+        """Spelled-out numbers, flags without dashes, ISO dates, 24-hour times, paths without
+        their slash: kept."""
+        assert _codes(parent, summary) == []
