@@ -145,7 +145,9 @@ _STOPWORDS = _word_set(
     "a an the and or but of to in on at by for from with as is are was were be been being it "
     "its this that these those any all some ever must should shall may might will would can "
     "could do does did done have has had so such then than there here their they them we you "
-    "i he she our your please just also very only more less"
+    "i he she our your please just also very only more less under over into onto within inside "
+    "outside across through about above below after before between during per via up down out "
+    "off again instead"
 )
 # A negation governs at most this many content words, up to the next comma: enough for "emit
 # local time", few enough that a summary compressing the rest of the clause does not lose it
@@ -279,14 +281,19 @@ def _content_words(text: str) -> list[str]:
 
 
 def stem(word: str) -> str:
-    """A crude, deterministic stem: enough that ``emitted`` meets ``emit`` and ``timestamps``
-    meets ``timestamp``; a paraphrase with other words is the embedding method's to judge."""
+    """A crude, deterministic stem: enough that ``emitted`` meets ``emit``, ``timestamps``
+    ``timestamp``, ``modified`` ``modify`` and ``directly`` ``direct``; a paraphrase with other
+    words is the embedding method's to judge."""
     if word.endswith("/") or not word.isalpha():
         return word
     for suffix in ("ing", "ed", "es", "s"):
         if word.endswith(suffix) and len(word) - len(suffix) >= 2 and not word.endswith("ss"):
             word = word[: -len(suffix)]
             break
+    if word.endswith("ly") and len(word) >= 6:  # "directly" meets "direct"; "apply" stays
+        word = word[:-2]
+    if word.endswith("i") and len(word) > 2:  # "modified", "modifies" meet "modify"
+        word = word[:-1] + "y"
     if word.endswith("e") and len(word) > 2:  # "use" and "used" meet at "us"
         word = word[:-1]
     if len(word) > 2 and word[-1] == word[-2] and word[-1] not in "aeiou":
