@@ -180,9 +180,15 @@ class TestParaphrase:
                 "Do not touch vendor/ at all.",
                 "Leave vendor alone: never touch it, vendor is frozen.",
             ),
+            (
+                "Do not modify files under vendor/ or third_party/.",
+                "Files in vendor/ and third_party/ must not be modified.",
+            ),
+            ("Never commit directly to main; open a PR.", "No direct commits to main: use a PR."),
+            ("Avoid calling the billing API in tests.", "Tests should not call the billing API."),
         ],
     )
     def test_other_forms_of_the_same_fact_are_kept(self, parent: str, summary: str) -> None:
         """Spelled-out numbers, flags without dashes, ISO dates, 24-hour times, paths without
-        their slash: kept."""
+        their slash, negations turned passive or into "no": kept."""
         assert _codes(parent, summary) == []
