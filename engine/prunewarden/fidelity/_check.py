@@ -121,7 +121,9 @@ def check_fidelity(
     child_id, child_text = child
     kinds = settings.kinds
     if is_error_text(child_text, settings.error_patterns):
-        report = tuple(_all_lost(pid, extract_facts(text), kinds) for pid, text in parents)
+        report = tuple(
+            _all_lost(pid, extract_facts(text, whole_text=False), kinds) for pid, text in parents
+        )
         reasons = tuple(
             Reason(
                 "summary_is_error",
@@ -137,7 +139,8 @@ def check_fidelity(
         theirs = extract_facts(child_text)
         words = _words(theirs)
         for parent_id, text in parents:
-            parent = _compare(parent_id, extract_facts(text), theirs, words, kinds)
+            mine = extract_facts(text, whole_text=False)
+            parent = _compare(parent_id, mine, theirs, words, kinds)
             report_list.append(parent)
             reasons_list.extend(_reasons(parent, child_id, settings.min_kept_share))
     if settings.method != "facts":

@@ -13,6 +13,7 @@ millisecond for a 2,000-token parent.
 from __future__ import annotations
 
 import bisect
+import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -159,8 +160,9 @@ _GOVERNED_WORDS = 3
 class Facts:
     """A text's facts, normalized: ``by_kind`` maps each kind of :data:`FACT_KINDS` found to
     its values (a negation's value is the governed words, stemmed, joined by spaces);
-    ``text`` is the whole text normalized, for facts a summary may keep without quoting;
-    ``negated`` holds, per negated clause, the stemmed words of that clause."""
+    ``text`` is the whole text normalized, for facts a summary may keep without quoting (a
+    parent's is not needed: :func:`check_fidelity` leaves it empty); ``negated`` holds, per
+    negated clause, the stemmed words of that clause."""
 
     by_kind: dict[str, frozenset[str]]
     text: str
@@ -170,8 +172,9 @@ class Facts:
         return sum(len(v) for k, v in self.by_kind.items() if kinds is None or k in kinds)
 
 
-def extract_facts(text: str) -> Facts:
-    """The facts of ``text`` (see :class:`Facts`); deterministic, never raises on any str."""
+def extract_facts(text: str, *, whole_text: bool = True) -> Facts:
+    """The facts of ``text`` (see :class:`Facts`); deterministic, never raises on any str.
+    ``whole_text=False`` leaves ``Facts.text`` empty (what a parent needs: its facts only)."""
     found: dict[str, set[str]] = {}
     candidates = "\n".join(_CANDIDATES.findall(" " + text))
     for match in _LITERALS.finditer(candidates):
@@ -189,7 +192,7 @@ def extract_facts(text: str) -> Facts:
     if negations:
         found["negation"] = negations
     by_kind = {kind: frozenset(values) for kind, values in found.items() if values}
-    return Facts(by_kind, normalize_text(text), tuple(negated))
+    return Facts(by_kind, normalize_text(text) if whole_text else "", tuple(negated))
 
 
 def normalize_text(text: str) -> str:
@@ -250,36 +253,44 @@ _NORMALIZE: dict[str, Callable[[re.Match[str]], str]] = {
 
 
 def _negations(text: str) -> tuple[set[str], list[frozenset[str]]]:
-    """What each negator governs (its clause's next content words, stemmed), and the stemmed
-    words of every negated clause, the unit a summary's negation is compared in."""
-    governed: set[str] = set()
-    clauses: dict[int, frozenset[str]] = {}
+    """What each negator governs (its clause's next content words, stemmed, up to a comma), and
+    the stemmed words of every negated clause, the unit a summary's negation is compared in.
+    Each clause's words are read once, with their offsets, however many negators it holds."""
     lowered = " " + text.lower().replace("\u2019", "'")
     negators = [m.span(1) for m in _NEGATOR.finditer(lowered)]
     negators += [m.span() for m in _CONTRACTION.finditer(lowered)]
     if not negators:
-        return governed, []
+        return set(), []
+    governed: set[str] = set()
+    clauses: dict[int, list[tuple[int, str]]] = {}
     ends = [m.end() for m in _CLAUSE_END.finditer(lowered)]
     for at, after in sorted(negators):
         i = bisect.bisect_right(ends, at)
         start, end = (ends[i - 1] if i else 0), (ends[i] if i < len(ends) else len(lowered))
-        if start not in clauses:
-            clauses[start] = frozenset(_content_words(lowered[start:end]))
-        words = _content_words(lowered[after:end].partition(",")[0])[:_GOVERNED_WORDS]
-        if words:
-            governed.add(" ".join(words))
-    return governed, list(clauses.values())
+        words = clauses.get(start)
+        if words is None:
+            words = clauses[start] = _content_words(lowered, start, end)
+        comma = lowered.find(",", after, end)
+        stop = end if comma < 0 else comma
+        picked = [word for offset, word in words if after <= offset < stop][:_GOVERNED_WORDS]
+        if picked:
+            governed.add(" ".join(picked))
+    return governed, [frozenset(word for _, word in words) for words in clauses.values()]
 
 
-def _content_words(text: str) -> list[str]:
+def _content_words(text: str, start: int, end: int) -> list[tuple[int, str]]:
+    """The content words of ``text[start:end]`` (no stop word, no negator), stemmed, each with
+    its offset in ``text``."""
     words = []
-    for word in _WORD.findall(text):
+    for match in _WORD.finditer(text, start, end):
+        word = match.group(0)
         if word in _STOPWORDS or word in _NEGATOR_WORDS:
             continue
-        words.append(stem(word.rstrip("/") or word))
+        words.append((match.start(), stem(word.rstrip("/") or word)))
     return words
 
 
+@functools.lru_cache(maxsize=8192)
 def stem(word: str) -> str:
     """A crude, deterministic stem: enough that ``emitted`` meets ``emit``, ``timestamps``
     ``timestamp``, ``modified`` ``modify`` and ``directly`` ``direct``; a paraphrase with other
