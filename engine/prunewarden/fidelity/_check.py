@@ -25,6 +25,12 @@ FidelityMode = Literal["enforce", "audit", "off"]
 DEFAULT_ERROR_PATTERNS = (
     r"^\s*(?:\w+\.)*\w*(?:Error|Exception)\s*:",
     r"^\s*Traceback \(most recent call last\)",
+    r"^\s*(?:error code|status code|http error|http)\s*:?\s*[45]\d\d\b",
+    r"^\s*request failed with status code [45]\d\d\b",
+    (
+        r"^\s*(?:context_length_exceeded|rate_limit_exceeded|insufficient_quota|"
+        r"invalid_request_error|overloaded_error|rate_limit_error|api_error|server_error)\b"
+    ),
     r"^\s*\{\s*\"(?:error|detail|message)\"\s*:",
     (
         r"^\s*(?:error\s+)?(?:[45]\d\d\b\W*)?(?:internal server error|service unavailable|"
