@@ -95,11 +95,12 @@ _LITERALS = re.compile(
     (?P<url>\b(?:https?|ftp|s3|gs|file)://[^\s<>"'`)\]]+)
   | (?P<date>\b\d{{4}}-\d{{2}}-\d{{2}}
         (?:[T\ ]\d{{1,2}}:\d{{2}}(?::\d{{2}}(?:\.\d+)?)?(?:Z|[+-]\d{{2}}:?\d{{2}})?)?
-      | \b(?:{_MONTH_ALTERNATION})\.?[\ \t]+\d{{1,2}}(?:st|nd|rd|th)?(?:,?[\ \t]+\d{{4}})?\b
+      | \b(?=[adfjmnos])(?:{_MONTH_ALTERNATION})\.?[\ \t]+\d{{1,2}}(?:st|nd|rd|th)?
+        (?:,?[\ \t]+\d{{4}})?\b
       | \b\d{{1,2}}(?:st|nd|rd|th)?[\ \t]+(?:{_MONTH_ALTERNATION})\.?(?:,?[\ \t]+\d{{4}})?\b
       | \b\d{{1,2}}:\d{{2}}(?::\d{{2}})?(?:[\ \t]?[ap]\.?m\.?\b)?)
-  | (?P<path>(?:~|\.{{1,2}})?/(?:[\w.@-]+/?)+ | \b[\w.@-]+/(?:[\w.@-]+/?)*
-      | \b[\w-]+\.(?:py|js|ts|tsx|jsx|json|ya?ml|md|txt|toml|cfg|ini|sh|go|rs|java|rb|c|h
+  | (?P<path>(?:~|\.{{1,2}})?/(?:[\w.@-]++/?)++ | \b[\w.@-]++/(?:[\w.@-]++/?)*+
+      | \b[\w-]++\.(?:py|js|ts|tsx|jsx|json|ya?ml|md|txt|toml|cfg|ini|sh|go|rs|java|rb|c|h
                     |cpp|sql|csv|log|lock|env|html|css|xml|conf)\b)
   | (?P<flag>(?<![\w-])--?[A-Za-z][\w-]*(?:=[^\s,;]+)?)
   | (?P<number>(?<![\w.,-])[$\u20ac]?[-+]?\d[\d,]*(?:\.\d+)?(?![\w.]\d)
@@ -177,7 +178,12 @@ def extract_facts(text: str, *, whole_text: bool = True) -> Facts:
     ``whole_text=False`` leaves ``Facts.text`` empty (what a parent needs: its facts only)."""
     found: dict[str, set[str]] = {}
     candidates = "\n".join(_CANDIDATES.findall(" " + text))
+    seen: set[str] = set()  # a fact repeated verbatim is normalized once
     for match in _LITERALS.finditer(candidates):
+        raw = match.group(0)
+        if raw in seen:
+            continue
+        seen.add(raw)
         kind = str(match.lastgroup)  # the outer group: it closes after number's unit
         value = _NORMALIZE[kind](match)
         if value:
