@@ -12,7 +12,6 @@ millisecond for a 2,000-token parent.
 
 from __future__ import annotations
 
-import bisect
 import functools
 import re
 from collections.abc import Callable
@@ -121,6 +120,7 @@ _QUOTED = re.compile(
 )
 _ORDINAL = re.compile(r"(?<=\d)(?:st|nd|rd|th)\b")
 # Starts with its character set, so that the scan skips to punctuation (a branch would not).
+_CLAUSE_MARKS = (". ", "; ", ": ", "! ", "? ", ".\t", "\n")
 _CLAUSE_END = re.compile(r"[.;:!?\n](?:(?<=\n)|(?=\s|$))")
 # Searched in the lowered text (with a leading space, and \u2019 read as '), each anchored on
 # its first character, so that the regex engine skips ahead without trying a match in most
@@ -269,10 +269,8 @@ def _negations(text: str) -> tuple[set[str], list[frozenset[str]]]:
         return set(), []
     governed: set[str] = set()
     clauses: dict[int, list[tuple[int, str]]] = {}
-    ends = [m.end() for m in _CLAUSE_END.finditer(lowered)]
     for at, after in sorted(negators):
-        i = bisect.bisect_right(ends, at)
-        start, end = (ends[i - 1] if i else 0), (ends[i] if i < len(ends) else len(lowered))
+        start, end = _clause(lowered, at, after)
         words = clauses.get(start)
         if words is None:
             words = clauses[start] = _content_words(lowered, start, end)
@@ -282,6 +280,16 @@ def _negations(text: str) -> tuple[set[str], list[frozenset[str]]]:
         if picked:
             governed.add(" ".join(picked))
     return governed, [frozenset(word for _, word in words) for words in clauses.values()]
+
+
+def _clause(text: str, at: int, after: int) -> tuple[int, int]:
+    """The clause around ``text[at:after]``: from just after the previous clause end (a
+    ``.;:!?`` before a space, or a line break) to just after the next one. Searched from the
+    negator both ways, so a text with few negators is not split whole."""
+    start = max(text.rfind(mark, 0, at) for mark in _CLAUSE_MARKS)
+    start = 0 if start < 0 else start + (1 if text[start] == "\n" else 2)
+    found = _CLAUSE_END.search(text, after)
+    return start, found.end() if found is not None else len(text)
 
 
 def _content_words(text: str, start: int, end: int) -> list[tuple[int, str]]:
