@@ -73,7 +73,8 @@ _CLOCK = re.compile(r"(?P<h>\d{1,2})(?P<rest>:\d{2}(?::\d{2})?)(?:\s?(?P<half>[a
 
 # Most words of prose hold no fact. A first, cheap scan keeps only the tokens that may: those
 # with a digit, an underscore, a slash or one of % $ \u20ac @ ~, a capital letter after the first
-# (``UTC``, ``getUserName``), a leading dash, or a month's name and a day; each with the unit
+# (``UTC``, ``getUserName``), a leading dash, a dot before a letter (``config.yaml``,
+# ``os.path``), or a month's name and a day; each with the unit
 # words and numbers right after it (so "500 ms" and "May 3, 2024" stay together). Only those,
 # one a line, meet the full alternation below. The scan is anchored on the whitespace before a
 # token, so that the regex engine skips from one to the next without trying a match inside
@@ -81,7 +82,7 @@ _CLOCK = re.compile(r"(?P<h>\d{1,2})(?P<rest>:\d{2}(?::\d{2})?)(?:\s?(?P<half>[a
 _TRIGGER = r"\d_/%$\u20ac@~"
 _CANDIDATES = re.compile(
     rf"""\s(
-        (?=-|[A-Z]?+[^\s{_TRIGGER}A-Z]*+[{_TRIGGER}A-Z]
+        (?=-|[A-Z]?+[^\s{_TRIGGER}A-Z.]*+(?:[{_TRIGGER}A-Z]|\.[a-z])
           |(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*\.?[\ \t]+\d)
         \S+(?:[\ \t]+(?:(?i:{_UNIT_ALTERNATION}|[ap]\.?m\.?)\b|{_CAPITAL_MONTHS}\b|\d\S*))*
     )""",
@@ -89,7 +90,9 @@ _CANDIDATES = re.compile(
 )
 
 # One alternation, longest and most specific kind first; each match is one fact. Spaces inside
-# a fact are [ \t]: the candidates are joined one a line, and a fact never spans two.
+# a fact are [ \t]: the candidates are joined one a line, and a fact never spans two. A branch
+# that runs over a whole token starts only where a token does (a lookbehind, not \b), so that
+# a long token is not scanned again from every boundary inside it.
 _LITERALS = re.compile(
     rf"""
     (?P<url>\b(?:https?|ftp|s3|gs|file)://[^\s<>"'`)\]]+)
@@ -99,8 +102,8 @@ _LITERALS = re.compile(
         (?:,?[\ \t]+\d{{4}})?\b
       | \b\d{{1,2}}(?:st|nd|rd|th)?[\ \t]+(?:{_MONTH_ALTERNATION})\.?(?:,?[\ \t]+\d{{4}})?\b
       | \b\d{{1,2}}:\d{{2}}(?::\d{{2}})?(?:[\ \t]?[ap]\.?m\.?\b)?)
-  | (?P<path>(?:~|\.{{1,2}})?/(?:[\w.@-]++/?)++ | \b[\w.@-]++/(?:[\w.@-]++/?)*+
-      | \b[\w-]++\.(?:py|js|ts|tsx|jsx|json|ya?ml|md|txt|toml|cfg|ini|sh|go|rs|java|rb|c|h
+  | (?P<path>(?:~|\.{{1,2}})?/(?:[\w.@-]++/?)++ | (?<![\w.@-])[\w.@-]++/(?:[\w.@-]++/?)*+
+      | (?<![\w.@-])[\w-]++\.(?:py|js|ts|tsx|jsx|json|ya?ml|md|txt|toml|cfg|ini|sh|go|rs|java|rb|c|h
                     |cpp|sql|csv|log|lock|env|html|css|xml|conf)\b)
   | (?P<flag>(?<![\w-])--?[A-Za-z][\w-]*(?:=[^\s,;]+)?)
   | (?P<number>(?<![\w.,-])[$\u20ac]?[-+]?\d[\d,]*(?:\.\d+)?(?![\w.]\d)
