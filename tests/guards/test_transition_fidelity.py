@@ -194,6 +194,19 @@ class TestPolicySection:
         assert problem.line > 0
         assert "not a regular expression" in problem.message
 
+    def test_a_validator_reads_the_effective_mode(self) -> None:
+        """A guardrail reads spec.fidelity.mode whether or not the policy sets it (off when
+        absent): it refuses the policy without the section and accepts it with one."""
+        validator = (
+            "  validators:\n  - name: fidelity-enforced\n"
+            "    expression: spec.fidelity.mode == 'enforce'\n"
+            "    message: summaries must be checked\n"
+        )
+        with pytest.raises(PolicyError) as raised:
+            self._policy(validator)
+        assert "summaries must be checked" in raised.value.problems[0].message
+        assert self._policy(validator + "  fidelity: {}\n").spec.fidelity.mode == "enforce"
+
     def test_diff_shows_the_effective_change(self, tmp_path: Path) -> None:
         """policy diff compares the filled-in section: turning it on shows its mode."""
         a = resolve_file(self._file(tmp_path, "a.yaml", ""))
