@@ -16,6 +16,6 @@ same extra). This package itself imports none of them.
 
 from __future__ import annotations
 
-from prunewarden.integrations._pass import PassOutcome, WindowPruner, tombstone_text
+from prunewarden.integrations._pass import PassOutcome, Summarizer, WindowPruner, tombstone_text
 
-__all__ = ["PassOutcome", "WindowPruner", "tombstone_text"]
+__all__ = ["PassOutcome", "Summarizer", "WindowPruner", "tombstone_text"]

@@ -91,7 +91,7 @@ class RuleSet:
         receives the trace of every rule (an explained decision; see ``_trace``)."""
         if not self.rules:
             return verdict
-        variables = Variables(self.check, request, self._params)
+        variables = Variables(self.check, request, self._params, verdict.variables)
         shared = _SharedBudget()
         binding: list[Reason] = []
         advisory: list[Reason] = []
