@@ -100,12 +100,12 @@ def extractive(turns: list[str], rng: random.Random) -> str:
 
 def drop_fact(sentences: list[str], rng: random.Random) -> str | None:
     """One sentence carrying a fact left out, or one fact cut out of its sentence."""
-    carrying = [i for i, s in enumerate(sentences) if protected_spans(s)]
+    carrying = [i for i, s in enumerate(sentences) if protected_spans(s, facts_only=True)]
     if rng.random() < 0.5 or not carrying:
         dropped = rng.choice(carrying or list(range(len(sentences))))
         return " ".join(s for i, s in enumerate(sentences) if i != dropped)
     at = rng.choice(carrying)
-    start, end = rng.choice(protected_spans(sentences[at]))
+    start, end = rng.choice(protected_spans(sentences[at], facts_only=True))
     cut = sentences[at][:start].rstrip() + sentences[at][end:]
     cut = re.sub(r"\b(?:at|for|of|by|to|from|in|on|within|under|with|is)\s*([,.;])", r"\1", cut)
     return " ".join([*sentences[:at], cut, *sentences[at + 1 :]])

@@ -17,11 +17,18 @@ _CODE = re.compile(r"[\d_/=@`'#$]|\w[.:-]\w|[A-Z]{2,}|^[A-Z][a-z]+[A-Z]")
 _TOKEN = re.compile(r"`[^`]*`|\S+")
 
 
-def protected_spans(sentence: str) -> list[tuple[int, int]]:
+# What issue 27 counts as a fact: numbers, code tokens, acronyms, CamelCase, paths, flags, quoted
+# or backticked text; not a plain hyphenated word ("two-bedroom") nor a possessive ("inn's").
+_FACT = re.compile(r"[\d_/=@`#$]|^'.*'$|^-\w|[A-Z]{2,}|^[A-Z][a-z]+[A-Z]")
+
+
+def protected_spans(sentence: str, *, facts_only: bool = False) -> list[tuple[int, int]]:
+    """Where the sentence's code-like tokens are (with ``facts_only``, its facts)."""
+    shape = _FACT if facts_only else _CODE
     spans = []
     for found in _TOKEN.finditer(sentence):
         token = found.group(0).rstrip(".,;:")
-        if _CODE.search(token):
+        if shape.search(token):
             spans.append((found.start(), found.start() + len(token)))
     return spans
 
@@ -140,7 +147,7 @@ NEGATIONS: dict[str, tuple[str, ...]] = {
 _NEGATION = re.compile(r"\b(Do not|do not|Never|never|must not)\b")
 
 _IMPERATIVE = re.compile(
-    r"^(Add|Address|Alert|Bake|Book|Bump|Close|Cool|Do|Export|Feed|Fix|Get|Harvest|Highlight|"
+    r"^(?!Return ferries)(Add|Address|Alert|Bake|Book|Bump|Close|Cool|Do|Export|Feed|Fix|Get|Harvest|Highlight|"
     r"Keep|Learn|Listen|Make|Measure|Mention|Mix|Move|Mulch|Open|Organise|Pack|Partition|Plan|"
     r"Plant|Post|Practise|Preheat|Proofread|Put|Register|Replace|Return|Review|Roll|Rotate|Run|"
     r"Schedule|Set|Shape|Sow|Study|Tell|Transfer|Use|Water|Write|Find|Help|Cancel|Dig|Migrate)"
@@ -250,6 +257,11 @@ def reshape(sentence: str, rng: random.Random) -> str:
     return rng.choice(shapes)
 
 
+def _framed(sentence: str) -> bool:
+    frames = (*_FRAMES_IMPERATIVE, *_FRAMES_STATEMENT, *_FRAMES_RULE)
+    return ". " in sentence or sentence.startswith(tuple(f.split("{", 1)[0] for f in frames))
+
+
 def paraphrase(sentences: list[str], rng: random.Random, *, join: bool = True) -> list[str]:
     """Each sentence reworded and reshaped; with ``join``, now and then two neighbours joined
     into one."""
@@ -258,8 +270,8 @@ def paraphrase(sentences: list[str], rng: random.Random, *, join: bool = True) -
         return rewritten
     joined: list[str] = []
     for sentence in rewritten:
-        framed = ":" in " ".join(sentence.split(" ", 3)[:3])
-        if joined and not framed and rng.random() < 0.25 and ". " not in joined[-1]:
+        # Joined only when neither is framed as a note: a run-on of frames reads as no summary.
+        if joined and not _framed(sentence) and not _framed(joined[-1]) and rng.random() < 0.25:
             joined[-1] = f"{joined[-1].rstrip('.')}, and {_lower_first(sentence)}"
         else:
             joined.append(sentence)
