@@ -147,7 +147,8 @@ NEGATIONS: dict[str, tuple[str, ...]] = {
 _NEGATION = re.compile(r"\b(Do not|do not|Never|never|must not)\b")
 
 _IMPERATIVE = re.compile(
-    r"^(?!Return ferries)(Add|Address|Alert|Bake|Book|Bump|Close|Cool|Do|Export|Feed|Fix|Get|Harvest|Highlight|"
+    r"^(?!Return ferries)(Add|Address|Alert|Bake|Book|Bump|Close|Cool|Do|Export|Feed|Fix|Get|"
+    r"Harvest|Highlight|"
     r"Keep|Learn|Listen|Make|Measure|Mention|Mix|Move|Mulch|Open|Organise|Pack|Partition|Plan|"
     r"Plant|Post|Practise|Preheat|Proofread|Put|Register|Replace|Return|Review|Roll|Rotate|Run|"
     r"Schedule|Set|Shape|Sow|Study|Tell|Transfer|Use|Water|Write|Find|Help|Cancel|Dig|Migrate)"
