@@ -1,0 +1,49 @@
+"""Rewrite fidelity: a summary that replaces its parents must still say what they said.
+
+The public API (stable; ``docs/fidelity.md`` documents it):
+
+- ``extract_facts(text) -> Facts``: the normalized facts of a text, by kind (:data:`FACT_KINDS`:
+  ``number`` with its unit, ``identifier``, ``date`` (dates and times), ``path``, ``flag``,
+  ``url``, ``code`` (backticked), ``quoted``, ``negation`` (the words a negator governs)).
+- ``check_fidelity(parents, child, settings, *, embedder=None) -> FidelityResult``: ``parents``
+  a sequence of ``(id, text)``, ``child`` one ``(id, text)``, ``settings`` a
+  :class:`FidelitySettings` (``spec.fidelity`` resolved). The result lists per parent the
+  facts counted and kept and the kinds lost (:class:`ParentFidelity`), ``kept_share``,
+  ``lost``, and ``reasons``: ``summary_is_error``, ``negation_lost``, ``fact_lost`` and, with
+  ``method`` ``embedding`` or ``both``, ``meaning_drift`` (needs ``embedder``; without one it
+  raises ``LookupError``). Each reason's ``detail`` has ``parent``, ``child`` and ``lost``
+  (kinds), never text.
+- ``Embedder``: the meaning method's hook, ``embed(texts: Sequence[str]) ->
+  list[list[float]]``, called once per check with every sentence.
+- ``is_error_text(text, patterns)``, ``DEFAULT_ERROR_PATTERNS``: what ``summary_is_error``
+  matches (empty or whitespace, provider errors, stack traces, refusals).
+
+The package imports nothing of prunewarden but :mod:`prunewarden.decision` (for ``Reason``): the
+guards, the planner and the adapters call it, and it is cheap to import.
+"""
+
+from __future__ import annotations
+
+from prunewarden.fidelity._check import (
+    DEFAULT_ERROR_PATTERNS,
+    Embedder,
+    FidelityResult,
+    FidelitySettings,
+    ParentFidelity,
+    check_fidelity,
+    is_error_text,
+)
+from prunewarden.fidelity._facts import FACT_KINDS, Facts, extract_facts
+
+__all__ = [
+    "DEFAULT_ERROR_PATTERNS",
+    "FACT_KINDS",
+    "Embedder",
+    "Facts",
+    "FidelityResult",
+    "FidelitySettings",
+    "ParentFidelity",
+    "check_fidelity",
+    "extract_facts",
+    "is_error_text",
+]

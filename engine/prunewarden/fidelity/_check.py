@@ -1,0 +1,270 @@
+"""Whether a summary (the child) still says what its parents said: the facts method.
+
+A parent's fact is kept when the child carries it after normalization; a negation is kept when
+one clause of the child still negates every word the parent's negation governs. A child that is
+an error message, a refusal or nothing at all keeps nothing. Reasons name the parent and child
+ids and the fact kinds lost, never the text.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol, runtime_checkable
+
+from prunewarden.decision import Reason
+from prunewarden.fidelity._facts import FACT_KINDS, Facts, extract_facts
+
+Method = Literal["facts", "embedding", "both"]
+Scope = Literal["protected", "all"]
+FidelityMode = Literal["enforce", "audit", "off"]
+
+# Anchored at the start: a summary that *is* an error or a refusal, not one that mentions one.
+DEFAULT_ERROR_PATTERNS = (
+    r"^\s*(?:\w+\.)*\w*(?:Error|Exception)\s*:",
+    r"^\s*Traceback \(most recent call last\)",
+    r"^\s*\{\s*\"(?:error|detail|message)\"\s*:",
+    (
+        r"^\s*(?:error\s+)?(?:[45]\d\d\b\W*)?(?:internal server error|service unavailable|"
+        r"bad gateway|gateway timeout|too many requests|rate limit(?:ed)? exceeded|"
+        r"request timed out)"
+    ),
+    (
+        r"^\s*(?:I['\u2019]m sorry|I am sorry|sorry|unfortunately)\b[^.\n]{0,80}\bI "
+        r"(?:can(?:no|['\u2019])t|cannot|am unable to|['\u2019]m unable to|won['\u2019]t)\b"
+    ),
+    (
+        r"^\s*I (?:can(?:no|['\u2019])t|cannot|am unable to|['\u2019]m unable to|won['\u2019]t) "
+        r"(?:help|assist|comply|provide|summari[sz]e|do that|complete)"
+    ),
+    r"^\s*As an AI\b",
+)
+
+Pair = tuple[str, str]  # (id, text)
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Embeds texts, one vector per text in order, in one batch (the meaning method's hook)."""
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """The vectors of ``texts``, in order."""
+        ...  # pragma: no cover - a protocol
+
+
+@dataclass(frozen=True, slots=True)
+class FidelitySettings:
+    """``spec.fidelity``, resolved: every field at its documented default unless set."""
+
+    mode: FidelityMode = "enforce"
+    method: Method = "facts"
+    scope: Scope = "protected"
+    kinds: frozenset[str] = frozenset(FACT_KINDS)
+    min_kept_share: float = 1.0
+    embedding_floor: float = 0.5
+    error_patterns: tuple[str, ...] = DEFAULT_ERROR_PATTERNS
+
+
+@dataclass(frozen=True, slots=True)
+class ParentFidelity:
+    """One parent's facts in one child: how many counted, how many kept, which kinds lost."""
+
+    parent: str
+    facts: int
+    kept: int
+    lost: tuple[str, ...]  # kinds with at least one fact lost, in FACT_KINDS order
+
+    @property
+    def kept_share(self) -> float:
+        return self.kept / self.facts if self.facts else 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class FidelityResult:
+    """The check of one child against its parents; ``reasons`` is empty when it is faithful."""
+
+    child: str
+    parents: tuple[ParentFidelity, ...]
+    reasons: tuple[Reason, ...] = ()
+    is_error: bool = False
+
+    @property
+    def refused(self) -> bool:
+        return bool(self.reasons)
+
+    @property
+    def kept_share(self) -> float:
+        """Facts kept over facts counted, across every parent (1.0 when none counted)."""
+        facts = sum(p.facts for p in self.parents)
+        return sum(p.kept for p in self.parents) / facts if facts else 1.0
+
+    @property
+    def lost(self) -> tuple[str, ...]:
+        """Every kind lost from any parent, in :data:`FACT_KINDS` order."""
+        kinds = {kind for p in self.parents for kind in p.lost}
+        return tuple(kind for kind in FACT_KINDS if kind in kinds)
+
+
+def check_fidelity(
+    parents: Sequence[Pair],
+    child: Pair,
+    settings: FidelitySettings,
+    *,
+    embedder: Embedder | None = None,
+) -> FidelityResult:
+    """Check ``child`` (id, text) against ``parents`` (id, text each) with the facts method
+    (``settings.method`` ``facts`` or ``both``). The meaning method (``embedding``, ``both``)
+    needs ``embedder``; without one it raises :class:`LookupError`, which a guard turns into a
+    refusal. Raises nothing else on any str input."""
+    child_id, child_text = child
+    kinds = settings.kinds
+    if is_error_text(child_text, settings.error_patterns):
+        report = tuple(_all_lost(pid, extract_facts(text), kinds) for pid, text in parents)
+        reasons = tuple(
+            Reason(
+                "summary_is_error",
+                f"summary {child_id} of {p.parent} is empty, an error message or a refusal",
+                {"parent": p.parent, "child": child_id, "lost": list(p.lost)},
+            )
+            for p in report
+        )
+        return FidelityResult(child_id, report, reasons, is_error=True)
+    reasons_list: list[Reason] = []
+    report_list: list[ParentFidelity] = []
+    if settings.method != "embedding":
+        theirs = extract_facts(child_text)
+        words = _words(theirs)
+        for parent_id, text in parents:
+            parent = _compare(parent_id, extract_facts(text), theirs, words, kinds)
+            report_list.append(parent)
+            reasons_list.extend(_reasons(parent, child_id, settings.min_kept_share))
+    if settings.method != "facts":
+        if embedder is None:
+            msg = f"fidelity method {settings.method} needs an embedder and none was given"
+            raise LookupError(msg)
+        reasons_list.extend(_meaning(parents, child, settings, embedder))
+    return FidelityResult(child_id, tuple(report_list), tuple(reasons_list))
+
+
+def is_error_text(text: str, patterns: tuple[str, ...] = DEFAULT_ERROR_PATTERNS) -> bool:
+    """``text`` is empty, whitespace, or matches one of ``patterns`` (case-insensitive)."""
+    return not text.strip() or any(p.search(text) for p in compile_patterns(patterns))
+
+
+@functools.lru_cache(maxsize=64)
+def compile_patterns(patterns: tuple[str, ...]) -> tuple[re.Pattern[str], ...]:
+    """The error patterns compiled once per distinct tuple (a policy's, usually one)."""
+    return tuple(re.compile(p, re.IGNORECASE) for p in patterns)
+
+
+_TOKEN = re.compile(r"[\w@/~-][\w.@/~:-]*[\w/]|\w")
+
+
+def _words(facts: Facts) -> frozenset[str]:
+    return frozenset(_TOKEN.findall(facts.text))
+
+
+def _compare(
+    parent_id: str, mine: Facts, theirs: Facts, words: frozenset[str], kinds: frozenset[str]
+) -> ParentFidelity:
+    literal = frozenset().union(*(v for k, v in theirs.by_kind.items() if k != "negation"))
+    numbers = theirs.by_kind.get("number", frozenset())
+    bases = {value.partition(" ")[0] for value in numbers}
+    facts = kept = 0
+    lost: set[str] = set()
+    for kind, values in mine.by_kind.items():
+        if kind not in kinds:
+            continue
+        for value in values:
+            facts += 1
+            if kind == "negation":
+                governed = set(value.split(" "))
+                ok = any(governed <= clause for clause in theirs.negated)
+            elif kind == "number":
+                number, _, unit = value.partition(" ")
+                ok = value in numbers or (number in numbers if unit else number in bases)
+            else:
+                ok = value in literal or value in words or (" " in value and value in theirs.text)
+            if ok:
+                kept += 1
+            else:
+                lost.add(kind)
+    return ParentFidelity(parent_id, facts, kept, tuple(k for k in FACT_KINDS if k in lost))
+
+
+def _all_lost(parent_id: str, mine: Facts, kinds: frozenset[str]) -> ParentFidelity:
+    had = tuple(k for k in FACT_KINDS if k in kinds and k in mine.by_kind)
+    return ParentFidelity(parent_id, mine.count(kinds), 0, had)
+
+
+def _reasons(parent: ParentFidelity, child_id: str, min_kept_share: float) -> list[Reason]:
+    reasons = []
+    if "negation" in parent.lost:
+        reasons.append(
+            Reason(
+                "negation_lost",
+                f"summary {child_id} no longer negates what {parent.parent} negated",
+                {"parent": parent.parent, "child": child_id, "lost": ["negation"]},
+            )
+        )
+    others = [kind for kind in parent.lost if kind != "negation"]
+    if others and parent.kept_share < min_kept_share:
+        reasons.append(
+            Reason(
+                "fact_lost",
+                f"summary {child_id} keeps {parent.kept} of {parent.facts} fact(s) of "
+                f"{parent.parent} (at least {min_kept_share:g} required); lost: "
+                f"{', '.join(others)}",
+                {
+                    "parent": parent.parent,
+                    "child": child_id,
+                    "lost": others,
+                    "kept_share": round(parent.kept_share, 4),
+                },
+            )
+        )
+    return reasons
+
+
+_SENTENCE = re.compile(r"[^.!?\n]+[.!?]?")
+
+
+def _meaning(
+    parents: Sequence[Pair], child: Pair, settings: FidelitySettings, embedder: Embedder
+) -> list[Reason]:
+    """Each parent sentence needs a child sentence within ``embedding_floor`` (cosine); one
+    batch of embeddings for every sentence."""
+    child_id, child_text = child
+    mine = [[s.strip() for s in _SENTENCE.findall(text) if s.strip()] for _, text in parents]
+    theirs = [s.strip() for s in _SENTENCE.findall(child_text) if s.strip()] or [child_text]
+    vectors = embedder.embed([*theirs, *(s for sentences in mine for s in sentences)])
+    if len(vectors) != len(theirs) + sum(map(len, mine)):
+        msg = "the embedder returned a different number of vectors than texts"
+        raise ValueError(msg)
+    child_vectors = [_unit(v) for v in vectors[: len(theirs)]]
+    at = len(theirs)
+    reasons = []
+    for (parent_id, _), sentences in zip(parents, mine, strict=True):
+        drifted = 0
+        for vector in vectors[at : at + len(sentences)]:
+            unit = _unit(vector)
+            best = max(sum(a * b for a, b in zip(unit, c, strict=True)) for c in child_vectors)
+            drifted += best < settings.embedding_floor
+        at += len(sentences)
+        if drifted:
+            reasons.append(
+                Reason(
+                    "meaning_drift",
+                    f"{drifted} sentence(s) of {parent_id} have no sentence of summary "
+                    f"{child_id} within the embedding floor {settings.embedding_floor:g}",
+                    {"parent": parent_id, "child": child_id, "lost": ["meaning"]},
+                )
+            )
+    return reasons
+
+
+def _unit(vector: Sequence[float]) -> list[float]:
+    norm = sum(x * x for x in vector) ** 0.5
+    return [x / norm for x in vector] if norm else list(vector)
