@@ -146,6 +146,12 @@ class Decision:
         return next((a.ids or () for a in self.actions if a.action == "restore"), ())
 
     @property
+    def keep_verbatim(self) -> tuple[str, ...]:
+        """A transition's ``keep_verbatim`` ids: rewrites to undo, their text of ``before``
+        kept (rewrite fidelity)."""
+        return next((a.ids or () for a in self.actions if a.action == "keep_verbatim"), ())
+
+    @property
     def rescore(self) -> tuple[str, ...]:
         """A transition's ``rescore`` ids: the scores to recompute."""
         return next((a.ids or () for a in self.actions if a.action == "rescore"), ())
@@ -155,9 +161,10 @@ class Decision:
     ) -> list[dict[str, Any]]:
         """``after`` with this decision's ``restore`` segments of ``before`` put back: each
         right after the nearest segment that precedes it in ``before`` and is in the window
-        (at the start when none is), so the window keeps ``before``'s order. Copies; the
-        arguments are not changed. Without a restore action, a copy of ``after``."""
-        return repair_window(before, after, self.restore)
+        (at the start when none is), so the window keeps ``before``'s order; and each
+        ``keep_verbatim`` segment as ``before`` had it. Copies; the arguments are not changed.
+        Without either action, a copy of ``after``."""
+        return repair_window(before, after, self.restore, self.keep_verbatim)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -219,23 +226,29 @@ def repair_window(
     before: Sequence[Mapping[str, Any]],
     after: Sequence[Mapping[str, Any]],
     restore: Iterable[str],
+    verbatim: Iterable[str] = (),
 ) -> list[dict[str, Any]]:
     """``after`` with the segments of ``before`` named by ``restore`` put back in ``before``'s
-    order (see :meth:`Decision.repair`); segments are matched by their ``id``. Linear: each
-    restored segment is queued behind its anchor, then the window is walked once."""
+    order, and those named by ``verbatim`` replaced by their ``before`` copy (see
+    :meth:`Decision.repair`); segments are matched by their ``id``. Linear: each restored
+    segment is queued behind its anchor, then the window is walked once."""
     wanted = set(restore)
+    undo = set(verbatim)
+    originals: dict[str, Mapping[str, Any]] = {}
     present = {segment["id"] for segment in after}
     queued: dict[str | None, list[dict[str, Any]]] = {}
     anchor: str | None = None  # the last segment of before still in the window
     for segment in before:
         own = segment["id"]
+        if own in undo:
+            originals[own] = segment
         if own in present:
             anchor = own
         elif own in wanted:
             queued.setdefault(anchor, []).append(dict(segment))
     window = list(queued.get(None, ()))
     for segment in after:
-        window.append(dict(segment))
+        window.append(dict(originals.get(segment["id"], segment)))
         window += queued.get(segment["id"], ())
     return window
 
@@ -251,3 +264,6 @@ class Verdict:
     actions: list[Action] = field(default_factory=list)
     kept: tuple[str, ...] | None = None
     evicted: tuple[str, ...] | None = None
+    # What the guard computed that rules may read beside the request's own variables (the
+    # transition guard's ``fidelity``); never part of the decision.
+    variables: dict[str, Any] | None = None

@@ -6,6 +6,11 @@ naming the ids it concerns in ``detail.ids``; the remediation says which ids of 
 back (``restore``: in their order, eviction groups whole) and which scores to recompute
 (``rescore``).
 
+Every summary and rewrite is also checked for fidelity (``spec.fidelity``,
+:mod:`prunewarden.guards._fidelity`): its findings follow the others, a lost parent that left
+the window joins ``restore`` and a lossy rewrite is to be kept verbatim (``keep_verbatim``).
+Rules read what it found as ``fidelity``.
+
 Removals that must be score-authorized (``require_scores``) are asked of the eviction guard's
 own decision, which the pipeline hands in (:class:`TransitionGuardSettings`): guards do not
 import one another.
@@ -14,9 +19,11 @@ import one another.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from prunewarden.decision import Action, Reason, Verdict
+from prunewarden.fidelity import Embedder, FidelitySettings
+from prunewarden.guards import _fidelity as fidelity
 from prunewarden.inputs import EvictionRequest, TransitionRequest, TransitionSegment
 from prunewarden.policy import EvictionSettings, TransitionSettings
 
@@ -29,11 +36,14 @@ RESTORABLE = ("pinned_removed", "group_split", "no_tombstone", "pruning_halted",
 
 @dataclass(frozen=True, slots=True)
 class TransitionGuardSettings:
-    """``spec.transition``, with the eviction section and guard that ``require_scores`` asks."""
+    """``spec.transition``, with the eviction section and guard that ``require_scores`` asks,
+    ``spec.fidelity`` and the embedder its meaning method needs (None: none)."""
 
     transition: TransitionSettings
     eviction: EvictionSettings
     authorize: Authorize
+    fidelity: FidelitySettings = field(default_factory=lambda: FidelitySettings(mode="off"))
+    embedder: Embedder | None = None
 
     @property
     def mode(self) -> str:
@@ -43,6 +53,14 @@ class TransitionGuardSettings:
 def evaluate(settings: TransitionGuardSettings, request: TransitionRequest) -> Verdict:
     edit = request.edit
     findings = list(_findings(settings, request))
+    found = fidelity.judge(
+        settings.fidelity, request, _pinned(settings.transition, request), settings.embedder
+    )
+    variables = {"fidelity": found.variables()}
+    binding = settings.fidelity.mode == "enforce"
+    if binding:
+        findings += found.reasons
+    advisory = [] if binding else list(found.reasons)  # audit: listed, refusing nothing
     if not findings:
         reason = Reason(
             "transition_clean",
@@ -51,15 +69,14 @@ def evaluate(settings: TransitionGuardSettings, request: TransitionRequest) -> V
             f"{len(edit.summaries) + len(edit.added)} segment(s), each as the policy allows",
             _counts(request),
         )
-        return Verdict(False, [reason])
-    restore: set[str] = set()
+        return Verdict(False, [reason, *advisory], variables=variables)
+    restore: set[str] = set(found.restore if binding else ())
     rescore: dict[str, None] = {}  # ordered and unique: a window may rescore thousands
-    for reason in findings:
-        ids = reason.detail["ids"]
+    for reason in findings:  # a fidelity reason names its parent and child instead of ids
         if reason.code in RESTORABLE:
-            restore.update(ids)
+            restore.update(reason.detail["ids"])
         elif reason.code in {"hash_mismatch", "unbound_score", "invalidation_gap"}:
-            rescore.update(dict.fromkeys(ids))
+            rescore.update(dict.fromkeys(reason.detail["ids"]))
     actions: list[Action] = []
     if restore:
         actions.append(Action("restore", _whole_groups(request, restore)))
@@ -69,7 +86,9 @@ def evaluate(settings: TransitionGuardSettings, request: TransitionRequest) -> V
     if orphans:
         parents = sorted({p for r in orphans for p in r.detail["parents"]})
         actions.append(Action("write_tombstone", tuple(parents)))
-    return Verdict(True, findings, actions)
+    if binding and found.keep_verbatim:
+        actions.append(Action("keep_verbatim", found.keep_verbatim))
+    return Verdict(True, [*findings, *advisory], actions, variables=variables)
 
 
 def _counts(request: TransitionRequest) -> dict[str, object]:
@@ -92,15 +111,7 @@ def _findings(s: TransitionGuardSettings, r: TransitionRequest) -> Iterator[Reas
     gone = set(edit.removed) | set(edit.folded)
     before = {segment.id: segment for segment in r.before}
     settings = s.transition
-
-    def pinned(segment: TransitionSegment) -> bool:
-        return (
-            segment.segment.kind in settings.pinned_kinds
-            or segment.segment.non_recoverable
-            or segment.id in r.canaries
-            or segment.id in r.pinned
-        )
-
+    pinned = _pinned(settings, r)
     departed = [segment for segment in r.before if segment.id in gone]
     unrecorded = [seg.id for seg in departed if pinned(seg) and seg.id not in edit.tombstoned]
     if unrecorded:
@@ -133,6 +144,23 @@ def _findings(s: TransitionGuardSettings, r: TransitionRequest) -> Iterator[Reas
         )
     if settings.require_scores:
         yield from _unscored(s, r, before)
+
+
+def _pinned(
+    settings: TransitionSettings, r: TransitionRequest
+) -> Callable[[TransitionSegment], bool]:
+    """Whether a segment of ``before`` is pinned: a pinned kind, ``non_recoverable``, a canary
+    or a rule pin."""
+
+    def pinned(segment: TransitionSegment) -> bool:
+        return (
+            segment.segment.kind in settings.pinned_kinds
+            or segment.segment.non_recoverable
+            or segment.id in r.canaries
+            or segment.id in r.pinned
+        )
+
+    return pinned
 
 
 def _group_split(r: TransitionRequest, gone: set[str]) -> Iterator[Reason]:

@@ -149,9 +149,12 @@ def compile_policy(
 def _settings(policy: Policy, check: Check) -> Any:
     """What a check's guard is given: its section of the policy; the transition guard also gets
     the eviction section and guard, which ``require_scores`` asks (guards never import one
-    another, so the pipeline binds them)."""
+    another, so the pipeline binds them), and ``spec.fidelity``."""
     if check == "transition":
         return TransitionGuardSettings(
-            policy.spec.transition, policy.spec.eviction, GUARDS["eviction"].evaluate
+            policy.spec.transition,
+            policy.spec.eviction,
+            GUARDS["eviction"].evaluate,
+            policy.spec.fidelity,
         )
     return getattr(policy.spec, check)

@@ -27,6 +27,7 @@ from prunewarden._schemas import apply_defaults
 from prunewarden.errors import PolicyError, Problem, describe_value
 from prunewarden.inputs import ScoreRange
 from prunewarden.limits import MAX_POLICY_BYTES
+from prunewarden.policy import _fidelity as fidelity
 from prunewarden.policy import _guardrails as guardrails
 from prunewarden.policy import _transition as transition
 from prunewarden.policy._model import (
@@ -152,6 +153,7 @@ def _semantic_problems(data: dict[str, Any], problem: Any) -> list[Problem]:
     if collapse.get("spread_floor_mode") == "relative" and "relative_to" not in collapse:
         message = "a relative spread floor needs relative_to: {first_cycles: N}"
         found.append(problem(("spec", "collapse", "spread_floor_mode"), message))
+    found += fidelity.pattern_problems(data, problem)
     return found
 
 
@@ -180,6 +182,7 @@ def _normalize(document: dict[str, Any]) -> dict[str, Any]:
     spec["eviction"]["pinned_kinds"] = sorted(spec["eviction"]["pinned_kinds"])
     _drop_implicit(spec)
     transition.drop_implicit(spec)
+    fidelity.drop_implicit(spec)
     normalize_rules(spec)
     guardrails.normalize(spec)
     return document
@@ -245,5 +248,6 @@ def _spec(spec: dict[str, Any]) -> Spec:
         eviction=EvictionSettings(**eviction),
         staleness=StalenessSettings(**spec["staleness"]),
         transition=transition.transition_settings(spec),
+        fidelity=fidelity.fidelity_settings(spec),
         calibration=None if fixed is None else Calibration(fixed["low"], fixed["high"]),
     )

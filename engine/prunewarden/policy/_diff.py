@@ -22,19 +22,20 @@ from typing import Any, Literal
 
 from prunewarden._json import JsonPath
 from prunewarden._source import Origin
+from prunewarden.policy._fidelity import effective_document
 from prunewarden.policy._guardrails import MISSING, lookup
 from prunewarden.policy._merge import Resolution
 from prunewarden.policy._provenance import scalar
-from prunewarden.policy._transition import effective_document
 
 Kind = Literal["added", "removed", "changed"]
 _SETS: dict[JsonPath, str] = {
     ("spec", "eviction", "pinned_kinds"): "kind",
     ("spec", "transition", "pinned_kinds"): "kind",
+    ("spec", "fidelity", "kinds"): "kind",
     ("spec", "locked"): "locked",
 }
 _NAMED: dict[JsonPath, str] = {("spec", "rules"): "rule", ("spec", "validators"): "validator"}
-_GUARDS = ("scores", "collapse", "eviction", "staleness", "transition")
+_GUARDS = ("scores", "collapse", "eviction", "staleness", "transition", "fidelity")
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +89,8 @@ def diff(a: Resolution, b: Resolution) -> list[Change]:
 class _Differ:
     def __init__(self, a: Resolution, b: Resolution) -> None:
         self.a, self.b = a, b
-        # Compared as the guards run them: spec.transition filled in where a field is implicit.
+        # Compared as the guards run them: spec.transition and spec.fidelity filled in where a
+        # field is implicit.
         self.left = effective_document(a.policy.document)
         self.right = effective_document(b.policy.document)
         self.found: list[Change] = []

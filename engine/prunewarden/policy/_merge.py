@@ -20,8 +20,8 @@ from prunewarden._source import Origin, Parsed, json_path
 from prunewarden.errors import Problem
 from prunewarden.policy import _guardrails as guardrails
 from prunewarden.policy._build import build_policy, normalize_document
+from prunewarden.policy._fidelity import effective_document
 from prunewarden.policy._model import Policy
-from prunewarden.policy._transition import effective_document
 
 # Lists that accumulate along a chain instead of replacing.
 _ACCUMULATED: frozenset[JsonPath] = frozenset({("spec", "validators"), ("spec", "locked")})
@@ -98,7 +98,8 @@ def merge_chain(layers: list[Layer]) -> Resolution:
             problems += _duplicate_rules(layer)
             _Overlay(merged, layer, index).apply()
         document = normalize_document(merged.data)
-        # Guardrails read every setting as it takes effect (spec.transition filled in).
+        # Guardrails read every setting as it takes effect (spec.transition and spec.fidelity
+        # filled in).
         view = effective_document(document)
         locks = guardrails.declared_locks(merged.data, merged.origins)
         if index:

@@ -13,6 +13,7 @@ from typing import Any, Literal
 from prunewarden._cusum import CusumParameters
 from prunewarden._identity import PolicyIdentity, PolicySource
 from prunewarden._json import encode_canonical
+from prunewarden.fidelity import FidelitySettings
 from prunewarden.inputs._model import ScoreRange
 from prunewarden.rules._model import Rule
 
@@ -21,6 +22,8 @@ from prunewarden.rules._model import Rule
 LockOption = str | Path | Literal[False] | None
 
 Mode = Literal["enforce", "audit", "off"]
+
+FIDELITY_OFF = FidelitySettings(mode="off")  # a frozen value: one shared default is safe
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +143,8 @@ class Spec:
     staleness: StalenessSettings
     transition: TransitionSettings
     calibration: Calibration | None = None  # spec.scores.calibration; None is none
+    # spec.fidelity; an absent section is mode off (prunewarden.policy._fidelity)
+    fidelity: FidelitySettings = FIDELITY_OFF
 
 
 @dataclass(frozen=True, slots=True)

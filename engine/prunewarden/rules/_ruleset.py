@@ -86,7 +86,7 @@ class RuleSet:
         """The guard's verdict, tightened by the rules. Never raises."""
         if not self.rules:
             return verdict
-        variables = Variables(self.check, request, self._params)
+        variables = Variables(self.check, request, self._params, verdict.variables)
         shared = _SharedBudget()
         binding: list[Reason] = []
         advisory: list[Reason] = []

@@ -124,6 +124,8 @@ def _transition_segments(r: TransitionRequest, window: str) -> list[dict[str, An
 
 _Builder = Callable[[Any], Any]
 
+NO_FIDELITY: dict[str, Any] = {"lost": [], "kept_share": 1.0, "checked": [], "refused": []}
+
 BUILDERS: dict[str, dict[str, _Builder]] = {
     "eviction": {
         "segment": _segment,
@@ -157,6 +159,8 @@ BUILDERS: dict[str, dict[str, _Builder]] = {
         "applied_by": lambda r: r.applied_by,
         "before": lambda r: _transition_segments(r, "before"),
         "after": lambda r: _transition_segments(r, "after"),
+        # What the guard found (Verdict.variables); this is the value with nothing checked.
+        "fidelity": lambda _: dict(NO_FIDELITY),
     },
 }
 
@@ -217,11 +221,14 @@ class Variables:
     reading the candidates, or a per-item variable) are keyed by exactly what they read.
     """
 
-    def __init__(self, check: str, request: Request, params: Any) -> None:
+    def __init__(
+        self, check: str, request: Request, params: Any, computed: dict[str, Any] | None = None
+    ) -> None:
         self.check = check
         self.request = request
         self.params = params
-        self._values: dict[str, Any] = {}
+        # Variables the guard computed (a transition's fidelity) stand in for their builders.
+        self._values: dict[str, Any] = dict(computed or {})
         self._cel: dict[tuple[str, frozenset[str] | None], Any] = {}
         self._digests: dict[tuple[str, frozenset[str] | None], bytes] = {}
         self._items: list[tuple[str, dict[str, Any]]] | None = None

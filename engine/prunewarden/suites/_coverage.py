@@ -83,6 +83,15 @@ def applicable_reasons(policy: Policy, words: Vocabulary | None = None) -> dict[
             None if spec.transition.require_scores else "transition.require_scores is false"
         ),
         "too_few_entries": None if spec.collapse.min_live_entries else "min_live_entries is 0",
+        **dict.fromkeys(
+            ("fact_lost", "negation_lost", "summary_is_error"),
+            None if spec.fidelity.mode != "off" else "spec.fidelity is off",
+        ),
+        "meaning_drift": (
+            None
+            if spec.fidelity.mode != "off" and spec.fidelity.method != "facts"
+            else "spec.fidelity is off or its method is facts"
+        ),
         **FAIL_CLOSED,
     }
     out: dict[str, str | None] = {}
