@@ -143,12 +143,12 @@ class GuardedSummarizationMiddleware(SummarizationMiddleware[Any, Any]):
         kept = {m.id for m in preserved}
         folded = [str(m.id) for m in messages if m.id not in kept]
         if summary.id is None:
-            summary.id = f"summary-of-{folded[0]}-to-{folded[-1]}"
+            summary.id = f"summary-of-{folded[0]}-and-{len(folded) - 1}-more"
         before = message_segments(messages, classify=self.classify, pin=self.pin)
         by_id = {segment["id"]: segment for segment in before}
         decision = self.session.verify(
             before,
-            [_summary_segment(summary, folded), *(by_id[str(m.id)] for m in preserved)],
+            [self._summary_segment(summary, folded), *(by_id[str(m.id)] for m in preserved)],
             tombstones=folded if self.tombstone_folded else (),
             applied_by=self.applied_by,
         )
@@ -164,17 +164,20 @@ class GuardedSummarizationMiddleware(SummarizationMiddleware[Any, Any]):
             return None
         return update
 
-
-def _summary_segment(summary: BaseMessage, folded: list[str]) -> dict[str, Any]:
-    text = message_text(summary)
-    return {
-        "id": str(summary.id),
-        "kind": "summary",
-        "text": text,
-        "tokens": count_tokens_approximately([summary]),
-        "text_sha256": text_sha256(text),
-        "derived_from": folded,
-    }
+    def _summary_segment(self, summary: BaseMessage, folded: list[str]) -> dict[str, Any]:
+        """The summary as a segment deriving from what it folds; its text is what the
+        summarizer wrote, without the header the middleware puts before it (so that an error
+        or a refusal as the summary is seen as one)."""
+        header = message_text(self._build_new_messages("")[0])
+        text = message_text(summary).removeprefix(header)
+        return {
+            "id": str(summary.id),
+            "kind": "summary",
+            "text": text,
+            "tokens": count_tokens_approximately([summary]),
+            "text_sha256": text_sha256(text),
+            "derived_from": folded,
+        }
 
 
 __all__ = ["GuardedSummarizationMiddleware", "PrunedState", "PruningMiddleware"]
