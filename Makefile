@@ -45,6 +45,8 @@ demo-agents: $(VENV)/.installed-test
 	@$(BIN)/python examples/agents/guarded_agents_session.py
 	@echo "==> examples/agents/anthropic_context_editing.py: context_management compiled from the policy, recorded applied_edits judged"
 	@$(BIN)/python examples/agents/anthropic_context_editing.py
+	@echo "==> examples/agents/guarded_summary.py: SummarizationMiddleware guarded, the UTC constraint's lost negation refused"
+	@$(BIN)/python examples/agents/guarded_summary.py
 
 test: lint typecheck layers pytest
 
@@ -91,6 +93,7 @@ bench: $(VENV)/.installed-test
 	$(BIN)/python benchmarks/fleet_scale.py --traces 2000 --workers 2
 	$(BIN)/python benchmarks/bench_server.py --clients 8 --requests 8000
 	$(BIN)/python benchmarks/start_time.py
+	$(BIN)/python -m benchmarks.fidelity
 	$(BIN)/python -m benchmarks.targets
 
 # The fuzz tests with fifty times the examples of make test (several minutes).
