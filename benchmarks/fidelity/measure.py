@@ -41,6 +41,8 @@ RATE = 0.05
 TARGETS = {"facts": (0.90, 0.10), "facts+embedding": (0.95, 0.05)}
 CURVE = tuple(round(0.30 + 0.05 * n, 2) for n in range(12))  # floors 0.30 .. 0.85
 PARENT_TOKENS, SUMMARY_TOKENS = 2_000, 300
+# Issue 27: the facts method on that pair "well under a millisecond".
+FACTS_TARGET_MS = 1.0
 _TOKEN = re.compile(r"\w+|[^\w\s]")
 
 
@@ -149,7 +151,7 @@ def render(report: dict[str, Any], out: IO[str]) -> None:
     )
     rows = [["method", "lossy refused", "faithful refused", "target", "status"]]
     for name, result in report["methods"].items():
-        goal = TARGETS.get(name)
+        goal = TARGETS.get(name.split(" (")[0])  # "facts (all pairs)" has the facts target
         lossy, faithful = result["lossy"], result["faithful"]
         status, target = "-", "-"
         if goal is not None:
@@ -172,7 +174,8 @@ def render(report: dict[str, Any], out: IO[str]) -> None:
         out.write(
             f"\nfacts only, {timing['parent_tokens']}-token parent and "
             f"{timing['summary_tokens']}-token summary: "
-            f"{timing['seconds_per_pair'] * 1e6:.0f} us per pair (median)\n"
+            f"{timing['seconds_per_pair'] * 1e6:.0f} us per pair (median; target well under "
+            f"{FACTS_TARGET_MS:g} ms)\n"
         )
 
 
