@@ -287,4 +287,8 @@ PAGES: dict[str, PageRun] = {
             "allow 5 ['context-management-2025-06-27'] True\n"
         ),
     ),
+    # The page's blocks need nothing of the reader's: they assert what they show.
+    "docs/fidelity.md": PageRun(
+        prelude="", epilogue="print(result.kept_share)\n", expected="0.5\n"
+    ),
 }

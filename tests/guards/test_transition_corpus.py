@@ -16,6 +16,8 @@ from prunewarden import Engine, Policy
 CASE_FILES = sorted(CASES.glob("*.yaml"))
 # What a restore of the listed ids fixes (docs/transitions.md).
 RESTORABLE = {"pinned_removed", "group_split", "no_tombstone", "pruning_halted", "unscored_removal"}
+# What a repair fixes too: a lost parent restored, a lossy rewrite kept verbatim (fidelity.md).
+REPAIRABLE_FIDELITY = {"fact_lost", "negation_lost", "summary_is_error"}
 CODES = {
     "transition_clean",
     "pinned_removed",
@@ -27,6 +29,7 @@ CODES = {
     "invalidation_gap",
     "unscored_removal",
     "check_disabled",
+    *REPAIRABLE_FIDELITY,
 }
 
 
@@ -70,7 +73,9 @@ class TestCorpus:
 
 def _restore_fixable(path: Path) -> bool:
     expect = _case(path)["expect"]
-    return expect["outcome"] != "allow" and set(expect["reasons"]) <= RESTORABLE
+    return (
+        expect["outcome"] != "allow" and set(expect["reasons"]) <= RESTORABLE | REPAIRABLE_FIDELITY
+    )
 
 
 REPAIRABLE = [path for path in CASE_FILES if _restore_fixable(path)]
@@ -80,7 +85,8 @@ REPAIRABLE = [path for path in CASE_FILES if _restore_fixable(path)]
 def test_repair_gives_a_window_the_policy_allows(
     path: Path, make_policy: Callable[..., Policy]
 ) -> None:
-    """A case refused only for reasons a restore fixes is allowed once repaired."""
+    """A case refused only for reasons a restore (or keep_verbatim) fixes is allowed once
+    repaired."""
     case = _case(path)
     engine = _engine(case, make_policy)
     document = case["input"]

@@ -15,6 +15,6 @@ imports none of them.
 
 from __future__ import annotations
 
-from prunewarden.integrations._pass import PassOutcome, WindowPruner, tombstone_text
+from prunewarden.integrations._pass import PassOutcome, Summarizer, WindowPruner, tombstone_text
 
-__all__ = ["PassOutcome", "WindowPruner", "tombstone_text"]
+__all__ = ["PassOutcome", "Summarizer", "WindowPruner", "tombstone_text"]

@@ -7,6 +7,12 @@ its token budget, the session plans a pass freeing the excess. The model input i
 what the framework adds outside it (a system prompt) and the adapter's own tombstone: the pass
 frees room for the tombstone it is about to write, so what it promises is what the model reads.
 A frozen pass (a halt, stale scores) evicts nothing, and says why.
+
+With a ``summarizer``, a pass that evicts also writes a summary of what it evicts, in its
+place: the summary is judged first as a transition of the session (window before, window with
+the summary instead of the evicted segments, each of them tombstoned), so that its fidelity is
+checked (``spec.fidelity``, docs/fidelity.md). A refused summary is not written and the
+originals are kept: the pass is frozen with the refusal's reason codes.
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from prunewarden.errors import PrunewardenError
@@ -27,6 +33,13 @@ _log = logging.getLogger("prunewarden.integrations")
 #: ``tombstone_tokens(evicted_ids)``: the tokens of the adapter's tombstone once these ids are
 #: evicted (with no ids: the tombstone already in the history, 0 when there is none).
 TombstoneTokens = Callable[[Sequence[str]], int]
+
+#: ``summarizer(segments) -> summary``: a summary of the segments a pass evicts (window order),
+#: as a segment: ``text`` and ``tokens``, and optionally ``id`` (``summary:<first id>`` when
+#: absent) and ``kind`` (``summary``). The pass sets its ``derived_from``.
+Summarizer = Callable[[Sequence[Mapping[str, Any]]], Mapping[str, Any]]
+
+SUMMARIZER = "prunewarden.summarizer"  # the applied_by of a pass's summary transition
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +56,8 @@ class PassOutcome:
     plan: Plan | None
     tokens: int = 0
     budget_tokens: int = 0
+    # The summary to write in the evicted segments' place (a summarizer's, allowed), if any.
+    summary: Mapping[str, Any] | None = None
 
     @property
     def trimmed(self) -> bool:
@@ -68,10 +83,18 @@ class WindowPruner:
     agent also rewrites or compresses its messages.
     """
 
-    def __init__(self, scorer: Scorer, *, budget_tokens: int, observe_turns: bool = False) -> None:
+    def __init__(
+        self,
+        scorer: Scorer,
+        *,
+        budget_tokens: int,
+        observe_turns: bool = False,
+        summarizer: Summarizer | None = None,
+    ) -> None:
         self.scorer = scorer
         self.budget_tokens = budget_tokens
         self.observe_turns = observe_turns
+        self.summarizer = summarizer
 
     def run(
         self,
@@ -131,7 +154,46 @@ class WindowPruner:
             return self._frozen(session, budget, plan, codes)
         order = {str(s["id"]): i for i, s in enumerate(window)}
         evict = tuple(sorted(plan.evict, key=order.__getitem__))
+        if self.summarizer is not None and evict:
+            return self._summarized(session, window, evict, budget, plan)
         return budget.outcome(evict, frozen=False, reasons=(), plan=plan)
+
+    def _summarized(
+        self,
+        session: Session,
+        window: list[dict[str, Any]],
+        evict: tuple[str, ...],
+        budget: _Budget,
+        plan: Plan,
+    ) -> PassOutcome:
+        """The pass with its summary, once the session allows the summary as a transition;
+        frozen (the originals kept) when it does not, or when the summarizer fails."""
+        assert self.summarizer is not None  # noqa: S101 - only called with one
+        gone = set(evict)
+        try:
+            written = self.summarizer([s for s in window if s["id"] in gone])
+            tokens = int(written["tokens"])
+            summary = {
+                "id": str(written.get("id") or f"summary:{evict[0]}"),
+                "kind": str(written.get("kind") or "summary"),
+                "text": str(written["text"]),
+                "tokens": tokens,
+                "derived_from": list(evict),
+            }
+        except Exception:  # noqa: BLE001 - fail closed: no summary, nothing evicted
+            _log.exception("the summarizer failed for session %s", session.session_id)
+            return self._frozen(session, budget, plan, ("summarizer_failed",))
+        after: list[dict[str, Any]] = []
+        for segment in window:
+            if segment["id"] == evict[0]:
+                after.append(summary)
+            if segment["id"] not in gone:
+                after.append(segment)
+        decision = session.verify(window, after, tombstones=evict, applied_by=SUMMARIZER)
+        if decision.blocks:
+            return self._frozen(session, budget, plan, decision.codes)
+        outcome = budget.outcome(evict, frozen=False, reasons=(), plan=plan)
+        return replace(outcome, tokens=outcome.tokens + tokens, summary=summary)
 
     def _frozen(
         self, session: Session, budget: _Budget, plan: Plan | None, codes: tuple[str, ...]
