@@ -28,6 +28,7 @@ from prunewarden.decision import Decision, Verdict
 from prunewarden.engine._hooks import DecisionHook, DecisionHooks
 from prunewarden.engine._recording import DecisionRecorder
 from prunewarden.errors import REFUSALS, SessionIntegrityError
+from prunewarden.fidelity import Embedder
 from prunewarden.inputs import (
     Check,
     Request,
@@ -81,6 +82,11 @@ class Engine(DecisionRecorder):
     default) or ``"native"`` (cel-cpp, the ``cel-native`` extra); None reads the environment
     variable ``PRUNEWARDEN_CEL``. Every decision record of a policy with rules names it (``cel``).
 
+    ``embedder`` (a :class:`~prunewarden.fidelity.Embedder`, such as
+    :class:`prunewarden.scoring.embed.MiniLMEmbedder`) serves the fidelity check's meaning method
+    (``spec.fidelity.method`` ``embedding`` or ``both``); without one such a check refuses
+    (``meaning_drift`` cannot be judged, and a guard fails closed).
+
     With ``shadow``, a candidate policy decides every request too; what it decided is recorded
     beside the decision and never changes it (see :mod:`prunewarden.pipeline`).
 
@@ -102,12 +108,16 @@ class Engine(DecisionRecorder):
         store: SessionStore | None = None,
         sessions: SessionRegistry | None = None,
         cel: str | None = None,
+        embedder: Embedder | None = None,
     ) -> None:
         self.policy = policy
         # The CEL backend of the rules; asked for and missing, it is an error here, never a
         # silent fall back to the other one.
         self.cel = check_backend(cel)
-        self._pipelines = compile_policy(policy, rule_cache_size=rule_cache_size, cel=self.cel)
+        self.embedder = embedder
+        self._pipelines = compile_policy(
+            policy, rule_cache_size=rule_cache_size, cel=self.cel, embedder=embedder
+        )
         self._logger = logger
         self._hooks = DecisionHooks(on_decision, call_hooks(on_call))
         self._trace_context = trace_context
@@ -125,7 +135,7 @@ class Engine(DecisionRecorder):
         self.shadow = (
             None
             if shadow is None
-            else Shadow(shadow, rule_cache_size=rule_cache_size, cel=self.cel)
+            else Shadow(shadow, rule_cache_size=rule_cache_size, cel=self.cel, embedder=embedder)
         )
         if audit is not None and shadow is not None:
             audit.add_policy(shadow)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import prunewarden.rules
 from prunewarden._identity import PolicyIdentity, PolicySource
 from prunewarden.decision import Action, Decision, Reason, Stamp, Verdict
+from prunewarden.fidelity import Embedder
 from prunewarden.guards import GUARDS, Guard, TransitionGuardSettings
 from prunewarden.inputs import CHECKS, Check, Request
 from prunewarden.pipeline import _calibration as calibrated
@@ -118,16 +119,21 @@ class Pipeline:
 
 
 def compile_policy(
-    policy: Policy, *, rule_cache_size: int = DEFAULT_CACHE_SIZE, cel: str | None = None
+    policy: Policy,
+    *,
+    rule_cache_size: int = DEFAULT_CACHE_SIZE,
+    cel: str | None = None,
+    embedder: Embedder | None = None,
 ) -> dict[Check, Pipeline]:
     """One pipeline per check, bound to the policy's settings, rules and identity; ``cel``
-    names the CEL backend that evaluates the rules."""
+    names the CEL backend that evaluates the rules, ``embedder`` serves the fidelity check's
+    meaning method (``spec.fidelity.method`` ``embedding`` or ``both``)."""
     params = policy.document["spec"].get("params", {})
     return {
         check: Pipeline(
             check=check,
             mode=getattr(policy.spec, check).mode,
-            settings=_settings(policy, check),
+            settings=_settings(policy, check, embedder),
             guard=GUARDS[check],
             policy=policy.identity,
             # Through the package (its names resolve on use): the CEL runtime loads with the
@@ -146,15 +152,16 @@ def compile_policy(
     }
 
 
-def _settings(policy: Policy, check: Check) -> Any:
+def _settings(policy: Policy, check: Check, embedder: Embedder | None) -> Any:
     """What a check's guard is given: its section of the policy; the transition guard also gets
     the eviction section and guard, which ``require_scores`` asks (guards never import one
-    another, so the pipeline binds them), and ``spec.fidelity``."""
+    another, so the pipeline binds them), ``spec.fidelity`` and the embedder."""
     if check == "transition":
         return TransitionGuardSettings(
             policy.spec.transition,
             policy.spec.eviction,
             GUARDS["eviction"].evaluate,
             policy.spec.fidelity,
+            embedder,
         )
     return getattr(policy.spec, check)

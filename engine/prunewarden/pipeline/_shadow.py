@@ -17,6 +17,7 @@ from typing import Any
 
 from prunewarden.decision import ShadowResult
 from prunewarden.errors import InputError
+from prunewarden.fidelity import Embedder
 from prunewarden.inputs import Check, Request, ScoreRange, parse_request
 from prunewarden.pipeline._compile import compile_policy
 from prunewarden.policy import Policy
@@ -27,10 +28,17 @@ class Shadow:
     """A candidate policy, compiled once; :meth:`evaluate` never raises."""
 
     def __init__(
-        self, policy: Policy, *, rule_cache_size: int = DEFAULT_CACHE_SIZE, cel: str | None = None
+        self,
+        policy: Policy,
+        *,
+        rule_cache_size: int = DEFAULT_CACHE_SIZE,
+        cel: str | None = None,
+        embedder: Embedder | None = None,
     ) -> None:
         self.policy = policy
-        self._pipelines = compile_policy(policy, rule_cache_size=rule_cache_size, cel=cel)
+        self._pipelines = compile_policy(
+            policy, rule_cache_size=rule_cache_size, cel=cel, embedder=embedder
+        )
 
     def evaluate(  # noqa: PLR0913 - the request as the active policy parsed it, and its source
         self,
