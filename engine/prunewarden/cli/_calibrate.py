@@ -63,10 +63,13 @@ def add_command(commands: Any) -> None:
     """``prunewarden calibrate``."""
     parser = commands.add_parser(
         "calibrate",
-        help="fit a policy's score scale and spread floor to healthy traces of your scorer",
+        help="fit a policy's score scale and spread floor to healthy traces of your scorer, or "
+        "its fidelity floor to faithful summaries",
         description="Fit spec.scores.calibration (5th percentile -> 0, 95th -> 1) and the "
         "collapse guard's spread floor\nto healthy traces, write the result as a new version of "
-        "the base policy, and print what\nthe base and the fitted policy decide on every trace.",
+        "the base policy, and print what\nthe base and the fitted policy decide on every trace. "
+        "With --fidelity, fit spec.fidelity.embedding_floor\nto faithful (parents, summary) "
+        "pairs instead.",
         epilog=CALIBRATE_EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
