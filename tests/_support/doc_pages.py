@@ -289,6 +289,8 @@ PAGES: dict[str, PageRun] = {
     ),
     # The page's blocks need nothing of the reader's: they assert what they show.
     "docs/fidelity.md": PageRun(
-        prelude="", epilogue="print(result.kept_share)\n", expected="0.5\n"
+        prelude="",
+        epilogue="print(result.kept_share, outcome.plan is not None)\n",
+        expected="0.5 True\n",
     ),
 }

@@ -8,7 +8,7 @@ case cannot.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -200,3 +200,27 @@ class TestPolicySection:
         b = resolve_file(self._file(tmp_path, "b.yaml", "  fidelity: {}\n"))
         changes = {(c.path, c.before, c.after) for c in diff(a, b)}
         assert ("spec.fidelity.mode", "off", "enforce") in changes
+
+
+class _LetterEmbedder:
+    """Each text as its letter counts: a deterministic stand-in for a sentence embedder."""
+
+    def __init__(self) -> None:
+        self.batches: list[int] = []
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        self.batches.append(len(texts))
+        return [[float(t.lower().count(c)) for c in "abcdefghijklmnopqrstuvwxyz"] for t in texts]
+
+
+class TestEmbedder:
+    def test_the_engines_embedder_serves_the_meaning_method(
+        self, make_policy: PolicyFactory
+    ) -> None:
+        """Engine(embedder=...) reaches the check: one batch per summary (the constraint's two
+        clauses and the summary's two), a verdict, no error."""
+        embedder = _LetterEmbedder()
+        engine = Engine(make_policy(fidelity={"method": "both"}), embedder=embedder)
+        decision = engine.evaluate(_summarized(UTC, CONSTRAINT))
+        assert decision.codes == ("transition_clean",)
+        assert embedder.batches == [4]

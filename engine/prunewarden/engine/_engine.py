@@ -82,10 +82,9 @@ class Engine(DecisionRecorder):
     default) or ``"native"`` (cel-cpp, the ``cel-native`` extra); None reads the environment
     variable ``PRUNEWARDEN_CEL``. Every decision record of a policy with rules names it (``cel``).
 
-    ``embedder`` (a :class:`~prunewarden.fidelity.Embedder`, such as
-    :class:`prunewarden.scoring.embed.MiniLMEmbedder`) serves the fidelity check's meaning method
-    (``spec.fidelity.method`` ``embedding`` or ``both``); without one such a check refuses
-    (``meaning_drift`` cannot be judged, and a guard fails closed).
+    ``embedder`` (a :class:`prunewarden.fidelity.Embedder`) is what the fidelity check's meaning
+    method (``spec.fidelity.method`` ``embedding`` or ``both``) embeds sentences with; without
+    one, that method refuses every summary it checks (docs/fidelity.md).
 
     With ``shadow``, a candidate policy decides every request too; what it decided is recorded
     beside the decision and never changes it (see :mod:`prunewarden.pipeline`).

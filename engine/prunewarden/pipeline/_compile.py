@@ -126,8 +126,8 @@ def compile_policy(
     embedder: Embedder | None = None,
 ) -> dict[Check, Pipeline]:
     """One pipeline per check, bound to the policy's settings, rules and identity; ``cel``
-    names the CEL backend that evaluates the rules, ``embedder`` serves the fidelity check's
-    meaning method (``spec.fidelity.method`` ``embedding`` or ``both``)."""
+    names the CEL backend that evaluates the rules; ``embedder`` is what the fidelity check's
+    meaning method embeds with (None: none, and that method refuses)."""
     params = policy.document["spec"].get("params", {})
     return {
         check: Pipeline(
@@ -152,10 +152,10 @@ def compile_policy(
     }
 
 
-def _settings(policy: Policy, check: Check, embedder: Embedder | None) -> Any:
+def _settings(policy: Policy, check: Check, embedder: Embedder | None = None) -> Any:
     """What a check's guard is given: its section of the policy; the transition guard also gets
     the eviction section and guard, which ``require_scores`` asks (guards never import one
-    another, so the pipeline binds them), ``spec.fidelity`` and the embedder."""
+    another, so the pipeline binds them), and ``spec.fidelity``."""
     if check == "transition":
         return TransitionGuardSettings(
             policy.spec.transition,
