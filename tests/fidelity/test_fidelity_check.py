@@ -168,3 +168,28 @@ class TestMeaning:
         assert [r.code for r in result.reasons] == ["meaning_drift"]
         same = check_fidelity([("m1", UTC)], ("s1", UTC), settings, embedder=embedder)
         assert same.reasons == ()
+
+
+class TestParaphrase:
+    @pytest.mark.parametrize(
+        ("parent", "summary"),
+        [
+            ("Retry 3 times with --dry-run.", "Retry three times, in dry-run mode."),
+            ("Ship on May 3rd, 2024.", "Ship 2024-05-03."),
+            ("The job runs at 2:30 pm.", "Job: 14:30."),
+            (
+                "Do not touch vendor/ at all.",
+                "Leave vendor alone: never touch it, vendor is frozen.",
+            ),
+            (
+                "Do not modify files under vendor/ or third_party/.",
+                "Files in vendor/ and third_party/ must not be modified.",
+            ),
+            ("Never commit directly to main; open a PR.", "No direct commits to main: use a PR."),
+            ("Avoid calling the billing API in tests.", "Tests should not call the billing API."),
+        ],
+    )
+    def test_other_forms_of_the_same_fact_are_kept(self, parent: str, summary: str) -> None:
+        """Spelled-out numbers, flags without dashes, ISO dates, 24-hour times, paths without
+        their slash, negations turned passive or into "no": kept."""
+        assert _codes(parent, summary) == []

@@ -29,9 +29,12 @@ class TestKinds:
             (UTC, "identifier", "utc"),
             ("ship on 2024-05-01 at noon", "date", "2024-05-01"),
             ("meet at 14:30 sharp", "date", "14:30"),
-            ("due on May 3rd, 2024 at the latest", "date", "may 3 2024"),
+            ("due on May 3rd, 2024 at the latest", "date", "2024-05-03"),
+            ("due on May 3rd at the latest", "date", "may 3"),
             ("edit /etc/app/config.yaml then", "path", "/etc/app/config.yaml"),
-            ("do not touch vendor/ at all", "path", "vendor/"),
+            ("do not touch vendor/ at all", "path", "vendor"),
+            ("at 2:30 pm", "date", "14:30"),
+            ("on 3 May 2024 or later", "date", "2024-05-03"),
             ("run it with --retries=3 once", "flag", "--retries=3"),
             ("see https://example.com/docs/ for more.", "url", "https://example.com/docs"),
             ("run `make  test` first", "code", "make test"),
@@ -63,10 +66,14 @@ class TestNegations:
         """``never emit local time`` governs emit, local, time (stemmed)."""
         assert extract_facts(UTC).by_kind["negation"] == {"emit local tim"}
 
+    def test_a_negation_governs_up_to_a_comma(self) -> None:
+        """ "No, the tests fail" negates nothing it could be held to."""
+        assert "negation" not in extract_facts("No, the tests fail.").by_kind
+
     def test_contractions_and_curly_apostrophes_negate(self) -> None:
         """A contraction with a curly apostrophe negates like ``do not``."""
-        assert extract_facts("Don\u2019t touch vendor/.").by_kind["negation"] == {"touch vendor/"}
-        assert extract_facts("Do not touch vendor/.").by_kind["negation"] == {"touch vendor/"}
+        assert extract_facts("Don\u2019t touch vendor/.").by_kind["negation"] == {"touch vendor"}
+        assert extract_facts("Do not touch vendor/.").by_kind["negation"] == {"touch vendor"}
 
     def test_a_word_ending_in_a_negator_negates_nothing(self) -> None:
         """``know`` and ``piano`` hold no ``no``."""

@@ -224,3 +224,19 @@ class TestEmbedder:
         decision = engine.evaluate(_summarized(UTC, CONSTRAINT))
         assert decision.codes == ("transition_clean",)
         assert embedder.batches == [4]
+
+
+class TestSummaryOfASummary:
+    def test_a_summary_parent_is_protected(self, engine_with: EngineFactory) -> None:
+        """A summary of a summary that drops the negation the first one kept is refused,
+        though the first summary is of no pinned kind."""
+        first = {"id": "s0", "kind": "summary", "text": FAITHFUL, "derived_from": ["c1"]}
+        second = {"id": "s1", "kind": "summary", "text": LOSSY, "derived_from": ["s0"]}
+        document = {
+            "check": "transition",
+            "before": [SYSTEM, first],
+            "after": [SYSTEM, second],
+            "tombstones": ["s0"],
+        }
+        decision = engine_with(**ENFORCE).evaluate(document)
+        assert [(r.code, r.detail["parent"]) for r in decision.reasons] == [("negation_lost", "s0")]

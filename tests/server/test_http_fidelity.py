@@ -25,7 +25,7 @@ def _summary(text: str) -> dict[str, Any]:
 def fidelity_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     workdir = tmp_path_factory.mktemp("fidelity")
     policy = workdir / "policy.yaml"
-    spec = {"fidelity": {"mode": "enforce"}}
+    spec: dict[str, object] = {"fidelity": {"mode": "enforce"}}
     policy.write_text(policy_text(spec, name="fidelity", version="1.0.0"), encoding="utf-8")
     with running_server(policy, workdir) as server:
         yield server

@@ -989,6 +989,10 @@ class TestCoverage:
             "session_state_unavailable",
             "group_member_refused",
             "too_few_entries",
+            "fact_lost",  # the fidelity codes: the policy has no spec.fidelity
+            "negation_lost",
+            "meaning_drift",
+            "summary_is_error",
         }
 
     def test_threshold_fails_below_and_names_the_gaps(self, tmp_path: Path) -> None:

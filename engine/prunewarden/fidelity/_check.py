@@ -151,6 +151,36 @@ def compile_patterns(patterns: tuple[str, ...]) -> tuple[re.Pattern[str], ...]:
     return tuple(re.compile(p, re.IGNORECASE) for p in patterns)
 
 
+# A number a summary spells out keeps the parent's digits ("three retries" keeps "3 retries").
+_NUMBER_WORDS = {
+    word: str(value)
+    for value, word in enumerate(
+        [
+            "zero",
+            "one",
+            "two",
+            "three",
+            "four",
+            "five",
+            "six",
+            "seven",
+            "eight",
+            "nine",
+            "ten",
+            "eleven",
+            "twelve",
+            "thirteen",
+            "fourteen",
+            "fifteen",
+            "sixteen",
+            "seventeen",
+            "eighteen",
+            "nineteen",
+            "twenty",
+        ]
+    )
+} | {"thirty": "30", "forty": "40", "fifty": "50", "hundred": "100", "thousand": "1000"}
+
 _TOKEN = re.compile(r"[\w@/~-][\w.@/~:-]*[\w/]|\w")
 
 
@@ -163,7 +193,9 @@ def _compare(
 ) -> ParentFidelity:
     literal = frozenset().union(*(v for k, v in theirs.by_kind.items() if k != "negation"))
     numbers = theirs.by_kind.get("number", frozenset())
-    bases = {value.partition(" ")[0] for value in numbers}
+    spelled = {_NUMBER_WORDS[word] for word in words & _NUMBER_WORDS.keys()}
+    bases = {value.partition(" ")[0] for value in numbers} | spelled
+    numbers = numbers | spelled
     facts = kept = 0
     lost: set[str] = set()
     for kind, values in mine.by_kind.items():
@@ -178,7 +210,12 @@ def _compare(
                 number, _, unit = value.partition(" ")
                 ok = value in numbers or (number in numbers if unit else number in bases)
             else:
-                ok = value in literal or value in words or (" " in value and value in theirs.text)
+                ok = (
+                    value in literal
+                    or value in words
+                    or (" " in value and value in theirs.text)
+                    or (kind == "flag" and value.lstrip("-") in words)
+                )
             if ok:
                 kept += 1
             else:

@@ -60,6 +60,15 @@ _MONTHS = {
     )
 } | {short: short for short in _word_set("jan feb mar apr jun jul aug sep sept oct nov dec")}
 _MONTH_ALTERNATION = "|".join(sorted(_MONTHS, key=len, reverse=True))
+# A month's name after a day joins it only capitalized: "2 may fail" holds no date.
+_CAPITAL_MONTHS = "|".join(sorted((m.capitalize() for m in _MONTHS), key=len, reverse=True))
+_MONTH_NUMBERS = {
+    month: number
+    for number, month in enumerate(
+        ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"), 1
+    )
+} | {"sept": 9}
+_CLOCK = re.compile(r"(?P<h>\d{1,2})(?P<rest>:\d{2}(?::\d{2})?)(?:\s?(?P<half>[ap])\.?m\.?)?")
 
 # Most words of prose hold no fact. A first, cheap scan keeps only the tokens that may: those
 # with a digit, an underscore, a slash or one of % $ \u20ac @ ~, a capital letter after the first
@@ -73,7 +82,7 @@ _CANDIDATES = re.compile(
     rf"""\s(
         (?=-|[A-Z]?+[^\s{_TRIGGER}A-Z]*+[{_TRIGGER}A-Z]
           |(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*\.?[\ \t]+\d)
-        \S+(?:[\ \t]+(?:(?i:{_UNIT_ALTERNATION})\b|\d\S*))*
+        \S+(?:[\ \t]+(?:(?i:{_UNIT_ALTERNATION}|[ap]\.?m\.?)\b|{_CAPITAL_MONTHS}\b|\d\S*))*
     )""",
     re.VERBOSE,
 )
@@ -86,6 +95,7 @@ _LITERALS = re.compile(
   | (?P<date>\b\d{{4}}-\d{{2}}-\d{{2}}
         (?:[T\ ]\d{{1,2}}:\d{{2}}(?::\d{{2}}(?:\.\d+)?)?(?:Z|[+-]\d{{2}}:?\d{{2}})?)?
       | \b(?:{_MONTH_ALTERNATION})\.?[\ \t]+\d{{1,2}}(?:st|nd|rd|th)?(?:,?[\ \t]+\d{{4}})?\b
+      | \b\d{{1,2}}(?:st|nd|rd|th)?[\ \t]+(?:{_MONTH_ALTERNATION})\.?(?:,?[\ \t]+\d{{4}})?\b
       | \b\d{{1,2}}:\d{{2}}(?::\d{{2}})?(?:[\ \t]?[ap]\.?m\.?\b)?)
   | (?P<path>(?:~|\.{{1,2}})?/(?:[\w.@-]+/?)+ | \b[\w.@-]+/(?:[\w.@-]+/?)*
       | \b[\w-]+\.(?:py|js|ts|tsx|jsx|json|ya?ml|md|txt|toml|cfg|ini|sh|go|rs|java|rb|c|h
@@ -136,11 +146,14 @@ _STOPWORDS = _word_set(
     "a an the and or but of to in on at by for from with as is are was were be been being it "
     "its this that these those any all some ever must should shall may might will would can "
     "could do does did done have has had so such then than there here their they them we you "
-    "i he she our your please just also very only more less"
+    "i he she our your please just also very only more less under over into onto within inside "
+    "outside across through about above below after before between during per via up down out "
+    "off again instead"
 )
-# A negation governs at most this many content words: enough for "emit local time", few
-# enough that a paraphrase of the rest of the clause does not lose it.
-_GOVERNED_WORDS = 4
+# A negation governs at most this many content words, up to the next comma: enough for "emit
+# local time", few enough that a summary compressing the rest of the clause does not lose it
+# (what detects a lost negation is the negator gone, not the words).
+_GOVERNED_WORDS = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,8 +221,23 @@ def _number(match: re.Match[str]) -> str:
 
 
 def _date(match: re.Match[str]) -> str:
-    words = _ORDINAL.sub("", match.group(0).lower().replace(",", " ").replace(".", " ")).split()
-    return " ".join(_MONTHS.get(word, word) for word in words)
+    """ISO dates as they are; ``May 3rd, 2024`` and ``3 May 2024`` as ``2024-05-03`` (``may 3``
+    without a year); ``2:30 pm`` as ``14:30``."""
+    value = match.group(0).lower()
+    clock = _CLOCK.fullmatch(value)
+    if clock is not None:
+        hours, rest, half = int(clock["h"]), clock["rest"], clock["half"]
+        if half is not None:
+            hours = hours % 12 + (12 if half.startswith("p") else 0)
+        return f"{hours}{rest}"
+    words = _ORDINAL.sub("", value.replace(",", " ").replace(".", " ")).split()
+    named = [_MONTHS.get(word, word) for word in words]
+    months = [m for m in named if m in _MONTH_NUMBERS]
+    days = [w for w in named if w.isdigit() and len(w) <= 2]
+    years = [w for w in named if w.isdigit() and len(w) == 4]
+    if months and days and years:
+        return f"{years[0]}-{_MONTH_NUMBERS[months[0]]:02d}-{int(days[0]):02d}"
+    return " ".join(named)
 
 
 _NORMALIZE: dict[str, Callable[[re.Match[str]], str]] = {
@@ -217,7 +245,7 @@ _NORMALIZE: dict[str, Callable[[re.Match[str]], str]] = {
     "number": _number,
     "date": _date,
     "url": lambda m: m.group(0).rstrip(".,;:!?").rstrip("/").lower(),
-    "path": lambda m: m.group(0).rstrip(".").lower(),
+    "path": lambda m: m.group(0).rstrip(".").rstrip("/").lower() or "/",
     "flag": lambda m: m.group(0).lower(),
 }
 
@@ -238,7 +266,7 @@ def _negations(text: str) -> tuple[set[str], list[frozenset[str]]]:
         start, end = (ends[i - 1] if i else 0), (ends[i] if i < len(ends) else len(lowered))
         if start not in clauses:
             clauses[start] = frozenset(_content_words(lowered[start:end]))
-        words = _content_words(lowered[after:end])[:_GOVERNED_WORDS]
+        words = _content_words(lowered[after:end].partition(",")[0])[:_GOVERNED_WORDS]
         if words:
             governed.add(" ".join(words))
     return governed, list(clauses.values())
@@ -249,19 +277,24 @@ def _content_words(text: str) -> list[str]:
     for word in _WORD.findall(text):
         if word in _STOPWORDS or word in _NEGATOR_WORDS:
             continue
-        words.append(stem(word))
+        words.append(stem(word.rstrip("/") or word))
     return words
 
 
 def stem(word: str) -> str:
-    """A crude, deterministic stem: enough that ``emitted`` meets ``emit`` and ``timestamps``
-    meets ``timestamp``; a paraphrase with other words is the embedding method's to judge."""
+    """A crude, deterministic stem: enough that ``emitted`` meets ``emit``, ``timestamps``
+    ``timestamp``, ``modified`` ``modify`` and ``directly`` ``direct``; a paraphrase with other
+    words is the embedding method's to judge."""
     if word.endswith("/") or not word.isalpha():
         return word
     for suffix in ("ing", "ed", "es", "s"):
         if word.endswith(suffix) and len(word) - len(suffix) >= 2 and not word.endswith("ss"):
             word = word[: -len(suffix)]
             break
+    if word.endswith("ly") and len(word) >= 6:  # "directly" meets "direct"; "apply" stays
+        word = word[:-2]
+    if word.endswith("i") and len(word) > 2:  # "modified", "modifies" meet "modify"
+        word = word[:-1] + "y"
     if word.endswith("e") and len(word) > 2:  # "use" and "used" meet at "us"
         word = word[:-1]
     if len(word) > 2 and word[-1] == word[-2] and word[-1] not in "aeiou":

@@ -4,9 +4,11 @@ replaces (:mod:`prunewarden.fidelity`).
 A child is a segment of ``after`` the edit made: a summary (a new id deriving from others) or a
 rewrite (an id of ``before`` with other text). Its parents are the segments of ``before`` it
 replaces: those of its ``derived_from`` that left the window, and, for a rewrite, its own text
-before. A parent still in the window loses nothing. Under ``scope: protected`` only pinned
-parents are checked (a pinned kind, ``non_recoverable``, a canary, a rule pin); a child that is
-an error message or a refusal is refused whatever it replaces.
+before. A parent still in the window loses nothing. Under ``scope: protected`` only protected
+parents are checked: pinned ones (a pinned kind, ``non_recoverable``, a canary, a rule pin) and
+summaries (segments deriving from others: what they hold is nowhere else any more, so a summary
+of a summary is checked against it); a child that is an error message or a refusal is refused
+whatever it replaces.
 
 Remediation: a lost parent that left the window is restored; a lost rewrite is kept verbatim.
 """
@@ -79,7 +81,7 @@ def judge(
             for p in child.derived_from
             if p != child.id and p in before and p not in present
         ]
-        protected = [p for p in parents if settings.scope == "all" or pinned(p)]
+        protected = [p for p in parents if settings.scope == "all" or pinned(p) or _summarizes(p)]
         if not protected and not (child.derived_from and parents):
             continue
         if not protected:  # unprotected parents: only an error as summary is refused
@@ -95,6 +97,11 @@ def judge(
         )
         results.append(result)
     return _findings(results, checked, before)
+
+
+def _summarizes(segment: TransitionSegment) -> bool:
+    """A segment deriving from others (not only from its own id: a rewrite may name itself)."""
+    return any(parent != segment.id for parent in segment.derived_from)
 
 
 def _findings(
