@@ -3,6 +3,7 @@ said is refused and the originals stay; a faithful one replaces them (real langc
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -86,6 +87,12 @@ class Agent:
             out = self.graph.invoke({"messages": [HumanMessage(text)]}, self.config)
         return list(out["messages"])
 
+    async def arun(self) -> list[BaseMessage]:
+        """As :meth:`run`, with ``ainvoke``."""
+        for text in [TASK, "Where is the time read?", "And what next?", "Go on."]:
+            out = await self.graph.ainvoke({"messages": [HumanMessage(text)]}, self.config)
+        return list(out["messages"])
+
 
 class TestGuardedSummaries:
     def test_a_faithful_summary_replaces_what_it_folds(self) -> None:
@@ -117,6 +124,15 @@ class TestGuardedSummaries:
         assert [m.type for m in messages[:2]] == ["human", "ai"]
         assert len(messages) == 8
         assert not any(m.additional_kwargs.get("lc_source") for m in messages)
+
+    def test_an_agent_run_with_ainvoke_is_guarded_too(self) -> None:
+        """Through abefore_model: the lost negation is refused and the history stays whole."""
+        agent = Agent(LOSSY)
+        messages = asyncio.run(agent.arun())
+        decision = agent.middleware.last_decision
+        assert decision is not None
+        assert decision.codes == ("negation_lost",)
+        assert len(messages) == 8
 
     @pytest.mark.parametrize("summary", [REFUSAL, "   "], ids=["refusal", "blank"])
     def test_a_refusal_or_nothing_is_not_a_summary(self, summary: str) -> None:
