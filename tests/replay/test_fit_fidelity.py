@@ -161,6 +161,17 @@ class TestBadInput:
         assert stderr.strip().endswith(f"{pairs}{expected}")
         assert not out.exists()
 
+    def test_options_of_the_trace_fit_are_refused_with_pairs(self, tmp_path: Path) -> None:
+        """--power or --collapsed with --fidelity: a usage error naming them, nothing written."""
+        out = tmp_path / "out.yaml"
+        code, _, stderr = cli(
+            "calibrate", "--fidelity", str(PAIRS), "--power", "--collapsed", "t.jsonl",
+            "--base", str(DEFAULT), "--out", str(out),
+        )  # fmt: skip
+        assert code == 2
+        assert "--collapsed, --power: fit traces, not --fidelity pairs" in stderr
+        assert not out.exists()
+
     def test_healthy_and_fidelity_are_exclusive(self, tmp_path: Path) -> None:
         """Both, or neither, of --healthy and --fidelity: a usage error."""
         out = str(tmp_path / "out.yaml")

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from prunewarden.cli._calibrate_fidelity import calibrate_fidelity
+from prunewarden.cli._calibrate_fidelity import calibrate_fidelity, check_fidelity_arguments
 from prunewarden.cli._jobs import Progress, Runner
 from prunewarden.cli._policy import base_dirs
 from prunewarden.cli._replay import add_executor_options, cluster_for
@@ -210,6 +210,8 @@ def _check_arguments(args: argparse.Namespace) -> None:
         raise CalibrationError(f"{args.out}: --out must not overwrite the base policy")
     if (args.healthy is None) == (args.fidelity is None):
         raise CalibrationError("give either --healthy TRACE... or --fidelity PAIRS")
+    if args.fidelity is not None:
+        check_fidelity_arguments(args)
 
 
 def _run_fidelity(

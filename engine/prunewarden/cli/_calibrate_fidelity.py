@@ -18,6 +18,20 @@ NEEDS_EMBED = (
 )
 
 
+def check_fidelity_arguments(args: argparse.Namespace) -> None:
+    """The options of the trace fit mean nothing with ``--fidelity``: a usage error."""
+    traces_only = {
+        "--collapsed": args.collapsed,
+        "--power": args.power,
+        "--plot": args.plot,
+        "--power-plot": args.power_plot,
+        "--spread-test": args.spread_test,
+    }
+    given = [option for option, value in traces_only.items() if value]
+    if given:
+        raise CalibrationError(f"{', '.join(given)}: fit traces, not --fidelity pairs")
+
+
 def calibrate_fidelity(
     args: argparse.Namespace, base: Policy, base_ref: str, date: str
 ) -> tuple[FidelityFit, str]:
