@@ -26,6 +26,12 @@ FidelityMode = Literal["enforce", "audit", "off"]
 DEFAULT_ERROR_PATTERNS = (
     r"^\s*(?:\w+\.)*\w*(?:Error|Exception)\s*:",
     r"^\s*Traceback \(most recent call last\)",
+    r"^\s*(?:error code|status code|http error|http)\s*:?\s*[45]\d\d\b",
+    r"^\s*request failed with status code [45]\d\d\b",
+    (
+        r"^\s*(?:context_length_exceeded|rate_limit_exceeded|insufficient_quota|"
+        r"invalid_request_error|overloaded_error|rate_limit_error|api_error|server_error)\b"
+    ),
     r"^\s*\{\s*\"(?:error|detail|message)\"\s*:",
     (
         r"^\s*(?:error\s+)?(?:[45]\d\d\b\W*)?(?:internal server error|service unavailable|"
@@ -113,7 +119,9 @@ def check_fidelity(
     child_id, child_text = child
     kinds = settings.kinds
     if is_error_text(child_text, settings.error_patterns):
-        report = tuple(_all_lost(pid, extract_facts(text), kinds) for pid, text in parents)
+        report = tuple(
+            _all_lost(pid, extract_facts(text, whole_text=False), kinds) for pid, text in parents
+        )
         reasons = tuple(
             Reason(
                 "summary_is_error",
@@ -129,7 +137,8 @@ def check_fidelity(
         theirs = extract_facts(child_text)
         words = _words(theirs)
         for parent_id, text in parents:
-            parent = _compare(parent_id, extract_facts(text), theirs, words, kinds)
+            mine = extract_facts(text, whole_text=False)
+            parent = _compare(parent_id, mine, theirs, words, kinds)
             report_list.append(parent)
             reasons_list.extend(_reasons(parent, child_id, settings.min_kept_share))
     if settings.method != "facts":

@@ -12,7 +12,7 @@ millisecond for a 2,000-token parent.
 
 from __future__ import annotations
 
-import bisect
+import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -94,11 +94,12 @@ _LITERALS = re.compile(
     (?P<url>\b(?:https?|ftp|s3|gs|file)://[^\s<>"'`)\]]+)
   | (?P<date>\b\d{{4}}-\d{{2}}-\d{{2}}
         (?:[T\ ]\d{{1,2}}:\d{{2}}(?::\d{{2}}(?:\.\d+)?)?(?:Z|[+-]\d{{2}}:?\d{{2}})?)?
-      | \b(?:{_MONTH_ALTERNATION})\.?[\ \t]+\d{{1,2}}(?:st|nd|rd|th)?(?:,?[\ \t]+\d{{4}})?\b
+      | \b(?=[adfjmnos])(?:{_MONTH_ALTERNATION})\.?[\ \t]+\d{{1,2}}(?:st|nd|rd|th)?
+        (?:,?[\ \t]+\d{{4}})?\b
       | \b\d{{1,2}}(?:st|nd|rd|th)?[\ \t]+(?:{_MONTH_ALTERNATION})\.?(?:,?[\ \t]+\d{{4}})?\b
       | \b\d{{1,2}}:\d{{2}}(?::\d{{2}})?(?:[\ \t]?[ap]\.?m\.?\b)?)
-  | (?P<path>(?:~|\.{{1,2}})?/(?:[\w.@-]+/?)+ | \b[\w.@-]+/(?:[\w.@-]+/?)*
-      | \b[\w-]+\.(?:py|js|ts|tsx|jsx|json|ya?ml|md|txt|toml|cfg|ini|sh|go|rs|java|rb|c|h
+  | (?P<path>(?:~|\.{{1,2}})?/(?:[\w.@-]++/?)++ | \b[\w.@-]++/(?:[\w.@-]++/?)*+
+      | \b[\w-]++\.(?:py|js|ts|tsx|jsx|json|ya?ml|md|txt|toml|cfg|ini|sh|go|rs|java|rb|c|h
                     |cpp|sql|csv|log|lock|env|html|css|xml|conf)\b)
   | (?P<flag>(?<![\w-])--?[A-Za-z][\w-]*(?:=[^\s,;]+)?)
   | (?P<number>(?<![\w.,-])[$\u20ac]?[-+]?\d[\d,]*+(?:\.\d+)?+(?![\w.]\d)
@@ -120,6 +121,7 @@ _QUOTED = re.compile(
 )
 _ORDINAL = re.compile(r"(?<=\d)(?:st|nd|rd|th)\b")
 # Starts with its character set, so that the scan skips to punctuation (a branch would not).
+_CLAUSE_MARKS = (". ", "; ", ": ", "! ", "? ", ".\t", "\n")
 _CLAUSE_END = re.compile(r"[.;:!?\n](?:(?<=\n)|(?=\s|$))")
 # Searched in the lowered text (with a leading space, and \u2019 read as '), each anchored on
 # its first character, so that the regex engine skips ahead without trying a match in most
@@ -160,8 +162,9 @@ _GOVERNED_WORDS = 3
 class Facts:
     """A text's facts, normalized: ``by_kind`` maps each kind of :data:`FACT_KINDS` found to
     its values (a negation's value is the governed words, stemmed, joined by spaces);
-    ``text`` is the whole text normalized, for facts a summary may keep without quoting;
-    ``negated`` holds, per negated clause, the stemmed words of that clause."""
+    ``text`` is the whole text normalized, for facts a summary may keep without quoting (a
+    parent's is not needed: :func:`check_fidelity` leaves it empty); ``negated`` holds, per
+    negated clause, the stemmed words of that clause."""
 
     by_kind: dict[str, frozenset[str]]
     text: str
@@ -171,11 +174,17 @@ class Facts:
         return sum(len(v) for k, v in self.by_kind.items() if kinds is None or k in kinds)
 
 
-def extract_facts(text: str) -> Facts:
-    """The facts of ``text`` (see :class:`Facts`); deterministic, never raises on any str."""
+def extract_facts(text: str, *, whole_text: bool = True) -> Facts:
+    """The facts of ``text`` (see :class:`Facts`); deterministic, never raises on any str.
+    ``whole_text=False`` leaves ``Facts.text`` empty (what a parent needs: its facts only)."""
     found: dict[str, set[str]] = {}
     candidates = "\n".join(_CANDIDATES.findall(" " + text))
+    seen: set[str] = set()  # a fact repeated verbatim is normalized once
     for match in _LITERALS.finditer(candidates):
+        raw = match.group(0)
+        if raw in seen:
+            continue
+        seen.add(raw)
         kind = str(match.lastgroup)  # the outer group: it closes after number's unit
         value = _NORMALIZE[kind](match)
         if value:
@@ -190,7 +199,7 @@ def extract_facts(text: str) -> Facts:
     if negations:
         found["negation"] = negations
     by_kind = {kind: frozenset(values) for kind, values in found.items() if values}
-    return Facts(by_kind, normalize_text(text), tuple(negated))
+    return Facts(by_kind, normalize_text(text) if whole_text else "", tuple(negated))
 
 
 def normalize_text(text: str) -> str:
@@ -251,36 +260,52 @@ _NORMALIZE: dict[str, Callable[[re.Match[str]], str]] = {
 
 
 def _negations(text: str) -> tuple[set[str], list[frozenset[str]]]:
-    """What each negator governs (its clause's next content words, stemmed), and the stemmed
-    words of every negated clause, the unit a summary's negation is compared in."""
-    governed: set[str] = set()
-    clauses: dict[int, frozenset[str]] = {}
+    """What each negator governs (its clause's next content words, stemmed, up to a comma), and
+    the stemmed words of every negated clause, the unit a summary's negation is compared in.
+    Each clause's words are read once, with their offsets, however many negators it holds."""
     lowered = " " + text.lower().replace("\u2019", "'")
     negators = [m.span(1) for m in _NEGATOR.finditer(lowered)]
     negators += [m.span() for m in _CONTRACTION.finditer(lowered)]
     if not negators:
-        return governed, []
-    ends = [m.end() for m in _CLAUSE_END.finditer(lowered)]
+        return set(), []
+    governed: set[str] = set()
+    clauses: dict[int, list[tuple[int, str]]] = {}
     for at, after in sorted(negators):
-        i = bisect.bisect_right(ends, at)
-        start, end = (ends[i - 1] if i else 0), (ends[i] if i < len(ends) else len(lowered))
-        if start not in clauses:
-            clauses[start] = frozenset(_content_words(lowered[start:end]))
-        words = _content_words(lowered[after:end].partition(",")[0])[:_GOVERNED_WORDS]
-        if words:
-            governed.add(" ".join(words))
-    return governed, list(clauses.values())
+        start, end = _clause(lowered, at, after)
+        words = clauses.get(start)
+        if words is None:
+            words = clauses[start] = _content_words(lowered, start, end)
+        comma = lowered.find(",", after, end)
+        stop = end if comma < 0 else comma
+        picked = [word for offset, word in words if after <= offset < stop][:_GOVERNED_WORDS]
+        if picked:
+            governed.add(" ".join(picked))
+    return governed, [frozenset(word for _, word in words) for words in clauses.values()]
 
 
-def _content_words(text: str) -> list[str]:
+def _clause(text: str, at: int, after: int) -> tuple[int, int]:
+    """The clause around ``text[at:after]``: from just after the previous clause end (a
+    ``.;:!?`` before a space, or a line break) to just after the next one. Searched from the
+    negator both ways, so a text with few negators is not split whole."""
+    start = max(text.rfind(mark, 0, at) for mark in _CLAUSE_MARKS)
+    start = 0 if start < 0 else start + (1 if text[start] == "\n" else 2)
+    found = _CLAUSE_END.search(text, after)
+    return start, found.end() if found is not None else len(text)
+
+
+def _content_words(text: str, start: int, end: int) -> list[tuple[int, str]]:
+    """The content words of ``text[start:end]`` (no stop word, no negator), stemmed, each with
+    its offset in ``text``."""
     words = []
-    for word in _WORD.findall(text):
+    for match in _WORD.finditer(text, start, end):
+        word = match.group(0)
         if word in _STOPWORDS or word in _NEGATOR_WORDS:
             continue
-        words.append(stem(word.rstrip("/") or word))
+        words.append((match.start(), stem(word.rstrip("/") or word)))
     return words
 
 
+@functools.lru_cache(maxsize=8192)
 def stem(word: str) -> str:
     """A crude, deterministic stem: enough that ``emitted`` meets ``emit``, ``timestamps``
     ``timestamp``, ``modified`` ``modify`` and ``directly`` ``direct``; a paraphrase with other
