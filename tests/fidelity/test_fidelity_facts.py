@@ -33,6 +33,8 @@ class TestKinds:
             ("due on May 3rd at the latest", "date", "may 3"),
             ("edit /etc/app/config.yaml then", "path", "/etc/app/config.yaml"),
             ("do not touch vendor/ at all", "path", "vendor"),
+            ("edit config.yaml first", "path", "config.yaml"),
+            ("call os.path.join here", "identifier", "os.path.join"),
             ("at 2:30 pm", "date", "14:30"),
             ("on 3 May 2024 or later", "date", "2024-05-03"),
             ("run it with --retries=3 once", "flag", "--retries=3"),

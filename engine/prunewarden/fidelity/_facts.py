@@ -12,6 +12,7 @@ millisecond for a 2,000-token parent.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import re
 from collections.abc import Callable
@@ -72,7 +73,8 @@ _CLOCK = re.compile(r"(?P<h>\d{1,2})(?P<rest>:\d{2}(?::\d{2})?)(?:\s?(?P<half>[a
 
 # Most words of prose hold no fact. A first, cheap scan keeps only the tokens that may: those
 # with a digit, an underscore, a slash or one of % $ \u20ac @ ~, a capital letter after the first
-# (``UTC``, ``getUserName``), a leading dash, or a month's name and a day; each with the unit
+# (``UTC``, ``getUserName``), a leading dash, a dot before a letter (``config.yaml``,
+# ``os.path``), or a month's name and a day; each with the unit
 # words and numbers right after it (so "500 ms" and "May 3, 2024" stay together). Only those,
 # one a line, meet the full alternation below. The scan is anchored on the whitespace before a
 # token, so that the regex engine skips from one to the next without trying a match inside
@@ -80,7 +82,7 @@ _CLOCK = re.compile(r"(?P<h>\d{1,2})(?P<rest>:\d{2}(?::\d{2})?)(?:\s?(?P<half>[a
 _TRIGGER = r"\d_/%$\u20ac@~"
 _CANDIDATES = re.compile(
     rf"""\s(
-        (?=-|[A-Z]?+[^\s{_TRIGGER}A-Z]*+[{_TRIGGER}A-Z]
+        (?=-|[A-Z]?+[^\s{_TRIGGER}A-Z.]*+(?:[{_TRIGGER}A-Z]|\.[a-z])
           |(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*\.?[\ \t]+\d)
         \S+(?:[\ \t]+(?:(?i:{_UNIT_ALTERNATION}|[ap]\.?m\.?)\b|{_CAPITAL_MONTHS}\b|\d\S*))*
     )""",
@@ -88,7 +90,9 @@ _CANDIDATES = re.compile(
 )
 
 # One alternation, longest and most specific kind first; each match is one fact. Spaces inside
-# a fact are [ \t]: the candidates are joined one a line, and a fact never spans two.
+# a fact are [ \t]: the candidates are joined one a line, and a fact never spans two. A branch
+# that runs over a whole token starts only where a token does (a lookbehind, not \b), so that
+# a long token is not scanned again from every boundary inside it.
 _LITERALS = re.compile(
     rf"""
     (?P<url>\b(?:https?|ftp|s3|gs|file)://[^\s<>"'`)\]]+)
@@ -98,8 +102,8 @@ _LITERALS = re.compile(
         (?:,?[\ \t]+\d{{4}})?\b
       | \b\d{{1,2}}(?:st|nd|rd|th)?[\ \t]+(?:{_MONTH_ALTERNATION})\.?(?:,?[\ \t]+\d{{4}})?\b
       | \b\d{{1,2}}:\d{{2}}(?::\d{{2}})?(?:[\ \t]?[ap]\.?m\.?\b)?)
-  | (?P<path>(?:~|\.{{1,2}})?/(?:[\w.@-]++/?)++ | \b[\w.@-]++/(?:[\w.@-]++/?)*+
-      | \b[\w-]++\.(?:py|js|ts|tsx|jsx|json|ya?ml|md|txt|toml|cfg|ini|sh|go|rs|java|rb|c|h
+  | (?P<path>(?:~|\.{{1,2}})?/(?:[\w.@-]++/?)++ | (?<![\w.@-])[\w.@-]++/(?:[\w.@-]++/?)*+
+      | (?<![\w.@-])[\w-]++\.(?:py|js|ts|tsx|jsx|json|ya?ml|md|txt|toml|cfg|ini|sh|go|rs|java|rb|c|h
                     |cpp|sql|csv|log|lock|env|html|css|xml|conf)\b)
   | (?P<flag>(?<![\w-])--?[A-Za-z][\w-]*(?:=[^\s,;]+)?)
   | (?P<number>(?<![\w.,-])[$\u20ac]?[-+]?\d[\d,]*+(?:\.\d+)?+(?![\w.]\d)
@@ -262,47 +266,52 @@ _NORMALIZE: dict[str, Callable[[re.Match[str]], str]] = {
 def _negations(text: str) -> tuple[set[str], list[frozenset[str]]]:
     """What each negator governs (its clause's next content words, stemmed, up to a comma), and
     the stemmed words of every negated clause, the unit a summary's negation is compared in.
-    Each clause's words are read once, with their offsets, however many negators it holds."""
+
+    Linear in the text however many negators it holds: each clause's words are read once, with
+    their offsets; the negators are taken in order, so a clause boundary is searched for only
+    between one negator and the next, and a negator inside the previous one's clause reuses it."""
     lowered = " " + text.lower().replace("\u2019", "'")
     negators = [m.span(1) for m in _NEGATOR.finditer(lowered)]
     negators += [m.span() for m in _CONTRACTION.finditer(lowered)]
     if not negators:
         return set(), []
     governed: set[str] = set()
-    clauses: dict[int, list[tuple[int, str]]] = {}
+    clauses: dict[int, tuple[list[int], list[str]]] = {}
+    start, end, searched = 0, -1, 0
     for at, after in sorted(negators):
-        start, end = _clause(lowered, at, after)
-        words = clauses.get(start)
-        if words is None:
-            words = clauses[start] = _content_words(lowered, start, end)
-        comma = lowered.find(",", after, end)
-        stop = end if comma < 0 else comma
-        picked = [word for offset, word in words if after <= offset < stop][:_GOVERNED_WORDS]
+        if after > end:  # past the previous clause: find this one's bounds
+            found = max(lowered.rfind(mark, searched, at) for mark in _CLAUSE_MARKS)
+            if found >= 0:
+                start = found + (1 if lowered[found] == "\n" else 2)
+            following = _CLAUSE_END.search(lowered, after)
+            end = following.end() if following is not None else len(lowered)
+        searched = at
+        if start not in clauses:
+            clauses[start] = _content_words(lowered, start, end)
+        offsets, words = clauses[start]
+        first = bisect.bisect_left(offsets, after)
+        window = slice(first, first + _GOVERNED_WORDS)
+        picked = []
+        for offset, word in zip(offsets[window], words[window], strict=True):
+            if offset >= end or lowered.find(",", after, offset) >= 0:
+                break
+            picked.append(word)
         if picked:
             governed.add(" ".join(picked))
-    return governed, [frozenset(word for _, word in words) for words in clauses.values()]
+    return governed, [frozenset(words) for _, words in clauses.values()]
 
 
-def _clause(text: str, at: int, after: int) -> tuple[int, int]:
-    """The clause around ``text[at:after]``: from just after the previous clause end (a
-    ``.;:!?`` before a space, or a line break) to just after the next one. Searched from the
-    negator both ways, so a text with few negators is not split whole."""
-    start = max(text.rfind(mark, 0, at) for mark in _CLAUSE_MARKS)
-    start = 0 if start < 0 else start + (1 if text[start] == "\n" else 2)
-    found = _CLAUSE_END.search(text, after)
-    return start, found.end() if found is not None else len(text)
-
-
-def _content_words(text: str, start: int, end: int) -> list[tuple[int, str]]:
-    """The content words of ``text[start:end]`` (no stop word, no negator), stemmed, each with
-    its offset in ``text``."""
-    words = []
+def _content_words(text: str, start: int, end: int) -> tuple[list[int], list[str]]:
+    """The content words of ``text[start:end]`` (no stop word, no negator), stemmed, and their
+    offsets in ``text``, in order."""
+    offsets, words = [], []
     for match in _WORD.finditer(text, start, end):
         word = match.group(0)
         if word in _STOPWORDS or word in _NEGATOR_WORDS:
             continue
-        words.append((match.start(), stem(word.rstrip("/") or word)))
-    return words
+        offsets.append(match.start())
+        words.append(stem(word.rstrip("/") or word))
+    return offsets, words
 
 
 @functools.lru_cache(maxsize=8192)
