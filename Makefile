@@ -46,6 +46,8 @@ demo-agents: $(VENV)/.installed-test
 	@$(BIN)/python examples/agents/guarded_agents_session.py
 	@echo "==> examples/agents/anthropic_context_editing.py: context_management compiled from the policy, recorded applied_edits judged"
 	@$(BIN)/python examples/agents/anthropic_context_editing.py
+	@echo "==> examples/agents/guarded_summary.py: SummarizationMiddleware guarded, the UTC constraint's lost negation refused"
+	@$(BIN)/python examples/agents/guarded_summary.py
 	@echo "==> examples/agents/memory_tool.py: a memory tool's edits judged: a pinned memory's delete refused, a tombstoned one made; then audit verify"
 	@out=$$(mktemp -d) && $(BIN)/python examples/agents/memory_tool.py $$out && $(BIN)/prunewarden audit verify $$out/audit.jsonl && rm -rf $$out
 
@@ -128,6 +130,7 @@ bench: $(VENV)/.installed-test typescript-example
 	$(BIN)/python benchmarks/bench_server.py --clients 8 --requests 8000
 	$(BIN)/python -m benchmarks.ts_client --requests 2000 --repeats 5
 	$(BIN)/python benchmarks/start_time.py
+	$(BIN)/python -m benchmarks.fidelity
 	$(BIN)/python -m benchmarks.targets
 
 # The fuzz tests with fifty times the examples of make test (several minutes).

@@ -18,7 +18,9 @@ One run measures, side by side on this machine:
 - the native CEL backend against cel-python (``benchmarks/rules_backends.py``): the rule time of
   the 3-rule pass (cache off), and the cold compile of the example policies' rules.
 - the CPU time of ``import prunewarden`` and of ``prunewarden --version``, with bytecode
-  (``benchmarks/start_time.py``, which also gives each one's ratio to ``python -c pass``).
+  (``benchmarks/start_time.py``, which also gives each one's ratio to ``python -c pass``);
+- the fidelity check by facts alone on a 2,000-token parent and a 300-token summary, per pair
+  (``benchmarks/fidelity/measure.py``, which also measures its recall and false refusals).
 
 With ``--runs N`` the whole set runs N times and the table gives each target's median, lowest
 and highest value: what ``docs/benchmarks.md`` reports as the spread. ``--only TEXT`` keeps the
@@ -38,6 +40,7 @@ from functools import cache
 from pathlib import Path
 
 from benchmarks import bench_auditlog, replay_scale, rules_backends, rules_cache, start_time
+from benchmarks.fidelity import measure as fidelity
 from benchmarks.harness import run_workload
 from benchmarks.workloads import load
 
@@ -120,6 +123,13 @@ TARGETS: list[tuple[str, str, float, bool, Callable[[], float]]] = [
         start_time.VERSION_TARGET_SECONDS,
         True,
         lambda: start_time.run()["prunewarden --version"],
+    ),
+    (
+        "fidelity by facts, 2k/300 tokens",
+        "ms",
+        fidelity.FACTS_TARGET_MS,
+        True,
+        lambda: fidelity.time_facts()["seconds_per_pair"] * 1000,
     ),
 ]
 

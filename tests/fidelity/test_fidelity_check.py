@@ -162,11 +162,12 @@ class TestMeaning:
             check_fidelity([("m1", UTC)], ("s1", UTC), FidelitySettings(method="embedding"))
 
     def test_one_batch_per_check_and_drift_below_the_floor(self) -> None:
-        """Every sentence embedded in one call; a far sentence is meaning_drift."""
+        """Every sentence embedded in one call (the parent's two clauses and the child's one);
+        a far sentence is meaning_drift."""
         embedder = _Embedder()
         settings = FidelitySettings(method="embedding", embedding_floor=0.99)
         result = check_fidelity([("m1", UTC)], ("s1", "zzz qqq."), settings, embedder=embedder)
-        assert embedder.calls == [2]
+        assert embedder.calls == [3]
         assert [r.code for r in result.reasons] == ["meaning_drift"]
         same = check_fidelity([("m1", UTC)], ("s1", UTC), settings, embedder=embedder)
         assert same.reasons == ()

@@ -230,12 +230,13 @@ class TestEmbedder:
     def test_the_engines_embedder_serves_the_meaning_method(
         self, make_policy: PolicyFactory
     ) -> None:
-        """Engine(embedder=...) reaches the check: one batch per summary, a verdict, no error."""
+        """Engine(embedder=...) reaches the check: one batch per summary (the constraint's two
+        clauses and the summary's two), a verdict, no error."""
         embedder = _LetterEmbedder()
         engine = Engine(make_policy(fidelity={"method": "both"}), embedder=embedder)
         decision = engine.evaluate(_summarized(UTC, CONSTRAINT))
         assert decision.codes == ("transition_clean",)
-        assert embedder.batches == [2]
+        assert embedder.batches == [4]
 
 
 class TestSummaryOfASummary:

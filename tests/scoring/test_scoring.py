@@ -20,7 +20,7 @@ from prunewarden.scoring import (
     bind_scores,
     text_sha256,
 )
-from prunewarden.scoring.embed import MiniLMScorer
+from prunewarden.scoring.embed import MiniLMEmbedder, MiniLMScorer
 
 ROOT = Path(__file__).resolve().parents[2]
 AGENTS = ROOT / "examples" / "agents"
@@ -84,6 +84,45 @@ class TestMiniLM:
     def test_scoring_prints_nothing(self, capfd: pytest.CaptureFixture[str]) -> None:
         """Loading the model and scoring leave stdout and stderr alone."""
         MiniLMScorer().score([{"id": "a", "text": "quiet"}], "quiet")
+        assert capfd.readouterr() == ("", "")
+
+
+class TestMiniLMEmbedder:
+    def test_batched_vectors_are_the_scorers_one_by_one(self, minilm: MiniLMScorer) -> None:
+        """Texts of different lengths padded into one batch embed as they do alone, in order,
+        unit length; a repeated text is embedded once."""
+        texts = [
+            "All timestamps must be UTC; never emit local time.",
+            "Emit local time.",
+            "The morning ferry leaves the harbour at 07:30 and the crossing takes 90 minutes.",
+            "Emit local time.",
+        ]
+        embedder = MiniLMEmbedder(batch=2)
+        vectors = embedder.embed(texts)
+        assert len(vectors) == len(texts)
+        for text, vector in zip(texts, vectors, strict=True):
+            alone = minilm.embed(text)
+            assert sum(a * b for a, b in zip(vector, alone, strict=True)) == pytest.approx(1.0)
+            assert sum(x * x for x in vector) == pytest.approx(1.0)
+        assert vectors[1] is vectors[3]
+
+    def test_a_paraphrase_is_nearer_than_a_lost_negation_is_far(self) -> None:
+        """The seed's UTC constraint reworded stays close; the sentence without it is far."""
+        constraint, paraphrase, other = MiniLMEmbedder().embed(
+            [
+                "All timestamps must be UTC; never emit local time.",
+                "Timestamps are UTC and local time is never emitted.",
+                "The ferry leaves at 07:30.",
+            ]
+        )
+        near = sum(a * b for a, b in zip(constraint, paraphrase, strict=True))
+        far = sum(a * b for a, b in zip(constraint, other, strict=True))
+        assert near > 0.8
+        assert far < 0.3
+
+    def test_embedding_prints_nothing(self, capfd: pytest.CaptureFixture[str]) -> None:
+        """Loading the model and embedding leave stdout and stderr alone."""
+        MiniLMEmbedder().embed(["quiet"])
         assert capfd.readouterr() == ("", "")
 
 

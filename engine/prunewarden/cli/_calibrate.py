@@ -1,4 +1,5 @@
-"""``prunewarden calibrate``: fit a policy's score scale and spread floor to healthy traces.
+"""``prunewarden calibrate``: fit a policy's score scale and spread floor to healthy traces, or
+(``--fidelity PAIRS``) the fidelity meaning method's floor to faithful summaries.
 
 The fit runs here; what the base and the fitted policy decide on every trace (the table that
 closes the report, and whether each known-collapsed trace halts) runs where ``--jobs``,
@@ -16,6 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from prunewarden.cli._calibrate_fidelity import calibrate_fidelity, check_fidelity_arguments
 from prunewarden.cli._jobs import Progress, Runner
 from prunewarden.cli._policy import base_dirs
 from prunewarden.cli._replay import add_executor_options, cluster_for
@@ -52,7 +54,7 @@ CALIBRATE_EXIT_CODES = """\
 exit codes:
   0   fitted and written; every known-collapsed trace halts under the fitted policy
   1   fitted and written, but some known-collapsed trace does not halt (named on stderr)
-  2   usage error, or a malformed or unreadable trace (nothing written)
+  2   usage error, or a malformed or unreadable trace or pairs file (nothing written)
   3   invalid base policy, or a fitted policy the base refuses (a locked field)
 """
 
@@ -61,19 +63,28 @@ def add_command(commands: Any) -> None:
     """``prunewarden calibrate``."""
     parser = commands.add_parser(
         "calibrate",
-        help="fit a policy's score scale and spread floor to healthy traces of your scorer",
+        help="fit a policy's score scale and spread floor to healthy traces of your scorer, or "
+        "its fidelity floor to faithful summaries",
         description="Fit spec.scores.calibration (5th percentile -> 0, 95th -> 1) and the "
         "collapse guard's spread floor\nto healthy traces, write the result as a new version of "
-        "the base policy, and print what\nthe base and the fitted policy decide on every trace.",
+        "the base policy, and print what\nthe base and the fitted policy decide on every trace. "
+        "With --fidelity, fit spec.fidelity.embedding_floor\nto faithful (parents, summary) "
+        "pairs instead.",
         epilog=CALIBRATE_EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
         "--healthy",
         nargs="+",
-        required=True,
         metavar="TRACE",
         help="traces of sessions that did not collapse (JSON Lines)",
+    )
+    parser.add_argument(
+        "--fidelity",
+        metavar="PAIRS",
+        help="instead of --healthy: fit spec.fidelity.embedding_floor to the faithful "
+        "(parents, summary) pairs of PAIRS (JSON Lines; docs/fidelity.md), with MiniLM (needs "
+        "the embed extra)",
     )
     parser.add_argument(
         "--collapsed",
@@ -143,17 +154,15 @@ def add_command(commands: Any) -> None:
 
 def run_calibrate(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
     base = load_policy(args.base, base_dirs=base_dirs(args))
-    if (
-        not args.base.startswith("builtin:")
-        and Path(args.out).resolve() == Path(args.base).resolve()
-    ):
-        raise CalibrationError(f"{args.out}: --out must not overwrite the base policy")
+    _check_arguments(args)
     date = args.date or dt.datetime.now(dt.UTC).date().isoformat()
     _prepare_folder(args.out)  # the fit reads its base through the folder it is written to
+    ref = extends_reference(args.base, args.out)
+    if args.fidelity is not None:
+        return _run_fidelity(args, base, (ref, date), stdout, stderr)
     _check_plots(args, base)  # before the fit: a missing extra fails fast
     healthy = [read_trace(path, base) for path in args.healthy]
     collapsed = [read_trace(path, base) for path in args.collapsed]
-    ref = extends_reference(args.base, args.out)
 
     def fit_on(traces: Sequence[TraceData], **more: Any) -> Fit:
         return fit(
@@ -191,6 +200,35 @@ def run_calibrate(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) ->
     for path in missed:
         stderr.write(f"{path}: known collapsed, but the fitted policy does not halt on it\n")
     return ExitCode.REFUSED if missed else ExitCode.OK
+
+
+def _check_arguments(args: argparse.Namespace) -> None:
+    if (
+        not args.base.startswith("builtin:")
+        and Path(args.out).resolve() == Path(args.base).resolve()
+    ):
+        raise CalibrationError(f"{args.out}: --out must not overwrite the base policy")
+    if (args.healthy is None) == (args.fidelity is None):
+        raise CalibrationError("give either --healthy TRACE... or --fidelity PAIRS")
+    if args.fidelity is not None:
+        check_fidelity_arguments(args)
+
+
+def _run_fidelity(
+    args: argparse.Namespace,
+    base: Policy,
+    ref_and_date: tuple[str, str],
+    stdout: IO[str],
+    stderr: IO[str],
+) -> int:
+    """``--fidelity``: fit the meaning method's floor, write the new version, report."""
+    ref, date = ref_and_date
+    fitted, report = calibrate_fidelity(args, base, ref, date)
+    _write(args.out, fitted.text)
+    if base_outside(ref):
+        stderr.write(_how_to_load(args, base, ref))
+    stdout.write(report)
+    return ExitCode.OK
 
 
 def _check_plots(args: argparse.Namespace, base: Policy) -> None:

@@ -105,7 +105,8 @@ COMMANDS: dict[str, Command] = {
     ),
     "calibrate": Command(
         "_calibrate",
-        "fit a policy's score scale and spread floor to healthy traces of your scorer",
+        "fit a policy's score scale and spread floor to healthy traces of your scorer, or its "
+        "fidelity floor to faithful summaries",
         "add_command",
         "run_calibrate",
     ),

@@ -14,7 +14,11 @@ The public API (stable; ``docs/fidelity.md`` documents it):
   raises ``LookupError``). Each reason's ``detail`` has ``parent``, ``child`` and ``lost``
   (kinds), never text.
 - ``Embedder``: the meaning method's hook, ``embed(texts: Sequence[str]) ->
-  list[list[float]]``, called once per check with every sentence.
+  list[list[float]]``, called once per check with every sentence
+  (:class:`prunewarden.scoring.embed.MiniLMEmbedder` is the bundled one, extra ``embed``).
+- ``sentences(text)``, ``sentence_similarities(parents, child_text, embedder)``: how the meaning
+  method splits texts, and per parent each sentence's best cosine to a child sentence (what
+  ``prunewarden calibrate --fidelity`` fits ``embedding_floor`` to).
 - ``is_error_text(text, patterns)``, ``DEFAULT_ERROR_PATTERNS``: what ``summary_is_error``
   matches (empty or whitespace, provider errors, stack traces, refusals).
 
@@ -26,7 +30,6 @@ from __future__ import annotations
 
 from prunewarden.fidelity._check import (
     DEFAULT_ERROR_PATTERNS,
-    Embedder,
     FidelityResult,
     FidelitySettings,
     ParentFidelity,
@@ -34,6 +37,7 @@ from prunewarden.fidelity._check import (
     is_error_text,
 )
 from prunewarden.fidelity._facts import FACT_KINDS, Facts, extract_facts
+from prunewarden.fidelity._meaning import Embedder, sentence_similarities, sentences
 
 __all__ = [
     "DEFAULT_ERROR_PATTERNS",
@@ -46,4 +50,6 @@ __all__ = [
     "check_fidelity",
     "extract_facts",
     "is_error_text",
+    "sentence_similarities",
+    "sentences",
 ]

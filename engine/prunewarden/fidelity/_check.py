@@ -12,10 +12,11 @@ import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol, runtime_checkable
+from typing import Literal
 
 from prunewarden.decision import Reason
 from prunewarden.fidelity._facts import FACT_KINDS, Facts, extract_facts
+from prunewarden.fidelity._meaning import Embedder, meaning_reasons
 
 Method = Literal["facts", "embedding", "both"]
 Scope = Literal["protected", "all"]
@@ -49,15 +50,6 @@ DEFAULT_ERROR_PATTERNS = (
 )
 
 Pair = tuple[str, str]  # (id, text)
-
-
-@runtime_checkable
-class Embedder(Protocol):
-    """Embeds texts, one vector per text in order, in one batch (the meaning method's hook)."""
-
-    def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        """The vectors of ``texts``, in order."""
-        ...  # pragma: no cover - a protocol
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,7 +145,7 @@ def check_fidelity(
         if embedder is None:
             msg = f"fidelity method {settings.method} needs an embedder and none was given"
             raise LookupError(msg)
-        reasons_list.extend(_meaning(parents, child, settings, embedder))
+        reasons_list.extend(meaning_reasons(parents, child, settings.embedding_floor, embedder))
     return FidelityResult(child_id, tuple(report_list), tuple(reasons_list))
 
 
@@ -272,45 +264,3 @@ def _reasons(parent: ParentFidelity, child_id: str, min_kept_share: float) -> li
             )
         )
     return reasons
-
-
-_SENTENCE = re.compile(r"[^.!?\n]+[.!?]?")
-
-
-def _meaning(
-    parents: Sequence[Pair], child: Pair, settings: FidelitySettings, embedder: Embedder
-) -> list[Reason]:
-    """Each parent sentence needs a child sentence within ``embedding_floor`` (cosine); one
-    batch of embeddings for every sentence."""
-    child_id, child_text = child
-    mine = [[s.strip() for s in _SENTENCE.findall(text) if s.strip()] for _, text in parents]
-    theirs = [s.strip() for s in _SENTENCE.findall(child_text) if s.strip()] or [child_text]
-    vectors = embedder.embed([*theirs, *(s for sentences in mine for s in sentences)])
-    if len(vectors) != len(theirs) + sum(map(len, mine)):
-        msg = "the embedder returned a different number of vectors than texts"
-        raise ValueError(msg)
-    child_vectors = [_unit(v) for v in vectors[: len(theirs)]]
-    at = len(theirs)
-    reasons = []
-    for (parent_id, _), sentences in zip(parents, mine, strict=True):
-        drifted = 0
-        for vector in vectors[at : at + len(sentences)]:
-            unit = _unit(vector)
-            best = max(sum(a * b for a, b in zip(unit, c, strict=True)) for c in child_vectors)
-            drifted += best < settings.embedding_floor
-        at += len(sentences)
-        if drifted:
-            reasons.append(
-                Reason(
-                    "meaning_drift",
-                    f"{drifted} sentence(s) of {parent_id} have no sentence of summary "
-                    f"{child_id} within the embedding floor {settings.embedding_floor:g}",
-                    {"parent": parent_id, "child": child_id, "lost": ["meaning"]},
-                )
-            )
-    return reasons
-
-
-def _unit(vector: Sequence[float]) -> list[float]:
-    norm = sum(x * x for x in vector) ** 0.5
-    return [x / norm for x in vector] if norm else list(vector)

@@ -106,10 +106,11 @@ _LITERALS = re.compile(
       | (?<![\w.@-])[\w-]++\.(?:py|js|ts|tsx|jsx|json|ya?ml|md|txt|toml|cfg|ini|sh|go|rs|java|rb|c|h
                     |cpp|sql|csv|log|lock|env|html|css|xml|conf)\b)
   | (?P<flag>(?<![\w-])--?[A-Za-z][\w-]*(?:=[^\s,;]+)?)
-  | (?P<number>(?<![\w.,-])[$\u20ac]?[-+]?\d[\d,]*(?:\.\d+)?(?![\w.]\d)
+  | (?P<number>(?<![\w.,-])[$\u20ac]?[-+]?\d[\d,]*+(?:\.\d+)?+(?![\w.]\d)
         (?:[\ \t]?(?P<unit>{_UNIT_ALTERNATION})\b|(?P<sign>%))?)
   | (?P<identifier>(?-i:
-        \b(?=[A-Za-z][\w.-]*[\d_])[A-Za-z]\w*(?:[.-]\w+)*
+        \b\d+(?:\.\d+){{2,}}\b
+      | \b(?=[A-Za-z][\w.-]*[\d_])[A-Za-z]\w*(?:[.-]\w+)*
       | \b[A-Z][a-z0-9]+[A-Z]\w* | \b[a-z]+[A-Z]\w* | \b[A-Z]{{2,}}[a-z]\w*
       | \b[A-Z]{{2,}}s?\b
       | \b[a-z]\w+(?:\.[a-z]\w+)+\b))

@@ -9,6 +9,14 @@ The agent's system prompt is never in its state, so no pass can remove it; the h
 the budget when given as ``PruningHook(system_prompt=...)``. The middleware also sees each model
 request: a system prompt the hook does not count is taken on for the next passes, with a
 warning, since the call it was found on may have read more than the budget.
+
+:class:`GuardedSummarizationMiddleware` is LangChain's ``SummarizationMiddleware`` with every
+summary judged before it replaces anything: the messages it would fold and the summary become a
+transition (``Session.verify``), the summary deriving from what it folds, so that the policy's
+fidelity check (``spec.fidelity``, docs/fidelity.md) reads the summary against its protected
+parents. A refused summary changes nothing: the originals stay in the state, the decision is
+recorded by the session and kept in ``last_decision``, and the next model call reads the full
+history.
 """
 
 from __future__ import annotations
@@ -17,9 +25,26 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, NotRequired
 
-from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest
+from langchain.agents.middleware import (
+    AgentMiddleware,
+    AgentState,
+    ModelRequest,
+    SummarizationMiddleware,
+)
+from langchain_core.messages import AnyMessage, BaseMessage, RemoveMessage
+from langchain_core.messages.utils import count_tokens_approximately
 
-from prunewarden.integrations.langgraph import STATE_KEY, PruningHook
+from prunewarden.decision import Decision
+from prunewarden.integrations.langgraph import (
+    STATE_KEY,
+    Classifier,
+    Pin,
+    PruningHook,
+    message_segments,
+    message_text,
+)
+from prunewarden.scoring import text_sha256
+from prunewarden.session import Session
 
 _log = logging.getLogger("prunewarden.integrations")
 
@@ -71,4 +96,88 @@ class PruningMiddleware(AgentMiddleware[PrunedState, Any]):
         self.hook.system_prompt = str(prompt)
 
 
-__all__ = ["PrunedState", "PruningMiddleware"]
+class GuardedSummarizationMiddleware(SummarizationMiddleware[Any, Any]):
+    """``SummarizationMiddleware`` whose summaries ``session`` judges first (see the module).
+
+    ``model`` and ``options`` are the middleware's own (``trigger``, ``keep``, ``summarizer``,
+    ...). Messages map to segments as the LangGraph adapter maps them (``classify``, ``pin``:
+    the task and pinned messages are protected). The agent's checkpointer keeps every earlier
+    state, so a folded message stays recoverable: the summary is recorded as its tombstone
+    (``tombstone_folded``); with ``False``, a summary that folds a pinned message is refused.
+    """
+
+    def __init__(  # noqa: PLR0913 - the session's options, then the middleware's own
+        self,
+        model: Any,
+        *,
+        session: Session,
+        applied_by: str = "langchain.agents.middleware.SummarizationMiddleware",
+        classify: Classifier | None = None,
+        pin: Pin | None = None,
+        tombstone_folded: bool = True,
+        **options: Any,
+    ) -> None:
+        super().__init__(model, **options)
+        self.session = session
+        self.applied_by = applied_by
+        self.classify = classify
+        self.pin = pin
+        self.tombstone_folded = tombstone_folded
+        self.last_decision: Decision | None = None
+
+    def before_model(self, state: AgentState[Any], runtime: Any) -> dict[str, Any] | None:
+        """The summarization, if the session allows it; else nothing changes."""
+        return self._judged(state["messages"], super().before_model(state, runtime))
+
+    async def abefore_model(self, state: AgentState[Any], runtime: Any) -> dict[str, Any] | None:
+        """As :meth:`before_model`, for an agent run with ``ainvoke``."""
+        return self._judged(state["messages"], await super().abefore_model(state, runtime))
+
+    def _judged(
+        self, messages: list[AnyMessage], update: dict[str, Any] | None
+    ) -> dict[str, Any] | None:
+        if update is None:
+            return None
+        # The update is [RemoveMessage(all), summary, *preserved]: the summary folds the rest.
+        summary, *preserved = [m for m in update["messages"] if not isinstance(m, RemoveMessage)]
+        kept = {m.id for m in preserved}
+        folded = [str(m.id) for m in messages if m.id not in kept]
+        if summary.id is None:
+            summary.id = f"summary-of-{folded[0]}-and-{len(folded) - 1}-more"
+        before = message_segments(messages, classify=self.classify, pin=self.pin)
+        by_id = {segment["id"]: segment for segment in before}
+        decision = self.session.verify(
+            before,
+            [self._summary_segment(summary, folded), *(by_id[str(m.id)] for m in preserved)],
+            tombstones=folded if self.tombstone_folded else (),
+            applied_by=self.applied_by,
+        )
+        self.last_decision = decision
+        if decision.blocks:
+            _log.warning(
+                "session %s: summary %s refused (%s); the %d messages it would replace are kept",
+                self.session.session_id,
+                summary.id,
+                ", ".join(decision.codes),
+                len(folded),
+            )
+            return None
+        return update
+
+    def _summary_segment(self, summary: BaseMessage, folded: list[str]) -> dict[str, Any]:
+        """The summary as a segment deriving from what it folds; its text is what the
+        summarizer wrote, without the header the middleware puts before it (so that an error
+        or a refusal as the summary is seen as one)."""
+        header = message_text(self._build_new_messages("")[0])
+        text = message_text(summary).removeprefix(header)
+        return {
+            "id": str(summary.id),
+            "kind": "summary",
+            "text": text,
+            "tokens": count_tokens_approximately([summary]),
+            "text_sha256": text_sha256(text),
+            "derived_from": folded,
+        }
+
+
+__all__ = ["GuardedSummarizationMiddleware", "PrunedState", "PruningMiddleware"]

