@@ -78,6 +78,12 @@ COMMANDS: dict[str, Command] = {
         "run_policy",
     ),
     "schema": Command("_decide", "print a bundled JSON Schema", "add_schema", "run_schema"),
+    "bundle": Command(
+        "_bundle",
+        "build, sign and verify signed policy bundles (docs/fleet.md)",
+        "add_bundle_command",
+        "run_bundle",
+    ),
     "test": Command("_suites", "run policy test suites (*_test.yaml)", "add_test", "run_test"),
     "plan": Command(
         "_decide",

@@ -356,6 +356,22 @@ def _components() -> dict[str, Any]:
                     "status": {"type": "string"},
                     "checks": {"type": "object"},
                     "policy": _identity(),
+                    "bundle": {
+                        "type": "object",
+                        "description": "With `--bundle`: where it is fetched from, the revision "
+                        "in force, and the last fetch (a failed one keeps the last good bundle)",
+                        "required": ["location", "revision", "healthy", "problems"],
+                        "properties": {
+                            "location": {"type": "string"},
+                            "revision": {"type": ["string", "null"]},
+                            "healthy": {"type": "boolean"},
+                            "last_fetch_at": {"type": ["string", "null"]},
+                            "last_fetch": {
+                                "enum": ["reloaded", "unchanged", "failed", None],
+                            },
+                            "problems": {"type": "array", "items": {"type": "string"}},
+                        },
+                    },
                 },
             },
             "PolicyInForce": {

@@ -91,6 +91,9 @@ def build_app(config: ServerConfig) -> Built:
     try:
         engine = ReloadingEngine(
             config.policy,
+            bundle=config.bundle,
+            bundle_key=config.bundle_key,
+            bundle_policy=config.bundle_policy,
             shadow=config.shadow,
             lock=config.lock,
             interval=config.reload_interval,

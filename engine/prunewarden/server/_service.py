@@ -105,11 +105,23 @@ class DecisionService:
             checks["audit_log"] = False
             checks["audit_error"] = str(exc)
         ready = all(value is True for key, value in checks.items() if key != "audit_error")
-        return ready, {
+        document = {
             "status": "ready" if ready else "not ready",
             "checks": checks,
             "policy": self.engine.policy.identity.to_dict(),
         }
+        if self.engine.bundle is not None:
+            # The last good bundle keeps deciding: a failed fetch is told, not a reason to stop.
+            status = self.engine.status()
+            document["bundle"] = {
+                "location": self.engine.bundle,
+                "revision": self.engine.policy.identity.bundle_revision,
+                "healthy": status.healthy,
+                "last_fetch_at": status.last_reload_at,
+                "last_fetch": status.last_reload,
+                "problems": list(status.problems),
+            }
+        return ready, document
 
 
 def guarded(call: Callable[[], _T]) -> _T:
