@@ -103,6 +103,21 @@ class TestBundleReload:
         assert served.requests[-1] == (served.etag, 304)
         assert engine.status().last_reload is None
 
+    def test_without_etags_the_same_bytes_change_nothing(
+        self, engine: ReloadingEngine, served: BundleServer, bundles: Bundles
+    ) -> None:
+        """A server sending no ETag serves the whole bundle each time: the same bytes are not
+        swapped in again, new bytes are."""
+        served.etags = False
+        before = engine.engine
+        assert engine.poll() is None
+        assert served.requests[-1] == (None, 200)
+        assert engine.engine is before
+        served.serve(bundles.r2)
+        result = engine.poll()
+        assert result is not None
+        assert result.policy.bundle_revision == "r2"
+
     def test_the_first_bundle_must_verify(self, served: BundleServer, bundles: Bundles) -> None:
         """An engine cannot start on a bundle signed by another key: BundleError."""
         with pytest.raises(BundleError) as caught:

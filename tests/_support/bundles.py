@@ -78,6 +78,7 @@ class BundleServer:
     def __init__(self) -> None:
         self.body = b""
         self.fault: Fault = None
+        self.etags = True  # False: a server that sends no ETag (and so never answers 304)
         self.requests: list[tuple[str | None, int]] = []  # (If-None-Match, status answered)
         self.url = ""
         self._lock = threading.Lock()
@@ -105,17 +106,21 @@ class BundleServer:
 
     def answer(self, handler: http.server.BaseHTTPRequestHandler) -> None:
         with self._lock:
-            body, fault, etag = self.body, self.fault, self.etag
+            body, fault = self.body, self.fault
+            etag: str | None = self.etag
         asked = handler.headers.get("If-None-Match")
+        if not self.etags:
+            asked = etag = None
         if fault == "500":
             status, payload = 500, b"internal error"
-        elif asked == etag:
+        elif etag is not None and asked == etag:
             status, payload = 304, b""
         else:
             status, payload = 200, body
         self.requests.append((asked, status))
         handler.send_response(status)
-        handler.send_header("ETag", etag)
+        if etag is not None:
+            handler.send_header("ETag", etag)
         handler.send_header("Content-Length", str(len(payload)))
         handler.end_headers()
         # A partial download: the announced length, half the bytes, then the connection closes.

@@ -77,8 +77,8 @@ def _fetch_url(url: str, etag: str | None, timeout: float) -> Fetched | None:
 class BundleWatch:
     """The bundle at ``location``, verified with ``public_pem``, and its policy ``policy``
     (None: the first the manifest lists). :meth:`load` fetches it again: a new policy to
-    activate, None when the bundle did not change, or :class:`BundleError` (the tag of a
-    refused bundle is remembered, so that polling it again costs no second verification).
+    activate, None when the bundle did not change, or :class:`BundleError` (a refused bundle
+    is remembered by its SHA-256, so that polling it again costs no second verification).
     A bundle giving the ``name@version`` in force another content is refused, as a reload of
     files refuses it: a new content needs a new version."""
 
@@ -95,24 +95,27 @@ class BundleWatch:
         self._key = public_pem
         self._timeout = timeout
         self._etag: str | None = None
-        self._refused: tuple[str, BundleError] | None = None
+        self._content: str | None = None  # SHA-256 of the bundle in force
+        self._refused: tuple[str, BundleError] | None = None  # a bundle's SHA-256, and why
 
     def load(self, in_force: Policy | None) -> Policy | None:
         fetched = fetch(self.location, self._etag, self._timeout)
         if fetched is None:
             return None
-        if fetched.etag is not None and self._refused is not None:
-            tag, error = self._refused
-            if tag == fetched.etag:
-                raise error
+        # A server without ETags (or with a new one for the same bytes): the bytes tell.
+        content = hashlib.sha256(fetched.data).hexdigest()
+        if content == self._content:
+            self._etag = fetched.etag
+            return None
+        if self._refused is not None and self._refused[0] == content:
+            raise self._refused[1]
         try:
             policy = self._verified(fetched.data)
             _refuse_reused_version(policy, in_force, self.location)
         except BundleError as exc:
-            if fetched.etag is not None:
-                self._refused = (fetched.etag, exc)
+            self._refused = (content, exc)
             raise
-        self._etag, self._refused = fetched.etag, None
+        self._etag, self._content, self._refused = fetched.etag, content, None
         self.revision = policy.identity.bundle_revision
         return policy
 
