@@ -3,7 +3,9 @@ keeping the last good bundle through a fault and telling it in /readyz and one r
 
 from __future__ import annotations
 
+import io
 import json
+import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -14,6 +16,7 @@ import httpx
 import pytest
 from _support.bundles import Bundles, BundleServer, bundle_server, make_bundles
 from _support.server import PRUNEWARDEN, Server, audit_decisions, running_server
+from prunewarden.cli._main import run
 
 ROOT = Path(__file__).resolve().parents[2]
 EVICTION = json.loads((ROOT / "examples" / "inputs" / "eviction-healthy.json").read_text())
@@ -76,6 +79,11 @@ class TestServeBundle:
             eventually(client, lambda d: d["bundle"]["revision"] == "r2")
             after = client.post("/v1/evaluate", json=EVICTION).json()
             assert (after["outcome"], after["policy"]["bundle_revision"]) == ("deny", "r2")
+            status = client.get("/v1/status").json()
+        assert status["decisions"] == {"allow": 2, "deny": 1, "halt": 0}
+        assert (status["healthy"], status["bundle"]["revision"]) == (True, "r2")
+        assert "HTTP 500" in status["last_error"]["problems"][0]
+        assert status["log_shipping"] is None
         records = [json.loads(line) for line in server.audit_log.read_text().splitlines()]
         failures = [r for r in records if r["kind"] == "policy_reload_failed"]
         assert len(failures) == 1
@@ -96,3 +104,42 @@ class TestServeBundle:
         )  # fmt: skip
         assert done.returncode == 5
         assert "not signed by the key" in done.stderr
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on: bound by the kernel's choice, then closed."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+def cli(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = run(list(argv), out, err)
+    return code, out.getvalue(), err.getvalue()
+
+
+class TestStatusCommand:
+    def test_status_of_a_fleet(self, server: Server) -> None:
+        """One line per server: a healthy one names its policy, bundle revision and counts;
+        one that does not answer says so, and the exit code is 1."""
+        with server.client() as client:
+            client.post("/v1/evaluate", json=EVICTION)
+        code, out, err = cli("status", server.url)
+        assert (code, err) == (0, "")
+        assert out.startswith(f"{server.url}  healthy  prod@1.0.0 bundle r1  allow 1 deny 0 halt 0")
+        gone = f"http://127.0.0.1:{closed_port()}"
+        code, out, _ = cli("status", server.url, gone, "--format", "json")
+        answers = json.loads(out)
+        assert code == 1
+        assert [a["url"] for a in answers] == [server.url, gone]
+        assert answers[0]["status"]["decisions"]["allow"] == 1
+        assert answers[1]["status"] is None
+        assert answers[1]["error"].startswith("no answer:")
+
+    def test_an_address_that_is_not_http_is_a_usage_error(self) -> None:
+        """Exit 2 before asking anyone."""
+        code, _, err = cli("status", "unix:/tmp/x.sock")
+        assert code == 2
+        assert "is not an http(s):// address" in err

@@ -121,6 +121,12 @@ COMMANDS: dict[str, Command] = {
         "add_mcp",
         "run_mcp",
     ),
+    "status": Command(
+        "_status",
+        "print the status of each server of a fleet (policy, bundle, decisions, errors)",
+        "add_status",
+        "run_status",
+    ),
     "doctor": Command(
         "_doctor",
         "check a deployment (policy, lock, audit log, extras); one line, non-zero if sick",

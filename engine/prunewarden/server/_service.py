@@ -22,6 +22,7 @@ from prunewarden.errors import AuditError, InputError, PrunewardenError
 from prunewarden.planner import Plan
 from prunewarden.reload import ReloadingEngine
 from prunewarden.server._documents import check_object, read_body
+from prunewarden.server._fleet import FleetStatus, bundle_detail
 from prunewarden.server._problems import ProblemDocument, invalid_input
 
 AUDIT_UNAVAILABLE = "audit_unavailable"
@@ -54,9 +55,14 @@ class Answer:
 class DecisionService:
     """Stateless decisions and policy information over one :class:`ReloadingEngine`."""
 
-    def __init__(self, engine: ReloadingEngine, audit: AuditLog) -> None:
+    def __init__(
+        self, engine: ReloadingEngine, audit: AuditLog, fleet: FleetStatus | None = None
+    ) -> None:
+        """``fleet`` counts the engine's decisions (one of its decision hooks); without it,
+        ``/v1/status`` counts none."""
         self.engine = engine
         self.audit = audit
+        self.fleet = fleet if fleet is not None else FleetStatus()
 
     # --- stateless ---------------------------------------------------------------------------
 
@@ -110,18 +116,16 @@ class DecisionService:
             "checks": checks,
             "policy": self.engine.policy.identity.to_dict(),
         }
-        if self.engine.bundle is not None:
+        bundle = bundle_detail(self.engine)
+        if bundle is not None:
             # The last good bundle keeps deciding: a failed fetch is told, not a reason to stop.
-            status = self.engine.status()
-            document["bundle"] = {
-                "location": self.engine.bundle,
-                "revision": self.engine.policy.identity.bundle_revision,
-                "healthy": status.healthy,
-                "last_fetch_at": status.last_reload_at,
-                "last_fetch": status.last_reload,
-                "problems": list(status.problems),
-            }
+            document["bundle"] = bundle
         return ready, document
+
+    def status_document(self) -> Answer:
+        """``GET /v1/status``: what a fleet's operators read (see :class:`FleetStatus`)."""
+        document = self.fleet.document(self.engine)
+        return Answer(document, policy=self.engine.policy.identity)
 
 
 def guarded(call: Callable[[], _T]) -> _T:
