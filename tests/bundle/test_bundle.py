@@ -180,6 +180,19 @@ class TestVerify:
         assert messages["$['link.yaml']"].startswith("not a regular file")
         assert not (tmp_path.parent / "evil.yaml").exists()
 
+    def test_a_file_that_is_also_a_folder_is_refused(self, tmp_path: Path) -> None:
+        """A signed manifest listing both ``x`` and ``x/y`` is refused, not a traceback."""
+        bundles = make_bundles(tmp_path)
+        files = members(bundles.r1)
+        extra = {"x": b"1", "x/y": b"2"}
+        manifest = json.loads(files[MANIFEST_NAME])
+        manifest["files"].update({k: hashlib.sha256(v).hexdigest() for k, v in extra.items()})
+        odd = pack({**files, **extra, MANIFEST_NAME: json.dumps(manifest).encode()})
+        with pytest.raises(BundleError) as caught:
+            verify_bundle(sign_bundle(odd, bundles.keys.private_pem), bundles.keys.public_pem)
+        (problem,) = caught.value.problems
+        assert problem.message.startswith("cannot be laid out as a file")
+
     def test_a_policy_that_loads_otherwise_than_listed_is_refused(self, tmp_path: Path) -> None:
         """A signed manifest whose digest is not the policy's content is refused."""
         bundles = make_bundles(tmp_path)

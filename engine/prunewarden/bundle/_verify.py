@@ -91,8 +91,14 @@ def _load(manifest: Manifest, files: Mapping[str, bytes], where: str) -> dict[st
         root = Path(folder).resolve()
         for name, data in files.items():
             target = root / name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data)
+            try:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(data)
+            except OSError as exc:  # e.g. "a" and "a/b" both files of the archive
+                message = f"cannot be laid out as a file ({exc.strerror})"
+                problems.append(Problem(where, 0, 0, f"$[{name!r}]", message))
+        if problems:
+            raise BundleError(problems)
         lock: LockOption = root / manifest.lock if manifest.lock is not None else False
         for index, entry in enumerate(manifest.policies):
             try:
