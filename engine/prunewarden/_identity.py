@@ -11,14 +11,20 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True, slots=True)
 class PolicyIdentity:
-    """What every decision names: which policy, which version, which exact content."""
+    """What every decision names: which policy, which version, which exact content, and the
+    revision of the signed bundle it came from (None when read from its own files)."""
 
     name: str
     version: str
     digest: str
+    bundle_revision: str | None = None
 
     def to_dict(self) -> dict[str, str]:
-        return {"name": self.name, "version": self.version, "digest": self.digest}
+        # Left out when None, so that records of policies read from files keep their form.
+        out = {"name": self.name, "version": self.version, "digest": self.digest}
+        if self.bundle_revision is not None:
+            out["bundle_revision"] = self.bundle_revision
+        return out
 
 
 @dataclass(frozen=True, slots=True)

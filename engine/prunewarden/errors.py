@@ -26,7 +26,7 @@ class ExitCode(IntEnum):
     USAGE = 2  # a usage error, or a malformed input document or trace
     POLICY = 3  # an invalid policy (or suite), or a version reused for different content
     FAILED = 4  # a policy test case failed, or coverage fell short
-    UNVERIFIED = 5  # an audit log failed verification
+    UNVERIFIED = 5  # an audit log or a policy bundle failed verification
     INTERNAL = 70  # a bug: please report it
 
 
@@ -65,6 +65,13 @@ class PolicyError(ProblemsError):
     """A policy file is malformed, fails its schema, or cannot be read."""
 
     exit_code = ExitCode.POLICY
+
+
+class BundleError(ProblemsError):
+    """A policy bundle that cannot be used: unreachable, incomplete, not signed by the key
+    given, a file unlike its manifest, or a policy in it that does not load as listed."""
+
+    exit_code = ExitCode.UNVERIFIED
 
 
 class InputError(ProblemsError):

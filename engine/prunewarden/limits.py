@@ -18,6 +18,8 @@ from typing import Final
 
 #: Size of a policy file, in UTF-8 bytes.
 MAX_POLICY_BYTES: Final = 1024 * 1024
+#: Size of a policy bundle, compressed as fetched and again once decompressed.
+MAX_BUNDLE_BYTES: Final = 64 * 1024 * 1024
 #: Nesting of YAML mappings and sequences.
 MAX_YAML_DEPTH: Final = 64
 #: Values in one YAML document after alias expansion: a "billion laughs" stops here.

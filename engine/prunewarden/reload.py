@@ -18,37 +18,45 @@ A change that does not load keeps the last good policy in force, logs ``policy_r
 with every problem (once per content), and is tried again when the files change again.
 Replacing files atomically (write a temporary file, then rename it over the old one) is what
 editors, ``kubectl`` and configuration managers do, and is always safe.
+
+With ``bundle=`` the policy comes from a signed bundle (:mod:`prunewarden.bundle`), asked for
+again at each poll (``If-None-Match``) and swapped in once verified whole; any failure keeps
+the last good bundle and is logged once, as for files.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import logging
 import os
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
-from prunewarden._files import open_regular, read_regular
 from prunewarden._identity import PolicyIdentity
 from prunewarden._status import ReloadOutcome, ReloadStatus
 from prunewarden.audit import log_policy_reload_failed, log_policy_reloaded
 from prunewarden.decision import utc_now
 from prunewarden.engine import Engine, EngineCalls
-from prunewarden.errors import PolicyError
-from prunewarden.limits import MAX_POLICY_BYTES
-from prunewarden.policy import BUILTIN, LOCK_FILENAME, LockOption, Policy, load_policy
+from prunewarden.errors import BundleError, PolicyError, Problem
+from prunewarden.policy import BUILTIN, LockOption, Policy, load_policy
+from prunewarden.policy._watch import (
+    Signature,
+    contents_digest,
+    file_signature,
+    lock_files,
+    unchanged_since_read,
+)
 from prunewarden.session import Session, SessionBinding, SessionRegistry, SessionStore
+
+if TYPE_CHECKING:
+    from prunewarden.bundle import BundleWatch
 
 _diagnostics = logging.getLogger("prunewarden")
 
 DEFAULT_INTERVAL = 1.0  # seconds between two looks at the files
 _ATTEMPTS = 3  # loads tried by reload() while the files keep changing under it
-
-_Signature = tuple[int, int, int] | None  # (mtime_ns, size, inode), None when absent
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +87,10 @@ class ReloadingEngine(EngineCalls):
     0 nothing is polled and only :meth:`reload` reloads. The first load must succeed: it raises
     :class:`PolicyError`.
 
+    Instead of ``path``: ``bundle`` (a path or an HTTP(S) URL), ``bundle_key`` (the Ed25519
+    public key, PEM bytes) and ``bundle_policy`` (None: the manifest's first); a first bundle
+    that fails raises :class:`~prunewarden.errors.BundleError`. No shadow from a bundle yet.
+
     Its decision calls are :class:`Engine`'s, with the same signatures; each runs on the
     snapshot in force when it begins.
 
@@ -87,8 +99,11 @@ class ReloadingEngine(EngineCalls):
 
     def __init__(  # noqa: PLR0913 - each a documented option
         self,
-        path: str | os.PathLike[str],
+        path: str | os.PathLike[str] | None = None,
         *,
+        bundle: str | None = None,
+        bundle_key: bytes | None = None,
+        bundle_policy: str | None = None,
         shadow: str | os.PathLike[str] | None = None,
         lock: LockOption = None,
         base_dirs: tuple[str | os.PathLike[str], ...] = (),
@@ -96,8 +111,17 @@ class ReloadingEngine(EngineCalls):
         logger: Any = None,
         **engine_options: Any,
     ) -> None:
-        self.path = str(path)
-        self.shadow_path = str(shadow) if shadow is not None else None
+        if (path is None) == (bundle is None) or (bundle is not None and bundle_key is None):
+            msg = "give a policy path, or a bundle with its key (not both)"
+            raise TypeError(msg)
+        self._bundle: BundleWatch | None = None
+        if bundle is not None:
+            # tarfile, urllib and ssl load only for an engine on a bundle (architecture.md).
+            from prunewarden.bundle import BundleWatch  # noqa: PLC0415
+
+            self._bundle = BundleWatch(bundle, bundle_key or b"", bundle_policy)
+        self.path = str(path if bundle is None else bundle)
+        self.shadow_path = str(shadow) if shadow is not None and bundle is None else None
         self.interval = interval
         self._lock_option = lock
         self._base_dirs = tuple(base_dirs)
@@ -108,7 +132,13 @@ class ReloadingEngine(EngineCalls):
         # policy_reload_failed is an audit record: it goes where the decisions go.
         audit = engine_options.get("audit")
         self._records = audit.logger if audit is not None else self._logger
-        active = load_policy(self.path, lock=lock, base_dirs=self._base_dirs)
+        active = (
+            self._bundle.load(None)
+            if self._bundle is not None
+            else load_policy(self.path, lock=lock, base_dirs=self._base_dirs)
+        )
+        if active is None:  # a first fetch has no tag to be "not modified" against
+            raise BundleError([Problem(self.path, 0, 0, "$", "no bundle was served")])
         candidate = (
             load_policy(self.shadow_path, lock=lock, base_dirs=self._base_dirs)
             if self.shadow_path
@@ -118,7 +148,7 @@ class ReloadingEngine(EngineCalls):
         self._candidate = candidate
         self._reloading = threading.Lock()
         self._seen = self._signatures()
-        self._pending: dict[str, _Signature] | None = None
+        self._pending: dict[str, Signature] | None = None
         self._reported: dict[str, tuple[tuple[str, ...], str]] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -145,6 +175,11 @@ class ReloadingEngine(EngineCalls):
     @property
     def policy(self) -> Policy:
         return self._engine.policy
+
+    @property
+    def bundle(self) -> str | None:
+        """Where the bundle is fetched from (None: the policy is read from its files)."""
+        return self._bundle.location if self._bundle is not None else None
 
     def _in_force(self) -> Engine:
         return self._engine
@@ -173,6 +208,9 @@ class ReloadingEngine(EngineCalls):
     def reload(self) -> ReloadResult:
         """Load the files now; swap the new snapshot in if they load and differ from what is in
         force. Never raises for a bad policy: the result says what happened."""
+        if self._bundle is not None:
+            result = self._reload_bundle(self._bundle)
+            return self._noted(result or ReloadResult(False, self.policy.identity))
         for _ in range(_ATTEMPTS):
             try:
                 return self._noted(self._reload(self._signatures()))
@@ -184,6 +222,9 @@ class ReloadingEngine(EngineCalls):
     def poll(self) -> ReloadResult | None:
         """One look at the files, as the background thread takes it: None when nothing changed
         or a change has not settled yet, else what the reload did."""
+        if self._bundle is not None:
+            result = self._reload_bundle(self._bundle)
+            return self._noted(result) if result is not None else None
         signatures = self._signatures()
         if signatures == self._seen:
             self._pending = None
@@ -271,7 +312,7 @@ class ReloadingEngine(EngineCalls):
                     problem = f"the reload failed ({type(exc).__name__}: {exc})"
                     self._record_failure(self.path, (problem,), self.policy.identity)
 
-    def _reload(self, before: dict[str, _Signature]) -> ReloadResult:
+    def _reload(self, before: dict[str, Signature]) -> ReloadResult:
         with self._reloading:
             current = self._engine
             active, active_problems = self._load(self.path, current.policy)
@@ -293,16 +334,39 @@ class ReloadingEngine(EngineCalls):
                 and (self._candidate is None or _differs(candidate, self._candidate))
             )
             if changed:
-                # The swap: one assignment of a complete, immutable snapshot.
-                self._engine = Engine(policy, shadow=candidate, **self._options)
-                self._candidate = candidate
-                with contextlib.suppress(Exception):
-                    if self._logger is not None:
-                        log_policy_reloaded(self._logger, current.policy.identity, policy)
-                    _diagnostics.info(
-                        "policy_reloaded: %s@%s %s", policy.name, policy.version, policy.digest
-                    )
+                self._swap(policy, candidate, current.policy)
             return ReloadResult(changed, policy.identity, (*active_problems, *shadow_problems))
+
+    def _reload_bundle(self, watch: BundleWatch) -> ReloadResult | None:
+        """One fetch of the bundle: None when it did not change and nothing had failed."""
+        with self._reloading:
+            current = self._engine.policy
+            try:
+                policy = watch.load(current)
+            except BundleError as exc:
+                problems = tuple(str(problem) for problem in exc.problems)
+            except Exception as exc:  # noqa: BLE001 - the bundle in force outlives any fetch
+                problems = (f"{self.path}: $: the bundle could not be loaded ({exc!r})",)
+            else:
+                self._report(self.path, (), {}, current)
+                if policy is not None and _differs(policy, current):
+                    self._swap(policy, None, current)
+                    return ReloadResult(True, policy.identity)
+                failed = self._status.last_reload == "failed"
+                return ReloadResult(False, current.identity) if failed else None
+            self._report(self.path, problems, {}, current)
+            return ReloadResult(False, current.identity, problems)
+
+    def _swap(self, policy: Policy, candidate: Policy | None, previous: Policy) -> None:
+        # The swap: one assignment of a complete, immutable snapshot.
+        self._engine = Engine(policy, shadow=candidate, **self._options)
+        self._candidate = candidate
+        with contextlib.suppress(Exception):
+            if self._logger is not None:
+                log_policy_reloaded(self._logger, previous.identity, policy)
+            _diagnostics.info(
+                "policy_reloaded: %s@%s %s", policy.name, policy.version, policy.digest
+            )
 
     def _load(self, path: str, in_force: Policy | None) -> tuple[Policy | None, tuple[str, ...]]:
         """The policy at ``path`` if it loads from files that did not change while being read,
@@ -314,7 +378,7 @@ class ReloadingEngine(EngineCalls):
             return None, tuple(str(problem) for problem in exc.problems)
         except Exception as exc:  # noqa: BLE001 - the policy in force must outlive any file
             return None, (f"{path}: $: the policy could not be loaded ({type(exc).__name__})",)
-        if not _unchanged_since_read(policy):
+        if not unchanged_since_read(policy):
             raise _ChangedWhileReadingError
         if in_force is not None and _reused_version(policy, in_force):
             message = (
@@ -329,7 +393,7 @@ class ReloadingEngine(EngineCalls):
         self,
         path: str,
         problems: tuple[str, ...],
-        signatures: dict[str, _Signature],
+        signatures: dict[str, Signature],
         in_force: Policy | None,
     ) -> None:
         """Log ``policy_reload_failed`` once per content of the files (and problems), naming
@@ -337,7 +401,7 @@ class ReloadingEngine(EngineCalls):
         if not problems:
             self._reported.pop(path, None)
             return
-        seen = (problems, _contents(signatures))
+        seen = (problems, contents_digest(signatures))
         if self._reported.get(path) == seen:
             return
         self._reported[path] = seen
@@ -353,8 +417,10 @@ class ReloadingEngine(EngineCalls):
             log_policy_reload_failed(self._records, path, problems, kept)
         _diagnostics.warning("policy_reload_failed: %s: %s", path, "; ".join(problems))
 
-    def _signatures(self) -> dict[str, _Signature]:
+    def _signatures(self) -> dict[str, Signature]:
         """Every file whose change matters: both chains, the top files, the lock files."""
+        if self._bundle is not None:
+            return {}  # a bundle is fetched again at each poll, not watched
         files = {self.path}
         if self.shadow_path is not None:
             files.add(self.shadow_path)
@@ -366,52 +432,8 @@ class ReloadingEngine(EngineCalls):
             files.update(s.path for s in policy.sources if not s.path.startswith(BUILTIN))
         for top in (self.path, self.shadow_path):
             if top is not None:
-                files.update(_lock_files(top, self._lock_option))
-        return {name: _signature(name) for name in sorted(files)}
-
-
-def _lock_files(policy: str, lock: LockOption) -> list[str]:
-    if lock is False or policy.startswith(BUILTIN):
-        return []
-    if lock is not None:
-        return [str(lock)]
-    # Watched even while absent: a lock file that appears applies from then on.
-    return [str(Path(policy).parent / LOCK_FILENAME)]
-
-
-def _signature(name: str) -> _Signature:
-    try:
-        found = os.stat(name)  # noqa: PTH116 - one call, the fields the signature needs
-    except OSError:
-        return None
-    return (found.st_mtime_ns, found.st_size, found.st_ino)
-
-
-def _unchanged_since_read(policy: Policy) -> bool:
-    """Every file of the chain still holds the bytes that were read."""
-    for source in policy.sources:
-        if source.path.startswith(BUILTIN):
-            continue
-        try:
-            with open_regular(source.path) as stream:  # never blocks on a FIFO put in its place
-                digest = hashlib.file_digest(stream, "sha256").hexdigest()
-        except OSError:
-            return False
-        if digest != source.sha256:
-            return False
-    return True
-
-
-def _contents(signatures: Mapping[str, _Signature]) -> str:
-    """A digest of what the watched files hold (a regular file's bytes, else why not)."""
-    digest = hashlib.sha256()
-    for name in sorted(signatures):
-        try:
-            data = read_regular(name, MAX_POLICY_BYTES)
-        except OSError as exc:
-            data = f"unreadable: {exc.strerror}".encode()
-        digest.update(hashlib.sha256(name.encode("utf-8", "surrogatepass") + b"\0" + data).digest())
-    return digest.hexdigest()
+                files.update(lock_files(top, self._lock_option))
+        return {name: file_signature(name) for name in sorted(files)}
 
 
 def _reused_version(new: Policy, old: Policy) -> bool:

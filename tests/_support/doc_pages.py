@@ -183,6 +183,23 @@ PAGES: dict[str, PageRun] = {
         """),
         expected="allow run-7 allow 1.5.0 deny\n",
     ),
+    "docs/fleet.md": PageRun(
+        prelude="",
+        # The shipped prod-eu policy (locked), bundled and signed; the engine runs it from the
+        # bundle file and names the revision.
+        epilogue=_source("""
+            from pathlib import Path
+            from prunewarden.bundle import build_bundle, generate_key_pair, sign_bundle
+            keys = generate_key_pair()
+            Path("signer.pub.pem").write_bytes(keys.public_pem)
+            built = build_bundle(["examples/deployments/prod-eu.yaml"], revision="r1")
+            Path("bundle.tar.gz").write_bytes(sign_bundle(built, keys.private_pem))
+            with fleet_engine("bundle.tar.gz", Path("signer.pub.pem")) as engine:
+                identity = engine.policy.identity
+                print(identity.name, identity.bundle_revision, engine.bundle)
+        """),
+        expected="prod-eu r1 bundle.tar.gz\n",
+    ),
     "docs/mcp.md": PageRun(
         prelude=_source("""
             from _support.doc_pages import example

@@ -74,14 +74,15 @@ def _lines(stream: IO[str], into: queue.Queue[str]) -> None:
 
 @contextmanager
 def running_server(
-    policy: Path | str,
+    policy: Path | str | None,
     workdir: Path,
     *options: str,
     listen: str = "127.0.0.1:0",
     token: str | None = None,
     env: dict[str, str] | None = None,
 ) -> Iterator[Server]:
-    """A server on ``policy`` logging to ``workdir/audit.jsonl``; stopped on exit."""
+    """A server on ``policy`` logging to ``workdir/audit.jsonl``; stopped on exit. With
+    ``policy`` None, ``options`` say where the policy comes from (``--bundle``)."""
     audit_log = workdir / "audit.jsonl"
     environment = {**os.environ, **(env or {})}
     environment.pop("PRUNEWARDEN_TOKEN", None)
@@ -91,8 +92,7 @@ def running_server(
         [
             PRUNEWARDEN,
             "serve",
-            "--policy",
-            str(policy),
+            *(["--policy", str(policy)] if policy is not None else []),
             "--audit-log",
             str(audit_log),
             "--listen",

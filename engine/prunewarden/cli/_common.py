@@ -17,7 +17,7 @@ exit codes:
   2   usage error, or a malformed input document
   3   invalid policy, or a policy version reused for different content
   4   test: a policy test case failed or broke, or coverage fell short
-  5   audit verify: a log failed verification
+  5   audit verify: a log failed verification; bundle verify: a bundle did
   70  internal error (a bug: please report it)
 """
 

@@ -84,6 +84,12 @@ COMMANDS: dict[str, Command] = {
         "run_policy",
     ),
     "schema": Command("_decide", "print a bundled JSON Schema", "add_schema", "run_schema"),
+    "bundle": Command(
+        "_bundle",
+        "build, sign and verify signed policy bundles (docs/fleet.md)",
+        "add_bundle_command",
+        "run_bundle",
+    ),
     "test": Command("_suites", "run policy test suites (*_test.yaml)", "add_test", "run_test"),
     "plan": Command(
         "_decide",
@@ -121,6 +127,12 @@ COMMANDS: dict[str, Command] = {
         "serve evaluate, plan and verify_transition to MCP hosts (docs/mcp.md)",
         "add_mcp",
         "run_mcp",
+    ),
+    "status": Command(
+        "_status",
+        "print the status of each server of a fleet (policy, bundle, decisions, errors)",
+        "add_status",
+        "run_status",
     ),
     "doctor": Command(
         "_doctor",

@@ -16,6 +16,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import IO, Any
 
+from prunewarden._files import read_regular
 from prunewarden.cli._audit import ENV_KEY
 from prunewarden.cli._common import UsageError
 from prunewarden.errors import AuditError, ExitCode
@@ -25,6 +26,7 @@ from prunewarden.limits import (
     KEEP_ALIVE_SECONDS,
     MAX_CONNECTIONS,
     MAX_LIVE_SESSIONS,
+    MAX_POLICY_BYTES,
     MAX_REQUEST_BYTES,
     REQUEST_SECONDS,
     SESSION_IDLE_SECONDS,
@@ -35,6 +37,7 @@ exit codes:
   0   stopped by SIGTERM or SIGINT, after the requests in flight were answered
   2   usage error: an address, a token file, a session store, the audit log cannot be used
   3   invalid policy
+  5   --bundle: the first bundle cannot be fetched or fails verification
   70  internal error (a bug: please report it)
 
 The bearer token comes from --token-file, else $PRUNEWARDEN_TOKEN. A TCP address other than
@@ -53,6 +56,18 @@ def add_serve(commands: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     serve.add_argument("--policy", metavar="FILE", help="policy YAML (reloaded when it changes)")
+    serve.add_argument(
+        "--bundle",
+        metavar="PATH|URL",
+        help="a signed policy bundle instead of --policy, fetched again every reload interval "
+        "(docs/fleet.md)",
+    )
+    serve.add_argument(
+        "--bundle-key", metavar="PEM", help="the Ed25519 public key the bundle must be signed with"
+    )
+    serve.add_argument(
+        "--bundle-policy", metavar="NAME", help="the bundle's policy to run (default: its first)"
+    )
     serve.add_argument(
         "--audit-log",
         metavar="PATH",
@@ -169,8 +184,9 @@ def run_serve(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int
     if args.print_openapi:
         stdout.write(json.dumps(server.openapi_document(), indent=2) + "\n")
         return ExitCode.OK
-    if args.policy is None:
-        raise UsageError("prunewarden serve: --policy FILE is required")
+    if (args.policy is None) == (args.bundle is None):
+        raise UsageError("prunewarden serve: give --policy FILE or --bundle PATH|URL (one)")
+    bundle_key = _bundle_key(args.bundle_key) if args.bundle is not None else None
     try:
         socket_mode = int(args.socket_mode, 8)
         listen = server.parse_listen(args.listen)
@@ -200,6 +216,9 @@ def run_serve(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int
             # Set but empty is a key that went missing, not a request for an unkeyed log.
             audit_key_env=ENV_KEY if ENV_KEY in os.environ else None,
             cel=args.cel,
+            bundle=args.bundle,
+            bundle_key=bundle_key,
+            bundle_policy=args.bundle_policy,
         )
     except ValueError:
         raise UsageError(
@@ -231,14 +250,25 @@ def run_serve(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int
         metrics_url = server.bound_url(metrics_listen, metrics_sock)
         stdout.write(f"prunewarden serve: metrics without a token on {metrics_url}/metrics\n")
     policy = built.engine.policy
+    revision = policy.identity.bundle_revision
+    in_bundle = f", bundle revision {revision}" if revision is not None else ""
     stdout.write(
         f"prunewarden serve: listening on {server.bound_url(listen, sock)} "
-        f"(policy {policy.name}@{policy.version})\n"
+        f"(policy {policy.name}@{policy.version}{in_bundle})\n"
     )
     stdout.flush()
     server.run(built, sock, listen, metrics_sock)
     stdout.write("prunewarden serve: stopped\n")
     return ExitCode.OK
+
+
+def _bundle_key(path: str | None) -> bytes:
+    if path is None:
+        raise UsageError("prunewarden serve: --bundle needs --bundle-key PEM")
+    try:
+        return read_regular(path, MAX_POLICY_BYTES)
+    except OSError as exc:
+        raise UsageError(f"prunewarden serve: --bundle-key {path}: cannot read: {exc}") from None
 
 
 def _server_package() -> ModuleType:

@@ -148,6 +148,11 @@ class _Endpoints:
                 wrap(lambda _r, _b: service.policy_document(), reads_body=False),
                 methods=["GET"],
             ),
+            Route(
+                "/v1/status",
+                wrap(lambda _r, _b: service.status_document(), reads_body=False),
+                methods=["GET"],
+            ),
             Route("/v1/evaluate", wrap(self.evaluate), methods=["POST"]),
             Route("/v1/plan", wrap(lambda _r, body: service.plan(body)), methods=["POST"]),
             *session_posts,

@@ -112,9 +112,12 @@ class ServerConfig:
     ``audit_key_env``: the environment variable holding the audit log's HMAC key (None: an
     unkeyed log; see docs/audit-log.md). ``cel``: the CEL backend of the policy's rules,
     ``python`` or ``native`` (None: ``PRUNEWARDEN_CEL``, else python; docs/rules.md).
+    ``bundle``: a signed bundle (path or HTTP(S) URL) to take the policy from instead of
+    ``policy`` (None), with ``bundle_key`` the Ed25519 public key (PEM bytes) and
+    ``bundle_policy`` the policy in it (None: its first; docs/fleet.md).
     """
 
-    policy: str
+    policy: str | None
     audit_log: str
     listen: Listen
     sessions: str | None = None
@@ -135,8 +138,17 @@ class ServerConfig:
     metrics_listen: Listen | None = None
     audit_key_env: str | None = None
     cel: str | None = None
+    bundle: str | None = None
+    bundle_key: bytes | None = None
+    bundle_policy: str | None = None
 
     def __post_init__(self) -> None:
+        if (self.policy is None) == (self.bundle is None):
+            msg = "give a policy (--policy FILE) or a bundle (--bundle PATH|URL), not both"
+            raise ServerConfigError(msg)
+        if self.bundle is not None and (self.bundle_key is None or self.shadow is not None):
+            msg = "--bundle needs --bundle-key PUBKEY, and takes no --shadow yet"
+            raise ServerConfigError(msg)
         if not self.listen.is_loopback and self.token is None:
             msg = (
                 f"refusing to listen on {self.listen.url()} without a token: set "

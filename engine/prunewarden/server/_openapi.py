@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from prunewarden.server._fleet import BUNDLE_DETAIL, status_schema
+
 SCHEMA_BASE = "https://prunewarden.dev/schemas/"
 _INPUT = SCHEMA_BASE + "input.v1.schema.json"
 _DECISION = SCHEMA_BASE + "decision.v1.schema.json"
@@ -163,6 +165,15 @@ def _paths() -> dict[str, Any]:
                 "summary": "The policy in force: identity, digest, files, resolved document",
                 "tags": ["policy"],
                 "responses": {"200": _ok("PolicyInForce", "The policy"), **_problems(401)},
+            }
+        },
+        "/v1/status": {
+            "get": {
+                "operationId": "status",
+                "summary": "The policy and bundle in force, the last activation and error, "
+                "decisions by outcome since start (docs/fleet.md)",
+                "tags": ["policy"],
+                "responses": {"200": _ok("Status", "The server's status"), **_problems(401)},
             }
         },
         "/v1/evaluate": {
@@ -365,8 +376,10 @@ def _components() -> dict[str, Any]:
                     "status": {"type": "string"},
                     "checks": {"type": "object"},
                     "policy": _identity(),
+                    "bundle": BUNDLE_DETAIL,
                 },
             },
+            "Status": status_schema(_identity()),
             "PolicyInForce": {
                 "type": "object",
                 "required": ["policy", "digest", "sources", "document", "shadow"],

@@ -38,6 +38,7 @@ from prunewarden.reload import ReloadingEngine
 from prunewarden.server._app import create_app, problem_response
 from prunewarden.server._config import Listen, ServerConfig, ServerConfigError
 from prunewarden.server._connections import ConnectionLimits, guarded_protocol
+from prunewarden.server._fleet import FleetStatus
 from prunewarden.server._metrics import ServerMetrics
 from prunewarden.server._problems import ProblemDocument
 from prunewarden.server._redis import RedisSessionStore
@@ -88,15 +89,19 @@ def build_app(config: ServerConfig) -> Built:
     # may build more than one app (tests do), and each counts only its engine's decisions.
     registry = CollectorRegistry()
     metrics = DecisionMetrics(registry)
+    fleet = FleetStatus()
     try:
         engine = ReloadingEngine(
             config.policy,
+            bundle=config.bundle,
+            bundle_key=config.bundle_key,
+            bundle_policy=config.bundle_policy,
             shadow=config.shadow,
             lock=config.lock,
             interval=config.reload_interval,
             audit=audit,
             store=store,
-            on_decision=metrics,
+            on_decision=[metrics, fleet],
             cel=config.cel,
         )
     except BaseException:
@@ -104,6 +109,7 @@ def build_app(config: ServerConfig) -> Built:
         audit.close()
         raise
     metrics.watch(engine)
+    fleet.watch(engine)
     sessions = SessionService(
         engine, store, ttl=config.session_ttl, max_live=config.max_live_sessions
     )
@@ -132,7 +138,7 @@ def build_app(config: ServerConfig) -> Built:
 
     app = create_app(
         config,
-        DecisionService(engine, audit),
+        DecisionService(engine, audit, fleet),
         sessions,
         on_shutdown=close,
         decision_metrics=registry,

@@ -22,6 +22,7 @@ from prunewarden.errors import AuditError, InputError, PrunewardenError
 from prunewarden.planner import Plan
 from prunewarden.reload import ReloadingEngine
 from prunewarden.server._documents import check_object, read_body
+from prunewarden.server._fleet import FleetStatus, bundle_detail
 from prunewarden.server._problems import ProblemDocument, invalid_input
 
 AUDIT_UNAVAILABLE = "audit_unavailable"
@@ -54,9 +55,14 @@ class Answer:
 class DecisionService:
     """Stateless decisions and policy information over one :class:`ReloadingEngine`."""
 
-    def __init__(self, engine: ReloadingEngine, audit: AuditLog) -> None:
+    def __init__(
+        self, engine: ReloadingEngine, audit: AuditLog, fleet: FleetStatus | None = None
+    ) -> None:
+        """``fleet`` counts the engine's decisions (one of its decision hooks); without it,
+        ``/v1/status`` counts none."""
         self.engine = engine
         self.audit = audit
+        self.fleet = fleet if fleet is not None else FleetStatus()
 
     # --- stateless ---------------------------------------------------------------------------
 
@@ -108,11 +114,21 @@ class DecisionService:
             checks["audit_log"] = False
             checks["audit_error"] = str(exc)
         ready = all(value is True for key, value in checks.items() if key != "audit_error")
-        return ready, {
+        document = {
             "status": "ready" if ready else "not ready",
             "checks": checks,
             "policy": self.engine.policy.identity.to_dict(),
         }
+        bundle = bundle_detail(self.engine)
+        if bundle is not None:
+            # The last good bundle keeps deciding: a failed fetch is told, not a reason to stop.
+            document["bundle"] = bundle
+        return ready, document
+
+    def status_document(self) -> Answer:
+        """``GET /v1/status``: what a fleet's operators read (see :class:`FleetStatus`)."""
+        document = self.fleet.document(self.engine)
+        return Answer(document, policy=self.engine.policy.identity)
 
 
 def guarded(call: Callable[[], _T]) -> _T:

@@ -185,7 +185,9 @@ def state_document(
         "state_version": STATE_VERSION,
         "session_id": session_id,
         "labels": dict(labels),
-        "policy": policy.to_dict(),
+        # The content the history was kept under, not the bundle it came in: a state moves
+        # between revisions of one content unchanged.
+        "policy": {"name": policy.name, "version": policy.version, "digest": policy.digest},
         "cycles_seen": history.cycles_seen,
         "snapshots": [
             {"cycle": s.cycle, "scores": dict(s.scores), "pinned": list(s.pinned)}

@@ -1,0 +1,144 @@
+"""Where a bundle comes from: a file, or an HTTP(S) URL polled with ``If-None-Match``; and the
+watch that turns each new bundle into the policy to activate, or into the reason it is not.
+
+HTTP goes through the standard library (``urllib``): a server or a :class:`ReloadingEngine`
+loading bundles needs no extra dependency for it. Whatever goes wrong with a fetch (refused,
+timed out, HTTP 500, a body shorter than its ``Content-Length``, too large) is a
+:class:`BundleError` naming the location, never a partial bundle: a body is verified only once
+it has arrived whole.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+
+from prunewarden._files import read_bounded, read_regular
+from prunewarden.bundle._verify import verify_bundle
+from prunewarden.errors import BundleError, Problem
+from prunewarden.limits import MAX_BUNDLE_BYTES
+from prunewarden.policy import Policy
+
+DEFAULT_TIMEOUT = 10.0  # seconds a fetch may take to connect, and between two reads
+_NOT_MODIFIED = 304
+
+
+@dataclass(frozen=True, slots=True)
+class Fetched:
+    """A bundle's bytes and the tag that names them (the ETag, or a file's SHA-256)."""
+
+    data: bytes
+    etag: str | None
+
+
+def is_url(location: str) -> bool:
+    return location.startswith(("http://", "https://"))
+
+
+def fetch(location: str, etag: str | None, timeout: float = DEFAULT_TIMEOUT) -> Fetched | None:
+    """The bundle at ``location`` (a path, or an ``http://``/``https://`` URL), or None when
+    it is still the one tagged ``etag``; :class:`BundleError` when it cannot be had whole."""
+    try:
+        if is_url(location):
+            return _fetch_url(location, etag, timeout)
+        data = read_regular(location, MAX_BUNDLE_BYTES)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise BundleError([Problem(location, 0, 0, "$", f"cannot read: {reason}")]) from None
+    tag = "sha256:" + hashlib.sha256(data).hexdigest()
+    return None if tag == etag else Fetched(data, tag)
+
+
+def _fetch_url(url: str, etag: str | None, timeout: float) -> Fetched | None:
+    request = urllib.request.Request(url, headers={"If-None-Match": etag} if etag else {})  # noqa: S310 - http(s) only: is_url
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - as above
+            data = read_bounded(response, MAX_BUNDLE_BYTES)
+            announced = response.headers.get("Content-Length")
+            # http.client stops quietly at a connection closed early: count the bytes.
+            if announced is None or not announced.isdigit() or int(announced) == len(data):
+                return Fetched(data, response.headers.get("ETag"))
+            message = f"the download ended early ({len(data)} of {announced} bytes)"
+    except urllib.error.HTTPError as exc:
+        if exc.code == _NOT_MODIFIED:
+            return None
+        message = f"HTTP {exc.code} {exc.reason}"
+    except http.client.IncompleteRead as exc:
+        message = f"the download ended early ({len(exc.partial)} bytes, then the end)"
+    except (urllib.error.URLError, http.client.HTTPException, TimeoutError) as exc:
+        reason = getattr(exc, "reason", None) or exc
+        message = f"cannot fetch: {reason}"
+    raise BundleError([Problem(url, 0, 0, "$", message)])
+
+
+class BundleWatch:
+    """The bundle at ``location``, verified with ``public_pem``, and its policy ``policy``
+    (None: the first the manifest lists). :meth:`load` fetches it again: a new policy to
+    activate, None when the bundle did not change, or :class:`BundleError` (a refused bundle
+    is remembered by its SHA-256, so that polling it again costs no second verification).
+    A bundle giving the ``name@version`` in force another content is refused, as a reload of
+    files refuses it: a new content needs a new version."""
+
+    def __init__(
+        self,
+        location: str,
+        public_pem: bytes,
+        policy: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+    ) -> None:
+        self.location = location
+        self.policy_name = policy
+        self.revision: str | None = None
+        self._key = public_pem
+        self._timeout = timeout
+        self._etag: str | None = None
+        self._content: str | None = None  # SHA-256 of the bundle in force
+        self._refused: tuple[str, BundleError] | None = None  # a bundle's SHA-256, and why
+
+    def load(self, in_force: Policy | None) -> Policy | None:
+        fetched = fetch(self.location, self._etag, self._timeout)
+        if fetched is None:
+            return None
+        # A server without ETags (or with a new one for the same bytes): the bytes tell.
+        content = hashlib.sha256(fetched.data).hexdigest()
+        if content == self._content:
+            self._etag = fetched.etag
+            return None
+        if self._refused is not None and self._refused[0] == content:
+            raise self._refused[1]
+        try:
+            policy = self._verified(fetched.data)
+            _refuse_reused_version(policy, in_force, self.location)
+        except BundleError as exc:
+            self._refused = (content, exc)
+            raise
+        self._etag, self._content, self._refused = fetched.etag, content, None
+        self.revision = policy.identity.bundle_revision
+        return policy
+
+    def _verified(self, data: bytes) -> Policy:
+        try:
+            bundle = verify_bundle(data, self._key, self.location)
+        except ValueError as exc:  # the key given, not the bundle
+            raise BundleError([Problem(self.location, 0, 0, "$", f"the key: {exc}")]) from None
+        wanted = bundle.manifest.policy(self.policy_name)
+        if wanted is None:
+            names = ", ".join(sorted(bundle.policies))
+            message = f"no policy {self.policy_name!r} in the bundle (it holds {names})"
+            raise BundleError([Problem(self.location, 0, 0, "$.policies", message)])
+        return bundle.policies[wanted.name]
+
+
+def _refuse_reused_version(policy: Policy, in_force: Policy | None, location: str) -> None:
+    if in_force is None or (policy.name, policy.version) != (in_force.name, in_force.version):
+        return
+    if policy.digest != in_force.digest:
+        message = (
+            f"{policy.name}@{policy.version} is in force with another content "
+            f"({in_force.digest}; the bundle holds {policy.digest}): a new content needs a "
+            "new version"
+        )
+        raise BundleError([Problem(location, 0, 0, "$.policies", message)])

@@ -1,0 +1,145 @@
+"""What a bundle holds, as its manifest says: every file's SHA-256, each policy's identity, a
+revision and when it was built (values, and their one JSON form).
+
+The manifest is what a signature covers: its bytes as stored in the archive are signed and
+verified, never a re-encoding, so a verifier needs no canonical form to agree with the signer.
+It is written in RFC 8785 form all the same, so that two builds of the same files and revision
+at the same time are the same bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from prunewarden._json import encode_canonical
+from prunewarden.errors import Problem
+
+MANIFEST_NAME = "manifest.json"
+SIGNATURES_NAME = "signatures.json"
+MANIFEST_VERSION = 1
+
+_SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
+_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+# A revision travels in every decision record and in URLs of operators' tools: keep it short
+# and printable.
+_REVISION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:+-]{0,127}$")
+
+
+@dataclass(frozen=True, slots=True)
+class BundledPolicy:
+    """A policy of the bundle: the file it is read from (relative to the bundle's root) and the
+    identity it must load to."""
+
+    path: str
+    name: str
+    version: str
+    digest: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {
+            "path": self.path,
+            "name": self.name,
+            "version": self.version,
+            "digest": self.digest,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Manifest:
+    """A bundle's table of contents. ``files`` maps each file's path in the archive to the
+    SHA-256 (hex) of its bytes; ``lock`` names the lock file among them (None: none)."""
+
+    revision: str
+    built_at: str
+    files: Mapping[str, str]
+    policies: tuple[BundledPolicy, ...]
+    lock: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "manifest_version": MANIFEST_VERSION,
+            "revision": self.revision,
+            "built_at": self.built_at,
+            "lock": self.lock,
+            "files": dict(sorted(self.files.items())),
+            "policies": [policy.to_dict() for policy in self.policies],
+        }
+
+    def encode(self) -> bytes:
+        return encode_canonical(self.to_dict())
+
+    def policy(self, name: str | None) -> BundledPolicy | None:
+        """The policy called ``name`` (None: the first one listed)."""
+        if name is None:
+            return self.policies[0] if self.policies else None
+        return next((policy for policy in self.policies if policy.name == name), None)
+
+
+def check_revision(revision: str) -> str | None:
+    """Why ``revision`` cannot name a bundle, or None."""
+    if _REVISION.match(revision):
+        return None
+    return "a revision is 1 to 128 letters, digits or ._:+- and starts with a letter or digit"
+
+
+def parse_manifest(data: bytes, where: str) -> tuple[Manifest | None, list[Problem]]:
+    """The manifest in ``data``, or None and every problem found (``where`` names the file)."""
+    try:
+        document = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        return None, [Problem(where, 0, 0, "$", f"not UTF-8 JSON ({exc})")]
+    problems = list(_shape_problems(document, where))
+    if problems:
+        return None, problems
+    policies = tuple(
+        BundledPolicy(p["path"], p["name"], p["version"], p["digest"]) for p in document["policies"]
+    )
+    manifest = Manifest(
+        document["revision"], document["built_at"], document["files"], policies, document["lock"]
+    )
+    return manifest, []
+
+
+def _shape_problems(document: Any, where: str) -> Iterator[Problem]:  # noqa: C901, PLR0912 - one check a field
+    def problem(path: str, message: str) -> Problem:
+        return Problem(where, 0, 0, path, message)
+
+    if not isinstance(document, dict):
+        yield problem("$", "the manifest is not a JSON object")
+        return
+    if document.get("manifest_version") != MANIFEST_VERSION:
+        found = document.get("manifest_version")
+        yield problem("$.manifest_version", f"{found!r}: this reader knows version 1 only")
+        return
+    revision = document.get("revision")
+    if not isinstance(revision, str) or check_revision(revision) is not None:
+        yield problem("$.revision", f"{revision!r}: {check_revision('')}")
+    if not isinstance(document.get("built_at"), str):
+        yield problem("$.built_at", "not a timestamp string")
+    files = document.get("files")
+    if not isinstance(files, dict) or not files:
+        yield problem("$.files", "not an object of paths to SHA-256 digests")
+        files = {}
+    for path, digest in files.items():
+        if not isinstance(digest, str) or not _SHA256_HEX.match(digest):
+            yield problem(f"$.files[{path!r}]", f"{digest!r} is not a SHA-256 (hex)")
+    lock = document.get("lock")
+    if lock is not None and lock not in files:
+        yield problem("$.lock", f"{lock!r} is not one of the files")
+    policies = document.get("policies")
+    if not isinstance(policies, list) or not policies:
+        yield problem("$.policies", "not a non-empty list of policies")
+        return
+    for index, entry in enumerate(policies):
+        fields = ("path", "name", "version", "digest")
+        if not isinstance(entry, dict) or not all(isinstance(entry.get(f), str) for f in fields):
+            yield problem(f"$.policies[{index}]", f"needs the strings {', '.join(fields)}")
+            continue
+        if entry["path"] not in files:
+            yield problem(f"$.policies[{index}].path", f"{entry['path']!r} is not one of the files")
+        if not _DIGEST.match(entry["digest"]):
+            yield problem(f"$.policies[{index}].digest", f"{entry['digest']!r} is not sha256:HEX")

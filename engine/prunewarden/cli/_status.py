@@ -1,0 +1,98 @@
+"""``prunewarden status URL...``: ``GET /v1/status`` of each server of a fleet, one line each
+(docs/fleet.md).
+
+HTTP goes through the standard library, so the command needs no extra. Servers are asked one
+after the other, each within ``--timeout``; one that does not answer is a line saying why, and
+the others are still asked.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import IO, Any
+
+from prunewarden.cli._common import UsageError
+from prunewarden.errors import ExitCode
+
+TOKEN_ENV = "PRUNEWARDEN_TOKEN"  # noqa: S105 - the name of the variable, not a token
+STATUS_EXIT_CODES = """\
+exit codes:
+  0   every server answered and is healthy (its last reload or bundle fetch succeeded)
+  1   a server did not answer, or answered that its last reload or fetch failed
+  2   usage error: an address that is not http(s)://, a token file that cannot be read
+"""
+
+
+def add_status(commands: Any) -> None:
+    status = commands.add_parser(
+        "status",
+        help="print the status of each server of a fleet (policy, bundle, decisions, errors)",
+        epilog=STATUS_EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    status.add_argument("urls", nargs="+", metavar="URL", help="a server, http(s)://HOST:PORT")
+    status.add_argument(
+        "--token-file", metavar="FILE", help=f"the bearer token (else ${TOKEN_ENV})"
+    )
+    status.add_argument("--timeout", type=float, default=5.0, metavar="SECONDS")
+    status.add_argument("--format", choices=["text", "json"], default="text")
+
+
+def run_status(args: argparse.Namespace, stdout: IO[str], _stderr: IO[str]) -> int:
+    for url in args.urls:
+        if not url.startswith(("http://", "https://")):
+            raise UsageError(f"prunewarden status: {url!r} is not an http(s):// address")
+    token = _token(args.token_file)
+    answers = [_ask(url.rstrip("/"), token, args.timeout) for url in args.urls]
+    if args.format == "json":
+        stdout.write(json.dumps(answers, indent=2) + "\n")
+    else:
+        stdout.writelines(_line(answer) + "\n" for answer in answers)
+    healthy = all(a["status"] is not None and a["status"]["healthy"] for a in answers)
+    return ExitCode.OK if healthy else ExitCode.REFUSED
+
+
+def _token(token_file: str | None) -> str | None:
+    if token_file is None:
+        return os.environ.get(TOKEN_ENV, "").strip() or None
+    try:
+        return Path(token_file).read_text(encoding="utf-8").strip() or None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"prunewarden status: --token-file {token_file}: {exc}") from None
+
+
+def _ask(url: str, token: str | None, timeout: float) -> dict[str, Any]:
+    """``{"url", "status", "error"}``: the status document, or why there is none."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    request = urllib.request.Request(url + "/v1/status", headers=headers)  # noqa: S310 - http(s) only
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - as above
+            document = json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return {"url": url, "status": None, "error": f"HTTP {exc.code} {exc.reason}"}
+    except (OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", None) or exc
+        return {"url": url, "status": None, "error": f"no answer: {reason}"}
+    if not isinstance(document, dict) or "healthy" not in document:
+        return {"url": url, "status": None, "error": "not a prunewarden status document"}
+    return {"url": url, "status": document, "error": None}
+
+
+def _line(answer: dict[str, Any]) -> str:
+    status = answer["status"]
+    if status is None:
+        return f"{answer['url']}  {answer['error']}"
+    policy = status["policy"]
+    revision = policy.get("bundle_revision")
+    where = f"{policy['name']}@{policy['version']}" + (f" bundle {revision}" if revision else "")
+    counts = " ".join(f"{k} {v}" for k, v in status["decisions"].items())
+    line = f"{answer['url']}  {'healthy' if status['healthy'] else 'unhealthy'}  {where}  {counts}"
+    line += f"  since {status['activated_at']}"
+    if not status["healthy"]:
+        line += f"  last reload failed: {'; '.join(status['last_reload']['problems'])}"
+    return line

@@ -1,0 +1,154 @@
+"""What a server tells its fleet's operators: ``GET /v1/status`` (the policy and bundle in
+force, the last activation and the last error, decisions by outcome since start) and the
+``bundle`` detail of ``/readyz``, with the schemas the OpenAPI document gives them.
+
+Decisions are counted by a decision hook and errors kept by a reload hook, both attached when
+the app is built (:func:`~prunewarden.server.build_app`): the counts are of this process, since
+it started.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+from prunewarden.__about__ import __version__
+from prunewarden.decision import Decision, utc_now
+from prunewarden.reload import ReloadingEngine, ReloadResult
+
+OUTCOMES = ("allow", "deny", "halt")
+
+BUNDLE_DETAIL: dict[str, Any] = {
+    "type": "object",
+    "description": "With `--bundle`: where it is fetched from, the revision in force, and the "
+    "last fetch (a failed one keeps the last good bundle)",
+    "required": ["location", "revision", "healthy", "problems"],
+    "properties": {
+        "location": {"type": "string"},
+        "revision": {"type": ["string", "null"]},
+        "healthy": {"type": "boolean"},
+        "last_fetch_at": {"type": ["string", "null"]},
+        "last_fetch": {"enum": ["reloaded", "unchanged", "failed", None]},
+        "problems": {"type": "array", "items": {"type": "string"}},
+    },
+}
+
+
+def status_schema(identity: dict[str, Any]) -> dict[str, Any]:
+    """The schema of ``GET /v1/status``, ``identity`` being the schema of a policy identity."""
+    when = {"type": ["string", "null"]}
+    problems = {"type": "array", "items": {"type": "string"}}
+    return {
+        "type": "object",
+        "required": [
+            "healthy",
+            "started_at",
+            "engine_version",
+            "policy",
+            "shadow",
+            "bundle",
+            "activated_at",
+            "last_reload",
+            "last_error",
+            "decisions",
+            "log_shipping",
+        ],
+        "properties": {
+            "healthy": {"type": "boolean", "description": "false while the last reload failed"},
+            "started_at": {"type": "string"},
+            "engine_version": {"type": "string"},
+            "policy": identity,
+            "shadow": {"oneOf": [{"type": "null"}, identity]},
+            "bundle": {"oneOf": [{"type": "null"}, BUNDLE_DETAIL]},
+            "activated_at": {"type": "string", "description": "when the policy in force began"},
+            "last_reload": {
+                "type": "object",
+                "properties": {
+                    "at": when,
+                    "outcome": {"enum": ["reloaded", "unchanged", "failed", None]},
+                    "problems": problems,
+                },
+            },
+            "last_error": {
+                "description": "the last reload or fetch that failed since start, even if a "
+                "later one succeeded",
+                "oneOf": [
+                    {"type": "null"},
+                    {"type": "object", "properties": {"at": when, "problems": problems}},
+                ],
+            },
+            "decisions": {
+                "type": "object",
+                "description": "decisions made since start, by outcome",
+                "properties": {outcome: {"type": "integer"} for outcome in OUTCOMES},
+            },
+            "log_shipping": {
+                "type": "null",
+                "description": "not yet: decisions stay in the local audit log",
+            },
+        },
+    }
+
+
+def bundle_detail(engine: ReloadingEngine) -> dict[str, Any] | None:
+    """The ``bundle`` detail of ``/readyz`` and ``/v1/status`` (None without a bundle)."""
+    if engine.bundle is None:
+        return None
+    status = engine.status()
+    return {
+        "location": engine.bundle,
+        "revision": engine.policy.identity.bundle_revision,
+        "healthy": status.healthy,
+        "last_fetch_at": status.last_reload_at,
+        "last_fetch": status.last_reload,
+        "problems": list(status.problems),
+    }
+
+
+class FleetStatus:
+    """Counts decisions by outcome (a decision hook) and keeps the last failed reload (a
+    reload hook, see :meth:`watch`); :meth:`document` is the ``/v1/status`` answer."""
+
+    def __init__(self) -> None:
+        self.started_at = utc_now()
+        self._lock = threading.Lock()
+        self._outcomes: Counter[str] = Counter()
+        self._last_error: dict[str, Any] | None = None
+
+    def __call__(self, decision: Decision, _record: Mapping[str, Any]) -> None:
+        with self._lock:
+            self._outcomes[decision.outcome] += 1
+
+    def watch(self, engine: ReloadingEngine) -> None:
+        engine.add_reload_hook(self._observe_reload)
+
+    def _observe_reload(self, result: ReloadResult) -> None:
+        if result.problems:
+            error = {"at": utc_now(), "problems": list(result.problems)}
+            with self._lock:
+                self._last_error = error
+
+    def document(self, engine: ReloadingEngine) -> dict[str, Any]:
+        status = engine.status()
+        with self._lock:
+            decisions = {outcome: self._outcomes[outcome] for outcome in OUTCOMES}
+            last_error = self._last_error
+        return {
+            "healthy": status.healthy,
+            "started_at": self.started_at,
+            "engine_version": __version__,
+            "policy": status.policy.to_dict(),
+            "shadow": status.shadow.to_dict() if status.shadow is not None else None,
+            "bundle": bundle_detail(engine),
+            "activated_at": status.in_force_since,
+            "last_reload": {
+                "at": status.last_reload_at,
+                "outcome": status.last_reload,
+                "problems": list(status.problems),
+            },
+            "last_error": last_error,
+            "decisions": decisions,
+            "log_shipping": None,
+        }
