@@ -70,6 +70,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/status": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The policy and bundle in force, the last activation and error, decisions by outcome since start (docs/fleet.md) */
+        get: operations["status"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/evaluate": {
         parameters: {
             query?: never;
@@ -257,6 +274,8 @@ export interface components {
                 name: string;
                 version: string;
                 digest: string;
+                /** @description The revision of the signed policy bundle the policy came from (docs/fleet.md); absent when the policy was read from its own files. */
+                bundle_revision?: string;
                 /** @description The files the policy was resolved from, the policy's own first, then each policy it extends: path (builtin:<name> for a bundled policy) and the SHA-256 (hex) of the bytes read. */
                 sources?: {
                     path: string;
@@ -273,6 +292,8 @@ export interface components {
                 name: string;
                 version: string;
                 digest: string;
+                /** @description The revision of the signed policy bundle the policy came from (docs/fleet.md); absent when the policy was read from its own files. */
+                bundle_revision?: string;
                 /** @description The files the policy was resolved from, the policy's own first, then each policy it extends: path (builtin:<name> for a bundled policy) and the SHA-256 (hex) of the bytes read. */
                 sources?: {
                     path: string;
@@ -288,6 +309,8 @@ export interface components {
                 name: string;
                 version: string;
                 digest: string;
+                /** @description The revision of the signed policy bundle the policy came from (docs/fleet.md); absent when the policy was read from its own files. */
+                bundle_revision?: string;
                 /** @description The files the policy was resolved from, the policy's own first, then each policy it extends: path (builtin:<name> for a bundled policy) and the SHA-256 (hex) of the bytes read. */
                 sources?: {
                     path: string;
@@ -303,6 +326,8 @@ export interface components {
                 name: string;
                 version: string;
                 digest: string;
+                /** @description The revision of the signed policy bundle the policy came from (docs/fleet.md); absent when the policy was read from its own files. */
+                bundle_revision?: string;
                 /** @description The files the policy was resolved from, the policy's own first, then each policy it extends: path (builtin:<name> for a bundled policy) and the SHA-256 (hex) of the bytes read. */
                 sources?: {
                     path: string;
@@ -318,12 +343,85 @@ export interface components {
                 name: string;
                 version: string;
                 digest: string;
+                /** @description The revision of the signed policy bundle the policy came from (docs/fleet.md); absent when the policy was read from its own files. */
+                bundle_revision?: string;
                 /** @description The files the policy was resolved from, the policy's own first, then each policy it extends: path (builtin:<name> for a bundled policy) and the SHA-256 (hex) of the bytes read. */
                 sources?: {
                     path: string;
                     sha256: string;
                 }[];
             };
+            /** @description With `--bundle`: where it is fetched from, the revision in force, and the last fetch (a failed one keeps the last good bundle) */
+            bundle?: {
+                location: string;
+                revision: string | null;
+                healthy: boolean;
+                last_fetch_at?: string | null;
+                /** @enum {unknown} */
+                last_fetch?: "reloaded" | "unchanged" | "failed" | null;
+                problems: string[];
+            };
+        };
+        Status: {
+            /** @description false while the last reload failed */
+            healthy: boolean;
+            started_at: string;
+            engine_version: string;
+            /** @description The policy that authorized the decision. */
+            policy: {
+                name: string;
+                version: string;
+                digest: string;
+                /** @description The revision of the signed policy bundle the policy came from (docs/fleet.md); absent when the policy was read from its own files. */
+                bundle_revision?: string;
+                /** @description The files the policy was resolved from, the policy's own first, then each policy it extends: path (builtin:<name> for a bundled policy) and the SHA-256 (hex) of the bytes read. */
+                sources?: {
+                    path: string;
+                    sha256: string;
+                }[];
+            };
+            shadow: null | {
+                name: string;
+                version: string;
+                digest: string;
+                /** @description The revision of the signed policy bundle the policy came from (docs/fleet.md); absent when the policy was read from its own files. */
+                bundle_revision?: string;
+                /** @description The files the policy was resolved from, the policy's own first, then each policy it extends: path (builtin:<name> for a bundled policy) and the SHA-256 (hex) of the bytes read. */
+                sources?: {
+                    path: string;
+                    sha256: string;
+                }[];
+            };
+            bundle: null | {
+                location: string;
+                revision: string | null;
+                healthy: boolean;
+                last_fetch_at?: string | null;
+                /** @enum {unknown} */
+                last_fetch?: "reloaded" | "unchanged" | "failed" | null;
+                problems: string[];
+            };
+            /** @description when the policy in force began */
+            activated_at: string;
+            last_reload: {
+                at?: string | null;
+                /** @enum {unknown} */
+                outcome?: "reloaded" | "unchanged" | "failed" | null;
+                problems?: string[];
+            };
+            /** @description the last reload or fetch that failed since start, even if a later one succeeded */
+            last_error: null | {
+                at?: string | null;
+                problems?: string[];
+            };
+            /** @description decisions made since start, by outcome */
+            decisions: {
+                allow?: number;
+                deny?: number;
+                halt?: number;
+            };
+            /** @description not yet: decisions stay in the local audit log */
+            log_shipping: null;
         };
         PolicyInForce: {
             /** @description The policy that authorized the decision. */
@@ -331,6 +429,8 @@ export interface components {
                 name: string;
                 version: string;
                 digest: string;
+                /** @description The revision of the signed policy bundle the policy came from (docs/fleet.md); absent when the policy was read from its own files. */
+                bundle_revision?: string;
                 /** @description The files the policy was resolved from, the policy's own first, then each policy it extends: path (builtin:<name> for a bundled policy) and the SHA-256 (hex) of the bytes read. */
                 sources?: {
                     path: string;
@@ -348,6 +448,8 @@ export interface components {
                 name: string;
                 version: string;
                 digest: string;
+                /** @description The revision of the signed policy bundle the policy came from (docs/fleet.md); absent when the policy was read from its own files. */
+                bundle_revision?: string;
                 /** @description The files the policy was resolved from, the policy's own first, then each policy it extends: path (builtin:<name> for a bundled policy) and the SHA-256 (hex) of the bytes read. */
                 sources?: {
                     path: string;
@@ -396,6 +498,8 @@ export interface components {
                 name: string;
                 version: string;
                 digest: string;
+                /** @description The revision of the signed policy bundle the policy came from (docs/fleet.md); absent when the policy was read from its own files. */
+                bundle_revision?: string;
                 /** @description The files the policy was resolved from, the policy's own first, then each policy it extends: path (builtin:<name> for a bundled policy) and the SHA-256 (hex) of the bytes read. */
                 sources?: {
                     path: string;
@@ -416,9 +520,17 @@ export interface components {
             pass_id?: string;
             /** @description A decision of a pruning pass: its place in the pass, the index of its verdict in the pass record. */
             index?: number;
+            /** @description Only when the decision was explained (explain=True, prunewarden explain, ?explain=true; docs/explain.md): the guard's mode and a trace of every rule of the check. Each refusing reason of the guard then carries detail.would_allow (a list of alternatives {field, op, value, and?}, empty when no value of any field allows it) and detail.would_allow_text (the same in one sentence). */
+            explanation?: {
+                /** @enum {unknown} */
+                mode: "enforce" | "audit" | "off";
+                /** @description The CEL backend that evaluated the rules (null: the policy has none). */
+                rule_backend: string | null;
+                rules: components["schemas"]["decision.v1.rule_trace"][];
+            };
         };
         "decision.v1.action": {
-            action: "halt_pruning" | "freeze_buffer" | "escalate" | "pin" | "resolve_dependencies_first" | "rescore" | "write_tombstone" | "recompute" | "drop" | "restore" | "freeze";
+            action: "halt_pruning" | "freeze_buffer" | "escalate" | "pin" | "resolve_dependencies_first" | "rescore" | "write_tombstone" | "recompute" | "drop" | "keep_verbatim" | "restore" | "freeze";
             ids?: string[];
         };
         "decision.v1.reason": {
@@ -427,7 +539,33 @@ export interface components {
             detail: Record<string, never>;
         };
         /** @description Stable reason codes. */
-        "decision.v1.reason_code": "insufficient_history" | "too_few_entries" | "spread_healthy" | "no_canary" | "canary_missing" | "canary_healthy" | "collapse_detected" | "authorized" | "pinned" | "unscoreable" | "perturbation_missing" | "unstable_score" | "no_tombstone" | "bound" | "unbound_score" | "hash_mismatch" | "poisoned_span" | "orphaned_parent" | "invalidation_gap" | "relevance_inflation" | "transition_clean" | "pinned_removed" | "group_split" | "unscored_removal" | "check_disabled" | "internal_error" | "audit_unavailable" | "pruning_halted" | "group_member_refused" | "session_state_unavailable" | string;
+        "decision.v1.reason_code": "insufficient_history" | "too_few_entries" | "spread_healthy" | "no_canary" | "canary_missing" | "canary_healthy" | "collapse_detected" | "authorized" | "pinned" | "unscoreable" | "perturbation_missing" | "unstable_score" | "no_tombstone" | "bound" | "unbound_score" | "hash_mismatch" | "poisoned_span" | "orphaned_parent" | "invalidation_gap" | "relevance_inflation" | "transition_clean" | "pinned_removed" | "group_split" | "unscored_removal" | "fact_lost" | "negation_lost" | "meaning_drift" | "summary_is_error" | "check_disabled" | "internal_error" | "audit_unavailable" | "pruning_halted" | "group_member_refused" | "session_state_unavailable" | string;
+        /** @description One rule as it was decided: the value of each sub-expression visited (strings as their length and SHA-256, lists and maps as their size), the params it read, and its cost in nodes evaluated. Traced by cel-python whatever the backend. */
+        "decision.v1.rule_trace": {
+            rule: string;
+            effect: string;
+            mode: string;
+            matched: boolean;
+            reads: string[];
+            params: Record<string, never>;
+            /** @constant */
+            traced_with: "cel-python";
+            /** @description A per-item rule: how many items, which matched, and the one traced (the first matched, else the first). */
+            items?: Record<string, never>;
+            errors?: string[];
+            /** @description The condition's value on the traced item. */
+            value?: unknown;
+            steps?: {
+                expression: string;
+                at: number;
+                value: unknown;
+            }[];
+            steps_left_off?: number;
+            cost?: {
+                nodes?: number;
+            };
+            trace_error?: string;
+        };
         /**
          * prunewarden input document v1
          * @description A request to one guard, selected by check. Scores must also lie within the policy's spec.scores range, ids must be unique, and cycles must increase; those rules depend on the policy and are checked after this schema.
@@ -942,11 +1080,48 @@ export interface operations {
             };
         };
     };
+    status: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The server's status */
+            200: {
+                headers: {
+                    /** @description The policy the answer was decided (or read) under: `name@version sha256:...` */
+                    "Prunewarden-Policy"?: string;
+                    /** @description How many decisions the answer carries (when it carries any) */
+                    "Prunewarden-Decision-Count"?: number;
+                    /** @description Their ids, comma-separated, when there are at most 64; a larger answer (a pass over many segments) lists them only in its body, each decision with its `decision_id` */
+                    "Prunewarden-Decision-Ids"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Status"];
+                };
+            };
+            /** @description No valid bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     evaluate: {
         parameters: {
             query?: {
                 /** @description Recorded with the decision; a halted session of this id refuses the call */
                 session_id?: string;
+                /** @description true: each refusing reason of the guard carries detail.would_allow and the decision an explanation with a trace of every rule, as `prunewarden explain` (docs/explain.md) */
+                explain?: boolean;
             };
             header?: never;
             path?: never;
