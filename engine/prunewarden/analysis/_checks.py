@@ -1,0 +1,389 @@
+"""The checks of ``policy check``: each takes resolved policies and yields findings.
+
+Claims about every input ("never matches", "equivalent") are proved by z3 over the symbols of
+:mod:`prunewarden.analysis._symbols`; claims that some input exists come with that input, and
+the input is replayed through the engine before it is reported: a witness the engine does not
+reproduce is reported as not analysed, never as a finding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import z3
+
+from prunewarden.analysis._cel import Strings, Translator
+from prunewarden.analysis._eviction import EvictionInputs, model_eviction
+from prunewarden.analysis._findings import Finding, Location
+from prunewarden.analysis._symbols import Symbols
+from prunewarden.engine import Engine
+from prunewarden.policy import Policy, Resolution
+from prunewarden.policy._provenance import pointer
+from prunewarden.rules._symbolic import NotTranslated, symbolic_term
+
+# Milliseconds z3 may take per query; an unknown answer is reported as not analysed.
+QUERY_TIMEOUT_MS = 5000
+
+# Thresholds and the range their source document supports (on a [0, 1] score scale):
+# (section, field, low, high, what the source says).
+SEED_RANGES: tuple[tuple[str, str, float | None, float | None, str], ...] = (
+    (
+        "collapse",
+        "spread_floor",
+        0.04,
+        0.16,
+        (
+            "source 000 found a floor of ~0.08 for buffers of 40-200 entries (half to double: "
+            "0.04-0.16)"
+        ),
+    ),
+    (
+        "collapse",
+        "consecutive_cycles",
+        2,
+        None,
+        (
+            "source 000: one rewrite cycle cannot tell collapse from ordinary reweighting; it "
+            "asks for 2 consecutive cycles"
+        ),
+    ),
+    (
+        "collapse",
+        "canary_margin",
+        0.125,
+        0.5,
+        "source 000 uses a canary margin of 0.25 (half to double: 0.125-0.5)",
+    ),
+    (
+        "eviction",
+        "stability_delta",
+        0.05,
+        0.25,
+        (
+            "source 001 observed that a score moving more than 0.25 under perturbation is "
+            "context-dependent (0.05-0.25 keeps a stable score evictable)"
+        ),
+    ),
+    (
+        "staleness",
+        "drift_tolerance",
+        0.025,
+        0.1,
+        (
+            "source 002: healthy compression keeps mean relevance within 5% (half to double: "
+            "0.025-0.1)"
+        ),
+    ),
+    (
+        "staleness",
+        "max_rewrites_without_recompute",
+        None,
+        2,
+        "source 002: a span rewritten more than twice without a recompute is poisoned",
+    ),
+    (
+        "staleness",
+        "recompute_hops",
+        1,
+        None,
+        "source 002: recompute modified spans and every span within one hop of them",
+    ),
+)
+
+
+def locate(resolution: Resolution, *path: Any) -> Location:
+    """Where the field at ``path`` of the resolved document was set."""
+    origin = resolution.origin(tuple(path))
+    file = resolution.policy.sources[0].path if resolution.policy.sources else ""
+    if origin is None:
+        return Location(pointer(tuple(path)), file)
+    return Location(pointer(tuple(path)), origin.file, origin.line, origin.column)
+
+
+def strings_of(*policies: Policy) -> Strings:
+    """Every string the policies name (kinds, params, rule literals) and one they do not."""
+    names: set[str] = set()
+    for policy in policies:
+        names.update(policy.spec.eviction.pinned_kinds, policy.spec.transition.pinned_kinds)
+        _collect(policy.document["spec"].get("params", {}), names)
+        for rule in policy.rules:
+            _collect(rule.when.source, names, literals=True)
+    other = "other"
+    while other in names:
+        other += "-kind"
+    return Strings((*sorted(names), other))
+
+
+def _collect(value: Any, names: set[str], *, literals: bool = False) -> None:
+    if literals and isinstance(value, str):
+        for quote in "\"'":
+            parts = value.split(quote)
+            names.update(parts[1::2])
+    elif isinstance(value, str):
+        names.add(value)
+    elif isinstance(value, dict):
+        for item in value.values():
+            _collect(item, names)
+    elif isinstance(value, list):
+        for item in value:
+            _collect(item, names)
+
+
+def _solve(*formulas: Any) -> tuple[str, Any]:
+    """``("sat", model)``, ``("unsat", None)`` or ``("unknown", reason)``."""
+    solver = z3.Solver()
+    solver.set("timeout", QUERY_TIMEOUT_MS)
+    solver.add(*formulas)
+    answer = solver.check()
+    if answer == z3.sat:
+        return "sat", solver.model()
+    if answer == z3.unsat:
+        return "unsat", None
+    return "unknown", solver.reason_unknown()
+
+
+def _scale(policy: Policy) -> tuple[float, float]:
+    """The scores rules and guards see: the calibrated [0, 1] or the policy's range."""
+    if policy.spec.calibration is not None:
+        return (0.0, 1.0)
+    return (policy.spec.scores.min, policy.spec.scores.max)
+
+
+def _raw_scale(*policies: Policy) -> tuple[float, float]:
+    """Raw scores every one of the policies accepts."""
+    return (
+        max(policy.spec.scores.min for policy in policies),
+        min(policy.spec.scores.max for policy in policies),
+    )
+
+
+# --- rules ----------------------------------------------------------------------------------
+
+
+def check_rules(resolution: Resolution, name: str) -> Iterator[Finding]:
+    """Rules that never or always match, over every request the input schema allows; and
+    rules outside the translated subset."""
+    policy = resolution.policy
+    strings = strings_of(policy)
+    params = policy.document["spec"].get("params", {})
+    for index, rule in enumerate(policy.rules):
+        where = (locate(resolution, "spec", "rules", index, "when"),)
+        symbols = Symbols(rule.check, _scale(policy), strings, f"{rule.name}:")
+        try:
+            matched = Translator(symbols, params, strings).matched(symbolic_term(rule.when.tree))
+        except NotTranslated as exc:
+            message = f"rule {rule.name!r} is not analysed: it uses {exc}"
+            yield Finding("not-analysed", message, name, where)
+            continue
+        domain = symbols.constraints
+        can_match, _ = _solve(*domain, matched)
+        can_miss, _ = _solve(*domain, z3.Not(matched))
+        if "unknown" in {can_match, can_miss}:
+            message = f"rule {rule.name!r} is not analysed: the solver gave up"
+            yield Finding("not-analysed", message, name, where)
+        elif can_match == "unsat":
+            message = (
+                f"rule {rule.name!r} ({rule.check}) never matches: `{rule.when.source}` is "
+                "false for every input the schema and the score scale allow"
+            )
+            yield Finding("rule-never-matches", message, name, where)
+        elif can_miss == "unsat":
+            message = (
+                f"rule {rule.name!r} ({rule.check}) always matches: `{rule.when.source}` holds "
+                f"(or errors, which counts as matched) for every input; its effect "
+                f"{rule.effect!r} applies to every {rule.check} request"
+            )
+            yield Finding("rule-always-matches", message, name, where)
+
+
+# --- settings -------------------------------------------------------------------------------
+
+
+def check_production(resolution: Resolution, name: str) -> Iterator[Finding]:
+    """Guards and rules not enforcing in a policy labelled ``environment: production``."""
+    policy = resolution.policy
+    labels = policy.document["metadata"].get("labels", {})
+    if labels.get("environment") != "production":
+        return
+    label = locate(resolution, "metadata", "labels", "environment")
+    for check in ("collapse", "eviction", "staleness", "transition"):
+        mode = getattr(policy.spec, check).mode
+        if mode != "enforce":
+            message = (
+                f"the {check} guard is in {mode} mode in a policy labelled environment: "
+                "production; it refuses nothing"
+            )
+            yield Finding(
+                "production-not-enforced",
+                message,
+                name,
+                (locate(resolution, "spec", check, "mode"), label),
+            )
+    for index, rule in enumerate(policy.rules):
+        if rule.mode != "enforce":
+            message = (
+                f"rule {rule.name!r} is in {rule.mode} mode in a policy labelled environment: "
+                "production; it refuses nothing"
+            )
+            where = (locate(resolution, "spec", "rules", index, "mode"), label)
+            yield Finding("production-not-enforced", message, name, where)
+
+
+def check_thresholds(resolution: Resolution, name: str) -> Iterator[Finding]:
+    """Thresholds outside the range their source document supports (scaled to the policy's
+    score range for score distances)."""
+    spec = resolution.policy.spec
+    low_score, high_score = _scale(resolution.policy)
+    width = high_score - low_score
+    for section, field, low, high, why in SEED_RANGES:
+        settings = getattr(spec, section)
+        if field == "spread_floor" and settings.spread_floor_mode != "absolute":
+            continue  # a relative floor or the cusum test is a ratio, not a score distance
+        value = getattr(settings, field)
+        scaled = isinstance(low or high, float)
+        lower = None if low is None else low * (width if scaled else 1)
+        upper = None if high is None else high * (width if scaled else 1)
+        if (lower is not None and value < lower) or (upper is not None and value > upper):
+            band = f"[{lower if lower is not None else '-'}, {upper if upper is not None else '-'}]"
+            message = f"{section}.{field} is {value}, outside {band}: {why}"
+            where = (locate(resolution, "spec", section, field),)
+            yield Finding("threshold-outside-seed-range", message, name, where)
+
+
+def check_pinned(resolution: Resolution, base: Resolution, name: str) -> Iterator[Finding]:
+    """Kinds the base pins that the policy no longer pins (eviction and transition)."""
+    for section in ("eviction", "transition"):
+        mine = getattr(resolution.policy.spec, section).pinned_kinds
+        theirs = getattr(base.policy.spec, section).pinned_kinds
+        dropped = sorted(theirs - mine)
+        if dropped:
+            message = (
+                f"{section}.pinned_kinds drops {', '.join(map(repr, dropped))}, pinned by "
+                f"{base.policy.name}@{base.policy.version}: such segments become evictable"
+            )
+            where = (
+                locate(resolution, "spec", section, "pinned_kinds"),
+                locate(base, "spec", section, "pinned_kinds"),
+            )
+            yield Finding("pinned-kind-dropped", message, name, where)
+
+
+# --- comparing two policies -----------------------------------------------------------------
+
+
+def compare(
+    resolution: Resolution, base: Resolution, name: str, base_name: str
+) -> Iterator[Finding]:
+    """The eviction check of ``resolution`` against ``base``: more permissive (a witness its
+    base refuses and it allows), more restrictive, or equivalent; and the other checks'
+    settings that differ, which the analysis does not model."""
+    policy, reference = resolution.policy, base.policy
+    inputs = EvictionInputs(strings_of(policy, reference), _raw_scale(policy, reference))
+    mine = model_eviction(policy, inputs, "a:")
+    theirs = model_eviction(reference, inputs, "b:")
+    # Rules not analysed match nowhere in a witness; the replay below checks that they did not.
+    quiet = [z3.Not(unknown) for unknown in (*mine.unknowns, *theirs.unknowns)]
+    where = tuple(_changed(resolution, base))
+    files = {name: policy, base_name: reference}
+    permissive, model = _solve(*inputs.constraints, *quiet, theirs.refuses, z3.Not(mine.refuses))
+    if permissive == "sat":
+        witness = inputs.document(model)
+        yield _witnessed(
+            "overlay-more-permissive",
+            claim=f"allows an eviction that {base_name} refuses",
+            name=name,
+            where=where,
+            witness=witness,
+            files=files,
+            expected={name: False, base_name: True},
+        )
+    restrictive, model = _solve(*inputs.constraints, *quiet, mine.refuses, z3.Not(theirs.refuses))
+    if restrictive == "sat":
+        witness = inputs.document(model)
+        yield _witnessed(
+            "overlay-more-restrictive",
+            claim=f"refuses an eviction that {base_name} allows",
+            name=name,
+            where=where,
+            witness=witness,
+            files=files,
+            expected={name: True, base_name: False},
+        )
+    unanalysed = sorted({*mine.unanalysed, *theirs.unanalysed})
+    if permissive == restrictive == "unsat":
+        if unanalysed and _differ(mine.unknowns, theirs.unknowns):
+            message = (
+                f"equivalence with {base_name} is not established: rule(s) "
+                f"{', '.join(unanalysed)} are not analysed"
+            )
+            yield Finding("not-analysed", message, name, where)
+        else:
+            message = f"decides every eviction request as {base_name} does"
+            yield Finding("policies-equivalent", message, name, where)
+    elif "unknown" in {permissive, restrictive}:
+        yield Finding("not-analysed", f"the comparison with {base_name} timed out", name, where)
+    yield from _unmodelled(resolution, base, name, base_name)
+
+
+def _differ(mine: list[Any], theirs: list[Any]) -> bool:
+    return {str(unknown) for unknown in mine} != {str(unknown) for unknown in theirs}
+
+
+def _witnessed(  # noqa: PLR0913 - a finding's parts, named
+    code: str,
+    *,
+    claim: str,
+    name: str,
+    where: tuple[Location, ...],
+    witness: dict[str, Any],
+    files: dict[str, Policy],
+    expected: dict[str, bool],
+) -> Finding:
+    """The finding, once the engine reproduces its witness; else a not-analysed note."""
+    outcomes: dict[str, str] = {}
+    for file, policy in files.items():
+        decision = Engine(policy).evaluate(witness)
+        outcomes[file] = "refused" if decision.blocks else "allowed"
+        if decision.blocks != expected[file]:
+            message = f"the analysis found that it {claim}, but the engine does not reproduce it"
+            return Finding("not-analysed", message, name, where, witness, outcomes)
+    return Finding(code, f"{name} {claim}", name, where, witness, outcomes)
+
+
+# The sections modelled symbolically (eviction, and the rules of every check) and the ones
+# whose settings are only compared.
+_UNMODELLED = ("collapse", "staleness", "transition", "scores")
+
+
+def _unmodelled(
+    resolution: Resolution, base: Resolution, name: str, base_name: str
+) -> Iterator[Finding]:
+    mine, theirs = resolution.policy.document["spec"], base.policy.document["spec"]
+    for section in _UNMODELLED:
+        if section == "scores" or mine.get(section) == theirs.get(section):
+            continue
+        fields = sorted(
+            key
+            for key in {*mine.get(section, {}), *theirs.get(section, {})}
+            if mine.get(section, {}).get(key) != theirs.get(section, {}).get(key)
+        )
+        message = (
+            f"{section} settings differ from {base_name} ({', '.join(fields)}); the analysis "
+            f"models the eviction check only, so how the {section} decisions differ is not "
+            "analysed (prunewarden diff replays traces under both)"
+        )
+        where = tuple(locate(resolution, "spec", section, key) for key in fields)
+        yield Finding("not-analysed", message, name, where)
+
+
+def _changed(resolution: Resolution, base: Resolution) -> Iterator[Location]:
+    """The eviction fields and rules where the two policies differ."""
+    mine, theirs = resolution.policy.document["spec"], base.policy.document["spec"]
+    for key, value in mine.get("eviction", {}).items():
+        if theirs.get("eviction", {}).get(key) != value:
+            yield locate(resolution, "spec", "eviction", key)
+    theirs_rules = theirs.get("rules", [])
+    for index, rule in enumerate(mine.get("rules", [])):
+        if rule.get("check") == "eviction" and rule not in theirs_rules:
+            yield locate(resolution, "spec", "rules", index)
