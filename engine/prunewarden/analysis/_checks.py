@@ -130,11 +130,14 @@ def _collect(value: Any, names: set[str], *, literals: bool = False) -> None:
             _collect(item, names)
 
 
-def _solve(*formulas: Any) -> tuple[str, Any]:
-    """``("sat", model)``, ``("unsat", None)`` or ``("unknown", reason)``."""
-    solver = z3.Solver()
+def _solve(*formulas: Any, prefer: tuple[Any, ...] = ()) -> tuple[str, Any]:
+    """``("sat", model)``, ``("unsat", None)`` or ``("unknown", reason)``; a model meets as
+    many of ``prefer`` as it can (what makes a witness read plainly)."""
+    solver: Any = z3.Optimize() if prefer else z3.Solver()
     solver.set("timeout", QUERY_TIMEOUT_MS)
     solver.add(*formulas)
+    for preference in prefer:
+        solver.add_soft(preference)
     answer = solver.check()
     if answer == z3.sat:
         return "sat", solver.model()
@@ -252,8 +255,13 @@ def check_thresholds(resolution: Resolution, name: str) -> Iterator[Finding]:
 
 
 def check_pinned(resolution: Resolution, base: Resolution, name: str) -> Iterator[Finding]:
-    """Kinds the base pins that the policy no longer pins (eviction and transition)."""
-    for section in ("eviction", "transition"):
+    """Kinds the base pins that the policy no longer pins (eviction, and transition where
+    either policy sets its own: otherwise it follows the eviction section)."""
+    own = any(
+        "pinned_kinds" in r.policy.document["spec"].get("transition", {})
+        for r in (resolution, base)
+    )
+    for section in ("eviction", "transition") if own else ("eviction",):
         mine = getattr(resolution.policy.spec, section).pinned_kinds
         theirs = getattr(base.policy.spec, section).pinned_kinds
         dropped = sorted(theirs - mine)
@@ -286,7 +294,10 @@ def compare(
     quiet = [z3.Not(unknown) for unknown in (*mine.unknowns, *theirs.unknowns)]
     where = tuple(_changed(resolution, base))
     files = {name: policy, base_name: reference}
-    permissive, model = _solve(*inputs.constraints, *quiet, theirs.refuses, z3.Not(mine.refuses))
+    prefer = inputs.plain()
+    permissive, model = _solve(
+        *inputs.constraints, *quiet, theirs.refuses, z3.Not(mine.refuses), prefer=prefer
+    )
     if permissive == "sat":
         witness = inputs.document(model)
         yield _witnessed(
@@ -298,7 +309,9 @@ def compare(
             files=files,
             expected={name: False, base_name: True},
         )
-    restrictive, model = _solve(*inputs.constraints, *quiet, mine.refuses, z3.Not(theirs.refuses))
+    restrictive, model = _solve(
+        *inputs.constraints, *quiet, mine.refuses, z3.Not(theirs.refuses), prefer=prefer
+    )
     if restrictive == "sat":
         witness = inputs.document(model)
         yield _witnessed(
@@ -378,11 +391,12 @@ def _unmodelled(
 
 
 def _changed(resolution: Resolution, base: Resolution) -> Iterator[Location]:
-    """The eviction fields and rules where the two policies differ."""
+    """The eviction fields, score settings and rules where the two policies differ."""
     mine, theirs = resolution.policy.document["spec"], base.policy.document["spec"]
-    for key, value in mine.get("eviction", {}).items():
-        if theirs.get("eviction", {}).get(key) != value:
-            yield locate(resolution, "spec", "eviction", key)
+    for section in ("eviction", "scores"):
+        for key, value in mine.get(section, {}).items():
+            if theirs.get(section, {}).get(key) != value:
+                yield locate(resolution, "spec", section, key)
     theirs_rules = theirs.get("rules", [])
     for index, rule in enumerate(mine.get("rules", [])):
         if rule.get("check") == "eviction" and rule not in theirs_rules:

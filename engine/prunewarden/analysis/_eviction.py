@@ -73,6 +73,20 @@ class EvictionInputs:
         self.constraints.append(z3.And(value >= low, value <= high))
         return value
 
+    def plain(self) -> tuple[Any, ...]:
+        """What a plain witness is: an ordinary kind, tombstoned, measured, no dependency,
+        no other candidate, no token count; the solver departs from it only where it must."""
+        return (
+            self.kind == len(self.strings.names) - 1,
+            z3.Not(self.non_recoverable),
+            z3.Not(self.pending),
+            self.tombstone,
+            self.measured,
+            self.dependencies == 0,
+            self.candidates == 0,
+            z3.Not(self.counted),
+        )
+
     def document(self, model: Any) -> dict[str, Any]:
         """The input document of a model: what ``prunewarden evaluate`` reads."""
 
