@@ -130,14 +130,20 @@ def _collect(value: Any, names: set[str], *, literals: bool = False) -> None:
             _collect(item, names)
 
 
-def _solve(*formulas: Any, prefer: tuple[Any, ...] = ()) -> tuple[str, Any]:
-    """``("sat", model)``, ``("unsat", None)`` or ``("unknown", reason)``; a model meets as
-    many of ``prefer`` as it can (what makes a witness read plainly)."""
-    solver: Any = z3.Optimize() if prefer else z3.Solver()
+def _solve(
+    *formulas: Any, prefer: tuple[Any, ...] = (), smallest: tuple[Any, ...] = ()
+) -> tuple[str, Any]:
+    """``("sat", model)``, ``("unsat", None)`` or ``("unknown", reason)``.
+
+    A model meets as many of ``prefer`` as it can, then has the smallest ``smallest`` values,
+    in order: what makes a witness read plainly, and the same whichever way z3 searched."""
+    solver: Any = z3.Optimize() if prefer or smallest else z3.Solver()
     solver.set("timeout", QUERY_TIMEOUT_MS)
     solver.add(*formulas)
     for preference in prefer:
         solver.add_soft(preference)
+    for value in smallest:
+        solver.minimize(value)
     answer = solver.check()
     if answer == z3.sat:
         return "sat", solver.model()
@@ -294,9 +300,14 @@ def compare(
     quiet = [z3.Not(unknown) for unknown in (*mine.unknowns, *theirs.unknowns)]
     where = tuple(_changed(resolution, base))
     files = {name: policy, base_name: reference}
-    prefer = inputs.plain()
+    prefer, smallest = inputs.plain(), inputs.smallest()
     permissive, model = _solve(
-        *inputs.constraints, *quiet, theirs.refuses, z3.Not(mine.refuses), prefer=prefer
+        *inputs.constraints,
+        *quiet,
+        theirs.refuses,
+        z3.Not(mine.refuses),
+        prefer=prefer,
+        smallest=smallest,
     )
     if permissive == "sat":
         witness = inputs.document(model)
@@ -310,7 +321,12 @@ def compare(
             expected={name: False, base_name: True},
         )
     restrictive, model = _solve(
-        *inputs.constraints, *quiet, mine.refuses, z3.Not(theirs.refuses), prefer=prefer
+        *inputs.constraints,
+        *quiet,
+        mine.refuses,
+        z3.Not(theirs.refuses),
+        prefer=prefer,
+        smallest=smallest,
     )
     if restrictive == "sat":
         witness = inputs.document(model)

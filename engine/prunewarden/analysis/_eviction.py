@@ -38,6 +38,7 @@ class EvictionInputs:
     constraints: list[Any] = field(default_factory=list)
 
     def __post_init__(self) -> None:
+        self.steps: list[Any] = []
         self.score = self._score("score")
         self.perturbed = self._score("perturbed_score")
         self.measured = z3.Bool("perturbed_score?measured")
@@ -67,6 +68,7 @@ class EvictionInputs:
         low, high = (z3.RealVal(Fraction(bound)) for bound in self.scale)
         if self.grid:
             step = z3.Int(name + "*1024")
+            self.steps.append(step)
             value = z3.ToReal(step) / GRID
         else:
             value = z3.Real(name)
@@ -86,6 +88,10 @@ class EvictionInputs:
             self.candidates == 0,
             z3.Not(self.counted),
         )
+
+    def smallest(self) -> tuple[Any, ...]:
+        """The numbers a witness keeps as small as it can, first to last."""
+        return (*self.steps, self.tokens, self.dependencies, self.candidates)
 
     def document(self, model: Any) -> dict[str, Any]:
         """The input document of a model: what ``prunewarden evaluate`` reads."""
