@@ -34,7 +34,7 @@ prunewarden diff --base policies/default.yaml --candidate examples/policies/loos
 
 echo
 echo "== The same candidate checked without traces: policy check proves it looser than the"
-echo "   default, with the input that shows it (exit 1; docs/policy-check.md)"
+echo "   default, with inputs that show it (exit 1; docs/policy-check.md)"
 echo
 prunewarden policy check --against policies/default.yaml examples/policies/loose-candidate.yaml
 [ $? -eq 1 ] || exit 1

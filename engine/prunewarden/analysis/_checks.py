@@ -1,9 +1,8 @@
-"""The checks of ``policy check``: each takes resolved policies and yields findings.
+"""The checks of one policy (and of its pinned kinds against a base): each takes resolved
+policies and yields findings; and what the comparisons of :mod:`._compare` share with them.
 
-Claims about every input ("never matches", "equivalent") are proved by z3 over the symbols of
-:mod:`prunewarden.analysis._symbols`; claims that some input exists come with that input, and
-the input is replayed through the engine before it is reported: a witness the engine does not
-reproduce is reported as not analysed, never as a finding.
+Claims about every input ("never matches") are proved by z3 over the symbols of
+:mod:`prunewarden.analysis._symbols`, within the ranges any request has.
 """
 
 from __future__ import annotations
@@ -14,10 +13,8 @@ from typing import Any
 import z3
 
 from prunewarden.analysis._cel import Strings, Translator
-from prunewarden.analysis._eviction import EvictionInputs, model_eviction
 from prunewarden.analysis._findings import Finding, Location
 from prunewarden.analysis._symbols import Symbols
-from prunewarden.engine import Engine
 from prunewarden.policy import Policy, Resolution
 from prunewarden.policy._provenance import pointer
 from prunewarden.rules._symbolic import NotTranslated, symbolic_term
@@ -130,7 +127,7 @@ def _collect(value: Any, names: set[str], *, literals: bool = False) -> None:
             _collect(item, names)
 
 
-def _solve(
+def solve(
     *formulas: Any, prefer: tuple[Any, ...] = (), smallest: tuple[Any, ...] = ()
 ) -> tuple[str, Any]:
     """``("sat", model)``, ``("unsat", None)`` or ``("unknown", reason)``.
@@ -152,14 +149,14 @@ def _solve(
     return "unknown", solver.reason_unknown()
 
 
-def _scale(policy: Policy) -> tuple[float, float]:
+def judged_scale(policy: Policy) -> tuple[float, float]:
     """The scores rules and guards see: the calibrated [0, 1] or the policy's range."""
     if policy.spec.calibration is not None:
         return (0.0, 1.0)
     return (policy.spec.scores.min, policy.spec.scores.max)
 
 
-def _raw_scale(*policies: Policy) -> tuple[float, float]:
+def raw_scale(*policies: Policy) -> tuple[float, float]:
     """Raw scores every one of the policies accepts."""
     return (
         max(policy.spec.scores.min for policy in policies),
@@ -178,7 +175,7 @@ def check_rules(resolution: Resolution, name: str) -> Iterator[Finding]:
     params = policy.document["spec"].get("params", {})
     for index, rule in enumerate(policy.rules):
         where = (locate(resolution, "spec", "rules", index, "when"),)
-        symbols = Symbols(rule.check, _scale(policy), strings, f"{rule.name}:")
+        symbols = Symbols(rule.check, judged_scale(policy), strings, f"{rule.name}:")
         try:
             matched = Translator(symbols, params, strings).matched(symbolic_term(rule.when.tree))
         except NotTranslated as exc:
@@ -186,8 +183,8 @@ def check_rules(resolution: Resolution, name: str) -> Iterator[Finding]:
             yield Finding("not-analysed", message, name, where)
             continue
         domain = symbols.constraints
-        can_match, _ = _solve(*domain, matched)
-        can_miss, _ = _solve(*domain, z3.Not(matched))
+        can_match, _ = solve(*domain, matched)
+        can_miss, _ = solve(*domain, z3.Not(matched))
         if "unknown" in {can_match, can_miss}:
             message = f"rule {rule.name!r} is not analysed: the solver gave up"
             yield Finding("not-analysed", message, name, where)
@@ -243,7 +240,7 @@ def check_thresholds(resolution: Resolution, name: str) -> Iterator[Finding]:
     """Thresholds outside the range their source document supports (scaled to the policy's
     score range for score distances)."""
     spec = resolution.policy.spec
-    low_score, high_score = _scale(resolution.policy)
+    low_score, high_score = judged_scale(resolution.policy)
     width = high_score - low_score
     for section, field, low, high, why in SEED_RANGES:
         settings = getattr(spec, section)
@@ -281,139 +278,3 @@ def check_pinned(resolution: Resolution, base: Resolution, name: str) -> Iterato
                 locate(base, "spec", section, "pinned_kinds"),
             )
             yield Finding("pinned-kind-dropped", message, name, where)
-
-
-# --- comparing two policies -----------------------------------------------------------------
-
-
-def compare(
-    resolution: Resolution, base: Resolution, name: str, base_name: str
-) -> Iterator[Finding]:
-    """The eviction check of ``resolution`` against ``base``: more permissive (a witness its
-    base refuses and it allows), more restrictive, or equivalent; and the other checks'
-    settings that differ, which the analysis does not model."""
-    policy, reference = resolution.policy, base.policy
-    inputs = EvictionInputs(strings_of(policy, reference), _raw_scale(policy, reference))
-    mine = model_eviction(policy, inputs, "a:")
-    theirs = model_eviction(reference, inputs, "b:")
-    # Rules not analysed match nowhere in a witness; the replay below checks that they did not.
-    quiet = [z3.Not(unknown) for unknown in (*mine.unknowns, *theirs.unknowns)]
-    where = tuple(_changed(resolution, base))
-    files = {name: policy, base_name: reference}
-    prefer, smallest = inputs.plain(), inputs.smallest()
-    permissive, model = _solve(
-        *inputs.constraints,
-        *quiet,
-        theirs.refuses,
-        z3.Not(mine.refuses),
-        prefer=prefer,
-        smallest=smallest,
-    )
-    if permissive == "sat":
-        witness = inputs.document(model)
-        yield _witnessed(
-            "overlay-more-permissive",
-            claim=f"allows an eviction that {base_name} refuses",
-            name=name,
-            where=where,
-            witness=witness,
-            files=files,
-            expected={name: False, base_name: True},
-        )
-    restrictive, model = _solve(
-        *inputs.constraints,
-        *quiet,
-        mine.refuses,
-        z3.Not(theirs.refuses),
-        prefer=prefer,
-        smallest=smallest,
-    )
-    if restrictive == "sat":
-        witness = inputs.document(model)
-        yield _witnessed(
-            "overlay-more-restrictive",
-            claim=f"refuses an eviction that {base_name} allows",
-            name=name,
-            where=where,
-            witness=witness,
-            files=files,
-            expected={name: True, base_name: False},
-        )
-    unanalysed = sorted({*mine.unanalysed, *theirs.unanalysed})
-    if permissive == restrictive == "unsat":
-        if unanalysed and _differ(mine.unknowns, theirs.unknowns):
-            message = (
-                f"equivalence with {base_name} is not established: rule(s) "
-                f"{', '.join(unanalysed)} are not analysed"
-            )
-            yield Finding("not-analysed", message, name, where)
-        else:
-            message = f"decides every eviction request as {base_name} does"
-            yield Finding("policies-equivalent", message, name, where)
-    elif "unknown" in {permissive, restrictive}:
-        yield Finding("not-analysed", f"the comparison with {base_name} timed out", name, where)
-    yield from _unmodelled(resolution, base, name, base_name)
-
-
-def _differ(mine: list[Any], theirs: list[Any]) -> bool:
-    return {str(unknown) for unknown in mine} != {str(unknown) for unknown in theirs}
-
-
-def _witnessed(  # noqa: PLR0913 - a finding's parts, named
-    code: str,
-    *,
-    claim: str,
-    name: str,
-    where: tuple[Location, ...],
-    witness: dict[str, Any],
-    files: dict[str, Policy],
-    expected: dict[str, bool],
-) -> Finding:
-    """The finding, once the engine reproduces its witness; else a not-analysed note."""
-    outcomes: dict[str, str] = {}
-    for file, policy in files.items():
-        decision = Engine(policy).evaluate(witness)
-        outcomes[file] = "refused" if decision.blocks else "allowed"
-        if decision.blocks != expected[file]:
-            message = f"the analysis found that it {claim}, but the engine does not reproduce it"
-            return Finding("not-analysed", message, name, where, witness, outcomes)
-    return Finding(code, f"{name} {claim}", name, where, witness, outcomes)
-
-
-# The sections modelled symbolically (eviction, and the rules of every check) and the ones
-# whose settings are only compared.
-_UNMODELLED = ("collapse", "staleness", "transition", "scores")
-
-
-def _unmodelled(
-    resolution: Resolution, base: Resolution, name: str, base_name: str
-) -> Iterator[Finding]:
-    mine, theirs = resolution.policy.document["spec"], base.policy.document["spec"]
-    for section in _UNMODELLED:
-        if section == "scores" or mine.get(section) == theirs.get(section):
-            continue
-        fields = sorted(
-            key
-            for key in {*mine.get(section, {}), *theirs.get(section, {})}
-            if mine.get(section, {}).get(key) != theirs.get(section, {}).get(key)
-        )
-        message = (
-            f"{section} settings differ from {base_name} ({', '.join(fields)}); the analysis "
-            f"models the eviction check only, so how the {section} decisions differ is not "
-            "analysed (prunewarden diff replays traces under both)"
-        )
-        where = tuple(locate(resolution, "spec", section, key) for key in fields)
-        yield Finding("not-analysed", message, name, where)
-
-
-def _changed(resolution: Resolution, base: Resolution) -> Iterator[Location]:
-    """The eviction fields, score settings and rules where the two policies differ."""
-    mine, theirs = resolution.policy.document["spec"], base.policy.document["spec"]
-    for section in ("eviction", "scores"):
-        for key, value in mine.get(section, {}).items():
-            if theirs.get(section, {}).get(key) != value:
-                yield locate(resolution, "spec", section, key)
-    theirs_rules = theirs.get("rules", [])
-    for index, rule in enumerate(mine.get("rules", [])):
-        if rule.get("check") == "eviction" and rule not in theirs_rules:
-            yield locate(resolution, "spec", "rules", index)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from prunewarden.analysis import _checks as checks
+from prunewarden.analysis._compare import compare
 from prunewarden.analysis._findings import SEVERITIES, Finding
 from prunewarden.errors import ExitCode
 from prunewarden.policy import Resolution, resolve_file
@@ -28,7 +29,7 @@ def check_policies(
         base, base_name = _base(resolution, reference, against, base_dirs)
         if base is not None:
             findings += checks.check_pinned(resolution, base, name)
-            findings += checks.compare(resolution, base, name, base_name)
+            findings += compare(resolution, base, name, base_name)
     order = {name: i for i, name in enumerate(files)}
     return sorted(findings, key=lambda f: (order[f.policy], SEVERITIES.index(f.severity)))
 
