@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -237,3 +238,22 @@ class TestReports:
         code, _, err = cli("policy", "check", str(broken))
         assert code == 3
         assert "$.metadata" in err
+
+    def test_an_invalid_base_exits_3(self, tmp_path: Path) -> None:
+        """--against naming a policy that does not load is reported like FILE, exit 3."""
+        code, _, err = cli("policy", "check", *self.ARGS, "--against", str(tmp_path / "no.yaml"))
+        assert code == 3
+        assert "no.yaml" in err
+
+    def test_without_z3_it_says_what_to_install(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Without z3-solver, policy check is a usage error naming the extra; show still runs."""
+        monkeypatch.setitem(sys.modules, "z3", None)  # import z3 raises ImportError
+        for module in [name for name in sys.modules if name.startswith("prunewarden.analysis")]:
+            monkeypatch.delitem(sys.modules, module)
+        monkeypatch.delitem(sys.modules, "prunewarden.cli._policy_check", raising=False)
+        code, _, err = cli("policy", "check", *self.ARGS)
+        assert (code, err) == (
+            2,
+            "prunewarden policy check: z3 is missing: pip install 'prunewarden[analyze]'\n",
+        )
+        assert cli("policy", "show", *self.ARGS)[0] == 0

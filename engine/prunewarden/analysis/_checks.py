@@ -195,10 +195,16 @@ def check_rules(resolution: Resolution, name: str) -> Iterator[Finding]:
             )
             yield Finding("rule-never-matches", message, name, where)
         elif can_miss == "unsat":
+            # A per-item rule runs once per canary or span: it matches wherever there is one.
+            every = (
+                f"every {rule.check} request with a {rule.per_item}"
+                if rule.per_item
+                else f"every {rule.check} request"
+            )
             message = (
                 f"rule {rule.name!r} ({rule.check}) always matches: `{rule.when.source}` holds "
                 f"(or errors, which counts as matched) for every input; its effect "
-                f"{rule.effect!r} applies to every {rule.check} request"
+                f"{rule.effect!r} applies to {every}"
             )
             yield Finding("rule-always-matches", message, name, where)
 
