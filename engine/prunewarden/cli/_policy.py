@@ -42,7 +42,7 @@ def add_policy_command(commands: Any) -> None:
     """``prunewarden policy ...``: inspect resolved policies, compare them, lock versions."""
     policy = commands.add_parser(
         "policy",
-        help="show, compare and lock resolved policies (extends, guardrails, versions)",
+        help="show, compare, check and lock resolved policies (extends, guardrails, versions)",
         epilog=POLICY_EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
