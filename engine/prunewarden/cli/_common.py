@@ -13,8 +13,7 @@ from prunewarden.errors import ExitCode, Problem, PrunewardenError
 EXIT_CODES = """\
 exit codes:
   0   allowed, or every policy valid (a refusal in audit mode also exits 0)
-  1   refused: deny or halt by an enforcing guard (policy diff: the policies differ;
-      policy check: a finding at error severity)
+  1   refused: deny or halt by an enforcing guard (policy diff: the policies differ)
   2   usage error, or a malformed input document
   3   invalid policy, or a policy version reused for different content
   4   test: a policy test case failed or broke, or coverage fell short
