@@ -157,7 +157,7 @@ def _scores(numbers: Numbers) -> tuple[Any, ...]:
 
 
 def realized(
-    model: Any, numbers: Numbers, scale: tuple[float, float]
+    model: Any, numbers: Numbers, scale: tuple[float, float], more: int = 0
 ) -> tuple[Numbers, list[Any], dict[str, Any]]:
     """A history with the abstract model's counts and flags: the live entries of each recent
     cycle at its median plus or minus a half-width, the canary at its score; its numbers, the
@@ -169,13 +169,16 @@ def realized(
     cycles = max(value(numbers.cycles).as_long(), 1)
     canary, scored = z3.is_true(value(numbers.canary)), z3.is_true(value(numbers.scored))
     in_scores = canary and scored
-    entries = max(value(numbers.entries).as_long(), 2 if in_scores else 1)
+    # ``more`` entries than the model's: a spread needs two entries to be more than 0.
+    entries = max(value(numbers.entries).as_long() + more, 2 if in_scores else 1)
     live = entries - (1 if in_scores else 0)
     low, high = _real(scale[0]), _real(scale[1])
     depth = len(numbers.spreads)
     centres = [z3.Real(f"centre[{i}]") for i in range(depth)]
     widths = [z3.Real(f"width[{i}]") for i in range(depth)]
     score, baseline = z3.Real("realized.score"), z3.Real("realized.baseline")
+    # The canary's score in each recent cycle; the last one is the score the guard judges.
+    canaries = [z3.Real(f"realized.canary[{i}]") for i in range(depth - 1)] + [score]
     spreads = [z3.Real(f"realized.spread[{i}]") for i in range(depth)]
     paired = 2 * (live // 2)  # entries at centre +- width; an odd one sits at the centre
     equations = [
@@ -183,10 +186,11 @@ def realized(
             z3.And(c - w >= low, c + w <= high, w >= 0)
             for c, w in zip(centres, widths, strict=True)
         ),
-        z3.And(score >= low, score <= high, baseline >= low, baseline <= high),
+        z3.And(baseline >= low, baseline <= high),
+        *(z3.And(canary >= low, canary <= high) for canary in canaries),
     ]
     for i, (centre, width, spread) in enumerate(zip(centres, widths, spreads, strict=True)):
-        canary_score = score if i == depth - 1 else centre
+        canary_score = canaries[i]
         if in_scores:
             mean = (live * centre + canary_score) / entries
             variance = (
@@ -215,6 +219,7 @@ def realized(
         "in_scores": in_scores,
         "centres": centres,
         "widths": widths,
+        "canaries": canaries,
     }
     return result, equations, layout
 
@@ -238,7 +243,10 @@ def document(model: Any, numbers: Numbers, layout: dict[str, Any]) -> dict[str, 
     """The collapse input document of a realized model."""
 
     def number(expression: Any) -> float:
-        exact = Fraction(model.eval(expression, model_completion=True).as_fraction())
+        value = model.eval(expression, model_completion=True)
+        if z3.is_algebraic_value(value):  # an irrational root: rounded below anyway
+            value = value.approx(30)
+        exact = Fraction(value.as_fraction())
         return float(round(exact * ROUNDING) / ROUNDING)
 
     depth = len(layout["centres"])
@@ -252,8 +260,7 @@ def document(model: Any, numbers: Numbers, layout: dict[str, Any]) -> dict[str, 
             sign = (1 if i % 2 == 0 else -1) if paired else 0
             scores[f"entry-{i}"] = centre + sign * width
         if layout["in_scores"]:
-            last = cycle == layout["cycles"]
-            scores[CANARY] = number(numbers.score) if last else centre
+            scores[CANARY] = number(layout["canaries"][recent])
         snapshot: dict[str, Any] = {"cycle": cycle, "scores": scores}
         if z3.is_true(model.eval(numbers.canary, model_completion=True)):
             snapshot["pinned"] = [CANARY]

@@ -197,16 +197,17 @@ def _realize(  # noqa: PLR0913 - the model and what it is realized against
     code: str,
 ) -> dict[str, Any] | None:
     """A history showing the difference the abstract ``model`` found, or None."""
-    real, equations, layout = collapse.realized(model, numbers, scale)
-    mine, _ = collapse.refuses(policies[0], real, strings, "ra:")
-    theirs, _ = collapse.refuses(policies[1], real, strings, "rb:")
-    refusing, allowing = (theirs, mine) if code.endswith("permissive") else (mine, theirs)
-    differs = (*equations, refusing, z3.Not(allowing))
-    # Clear of every threshold first (rounding cannot flip it); else as close as it must be.
-    for extra in (collapse.clear_of(real, policies), []):
-        answer, found = solve(*differs, *extra)
-        if answer == "sat":
-            return collapse.document(found, real, layout)
+    for more in range(3):  # the model's entries, else a few more to spread over
+        real, equations, layout = collapse.realized(model, numbers, scale, more)
+        mine, _ = collapse.refuses(policies[0], real, strings, "ra:")
+        theirs, _ = collapse.refuses(policies[1], real, strings, "rb:")
+        refusing, allowing = (theirs, mine) if code.endswith("permissive") else (mine, theirs)
+        differs = (*equations, refusing, z3.Not(allowing))
+        # Clear of every threshold first (rounding cannot flip it); else as close as it must be.
+        for extra in (collapse.clear_of(real, policies), []):
+            answer, found = solve(*differs, *extra)
+            if answer == "sat":
+                return collapse.document(found, real, layout)
     return None
 
 
