@@ -17,7 +17,7 @@ from prunewarden.analysis._findings import Finding, Location
 from prunewarden.analysis._symbols import Symbols
 from prunewarden.policy import Policy, Resolution
 from prunewarden.policy._provenance import pointer
-from prunewarden.rules._symbolic import NotTranslated, symbolic_term
+from prunewarden.rules._symbolic import NotTranslated, Term, symbolic_term
 
 # Milliseconds z3 may take per query; an unknown answer is reported as not analysed.
 QUERY_TIMEOUT_MS = 5000
@@ -99,25 +99,26 @@ def locate(resolution: Resolution, *path: Any) -> Location:
 
 
 def strings_of(*policies: Policy) -> Strings:
-    """Every string the policies name (kinds, params, rule literals) and one they do not."""
+    """Every string the policies name (kinds, params, string literals of rules) and one they do
+    not: any other string compares like that one, so these tell every string apart."""
     names: set[str] = set()
     for policy in policies:
         names.update(policy.spec.eviction.pinned_kinds, policy.spec.transition.pinned_kinds)
         _collect(policy.document["spec"].get("params", {}), names)
         for rule in policy.rules:
-            _collect(rule.when.source, names, literals=True)
+            try:
+                names.update(_literals(symbolic_term(rule.when.tree)))
+            except NotTranslated:
+                continue  # not analysed: its strings are never compared
     other = "other"
     while other in names:
         other += "-kind"
     return Strings((*sorted(names), other))
 
 
-def _collect(value: Any, names: set[str], *, literals: bool = False) -> None:
-    if literals and isinstance(value, str):
-        for quote in "\"'":
-            parts = value.split(quote)
-            names.update(parts[1::2])
-    elif isinstance(value, str):
+def _collect(value: Any, names: set[str]) -> None:
+    """The strings in a params value."""
+    if isinstance(value, str):
         names.add(value)
     elif isinstance(value, dict):
         for item in value.values():
@@ -125,6 +126,18 @@ def _collect(value: Any, names: set[str], *, literals: bool = False) -> None:
     elif isinstance(value, list):
         for item in value:
             _collect(item, names)
+
+
+def _literals(term: Term) -> Iterator[str]:
+    """The string literals of a rule's term (the shapes of rules._symbolic)."""
+    tag = term[0]
+    if tag == "lit" and isinstance(term[1], str):
+        yield term[1]
+    elif tag == "size":
+        yield from _literals(term[1])
+    elif tag in {"list", "op"}:
+        for child in term[-1]:
+            yield from _literals(child)
 
 
 def solve(
