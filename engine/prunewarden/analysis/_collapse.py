@@ -34,10 +34,12 @@ ROUNDING = 2**20  # realized scores are multiples of 2**-20: exact as doubles
 def modelled(policy: Policy) -> str | None:
     """Why the collapse check of ``policy`` is not modelled (None: it is)."""
     settings = policy.spec.collapse
+    if settings.spread_floor_mode == "cusum":
+        return "the cusum spread test"
     if settings.spread_floor_mode != "absolute":
-        return f"its {settings.spread_floor_mode} spread floor"
+        return f"a {settings.spread_floor_mode} spread floor"
     if policy.spec.calibration is not None:
-        return "its score calibration"
+        return "a score calibration"
     return None
 
 
