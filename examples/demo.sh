@@ -33,6 +33,13 @@ prunewarden diff --base policies/default.yaml --candidate examples/policies/loos
 [ $? -eq 1 ] || exit 1
 
 echo
+echo "== The same candidate checked without traces: policy check proves it looser than the"
+echo "   default, with inputs that show it (exit 1; docs/policy-check.md)"
+echo
+prunewarden policy check --against policies/default.yaml examples/policies/loose-candidate.yaml
+[ $? -eq 1 ] || exit 1
+
+echo
 echo "== The same collapse under examples/policies/trial-audit.yaml: the halt is recorded,"
 echo "   not enforced, and the pass goes ahead"
 echo

@@ -22,7 +22,10 @@ from jsonschema import Draft202012Validator
 from prunewarden import Engine, Policy, RefusedError
 
 CASES = Path(__file__).parent / "cases"
-CASE_FILES = sorted(p for p in CASES.glob("**/*.yaml") if p.parent.name != "plan")
+# plan/ holds passes; policy_check/ holds policy pairs for the analyzer (tests/analysis/).
+CASE_FILES = sorted(
+    p for p in CASES.glob("**/*.yaml") if p.parent.name != "plan" and "policy_check" not in p.parts
+)
 PLAN_CASE_FILES = sorted(CASES.glob("plan/*.yaml"))
 PLAN_EXPECT_KEYS = {"evict", "tombstones", "pinned", "frozen", "decisions"}
 CASE_KEYS = {"description", "policy", "input", "expect"}

@@ -52,6 +52,8 @@ TRANSCRIPTS = [
     ("docs/calibration.md", "prunewarden calibrate --healthy examples/traces/healthy-*.jsonl"),
     ("docs/scale.md", "for input in examples/inputs/*.json; do prunewarden evaluate"),
     ("docs/ci.md", "prunewarden schema --catalog"),
+    ("docs/policy-check.md", "prunewarden policy check --against policies/default.yaml"),
+    ("docs/policy-check.md", "prunewarden policy check --witnesses witnesses"),
 ]
 
 # What a transcript's page did before it, run first and not shown: (page, command) -> script.

@@ -160,6 +160,21 @@ class TestWheel:
             (ROOT / "schemas" / "catalog.json").read_text()
         )
 
+    def test_policy_check_ships_and_names_its_extra(self, installed: Path, tmp_path: Path) -> None:
+        """The wheel carries the analysis package; without the analyze extra, policy check
+        is a usage error naming the extra (z3 is what is missing, not a module of ours)."""
+        check = subprocess.run(
+            [str(installed / "prunewarden"), "policy", "check", "builtin:default"],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            check=False,
+        )
+        assert (check.returncode, check.stderr) == (
+            2,
+            "prunewarden policy check: z3 is missing: pip install 'prunewarden[analyze]'\n",
+        )
+
     def test_policy_suite_outside_the_repo(self, installed: Path, tmp_path: Path) -> None:
         """prunewarden test runs a suite on the bundled default; the suite schema ships inside."""
         (tmp_path / "doc.json").write_text(

@@ -79,7 +79,7 @@ COMMANDS: dict[str, Command] = {
     ),
     "policy": Command(
         "_policy",
-        "show, compare and lock resolved policies (extends, guardrails, versions)",
+        "show, compare, check and lock resolved policies (extends, guardrails, versions)",
         "add_policy_command",
         "run_policy",
     ),

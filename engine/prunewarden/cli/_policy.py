@@ -7,11 +7,13 @@ and returns its exit code, as every command of the CLI does.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 from pathlib import Path
 from typing import IO, Any
 
+from prunewarden.cli._common import UsageError
 from prunewarden.errors import ExitCode, PolicyError
 from prunewarden.policy import (
     LOCK_FILENAME,
@@ -29,9 +31,9 @@ from prunewarden.policy._lock import update as update_lock
 
 POLICY_EXIT_CODES = """\
 exit codes:
-  0   done (diff: the policies are the same)
-  1   diff: the policies differ
-  2   usage error
+  0   done (diff: the policies are the same; check: no finding at error severity)
+  1   diff: the policies differ; check: a finding at error severity
+  2   usage error (check: z3-solver missing, pip install 'prunewarden[analyze]')
   3   invalid policy, or a version reused for different content
 """
 
@@ -40,7 +42,7 @@ def add_policy_command(commands: Any) -> None:
     """``prunewarden policy ...``: inspect resolved policies, compare them, lock versions."""
     policy = commands.add_parser(
         "policy",
-        help="show, compare and lock resolved policies (extends, guardrails, versions)",
+        help="show, compare, check and lock resolved policies (extends, guardrails, versions)",
         epilog=POLICY_EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -79,6 +81,7 @@ def add_policy_command(commands: Any) -> None:
         default="text",
         help="text: one line per difference (default); json: every change with both origins",
     )
+    add_check(verbs)
     lock = verbs.add_parser(
         "lock",
         help="record name@version -> digest of policies (and what they extend) in a lock file",
@@ -87,6 +90,34 @@ def add_policy_command(commands: Any) -> None:
     )
     lock.add_argument("files", nargs="+", metavar="FILE", help="policy YAML files")
     add_lock_option(lock, help_text="lock file to update (default: policy.lock next to each FILE)")
+
+
+def add_check(verbs: Any) -> None:
+    """``policy check [--against BASE] [--format text|json|sarif] FILE...``."""
+    check = verbs.add_parser(
+        "check",
+        help="prove things about policies before they ship: rules that never or always "
+        "match, overlays looser than their base, production guards off (docs/policy-check.md)",
+        epilog=POLICY_EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    check.add_argument("files", nargs="+", metavar="FILE", help="policy YAML, or builtin:NAME")
+    check.add_argument(
+        "--against",
+        metavar="BASE",
+        help="compare each FILE with BASE (default: with the policy FILE extends, if any)",
+    )
+    check.add_argument(
+        "--format",
+        choices=["text", "json", "sarif"],
+        default="text",
+        help="text: one line per finding (default); json: the report; sarif: SARIF 2.1.0",
+    )
+    check.add_argument(
+        "--witnesses",
+        metavar="DIR",
+        help="also write each witness as an input document DIR/<n>-<code>.json, for evaluate",
+    )
 
 
 def add_lock_option(parser: Any, help_text: str | None = None) -> None:
@@ -202,4 +233,19 @@ def _report(error: PolicyError, stderr: IO[str]) -> None:
         stderr.write(f"{problem}\n")
 
 
-_VERBS: dict[str, Any] = {"show": _show, "diff": _diff, "lock": _lock}
+def _check(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
+    """``policy check``: its module imports z3 (the ``analyze`` extra), which ``show``, ``diff``
+    and ``lock`` do not need, so it is imported only when ``check`` runs (the same reason
+    ``cli._main.COMMANDS`` imports each command's module when it runs)."""
+    try:
+        module = importlib.import_module("prunewarden.cli._policy_check")
+    except ImportError as exc:
+        msg = (
+            f"prunewarden policy check: {exc.name or 'z3'} is missing: "
+            "pip install 'prunewarden[analyze]'"
+        )
+        raise UsageError(msg) from None
+    return int(module.run_check(args, stdout, stderr))
+
+
+_VERBS: dict[str, Any] = {"show": _show, "diff": _diff, "check": _check, "lock": _lock}
