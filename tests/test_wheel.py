@@ -194,3 +194,19 @@ class TestWheel:
         )
         assert run.returncode == 0, run.stderr
         assert 'tests="1" failures="0" errors="0" skipped="0"' in run.stdout
+
+
+class TestPackageList:
+    def test_every_package_of_the_source_tree_is_declared(self) -> None:
+        """pyproject's explicit package list names every package under engine/prunewarden (one
+        left out ships as stray data at best, and is missing from a hook's install at worst)."""
+        declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"][
+            "packages"
+        ]
+        source = ROOT / "engine"
+        found = {
+            ".".join(init.parent.relative_to(source).parts)
+            for init in (source / "prunewarden").rglob("__init__.py")
+            if "_data" not in init.parts
+        }
+        assert found <= set(declared), sorted(found - set(declared))

@@ -80,7 +80,7 @@ def hook_repository(target: Path) -> str:
 
 
 def scratch_repository(target: Path, hooks: Path, rev: str) -> None:
-    """A repository keeping a policy and its suite, using both hooks of ``hooks`` at ``rev``."""
+    """A repository keeping a policy and its suite, using the hooks of ``hooks`` at ``rev``."""
     (target / "policies" / "tests").mkdir(parents=True)
     (target / "policies" / "agent.yaml").write_text(POLICY)
     (target / "policies" / "tests" / "agent_test.yaml").write_text(SUITE)
@@ -89,7 +89,12 @@ def scratch_repository(target: Path, hooks: Path, rev: str) -> None:
             {
                 "repo": str(hooks),
                 "rev": rev,
-                "hooks": [{"id": "prunewarden-validate"}, {"id": "prunewarden-test"}],
+                "hooks": [
+                    {"id": "prunewarden-validate"},
+                    {"id": "prunewarden-test"},
+                    # Offline, z3 comes from this test environment like every other dependency.
+                    {"id": "prunewarden-policy-check", "additional_dependencies": []},
+                ],
             }
         ]
     }
@@ -124,7 +129,7 @@ def run_hooks(repository: Path, home: Path) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture(scope="module")
 def hooked(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """A scratch repository with both hooks installed by one first run (the slow part)."""
+    """A scratch repository with its hooks installed by one first run (the slow part)."""
     base = tmp_path_factory.mktemp("precommit")
     rev = hook_repository(base / "hooks")
     scratch_repository(base / "scratch", base / "hooks", rev)
@@ -145,11 +150,12 @@ def hook_lines(output: str) -> dict[str, str]:
 
 class TestManifest:
     def test_each_hook_runs_a_prunewarden_command_installed_by_pip(self) -> None:
-        """The manifest's hooks are python hooks running validate and test (no policy check yet)."""
+        """The manifest's hooks are python hooks running validate, test and policy check."""
         hooks = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())
         assert [(hook["id"], hook["entry"], hook["language"]) for hook in hooks] == [
             ("prunewarden-validate", "prunewarden validate", "python"),
             ("prunewarden-test", "prunewarden test", "python"),
+            ("prunewarden-policy-check", "prunewarden policy check", "python"),
         ]
 
     def test_pre_commit_accepts_the_manifest(self) -> None:
@@ -166,13 +172,14 @@ class TestManifest:
 
 class TestHooksInAScratchRepository:
     def test_a_valid_policy_and_a_passing_suite_pass(self, hooked: tuple[Path, Path]) -> None:
-        """Both hooks pass on a valid policy whose suite passes."""
+        """Every hook passes on a valid policy whose suite passes."""
         repository, home = hooked
         done = run_hooks(repository, home)
         assert done.returncode == 0, done.stdout + done.stderr
         assert hook_lines(done.stdout) == {
             "prunewarden validate": "Passed",
             "prunewarden test": "Passed",
+            "prunewarden policy check": "Passed",
         }
 
     def test_an_invalid_policy_fails_validate_with_its_located_error(
@@ -207,5 +214,30 @@ class TestHooksInAScratchRepository:
         assert hook_lines(done.stdout) == {
             "prunewarden validate": "Passed",
             "prunewarden test": "Failed",
+            "prunewarden policy check": "Passed",
         }
         assert "- exit code: 4" in done.stdout
+
+    def test_a_production_policy_with_a_guard_in_audit_fails_policy_check(
+        self, hooked: tuple[Path, Path]
+    ) -> None:
+        """policy check fails a policy labelled production whose eviction guard only audits,
+        naming the finding and the file:line of the field; the suite still passes."""
+        repository, home = hooked
+        policy = repository / "policies" / "agent.yaml"
+        production = POLICY.replace(
+            "version: 1.0.0}", "version: 1.0.0, labels: {environment: production}}"
+        ).replace("eviction: {pinned_kinds", "eviction: {mode: audit, pinned_kinds")
+        try:
+            policy.write_text(production)
+            done = run_hooks(repository, home)
+        finally:
+            policy.write_text(POLICY)
+        assert done.returncode == 1
+        assert hook_lines(done.stdout) == {
+            "prunewarden validate": "Passed",
+            "prunewarden test": "Passed",
+            "prunewarden policy check": "Failed",
+        }
+        assert "- exit code: 1" in done.stdout
+        assert "policies/agent.yaml:7: error production-not-enforced:" in done.stdout
