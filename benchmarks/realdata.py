@@ -37,10 +37,24 @@ from typing import Any
 from prunewarden import Engine, load_builtin_policy, load_policy, parse_policy
 from prunewarden.cli._main import run
 from prunewarden.policy._model import Policy
+from prunewarden.replay._power import read_cycles
 from prunewarden.replay._run import SilentLogger, replay_trace
+
+from benchmarks.realdata_study import explain, render_study, study
 
 CAPACITY = 8
 MAX_TOKENS = 256
+CUSUM_POWER = ("--power", "--power-plot")
+CUSUM_BASE = """\
+apiVersion: prunewarden/v1
+kind: Policy
+extends: builtin:default
+metadata: {name: cusum, version: 1.0.0}
+spec:
+  collapse:
+    spread_floor_mode: cusum
+    min_live_entries: 4
+"""
 RELATIVE = """\
 apiVersion: prunewarden/v1
 kind: Policy
@@ -197,42 +211,76 @@ def report(policies: dict[str, Policy], kinds: dict[str, list[str]]) -> dict[str
     return out
 
 
+def shorten(lines: Sequence[str], cycles: int) -> list[str]:
+    """A trace's first ``cycles`` cycles (with the evictions that follow them)."""
+    cut = next(
+        (i for i, line in enumerate(lines) if json.loads(line).get("cycle") == cycles + 1),
+        len(lines),
+    )
+    return list(lines[:cut])
+
+
+def calibrate(
+    out: Path, name: str, healthy: Sequence[str], *more: str, base: str = "builtin:default"
+) -> Policy:
+    """``prunewarden calibrate`` on ``healthy``, as a team would run it; its output printed."""
+    fitted = out / f"{name}.yaml"
+    print(f"\n==> prunewarden calibrate ({name}) --base {base} {' '.join(more)}")
+    argv = ["calibrate", "--healthy", *healthy, "--base", base, *more]
+    code = run([*argv, "--out", str(fitted), "--date", "2026-01-01"], sys.stdout, sys.stderr)
+    if code not in (0, 1):
+        raise SystemExit(code)
+    return load_policy(fitted, lock=False)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.realdata", description=__doc__)
     parser.add_argument("--conversations", type=int, default=40)
-    parser.add_argument("--min-turns", type=int, default=12)
+    parser.add_argument("--fit-cycles", type=int, default=12, help="cycles of a fit trace")
     parser.add_argument("--out", default="build/realdata")
     args = parser.parse_args(argv)
     out = Path(args.out)
     scorer = Scorer()
-    kinds: dict[str, list[str]] = {"healthy": [], "rewriting": []}
-    for number, turns in enumerate(conversations(args.conversations, args.min_turns)):
-        for kind, paths in kinds.items():
-            path = out / "traces" / kind / f"conversation-{number:03d}.jsonl"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            lines = simulate(scorer, turns[:24], rewriting=kind == "rewriting", name=path.stem)
-            path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-            paths.append(str(path))
+    long_cycles = 2 * args.fit_cycles  # held-out sessions twice as long as the fit ones
+    kinds: dict[str, list[str]] = {"healthy": [], "healthy-short": [], "rewriting": []}
+    for number, turns in enumerate(conversations(args.conversations, long_cycles + 1)):
+        for kind in ("healthy", "rewriting"):
+            lines = simulate(
+                scorer, turns[: long_cycles + 1], rewriting=kind == "rewriting", name=f"c{number}"
+            )
+            copies = {kind: lines}
+            if kind == "healthy":
+                copies["healthy-short"] = shorten(lines, args.fit_cycles)
+            for label, text in copies.items():
+                path = out / "traces" / label / f"conversation-{number:03d}.jsonl"
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text("\n".join(text) + "\n", encoding="utf-8")
+                kinds[label].append(str(path))
     half = len(kinds["healthy"]) // 2
-    fitted = out / "calibrated.yaml"
-    argv_fit = ["calibrate", "--healthy", *kinds["healthy"][:half], "--base", "builtin:default"]
-    code = run([*argv_fit, "--out", str(fitted), "--date", "2026-01-01"], sys.stdout, sys.stderr)
-    if code not in (0, 1):
-        return code
+    fit_on = kinds["healthy-short"][:half]
+    cusum_base = out / "cusum-base.yaml"
+    cusum_base.write_text(CUSUM_BASE, encoding="utf-8")
     policies = {
         "default": load_builtin_policy(),
         "relative-floor": parse_policy(RELATIVE, "relative.yaml"),
-        "calibrated": load_policy(fitted, lock=False),
+        "calibrated": calibrate(out, "calibrated", fit_on),
+        "floor-from-spread": calibrate(out, "floor-from-spread", fit_on, "--floor-from", "spread"),
+        "cusum": calibrate(
+            out, "cusum", fit_on, *CUSUM_POWER, str(out / "power.png"), base=str(cusum_base)
+        ),
+        "cusum-long-fit": calibrate(
+            out, "cusum-long-fit", kinds["healthy"][:half], base=str(cusum_base)
+        ),
     }
     held_out = {
-        "healthy (fit)": kinds["healthy"][:half],
-        "healthy (held out)": kinds["healthy"][half:],
-        "rewriting": kinds["rewriting"],
+        "healthy (fit)": fit_on,
+        "healthy (held out)": kinds["healthy-short"][half:],
+        "healthy long (held out)": kinds["healthy"][half:],
+        "rewriting long": kinds["rewriting"],
     }
-    result = report(policies, held_out)
-    (out / "report.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    result = {"decisions": report(policies, held_out), "injections": {}}
     print()
-    for label, by_kind in result.items():
+    for label, by_kind in result["decisions"].items():
         for kind, found in by_kind.items():
             refused = ", ".join(
                 f"{k} {v}" for k, v in sorted(found["sessions_refused_by_check"].items())
@@ -240,9 +288,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             cycles = found["first_halt_cycles"]
             median = cycles[len(cycles) // 2] if cycles else "-"
             print(
-                f"{label:15} {kind:19} {found['sessions']:3} sessions; refused in: "
+                f"{label:18} {kind:23} {found['sessions']:3} sessions; refused in: "
                 f"{refused or 'none'}; first halt median cycle {median}"
             )
+    short = [read_cycles(p, load_builtin_policy()) for p in kinds["healthy-short"][half:]]
+    long = [read_cycles(p, load_builtin_policy()) for p in kinds["healthy"][half:]]
+    for label, policy in policies.items():
+        result["injections"][label] = study(policy, short, long)
+    print(render_study(result["injections"]))
+    for label in ("calibrated", "cusum", "cusum-long-fit"):
+        named = list(zip(kinds["healthy"][half:], long, strict=True))
+        for line in explain(policies[label], named):
+            print(f"{label}: {line}")
+    (out / "report.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     return 0
 
 
