@@ -127,10 +127,12 @@ class Scorer:
         return self.cache[text]
 
 
-def scores(scorer: Scorer, buffer: dict[str, str]) -> dict[str, float]:
-    """Each segment's cosine to the buffer's mean embedding, as (cos + 1) / 2."""
+def scores(scorer: Scorer, buffer: dict[str, str], against: Sequence[str] = ()) -> dict[str, float]:
+    """Each segment's cosine to the mean embedding of the segments ``against`` (the whole
+    buffer when none), as (cos + 1) / 2."""
     vectors = {key: scorer.embed(text) for key, text in buffer.items()}
-    mean = [math.fsum(col) / len(vectors) for col in zip(*vectors.values(), strict=True)]
+    anchor = [vectors[key] for key in against if key in vectors] or list(vectors.values())
+    mean = [math.fsum(col) / len(anchor) for col in zip(*anchor, strict=True)]
     norm = math.sqrt(math.fsum(v * v for v in mean)) or 1.0
     return {
         key: round((math.fsum(a * b for a, b in zip(v, mean, strict=True)) / norm + 1) / 2, 6)
@@ -138,8 +140,11 @@ def scores(scorer: Scorer, buffer: dict[str, str]) -> dict[str, float]:
     }
 
 
-def simulate(scorer: Scorer, turns: Sequence[str], *, rewriting: bool, name: str) -> list[str]:
-    """One session's trace lines."""
+def simulate(
+    scorer: Scorer, turns: Sequence[str], *, rewriting: bool, name: str, recent: int = 0
+) -> list[str]:
+    """One session's trace lines; with ``recent``, each segment is scored against that many of
+    the most recent turns instead of the whole buffer."""
     lines = [
         json.dumps(
             {
@@ -160,7 +165,8 @@ def simulate(scorer: Scorer, turns: Sequence[str], *, rewriting: bool, name: str
             merged = buffer.pop(first)[:400] + " " + buffer.pop(second)[:400]
             buffer[f"{first}+"] = merged
             order = [f"{first}+", *order[2:]]
-        current = scores(scorer, buffer)
+        against = order[-recent:] if recent else ()
+        current = scores(scorer, buffer, against)
         lines.append(
             json.dumps({"type": "cycle", "cycle": cycle, "scores": current, "pinned": ["task"]})
         )
@@ -168,7 +174,7 @@ def simulate(scorer: Scorer, turns: Sequence[str], *, rewriting: bool, name: str
             victim = min(order, key=lambda k: (current[k], k))
             rest = {k: t for k, t in buffer.items() if k not in (victim, order[-1])}
             rest[victim] = buffer[victim]
-            perturbed = scores(scorer, rest)[victim]
+            perturbed = scores(scorer, rest, against)[victim]
             segment = {
                 "id": victim,
                 "kind": "turn",
@@ -237,6 +243,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.realdata", description=__doc__)
     parser.add_argument("--conversations", type=int, default=40)
     parser.add_argument("--fit-cycles", type=int, default=12, help="cycles of a fit trace")
+    parser.add_argument(
+        "--recent",
+        type=int,
+        default=0,
+        metavar="N",
+        help="score each segment against the N most recent turns (default: the whole buffer)",
+    )
     parser.add_argument("--out", default="build/realdata")
     args = parser.parse_args(argv)
     out = Path(args.out)
@@ -246,7 +259,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     for number, turns in enumerate(conversations(args.conversations, long_cycles + 1)):
         for kind in ("healthy", "rewriting"):
             lines = simulate(
-                scorer, turns[: long_cycles + 1], rewriting=kind == "rewriting", name=f"c{number}"
+                scorer,
+                turns[: long_cycles + 1],
+                rewriting=kind == "rewriting",
+                name=f"c{number}",
+                recent=args.recent,
             )
             copies = {kind: lines}
             if kind == "healthy":
