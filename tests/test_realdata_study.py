@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 import statistics
+from typing import cast
 
 import pytest
 from prunewarden import Policy, load_builtin_policy, parse_policy
 from prunewarden.replay._power import Cycle
 
-from benchmarks.realdata import CUSUM_BASE, shorten
+from benchmarks.realdata import CUSUM_BASE, Scorer, scores, shorten
 from benchmarks.realdata_study import (
     DRIFT_TO,
     canary_glitch,
@@ -134,3 +135,22 @@ class TestFitTraces:
         ]
         assert shorten(lines, 2) == lines[:4]
         assert shorten(lines, 5) == lines
+
+
+class Axes:
+    """Stands in for the embedding model: each text is a unit vector on its own axis."""
+
+    def embed(self, text: str) -> list[float]:
+        return [1.0 if text == axis else 0.0 for axis in ("a", "b", "c")]
+
+
+class TestScores:
+    def test_against_the_whole_buffer_each_segment_scores_alike(self) -> None:
+        """Three orthogonal segments: each has cosine 1/sqrt(3) to the buffer's mean."""
+        found = scores(cast("Scorer", Axes()), {"x": "a", "y": "b", "z": "c"})
+        assert set(found.values()) == {round((1 / 3**0.5 + 1) / 2, 6)}
+
+    def test_against_recent_turns_only_they_are_the_anchor(self) -> None:
+        """Against segment z alone: z scores 1, the others (cos 0) score 0.5."""
+        found = scores(cast("Scorer", Axes()), {"x": "a", "y": "b", "z": "c"}, ["z"])
+        assert found == {"x": 0.5, "y": 0.5, "z": 1.0}
