@@ -37,10 +37,24 @@ from typing import Any
 from prunewarden import Engine, load_builtin_policy, load_policy, parse_policy
 from prunewarden.cli._main import run
 from prunewarden.policy._model import Policy
+from prunewarden.replay._power import read_cycles
 from prunewarden.replay._run import SilentLogger, replay_trace
+
+from benchmarks.realdata_study import explain, render_study, study
 
 CAPACITY = 8
 MAX_TOKENS = 256
+CUSUM_POWER = ("--power", "--power-plot")
+CUSUM_BASE = """\
+apiVersion: prunewarden/v1
+kind: Policy
+extends: builtin:default
+metadata: {name: cusum, version: 1.0.0}
+spec:
+  collapse:
+    spread_floor_mode: cusum
+    min_live_entries: 4
+"""
 RELATIVE = """\
 apiVersion: prunewarden/v1
 kind: Policy
@@ -113,10 +127,12 @@ class Scorer:
         return self.cache[text]
 
 
-def scores(scorer: Scorer, buffer: dict[str, str]) -> dict[str, float]:
-    """Each segment's cosine to the buffer's mean embedding, as (cos + 1) / 2."""
+def scores(scorer: Scorer, buffer: dict[str, str], against: Sequence[str] = ()) -> dict[str, float]:
+    """Each segment's cosine to the mean embedding of the segments ``against`` (the whole
+    buffer when none), as (cos + 1) / 2."""
     vectors = {key: scorer.embed(text) for key, text in buffer.items()}
-    mean = [math.fsum(col) / len(vectors) for col in zip(*vectors.values(), strict=True)]
+    anchor = [vectors[key] for key in against if key in vectors] or list(vectors.values())
+    mean = [math.fsum(col) / len(anchor) for col in zip(*anchor, strict=True)]
     norm = math.sqrt(math.fsum(v * v for v in mean)) or 1.0
     return {
         key: round((math.fsum(a * b for a, b in zip(v, mean, strict=True)) / norm + 1) / 2, 6)
@@ -124,8 +140,11 @@ def scores(scorer: Scorer, buffer: dict[str, str]) -> dict[str, float]:
     }
 
 
-def simulate(scorer: Scorer, turns: Sequence[str], *, rewriting: bool, name: str) -> list[str]:
-    """One session's trace lines."""
+def simulate(
+    scorer: Scorer, turns: Sequence[str], *, rewriting: bool, name: str, recent: int = 0
+) -> list[str]:
+    """One session's trace lines; with ``recent``, each segment is scored against that many of
+    the most recent turns instead of the whole buffer."""
     lines = [
         json.dumps(
             {
@@ -146,7 +165,8 @@ def simulate(scorer: Scorer, turns: Sequence[str], *, rewriting: bool, name: str
             merged = buffer.pop(first)[:400] + " " + buffer.pop(second)[:400]
             buffer[f"{first}+"] = merged
             order = [f"{first}+", *order[2:]]
-        current = scores(scorer, buffer)
+        against = order[-recent:] if recent else ()
+        current = scores(scorer, buffer, against)
         lines.append(
             json.dumps({"type": "cycle", "cycle": cycle, "scores": current, "pinned": ["task"]})
         )
@@ -154,7 +174,7 @@ def simulate(scorer: Scorer, turns: Sequence[str], *, rewriting: bool, name: str
             victim = min(order, key=lambda k: (current[k], k))
             rest = {k: t for k, t in buffer.items() if k not in (victim, order[-1])}
             rest[victim] = buffer[victim]
-            perturbed = scores(scorer, rest)[victim]
+            perturbed = scores(scorer, rest, against)[victim]
             segment = {
                 "id": victim,
                 "kind": "turn",
@@ -197,42 +217,87 @@ def report(policies: dict[str, Policy], kinds: dict[str, list[str]]) -> dict[str
     return out
 
 
+def shorten(lines: Sequence[str], cycles: int) -> list[str]:
+    """A trace's first ``cycles`` cycles (with the evictions that follow them)."""
+    cut = next(
+        (i for i, line in enumerate(lines) if json.loads(line).get("cycle") == cycles + 1),
+        len(lines),
+    )
+    return list(lines[:cut])
+
+
+def calibrate(
+    out: Path, name: str, healthy: Sequence[str], *more: str, base: str = "builtin:default"
+) -> Policy:
+    """``prunewarden calibrate`` on ``healthy``, as a team would run it; its output printed."""
+    fitted = out / f"{name}.yaml"
+    print(f"\n==> prunewarden calibrate ({name}) --base {base} {' '.join(more)}")
+    argv = ["calibrate", "--healthy", *healthy, "--base", base, *more]
+    code = run([*argv, "--out", str(fitted), "--date", "2026-01-01"], sys.stdout, sys.stderr)
+    if code not in (0, 1):
+        raise SystemExit(code)
+    return load_policy(fitted, lock=False)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.realdata", description=__doc__)
     parser.add_argument("--conversations", type=int, default=40)
-    parser.add_argument("--min-turns", type=int, default=12)
+    parser.add_argument("--fit-cycles", type=int, default=12, help="cycles of a fit trace")
+    parser.add_argument(
+        "--recent",
+        type=int,
+        default=0,
+        metavar="N",
+        help="score each segment against the N most recent turns (default: the whole buffer)",
+    )
     parser.add_argument("--out", default="build/realdata")
     args = parser.parse_args(argv)
     out = Path(args.out)
     scorer = Scorer()
-    kinds: dict[str, list[str]] = {"healthy": [], "rewriting": []}
-    for number, turns in enumerate(conversations(args.conversations, args.min_turns)):
-        for kind, paths in kinds.items():
-            path = out / "traces" / kind / f"conversation-{number:03d}.jsonl"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            lines = simulate(scorer, turns[:24], rewriting=kind == "rewriting", name=path.stem)
-            path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-            paths.append(str(path))
+    long_cycles = 2 * args.fit_cycles  # held-out sessions twice as long as the fit ones
+    kinds: dict[str, list[str]] = {"healthy": [], "healthy-short": [], "rewriting": []}
+    for number, turns in enumerate(conversations(args.conversations, long_cycles + 1)):
+        for kind in ("healthy", "rewriting"):
+            lines = simulate(
+                scorer,
+                turns[: long_cycles + 1],
+                rewriting=kind == "rewriting",
+                name=f"c{number}",
+                recent=args.recent,
+            )
+            copies = {kind: lines}
+            if kind == "healthy":
+                copies["healthy-short"] = shorten(lines, args.fit_cycles)
+            for label, text in copies.items():
+                path = out / "traces" / label / f"conversation-{number:03d}.jsonl"
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text("\n".join(text) + "\n", encoding="utf-8")
+                kinds[label].append(str(path))
     half = len(kinds["healthy"]) // 2
-    fitted = out / "calibrated.yaml"
-    argv_fit = ["calibrate", "--healthy", *kinds["healthy"][:half], "--base", "builtin:default"]
-    code = run([*argv_fit, "--out", str(fitted), "--date", "2026-01-01"], sys.stdout, sys.stderr)
-    if code not in (0, 1):
-        return code
+    fit_on = kinds["healthy-short"][:half]
+    cusum_base = out / "cusum-base.yaml"
+    cusum_base.write_text(CUSUM_BASE, encoding="utf-8")
     policies = {
         "default": load_builtin_policy(),
         "relative-floor": parse_policy(RELATIVE, "relative.yaml"),
-        "calibrated": load_policy(fitted, lock=False),
+        "calibrated": calibrate(out, "calibrated", fit_on),
+        "floor-from-spread": calibrate(out, "floor-from-spread", fit_on, "--floor-from", "spread"),
+        "cusum": calibrate(
+            out, "cusum", fit_on, *CUSUM_POWER, str(out / "power.png"), base=str(cusum_base)
+        ),
+        "cusum-long-fit": calibrate(
+            out, "cusum-long-fit", kinds["healthy"][:half], base=str(cusum_base)
+        ),
     }
     held_out = {
-        "healthy (fit)": kinds["healthy"][:half],
-        "healthy (held out)": kinds["healthy"][half:],
-        "rewriting": kinds["rewriting"],
+        "healthy (fit)": fit_on,
+        "healthy (held out)": kinds["healthy-short"][half:],
+        "healthy long (held out)": kinds["healthy"][half:],
+        "rewriting long": kinds["rewriting"],
     }
-    result = report(policies, held_out)
-    (out / "report.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    result = {"decisions": report(policies, held_out), "injections": {}}
     print()
-    for label, by_kind in result.items():
+    for label, by_kind in result["decisions"].items():
         for kind, found in by_kind.items():
             refused = ", ".join(
                 f"{k} {v}" for k, v in sorted(found["sessions_refused_by_check"].items())
@@ -240,9 +305,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             cycles = found["first_halt_cycles"]
             median = cycles[len(cycles) // 2] if cycles else "-"
             print(
-                f"{label:15} {kind:19} {found['sessions']:3} sessions; refused in: "
+                f"{label:18} {kind:23} {found['sessions']:3} sessions; refused in: "
                 f"{refused or 'none'}; first halt median cycle {median}"
             )
+    short = [read_cycles(p, load_builtin_policy()) for p in kinds["healthy-short"][half:]]
+    long = [read_cycles(p, load_builtin_policy()) for p in kinds["healthy"][half:]]
+    for label, policy in policies.items():
+        result["injections"][label] = study(policy, short, long)
+    print(render_study(result["injections"]))
+    for label in ("calibrated", "cusum", "cusum-long-fit"):
+        named = list(zip(kinds["healthy"][half:], long, strict=True))
+        for line in explain(policies[label], named):
+            print(f"{label}: {line}")
+    (out / "report.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     return 0
 
 

@@ -4,9 +4,11 @@ With n = ``consecutive_cycles``, k the slack, h the threshold and s_c a cycle's 
 :data:`SPREAD_FLOOR` before logs), each judged cycle c (c >= n + 1, counted from the session's
 first cycle) adds u_c = ln(R_c / s_c) - k, at most h / n, to a sum floored at 0:
 S_c = max(0, S_{c-1} + min(u_c, h / n)). The reference R_c is the geometric mean of the spreads
-of cycles 1..min(first_cycles, c - n), shrunk toward a prior: ln R_c = (w * mu + sum ln s_e) /
-(w + |E_c|). Signal A holds when S_c >= h and each of the last n increments was positive; the cap
-makes sure no single cycle can raise it.
+of the session's first min(first_cycles, J_c - n) judgeable cycles E_c (cycles with at least
+``min_live_entries`` entries; J_c of them up to c), shrunk toward a prior: ln R_c =
+(w * mu + sum ln s_e) / (w + |E_c|). A cycle too small to judge (a buffer of two entries can
+spread 0) stays out of the reference, as it stays out of the sum. Signal A holds when S_c >= h
+and each of the last n increments was positive; the cap makes sure no single cycle can raise it.
 
 A session advances a :class:`CusumTrack` one cycle at a time and keeps it; a stateless document
 recomputes it over its history with :func:`replay`. Both go through :func:`advance`, so they agree.
@@ -32,6 +34,12 @@ class CusumParameters:
     first_cycles: int
     prior_log_spread: float
     prior_weight: float
+
+    @property
+    def early_cycles(self) -> int:
+        """How many first judgeable spreads a session keeps: the reference's, and the judged
+        window's beyond them (which tell how many judgeable cycles came before it)."""
+        return self.first_cycles + self.consecutive_cycles
 
     @property
     def cap(self) -> float:
@@ -79,12 +87,13 @@ def log_spread(spread: float) -> float:
 
 
 def log_reference(
-    parameters: CusumParameters, early_spreads: Sequence[float], ordinal: int
+    parameters: CusumParameters, early_spreads: Sequence[float], judgeable: int
 ) -> tuple[float, int]:
-    """ln R_c for the session's ``ordinal``-th cycle (1-based), from the spreads of its first
-    cycles, and how many of them it used. With no prior weight and no early cycle (a session
-    that lost them), the prior alone."""
-    before_window = ordinal - parameters.consecutive_cycles
+    """ln R_c for a cycle that is the session's ``judgeable``-th judgeable one, from the spreads
+    of its first judgeable cycles, and how many of them it used (those before the judged
+    window). With no prior weight and no early cycle (a session that lost them), the prior
+    alone."""
+    before_window = judgeable - parameters.consecutive_cycles
     used = early_spreads[: max(0, min(parameters.first_cycles, before_window))]
     weight = parameters.prior_weight + len(used)
     if weight <= 0:
@@ -125,14 +134,16 @@ def tracks(
     cycles: Sequence[tuple[int, float, bool]],
 ) -> Iterator[CusumTrack]:
     """The track after each of ``cycles``, as :func:`replay` computes the last."""
-    spreads = [spread for _, spread, _ in cycles[: parameters.first_cycles]]
+    spreads = [spread for _, spread, judgeable in cycles if judgeable][: parameters.early_cycles]
     track = CusumTrack()
+    judged = 0
     for ordinal, (cycle, spread, judgeable) in enumerate(cycles, start=1):
+        judged += judgeable
         if ordinal <= parameters.consecutive_cycles:
             pass
         elif not judgeable:
             track = track.reset_run()
         else:
-            reference = log_reference(parameters, spreads, ordinal)
+            reference = log_reference(parameters, spreads, judged)
             track = advance(track, parameters, cycle, spread, reference)
         yield track

@@ -52,6 +52,19 @@ CUSUM_POLICY = parse_policy(
 )
 
 
+SMALL_POLICY = parse_policy(
+    json.dumps(
+        {
+            "apiVersion": "prunewarden/v1",
+            "kind": "Policy",
+            "metadata": {"name": "cusum-small", "version": "1.0.0"},
+            "spec": {"collapse": {**CUSUM, "min_live_entries": 3}},
+        }
+    ),
+    "<cusum-small-policy>",
+)
+
+
 def parameters(
     *,
     n: int = 2,
@@ -142,6 +155,26 @@ class TestArithmetic:
         track = replay(parameters(), [*sequence, (6, squeezed, True), (7, squeezed, True)])
         assert track.signal(parameters()) is True
 
+    def test_a_cycle_too_small_to_judge_stays_out_of_the_reference(self) -> None:
+        """A first cycle of two entries (spread 0) is not the reference: cycle 4 reads cycle 2
+        alone, the first judgeable one before its window, as a session starting small needs."""
+        sequence = [(1, 0.0, False), (2, math.exp(-1), True), (3, 0.5, True), (4, 0.1, True)]
+        step = replay(parameters(first_cycles=2), sequence).run[-1]
+        assert step.cycle == 4
+        assert step.reference_cycles == 1
+        assert step.log_reference == pytest.approx(-1.0)
+
+    def test_judgeable_cycles_count_the_reference_before_the_window(self) -> None:
+        """With cycles 1 and 3 too small, cycle 6 is the 4th judgeable: n = 2 leaves 2 before
+        its window (cycles 2 and 4), whatever first_cycles allows."""
+        sequence = [
+            (1, 0.0, False), (2, math.exp(-1), True), (3, 0.0, False),
+            (4, math.exp(-3), True), (5, 0.5, True), (6, 0.5, True),
+        ]  # fmt: skip
+        step = replay(parameters(first_cycles=5), sequence).run[-1]
+        assert (step.cycle, step.reference_cycles) == (6, 2)
+        assert step.log_reference == pytest.approx(-2.0)
+
     def test_the_sum_alone_does_not_signal(self) -> None:
         """S at h after a non-positive increment: each of the last n must be positive."""
         track = CusumTrack(1.0, replay(parameters(), cycles([0.1, 0.1, 0.05, 0.1])).run)
@@ -208,6 +241,31 @@ class TestProperties:
             if "cusum" in detail(kept):
                 assert detail(kept)["accumulated"] == "session"
                 assert detail(recomputed)["from_cycle"] == 1
+                for field in ("cusum", "increments", "reference", "reference_cycles"):
+                    assert detail(kept)[field] == detail(recomputed)[field]
+
+    @settings(max_examples=25 * SCALE)
+    @given(
+        widths=st.lists(st.floats(0.0, 0.45), min_size=1, max_size=12),
+        small=st.lists(st.booleans(), min_size=12, max_size=12),
+        canaries=st.lists(st.sampled_from([HELD, INVERTED]), min_size=12, max_size=12),
+    )
+    def test_with_cycles_too_small_to_judge_the_session_sum_equals_the_recomputed_one(
+        self, widths: list[float], small: list[bool], canaries: list[float]
+    ) -> None:
+        """Cycles of two entries under min_live_entries 3 stay out of the reference and the
+        sum alike, in a session and recomputed over its history."""
+        engine = Engine(SMALL_POLICY)
+        session = engine.session("s")
+        cases = history(widths, canaries[: len(widths)])
+        for case, drop in zip(cases, small, strict=False):
+            if drop:
+                del case["scores"]["y"]
+        for end, cycle in enumerate(cases, start=1):
+            kept = session.observe_cycle(cycle["scores"], cycle["pinned"])
+            recomputed = engine.detect_collapse(cases[:end])
+            assert (kept.outcome, kept.codes) == (recomputed.outcome, recomputed.codes)
+            if "cusum" in detail(kept):
                 for field in ("cusum", "increments", "reference", "reference_cycles"):
                     assert detail(kept)[field] == detail(recomputed)[field]
 
@@ -312,7 +370,7 @@ class TestPolicy:
             }
         )
         assert spelled.digest == bare.digest
-        assert bare.spec.collapse.early_cycles == 5
+        assert bare.spec.collapse.early_cycles == 5 + 2  # first_cycles + consecutive_cycles
 
     @pytest.mark.parametrize(
         ("cusum", "path"),

@@ -18,10 +18,11 @@ from typing import Any
 
 import pytest
 import yaml
-from prunewarden import Engine, load_policy
+from prunewarden import Engine, load_builtin_policy, load_policy, parse_policy
 from prunewarden._cusum import replay
 from prunewarden.cli._main import run
-from prunewarden.replay import SilentLogger, replay_trace
+from prunewarden.replay import SilentLogger, TraceData, read_trace, replay_trace
+from prunewarden.replay._fit import spread_signal_traces
 
 CYCLES = 10
 ENTRIES = 12
@@ -321,3 +322,66 @@ class TestCanaryOnlyFloor:
         )  # fmt: skip
         assert code == 0
         assert "warning" not in stderr
+
+
+class TestFloorFromSpread:
+    def test_the_floor_is_fitted_below_the_healthy_spreads(self, tmp_path: Path) -> None:
+        """A canary that never inverts no longer lifts the floor: fitted on spread evidence
+        alone, no healthy trace raises signal A, and the record says how it was fitted."""
+        healthy = steady_canary_traces(tmp_path / "traces", 3)
+        out = tmp_path / "fit.yaml"
+        code, stdout, stderr = cli(
+            "calibrate", "--healthy", *healthy, "--base", "builtin:default",
+            "--floor-from", "spread", "--power", "--out", str(out), "--date", "2026-01-31",
+        )  # fmt: skip
+        assert code == 0
+        assert "warning" not in stderr
+        record = calibration(out)["spread_floor"]
+        assert record["from"] == "spread evidence alone (--floor-from spread)"
+        assert "on spread evidence alone" in stdout
+        low, high = calibration(out)["scale"]["low"], calibration(out)["scale"]["high"]
+        spreads = [s for path in healthy for s in spreads_on(path, low, high)]
+        assert record["largest_quiet"] < 1.0
+        assert record["fitted"] < max(spreads)
+        assert spread_signal_traces(load_policy(out, lock=False), read(healthy)) == []
+
+    def test_the_largest_quiet_floor_is_the_last_before_signal_a(self, tmp_path: Path) -> None:
+        """One step above the largest quiet floor, some healthy trace raises signal A."""
+        healthy = steady_canary_traces(tmp_path / "traces", 3)
+        out = tmp_path / "fit.yaml"
+        code, _, _ = cli(
+            "calibrate", "--healthy", *healthy, "--base", "builtin:default",
+            "--floor-from", "spread", "--headroom", "1", "--out", str(out),
+        )  # fmt: skip
+        assert code == 0
+        fitted = load_policy(out, lock=False)
+        document = {
+            "apiVersion": "prunewarden/v1", "kind": "Policy", "extends": str(out),
+            "metadata": {"name": "above", "version": "1.0.0"},
+            "spec": {"collapse": {"spread_floor": fitted.spec.collapse.spread_floor + 1e-6}},
+        }  # fmt: skip
+        above = parse_policy(json.dumps(document), str(tmp_path / "above.yaml"))
+        assert spread_signal_traces(above, read(healthy)) != []
+
+    def test_the_default_fit_records_what_it_always_did(self, tmp_path: Path) -> None:
+        """Without the option the floor record has no ``from``: the output is unchanged."""
+        healthy = steady_canary_traces(tmp_path / "traces", 2)
+        out = tmp_path / "fit.yaml"
+        cli("calibrate", "--healthy", *healthy, "--base", "builtin:default", "--out", str(out))
+        assert set(calibration(out)["spread_floor"]) == {"fitted", "largest_quiet"}
+
+    def test_it_is_refused_for_the_cusum_test(self, tmp_path: Path) -> None:
+        """The cusum test has no floor to fit: usage error, nothing written."""
+        healthy = steady_canary_traces(tmp_path / "traces", 2)
+        out = tmp_path / "fit.yaml"
+        code, _, stderr = cli(
+            "calibrate", "--healthy", *healthy, "--base", "builtin:default",
+            "--floor-from", "spread", "--spread-test", "cusum", "--out", str(out),
+        )  # fmt: skip
+        assert code == 2
+        assert "--floor-from spread fits an absolute floor" in stderr
+        assert not out.exists()
+
+
+def read(paths: Sequence[str]) -> list[TraceData]:
+    return [read_trace(path, load_builtin_policy()) for path in paths]

@@ -108,6 +108,13 @@ def add_command(commands: Any) -> None:
         help="the floor is F times the largest floor the healthy traces tolerate (default 0.5)",
     )
     parser.add_argument(
+        "--floor-from",
+        choices=("halts", "spread"),
+        default="halts",
+        help="what the absolute floor is fitted on: the healthy traces the guard halts on "
+        "(default), or those whose spread alone raises signal A, whatever their canary",
+    )
+    parser.add_argument(
         "--spread-test",
         choices=("absolute", "cusum"),
         help="what signal A is fitted as: the absolute floor, or the cusum spread test's prior "
@@ -176,6 +183,7 @@ def run_calibrate(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) ->
             date=date,
             spread_test=args.spread_test,
             cusum_margin=args.cusum_margin,
+            floor_from=args.floor_from,
             **more,
         )
 
@@ -357,7 +365,9 @@ def render(  # noqa: PLR0913 - the fit, its traces and what each decided
 
 def _signal_line(fitted: Fit) -> str:
     if fitted.cusum is None:
-        return f"floor   {fitted.floor} (largest quiet floor {fitted.largest_quiet_floor})"
+        record = fitted.policy.document["metadata"]["calibration"]["spread_floor"]
+        alone = ", on spread evidence alone" if "from" in record else ""
+        return f"floor   {fitted.floor} (largest quiet floor {fitted.largest_quiet_floor}{alone})"
     record = fitted.policy.document["metadata"]["calibration"]["cusum"]
     return (
         f"cusum   threshold {fitted.cusum.threshold} (largest halting threshold "

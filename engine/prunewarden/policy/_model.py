@@ -88,8 +88,8 @@ class CollapseSettings:
         early spread, or the cusum reference (0: none)."""
         if self.spread_floor_mode == "relative":
             return self.relative_first_cycles
-        if self.cusum is not None:
-            return self.cusum.first_cycles
+        if self.cusum is not None:  # judgeable cycles' (see prunewarden._cusum)
+            return self.cusum.first_cycles + self.consecutive_cycles
         return 0
 
     def cusum_parameters(self) -> CusumParameters | None:

@@ -45,6 +45,7 @@ HIGH_QUANTILE = 0.95
 DEFAULT_RATE = 0.05
 DEFAULT_HEADROOM = 0.5
 SpreadTest = Literal["absolute", "cusum"]
+FloorFrom = Literal["halts", "spread"]  # what the absolute floor is fitted on
 _DIGITS = 6  # fitted numbers are rounded (down, for the floor) to this many decimals
 
 
@@ -126,6 +127,28 @@ def halts(policy: Policy, traces: Sequence[TraceData]) -> list[str]:
     return found
 
 
+def spread_signal_traces(policy: Policy, traces: Sequence[TraceData]) -> list[str]:
+    """The traces on which signal A of ``policy``'s absolute floor holds at least once, whatever
+    their canary: some judged cycle (from cycle ``consecutive_cycles`` + 1 on, with at least
+    ``min_live_entries`` entries) ends a run of ``consecutive_cycles`` spreads under the floor."""
+    collapse = policy.spec.collapse
+    scale = policy.spec.calibration
+    n = collapse.consecutive_cycles
+    found = []
+    for trace in traces:
+        spreads = [
+            pstdev([v if scale is None else scale.apply(v) for v in cycle])
+            for cycle in trace.cycles
+        ]
+        if any(
+            len(trace.cycles[last]) >= collapse.min_live_entries
+            and all(s < collapse.spread_floor for s in spreads[last - n + 1 : last + 1])
+            for last in range(n, len(spreads))
+        ):
+            found.append(trace.path)
+    return found
+
+
 def fit(  # noqa: PLR0913 - the fit's inputs, each a command-line option
     base: Policy,
     base_ref: str,
@@ -139,12 +162,22 @@ def fit(  # noqa: PLR0913 - the fit's inputs, each a command-line option
     spread_test: SpreadTest | None = None,
     cusum_margin: float = DEFAULT_CUSUM_MARGIN,
     power: dict[str, Any] | None = None,
+    floor_from: FloorFrom = "halts",
 ) -> Fit:
     """Fit the scale and the floor (or, with the cusum spread test, named by ``spread_test`` or
-    the base's mode, the cusum settings); the fitted policy's text and its compiled form."""
+    the base's mode, the cusum settings); the fitted policy's text and its compiled form.
+
+    ``floor_from``: ``halts`` counts the healthy traces the guard halts on (the default);
+    ``spread`` counts those on which signal A holds, whatever their canary, so that a canary
+    that never inverts cannot lift the floor above every healthy spread."""
     scale = fit_scale(healthy)
     if spread_test is None:
         spread_test = "cusum" if base.spec.collapse.spread_floor_mode == "cusum" else "absolute"
+    if floor_from == "spread" and (
+        spread_test == "cusum" or base.spec.collapse.spread_floor_mode != "absolute"
+    ):
+        msg = "--floor-from spread fits an absolute floor, and the fit is not of one"
+        raise CalibrationError(msg)
     if spread_test == "cusum":
         cusum, record = fit_cusum(base, scale, [t.cycles for t in healthy], cusum_margin)
         provisional = _policy(base, out, _document(base, base_ref, scale, 0.0, {}, cusum=cusum))
@@ -178,16 +211,21 @@ def fit(  # noqa: PLR0913 - the fit's inputs, each a command-line option
         policy = _policy(base, out, _document(base, base_ref, scale, floor, {}))
         return len(halts(policy, healthy)) <= allowed
 
+    def quiet_spread(floor: float) -> bool:
+        policy = _policy(base, out, _document(base, base_ref, scale, floor, {}))
+        return len(spread_signal_traces(policy, healthy)) <= allowed
+
     if not quiet(0.0):
         message = (
             "the healthy traces halt above the target rate even with a spread floor of 0 "
             "(history or entry settings of the base halt them): nothing to fit"
         )
         raise CalibrationError(message)
-    lo, hi = 0, len(candidates) - 1  # quiet(candidates[lo]) holds; find the last that does
+    holds = quiet_spread if floor_from == "spread" else quiet
+    lo, hi = 0, len(candidates) - 1  # holds(candidates[lo]) does; find the last that does
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if quiet(candidates[mid]):
+        if holds(candidates[mid]):
             lo = mid
         else:
             hi = mid - 1
@@ -204,7 +242,7 @@ def fit(  # noqa: PLR0913 - the fit's inputs, each a command-line option
         rate=rate,
         headroom=headroom,
         scale=scale,
-        fitted={"spread_floor": {"fitted": floor, "largest_quiet": largest}},
+        fitted={"spread_floor": _floor_record(floor, largest, floor_from)},
         traces=(healthy, collapsed),
         results=results,
         power=power,
@@ -212,6 +250,15 @@ def fit(  # noqa: PLR0913 - the fit's inputs, each a command-line option
     document = _document(base, base_ref, scale, floor, metadata)
     text = _text(document, base)
     return Fit(scale, floor, largest, _parse(text, base, out), text)
+
+
+def _floor_record(floor: float, largest: float, floor_from: FloorFrom) -> dict[str, Any]:
+    """``metadata.calibration.spread_floor``; ``from`` only off the default, which records
+    what it always did."""
+    record: dict[str, Any] = {"fitted": floor, "largest_quiet": largest}
+    if floor_from == "spread":
+        record["from"] = "spread evidence alone (--floor-from spread)"
+    return record
 
 
 def _metadata(  # noqa: PLR0913 - what metadata.calibration records

@@ -1,6 +1,7 @@
 """``prunewarden calibrate --spread-test cusum``: the cusum spread test fitted to healthy traces.
 
-On the fitted scale, with each cycle's spread floored at 1e-6 before logs:
+On the fitted scale, with each cycle's spread floored at 1e-6 before logs, over the cycles the
+guard judges (at least ``min_live_entries`` entries):
 
 - μ (``reference.prior_log_spread``): the mean over the healthy traces of each trace's mean
   ln-spread;
@@ -41,9 +42,14 @@ def fit_cusum(
     """The fitted cusum settings and what ``metadata.calibration.cusum`` records of the fit.
     ``healthy`` holds each healthy trace's cycles' raw scores."""
     collapse = base.spec.collapse
+    entries = collapse.min_live_entries
     start = collapse.cusum or CusumSettings()
     spreads = [[pstdev([scale.apply(v) for v in cycle]) for cycle in trace] for trace in healthy]
-    logs = [[log_spread(s) for s in trace] for trace in spreads if trace]
+    judged = [  # a cycle too small to judge stays out of the reference, so out of its prior
+        [log_spread(s) for s, raw in zip(trace, raws, strict=True) if len(raw) >= entries]
+        for trace, raws in zip(spreads, healthy, strict=True)
+    ]
+    logs = [trace for trace in judged if trace]
     means = [math.fsum(trace) / len(trace) for trace in logs]
     mu = math.fsum(means) / len(means) if means else start.prior_log_spread
     within = math.fsum(_variance(trace) for trace in logs) / len(logs) if logs else 0.0

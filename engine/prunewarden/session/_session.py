@@ -190,7 +190,8 @@ class Session:
             settings = self.policy.spec.collapse
             window = (*history.snapshots, snapshot)[-(settings.consecutive_cycles + 1) :]
             early = history.early_spreads
-            if len(early) < settings.early_cycles:
+            judgeable = len(snapshot.scores) >= settings.min_live_entries
+            if len(early) < settings.early_cycles and (judgeable or settings.cusum is None):
                 early = (*early, self._spread(snapshot))
             relative = settings.spread_floor_mode == "relative"
             track, basis = advance_cusum(history, self.policy, snapshot, early, self._spread)

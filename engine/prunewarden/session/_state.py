@@ -159,7 +159,8 @@ def advance_cusum(
     spread: Callable[[Snapshot], float],
 ) -> tuple[CusumTrack | None, str | None]:
     """The cusum track after ``snapshot`` (its spread on the judged scale by ``spread``, the
-    session's first spreads ``early``), and the basis it is valid under; (None, None) without
+    session's first judgeable spreads ``early``, this cycle's included when it is one), and the
+    basis it is valid under; (None, None) without
     the cusum spread test. What :func:`prunewarden._cusum.replay` computes over the session's
     whole history, one cycle at a time."""
     basis = cusum_basis(policy)
@@ -173,7 +174,7 @@ def advance_cusum(
         return track, basis
     if len(snapshot.scores) < settings.min_live_entries:
         return track.reset_run(), basis
-    reference = log_reference(parameters, early, ordinal)
+    reference = log_reference(parameters, early, len(early))
     return advance(track, parameters, snapshot.cycle, spread(snapshot), reference), basis
 
 
@@ -363,7 +364,8 @@ def _fit_early_spreads(
     early_cycles = spec.collapse.early_cycles
     if not early_cycles:
         return early, scale
-    needed = min(history.cycles_seen, early_cycles)
+    # the cusum reference keeps judgeable cycles only: fewer than the cycles seen is no loss
+    needed = min(history.cycles_seen, early_cycles) if spec.collapse.cusum is None else 0
     if scale != spec.calibration:
         dropped["early_spreads"] = "the early spreads were measured on another calibration"
     elif len(early) < needed:
