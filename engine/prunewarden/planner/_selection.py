@@ -68,14 +68,23 @@ def plan_pass(
 
     if request.history is not None:
         collapse = inputs.decide(
-            "collapse", CollapseRequest(request.history, request.baseline), document, in_pass=log
+            "collapse",
+            CollapseRequest(request.history, request.baseline),
+            document,
+            in_pass=log,
+            explain=inputs.explain,
         )
         decisions.append(collapse)
         if collapse.blocks:
             return _frozen(request, pinned, decisions, ())
 
     stale = inputs.decide(
-        "staleness", _staleness_request(request), document, inputs.gate("staleness"), in_pass=log
+        "staleness",
+        _staleness_request(request),
+        document,
+        inputs.gate("staleness"),
+        in_pass=log,
+        explain=inputs.explain,
     )
     decisions.append(stale)
     if stale.blocks:
@@ -199,7 +208,9 @@ class _Selection:
         eviction = EvictionRequest(seg, window.score, window.perturbed_score, offered)
         item = _eviction_item(seg, window)
         document = {"check": "eviction", **item, "eviction_candidates": self.candidates.ids}
-        decision = self.inputs.decide("eviction", eviction, document, gate, in_pass=self.log)
+        decision = self.inputs.decide(
+            "eviction", eviction, document, gate, in_pass=self.log, explain=self.inputs.explain
+        )
         self.decisions.append(decision)
         return decision
 
