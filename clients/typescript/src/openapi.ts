@@ -416,9 +416,17 @@ export interface components {
             pass_id?: string;
             /** @description A decision of a pruning pass: its place in the pass, the index of its verdict in the pass record. */
             index?: number;
+            /** @description Only when the decision was explained (explain=True, prunewarden explain, ?explain=true; docs/explain.md): the guard's mode and a trace of every rule of the check. Each refusing reason of the guard then carries detail.would_allow (a list of alternatives {field, op, value, and?}, empty when no value of any field allows it) and detail.would_allow_text (the same in one sentence). */
+            explanation?: {
+                /** @enum {unknown} */
+                mode: "enforce" | "audit" | "off";
+                /** @description The CEL backend that evaluated the rules (null: the policy has none). */
+                rule_backend: string | null;
+                rules: components["schemas"]["decision.v1.rule_trace"][];
+            };
         };
         "decision.v1.action": {
-            action: "halt_pruning" | "freeze_buffer" | "escalate" | "pin" | "resolve_dependencies_first" | "rescore" | "write_tombstone" | "recompute" | "drop" | "restore" | "freeze";
+            action: "halt_pruning" | "freeze_buffer" | "escalate" | "pin" | "resolve_dependencies_first" | "rescore" | "write_tombstone" | "recompute" | "drop" | "keep_verbatim" | "restore" | "freeze";
             ids?: string[];
         };
         "decision.v1.reason": {
@@ -427,7 +435,33 @@ export interface components {
             detail: Record<string, never>;
         };
         /** @description Stable reason codes. */
-        "decision.v1.reason_code": "insufficient_history" | "too_few_entries" | "spread_healthy" | "no_canary" | "canary_missing" | "canary_healthy" | "collapse_detected" | "authorized" | "pinned" | "unscoreable" | "perturbation_missing" | "unstable_score" | "no_tombstone" | "bound" | "unbound_score" | "hash_mismatch" | "poisoned_span" | "orphaned_parent" | "invalidation_gap" | "relevance_inflation" | "transition_clean" | "pinned_removed" | "group_split" | "unscored_removal" | "check_disabled" | "internal_error" | "audit_unavailable" | "pruning_halted" | "group_member_refused" | "session_state_unavailable" | string;
+        "decision.v1.reason_code": "insufficient_history" | "too_few_entries" | "spread_healthy" | "no_canary" | "canary_missing" | "canary_healthy" | "collapse_detected" | "authorized" | "pinned" | "unscoreable" | "perturbation_missing" | "unstable_score" | "no_tombstone" | "bound" | "unbound_score" | "hash_mismatch" | "poisoned_span" | "orphaned_parent" | "invalidation_gap" | "relevance_inflation" | "transition_clean" | "pinned_removed" | "group_split" | "unscored_removal" | "fact_lost" | "negation_lost" | "meaning_drift" | "summary_is_error" | "check_disabled" | "internal_error" | "audit_unavailable" | "pruning_halted" | "group_member_refused" | "session_state_unavailable" | string;
+        /** @description One rule as it was decided: the value of each sub-expression visited (strings as their length and SHA-256, lists and maps as their size), the params it read, and its cost in nodes evaluated. Traced by cel-python whatever the backend. */
+        "decision.v1.rule_trace": {
+            rule: string;
+            effect: string;
+            mode: string;
+            matched: boolean;
+            reads: string[];
+            params: Record<string, never>;
+            /** @constant */
+            traced_with: "cel-python";
+            /** @description A per-item rule: how many items, which matched, and the one traced (the first matched, else the first). */
+            items?: Record<string, never>;
+            errors?: string[];
+            /** @description The condition's value on the traced item. */
+            value?: unknown;
+            steps?: {
+                expression: string;
+                at: number;
+                value: unknown;
+            }[];
+            steps_left_off?: number;
+            cost?: {
+                nodes?: number;
+            };
+            trace_error?: string;
+        };
         /**
          * prunewarden input document v1
          * @description A request to one guard, selected by check. Scores must also lie within the policy's spec.scores range, ids must be unique, and cycles must increase; those rules depend on the policy and are checked after this schema.
@@ -947,6 +981,8 @@ export interface operations {
             query?: {
                 /** @description Recorded with the decision; a halted session of this id refuses the call */
                 session_id?: string;
+                /** @description true: each refusing reason of a guard carries detail.would_allow (and would_allow_text) and each decision an explanation with a trace of every rule, as `prunewarden explain` (docs/explain.md); any other value than true or false is a 400 */
+                explain?: boolean;
             };
             header?: never;
             path?: never;
@@ -1023,7 +1059,10 @@ export interface operations {
     };
     plan: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description true: each refusing reason of a guard carries detail.would_allow (and would_allow_text) and each decision an explanation with a trace of every rule, as `prunewarden explain` (docs/explain.md); any other value than true or false is a 400 */
+                explain?: boolean;
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -1099,7 +1138,10 @@ export interface operations {
     };
     observe_cycle: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description true: each refusing reason of a guard carries detail.would_allow (and would_allow_text) and each decision an explanation with a trace of every rule, as `prunewarden explain` (docs/explain.md); any other value than true or false is a 400 */
+                explain?: boolean;
+            };
             header?: never;
             path: {
                 /** @description The session's id, chosen by the caller (one path segment: no '/'); its percent-escapes must decode to UTF-8 (else 400) */
@@ -1275,7 +1317,10 @@ export interface operations {
     };
     authorize: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description true: each refusing reason of a guard carries detail.would_allow (and would_allow_text) and each decision an explanation with a trace of every rule, as `prunewarden explain` (docs/explain.md); any other value than true or false is a 400 */
+                explain?: boolean;
+            };
             header?: never;
             path: {
                 /** @description The session's id, chosen by the caller (one path segment: no '/'); its percent-escapes must decode to UTF-8 (else 400) */
@@ -1363,7 +1408,10 @@ export interface operations {
     };
     prune: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description true: each refusing reason of a guard carries detail.would_allow (and would_allow_text) and each decision an explanation with a trace of every rule, as `prunewarden explain` (docs/explain.md); any other value than true or false is a 400 */
+                explain?: boolean;
+            };
             header?: never;
             path: {
                 /** @description The session's id, chosen by the caller (one path segment: no '/'); its percent-escapes must decode to UTF-8 (else 400) */
@@ -1451,7 +1499,10 @@ export interface operations {
     };
     plan_session: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description true: each refusing reason of a guard carries detail.would_allow (and would_allow_text) and each decision an explanation with a trace of every rule, as `prunewarden explain` (docs/explain.md); any other value than true or false is a 400 */
+                explain?: boolean;
+            };
             header?: never;
             path: {
                 /** @description The session's id, chosen by the caller (one path segment: no '/'); its percent-escapes must decode to UTF-8 (else 400) */
@@ -1539,7 +1590,10 @@ export interface operations {
     };
     verify: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description true: each refusing reason of a guard carries detail.would_allow (and would_allow_text) and each decision an explanation with a trace of every rule, as `prunewarden explain` (docs/explain.md); any other value than true or false is a 400 */
+                explain?: boolean;
+            };
             header?: never;
             path: {
                 /** @description The session's id, chosen by the caller (one path segment: no '/'); its percent-escapes must decode to UTF-8 (else 400) */
