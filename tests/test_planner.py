@@ -201,7 +201,7 @@ class TestPassInputs:
 
     @staticmethod
     def inputs(
-        engine: Engine, pins: dict[str, str], gate: Verdict | None = None
+        engine: Engine, pins: dict[str, str], gate: Verdict | None = None, *, explain: bool = False
     ) -> tuple[PassInputs, list[str]]:
         """PassInputs over ``engine``'s decide step; the checks it decided, in order."""
         binding = engine.session_binding
@@ -214,9 +214,12 @@ class TestPassInputs:
             gate: Verdict | None = None,
             *,
             in_pass: PassLog | None = None,
+            explain: bool = False,
         ) -> Decision:
             decided.append(check)
-            return binding.decide(check, request, document, gate=gate, in_pass=in_pass)
+            return binding.decide(
+                check, request, document, gate=gate, in_pass=in_pass, explain=explain
+            )
 
         inputs = PassInputs(
             eviction=binding.policy.spec.eviction,
@@ -224,6 +227,7 @@ class TestPassInputs:
             gate=lambda _check: gate,
             decide=decide,
             pin_by_rule=pins.update,
+            explain=explain,
         )
         return inputs, decided
 
@@ -240,6 +244,13 @@ class TestPassInputs:
         expected = engine.plan({"segments": WINDOW, "free_tokens": 100})
         assert (plan.evict, plan.pinned) == (expected.evict, expected.pinned)
         assert decided == ["staleness", "eviction"]
+
+    def test_an_explained_pass_explains_each_decision(self, engine: Engine) -> None:
+        """PassInputs(explain=True): the decide step is asked to explain every decision."""
+        inputs, decided = self.inputs(engine, {}, explain=True)
+        plan = self.plan(engine, inputs, WINDOW)
+        assert decided == ["staleness", "eviction"]
+        assert all(d.explanation is not None for d in plan.decisions)
 
     def test_rule_pins_go_to_the_caller_and_come_back(self, make_policy: PolicyFactory) -> None:
         """A segment a rule pins is handed to pin_by_rule, and pinned_by_rule keeps it pinned

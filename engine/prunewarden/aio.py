@@ -146,7 +146,7 @@ class AsyncEngine:
         )
         return await asyncio.to_thread(call)
 
-    async def plan(
+    async def plan(  # noqa: PLR0913 - Engine.plan's keyword-only options
         self,
         document: Mapping[str, Any],
         *,
@@ -154,6 +154,7 @@ class AsyncEngine:
         text: str | None = None,
         session_id: str | None = None,
         labels: Mapping[str, str] | None = None,
+        explain: bool = False,
     ) -> Plan:
         call = functools.partial(
             self.engine.plan,
@@ -162,6 +163,7 @@ class AsyncEngine:
             text=text,
             session_id=session_id,
             labels=labels,
+            explain=explain,
         )
         return await asyncio.to_thread(call)
 
@@ -199,9 +201,17 @@ class AsyncSession:
         return self.session.state()
 
     async def observe_cycle(
-        self, scores: Mapping[str, float], pinned: Iterable[str] = (), *, cycle: int | None = None
+        self,
+        scores: Mapping[str, float],
+        pinned: Iterable[str] = (),
+        *,
+        cycle: int | None = None,
+        explain: bool = False,
     ) -> Decision:
-        return await asyncio.to_thread(self.session.observe_cycle, scores, pinned, cycle=cycle)
+        call = functools.partial(
+            self.session.observe_cycle, scores, pinned, cycle=cycle, explain=explain
+        )
+        return await asyncio.to_thread(call)
 
     async def observe_turn(
         self, mean_relevance: float, tokens: int, *, turn: int | None = None
@@ -214,13 +224,20 @@ class AsyncSession:
         score: float,
         perturbed_score: float | None = None,
         eviction_candidates: Iterable[str] = (),
+        *,
+        explain: bool = False,
     ) -> Decision:
         call = functools.partial(
-            self.session.authorize, segment, score, perturbed_score, eviction_candidates
+            self.session.authorize,
+            segment,
+            score,
+            perturbed_score,
+            eviction_candidates,
+            explain=explain,
         )
         return await asyncio.to_thread(call)
 
-    async def prune(
+    async def prune(  # noqa: PLR0913 - mirrors Session.prune
         self,
         spans: Iterable[Mapping[str, Any]],
         keep_top_k: int,
@@ -228,6 +245,7 @@ class AsyncSession:
         turn: Mapping[str, int] | None = None,
         tombstones: Iterable[str] = (),
         recompute_budget: int | None = None,
+        explain: bool = False,
     ) -> Decision:
         call = functools.partial(
             self.session.prune,
@@ -236,6 +254,7 @@ class AsyncSession:
             turn=turn,
             tombstones=tombstones,
             recompute_budget=recompute_budget,
+            explain=explain,
         )
         return await asyncio.to_thread(call)
 
@@ -248,6 +267,7 @@ class AsyncSession:
         turn: Mapping[str, int] | None = None,
         tombstones: Iterable[str] = (),
         recompute_budget: int | None = None,
+        explain: bool = False,
     ) -> Plan:
         call = functools.partial(
             self.session.plan,
@@ -257,19 +277,23 @@ class AsyncSession:
             turn=turn,
             tombstones=tombstones,
             recompute_budget=recompute_budget,
+            explain=explain,
         )
         return await asyncio.to_thread(call)
 
     async def verify(self, *args: Any, **kwargs: Any) -> Decision:
-        """:meth:`Session.verify`: an edit of the window, judged from before and after."""
+        """:meth:`Session.verify`: an edit of the window, judged from before and after (its
+        keywords too, ``explain`` among them)."""
         return await asyncio.to_thread(self.session.verify, *args, **kwargs)
 
-    async def evaluate(self, document: Mapping[str, Any]) -> Decision:
-        return await asyncio.to_thread(self.session.evaluate, document)
+    async def evaluate(self, document: Mapping[str, Any], *, explain: bool = False) -> Decision:
+        call = functools.partial(self.session.evaluate, document, explain=explain)
+        return await asyncio.to_thread(call)
 
-    async def enforce(self, document: Mapping[str, Any]) -> Decision:
+    async def enforce(self, document: Mapping[str, Any], *, explain: bool = False) -> Decision:
         """Raises as :meth:`Session.enforce` does when an enforced guard refuses."""
-        return await asyncio.to_thread(self.session.enforce, document)
+        call = functools.partial(self.session.enforce, document, explain=explain)
+        return await asyncio.to_thread(call)
 
     async def save(self) -> None:
         await asyncio.to_thread(self.session.save)

@@ -117,12 +117,12 @@ class _Calls(Generic[_R]):
             "/v1/evaluate",
             dict(document),
             session_id=session_id,
-            explain="true" if explain else None,
+            explain=_explain(explain),
         )
 
-    def plan(self, document: Mapping[str, Any]) -> _R:
-        """``POST /v1/plan``: one pruning pass."""
-        return self._send("POST", "/v1/plan", dict(document))
+    def plan(self, document: Mapping[str, Any], *, explain: bool = False) -> _R:
+        """``POST /v1/plan``: one pruning pass; ``explain``: every decision of it explained."""
+        return self._send("POST", "/v1/plan", dict(document), explain=_explain(explain))
 
     def policy(self) -> _R:
         """``GET /v1/policy``: the policy in force."""
@@ -145,10 +145,17 @@ class _SessionCalls(Generic[_R]):
         self._path = f"/v1/sessions/{quote(session_id, safe='')}"
 
     def observe_cycle(
-        self, scores: Mapping[str, float], pinned: Iterable[str] = (), *, cycle: int | None = None
+        self,
+        scores: Mapping[str, float],
+        pinned: Iterable[str] = (),
+        *,
+        cycle: int | None = None,
+        explain: bool = False,
     ) -> _R:
-        """One rewrite cycle's scores; the collapse decision (``cycle`` defaults to the next)."""
-        return self._send("POST", f"{self._path}/cycles", _cycle(scores, pinned, cycle))
+        """One rewrite cycle's scores; the collapse decision (``cycle`` defaults to the next).
+        ``explain``, on every call that decides: ``?explain=true`` (``Client.evaluate``'s)."""
+        body = _cycle(scores, pinned, cycle)
+        return self._send("POST", f"{self._path}/cycles", body, explain=_explain(explain))
 
     def observe_turn(self, mean_relevance: float, tokens: int, *, turn: int | None = None) -> _R:
         """One turn's mean relevance and tokens (``turn`` defaults to the next)."""
@@ -160,12 +167,14 @@ class _SessionCalls(Generic[_R]):
         score: float,
         perturbed_score: float | None = None,
         eviction_candidates: Iterable[str] = (),
+        *,
+        explain: bool = False,
     ) -> _R:
         """The eviction guard for one segment, refused while the session is halted."""
         body = eviction_document(segment, score, perturbed_score, eviction_candidates)
-        return self._send("POST", f"{self._path}/evictions", body)
+        return self._send("POST", f"{self._path}/evictions", body, explain=_explain(explain))
 
-    def prune(
+    def prune(  # noqa: PLR0913 - mirrors Session.prune
         self,
         spans: Iterable[Mapping[str, Any]],
         keep_top_k: int,
@@ -173,12 +182,13 @@ class _SessionCalls(Generic[_R]):
         turn: Mapping[str, int] | None = None,
         tombstones: Iterable[str] = (),
         recompute_budget: int | None = None,
+        explain: bool = False,
     ) -> _R:
         """The staleness guard, with the turns the server observed for the session."""
         body = staleness_document(
             spans, keep_top_k, turn=turn, tombstones=tombstones, recompute_budget=recompute_budget
         )
-        return self._send("POST", f"{self._path}/prunes", body)
+        return self._send("POST", f"{self._path}/prunes", body, explain=_explain(explain))
 
     def verify(  # noqa: PLR0913 - mirrors Session.verify
         self,
@@ -189,6 +199,7 @@ class _SessionCalls(Generic[_R]):
         applied_by: str | None = None,
         reported: Mapping[str, int] | None = None,
         canaries: Iterable[str] = (),
+        explain: bool = False,
     ) -> _R:
         """The transition guard on an edit of the window, with the session's halt and pins."""
         body = transition_document(
@@ -199,7 +210,7 @@ class _SessionCalls(Generic[_R]):
             reported=reported,
             canaries=canaries,
         )
-        return self._send("POST", f"{self._path}/transitions", body)
+        return self._send("POST", f"{self._path}/transitions", body, explain=_explain(explain))
 
     def plan(  # noqa: PLR0913 - mirrors Session.plan
         self,
@@ -210,6 +221,7 @@ class _SessionCalls(Generic[_R]):
         turn: Mapping[str, int] | None = None,
         tombstones: Iterable[str] = (),
         recompute_budget: int | None = None,
+        explain: bool = False,
     ) -> _R:
         """One pruning pass with the session's history."""
         body = plan_document(
@@ -220,7 +232,7 @@ class _SessionCalls(Generic[_R]):
             tombstones=tombstones,
             recompute_budget=recompute_budget,
         )
-        return self._send("POST", f"{self._path}/plans", body)
+        return self._send("POST", f"{self._path}/plans", body, explain=_explain(explain))
 
     def state(self) -> _R:
         """``GET /v1/sessions/{id}``: what the server keeps of the session."""
@@ -302,6 +314,11 @@ class AsyncClient(_Calls[Awaitable[Any]]):
 
 class AsyncClientSession(_SessionCalls[Awaitable[Any]]):
     """A session held by the server, its calls awaited."""
+
+
+def _explain(explain: bool) -> str | None:
+    """``?explain=true`` when asked; left out otherwise (the server's default)."""
+    return "true" if explain else None
 
 
 def _params(params: Mapping[str, Any]) -> dict[str, Any]:

@@ -40,6 +40,7 @@ class Scripted:
 
     tools: ListToolsResult
     evaluated: CallToolResult
+    explained: CallToolResult
     planned: CallToolResult
     verified: CallToolResult
     bad_input: CallToolResult
@@ -48,10 +49,11 @@ class Scripted:
 
 
 async def scripted_session(client: Client) -> Scripted:
-    """List the tools, evaluate, plan, verify a transition, send a bad document, and read the
-    policy and a schema."""
+    """List the tools, evaluate, explain a refusal, plan, verify a transition, send a bad
+    document, and read the policy and a schema."""
     tools = await client.list_tools()
     evaluated = await client.call_tool("evaluate", example("eviction-healthy.json"))
+    explained = await client.call_tool("explain", example("eviction-buf-definition.json"))
     planned = await client.call_tool("plan", example("free-30k-tokens.json"))
     verified = await client.call_tool("verify_transition", transition_arguments())
     bad = transition_arguments()
@@ -59,7 +61,7 @@ async def scripted_session(client: Client) -> Scripted:
     bad_input = await client.call_tool("verify_transition", bad)
     policy = await client.read_resource("prunewarden://policy")
     input_schema = await client.read_resource("prunewarden://schemas/input.v1.schema.json")
-    return Scripted(tools, evaluated, planned, verified, bad_input, policy, input_schema)
+    return Scripted(tools, evaluated, explained, planned, verified, bad_input, policy, input_schema)
 
 
 def text_of(result: ReadResourceResult) -> dict[str, Any]:
@@ -83,11 +85,11 @@ class SessionBehaviour:
     """What a session sees over any transport; a test module gives the ``scripted`` session
     and the ``audit_log`` its server wrote."""
 
-    def test_lists_the_three_tools_with_their_schemas(self, scripted: Scripted) -> None:
-        """The server offers evaluate, plan and verify_transition, each with an object input
-        schema and an output schema."""
+    def test_lists_the_four_tools_with_their_schemas(self, scripted: Scripted) -> None:
+        """The server offers evaluate, explain, plan and verify_transition, each with an object
+        input schema and an output schema."""
         tools = {tool.name: tool for tool in scripted.tools.tools}
-        assert sorted(tools) == ["evaluate", "plan", "verify_transition"]
+        assert sorted(tools) == ["evaluate", "explain", "plan", "verify_transition"]
         assert {tool.input_schema["type"] for tool in tools.values()} == {"object"}
         assert tools["evaluate"].output_schema is not None
         decision_schema: dict[str, Any] = json.loads(
@@ -95,6 +97,25 @@ class SessionBehaviour:
         )
         assert tools["evaluate"].output_schema["required"] == decision_schema["required"]
         assert tools["verify_transition"].input_schema["required"] == ["before", "after"]
+        assert tools["explain"].input_schema == tools["evaluate"].input_schema
+        assert tools["explain"].output_schema == tools["evaluate"].output_schema
+
+    def test_explain_answers_what_would_have_allowed_the_refusal(self, scripted: Scripted) -> None:
+        """explain on a refused eviction answers the explained decision: the pinned reason
+        with its would_allow, and the explanation, schema-valid and the same JSON as text."""
+        result = scripted.explained
+        decision = result.structured_content
+        assert result.is_error is False
+        assert (decision["check"], decision["outcome"]) == ("eviction", "deny")
+        (reason,) = decision["reasons"]
+        assert reason["code"] == "pinned"
+        assert reason["detail"]["would_allow"] == [
+            {"field": "spec.eviction.pinned_kinds", "op": "excludes", "value": "definition"}
+        ]
+        assert reason["detail"]["would_allow_text"].startswith("kind 'definition' is pinned")
+        assert decision["explanation"] == {"mode": "enforce", "rules": [], "rule_backend": None}
+        assert list(DECISION_SCHEMA.iter_errors(decision)) == []
+        assert json.loads(getattr(result.content[0], "text", "")) == decision
 
     def test_evaluate_answers_a_schema_valid_decision(self, scripted: Scripted) -> None:
         """evaluate on an eviction document answers its decision as structured content, the
@@ -164,6 +185,7 @@ class SessionBehaviour:
         verifies."""
         answered = {
             scripted.evaluated.structured_content["decision_id"],
+            scripted.explained.structured_content["decision_id"],
             scripted.verified.structured_content["decision_id"],
             *(d["decision_id"] for d in scripted.planned.structured_content["decisions"]),
         }

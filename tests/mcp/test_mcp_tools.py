@@ -78,6 +78,21 @@ class TestFailClosed:
         assert result.structured_content["decision_id"] in text(result)
         assert "allow" not in text(result)
 
+    def test_an_unlogged_explained_decision_is_a_tool_error(self) -> None:
+        """explain withholds a decision the audit log did not take, as evaluate does."""
+        engine = Engine.default(audit=AuditLog(FailingStream(), fsync="never"))
+        document = example("eviction-buf-definition.json")
+        result = session(engine, lambda c: c.call_tool("explain", document))
+        assert (result.is_error, result.structured_content["type"]) == (True, "audit-unavailable")
+        assert "would_allow" not in text(result)
+
+    def test_explain_refuses_a_bad_document_with_its_path(self) -> None:
+        """explain on a document the parser refuses is a tool error naming the JSON path."""
+        document = {**example("eviction-buf-definition.json"), "score": 7}
+        result = session(Engine.default(), lambda c: c.call_tool("explain", document))
+        assert result.is_error is True
+        assert [p["path"] for p in result.structured_content["problems"]] == ["$.score"]
+
     def test_an_unlogged_plan_is_a_tool_error(self) -> None:
         """A plan whose pass the audit log did not take is withheld the same way."""
         engine = Engine.default(audit=AuditLog(FailingStream(), fsync="never"))
@@ -115,9 +130,9 @@ class TestFailClosed:
 
     def test_an_unknown_tool_is_a_tool_error(self) -> None:
         """A tool the server does not have is a tool error naming it."""
-        result = session(Engine.default(), lambda c: c.call_tool("explain", {}))
+        result = session(Engine.default(), lambda c: c.call_tool("forget", {}))
         assert result.is_error is True
-        assert result.structured_content == {"type": "unknown-tool", "tool": "explain"}
+        assert result.structured_content == {"type": "unknown-tool", "tool": "forget"}
 
     def test_an_unknown_resource_is_an_error(self) -> None:
         """Reading a resource the server does not have is an invalid-params error naming it."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+from typing import Any
 
 import pytest
 from _support.server import Server
@@ -114,6 +115,32 @@ class TestSyncClient:
         assert explained["explanation"]["mode"] == "enforce"
         assert "explanation" not in plain
 
+    def test_session_calls_and_plan_ask_for_explanations(self, server: Server) -> None:
+        """explain=True on each session call that decides and on plan: every decision comes
+        explained; the same calls without it, plain."""
+        untombstoned = {**SEGMENT, "tombstone_written": False}
+        with Client(server.url) as client:
+            session = client.session("client-explain")
+            answers = [
+                session.observe_cycle(HEALTHY[0], ["c"], explain=True),
+                session.authorize(untombstoned, 0.1, 0.12, explain=True),
+                session.prune([], 0, explain=True),
+                session.verify([], [], explain=True),
+                *session.plan([window("p", 0.1)], keep_top_k=0, explain=True)["decisions"],
+                *client.plan({"segments": [window("q", 0.1)], "keep_top_k": 0}, explain=True)[
+                    "decisions"
+                ],
+            ]
+            plain = session.authorize(untombstoned, 0.1, 0.12)
+        # Each plan decides its staleness gate and its one eviction: 4 + 2 + 2 decisions.
+        assert [a["explanation"]["mode"] for a in answers] == ["enforce"] * 8
+        assert answers[1]["reasons"][0]["detail"]["would_allow"][0] == {
+            "field": "segment.tombstone_written",
+            "op": "==",
+            "value": True,
+        }
+        assert "explanation" not in plain
+
 
 class TestAsyncClient:
     def test_concurrent_sessions(self, server: Server) -> None:
@@ -132,6 +159,22 @@ class TestAsyncClient:
                 return await asyncio.gather(*(drive(client, f"async-{i}") for i in range(8)))
 
         assert asyncio.run(main()) == ["allow"] * 8
+
+    def test_explain_is_passed_on_awaited(self, server: Server) -> None:
+        """AsyncClient's session authorize and plan take explain as the sync client's."""
+
+        async def main() -> tuple[dict[str, Any], dict[str, Any]]:
+            async with AsyncClient(server.url) as client:
+                untombstoned = {**SEGMENT, "tombstone_written": False}
+                session = client.session("async-explain")
+                refused = await session.authorize(untombstoned, 0.1, 0.12, explain=True)
+                document = {"segments": [window("r", 0.1)], "keep_top_k": 0}
+                plan = await client.plan(document, explain=True)
+                return refused, plan
+
+        refused, plan = asyncio.run(main())
+        assert refused["reasons"][0]["detail"]["would_allow"]
+        assert [d["explanation"]["mode"] for d in plan["decisions"]] == ["enforce"] * 2
 
 
 class TestLargePasses:

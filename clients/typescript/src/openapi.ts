@@ -897,7 +897,7 @@ export interface components {
             baseline: {
                 [key: string]: number;
             };
-            /** @description The spreads of the session's first cycles, which a relative spread floor is relative to. */
+            /** @description The spreads of the session's first cycles: what a relative spread floor is relative to, or the cusum spread test's reference (its first_cycles judgeable cycles plus consecutive_cycles). */
             early_spreads: {
                 /** @description The calibration the spreads were measured on (spec.scores.calibration); null: raw scores. */
                 scale: null | {
@@ -1120,7 +1120,7 @@ export interface operations {
             query?: {
                 /** @description Recorded with the decision; a halted session of this id refuses the call */
                 session_id?: string;
-                /** @description true: each refusing reason of the guard carries detail.would_allow and the decision an explanation with a trace of every rule, as `prunewarden explain` (docs/explain.md) */
+                /** @description true: each refusing reason of a guard carries detail.would_allow (and would_allow_text) and each decision an explanation with a trace of every rule, as `prunewarden explain` (docs/explain.md); any other value than true or false is a 400 */
                 explain?: boolean;
             };
             header?: never;
@@ -1198,7 +1198,10 @@ export interface operations {
     };
     plan: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description true: each refusing reason of a guard carries detail.would_allow (and would_allow_text) and each decision an explanation with a trace of every rule, as `prunewarden explain` (docs/explain.md); any other value than true or false is a 400 */
+                explain?: boolean;
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -1274,7 +1277,10 @@ export interface operations {
     };
     observe_cycle: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description true: each refusing reason of a guard carries detail.would_allow (and would_allow_text) and each decision an explanation with a trace of every rule, as `prunewarden explain` (docs/explain.md); any other value than true or false is a 400 */
+                explain?: boolean;
+            };
             header?: never;
             path: {
                 /** @description The session's id, chosen by the caller (one path segment: no '/'); its percent-escapes must decode to UTF-8 (else 400) */
@@ -1450,7 +1456,10 @@ export interface operations {
     };
     authorize: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description true: each refusing reason of a guard carries detail.would_allow (and would_allow_text) and each decision an explanation with a trace of every rule, as `prunewarden explain` (docs/explain.md); any other value than true or false is a 400 */
+                explain?: boolean;
+            };
             header?: never;
             path: {
                 /** @description The session's id, chosen by the caller (one path segment: no '/'); its percent-escapes must decode to UTF-8 (else 400) */
@@ -1538,7 +1547,10 @@ export interface operations {
     };
     prune: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description true: each refusing reason of a guard carries detail.would_allow (and would_allow_text) and each decision an explanation with a trace of every rule, as `prunewarden explain` (docs/explain.md); any other value than true or false is a 400 */
+                explain?: boolean;
+            };
             header?: never;
             path: {
                 /** @description The session's id, chosen by the caller (one path segment: no '/'); its percent-escapes must decode to UTF-8 (else 400) */
@@ -1626,7 +1638,10 @@ export interface operations {
     };
     plan_session: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description true: each refusing reason of a guard carries detail.would_allow (and would_allow_text) and each decision an explanation with a trace of every rule, as `prunewarden explain` (docs/explain.md); any other value than true or false is a 400 */
+                explain?: boolean;
+            };
             header?: never;
             path: {
                 /** @description The session's id, chosen by the caller (one path segment: no '/'); its percent-escapes must decode to UTF-8 (else 400) */
@@ -1714,7 +1729,10 @@ export interface operations {
     };
     verify: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description true: each refusing reason of a guard carries detail.would_allow (and would_allow_text) and each decision an explanation with a trace of every rule, as `prunewarden explain` (docs/explain.md); any other value than true or false is a 400 */
+                explain?: boolean;
+            };
             header?: never;
             path: {
                 /** @description The session's id, chosen by the caller (one path segment: no '/'); its percent-escapes must decode to UTF-8 (else 400) */

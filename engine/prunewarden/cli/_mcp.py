@@ -40,8 +40,8 @@ DEFAULT_LISTEN = "127.0.0.1:8765"
 def add_mcp(commands: Any) -> None:
     mcp = commands.add_parser(
         "mcp",
-        help="serve evaluate, plan and verify_transition to MCP hosts (docs/mcp.md)",
-        description="A Model Context Protocol server: tools evaluate, plan and "
+        help="serve evaluate, explain, plan and verify_transition to MCP hosts (docs/mcp.md)",
+        description="A Model Context Protocol server: tools evaluate, explain, plan and "
         "verify_transition answering with the CLI's documents, resources for the policy in "
         "force and the JSON Schemas; every decision logged. Needs prunewarden[mcp].",
         epilog=MCP_EXIT_CODES,

@@ -252,7 +252,7 @@ class Engine(DecisionRecorder):
         return self.session_binding
 
     @public_call("prunewarden.plan")
-    def plan(
+    def plan(  # noqa: PLR0913 - each option is keyword-only and independent
         self,
         document: Mapping[str, Any],
         *,
@@ -260,11 +260,13 @@ class Engine(DecisionRecorder):
         text: str | None = None,
         session_id: str | None = None,
         labels: Mapping[str, str] | None = None,
+        explain: bool = False,
     ) -> Plan:
         """Plan one pruning pass over a window (``prunewarden plan``): the collapse gate (on the
         document's ``history``), the staleness gate, then authorized evictions up to the target.
 
-        ``session_id`` and ``labels`` override the document's own.
+        ``session_id`` and ``labels`` override the document's own; ``explain``: every decision of
+        the pass explained, as :meth:`evaluate`'s.
         """
         check_caller_fields(session_id, labels)
         data = dict(document) if isinstance(document, Mapping) else document
@@ -277,7 +279,7 @@ class Engine(DecisionRecorder):
             dict(labels if labels is not None else request.labels),
             stateless=True,
         )
-        return session.plan_request(request, data)
+        return session.plan_request(request, data, explain=explain)
 
     def _decide(  # noqa: PLR0913 - everything a logged decision is made of
         self,

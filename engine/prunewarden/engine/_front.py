@@ -122,7 +122,7 @@ class EngineCalls:
             labels=labels,
         )
 
-    def plan(
+    def plan(  # noqa: PLR0913 - mirrors Engine.plan
         self,
         document: Mapping[str, Any],
         *,
@@ -130,9 +130,15 @@ class EngineCalls:
         text: str | None = None,
         session_id: str | None = None,
         labels: Mapping[str, str] | None = None,
+        explain: bool = False,
     ) -> Plan:
         """:meth:`Engine.plan`: every decision of the pass under the engine in force when the
         pass begins."""
         return self._in_force().plan(
-            document, filename=filename, text=text, session_id=session_id, labels=labels
+            document,
+            filename=filename,
+            text=text,
+            session_id=session_id,
+            labels=labels,
+            explain=explain,
         )

@@ -1,7 +1,7 @@
 """``prunewarden mcp``: the decision point as a Model Context Protocol server (docs/mcp.md).
 
-Tools ``evaluate``, ``plan`` and ``verify_transition`` answer with the CLI's documents as
-structured content; resources name the policy in force and hold the JSON Schemas. Every
+Tools ``evaluate``, ``explain``, ``plan`` and ``verify_transition`` answer with the CLI's
+documents as structured content; resources name the policy in force and hold the JSON Schemas. Every
 decision goes through the one engine and its audit log, as everywhere else. Built on the
 official ``mcp`` SDK, over stdio or streamable HTTP on loopback. Needs the ``mcp`` extra
 (``pip install 'prunewarden[mcp]'``). Imports ``reload`` and the layers below it; only ``cli``

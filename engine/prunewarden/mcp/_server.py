@@ -43,7 +43,8 @@ INSTRUCTIONS = (
     "prunewarden guards edits of an agent's context window. Before removing, summarizing or "
     "rewriting context, call verify_transition with the window before and after the edit (or "
     "plan for a pruning pass, or evaluate for any input.v1 document) and follow the decision: "
-    "on deny or halt, apply its restore and rescore actions instead. The resource "
+    "on deny or halt, apply its restore and rescore actions instead; explain answers what "
+    "would have allowed a refusal. The resource "
     "prunewarden://policy names the policy in force; prunewarden://schemas/ holds the schemas."
 )
 # Long enough for a decision in flight to be answered and logged; a stream a client keeps

@@ -1,10 +1,11 @@
-"""The tools: ``evaluate``, ``plan`` and ``verify_transition``, each one engine call.
+"""The tools: ``evaluate``, ``explain``, ``plan`` and ``verify_transition``, each one engine call.
 
 Each tool's arguments are the input document the CLI reads (``input.v1``; a plan's
 ``$defs/plan``; a transition's ``$defs/transition``, its ``check`` implied), and its result is
 the document the CLI prints, as structured content checked by the tool's output schema
 (``decision.v1``, or the plan with its decisions), with the same JSON as text for hosts that
-read only text.
+read only text. ``explain`` decides as ``evaluate`` does, and answers the explained decision
+(``Engine.evaluate(explain=True)``: what would have allowed each refusal, and the rule traces).
 
 Fail closed, as the server's routes do: a document the parser refuses is a tool error listing
 each problem with its JSON path (never a decision, never a record); a decision the audit log
@@ -78,6 +79,18 @@ def tools() -> list[Tool]:
             annotations=annotations,
         ),
         Tool(
+            name="explain",
+            title="Explain a decision",
+            description="Decide on one input document as the evaluate tool does (and log the "
+            "decision), then explain it, as `prunewarden explain` does: each refusing reason "
+            "carries detail.would_allow, the changes to the input or the policy that would have "
+            "allowed it (with detail.would_allow_text, one sentence), and the decision an "
+            "explanation tracing every custom rule (docs/explain.md).",
+            input_schema=_input_schema(None),
+            output_schema=_decision_schema(),
+            annotations=annotations,
+        ),
+        Tool(
             name="plan",
             title="Plan a pruning pass",
             description="Plan one pruning pass over a window, as `prunewarden plan` does: the "
@@ -130,12 +143,22 @@ async def call_tool(
     )
 
 
-def _evaluate(engine: Deciding, caller: Caller, document: dict[str, Any]) -> dict[str, Any]:
+def _evaluate(
+    engine: Deciding, caller: Caller, document: dict[str, Any], *, explain: bool = False
+) -> dict[str, Any]:
     decision = engine.evaluate(
-        document, filename=ARGUMENTS, session_id=caller.session_id, labels=caller.labels
+        document,
+        filename=ARGUMENTS,
+        session_id=caller.session_id,
+        labels=caller.labels,
+        explain=explain,
     )
     _refuse_unlogged((decision,))
     return decision.to_dict()
+
+
+def _explain(engine: Deciding, caller: Caller, document: dict[str, Any]) -> dict[str, Any]:
+    return _evaluate(engine, caller, document, explain=True)
 
 
 def _plan(engine: Deciding, caller: Caller, document: dict[str, Any]) -> dict[str, Any]:
@@ -159,6 +182,7 @@ def _verify_transition(
 
 _CALLS: dict[str, Callable[[Deciding, Caller, dict[str, Any]], dict[str, Any]]] = {
     "evaluate": _evaluate,
+    "explain": _explain,
     "plan": _plan,
     "verify_transition": _verify_transition,
 }

@@ -18,9 +18,10 @@ from prunewarden.policy import EvictionSettings
 
 
 class DecideStep(Protocol):
-    """Decide and log one guard's call; a decision ``in_pass`` is logged with its pass."""
+    """Decide and log one guard's call; a decision ``in_pass`` is logged with its pass;
+    ``explain``: as ``Engine.evaluate``'s."""
 
-    def __call__(
+    def __call__(  # noqa: PLR0913 - the session's decide step, as it is called
         self,
         check: Check,
         request: Request,
@@ -28,6 +29,7 @@ class DecideStep(Protocol):
         gate: Verdict | None = None,
         *,
         in_pass: PassLog | None = None,
+        explain: bool = False,
     ) -> Decision: ...
 
 
@@ -45,3 +47,5 @@ class PassInputs:
     """The caller's decide-and-log step."""
     pin_by_rule: Callable[[Mapping[str, str]], None]
     """Keep the segments a rule pinned in this pass (id -> text) for the later passes."""
+    explain: bool = False
+    """Explain every decision of the pass (``would_allow``, rule traces: docs/explain.md)."""

@@ -30,10 +30,12 @@ from typing import Any
 
 from prunewarden.decision import Decision, Reason, Verdict
 from prunewarden.inputs import (
+    Check,
     CollapseRequest,
     EvictionRequest,
     PassCandidates,
     PlanRequest,
+    Request,
     Segment,
     StalenessRequest,
     WindowSegment,
@@ -67,16 +69,14 @@ def plan_pass(
         pinned = tuple(w.segment.id for w in request.segments if w.segment.id in pinned_ids)
 
     if request.history is not None:
-        collapse = inputs.decide(
-            "collapse", CollapseRequest(request.history, request.baseline), document, in_pass=log
-        )
+        history = CollapseRequest(request.history, request.baseline)
+        collapse = _decide(inputs, "collapse", history, document, None, log)
         decisions.append(collapse)
         if collapse.blocks:
             return _frozen(request, pinned, decisions, ())
 
-    stale = inputs.decide(
-        "staleness", _staleness_request(request), document, inputs.gate("staleness"), in_pass=log
-    )
+    gate = inputs.gate("staleness")
+    stale = _decide(inputs, "staleness", _staleness_request(request), document, gate, log)
     decisions.append(stale)
     if stale.blocks:
         recompute = next((a.ids or () for a in stale.actions if a.action == "recompute"), ())
@@ -86,6 +86,21 @@ def plan_pass(
 
 
 Unit = tuple[WindowSegment, ...]
+
+
+def _decide(  # noqa: PLR0913, PLR0917 - the decide step's arguments, and its inputs
+    inputs: PassInputs,
+    check: Check,
+    request: Request,
+    document: Any,
+    gate: Verdict | None,
+    log: PassLog,
+) -> Decision:
+    """The caller's decide step, asked to explain only in an explained pass: a decide step
+    written before ``explain`` existed still plans plain passes."""
+    if inputs.explain:
+        return inputs.decide(check, request, document, gate, in_pass=log, explain=True)
+    return inputs.decide(check, request, document, gate, in_pass=log)
 
 
 def _units(segments: tuple[WindowSegment, ...]) -> list[Unit]:
@@ -199,7 +214,7 @@ class _Selection:
         eviction = EvictionRequest(seg, window.score, window.perturbed_score, offered)
         item = _eviction_item(seg, window)
         document = {"check": "eviction", **item, "eviction_candidates": self.candidates.ids}
-        decision = self.inputs.decide("eviction", eviction, document, gate, in_pass=self.log)
+        decision = _decide(self.inputs, "eviction", eviction, document, gate, self.log)
         self.decisions.append(decision)
         return decision
 

@@ -27,6 +27,7 @@ from prunewarden.rules._budget import Budget, Deadline
 from prunewarden.rules._cache import ResultCache
 from prunewarden.rules._evaluation import EvaluationError, evaluate_bool, evaluate_text
 from prunewarden.rules._expression import Expression
+from prunewarden.rules._flip import explain_rule
 from prunewarden.rules._model import DEFAULT_CACHE_SIZE, Rule
 from prunewarden.rules._native import (
     NativeExpression,
@@ -88,7 +89,8 @@ class RuleSet:
         self, verdict: Verdict, request: Request, traces: list[dict[str, Any]] | None = None
     ) -> Verdict:
         """The guard's verdict, tightened by the rules. Never raises. ``traces``, when given,
-        receives the trace of every rule (an explained decision; see ``_trace``)."""
+        receives the trace of every rule, and each matched rule's reason its ``would_allow``
+        (an explained decision; see ``_trace`` and ``_flip``)."""
         if not self.rules:
             return verdict
         variables = Variables(self.check, request, self._params, verdict.variables)
@@ -98,9 +100,11 @@ class RuleSet:
         actions: list[Action] = []
         for rule in self.rules:
             outcome = self._evaluate(rule, variables, shared)
+            reasons = _reasons(rule, outcome)
             if traces is not None:
                 traces.append(self._trace(rule, variables, outcome, shared))
-            for reason in _reasons(rule, outcome):
+                reasons = [self._explained(rule, reason) for reason in reasons]
+            for reason in reasons:
                 refuses = rule.mode == "enforce" and rule.effect != "warn"
                 (binding if refuses else advisory).append(reason)
                 if refuses:
@@ -193,6 +197,16 @@ class RuleSet:
         except Exception as exc:  # noqa: BLE001 - a trace never changes a decision
             out["trace_error"] = type(exc).__name__
         return out
+
+    def _explained(self, rule: Rule, reason: Reason) -> Reason:
+        """A matched rule's reason with what would have stopped it matching (``_flip``); a
+        failed rule's (``rule_error:``) as it is: its error decided it."""
+        if not reason.code.startswith("rule:"):
+            return reason
+        try:
+            return explain_rule(reason, rule.when.tree, self._raw_params)
+        except Exception:  # noqa: BLE001 - an explanation never changes a decision
+            return reason
 
     def _params_read(self, rule: Rule) -> dict[str, Any]:
         if "params" not in rule.when.reads:

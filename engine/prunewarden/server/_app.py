@@ -154,7 +154,7 @@ class _Endpoints:
                 methods=["GET"],
             ),
             Route("/v1/evaluate", wrap(self.evaluate), methods=["POST"]),
-            Route("/v1/plan", wrap(lambda _r, body: service.plan(body)), methods=["POST"]),
+            Route("/v1/plan", wrap(self.plan), methods=["POST"]),
             *session_posts,
             Route(
                 "/v1/sessions/{session_id}",
@@ -278,6 +278,9 @@ class _Endpoints:
             body, _query_session_id(request), explain=_query_explain(request)
         )
 
+    def plan(self, request: Request, body: bytes) -> Answer:
+        return self.service.plan(body, explain=_query_explain(request))
+
     def health(self, _request: Request, _body: bytes) -> Answer:
         identity = self.service.engine.policy.identity
         return Answer({"status": "ok", "policy": identity.to_dict()}, policy=identity)
@@ -301,10 +304,12 @@ class _Endpoints:
 
     def session_call(self, name: str) -> Handler:
         call = getattr(self.sessions, name)
+        explains = name in SessionService.EXPLAINED
 
         def handle(request: Request, body: bytes) -> Answer:
+            options = {"explain": _query_explain(request)} if explains else {}
             with save_deadline(request.scope.get(DEADLINE_SCOPE_KEY)):
-                answer: Answer = call(request.scope["prunewarden.session_id"], body)
+                answer: Answer = call(request.scope["prunewarden.session_id"], body, **options)
             return answer
 
         return handle

@@ -100,16 +100,28 @@ _SESSION_ID = {
 _DECIDING = (400, 401, 408, 413, 503)
 _SESSION_DECIDING = (400, 401, 408, 409, 413, 503)
 
+# ?explain=true on every endpoint that decides (docs/explain.md).
+_EXPLAIN = {
+    "name": "explain",
+    "in": "query",
+    "required": False,
+    "description": "true: each refusing reason of a guard carries detail.would_allow (and "
+    "would_allow_text) and each decision an explanation with a trace of every rule, as "
+    "`prunewarden explain` (docs/explain.md); any other value than true or false is a 400",
+    "schema": {"type": "boolean", "default": False},
+}
+
 
 def _session_post(
     operation: str, summary: str, body: str, answer: str, body_text: str
 ) -> dict[str, Any]:
+    deciding = answer != "TurnObserved"  # a turn is recorded, not decided: nothing to explain
     return {
         "post": {
             "operationId": operation,
             "summary": summary,
             "tags": ["sessions"],
-            "parameters": [_SESSION_ID],
+            "parameters": [_SESSION_ID, _EXPLAIN] if deciding else [_SESSION_ID],
             "requestBody": _json_body(body, body_text),
             "responses": {
                 "200": _ok(answer, "The decision (or acknowledgement), logged"),
@@ -190,15 +202,7 @@ def _paths() -> dict[str, Any]:
                         "id refuses the call",
                         "schema": {"type": "string", "minLength": 1, "maxLength": 256},
                     },
-                    {
-                        "name": "explain",
-                        "in": "query",
-                        "required": False,
-                        "description": "true: each refusing reason of the guard carries "
-                        "detail.would_allow and the decision an explanation with a trace of "
-                        "every rule, as `prunewarden explain` (docs/explain.md)",
-                        "schema": {"type": "boolean", "default": False},
-                    },
+                    _EXPLAIN,
                 ],
                 "requestBody": _json_body("InputDocument", "An input.v1 document"),
                 "responses": {
@@ -212,6 +216,7 @@ def _paths() -> dict[str, Any]:
                 "operationId": "plan",
                 "summary": "Plan one pruning pass (stateless), as `prunewarden plan`",
                 "tags": ["decisions"],
+                "parameters": [_EXPLAIN],
                 "requestBody": _json_body("PlanDocument", "A plan document"),
                 "responses": {
                     "200": _ok("Plan", "The plan (every decision logged)"),

@@ -79,11 +79,14 @@ class DecisionService:
         )
         return decision_answer(decision)
 
-    def plan(self, body: bytes) -> Answer:
-        """``POST /v1/plan``: one pruning pass, every decision of it."""
+    def plan(self, body: bytes, *, explain: bool = False) -> Answer:
+        """``POST /v1/plan``: one pruning pass, every decision of it (``?explain=true``: each
+        explained)."""
         data, text = read_body(body)
         check_object(data)
-        plan = guarded(lambda: self.engine.plan(data, filename="<request>", text=text))
+        plan = guarded(
+            lambda: self.engine.plan(data, filename="<request>", text=text, explain=explain)
+        )
         return plan_answer(plan)
 
     # --- the policy and health ---------------------------------------------------------------

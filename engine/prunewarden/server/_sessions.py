@@ -108,6 +108,8 @@ class SessionService:
         "plans": "plan",
         "transitions": "verify",
     }
+    # The endpoints that decide, and so take ``?explain=true`` (docs/explain.md).
+    EXPLAINED: ClassVar[frozenset[str]] = frozenset(POSTS.values()) - {"observe_turn"}
 
     def __init__(
         self,
@@ -138,7 +140,7 @@ class SessionService:
 
     # --- endpoints ---------------------------------------------------------------------------
 
-    def observe_cycle(self, session_id: str, body: bytes) -> Answer:
+    def observe_cycle(self, session_id: str, body: bytes, *, explain: bool = False) -> Answer:
         data, text = read_body(body)
         check_object(data)
         # The cycle may be left out (the next number), as Session.observe_cycle allows.
@@ -146,7 +148,7 @@ class SessionService:
         decision = self._call(
             session_id,
             lambda session: session.observe_cycle(
-                data["scores"], data.get("pinned", ()), cycle=data.get("cycle")
+                data["scores"], data.get("pinned", ()), cycle=data.get("cycle"), explain=explain
             ),
             "$.history[0]",
             text,
@@ -175,7 +177,7 @@ class SessionService:
         answer: Answer = self._call(session_id, observe, "$.turns[0]", text)
         return answer
 
-    def authorize(self, session_id: str, body: bytes) -> Answer:
+    def authorize(self, session_id: str, body: bytes, *, explain: bool = False) -> Answer:
         data, text = self._document(body, "eviction")
         decision = self._call(
             session_id,
@@ -184,13 +186,14 @@ class SessionService:
                 data["score"],
                 data.get("perturbed_score"),
                 data.get("eviction_candidates", ()),
+                explain=explain,
             ),
             "$",
             text,
         )
         return decision_answer(decision)
 
-    def prune(self, session_id: str, body: bytes) -> Answer:
+    def prune(self, session_id: str, body: bytes, *, explain: bool = False) -> Answer:
         data, text = self._document(body, "staleness")
         guarded(lambda: refuse_supplied(data, "staleness", text))
         decision = self._call(
@@ -201,13 +204,14 @@ class SessionService:
                 turn=data.get("turn"),
                 tombstones=data.get("tombstones", ()),
                 recompute_budget=data.get("recompute_budget"),
+                explain=explain,
             ),
             "$",
             text,
         )
         return decision_answer(decision)
 
-    def plan(self, session_id: str, body: bytes) -> Answer:
+    def plan(self, session_id: str, body: bytes, *, explain: bool = False) -> Answer:
         data, text = read_body(body)
         scores = self.engine.policy.spec.scores
         guarded(lambda: parse_plan(data, scores, filename="<request>", text=text))
@@ -221,13 +225,14 @@ class SessionService:
                 turn=data.get("turn"),
                 tombstones=data.get("tombstones", ()),
                 recompute_budget=data.get("recompute_budget"),
+                explain=explain,
             ),
             "$",
             text,
         )
         return plan_answer(plan)
 
-    def verify(self, session_id: str, body: bytes) -> Answer:
+    def verify(self, session_id: str, body: bytes, *, explain: bool = False) -> Answer:
         """``POST /v1/sessions/{id}/transitions``: an edit of the window, judged with the
         session's halt, canaries and rule pins (``Session.verify``)."""
         data, text = self._document(body, "transition")
@@ -241,6 +246,7 @@ class SessionService:
                 applied_by=data.get("applied_by"),
                 reported=data.get("reported"),
                 canaries=data.get("canaries", ()),
+                explain=explain,
             ),
             "$",
             text,

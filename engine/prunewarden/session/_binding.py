@@ -31,6 +31,7 @@ class DecideRequest(Protocol):
         gate: Verdict | None = None,
         from_session: bool = False,
         in_pass: PassLog | None = None,
+        explain: bool = False,
     ) -> Decision: ...
 
 
