@@ -45,6 +45,16 @@ MAX_PARAM_ITEMS: Final = 1024
 MAX_DESCRIPTION_CHARS: Final = 4096
 #: Kinds listed in ``spec.eviction.pinned_kinds``.
 MAX_PINNED_KINDS: Final = 64
+#: Labels in a policy's ``metadata.labels`` (``environment: production``, read by policy check).
+MAX_POLICY_LABELS: Final = 64
+#: Characters of a policy label's name (a Kubernetes label name's length).
+MAX_LABEL_NAME_CHARS: Final = 63
+#: Characters of a policy label's value.
+MAX_LABEL_VALUE_CHARS: Final = 256
+#: Patterns in ``spec.fidelity.error_patterns`` (a summary matching one is refused as an error).
+MAX_ERROR_PATTERNS: Final = 64
+#: Characters of one fidelity error pattern.
+MAX_ERROR_PATTERN_CHARS: Final = 1024
 
 # --- Rules at run time (docs/rules.md: "Budgets") -------------------------------------------------
 
@@ -248,4 +258,20 @@ SCHEMA_LIMITS: Final[dict[tuple[str, str], int]] = {
     ("policy", "/properties/spec/properties/validators/maxItems"): MAX_VALIDATORS,
     ("policy", "/properties/spec/properties/locked/maxItems"): MAX_LOCKED,
     ("policy", "/properties/extends/maxLength"): MAX_EXTENDS_CHARS,
+    ("policy", "/properties/metadata/properties/labels/maxProperties"): MAX_POLICY_LABELS,
+    (
+        "policy",
+        "/properties/metadata/properties/labels/propertyNames/maxLength",
+    ): MAX_LABEL_NAME_CHARS,
+    (
+        "policy",
+        "/properties/metadata/properties/labels/additionalProperties/maxLength",
+    ): MAX_LABEL_VALUE_CHARS,
+    ("policy", "/properties/spec/properties/fidelity/properties/error_patterns/maxItems"): (
+        MAX_ERROR_PATTERNS
+    ),
+    (
+        "policy",
+        "/properties/spec/properties/fidelity/properties/error_patterns/items/maxLength",
+    ): MAX_ERROR_PATTERN_CHARS,
 }
