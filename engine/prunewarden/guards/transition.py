@@ -22,6 +22,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 
 from prunewarden.decision import Action, Reason, Verdict
+from prunewarden.fidelity import Embedder, FidelitySettings
+from prunewarden.guards import _fidelity as fidelity
 from prunewarden.guards._counterfactual import (
     Change,
     Explainer,
@@ -30,8 +32,6 @@ from prunewarden.guards._counterfactual import (
     explained,
     together,
 )
-from prunewarden.fidelity import Embedder, FidelitySettings
-from prunewarden.guards import _fidelity as fidelity
 from prunewarden.inputs import EvictionRequest, TransitionRequest, TransitionSegment
 from prunewarden.policy import EvictionSettings, TransitionSettings
 
