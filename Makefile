@@ -110,6 +110,7 @@ pytest: $(VENV)/.installed-test typescript-example
 # LocalCluster (the extras of the test install: dask, fsspec, pyarrow), prunewarden serve under 8
 # concurrent clients on loopback against in-process Session.authorize, sequential evictions
 # through @prunewarden/client against a plain node:http keep-alive client and fetch (5 repeats),
+# the rules' static cost estimates against their measured times (benchmarks/rules_cost.py),
 # start-up (the CPU time of import prunewarden and prunewarden --version, against python -c
 # pass), and last the hot-path
 # targets of docs/benchmarks.md, each measured in this run (benchmarks/targets.py; --runs 5
@@ -119,6 +120,7 @@ bench: $(VENV)/.installed-test typescript-example
 	$(BIN)/python -m benchmarks $(BENCH_ARGS)
 	$(BIN)/python benchmarks/rules_cache.py
 	$(BIN)/python -m benchmarks.rules_backends
+	$(BIN)/python -m benchmarks.rules_cost
 	$(BIN)/python benchmarks/replay_scale.py
 	$(BIN)/python benchmarks/bench_replay.py --turns 500 --segments 200 --repeat 1 --traces 2
 	$(BIN)/python benchmarks/bench_auditlog.py --records 100000 --writes 2000 --writers 4

@@ -51,6 +51,7 @@ TRANSCRIPTS = [
     ("docs/calibration.md", "prunewarden calibrate --healthy examples/traces/healthy-*.jsonl"),
     ("docs/scale.md", "for input in examples/inputs/*.json; do prunewarden evaluate"),
     ("docs/ci.md", "prunewarden schema --catalog"),
+    ("docs/rules.md", "prunewarden policy show examples/policies/content-pins.yaml"),
 ]
 
 # What a transcript's page did before it, run first and not shown: (page, command) -> script.

@@ -57,11 +57,12 @@ class TestEstimate:
     def test_text_scan_is_priced_by_the_schema_maximum(self) -> None:
         """contains() on segment.text is priced by the text's maxLength (the input limit)."""
         found = cost("segment.text.contains('never')")
-        assert size_of(variable_shapes("eviction")["segment"]["properties"]["text"]) == (
-            MAX_INPUT_CHARS
-        )
+        segment = variable_shapes("eviction")["segment"]
+        assert segment is not None
+        assert size_of(segment["properties"]["text"]) == MAX_INPUT_CHARS
         assert found.units >= MAX_INPUT_CHARS // CHARS_PER_UNIT
-        assert found.path == (f"segment.text.contains('never') ({MAX_INPUT_CHARS} characters scanned)",)
+        scan = f"segment.text.contains('never') ({MAX_INPUT_CHARS} characters scanned)"
+        assert found.path == (scan,)
         assert (found.line, found.column) == (1, 1)
 
     def test_comprehension_multiplies_its_body(self) -> None:
@@ -189,7 +190,8 @@ class TestPolicyShow:
         out, err = io.StringIO(), io.StringIO()
         assert run(["policy", "show", str(path)], out, err) == 0
         lines = out.getvalue().splitlines()
-        assert lines[-2] == "# rules, estimated worst-case cost of one request (docs/rules.md#costs):"
+        heading = "# rules, estimated worst-case cost of one request (docs/rules.md#costs):"
+        assert lines[-2] == heading
         assert lines[-1].startswith("#   dear: ")
         assert "(max_cost 99999999999): candidates.exists(c, " in lines[-1]
 

@@ -1,7 +1,7 @@
 """Custom CEL rules: the only package that imports ``celpy``, ``cel_expr_python`` (and ``re2``).
 Expressions are compiled and checked against the documented variables when a policy loads, their
-worst-case cost estimated, and evaluated within a budget of CPU time and memory, by cel-python or (the ``cel-native`` extra)
-cel-cpp.
+worst-case cost estimated, and evaluated within a budget of CPU time and memory, by cel-python
+or (the ``cel-native`` extra) cel-cpp.
 
 The names below resolve from their modules on first use (PEP 562 ``__getattr__``), not when the
 package is imported: cel-python, lark and pendulum take longer to import than the rest of

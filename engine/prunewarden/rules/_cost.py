@@ -33,9 +33,9 @@ from prunewarden.rules._patterns import program_size
 
 CHARS_PER_UNIT = 1024
 ITEMS_PER_UNIT = 64
-STEPS_PER_UNIT = 1024
+STEPS_PER_UNIT = 512
 # One item of a comprehension, beyond its body: binding the loop variable, the macro's step.
-ITERATION_UNITS = 2
+ITERATION_UNITS = 32
 # A size the schema does not bound: what one input document can hold.
 UNBOUNDED = MAX_INPUT_CHARS
 _UTF8_BYTES_PER_CHAR = 4
@@ -294,9 +294,10 @@ class _Estimator:
             found = found.children[0]
         if not isinstance(found, lark.Tree):
             return None
-        if found.data == "literal" and found.children[0].type in {"STRING_LIT", "MLSTRING_LIT"}:
+        token = found.children[0]
+        if isinstance(token, lark.Token) and token.type in {"STRING_LIT", "MLSTRING_LIT"}:
             try:
-                return str(celstr(found.children[0]))
+                return str(celstr(token))
             except ValueError:  # an escape cel-python refuses: the evaluation fails alike
                 return None
         if found.data == "member_dot":
@@ -350,39 +351,75 @@ def _position(node: Any) -> tuple[int, int]:
     return int(meta.line), int(meta.column)
 
 
-_AGGREGATES = frozenset({"mean", "stdev", "sum", "minimum", "maximum"})
-_SCANS = frozenset({"contains", "startsWith", "endsWith"})
-_CONVERSIONS = frozenset({"string", "bytes", "int", "uint", "double", "duration", "timestamp"})
+# What a call costs beyond its arguments' own, by function: from the sizes of its arguments
+# (receiver first) and its pattern when known at load, the units, the result's shape and why.
+_Price = tuple[int, Shape, str]
+_Pricing = Callable[[list[int], str | None], _Price]
 
 
-def _function_price(
-    name: str, args: list[_Priced], pattern: str | None
-) -> tuple[int, Shape, str]:
+def _items(sizes: list[int], _: str | None) -> _Price:
+    return _per(sizes[0], ITEMS_PER_UNIT), _NUMBER, f"{sizes[0]} numbers"
+
+
+def _scan(sizes: list[int], _: str | None) -> _Price:
+    return _per(sizes[0], CHARS_PER_UNIT), _BOOL, f"{sizes[0]} characters scanned"
+
+
+def _lower(sizes: list[int], _: str | None) -> _Price:
+    grown = 2 * sizes[0]  # a character lowers to at most two (as _functions charges it)
+    return _per(grown, CHARS_PER_UNIT), _text(grown), f"{sizes[0]} characters lowered"
+
+
+def _contains_any(sizes: list[int], _: str | None) -> _Price:
+    text, needles = sizes[0], sizes[1] if len(sizes) > 1 else 1
+    folded = 3 * text  # a character folds to at most three (as _functions charges it)
+    scans = (needles + 1) * _per(folded, CHARS_PER_UNIT)
+    return scans, _BOOL, f"{needles} phrases in {text} characters"
+
+
+def _matches(sizes: list[int], pattern: str | None) -> _Price:
+    steps = _match_steps(sizes[0], pattern)
+    return _per(steps, STEPS_PER_UNIT), _BOOL, f"up to {steps} RE2 steps"
+
+
+def _converted(shape: Shape) -> _Pricing:
+    def price(sizes: list[int], _: str | None) -> _Price:
+        return _per(sizes[0], CHARS_PER_UNIT), shape, f"{sizes[0]} characters converted"
+
+    return price
+
+
+def _constant(shape: Shape) -> _Pricing:
+    return lambda _sizes, _pattern: (0, shape, "")
+
+
+_PRICES: dict[str, _Pricing] = {
+    **dict.fromkeys(
+        ("mean", "stdev", "sum", "minimum", "maximum", "count_below", "count_above"), _items
+    ),
+    **dict.fromkeys(("contains", "startsWith", "endsWith"), _scan),
+    "lower": _lower,
+    "contains_any": _contains_any,
+    "matches": _matches,
+    **dict.fromkeys(("string", "bytes"), _converted({"type": "string"})),
+    **dict.fromkeys(("int", "uint", "double", "duration", "timestamp"), _converted(_NUMBER)),
+    "has": _constant(_BOOL),
+}
+
+
+def _function_price(name: str, args: list[_Priced], pattern: str | None) -> _Price:
     """The work of calling ``name`` beyond its arguments' own: units, result shape, why;
     ``pattern`` is the last argument's text when it is known at load (for ``matches``)."""
-    sizes = [size_of(a.shape) for a in args]
-    first = sizes[0] if sizes else 1
-    if name in _AGGREGATES or name in {"count_below", "count_above"}:
-        return _per(first, ITEMS_PER_UNIT), _NUMBER, f"{first} numbers"
-    if name in _SCANS:
-        return _per(first, CHARS_PER_UNIT), _BOOL, f"{first} characters scanned"
-    if name == "lower":
-        return _per(2 * first, CHARS_PER_UNIT), _text(2 * first), f"{first} characters lowered"
-    if name == "contains_any":
-        needles = sizes[1] if len(sizes) > 1 else 1
-        scans = (needles + 1) * _per(3 * first, CHARS_PER_UNIT)
-        return scans, _BOOL, f"{needles} phrases in {first} characters"
-    if name == "matches":
-        steps = _match_steps(first, pattern)
-        return _per(steps, STEPS_PER_UNIT), _BOOL, f"up to {steps} RE2 steps"
-    if name in _CONVERSIONS:
-        shape = _text(first) if name in {"string", "bytes"} else _NUMBER
-        return _per(first, CHARS_PER_UNIT), shape, f"{first} characters converted"
-    if name == "size":
-        return 0, _NUMBER, ""
-    if name in ENGINE_FUNCTIONS or name.startswith("get"):
-        return 0, _NUMBER, ""
-    return 0, _BOOL if name == "has" else None, ""
+    sizes = [size_of(a.shape) for a in args] or [1]
+    pricing = _PRICES.get(name)
+    if pricing is not None:
+        units, shape, why = pricing(sizes, pattern)
+        if name in {"string", "bytes"}:
+            shape = _text(sizes[0])
+        return units, shape, why
+    # size(), abs(), the time accessors: constant work on a number; dyn(), type(): any value
+    known = name in ENGINE_FUNCTIONS or name == "size" or name.startswith("get")
+    return 0, _NUMBER if known else None, ""
 
 
 def _match_steps(chars: int, pattern: str | None) -> int:
@@ -392,5 +429,3 @@ def _match_steps(chars: int, pattern: str | None) -> int:
     if program is None:  # a pattern known only at run time: the limit
         return MAX_MATCH_STEPS
     return min((_UTF8_BYTES_PER_CHAR * chars + 1) * program, MAX_MATCH_STEPS)
-
-
