@@ -24,6 +24,7 @@ from prunewarden.rules._expression import (
     Result,
 )
 from prunewarden.rules._model import EFFECTS, PER_ITEM, Effect, Rule
+from prunewarden.rules._typecheck import checker_available, type_problems
 from prunewarden.rules._variables import variable_shapes
 
 if TYPE_CHECKING:
@@ -124,6 +125,10 @@ def _compile_rule(
             )
         except ExpressionError as exc:
             problems.extend(parsed.problem((*path, key), p.describe()) for p in exc.problems)
+            continue
+        if checker_available():
+            found = type_problems(compiled[key], variables)
+            problems.extend(parsed.problem((*path, key), p.describe()) for p in found)
     when, wording = compiled.get("when"), compiled.get("message_expression")
     if problems or when is None or (has_expression and wording is None):
         return None, problems
