@@ -157,6 +157,7 @@ PROBES = (
     "size(segment.text) > 3",
     "string(score) == '1'",
     "string(score).size() > 0",
+    "string(perturbed_score).size() > 0",
     "int(score) > 0",
     "size(candidates) * 9223372036854775807 > 0",
     "9223372036854775807 + size(candidates) > 0",

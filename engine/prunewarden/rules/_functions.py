@@ -55,6 +55,23 @@ def _heterogeneous(name: str, compare: Callable[[Any, Any], bool]) -> Callable[[
     return operator
 
 
+def _one_numeric_type(
+    symbol: str, operator: Callable[[Any, Any], Any]
+) -> Callable[[Any, Any], Any]:
+    """``operator`` refusing an int and a double (or a uint) together, as CEL specifies and
+    cel-cpp does: cel-python computed ``score + 0`` and ``score * 2`` (and refused ``1 + score``
+    and ``/``). The TypeError is what cel-python's evaluator makes a located type error of."""
+
+    def checked(left: Any, right: Any) -> Any:
+        if _is_number(left) and _is_number(right) and type_name(left) != type_name(right):
+            message = f"{symbol} of {type_name(left)} and {type_name(right)}"
+            raise TypeError(message)
+        return operator(left, right)
+
+    checked.__name__ = operator.__name__
+    return checked
+
+
 def _divide(left: Any, right: Any) -> Any:
     """IEEE 754 division of doubles, as CEL specifies and cel-cpp does: cel-python gives +inf
     for every division by zero (``-1.0 / 0.0``, ``0.0 / 0.0``), where the sign and NaN count."""
@@ -160,6 +177,10 @@ def _sized(name: str) -> Callable[..., Any]:
 
     def function(*args: Any) -> Any:
         result: Any
+        if len(args) == 1 and args[0] is None:
+            # CEL has no string(null) or bytes(null), and cel-cpp refuses them; cel-python
+            # would give the text "None".
+            return CELEvalError(f"{name}() takes no null", TypeError, None)
         if len(args) == 2 and all(isinstance(a, str | bytes | list) for a in args):
             budget.allocate(len(args[0]) + len(args[1]))
         if name == "string" and len(args) == 1 and isinstance(args[0], ct.DoubleType):
@@ -201,7 +222,9 @@ FUNCTIONS: dict[str, Any] = {
     "_<=_": _heterogeneous("_<=_", lambda a, b: a <= b),
     "_>_": _heterogeneous("_>_", lambda a, b: a > b),
     "_>=_": _heterogeneous("_>=_", lambda a, b: a >= b),
-    "_+_": _sized("_+_"),
+    "_+_": _one_numeric_type("+", _sized("_+_")),
+    "_-_": _one_numeric_type("-", base_functions["_-_"]),
+    "_*_": _one_numeric_type("*", base_functions["_*_"]),
     "_/_": _divide,
     "string": _sized("string"),
     "bytes": _sized("bytes"),
