@@ -123,7 +123,9 @@ def bools(depth: int = _DEPTH) -> st.SearchStrategy[str]:
 
 
 def _texts() -> st.SearchStrategy[str]:
-    return st.one_of(st.sampled_from(TRAP_TEXTS), st.text(max_size=8))
+    # No U+0000: the native backend fails closed on it, the one documented difference.
+    plain = st.text(st.characters(exclude_characters="\x00"), max_size=8)
+    return st.one_of(st.sampled_from(TRAP_TEXTS), plain)
 
 
 def _trap_numbers() -> st.SearchStrategy[float]:

@@ -91,6 +91,8 @@ def size_of(shape: Shape) -> int:
     """The largest size a value of ``shape`` can have: characters, items or entries; 1 for a
     scalar; :data:`UNBOUNDED` when the schema says nothing."""
     kind = json_type(shape)
+    if shape is not None and shape.get("type") == "null":
+        return 1
     if shape is None or not kind:
         return UNBOUNDED
     limit = {"string": "maxLength", "array": "maxItems", "object": "maxProperties"}.get(kind)
