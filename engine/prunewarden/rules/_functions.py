@@ -183,8 +183,9 @@ def _sized(name: str) -> Callable[..., Any]:
             return CELEvalError(f"{name}() takes no null", TypeError, None)
         if len(args) == 2 and all(isinstance(a, str | bytes | list) for a in args):
             budget.allocate(len(args[0]) + len(args[1]))
-        if name == "string" and len(args) == 1 and isinstance(args[0], ct.DoubleType):
-            # cel-cpp's spelling (``"1"``, not ``"1.0"``), so both backends give the same text.
+        if name == "string" and len(args) == 1 and isinstance(args[0], float):
+            # cel-cpp's spelling (``"1"``, not ``"1.0"``), so both backends give the same text;
+            # arithmetic gives a plain float, not a DoubleType, so both are spelled so.
             result = ct.StringType(format_double(float(args[0])))
         else:
             result = original(*args)
