@@ -134,7 +134,7 @@ bench: $(VENV)/.installed-test typescript-example
 
 # The fuzz tests with fifty times the examples of make test (several minutes).
 fuzz: $(VENV)/.installed-test
-	PRUNEWARDEN_FUZZ_SCALE=$${PRUNEWARDEN_FUZZ_SCALE:-50} $(BIN)/python -m pytest tests/test_fuzz.py tests/rules/test_backends.py -p no:cacheprovider
+	PRUNEWARDEN_FUZZ_SCALE=$${PRUNEWARDEN_FUZZ_SCALE:-50} $(BIN)/python -m pytest tests/test_fuzz.py tests/rules/test_backends.py tests/rules/test_backends_grammar.py -p no:cacheprovider
 
 # The mutation gate (docs/testing.md): first the survivors kept as regressions (each patch must
 # fail its area's tests), then every mutant of the safety-critical modules against the tests of
