@@ -72,14 +72,22 @@ def _one_numeric_type(
     return checked
 
 
+# What 0.0 / 0.0 gives in C on this machine (x86: a NaN with its sign bit set, which printf and
+# so cel-cpp's string() write "-nan"): the same NaN on both backends.
+_DEFAULT_NAN = math.inf - math.inf
+
+
 def _divide(left: Any, right: Any) -> Any:
     """IEEE 754 division of doubles, as CEL specifies and cel-cpp does: cel-python gives +inf
-    for every division by zero (``-1.0 / 0.0``, ``0.0 / 0.0``), where the sign and NaN count."""
-    both = isinstance(left, ct.DoubleType) and isinstance(right, ct.DoubleType)
+    for every division by zero (``-1.0 / 0.0``, ``0.0 / 0.0``), where the sign and NaN count.
+    A double computed by arithmetic is a plain float, an input's a DoubleType: both count."""
+    both = isinstance(left, float) and isinstance(right, float)
     if both and float(right) == 0.0:
         numerator = float(left)
-        if numerator == 0 or math.isnan(numerator):
-            return ct.DoubleType(math.nan)
+        if math.isnan(numerator):
+            return ct.DoubleType(numerator)
+        if numerator == 0:
+            return ct.DoubleType(_DEFAULT_NAN)
         return ct.DoubleType(math.copysign(math.inf, numerator) * math.copysign(1.0, right))
     return base_functions["_/_"](left, right)
 
@@ -226,7 +234,8 @@ FUNCTIONS: dict[str, Any] = {
     "_+_": _one_numeric_type("+", _sized("_+_")),
     "_-_": _one_numeric_type("-", base_functions["_-_"]),
     "_*_": _one_numeric_type("*", base_functions["_*_"]),
-    "_/_": _divide,
+    "_/_": _one_numeric_type("/", _divide),
+    "_%_": _one_numeric_type("%", base_functions["_%_"]),
     "string": _sized("string"),
     "bytes": _sized("bytes"),
     "matches": matches,
