@@ -21,6 +21,7 @@ from __future__ import annotations
 import importlib
 import json
 import re
+import threading
 from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
@@ -38,6 +39,7 @@ _ERROR = re.compile(r"ERROR: <input>:(\d+):(\d+): ([^\n]*)")
 # What the engine functions give, for the checker (their arguments are checked at run time).
 _RESULTS = {"lower": "STRING", "contains_any": "BOOL"}
 _ENVIRONMENTS = 32
+_check_lock = threading.Lock()
 
 
 def type_problems(
@@ -51,7 +53,8 @@ def type_problems(
     environment = _environment(json.dumps(shapes, sort_keys=True, default=str), not indexes)
     checked, origin = _as_checked(expression)
     try:
-        environment.compile(checked)
+        with _check_lock:  # as _native compiles: one compilation at a time
+            environment.compile(checked)
     except RuntimeError as exc:  # cel-expr-python raises its status as a RuntimeError
         found = []
         for line, column, message in _ERROR.findall(str(exc)):
