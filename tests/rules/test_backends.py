@@ -160,6 +160,7 @@ PROBES = (
     "string(perturbed_score).size() > 0",
     "string(score + score) == '1'",
     "string(score / score) == 'nan'",
+    "(segment.text + segment.kind).contains(segment.id)",
     "int(score) > 0",
     "size(candidates) * 9223372036854775807 > 0",
     "9223372036854775807 + size(candidates) > 0",

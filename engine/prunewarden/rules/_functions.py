@@ -199,10 +199,19 @@ def _sized(name: str) -> Callable[..., Any]:
             result = original(*args)
         if len(args) == 1 and isinstance(result, str | bytes):
             budget.allocate(len(result))
-        return result
+        return _as_cel(result)
 
     function.__name__ = name
     return function
+
+
+def _as_cel(value: Any) -> Any:
+    """A concatenation's plain ``str``, ``bytes`` or ``list`` as the CEL type it is: cel-python's
+    methods (``(a + b).contains(c)``) take only the CEL types, where cel-cpp takes any string."""
+    for plain, cel_type in ((str, ct.StringType), (bytes, ct.BytesType), (list, ct.ListType)):
+        if type(value) is plain:
+            return cel_type(value)
+    return value
 
 
 ENGINE_FUNCTIONS: dict[str, tuple[Callable[..., Any], int, str]] = {
