@@ -208,10 +208,12 @@ def _sized(name: str) -> Callable[..., Any]:
 def _as_cel(value: Any) -> Any:
     """A concatenation's plain ``str``, ``bytes`` or ``list`` as the CEL type it is: cel-python's
     methods (``(a + b).contains(c)``) take only the CEL types, where cel-cpp takes any string."""
-    for plain, cel_type in ((str, ct.StringType), (bytes, ct.BytesType), (list, ct.ListType)):
-        if type(value) is plain:
-            return cel_type(value)
-    return value
+    kind = type(value)
+    if kind is str:
+        return ct.StringType(value)
+    if kind is bytes:
+        return ct.BytesType(value)
+    return ct.ListType(value) if kind is list else value
 
 
 ENGINE_FUNCTIONS: dict[str, tuple[Callable[..., Any], int, str]] = {
