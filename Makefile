@@ -112,6 +112,7 @@ pytest: $(VENV)/.installed-test typescript-example
 # LocalCluster (the extras of the test install: dask, fsspec, pyarrow), prunewarden serve under 8
 # concurrent clients on loopback against in-process Session.authorize, sequential evictions
 # through @prunewarden/client against a plain node:http keep-alive client and fetch (5 repeats),
+# the rules' static cost estimates against their measured times (benchmarks/rules_cost.py),
 # start-up (the CPU time of import prunewarden and prunewarden --version, against python -c
 # pass), and last the hot-path
 # targets of docs/benchmarks.md, each measured in this run (benchmarks/targets.py; --runs 5
@@ -121,6 +122,7 @@ bench: $(VENV)/.installed-test typescript-example
 	$(BIN)/python -m benchmarks $(BENCH_ARGS)
 	$(BIN)/python benchmarks/rules_cache.py
 	$(BIN)/python -m benchmarks.rules_backends
+	$(BIN)/python -m benchmarks.rules_cost
 	$(BIN)/python benchmarks/replay_scale.py
 	$(BIN)/python benchmarks/bench_replay.py --turns 500 --segments 200 --repeat 1 --traces 2
 	$(BIN)/python benchmarks/bench_auditlog.py --records 100000 --writes 2000 --writers 4
@@ -135,7 +137,7 @@ bench: $(VENV)/.installed-test typescript-example
 
 # The fuzz tests with fifty times the examples of make test (several minutes).
 fuzz: $(VENV)/.installed-test
-	PRUNEWARDEN_FUZZ_SCALE=$${PRUNEWARDEN_FUZZ_SCALE:-50} $(BIN)/python -m pytest tests/test_fuzz.py tests/rules/test_backends.py -p no:cacheprovider
+	PRUNEWARDEN_FUZZ_SCALE=$${PRUNEWARDEN_FUZZ_SCALE:-50} $(BIN)/python -m pytest tests/test_fuzz.py tests/rules/test_backends.py tests/rules/test_backends_grammar.py -p no:cacheprovider
 
 # The mutation gate (docs/testing.md): first the survivors kept as regressions (each patch must
 # fail its area's tests), then every mutant of the safety-critical modules against the tests of

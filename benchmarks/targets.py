@@ -16,7 +16,9 @@ One run measures, side by side on this machine:
 - audit appends from 4 writer processes (``benchmarks/bench_auditlog.py``), records per second;
 - the eviction pass with metrics, spans and trace ids on, against the same pass without them;
 - the native CEL backend against cel-python (``benchmarks/rules_backends.py``): the rule time of
-  the 3-rule pass (cache off), and the cold compile of the example policies' rules.
+  the 3-rule pass (cache off), and the cold compile of the example policies' rules;
+- the static cost estimate of rules against their measured times (``benchmarks/rules_cost.py``):
+  underestimates (none), and the share of expressions estimated within 10x;
 - the CPU time of ``import prunewarden`` and of ``prunewarden --version``, with bytecode
   (``benchmarks/start_time.py``, which also gives each one's ratio to ``python -c pass``);
 - the fidelity check by facts alone on a 2,000-token parent and a 300-token summary, per pair
@@ -39,13 +41,22 @@ from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 
-from benchmarks import bench_auditlog, replay_scale, rules_backends, rules_cache, start_time
+from benchmarks import (
+    bench_auditlog,
+    replay_scale,
+    rules_backends,
+    rules_cache,
+    rules_cost,
+    start_time,
+)
 from benchmarks.fidelity import measure as fidelity
 from benchmarks.harness import run_workload
 from benchmarks.workloads import load
 
-# One comparison of the CEL backends gives both of their targets.
+# One comparison of the CEL backends gives both of their targets; so does one comparison of the
+# rules' estimated costs with their measured times.
 _backends = cache(rules_backends.run)
+_costs = cache(rules_cost.run)
 
 
 def _ratio(name: str) -> float:
@@ -110,6 +121,14 @@ TARGETS: list[tuple[str, str, float, bool, Callable[[], float]]] = [
         True,
         lambda: _backends()["compile_ratio_native_vs_python"],
     ),
+    ("rule cost underestimates", "", 0.0, True, lambda: float(_costs()["underestimates"])),
+    (
+        "rule cost estimates within 10x",
+        "%",
+        rules_cost.SHARE_WITHIN * 100,
+        False,
+        lambda: _costs()["share_within"] * 100,
+    ),
     (
         "import prunewarden, CPU",
         "s",
@@ -136,6 +155,7 @@ TARGETS: list[tuple[str, str, float, bool, Callable[[], float]]] = [
 
 def run_once(targets: list[tuple[str, str, float, bool, Callable[[], float]]]) -> dict[str, float]:
     _backends.cache_clear()  # each run measures the backends afresh
+    _costs.cache_clear()
     return {name: measure() for name, _, _, _, measure in targets}
 
 

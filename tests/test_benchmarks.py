@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from prunewarden import Engine
 
-from benchmarks import start_time, transition_scale, ts_client
+from benchmarks import rules_cost, start_time, transition_scale, ts_client
 from benchmarks.bench_auditlog import appending
 from benchmarks.fidelity import generate as fidelity_pairs
 from benchmarks.fidelity import measure as fidelity_measure
@@ -104,6 +104,8 @@ class TestTargets:
         assert "collapse/200 vs fsum reference" in goals
         assert goals["native rules vs cel-python"] == (0.15, True)
         assert goals["native cold compile vs cel-python"] == (0.3, True)
+        assert goals["rule cost underestimates"] == (0.0, True)
+        assert goals["rule cost estimates within 10x"] == (90.0, False)
         assert goals["import prunewarden, CPU"] == (0.15, True)
         assert goals["prunewarden --version, CPU"] == (0.2, True)
         assert goals["fidelity by facts, 2k/300 tokens"] == (1.0, True)
@@ -122,6 +124,24 @@ class TestTargets:
             assert results[f"{name} / pass"] == pytest.approx(
                 results[name] / results["python -c pass"]
             )
+
+
+class TestRulesCost:
+    def test_rank_correlation_of_known_orders(self) -> None:
+        """spearman() is 1 for the same order, -1 for the reverse, and shares tied ranks."""
+        assert rules_cost.spearman([1, 2, 3], [10, 20, 30]) == pytest.approx(1.0)
+        assert rules_cost.spearman([1, 2, 3], [30, 20, 10]) == pytest.approx(-1.0)
+        assert rules_cost.spearman([1, 1, 2], [5, 5, 9]) == pytest.approx(1.0)
+
+    def test_corpus_holds_every_shipped_rule_and_the_probes(self) -> None:
+        """The benchmark's corpus: the probes first (``true``, the unit), then the rules of
+        policies/, examples/ and tests/cases/, each compiled and estimated for its input."""
+        cases = rules_cost._probe_cases() + rules_cost._rule_cases()
+        assert cases[0][0] == "true"
+        assert any("contains_any(segment.text, params.negations)" in c[0] for c in cases)
+        row = rules_cost._measured(cases[2])
+        assert row["source"] == "segment.text.contains('never')"
+        assert row["estimate"] >= rules_cost.TEXT_CHARS // 1024
 
 
 class TestTransitionScale:

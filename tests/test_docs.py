@@ -54,6 +54,7 @@ TRANSCRIPTS = [
     ("docs/ci.md", "prunewarden schema --catalog"),
     ("docs/policy-check.md", "prunewarden policy check --against policies/default.yaml"),
     ("docs/policy-check.md", "prunewarden policy check --witnesses witnesses"),
+    ("docs/rules.md", "prunewarden policy show examples/policies/content-pins.yaml"),
 ]
 
 # What a transcript's page did before it, run first and not shown: (page, command) -> script.

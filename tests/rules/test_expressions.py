@@ -68,6 +68,18 @@ REFUSED = [
         1,
         1,
     ),
+    (  # cel-python computed these; CEL and cel-cpp refuse an int and a double together
+        "score * 2 > 1.0",
+        "type error: no matching overload for '*' applied to '(double, int)'",
+        1,
+        1,
+    ),
+    (
+        "score > 0.5 || 0 / score > 1.0",
+        "type error: no matching overload for '/' applied to '(int, double)'",
+        1,
+        16,
+    ),
     ("mean(segment.text) > 0.0", "type error: mean() takes a list or a map of numbers", 0, 0),
     ("x" * 2049, "expression is 2049 characters long; the limit is 2048", 0, 0),
     ("(" * 60 + "score" + ")" * 60 + " < 1.0", "nested 60 levels deep", 1, 60),

@@ -83,7 +83,7 @@ class TestPricedByLength:
         decision = decide('timestamp(segment.text) < timestamp("2000-01-01T00:00:00Z")', text)
         assert decision.codes == ("rule_error:times",)
         assert "timestamp() on a text of 1000020 characters" in decision.reasons[0].detail["error"]
-        absorbed = decide("timestamp(segment.text) == timestamp(params.unused) || true", text)
+        absorbed = decide("timestamp(segment.text) == timestamp(segment.kind) || true", text)
         assert absorbed.codes == ("rule_error:times",)
 
     @pytest.mark.usefixtures("parsers_never_run")

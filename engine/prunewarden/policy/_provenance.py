@@ -6,13 +6,15 @@ Two renderings of one :class:`~prunewarden.policy._merge.Resolution`:
   followed by ``# FILE:LINE`` (or ``# default``). It loads back to the same policy.
 - JSON: the identity and sources, the canonical document, and ``provenance``: for every value
   that is not a map, by JSON pointer, ``{file, line, column}`` or ``null`` for a default.
+
+Both end with each rule's estimated worst-case cost (``rule_costs``; docs/rules.md, "Costs").
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -21,6 +23,9 @@ from prunewarden._json import JsonPath
 from prunewarden._schemas import inline_refs
 from prunewarden._source import Origin
 from prunewarden.policy._merge import Resolution
+
+if TYPE_CHECKING:
+    from prunewarden.rules import Rule
 
 _COMMENT_COLUMN = 44
 
@@ -42,7 +47,32 @@ def render_yaml(resolution: Resolution, *, defaults: bool = True) -> str:
             lines.append(text)
         else:
             lines.append(f"{text.ljust(width - 1)} # {origin}")
+    lines.extend(_cost_lines(policy.rules))
     return "\n".join(lines) + "\n"
+
+
+def _cost_lines(rules: tuple[Rule, ...]) -> list[str]:
+    """Each rule's estimated worst-case cost, as comments closing the YAML."""
+    if not rules:
+        return []
+    lines = ["# rules, estimated worst-case cost of one request (docs/rules.md#costs):"]
+    for entry in rule_costs(rules):
+        bound = "" if entry["max_cost"] is None else f" (max_cost {entry['max_cost']})"
+        lines.append(f"#   {entry['name']}: {entry['cost']}{bound}: {entry['path']}")
+    return lines
+
+
+def rule_costs(rules: tuple[Rule, ...]) -> list[dict[str, Any]]:
+    """Each rule's name, estimated worst-case cost, ``max_cost`` and the path that costs most."""
+    return [
+        {
+            "name": rule.name,
+            "cost": None if rule.cost is None else rule.cost.units,
+            "max_cost": rule.max_cost,
+            "path": None if rule.cost is None else rule.cost.describe(),
+        }
+        for rule in rules
+    ]
 
 
 def render_json(resolution: Resolution) -> dict[str, Any]:
@@ -63,6 +93,7 @@ def render_json(resolution: Resolution) -> dict[str, Any]:
         },
         "document": policy.document,
         "provenance": provenance,
+        "rule_costs": rule_costs(policy.rules),
     }
 
 

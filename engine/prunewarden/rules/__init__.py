@@ -1,7 +1,7 @@
 """Custom CEL rules: the only package that imports ``celpy``, ``cel_expr_python`` (and ``re2``).
-Expressions are compiled and checked against the documented variables when a policy loads, and
-evaluated within a budget of CPU time and memory, by cel-python or (the ``cel-native`` extra)
-cel-cpp.
+Expressions are compiled and checked against the documented variables when a policy loads, their
+worst-case cost estimated, and evaluated within a budget of CPU time and memory, by cel-python
+or (the ``cel-native`` extra) cel-cpp.
 
 The names below resolve from their modules on first use (PEP 562 ``__getattr__``), not when the
 package is imported: cel-python, lark and pendulum take longer to import than the rest of
@@ -21,8 +21,9 @@ if TYPE_CHECKING:
     from prunewarden.rules._budget import Budget, Deadline
     from prunewarden.rules._checker import field_paths
     from prunewarden.rules._compiler import compile_expression
+    from prunewarden.rules._cost import estimate_cost
     from prunewarden.rules._evaluation import EvaluationError, evaluate_bool
-    from prunewarden.rules._expression import Expression, ExpressionError, Shape
+    from prunewarden.rules._expression import Cost, Expression, ExpressionError, Shape
     from prunewarden.rules._model import DEFAULT_CACHE_SIZE, Rule
     from prunewarden.rules._ruleset import RuleSet
     from prunewarden.rules._spec import compile_rules
@@ -37,8 +38,10 @@ _MODULE_OF = {
     "Deadline": "_budget",
     "field_paths": "_checker",
     "compile_expression": "_compiler",
+    "estimate_cost": "_cost",
     "EvaluationError": "_evaluation",
     "evaluate_bool": "_evaluation",
+    "Cost": "_expression",
     "Expression": "_expression",
     "ExpressionError": "_expression",
     "Shape": "_expression",
@@ -69,6 +72,7 @@ __all__ = [
     "DEFAULT_CACHE_SIZE",
     "BackendUnavailableError",
     "Budget",
+    "Cost",
     "Deadline",
     "EvaluationError",
     "Expression",
@@ -79,6 +83,7 @@ __all__ = [
     "check_backend",
     "compile_expression",
     "compile_rules",
+    "estimate_cost",
     "evaluate_bool",
     "field_paths",
     "to_cel",

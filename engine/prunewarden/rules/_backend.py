@@ -1,6 +1,7 @@
 """Which CEL backend evaluates a policy's rules, and the one place the native runtime is
-imported: when a native backend is first asked for, never with the package (an engine on the
-default backend, and the command line, never load cel-cpp).
+imported: when a native backend is first asked for, or a policy's rules are type-checked (where
+the extra is installed, ``_typecheck``), never with the package (a policy without rules, and
+the command line, never load cel-cpp).
 """
 
 from __future__ import annotations

@@ -35,6 +35,25 @@ class ExpressionProblem:
         return f"{self.message} (at {self.line}:{self.column})\n    | {text}\n    | {caret}"
 
 
+@dataclass(frozen=True, slots=True)
+class Cost:
+    """The worst-case cost of an expression and the path that makes it expensive.
+
+    ``path`` goes from the outermost expensive operation to the costliest one inside it, each
+    step the source it prices and why (``candidates.exists(...) (100000 items)``); empty when
+    the expression only does constant work per node. ``line`` and ``column`` point at the first.
+    """
+
+    units: int
+    path: tuple[str, ...] = ()
+    line: int = 0
+    column: int = 0
+
+    def describe(self) -> str:
+        """The path as one line: ``a (why) > b (why)``; ``constant work`` without one."""
+        return " > ".join(self.path) if self.path else "constant work per node"
+
+
 class ExpressionError(Exception):
     """An expression was refused when it was compiled; ``problems`` says every reason."""
 

@@ -55,14 +55,39 @@ def _heterogeneous(name: str, compare: Callable[[Any, Any], bool]) -> Callable[[
     return operator
 
 
+def _one_numeric_type(
+    symbol: str, operator: Callable[[Any, Any], Any]
+) -> Callable[[Any, Any], Any]:
+    """``operator`` refusing an int and a double (or a uint) together, as CEL specifies and
+    cel-cpp does: cel-python computed ``score + 0`` and ``score * 2`` (and refused ``1 + score``
+    and ``/``). The TypeError is what cel-python's evaluator makes a located type error of."""
+
+    def checked(left: Any, right: Any) -> Any:
+        if _is_number(left) and _is_number(right) and type_name(left) != type_name(right):
+            message = f"{symbol} of {type_name(left)} and {type_name(right)}"
+            raise TypeError(message)
+        return operator(left, right)
+
+    checked.__name__ = operator.__name__
+    return checked
+
+
+# What 0.0 / 0.0 gives in C on this machine (x86: a NaN with its sign bit set, which printf and
+# so cel-cpp's string() write "-nan"): the same NaN on both backends.
+_DEFAULT_NAN = math.inf - math.inf
+
+
 def _divide(left: Any, right: Any) -> Any:
     """IEEE 754 division of doubles, as CEL specifies and cel-cpp does: cel-python gives +inf
-    for every division by zero (``-1.0 / 0.0``, ``0.0 / 0.0``), where the sign and NaN count."""
-    both = isinstance(left, ct.DoubleType) and isinstance(right, ct.DoubleType)
+    for every division by zero (``-1.0 / 0.0``, ``0.0 / 0.0``), where the sign and NaN count.
+    A double computed by arithmetic is a plain float, an input's a DoubleType: both count."""
+    both = isinstance(left, float) and isinstance(right, float)
     if both and float(right) == 0.0:
         numerator = float(left)
-        if numerator == 0 or math.isnan(numerator):
-            return ct.DoubleType(math.nan)
+        if math.isnan(numerator):
+            return ct.DoubleType(numerator)
+        if numerator == 0:
+            return ct.DoubleType(_DEFAULT_NAN)
         return ct.DoubleType(math.copysign(math.inf, numerator) * math.copysign(1.0, right))
     return base_functions["_/_"](left, right)
 
@@ -160,19 +185,35 @@ def _sized(name: str) -> Callable[..., Any]:
 
     def function(*args: Any) -> Any:
         result: Any
+        if len(args) == 1 and args[0] is None:
+            # CEL has no string(null) or bytes(null), and cel-cpp refuses them; cel-python
+            # would give the text "None".
+            return CELEvalError(f"{name}() takes no null", TypeError, None)
         if len(args) == 2 and all(isinstance(a, str | bytes | list) for a in args):
             budget.allocate(len(args[0]) + len(args[1]))
-        if name == "string" and len(args) == 1 and isinstance(args[0], ct.DoubleType):
-            # cel-cpp's spelling (``"1"``, not ``"1.0"``), so both backends give the same text.
+        if name == "string" and len(args) == 1 and isinstance(args[0], float):
+            # cel-cpp's spelling (``"1"``, not ``"1.0"``), so both backends give the same text;
+            # arithmetic gives a plain float, not a DoubleType, so both are spelled so.
             result = ct.StringType(format_double(float(args[0])))
         else:
             result = original(*args)
         if len(args) == 1 and isinstance(result, str | bytes):
             budget.allocate(len(result))
-        return result
+        return _as_cel(result)
 
     function.__name__ = name
     return function
+
+
+def _as_cel(value: Any) -> Any:
+    """A concatenation's plain ``str``, ``bytes`` or ``list`` as the CEL type it is: cel-python's
+    methods (``(a + b).contains(c)``) take only the CEL types, where cel-cpp takes any string."""
+    kind = type(value)
+    if kind is str:
+        return ct.StringType(value)
+    if kind is bytes:
+        return ct.BytesType(value)
+    return ct.ListType(value) if kind is list else value
 
 
 ENGINE_FUNCTIONS: dict[str, tuple[Callable[..., Any], int, str]] = {
@@ -201,8 +242,11 @@ FUNCTIONS: dict[str, Any] = {
     "_<=_": _heterogeneous("_<=_", lambda a, b: a <= b),
     "_>_": _heterogeneous("_>_", lambda a, b: a > b),
     "_>=_": _heterogeneous("_>=_", lambda a, b: a >= b),
-    "_+_": _sized("_+_"),
-    "_/_": _divide,
+    "_+_": _one_numeric_type("+", _sized("_+_")),
+    "_-_": _one_numeric_type("-", base_functions["_-_"]),
+    "_*_": _one_numeric_type("*", base_functions["_*_"]),
+    "_/_": _one_numeric_type("/", _divide),
+    "_%_": _one_numeric_type("%", base_functions["_%_"]),
     "string": _sized("string"),
     "bytes": _sized("bytes"),
     "matches": matches,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from prunewarden.rules._expression import Expression
+from prunewarden.rules._expression import Cost, Expression
 
 Effect = Literal["deny", "halt", "pin", "warn"]
 RuleMode = Literal["enforce", "audit"]
@@ -34,6 +34,9 @@ class Rule:
     message: str | None
     message_expression: Expression | None
     timeout: float  # seconds, for one request (all items together)
+    # The estimated worst case on one request (None: not estimated) and the most it may be.
+    cost: Cost | None = None
+    max_cost: int | None = None
     # Derived from the expressions once, because the hot path asks for them on every request.
     reads: frozenset[str] = field(init=False)
     per_item: str | None = field(init=False)  # the per-item variable it reads, if any

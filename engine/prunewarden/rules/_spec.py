@@ -15,8 +15,16 @@ from prunewarden._schemas import apply_defaults
 from prunewarden.errors import Problem
 from prunewarden.rules._canonical import rule_schema
 from prunewarden.rules._compiler import compile_expression
-from prunewarden.rules._expression import Expression, ExpressionError, Result
-from prunewarden.rules._model import EFFECTS, Effect, Rule
+from prunewarden.rules._cost import estimate_cost, rule_cost
+from prunewarden.rules._expression import (
+    Cost,
+    Expression,
+    ExpressionError,
+    ExpressionProblem,
+    Result,
+)
+from prunewarden.rules._model import EFFECTS, PER_ITEM, Effect, Rule
+from prunewarden.rules._typecheck import checker_available, type_problems
 from prunewarden.rules._variables import variable_shapes
 
 if TYPE_CHECKING:
@@ -53,7 +61,26 @@ def compile_rules(parsed: Parsed) -> tuple[tuple[Rule, ...], list[Problem]]:
         problems.extend(found)
         if rule is not None:
             rules.append(rule)
+    problems.extend(_budget_problems(spec.get("rule_cost_budget"), rules, parsed))
     return tuple(rules), problems
+
+
+def _budget_problems(budget: Any, rules: list[Rule], parsed: Parsed) -> list[Problem]:
+    """The policy's ``rule_cost_budget`` against the sum of its rules' estimates."""
+    if not isinstance(budget, int) or isinstance(budget, bool):
+        return []  # absent, or the schema reports it
+    costs = sorted(
+        ((rule.cost.units, rule.name) for rule in rules if rule.cost is not None), reverse=True
+    )
+    total = sum(units for units, _ in costs)
+    if total <= budget:
+        return []
+    dearest = ", ".join(f"{name} ({units})" for units, name in costs[:3])
+    message = (
+        f"the rules' estimated worst-case costs add up to {total}, over rule_cost_budget "
+        f"{budget}; the dearest: {dearest}"
+    )
+    return [parsed.problem(("spec", "rule_cost_budget"), message)]
 
 
 def _valid_params(raw: Any) -> dict[str, Any]:
@@ -98,11 +125,27 @@ def _compile_rule(
             )
         except ExpressionError as exc:
             problems.extend(parsed.problem((*path, key), p.describe()) for p in exc.problems)
+            continue
+        if checker_available():
+            found = type_problems(compiled[key], variables)
+            problems.extend(parsed.problem((*path, key), p.describe()) for p in found)
     when, wording = compiled.get("when"), compiled.get("message_expression")
     if problems or when is None or (has_expression and wording is None):
         return None, problems
     defaults = apply_defaults(rule_schema(), raw)
     text = raw.get("message")
+    max_cost = raw.get("max_cost")
+    max_cost = max_cost if isinstance(max_cost, int) and not isinstance(max_cost, bool) else None
+    costs = {key: estimate_cost(e, variables, {"params": params}) for key, e in compiled.items()}
+    cost = _rule_cost(costs, variables, check, compiled)
+    if max_cost is not None and cost.units > max_cost:
+        key = max(costs, key=lambda k: costs[k].units)
+        message = (
+            f"estimated worst-case cost {cost.units} is over max_cost {max_cost}; "
+            f"dearest: {cost.describe()}"
+        )
+        problem = ExpressionProblem(message, cost.line, cost.column, compiled[key].source)
+        return None, [parsed.problem((*path, key), problem.describe())]
     rule = Rule(
         index=index,
         name=str(raw.get("name", f"rule-{index}")),
@@ -113,8 +156,21 @@ def _compile_rule(
         message=text if isinstance(text, str) else None,
         message_expression=wording,
         timeout=defaults["timeout_ms"] / 1000,
+        cost=cost,
+        max_cost=max_cost,
     )
     return rule, problems
+
+
+def _rule_cost(
+    costs: Mapping[str, Cost],
+    variables: Mapping[str, Any],
+    check: str,
+    compiled: Mapping[str, Expression],
+) -> Cost:
+    variable = PER_ITEM.get(check)
+    reads = {name for e in compiled.values() for name in e.reads}
+    return rule_cost(list(costs.values()), variables, variable if variable in reads else None)
 
 
 def _params_shape(params: Mapping[str, Any]) -> dict[str, Any]:
