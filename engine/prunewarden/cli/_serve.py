@@ -17,7 +17,7 @@ from types import ModuleType
 from typing import IO, Any
 
 from prunewarden.cli._audit import ENV_KEY
-from prunewarden.cli._common import UsageError
+from prunewarden.cli._common import UsageError, load_embedder
 from prunewarden.errors import AuditError, ExitCode
 from prunewarden.limits import (
     BODY_SECONDS,
@@ -200,6 +200,7 @@ def run_serve(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int
             # Set but empty is a key that went missing, not a request for an unkeyed log.
             audit_key_env=ENV_KEY if ENV_KEY in os.environ else None,
             cel=args.cel,
+            embedder=load_embedder(args),
         )
     except ValueError:
         raise UsageError(

@@ -12,6 +12,7 @@ import ipaddress
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from prunewarden.errors import PrunewardenError
 from prunewarden.limits import (
@@ -24,6 +25,9 @@ from prunewarden.limits import (
     REQUEST_SECONDS,
     SESSION_IDLE_SECONDS,
 )
+
+if TYPE_CHECKING:
+    from prunewarden.fidelity import Embedder
 
 DEFAULT_LISTEN = "127.0.0.1:8181"
 TOKEN_ENV = "PRUNEWARDEN_TOKEN"  # noqa: S105 - the name of the variable, not a token
@@ -112,6 +116,9 @@ class ServerConfig:
     ``audit_key_env``: the environment variable holding the audit log's HMAC key (None: an
     unkeyed log; see docs/audit-log.md). ``cel``: the CEL backend of the policy's rules,
     ``python`` or ``native`` (None: ``PRUNEWARDEN_CEL``, else python; docs/rules.md).
+    ``embedder``: what the fidelity check's meaning method embeds with (``spec.fidelity.method``
+    ``embedding`` or ``both``; None: none, and such a policy refuses every summary it checks
+    with ``internal_error``; docs/fidelity.md).
     """
 
     policy: str
@@ -135,6 +142,7 @@ class ServerConfig:
     metrics_listen: Listen | None = None
     audit_key_env: str | None = None
     cel: str | None = None
+    embedder: Embedder | None = None
 
     def __post_init__(self) -> None:
         if not self.listen.is_loopback and self.token is None:

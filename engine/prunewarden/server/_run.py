@@ -98,6 +98,7 @@ def build_app(config: ServerConfig) -> Built:
             store=store,
             on_decision=metrics,
             cel=config.cel,
+            embedder=config.embedder,
         )
     except BaseException:
         store.close()
