@@ -45,6 +45,11 @@ class TestParentFacts:
         assert check.parent_facts(TEXTS[1]) is not first
         assert check.parent_facts(TEXTS[1]).by_kind == extract_facts(TEXTS[1]).by_kind
 
+    def test_a_parent_with_a_lone_surrogate_is_read(self) -> None:
+        """A text no codec would encode strictly (a lone surrogate) still gets its facts."""
+        text = "Port 8443 \ud800 stays."
+        assert check.parent_facts(text).by_kind == {"number": frozenset({"8443"})}
+
     def test_the_cache_is_bounded(self, monkeypatch: pytest.MonkeyPatch) -> None:
         """Past PARENT_CACHE_SIZE distinct texts, the least recently checked is forgotten."""
         monkeypatch.setattr(check, "PARENT_CACHE_SIZE", 2)
