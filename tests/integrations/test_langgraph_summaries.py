@@ -124,6 +124,45 @@ class TestHookSummaries:
         assert after[2].id == f"summary:{pruning.last_outcome.evict[0]}"
 
 
+class TestSummariesOfSummaries:
+    def test_a_later_summary_is_checked_against_the_earlier_one(
+        self, engine_with: EngineFactory
+    ) -> None:
+        """Under the protected scope plain messages are not checked, but the hook's own summary
+        is: a later pass folding it into a summary without its negation is refused."""
+        engine = engine_with(fidelity={})
+        pruning = hook(engine, FAITHFUL)
+        messages = history(8)
+        update = pruning({"messages": messages})
+        assert pruning.last_outcome is not None
+        assert pruning.last_outcome.summary is not None
+        assert set(update["prunewarden"]["summaries"]) == {"summary:utc"}
+        messages = [*applied(messages, update["messages"]), *history(12)[18:]]
+        pruning.pruner.summarizer = summarizer(LOSSY)
+        refused = pruning({"messages": messages, "prunewarden": update["prunewarden"]})
+        assert pruning.last_outcome.reasons == ("negation_lost",)
+        assert "messages" not in refused
+        assert set(refused["prunewarden"]["summaries"]) == {"summary:utc"}
+
+    def test_a_changed_summary_is_a_message_like_any_other(
+        self, engine_with: EngineFactory
+    ) -> None:
+        """A recorded summary whose text changed is no summary: folding it is not checked."""
+        engine = engine_with(fidelity={})
+        pruning = hook(engine, FAITHFUL)
+        messages = history(8)
+        update = pruning({"messages": messages})
+        messages = applied(messages, update["messages"])
+        messages[2] = AIMessage("Edited.", id="summary:utc", name=SUMMARY_NAME)
+        messages = [*messages, *history(12)[18:]]
+        pruning.pruner.summarizer = summarizer(LOSSY)
+        allowed = pruning({"messages": messages, "prunewarden": update["prunewarden"]})
+        assert pruning.last_outcome is not None
+        assert "summary:utc" in pruning.last_outcome.evict
+        assert pruning.last_outcome.frozen is False
+        assert "summaries" in allowed["prunewarden"]
+
+
 class FakeModel(GenericFakeChatModel):
     """The fake chat model, tools ignored."""
 

@@ -24,7 +24,10 @@ fidelity check (``spec.fidelity``) reads it against its protected parents. An al
 an assistant message (named ``prunewarden-summary``) in the place of the first evicted message,
 after the tombstone; the hook then returns the whole history rewritten (LangGraph's
 ``REMOVE_ALL_MESSAGES`` first), since a new message can only be appended otherwise. A refused
-summary changes nothing: the pass is frozen, the originals kept.
+summary changes nothing: the pass is frozen, the originals kept. The hook keeps each summary it
+wrote in the graph's state (``summaries``: its id, the SHA-256 of its text, what it derives
+from), so a later pass that folds it reads it as a summary (kind ``summary``, protected as
+one) and checks the new summary against it.
 """
 
 from __future__ import annotations
@@ -191,6 +194,7 @@ class PruningHook:
         mine = record.find(messages)
         history = [m for n, m in enumerate(messages) if n != mine]
         segments = message_segments(history, classify=self.classify, pin=self.pin)
+        summaries = _mark_summaries(segments, saved.get("summaries") or {})
         kinds = {str(s["id"]): str(s["kind"]) for s in segments}
         current = 0 if mine is None else count_tokens_approximately([messages[mine]])
 
@@ -206,6 +210,7 @@ class PruningHook:
             self._task(history),
             fixed_tokens=self._prompt_tokens(),
             tombstone_tokens=tombstone_tokens,
+            tombstones=sorted({p for entry in summaries.values() for p in entry["derived_from"]}),
         )
         self.last_outcome = outcome
         update: dict[str, Any] = {}
@@ -222,7 +227,14 @@ class PruningHook:
                     tombstone=written,
                     summary=outcome.summary,
                 )
+                summaries[str(outcome.summary["id"])] = {
+                    "sha256": text_sha256(str(outcome.summary["text"])),
+                    "derived_from": list(outcome.summary["derived_from"]),
+                }
+            summaries = {i: s for i, s in summaries.items() if i not in set(outcome.evict)}
         update[self.state_key] = {"session": session.state(), "tombstone": record.to_state()}
+        if summaries:
+            update[self.state_key]["summaries"] = summaries
         return update
 
     def _prompt_tokens(self) -> int:
@@ -235,6 +247,23 @@ class PruningHook:
             return self.task
         first = next((m for m in messages if m.type == "human"), None)
         return message_text(first) if first is not None else ""
+
+
+def _mark_summaries(
+    segments: Sequence[dict[str, Any]], saved: Mapping[str, Any]
+) -> dict[str, dict[str, Any]]:
+    """The summaries the hook wrote (``saved``: id -> the SHA-256 of its text and what it
+    derives from) still in the window as written: their segments become kind ``summary`` with
+    their ``derived_from``, so that a pass folding one checks its summary against it. A message
+    that only looks like a summary, or one whose text changed, is a message like any other."""
+    known = {}
+    for segment in segments:
+        entry = saved.get(str(segment["id"]))
+        if entry is not None and entry.get("sha256") == segment["text_sha256"]:
+            segment["kind"] = "summary"
+            segment["derived_from"] = [str(p) for p in entry.get("derived_from") or ()]
+            known[str(segment["id"])] = dict(entry)
+    return known
 
 
 class TombstoneRecord:
