@@ -103,6 +103,25 @@ class TestEmbedderOption:
         assert "pip install 'prunewarden[embed]'" in err
         assert not log.exists()
 
+    @pytest.mark.parametrize("command", ["serve", "mcp"])
+    def test_a_server_without_the_extra_does_not_start(
+        self,
+        command: str,
+        files: tuple[str, str],
+        monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path,
+    ) -> None:
+        """serve and mcp with --embedder minilm and no embed extra: exit 2, no log opened."""
+        monkeypatch.setitem(sys.modules, "prunewarden.scoring.embed", None)
+        policy, _ = files
+        log = tmp_path / "audit.jsonl"
+        code, _, err = cli(
+            command, "--policy", policy, "--embedder", "minilm", "--audit-log", str(log)
+        )
+        assert code == ExitCode.USAGE
+        assert err.splitlines() == [f"prunewarden: --embedder minilm {NEEDS_EMBED}"]
+        assert not log.exists()
+
     @pytest.mark.parametrize("command", ["evaluate", "explain", "serve", "mcp"])
     def test_the_commands_deciding_transitions_take_it(self, command: str) -> None:
         """--help of each command that decides transitions lists --embedder {minilm}."""
