@@ -106,7 +106,7 @@ class TestTargets:
         assert goals["native cold compile vs cel-python"] == (0.3, True)
         assert goals["import prunewarden, CPU"] == (0.15, True)
         assert goals["prunewarden --version, CPU"] == (0.2, True)
-        assert goals["fidelity by facts, 2k/300 tokens"] == (1.0, True)
+        assert goals["fidelity by facts, 2k/300 tokens, CPU"] == (1.0, True)
 
     def test_appends_from_writer_processes_verify(self, tmp_path: Path) -> None:
         """The append benchmark's writers leave one chain that verifies (a tiny run)."""
