@@ -108,7 +108,7 @@ class TestTargets:
         assert goals["rule cost estimates within 10x"] == (90.0, False)
         assert goals["import prunewarden, CPU"] == (0.15, True)
         assert goals["prunewarden --version, CPU"] == (0.2, True)
-        assert goals["fidelity by facts, 2k/300 tokens"] == (1.0, True)
+        assert goals["fidelity by facts, 2k/300 tokens, CPU"] == (1.0, True)
 
     def test_appends_from_writer_processes_verify(self, tmp_path: Path) -> None:
         """The append benchmark's writers leave one chain that verifies (a tiny run)."""
@@ -218,3 +218,29 @@ class TestFidelityPairs:
         assert "facts+embedding    19/20 95.0%         1/20 5.0%   >= 95% / <= 5%     met" in lines
         assert "lossy_error  2/2 100.0%       2/2 100.0%" in lines
         assert "0.6      19/20 95.0%         1/20 5.0%" in lines
+
+    def test_the_report_gives_cpu_time_with_its_spread(self) -> None:
+        """The timing lines: CPU time per pair, median and min-max, first and cached checks,
+        and the load average."""
+        counts: dict[str, Any] = {"lossy": [1, 1], "faithful": [0, 1], "classes": {}}
+        report = {
+            "pairs": {"count": 2},
+            "floor": 0.6,
+            "fitted_on_faithful_pairs": 1,
+            "rate": 0.05,
+            "methods": {"facts": counts, "facts+embedding": counts},
+            "curve": {},
+            "timing": {
+                "parent_tokens": 2006,
+                "summary_tokens": 300,
+                "samples_s": [0.0008, 0.0009, 0.00085],
+                "cached_samples_s": [0.0002, 0.00019, 0.00021],
+                "load_average": [8.5, 8.25, 8.0],
+            },
+        }
+        out = io.StringIO()
+        fidelity_measure.render(report, out)
+        lines = out.getvalue().splitlines()
+        assert "  first check of the parent  850 us (800-900)" in lines
+        assert "  parent checked again       200 us (190-210)" in lines
+        assert "  load average 8.50, 8.25, 8.00" in lines

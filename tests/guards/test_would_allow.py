@@ -8,6 +8,7 @@ the examples.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import re
@@ -18,6 +19,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from prunewarden.decision import Verdict
+from prunewarden.fidelity import FidelitySettings
+from prunewarden.fidelity._check import Method
 from prunewarden.guards import GUARDS, TransitionGuardSettings
 from prunewarden.guards.staleness import text_sha256
 from prunewarden.inputs import (
@@ -404,9 +407,18 @@ def apply_transition(case: Case, change: dict[str, Any]) -> Case:
         guard_settings = replace(guard_settings, transition=transition)
     elif field == "tombstones":
         request = replace(request, tombstones=request.tombstones | set(value))
-    elif field == "after":  # put the segments of before back (the restore action)
-        back = tuple(s for s in request.before if s.id in set(value))
-        request = replace(request, after=request.after + back)
+    elif field.startswith("spec.fidelity."):
+        name = field.removeprefix("spec.fidelity.")
+        if change["op"] == "excludes":
+            dropped = set(value if isinstance(value, list) else [value])
+            value = guard_settings.fidelity.kinds - dropped
+        guard_settings = replace(
+            guard_settings, fidelity=replace(guard_settings.fidelity, **{name: value})
+        )
+    elif field == "after":  # put the segments of before back, as they were (restore, verbatim)
+        back = {s.id: s for s in request.before if s.id in set(value)}
+        kept = tuple(back.pop(s.id, s) for s in request.after)
+        request = replace(request, after=kept + tuple(back.values()))
     elif field.startswith("reported."):
         name = field.removeprefix("reported.")
         request = replace(request, reported=replace(request.reported, **{name: value}))
@@ -432,3 +444,154 @@ class TestTransition:
             for alternative in reason.detail["would_allow"]:
                 after = refusing_codes("transition", apply_transition(case, alternative))
                 assert reason.code not in after, (reason.code, alternative)
+
+
+# --- fidelity: each finding names its parent and child, and its alternatives flip that one ----
+
+PARENTS = [
+    "Listen on port 8443.",
+    "All timestamps must be UTC; never emit local time.",
+    "Deploy to eu-west-1 with --dry-run.",
+    "Looked at the logs.",
+]
+CHILDREN = [
+    "Port 8443; timestamps UTC, never local time; eu-west-1 with --dry-run.",
+    "Port 8443; timestamps UTC; emit local time.",
+    "Deployed somewhere.",
+    "",
+    "I'm sorry, but I can't help with that.",
+    "Port 8443.",
+]
+
+
+@functools.cache
+def minilm() -> Any:
+    """The bundled embedder, loaded once (the texts above are embedded once each)."""
+    from prunewarden.scoring.embed import MiniLMEmbedder  # noqa: PLC0415 - only when drawn
+
+    return MiniLMEmbedder()
+
+
+@st.composite
+def fidelity_cases(draw: st.DrawFn) -> Case:
+    """Parents with facts and a negation, kept, dropped or rewritten, and a summary of some;
+    fidelity enforced with either scope, either method and a varied share and floor."""
+    before = [
+        _window_segment(f"m{i}", draw(st.sampled_from(["turn", "constraint"])), text, None, "")
+        for i, text in enumerate(draw(st.lists(st.sampled_from(PARENTS), min_size=1, max_size=3)))
+    ]
+    after = []
+    for segment in before:
+        fate = draw(st.sampled_from(["keep", "rewrite", "drop"]))
+        if fate == "keep":
+            after.append(segment)
+        elif fate == "rewrite":
+            text = draw(st.sampled_from(CHILDREN))
+            after.append(_window_segment(segment.id, segment.segment.kind, text, None, ""))
+    parents = tuple(draw(st.sets(st.sampled_from([s.id for s in before]), min_size=1)))
+    after.append(
+        _window_segment("sum", "summary", draw(st.sampled_from(CHILDREN)), None, "", None, parents)
+    )
+    tombstones = frozenset(s.id for s in before)
+    request = TransitionRequest(
+        before=tuple(before),
+        after=tuple(after),
+        tombstones=tombstones,
+        applied_by=None,
+        reported=None,
+        canaries=frozenset(draw(st.sets(st.sampled_from(["m0", "m1"])))),
+        session_id=None,
+        labels={},
+        edit=derive_edit(tuple(before), tuple(after), tombstones),
+        halt=None,
+    )
+    method: Method = draw(st.sampled_from(["facts", "facts", "both"]))
+    fidelity = FidelitySettings(
+        mode="enforce",
+        method=method,
+        scope=draw(st.sampled_from(["protected", "all"])),
+        min_kept_share=draw(st.sampled_from([1.0, 0.5])),
+        embedding_floor=draw(st.sampled_from([0.5, 0.8])),
+    )
+    guard_settings = replace(
+        _transition_settings(require_tombstones=False, require_scores=False),
+        fidelity=fidelity,
+        embedder=minilm() if method == "both" else None,
+    )
+    return guard_settings, request
+
+
+def fidelity_findings(case: Case) -> set[tuple[str, str, str]]:
+    """The refusing fidelity findings of ``case``: (code, parent, child)."""
+    verdict = GUARDS["transition"].evaluate(*case)
+    if not verdict.refused:
+        return set()
+    return {
+        (r.code, r.detail["parent"], r.detail["child"])
+        for r in verdict.reasons
+        if r.code in FIDELITY_CODES
+    }
+
+
+FIDELITY_CODES = {"fact_lost", "negation_lost", "meaning_drift", "summary_is_error"}
+
+
+class TestFidelity:
+    @settings(max_examples=60 * SCALE, deadline=None)
+    @given(fidelity_cases())
+    def test_each_alternative_flips_its_finding(self, case: Case) -> None:
+        """Every fidelity finding is explained, and each of its alternatives (the parent put
+        back, the share, the kinds, the floor) ends that finding: same code, parent, child."""
+        verdict = judged("transition", case)
+        found = [r for r in verdict.reasons if r.code in FIDELITY_CODES]
+        assume(verdict.refused and found)
+        for reason in found:
+            assert isinstance(reason.detail["would_allow_text"], str)
+            assert reason.detail["would_allow"], reason.code
+            finding = (reason.code, reason.detail["parent"], reason.detail["child"])
+            for alternative in reason.detail["would_allow"]:
+                after = fidelity_findings(apply_transition(case, alternative))
+                assert finding not in after, (finding, alternative)
+
+    def test_a_lost_negation_reads_as_the_remedy(self) -> None:
+        """The seed's UTC constraint summarized without its negation: restore it, or stop
+        counting negations; no share allows it."""
+        utc = _window_segment("c1", "constraint", PARENTS[1], None, "")
+        summary = _window_segment("s1", "summary", CHILDREN[1], None, "", None, ("c1",))
+        request = TransitionRequest(
+            (utc,), (summary,), frozenset({"c1"}), None, None, frozenset(), None, {},
+            derive_edit((utc,), (summary,), frozenset({"c1"})),
+        )  # fmt: skip
+        guard_settings = replace(
+            _transition_settings(require_tombstones=False, require_scores=False),
+            fidelity=FidelitySettings(),
+        )
+        (reason,) = judged("transition", (guard_settings, request)).reasons
+        assert reason.code == "negation_lost"
+        assert reason.detail["would_allow"] == [
+            {"field": "after", "op": "contains", "value": ["c1"]},
+            {"field": "spec.fidelity.kinds", "op": "excludes", "value": "negation"},
+        ]
+        assert reason.detail["would_allow_text"] == (
+            "summary s1 no longer negates what c1 negated: allowed once c1 is restored, or "
+            "with negations not counted"
+        )
+
+    def test_an_error_summary_has_no_policy_alternative(self) -> None:
+        """A refusal stored as the summary: only putting the parent back allows it."""
+        parent = _window_segment("c1", "constraint", PARENTS[0], None, "")
+        summary = _window_segment("s1", "summary", CHILDREN[4], None, "", None, ("c1",))
+        request = TransitionRequest(
+            (parent,), (summary,), frozenset({"c1"}), None, None, frozenset(), None, {},
+            derive_edit((parent,), (summary,), frozenset({"c1"})),
+        )  # fmt: skip
+        guard_settings = replace(
+            _transition_settings(require_tombstones=False, require_scores=False),
+            fidelity=FidelitySettings(),
+        )
+        (reason,) = judged("transition", (guard_settings, request)).reasons
+        assert reason.code == "summary_is_error"
+        assert reason.detail["would_allow"] == [
+            {"field": "after", "op": "contains", "value": ["c1"]}
+        ]
+        assert "no policy value allows it" in reason.detail["would_allow_text"]

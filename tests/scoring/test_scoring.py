@@ -120,6 +120,16 @@ class TestMiniLMEmbedder:
         assert near > 0.8
         assert far < 0.3
 
+    def test_the_cache_keeps_the_last_texts_only(self) -> None:
+        """Past cache_size distinct texts the least recently embedded is forgotten, and a batch
+        larger than the cache still gets every vector."""
+        embedder = MiniLMEmbedder(cache_size=2)
+        first = embedder.embed(["one", "two", "three"])
+        assert len(first) == 3
+        assert embedder.embed(["three"])[0] is first[2]
+        assert embedder.embed(["one"])[0] is not first[0]
+        assert embedder.embed(["one"])[0] == pytest.approx(first[0])
+
     def test_embedding_prints_nothing(self, capfd: pytest.CaptureFixture[str]) -> None:
         """Loading the model and embedding leave stdout and stderr alone."""
         MiniLMEmbedder().embed(["quiet"])

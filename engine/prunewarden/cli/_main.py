@@ -28,6 +28,7 @@ from prunewarden.cli._common import (
     Parser,
     UsageError,
     add_base_dir_option,
+    add_embedder_option,
     report,
 )
 from prunewarden.errors import ExitCode, InputError, PolicyError, PrunewardenError
@@ -163,6 +164,8 @@ def _parser(stdout: IO[str], chosen: str | None = None, add: AddParser | None = 
             add(commands)
             if name in ENGINE_COMMANDS:
                 _add_cel_option(commands.choices[name])
+            if name in EMBEDDER_COMMANDS:
+                add_embedder_option(commands.choices[name])
         else:
             commands.add_parser(name, help=command.help, add_help=False)
     return parser
@@ -193,6 +196,8 @@ ENGINE_COMMANDS = (
     "mcp",
 )
 _CEL_VARIABLE = "PRUNEWARDEN_CEL"
+# The commands that decide transitions on an engine they build, and so take --embedder.
+EMBEDDER_COMMANDS = ("evaluate", "explain", "serve", "mcp")
 
 
 @contextlib.contextmanager

@@ -15,15 +15,18 @@ import importlib
 import logging
 import os
 from types import ModuleType
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from prunewarden.audit import DEFAULT_MASKS, FSYNC_MODES, AuditLog
 from prunewarden.cli import _policy
 from prunewarden.cli._audit import ENV_KEY, caller_fields
-from prunewarden.cli._common import UsageError
+from prunewarden.cli._common import UsageError, load_embedder
 from prunewarden.engine import Engine
 from prunewarden.errors import AuditError, ExitCode, PrunewardenError
 from prunewarden.reload import ReloadingEngine
+
+if TYPE_CHECKING:
+    from prunewarden.fidelity import Embedder
 
 MCP_EXIT_CODES = """\
 exit codes:
@@ -117,6 +120,7 @@ def run_mcp(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
             "prunewarden mcp: --audit-log -: records cannot share the protocol's stream"
         )
     caller = caller_fields(args)
+    embedder = load_embedder(args)  # before anything opens: a missing extra leaves nothing
     sock = None
     if args.transport == "http":
         try:
@@ -135,7 +139,7 @@ def run_mcp(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
     )
     try:
         audit.open()
-        engine = _engine(args, audit)
+        engine = _engine(args, audit, embedder)
     except AuditError as exc:
         _close(sock)
         raise UsageError(f"prunewarden mcp: {exc}") from None
@@ -169,12 +173,15 @@ def run_mcp(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
     return ExitCode.OK
 
 
-def _engine(args: argparse.Namespace, audit: AuditLog) -> Engine | ReloadingEngine:
+def _engine(
+    args: argparse.Namespace, audit: AuditLog, embedder: Embedder | None
+) -> Engine | ReloadingEngine:
     """The engine every tool decides through: ``--policy`` reloaded when its files change
-    (as ``serve`` does), else the bundled default policy."""
+    (as ``serve`` does), else the bundled default policy; ``embedder`` for the fidelity
+    check's meaning method (``--embedder``)."""
     if args.policy is None:
         active, shadow = _policy.evaluation_policies(args)
-        return Engine(active, audit=audit, shadow=shadow)
+        return Engine(active, audit=audit, shadow=shadow, embedder=embedder)
     return ReloadingEngine(
         args.policy,
         shadow=args.shadow,
@@ -182,6 +189,7 @@ def _engine(args: argparse.Namespace, audit: AuditLog) -> Engine | ReloadingEngi
         base_dirs=_policy.base_dirs(args),
         interval=args.reload_interval,
         audit=audit,
+        embedder=embedder,
     )
 
 

@@ -18,7 +18,7 @@ from typing import IO, Any
 
 from prunewarden._files import read_regular
 from prunewarden.cli._audit import ENV_KEY
-from prunewarden.cli._common import UsageError
+from prunewarden.cli._common import UsageError, load_embedder
 from prunewarden.errors import AuditError, ExitCode
 from prunewarden.limits import (
     BODY_SECONDS,
@@ -219,6 +219,7 @@ def run_serve(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int
             bundle=args.bundle,
             bundle_key=bundle_key,
             bundle_policy=args.bundle_policy,
+            embedder=load_embedder(args),
         )
     except ValueError:
         raise UsageError(

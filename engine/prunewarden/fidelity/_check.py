@@ -9,7 +9,10 @@ ids and the fact kinds lost, never the text.
 from __future__ import annotations
 
 import functools
+import hashlib
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -50,6 +53,11 @@ DEFAULT_ERROR_PATTERNS = (
 )
 
 Pair = tuple[str, str]  # (id, text)
+
+# Distinct parent texts whose facts are kept (a window's worth, and then some).
+PARENT_CACHE_SIZE = 1024
+_PARENTS: OrderedDict[bytes, Facts] = OrderedDict()
+_PARENTS_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,9 +127,7 @@ def check_fidelity(
     child_id, child_text = child
     kinds = settings.kinds
     if is_error_text(child_text, settings.error_patterns):
-        report = tuple(
-            _all_lost(pid, extract_facts(text, whole_text=False), kinds) for pid, text in parents
-        )
+        report = tuple(_all_lost(pid, parent_facts(text), kinds) for pid, text in parents)
         reasons = tuple(
             Reason(
                 "summary_is_error",
@@ -137,7 +143,7 @@ def check_fidelity(
         theirs = extract_facts(child_text)
         words = _words(theirs)
         for parent_id, text in parents:
-            mine = extract_facts(text, whole_text=False)
+            mine = parent_facts(text)
             parent = _compare(parent_id, mine, theirs, words, kinds)
             report_list.append(parent)
             reasons_list.extend(_reasons(parent, child_id, settings.min_kept_share))
@@ -147,6 +153,32 @@ def check_fidelity(
             raise LookupError(msg)
         reasons_list.extend(meaning_reasons(parents, child, settings.embedding_floor, embedder))
     return FidelityResult(child_id, tuple(report_list), tuple(reasons_list))
+
+
+def parent_facts(text: str) -> Facts:
+    """A parent's facts (``extract_facts(text, whole_text=False)``), kept by the SHA-256 of the
+    text for the last :data:`PARENT_CACHE_SIZE` distinct texts: a parent is checked again for
+    every summary that folds it, in every pass, and its facts depend on its text only. A digest,
+    not the text, is the key, so the cache holds no text (only facts); two texts share an entry
+    only if SHA-256 collides. Callers must not mutate the result."""
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+    with _PARENTS_LOCK:
+        facts = _PARENTS.get(digest)
+        if facts is not None:
+            _PARENTS.move_to_end(digest)
+            return facts
+    facts = extract_facts(text, whole_text=False)
+    with _PARENTS_LOCK:
+        _PARENTS[digest] = facts
+        if len(_PARENTS) > PARENT_CACHE_SIZE:
+            _PARENTS.popitem(last=False)
+    return facts
+
+
+def clear_parent_facts() -> None:
+    """Forget every parent's facts (what a benchmark of a parent's first check needs)."""
+    with _PARENTS_LOCK:
+        _PARENTS.clear()
 
 
 def is_error_text(text: str, patterns: tuple[str, ...] = DEFAULT_ERROR_PATTERNS) -> bool:

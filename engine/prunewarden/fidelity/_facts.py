@@ -45,13 +45,39 @@ _UNITS = {
     "usd": "usd", "eur": "eur", "$": "usd", "€": "eur",
     "rps": "rps", "qps": "qps", "req": "req", "requests": "req",
 }  # fmt: skip
-_UNIT_ALTERNATION = "|".join(
-    re.escape(unit) for unit in sorted(_UNITS, key=len, reverse=True) if unit not in {"$", "€"}
-)
 
 
 def _word_set(words: str) -> frozenset[str]:
     return frozenset(words.split())
+
+
+def _trie(words: set[str]) -> str:
+    """An alternation of ``words`` as a trie (``ms(?:ec)?|s(?:ec)?``), the longer word first: the
+    regex engine tries alternatives one by one, so a flat list of sixty units is sixty tries
+    after every number, a trie a few."""
+    root: _Node = {}
+    for word in words:
+        node = root
+        for char in word:
+            node = node.setdefault(char, {})
+        node[""] = {}
+    return _alternation(root)
+
+
+_Node = dict[str, "_Node"]
+
+
+def _alternation(node: _Node) -> str:
+    branches = [
+        re.escape(char) + _alternation(child) for char, child in sorted(node.items()) if char
+    ]
+    if not branches:
+        return ""
+    body = branches[0] if len(branches) == 1 else f"(?:{'|'.join(branches)})"
+    return f"(?:{body})?" if "" in node else body
+
+
+_UNIT_ALTERNATION = _trie({unit for unit in _UNITS if unit not in {"$", "\u20ac"}})
 
 
 _MONTHS = {
@@ -60,7 +86,7 @@ _MONTHS = {
         "january february march april may june july august september october november december"
     )
 } | {short: short for short in _word_set("jan feb mar apr jun jul aug sep sept oct nov dec")}
-_MONTH_ALTERNATION = "|".join(sorted(_MONTHS, key=len, reverse=True))
+_MONTH_ALTERNATION = _trie(set(_MONTHS))
 # A month's name after a day joins it only capitalized: "2 may fail" holds no date.
 _CAPITAL_MONTHS = "|".join(sorted((m.capitalize() for m in _MONTHS), key=len, reverse=True))
 _MONTH_NUMBERS = {
@@ -80,22 +106,33 @@ _CLOCK = re.compile(r"(?P<h>\d{1,2})(?P<rest>:\d{2}(?::\d{2})?)(?:\s?(?P<half>[a
 # token, so that the regex engine skips from one to the next without trying a match inside
 # words (the text is given a leading space).
 _TRIGGER = r"\d_/%$\u20ac@~"
+# A word's plain characters, read first by a small class (most of prose), then the rest of the
+# word by the complement of the triggers: the same tokens as the complement alone, sooner.
+_PLAIN = r"a-z,;:!?'\"()"
+_FOUND = rf"(?:[{_TRIGGER}A-Z]|\.[a-z])"
 _CANDIDATES = re.compile(
     rf"""\s(
-        (?=-|[A-Z]?+[^\s{_TRIGGER}A-Z.]*+(?:[{_TRIGGER}A-Z]|\.[a-z])
-          |(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*\.?[\ \t]+\d)
-        \S+(?:[\ \t]+(?:(?i:{_UNIT_ALTERNATION}|[ap]\.?m\.?)\b|{_CAPITAL_MONTHS}\b|\d\S*))*
+        (?=-|[A-Z]?+[{_PLAIN}]*+(?:{_FOUND}|[^\s{_TRIGGER}A-Z.{_PLAIN}][^\s{_TRIGGER}A-Z.]*+{_FOUND})
+          |(?=[ADFJMNOS])(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*\.?[\ \t]+\d)
+        \S+(?:[\ \t]+(?:(?i:{_UNIT_ALTERNATION}|[ap]\.?m\.?)\b|(?:{_CAPITAL_MONTHS})\b|\d\S*))*
     )""",
     re.VERBOSE,
 )
 
+# How far into a token a digit or underscore may come for the token to read as an identifier
+# (``eu-west-1``): a bound, so that a long run of dotted or dashed words, where this is tried at
+# every word, costs linear time, not quadratic.
+_RUN = 64
+
 # One alternation, longest and most specific kind first; each match is one fact. Spaces inside
 # a fact are [ \t]: the candidates are joined one a line, and a fact never spans two. A branch
 # that runs over a whole token starts only where a token does (a lookbehind, not \b), so that
-# a long token is not scanned again from every boundary inside it.
+# a long token is not scanned again from every boundary inside it (a dotted version too: from
+# every number of ``1.2.3.4...`` it would be quadratic in the run's length).
 _LITERALS = re.compile(
     rf"""
-    (?P<url>\b(?:https?|ftp|s3|gs|file)://[^\s<>"'`)\]]+)
+    (?<!\w)  # no fact starts inside a word: one test there instead of every branch
+    (?:(?P<url>\b(?:https?|ftp|s3|gs|file)://[^\s<>"'`)\]]+)
   | (?P<date>\b\d{{4}}-\d{{2}}-\d{{2}}
         (?:[T\ ]\d{{1,2}}:\d{{2}}(?::\d{{2}}(?:\.\d+)?)?(?:Z|[+-]\d{{2}}:?\d{{2}})?)?
       | \b(?=[adfjmnos])(?:{_MONTH_ALTERNATION})\.?[\ \t]+\d{{1,2}}(?:st|nd|rd|th)?
@@ -107,13 +144,13 @@ _LITERALS = re.compile(
                     |cpp|sql|csv|log|lock|env|html|css|xml|conf)\b)
   | (?P<flag>(?<![\w-])--?[A-Za-z][\w-]*(?:=[^\s,;]+)?)
   | (?P<number>(?<![\w.,-])[$\u20ac]?[-+]?\d[\d,]*+(?:\.\d+)?+(?![\w.]\d)
-        (?:[\ \t]?(?P<unit>{_UNIT_ALTERNATION})\b|(?P<sign>%))?)
+        (?:[\ \t]?(?:{_UNIT_ALTERNATION})\b|%)?)
   | (?P<identifier>(?-i:
-        \b\d+(?:\.\d+){{2,}}\b
-      | \b(?=[A-Za-z][\w.-]*[\d_])[A-Za-z]\w*(?:[.-]\w+)*
+        (?<![\w.])\d++(?:\.\d++){{2,}}\b
+      | \b(?=[A-Za-z][\w.-]{{0,{_RUN}}}?[\d_])[A-Za-z]\w*(?:[.-]\w+)*
       | \b[A-Z][a-z0-9]+[A-Z]\w* | \b[a-z]+[A-Z]\w* | \b[A-Z]{{2,}}[a-z]\w*
       | \b[A-Z]{{2,}}s?\b
-      | \b[a-z]\w+(?:\.[a-z]\w+)+\b))
+      | \b[a-z]\w+(?:\.[a-z]\w+)+\b)))
     """,
     re.VERBOSE | re.IGNORECASE,
 )
@@ -180,17 +217,14 @@ class Facts:
 
 def extract_facts(text: str, *, whole_text: bool = True) -> Facts:
     """The facts of ``text`` (see :class:`Facts`); deterministic, never raises on any str.
-    ``whole_text=False`` leaves ``Facts.text`` empty (what a parent needs: its facts only)."""
+    ``whole_text=False`` leaves ``Facts.text`` and ``Facts.negated`` empty (what a parent
+    needs: its facts only), which is cheaper."""
     found: dict[str, set[str]] = {}
     candidates = "\n".join(_CANDIDATES.findall(" " + text))
-    seen: set[str] = set()  # a fact repeated verbatim is normalized once
-    for match in _LITERALS.finditer(candidates):
-        raw = match.group(0)
-        if raw in seen:
-            continue
-        seen.add(raw)
-        kind = str(match.lastgroup)  # the outer group: it closes after number's unit
-        value = _NORMALIZE[kind](match)
+    # Each distinct (kind, literal) is normalized once, here and across calls: texts of one
+    # conversation repeat the same ports, paths and names.
+    for kind, raw in {(str(m.lastgroup), m.group(0)) for m in _LITERALS.finditer(candidates)}:
+        value = _normalized(kind, raw)
         if value:
             found.setdefault(kind, set()).add(value)
     for match in _CODE.finditer(text):
@@ -199,7 +233,7 @@ def extract_facts(text: str, *, whole_text: bool = True) -> Facts:
         quoted = normalize_text(match.group(1) or match.group(2) or match.group(3) or "")
         if quoted:
             found.setdefault("quoted", set()).add(quoted)
-    negations, negated = _negations(text)
+    negations, negated = _negations(text, with_clauses=whole_text)
     if negations:
         found["negation"] = negations
     by_kind = {kind: frozenset(values) for kind, values in found.items() if values}
@@ -211,32 +245,41 @@ def normalize_text(text: str) -> str:
     return " ".join(text.split()).lower()
 
 
-def _identifier(match: re.Match[str]) -> str:
+@functools.lru_cache(maxsize=16384)
+def _normalized(kind: str, raw: str) -> str:
+    """``raw``, a literal of ``kind`` as the alternation read it, normalized ("" for none)."""
+    return _NORMALIZE[kind](raw)
+
+
+def _identifier(word: str) -> str:
     """The pattern already holds only code tokens; a shouted word of prose is no acronym."""
-    word = match.group(0)
     if word.isalpha() and word.isupper() and word.lower() in _PROSE_CAPITALS:
         return ""
     return word.lower()
 
 
-def _number(match: re.Match[str]) -> str:
-    raw = match.group(0)
-    unit = match.group("unit") or match.group("sign")
-    if unit is not None:
-        raw = raw[: match.start("unit" if match.group("unit") else "sign") - match.start()]
-    currency = raw[:1] in {"$", "\u20ac"}
-    digits = raw.lstrip("$\u20ac").strip().replace(",", "").lstrip("+")
+# A number as the alternation reads it: the number, then its unit or sign, if any.
+_NUMBER_PARTS = re.compile(r"([$\u20ac]?[-+]?\d[\d,]*(?:\.\d+)?)[\ \t]?(.*)", re.DOTALL)
+
+
+def _number(raw: str) -> str:
+    parts = _NUMBER_PARTS.fullmatch(raw)
+    if parts is None:  # not reachable from the alternation; kept as read
+        return raw.lower()
+    number, unit = parts.group(1), parts.group(2)
+    currency = number[:1] in {"$", "\u20ac"}
+    digits = number.lstrip("$\u20ac").replace(",", "").lstrip("+")
     if "." in digits:
         digits = digits.rstrip("0").rstrip(".")
     if currency:
-        unit = raw[:1]
+        unit = number[:1]
     return f"{digits} {_UNITS[unit.lower()]}" if unit else digits
 
 
-def _date(match: re.Match[str]) -> str:
+def _date(raw: str) -> str:
     """ISO dates as they are; ``May 3rd, 2024`` and ``3 May 2024`` as ``2024-05-03`` (``may 3``
     without a year); ``2:30 pm`` as ``14:30``."""
-    value = match.group(0).lower()
+    value = raw.lower()
     clock = _CLOCK.fullmatch(value)
     if clock is not None:
         hours, rest, half = int(clock["h"]), clock["rest"], clock["half"]
@@ -253,19 +296,20 @@ def _date(match: re.Match[str]) -> str:
     return " ".join(named)
 
 
-_NORMALIZE: dict[str, Callable[[re.Match[str]], str]] = {
+_NORMALIZE: dict[str, Callable[[str], str]] = {
     "identifier": _identifier,
     "number": _number,
     "date": _date,
-    "url": lambda m: m.group(0).rstrip(".,;:!?").rstrip("/").lower(),
-    "path": lambda m: m.group(0).rstrip(".").rstrip("/").lower() or "/",
-    "flag": lambda m: m.group(0).lower(),
+    "url": lambda raw: raw.rstrip(".,;:!?").rstrip("/").lower(),
+    "path": lambda raw: raw.rstrip(".").rstrip("/").lower() or "/",
+    "flag": str.lower,
 }
 
 
-def _negations(text: str) -> tuple[set[str], list[frozenset[str]]]:
+def _negations(text: str, *, with_clauses: bool = True) -> tuple[set[str], list[frozenset[str]]]:
     """What each negator governs (its clause's next content words, stemmed, up to a comma), and
-    the stemmed words of every negated clause, the unit a summary's negation is compared in.
+    the stemmed words of every negated clause, the unit a summary's negation is compared in
+    (with ``with_clauses=False``, none: a parent's negations are only looked for, not looked in).
 
     Linear in the text however many negators it holds: each clause's words are read once, with
     their offsets; the negators are taken in order, so a clause boundary is searched for only
@@ -275,6 +319,9 @@ def _negations(text: str) -> tuple[set[str], list[frozenset[str]]]:
     negators += [m.span() for m in _CONTRACTION.finditer(lowered)]
     if not negators:
         return set(), []
+    if not with_clauses:
+        governing = (_governed(lowered, after) for _, after in negators)
+        return {governed for governed in governing if governed}, []
     governed: set[str] = set()
     clauses: dict[int, tuple[list[int], list[str]]] = {}
     start, end, searched = 0, -1, 0
@@ -299,6 +346,23 @@ def _negations(text: str) -> tuple[set[str], list[frozenset[str]]]:
         if picked:
             governed.add(" ".join(picked))
     return governed, [frozenset(words) for _, words in clauses.values()]
+
+
+def _governed(lowered: str, after: int) -> str:
+    """What the negator ending at ``after`` governs: the next content words of its clause,
+    stemmed, up to a comma; read forward only, not the whole clause."""
+    following = _CLAUSE_END.search(lowered, after)
+    end = following.end() if following is not None else len(lowered)
+    comma = lowered.find(",", after, end)
+    picked: list[str] = []
+    for match in _WORD.finditer(lowered, after, end if comma < 0 else comma):
+        word = match.group(0)
+        if word in _STOPWORDS or word in _NEGATOR_WORDS:
+            continue
+        picked.append(stem(word.rstrip("/") or word))
+        if len(picked) == _GOVERNED_WORDS:
+            break
+    return " ".join(picked)
 
 
 def _content_words(text: str, start: int, end: int) -> tuple[list[int], list[str]]:

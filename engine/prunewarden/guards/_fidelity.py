@@ -11,12 +11,19 @@ of a summary is checked against it); a child that is an error message or a refus
 whatever it replaces.
 
 Remediation: a lost parent that left the window is restored; a lost rewrite is kept verbatim.
+
+Each refusing code has its explainer here, beside the conditions it inverts (see
+``_counterfactual``): putting the parent back (restored, or a rewrite kept verbatim) allows any
+of them; ``fact_lost`` is also allowed at ``min_kept_share`` no more than the share kept, or with
+the lost kinds not counted, ``negation_lost`` with negations not counted, ``meaning_drift`` at
+an ``embedding_floor`` no more than the parent's least similar sentence's best cosine; no policy
+value makes an error or a refusal a summary.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from prunewarden.decision import Reason
@@ -26,7 +33,9 @@ from prunewarden.fidelity import (
     FidelitySettings,
     check_fidelity,
     is_error_text,
+    sentence_similarities,
 )
+from prunewarden.guards._counterfactual import Change, change, explained, figure
 from prunewarden.inputs import TransitionRequest, TransitionSegment
 
 
@@ -55,6 +64,8 @@ class FidelityFindings:
 
 
 NOTHING = FidelityFindings()
+# The refusing codes of this check, each explained by :func:`explain`.
+CODES = ("fact_lost", "negation_lost", "meaning_drift", "summary_is_error")
 
 
 def judge(
@@ -123,4 +134,61 @@ def _findings(
         tuple(sorted(verbatim, key=order.__getitem__)),
         tuple(checked),
         tuple(results),
+    )
+
+
+# --- what would have allowed each finding -----------------------------------------------------
+
+
+def explain(
+    settings: FidelitySettings,
+    embedder: Embedder | None,
+    request: TransitionRequest,
+    reason: Reason,
+) -> Reason:
+    """``reason`` (a fidelity finding of ``request``) with what would have allowed it."""
+    parent, child = str(reason.detail["parent"]), str(reason.detail["child"])
+    back = change("after", "contains", [parent])  # restored, or a rewrite kept verbatim
+    sentence = f"allowed once {parent} is {'kept verbatim' if parent == child else 'restored'}"
+    if reason.code == "summary_is_error":
+        return explained(
+            reason,
+            [back],
+            f"summary {child} is empty, an error message or a refusal: no policy value allows "
+            f"it; {sentence}",
+        )
+    if reason.code == "negation_lost":
+        return explained(
+            reason,
+            [back, change("spec.fidelity.kinds", "excludes", "negation")],
+            f"summary {child} no longer negates what {parent} negated: {sentence}, or with "
+            "negations not counted",
+        )
+    parent_text = next(s.segment.text for s in request.before if s.id == parent)
+    child_text = next(s.segment.text for s in request.after if s.id == child)
+    if reason.code == "meaning_drift":
+        if embedder is None:  # the finding needed one: unreachable without it
+            return explained(reason, [back], sentence)
+        [(_, best)] = sentence_similarities([(parent, parent_text)], child_text, embedder)
+        lowest = min(best)
+        return explained(
+            reason,
+            [back, change("spec.fidelity.embedding_floor", "<=", lowest)],
+            f"a sentence of {parent} is at best {figure(lowest)} from summary {child}: "
+            f"{sentence}, or at embedding_floor \u2264 {figure(lowest)}",
+        )
+    facts = replace(settings, mode="enforce", method="facts")
+    (found,) = check_fidelity([(parent, parent_text)], (child, child_text), facts).parents
+    lost = [kind for kind in found.lost if kind != "negation"]
+    alternatives: list[Change] = [
+        back,
+        change("spec.fidelity.min_kept_share", "<=", found.kept_share),
+        change("spec.fidelity.kinds", "excludes", lost),
+    ]
+    return explained(
+        reason,
+        alternatives,
+        f"summary {child} keeps {found.kept} of {found.facts} fact(s) of {parent}: {sentence}, "
+        f"at min_kept_share \u2264 {figure(found.kept_share)}, or with {', '.join(lost)} not "
+        "counted",
     )

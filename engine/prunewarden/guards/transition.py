@@ -414,6 +414,10 @@ def _explain_unscored(s: TransitionGuardSettings, r: TransitionRequest, reason: 
     )
 
 
+def _explain_fidelity(s: TransitionGuardSettings, r: TransitionRequest, reason: Reason) -> Reason:
+    return fidelity.explain(s.fidelity, s.embedder, r, reason)
+
+
 _EXPLAINERS: dict[str, Explainer] = {
     "pinned_removed": _explain_pinned,
     "group_split": _explain_split,
@@ -424,4 +428,5 @@ _EXPLAINERS: dict[str, Explainer] = {
     "invalidation_gap": _explain_gap,
     "pruning_halted": _explain_halted,
     "unscored_removal": _explain_unscored,
+    **dict.fromkeys(fidelity.CODES, _explain_fidelity),
 }

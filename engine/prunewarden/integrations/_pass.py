@@ -96,7 +96,7 @@ class WindowPruner:
         self.observe_turns = observe_turns
         self.summarizer = summarizer
 
-    def run(
+    def run(  # noqa: PLR0913 - the window and task, then what the adapter prices and records
         self,
         session: Session,
         segments: Sequence[Mapping[str, Any]],
@@ -104,11 +104,13 @@ class WindowPruner:
         *,
         fixed_tokens: int = 0,
         tombstone_tokens: TombstoneTokens = _no_tombstone,
+        tombstones: Iterable[str] = (),
     ) -> PassOutcome:
         """One cycle over ``segments`` (window segments without scores, in window order; the
         adapter's tombstone is not one of them). ``fixed_tokens`` is what the framework adds to
         every model call outside the window; ``tombstone_tokens`` prices the adapter's
-        tombstone for a set of evictions.
+        tombstone for a set of evictions; ``tombstones`` are ids earlier passes removed that a
+        tombstone records (what the segments' ``derived_from`` may name).
 
         Fails closed: a scorer that raises, or a window the engine refuses as input, freezes
         the pass (``scorer_failed``, ``invalid_window``) and is logged."""
@@ -121,7 +123,8 @@ class WindowPruner:
             _log.exception("the scorer failed for session %s", session.session_id)
             return self._frozen(session, budget, None, ("scorer_failed",))
         try:
-            outcome = self._guarded(session, bind_scores(segments, scores), budget)
+            window = bind_scores(segments, scores)
+            outcome = self._guarded(session, window, budget, tuple(tombstones))
         except PrunewardenError:
             _log.exception("the window of session %s was refused", session.session_id)
             return self._frozen(session, budget, None, ("invalid_window",))
@@ -136,7 +139,11 @@ class WindowPruner:
         return outcome
 
     def _guarded(
-        self, session: Session, window: list[dict[str, Any]], budget: _Budget
+        self,
+        session: Session,
+        window: list[dict[str, Any]],
+        budget: _Budget,
+        tombstones: tuple[str, ...] = (),
     ) -> PassOutcome:
         canaries = [str(s["id"]) for s in window if (s.get("metadata") or {}).get("canary")]
         cycle_scores = {str(s["id"]): float(s["score"]) for s in window if "score" in s}
@@ -148,7 +155,7 @@ class WindowPruner:
             return self._frozen(session, budget, None, collapse.codes)
         if budget.tokens_after(()) <= self.budget_tokens:
             return budget.outcome((), frozen=False, reasons=(), plan=None)
-        plan = session.plan(window, free_tokens=budget.to_free())
+        plan = session.plan(window, free_tokens=budget.to_free(), tombstones=tombstones)
         if plan.frozen:
             codes = tuple(c for d in plan.decisions if d.blocks for c in d.codes)
             return self._frozen(session, budget, plan, codes)

@@ -17,6 +17,17 @@ messages, the tombstone and the prompt the agent adds (``system_prompt``). A fro
 collapse halt, stale scores) changes nothing and logs why on the ``prunewarden.integrations``
 logger. The session's state and the tombstone's record travel in the graph's state
 (``state_key``), so the graph's checkpointer persists them with the messages.
+
+With a ``summarizer`` (as ``WindowPruner(summarizer=...)`` takes one), a pass that evicts also
+writes a summary of what it evicts, judged first as a transition of the session, so the policy's
+fidelity check (``spec.fidelity``) reads it against its protected parents. An allowed summary is
+an assistant message (named ``prunewarden-summary``) in the place of the first evicted message,
+after the tombstone; the hook then returns the whole history rewritten (LangGraph's
+``REMOVE_ALL_MESSAGES`` first), since a new message can only be appended otherwise. A refused
+summary changes nothing: the pass is frozen, the originals kept. The hook keeps each summary it
+wrote in the graph's state (``summaries``: its id, the SHA-256 of its text, what it derives
+from), so a later pass that folds it reads it as a summary (kind ``summary``, protected as
+one) and checks the new summary against it.
 """
 
 from __future__ import annotations
@@ -34,11 +45,13 @@ from langchain_core.messages import (
     ToolMessage,
 )
 from langchain_core.messages.utils import count_tokens_approximately
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.prebuilt.chat_agent_executor import AgentState
 
 from prunewarden.engine import Engine
 from prunewarden.integrations._pass import (
     PassOutcome,
+    Summarizer,
     WindowPruner,
     removed_counts,
     tombstone_text,
@@ -48,6 +61,8 @@ from prunewarden.scoring import Scorer, text_sha256
 #: The ``name`` of the tombstone message, for people reading the history: a later pass knows
 #: its tombstone by the record in the graph's state, not by this name.
 TOMBSTONE_NAME = "prunewarden-tombstone"
+#: The ``name`` of a summary message the hook writes (for people reading the history).
+SUMMARY_NAME = "prunewarden-summary"
 #: The graph-state key holding the session's state and the tombstone's record by default.
 STATE_KEY = "prunewarden"
 
@@ -131,7 +146,9 @@ class PruningHook:
     have it counted. ``task`` is what the scorer judges relevance against (default: the first
     human message); ``classify`` names a message's kind (return None to keep the default),
     ``pin`` pins a message; ``observe_turns`` feeds the drift signal (see
-    :class:`~prunewarden.integrations.WindowPruner`).
+    :class:`~prunewarden.integrations.WindowPruner`). ``summarizer`` writes a summary of what
+    each pass evicts, judged for fidelity before it is written (see the module), and
+    ``summary_tokens`` is the room a pass that evicts keeps for it.
     """
 
     def __init__(  # noqa: PLR0913 - every option has a default but the three that matter
@@ -148,9 +165,14 @@ class PruningHook:
         observe_turns: bool = False,
         state_key: str = STATE_KEY,
         labels: Mapping[str, str] | None = None,
+        summarizer: Summarizer | None = None,
+        summary_tokens: int = 0,
     ) -> None:
         self.engine = engine
-        self.pruner = WindowPruner(scorer, budget_tokens=budget_tokens, observe_turns=observe_turns)
+        self.pruner = WindowPruner(
+            scorer, budget_tokens=budget_tokens, observe_turns=observe_turns, summarizer=summarizer
+        )
+        self.summary_tokens = summary_tokens if summarizer is not None else 0
         self.session_id = session_id
         self.system_prompt = system_prompt
         self.task = task
@@ -172,6 +194,7 @@ class PruningHook:
         mine = record.find(messages)
         history = [m for n, m in enumerate(messages) if n != mine]
         segments = message_segments(history, classify=self.classify, pin=self.pin)
+        summaries = _mark_summaries(segments, saved.get("summaries") or {})
         kinds = {str(s["id"]): str(s["kind"]) for s in segments}
         current = 0 if mine is None else count_tokens_approximately([messages[mine]])
 
@@ -179,7 +202,7 @@ class PruningHook:
             if not evicted:
                 return current
             counts = removed_counts(record.removed, (kinds[i] for i in evicted))
-            return count_tokens_approximately([tombstone_message(counts)])
+            return count_tokens_approximately([tombstone_message(counts)]) + self.summary_tokens
 
         outcome = self.pruner.run(
             session,
@@ -187,13 +210,31 @@ class PruningHook:
             self._task(history),
             fixed_tokens=self._prompt_tokens(),
             tombstone_tokens=tombstone_tokens,
+            tombstones=sorted({p for entry in summaries.values() for p in entry["derived_from"]}),
         )
         self.last_outcome = outcome
         update: dict[str, Any] = {}
         if outcome.evict:
             at = str(messages[mine].id) if mine is not None else None
             update["messages"], record = removals(segments, outcome.evict, record, at)
+            if outcome.summary is not None:
+                written = update["messages"][0]  # the tombstone
+                update["messages"] = _summarized(
+                    messages,
+                    mine,
+                    segments,
+                    evict=outcome.evict,
+                    tombstone=written,
+                    summary=outcome.summary,
+                )
+                summaries[str(outcome.summary["id"])] = {
+                    "sha256": text_sha256(str(outcome.summary["text"])),
+                    "derived_from": list(outcome.summary["derived_from"]),
+                }
+            summaries = {i: s for i, s in summaries.items() if i not in set(outcome.evict)}
         update[self.state_key] = {"session": session.state(), "tombstone": record.to_state()}
+        if summaries:
+            update[self.state_key]["summaries"] = summaries
         return update
 
     def _prompt_tokens(self) -> int:
@@ -206,6 +247,23 @@ class PruningHook:
             return self.task
         first = next((m for m in messages if m.type == "human"), None)
         return message_text(first) if first is not None else ""
+
+
+def _mark_summaries(
+    segments: Sequence[dict[str, Any]], saved: Mapping[str, Any]
+) -> dict[str, dict[str, Any]]:
+    """The summaries the hook wrote (``saved``: id -> the SHA-256 of its text and what it
+    derives from) still in the window as written: their segments become kind ``summary`` with
+    their ``derived_from``, so that a pass folding one checks its summary against it. A message
+    that only looks like a summary, or one whose text changed, is a message like any other."""
+    known = {}
+    for segment in segments:
+        entry = saved.get(str(segment["id"]))
+        if entry is not None and entry.get("sha256") == segment["text_sha256"]:
+            segment["kind"] = "summary"
+            segment["derived_from"] = [str(p) for p in entry.get("derived_from") or ()]
+            known[str(segment["id"])] = dict(entry)
+    return known
 
 
 class TombstoneRecord:
@@ -265,8 +323,41 @@ def removals(
     return [tombstone, *(RemoveMessage(id=i) for i in ordered if i != place)], new
 
 
+def _summarized(  # noqa: PLR0913 - the history, its tombstone, and what the pass did
+    messages: Sequence[BaseMessage],
+    mine: int | None,
+    segments: Sequence[Mapping[str, Any]],
+    *,
+    evict: Sequence[str],
+    tombstone: BaseMessage,
+    summary: Mapping[str, Any],
+) -> list[BaseMessage]:
+    """The whole history once a pass evicts ``evict`` and writes ``summary``: ``messages`` (with
+    the hook's tombstone at index ``mine``, None when there is none yet; ``segments`` the
+    segments of the others, in order) without the evicted ones, the tombstone where it was
+    (else in the first evicted message's place) and the summary in the first evicted message's
+    place, after the tombstone; ``REMOVE_ALL_MESSAGES`` first, so that LangGraph replaces the
+    history with it."""
+    gone = set(evict)
+    first = next(str(s["id"]) for s in segments if str(s["id"]) in gone)
+    ids = iter(str(s["id"]) for s in segments)
+    note = AIMessage(content=str(summary["text"]), id=str(summary["id"]), name=SUMMARY_NAME)
+    rewritten: list[BaseMessage] = [RemoveMessage(id=REMOVE_ALL_MESSAGES)]
+    for n, message in enumerate(messages):
+        if n == mine:
+            rewritten.append(tombstone)
+            continue
+        segment_id = next(ids)
+        if segment_id == first:
+            rewritten += [tombstone, note] if mine is None else [note]
+        if segment_id not in gone:
+            rewritten.append(message)
+    return rewritten
+
+
 __all__ = [
     "STATE_KEY",
+    "SUMMARY_NAME",
     "TOMBSTONE_NAME",
     "PrunedAgentState",
     "PruningHook",

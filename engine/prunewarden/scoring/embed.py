@@ -19,7 +19,9 @@ one model run per batch rather than one per sentence.
 from __future__ import annotations
 
 import importlib.util
+import threading
 import zipfile
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -37,6 +39,8 @@ MAX_TOKENS = 256
 RECENT = 6
 #: Texts embedded in one model run: padding to the longest costs little at this size.
 BATCH = 32
+#: Distinct texts whose vectors :class:`MiniLMEmbedder` keeps (about 12 KB each).
+CACHE_SIZE = 8192
 
 
 def tokenizer_archive() -> Path:
@@ -67,24 +71,41 @@ def _session(threads: int, model_path: str | Path | None) -> Any:
 
 
 class MiniLMEmbedder:
-    """Unit-length MiniLM sentence embeddings, many texts per model run, cached by text."""
+    """Unit-length MiniLM sentence embeddings, many texts per model run, cached by text: the
+    last ``cache_size`` distinct texts (a server embeds its callers' texts for as long as it
+    runs, so the cache is bounded). Safe to share between threads."""
 
     def __init__(
-        self, *, threads: int = 2, batch: int = BATCH, model_path: str | Path | None = None
+        self,
+        *,
+        threads: int = 2,
+        batch: int = BATCH,
+        model_path: str | Path | None = None,
+        cache_size: int = CACHE_SIZE,
     ) -> None:
         self.batch = batch
+        self.cache_size = cache_size
         self._tokenizer = _tokenizer()
         self._session = _session(threads, model_path)
-        self._cache: dict[str, list[float]] = {}
+        self._cache: OrderedDict[str, list[float]] = OrderedDict()
+        self._lock = threading.Lock()
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """The vectors of ``texts``, in order; texts of similar length share a batch."""
-        missing = sorted({t for t in texts if t not in self._cache}, key=len)
+        with self._lock:
+            known = {t: self._cache[t] for t in set(texts) if t in self._cache}
+            for text in known:
+                self._cache.move_to_end(text)
+        missing = sorted(set(texts) - known.keys(), key=len)
         for start in range(0, len(missing), self.batch):
             chunk = missing[start : start + self.batch]
-            for text, vector in zip(chunk, self._run(chunk), strict=True):
-                self._cache[text] = vector
-        return [self._cache[t] for t in texts]
+            known.update(zip(chunk, self._run(chunk), strict=True))
+        with self._lock:
+            for text in missing:
+                self._cache[text] = known[text]
+            while len(self._cache) > self.cache_size:
+                self._cache.popitem(last=False)
+        return [known[t] for t in texts]
 
     def _run(self, texts: list[str]) -> list[list[float]]:
         encodings = [self._tokenizer.encode(t).ids or [0] for t in texts]

@@ -12,6 +12,7 @@ import ipaddress
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from prunewarden.errors import PrunewardenError
 from prunewarden.limits import (
@@ -24,6 +25,9 @@ from prunewarden.limits import (
     REQUEST_SECONDS,
     SESSION_IDLE_SECONDS,
 )
+
+if TYPE_CHECKING:
+    from prunewarden.fidelity import Embedder
 
 DEFAULT_LISTEN = "127.0.0.1:8181"
 TOKEN_ENV = "PRUNEWARDEN_TOKEN"  # noqa: S105 - the name of the variable, not a token
@@ -115,6 +119,9 @@ class ServerConfig:
     ``bundle``: a signed bundle (path or HTTP(S) URL) to take the policy from instead of
     ``policy`` (None), with ``bundle_key`` the Ed25519 public key (PEM bytes) and
     ``bundle_policy`` the policy in it (None: its first; docs/fleet.md).
+    ``embedder``: what the fidelity check's meaning method embeds with (``spec.fidelity.method``
+    ``embedding`` or ``both``; None: none, and such a policy refuses every summary it checks
+    with ``internal_error``; docs/fidelity.md).
     """
 
     policy: str | None
@@ -141,6 +148,7 @@ class ServerConfig:
     bundle: str | None = None
     bundle_key: bytes | None = None
     bundle_policy: str | None = None
+    embedder: Embedder | None = None
 
     def __post_init__(self) -> None:
         if (self.policy is None) == (self.bundle is None):

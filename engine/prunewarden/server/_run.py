@@ -103,6 +103,7 @@ def build_app(config: ServerConfig) -> Built:
             store=store,
             on_decision=[metrics, fleet],
             cel=config.cel,
+            embedder=config.embedder,
         )
     except BaseException:
         store.close()
