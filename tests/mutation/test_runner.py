@@ -43,6 +43,13 @@ class TestOperators:
         assert flip.apply(SAMPLE) == SAMPLE.replace("score < floor", "score >= floor")
 
 
+    def test_log_calls_are_left_alone(self) -> None:
+        """A call of the package's loggers (`_diagnostics`) or of `warnings` makes no mutant:
+        what it writes is not what a caller is answered."""
+        source = "def f(n):\n    _diagnostics.warning('at %d', n + 1)\n    warnings.warn('x')\n"
+        assert mutants("sample.py", source) == []
+
+
 class TestAreas:
     def test_every_module_and_test_path_exists(self) -> None:
         """The areas name modules and test paths that exist (a renamed file must be followed)."""
