@@ -53,6 +53,7 @@ _CONFIG = "prunewarden/server/_config.py"
 _EVALUATION = "prunewarden/rules/_evaluation.py"
 _FIT = "prunewarden/replay/_fit.py"
 _GUARDRAILS = "prunewarden/policy/_guardrails.py"
+_LOCK = "prunewarden/policy/_lock.py"
 _SESSION = "prunewarden/session/_session.py"
 _SESSIONS = "prunewarden/server/_sessions.py"
 _STALENESS = "prunewarden/guards/staleness.py"
@@ -159,6 +160,12 @@ EQUIVALENT: tuple[Equivalent, ...] = (
     ),
     Equivalent(
         _STALENESS,
+        "strict=True",
+        "True -> False (swap-bool)",
+        "strict= of a zip of two slices of one length",
+    ),
+    Equivalent(
+        _STALENESS,
         "rise > 0 and",
         "rise > 0 -> rise >= 0 (boundary-compare)",
         "with rise == 0 the next condition, rise > tolerance * |mean| (tolerance >= 0), is false",
@@ -172,7 +179,7 @@ EQUIVALENT: tuple[Equivalent, ...] = (
     # session/_session.py, session/_state.py, session/_store.py
     Equivalent(
         _SESSION,
-        "pending=True",
+        "pending=True, decided",
         "True -> False (swap-bool)",
         "pending only matters to a concurrent reader between the decision and its save, both "
         "under the session's lock; the save that follows publishes again",
@@ -232,7 +239,13 @@ EQUIVALENT: tuple[Equivalent, ...] = (
     Equivalent(_FIT, "sort_keys=False", "False -> True (swap-bool)", _YAML_LAYOUT),
     Equivalent(_FIT, "allow_unicode=True", "True -> False (swap-bool)", _YAML_LAYOUT),
     Equivalent(_FIT, "width=100", f"100 -> 101 {_PLUS_ONE}", _YAML_LAYOUT),
-    # policy/_guardrails.py
+    # policy/_lock.py, policy/_guardrails.py
+    Equivalent(
+        _LOCK,
+        "strict=True",
+        "True -> False (swap-bool)",
+        "strict= of a zip of three tuples of one length (one per layer)",
+    ),
     Equivalent(_GUARDRAILS, "VALIDATOR_TIMEOUT = 0.5", f"0.5 -> 1.5 {_PLUS_ONE}", _TIMING),
     Equivalent(_GUARDRAILS, "MAX_DECISION_RULE_MS / 1000", f"1000 -> 1001 {_PLUS_ONE}", _TIMING),
     Equivalent(
