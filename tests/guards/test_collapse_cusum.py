@@ -247,6 +247,18 @@ class TestGuard:
         assert all(i["increment"] > 0 for i in found["increments"])
         assert found["canary"]["id"] == "c"
 
+    def test_cycles_of_exactly_min_live_entries_count_in_the_recomputed_sum(
+        self, make_policy: PolicyFactory
+    ) -> None:
+        """Recomputed from a document's history, a cycle scoring exactly min_live_entries
+        entries is judged: the squeeze halts on the same cycles as without the setting."""
+        engine = Engine(make_policy(collapse={**CUSUM, "min_live_entries": 3}))
+        cases = history(SQUEEZE_WIDTHS, [HELD, HELD, HELD, INVERTED, INVERTED, INVERTED])
+        halted = engine.detect_collapse(cases[:5])
+        assert halted.codes == ("collapse_detected",)
+        assert [i["cycle"] for i in detail(halted)["increments"]] == [4, 5]
+        assert detail(halted)["cusum"] == pytest.approx(0.9)
+
     def test_a_one_cycle_spread_glitch_does_not_halt(self, make_policy: PolicyFactory) -> None:
         """One flat cycle under an inverted canary adds the cap only: S stays below h."""
         engine = Engine(make_policy(collapse=CUSUM))
