@@ -159,6 +159,19 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         "the history is never empty here (too short a one returns earlier): unreachable",
     ),
     Equivalent(
+        _COLLAPSE,
+        "raise ValueError(msg)",
+        "raise ValueError(msg) -> pass (delete-raise)",
+        "unreachable: the cusum parameters are asked for only under the cusum mode, which has them",
+    ),
+    Equivalent(
+        _COLLAPSE,
+        "last.reference_cycles if last else 0",
+        f"0 -> 1 {_PLUS_ONE}",
+        "the detail is built only after the last cycle was judged, and a judged cycle is in the "
+        "run: the run is never empty there",
+    ),
+    Equivalent(
         _STALENESS,
         "strict=True",
         "True -> False (swap-bool)",
