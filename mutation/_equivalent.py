@@ -172,6 +172,13 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         "run: the run is never empty there",
     ),
     Equivalent(
+        _COLLAPSE,
+        "track.total < threshold",
+        "track.total < threshold -> track.total <= threshold (boundary-compare)",
+        "only the message of spread_healthy differs, and only for a sum exactly at the threshold "
+        "after a cycle that did not add to it: the sum of logs never lands on it exactly",
+    ),
+    Equivalent(
         _STALENESS,
         "strict=True",
         "True -> False (swap-bool)",
