@@ -8,9 +8,11 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from mutation._areas import AREAS, Stages
+from mutation._equivalent import listed
 from mutation._operators import Mutant, mutants
 from mutation._runner import ENGINE, Job, Result, preload, run_jobs, slots
 
@@ -30,11 +32,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--target", type=float, default=TARGET, help="percent killed per module")
     args = parser.parse_args(argv)
     modules = args.module or sorted(AREAS)
-    found = {m: mutants(m, (ENGINE / m).read_text(encoding="utf-8")) for m in modules}
+    sources = {m: (ENGINE / m).read_text(encoding="utf-8") for m in modules}
+    found = {m: mutants(m, sources[m]) for m in modules}
+    lines = {m: sources[m].splitlines() for m in modules}
+    equivalent = {
+        mutant.key for m in modules for mutant in found[m] if listed(mutant, lines[m]) is not None
+    }
     if args.list:
         for module in modules:
             for mutant in found[module]:
-                print(mutant.describe())
+                mark = " [equivalent]" if mutant.key in equivalent else ""
+                print(f"{mutant.describe()}{mark}")
         return 0
     preload()
     started = time.monotonic()
@@ -49,9 +57,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             for module in modules
             for mutant in found[module]
         ]
-        results = run_jobs(jobs, slot_dirs, _progress(len(jobs)))
+        results = run_jobs(jobs, slot_dirs, _progress(len(jobs), equivalent))
     elapsed = time.monotonic() - started
+    results = [_listed_outcome(r, equivalent) for r in results]
     scores = _report(modules, results, elapsed, args.jobs)
+    _stale_listings(results, equivalent)
     if args.json is not None:
         _write_json(args.json, results, scores, elapsed, args.jobs)
     below = [m for m, score in scores.items() if score < args.target]
@@ -70,13 +80,21 @@ def _timeout(baseline: Result) -> float:
     return baseline.seconds * _TIMEOUT_FACTOR + _TIMEOUT_MARGIN
 
 
-def _progress(total: int) -> Callable[[Result], None]:
+def _listed_outcome(result: Result, equivalent: set[str]) -> Result:
+    """A survivor listed as equivalent (``mutation._equivalent``) is ``equivalent``."""
+    if result.outcome == "survived" and result.mutant and result.mutant.key in equivalent:
+        return replace(result, outcome="equivalent")
+    return result
+
+
+def _progress(total: int, equivalent: set[str]) -> Callable[[Result], None]:
     count = Counter[str]()
 
     def report(result: Result) -> None:
         count[result.outcome] += 1
         done = sum(count.values())
-        if result.outcome == "survived" and result.mutant is not None:
+        listed = result.mutant is not None and result.mutant.key in equivalent
+        if result.outcome == "survived" and result.mutant is not None and not listed:
             print(f"[{done}/{total}] survived: {result.mutant.describe()}", flush=True)
         elif done % 50 == 0:
             print(f"[{done}/{total}] {dict(count)}", flush=True)
@@ -93,16 +111,19 @@ def _report(
             by_module[result.mutant.path].append(result)
     scores = {}
     print(
-        f"\n{'module':44} {'mutants':>7} {'killed':>6} {'timeout':>7} {'survived':>8} {'score':>7}"
+        f"\n{'module':40} {'mutants':>7} {'killed':>6} {'timeout':>7} {'equiv.':>6} "
+        f"{'survived':>8} {'score':>7}"
     )
     for module, found in by_module.items():
         outcomes = Counter(r.outcome for r in found)
         killed = outcomes["killed"] + outcomes["timeout"]
-        score = 100.0 * killed / len(found) if found else 100.0
+        judged = len(found) - outcomes["equivalent"]
+        score = 100.0 * killed / judged if judged else 100.0
         scores[module] = score
         print(
-            f"{module:44} {len(found):7} {outcomes['killed']:6} {outcomes['timeout']:7} "
-            f"{outcomes['survived'] + outcomes['error']:8} {score:6.1f}%"
+            f"{module:40} {len(found):7} {outcomes['killed']:6} {outcomes['timeout']:7} "
+            f"{outcomes['equivalent']:6} {outcomes['survived'] + outcomes['error']:8} "
+            f"{score:6.1f}%"
         )
     survivors = sorted(
         (r.mutant for r in results if r.mutant is not None and r.outcome in {"survived", "error"}),
@@ -111,12 +132,25 @@ def _report(
     print(f"\n{len(survivors)} survivor(s):")
     for mutant in survivors:
         print(f"  {mutant.describe()}")
+    equivalent = [r.mutant for r in results if r.mutant and r.outcome == "equivalent"]
+    print(f"{len(equivalent)} listed as equivalent survived (mutation/_equivalent.py)")
     cpu = sum(r.cpu_seconds for r in results)
     print(
         f"\n{len(results)} mutants in {elapsed / 60:.1f} min with {jobs} job(s), "
         f"{cpu / 60:.1f} CPU-minutes in the tests"
     )
     return scores
+
+
+def _stale_listings(results: list[Result], equivalent: set[str]) -> None:
+    """Name the mutants listed as equivalent that a test killed: their listing is wrong."""
+    killed = [
+        r.mutant
+        for r in results
+        if r.mutant and r.mutant.key in equivalent and r.outcome in {"killed", "timeout"}
+    ]
+    for mutant in killed:
+        print(f"listed as equivalent, but killed (remove the listing): {mutant.describe()}")
 
 
 def _write_json(

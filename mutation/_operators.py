@@ -37,7 +37,7 @@ _BOUNDARIES: dict[type[ast.cmpop], type[ast.cmpop]] = {
     ast.GtE: ast.Gt,
 }
 _ARITHMETIC: dict[type[ast.operator], type[ast.operator]] = {ast.Add: ast.Sub, ast.Sub: ast.Add}
-_LOGGERS = frozenset({"_log", "log", "logger", "_logger", "warnings"})
+_LOGGERS = frozenset({"_diagnostics", "_log", "log", "logger", "_logger", "warnings"})
 _SKIPPED_FUNCTIONS = frozenset({"__repr__", "__str__"})
 # A statement's fields that are not its own expressions (nested statements, annotations).
 _NOT_EXPRESSIONS = frozenset(
@@ -212,7 +212,8 @@ def _is_log_call(node: ast.expr) -> bool:
 
 
 def _is_log(node: ast.Call) -> bool:
-    """``_log.warning(...)``, ``logger.info(...)``, ``warnings.warn(...)``."""
+    """``_diagnostics.warning(...)`` (the package's loggers), ``logger.info(...)``,
+    ``warnings.warn(...)``."""
     func = node.func
     return (
         isinstance(func, ast.Attribute)

@@ -305,6 +305,32 @@ class TestGuard:
         assert all(i["increment"] > 0 for i in found["increments"])
         assert found["canary"]["id"] == "c"
 
+    def test_cycles_of_exactly_min_live_entries_count_in_the_recomputed_sum(
+        self, make_policy: PolicyFactory
+    ) -> None:
+        """Recomputed from a document's history, a cycle scoring exactly min_live_entries
+        entries is judged: the squeeze halts on the same cycles as without the setting."""
+        engine = Engine(make_policy(collapse={**CUSUM, "min_live_entries": 3}))
+        cases = history(SQUEEZE_WIDTHS, [HELD, HELD, HELD, INVERTED, INVERTED, INVERTED])
+        halted = engine.detect_collapse(cases[:5])
+        assert halted.codes == ("collapse_detected",)
+        assert [i["cycle"] for i in detail(halted)["increments"]] == [4, 5]
+        assert detail(halted)["cusum"] == pytest.approx(0.9)
+
+    def test_a_healthy_reason_says_whether_the_evidence_reached_the_threshold(self) -> None:
+        """spread_healthy says the evidence is below the threshold, or that it reached it
+        without each of the last n cycles adding to it (a squeeze followed by a healthy cycle)."""
+        engine = Engine(CUSUM_POLICY)
+        below = engine.detect_collapse(history([0.3] * 4, [INVERTED] * 4))
+        widths = [*SQUEEZE_WIDTHS, 0.3]
+        reached = engine.detect_collapse(history(widths, [HELD] * 6 + [INVERTED]))
+        assert (below.codes, reached.codes) == (("spread_healthy",), ("spread_healthy",))
+        assert below.reasons[0].message == "spread evidence 0 is below the threshold 0.9"
+        assert reached.reasons[0].message == (
+            "spread evidence 0.95 reached 0.9 but not each of the last 2 cycle(s) added to it"
+        )
+        assert detail(reached)["cusum"] == pytest.approx(0.95)
+
     def test_a_one_cycle_spread_glitch_does_not_halt(self, make_policy: PolicyFactory) -> None:
         """One flat cycle under an inverted canary adds the cap only: S stays below h."""
         engine = Engine(make_policy(collapse=CUSUM))

@@ -3,13 +3,15 @@ of areas, the regression patches still applying, and one known mutant killed."""
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import pytest
 from survivors import REGRESSIONS, ROOT, Regression, area_fails
 
 from mutation._areas import AREAS
-from mutation._operators import mutants
+from mutation._equivalent import EQUIVALENT, Equivalent
+from mutation._operators import Mutant, mutants
 
 SAMPLE = '''
 def gate(score, floor, pinned):
@@ -41,6 +43,12 @@ class TestOperators:
         (flip,) = [m for m in mutants("sample.py", SAMPLE) if m.operator == "flip-compare"]
         assert flip.apply(SAMPLE) == SAMPLE.replace("score < floor", "score >= floor")
 
+    def test_log_calls_are_left_alone(self) -> None:
+        """A call of the package's loggers (`_diagnostics`) or of `warnings` makes no mutant:
+        what it writes is not what a caller is answered."""
+        source = "def f(n):\n    _diagnostics.warning('at %d', n + 1)\n    warnings.warn('x')\n"
+        assert mutants("sample.py", source) == []
+
 
 class TestAreas:
     def test_every_module_and_test_path_exists(self) -> None:
@@ -49,6 +57,24 @@ class TestAreas:
             assert (ROOT / "engine" / module).is_file(), module
             for path in (p.split("::")[0] for stage in stages for p in stage):
                 assert (ROOT / path).exists(), path
+
+
+@functools.cache
+def mutants_of(module: str) -> tuple[str, list[Mutant]]:
+    """The source of ``module`` and its mutants (made once: each is compiled)."""
+    source = (ROOT / "engine" / module).read_text(encoding="utf-8")
+    return source, mutants(module, source)
+
+
+class TestEquivalents:
+    @pytest.mark.parametrize("entry", EQUIVALENT, ids=lambda e: f"{e.module}:{e.where}")
+    def test_each_listing_names_a_mutant_of_today(self, entry: Equivalent) -> None:
+        """Each mutant listed as equivalent is still made from today's source of its module."""
+        assert entry.module in AREAS
+        source, found = mutants_of(entry.module)
+        lines = source.splitlines()
+        assert [m for m in found if entry.names(m, lines)], entry.edit
+        assert entry.why
 
 
 class TestRegressions:

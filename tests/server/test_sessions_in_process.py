@@ -449,6 +449,18 @@ class TestStoreFaults:
         records = app.records("session_state_rejected")
         assert [r["deleted"] for r in records] == [False, False, False, True]
 
+    def test_a_state_this_policy_cannot_use_is_a_located_conflict(self, make_app: MakeApp) -> None:
+        """A stored state that keeps its seal but fails the state schema is 409
+        session-conflict, located at its path in the session state."""
+        app = make_app()
+        app.halt("e")
+        state = app.http.get("/v1/sessions/e").json()["state"]
+        app.service.store.save("x", {**state, "session_id": "x", "cycles_seen": -1})
+        response = make_app().cycle("x", HEALTHY[0])
+        problem = response.json()
+        assert first_problem(response) == (409, "session-conflict", "$.cycles_seen")
+        assert problem["problems"][0]["file"] == "<session-state>"
+
     def test_an_unsaved_change_is_503_naming_its_decisions(
         self, make_app: MakeApp, tmp_path: Path
     ) -> None:

@@ -198,3 +198,34 @@ class TestStore:
             after_pin = CountingStore.saves
             session.plan(WINDOW, free_tokens=100)
             assert CountingStore.saves == after_pin
+
+
+class TestTransitionsFollowTheWindow:
+    def test_an_allowed_removal_drops_the_pin_and_saves_it(
+        self, pinning: Policy, tmp_path: Path
+    ) -> None:
+        """An allowed edit that tombstones a rule-pinned segment drops its pin from the session
+        and from the store: an engine opened afterwards on the file holds no pin."""
+        after = [s for s in WINDOW if s["id"] != "n"]
+        with SqliteSessionStore(tmp_path / "s.db") as store:
+            session = Engine(pinning, store=store).session("s")
+            session.plan(WINDOW, free_tokens=100)
+            decision = session.verify(WINDOW, after, tombstones=["n"])
+            reopened = Engine(pinning, store=store).session("s")
+            assert (decision.outcome, decision.codes) == ("allow", ("transition_clean",))
+            assert session.rule_pins.segments == {}
+            assert reopened.state()["rule_pins"]["segments"] == {}
+
+    def test_a_refused_removal_keeps_the_pin(self, pinning: Policy, tmp_path: Path) -> None:
+        """An edit refused for removing a rule-pinned segment without a tombstone keeps the pin,
+        in the session and in the store."""
+        after = [s for s in WINDOW if s["id"] != "n"]
+        with SqliteSessionStore(tmp_path / "s.db") as store:
+            session = Engine(pinning, store=store).session("s")
+            session.plan(WINDOW, free_tokens=100)
+            decision = session.verify(WINDOW, after)
+            reopened = Engine(pinning, store=store).session("s")
+            assert decision.outcome == "deny"
+            assert "pinned_removed" in decision.codes
+            assert set(session.rule_pins.segments) == {"n"}
+            assert set(reopened.state()["rule_pins"]["segments"]) == {"n"}

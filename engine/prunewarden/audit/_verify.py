@@ -123,7 +123,7 @@ class _FileCheck:
         self.report = FileReport(str(path))
         self.findings: list[Finding] = []
         self.last: str | None = None
-        self.last_line = 0
+        self.last_line: int | None = None  # the line of the record hashed `last`
         self.activated: set[str] = set()
         self.torn: list[tuple[int, bytes]] = []
 

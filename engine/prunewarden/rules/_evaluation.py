@@ -148,7 +148,7 @@ def clean_message(exc: BaseException) -> str:
     """cel-python's message without the activation it sometimes embeds or the values it quotes
     (a segment's text must not leak into decisions), shortened to one readable line."""
     text = str(exc.args[0]) if exc.args else type(exc).__name__
-    text = text.split(" (in activation", 1)[0]
+    text = text.partition(" (in activation")[0]
     text = _TOKEN_RE.sub(lambda m: repr(_OPERATORS.get(m[1], m[1])), text)
     text = _TYPE_NAME_RE.sub(lambda m: _cel_type(m[1]), text)
     text = _VALUE_RE.sub(lambda m: _cel_type(m[1]), text)

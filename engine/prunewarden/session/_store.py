@@ -29,7 +29,7 @@ from typing import Any, Literal, Protocol, Self, runtime_checkable
 from prunewarden.decision import utc_now
 from prunewarden.session._seal import key_from_env, open_state, seal_state, state_text
 
-BUSY_TIMEOUT_MS = 30_000  # how long a writer waits for another process's transaction
+BUSY_TIMEOUT = 30.0  # seconds a writer waits for another process's transaction
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (
@@ -121,7 +121,7 @@ class SqliteSessionStore:
         self._key = key_from_env(hmac_key_env)
         self._lock = threading.Lock()
         self._connection: sqlite3.Connection | None = None
-        self._pid = 0
+        self._pid: int | None = None  # the process that opened the connection
         with self._lock:
             self._connect()
 
@@ -180,10 +180,8 @@ class SqliteSessionStore:
         """The connection of this process (a connection inherited through fork is not used)."""
         if self._connection is not None and self._pid == os.getpid():
             return self._connection
-        connection = sqlite3.connect(
-            self.path, timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False
-        )
-        connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        # The timeout is SQLite's busy timeout: how long a statement waits for a lock.
+        connection = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT, check_same_thread=False)
         connection.execute("PRAGMA journal_mode = WAL")
         connection.execute(f"PRAGMA synchronous = {self.synchronous}")
         with connection:
@@ -196,20 +194,21 @@ class SqliteSessionStore:
         """A database from before states were sealed: add the column and seal every row as it
         is, once (under SQLite's write lock, so two processes opening it do it once). Later, a
         row without a seal is refused like one whose seal does not match."""
-        columns = {row[1] for row in connection.execute("PRAGMA table_info(sessions)")}
-        if "seal" in columns:
+        if _has_seals(connection):
             return
         connection.execute("BEGIN IMMEDIATE")
-        try:
-            columns = {row[1] for row in connection.execute("PRAGMA table_info(sessions)")}
-            if "seal" not in columns:
-                connection.execute("ALTER TABLE sessions ADD COLUMN seal TEXT")
-                rows = connection.execute("SELECT session_id, state FROM sessions").fetchall()
-                connection.executemany(
-                    "UPDATE sessions SET seal = ? WHERE session_id = ?",
-                    [(seal_state(sid, text, self._key), sid) for sid, text in rows],
-                )
-        except BaseException:
-            connection.rollback()
-            raise
-        connection.commit()
+        with connection:  # committed when the block ends, rolled back if it raises
+            if _has_seals(connection):  # another process sealed it since the first look
+                return
+            connection.execute("ALTER TABLE sessions ADD COLUMN seal TEXT")
+            rows = connection.execute("SELECT session_id, state FROM sessions").fetchall()
+            connection.executemany(
+                "UPDATE sessions SET seal = ? WHERE session_id = ?",
+                [(seal_state(sid, text, self._key), sid) for sid, text in rows],
+            )
+
+
+def _has_seals(connection: sqlite3.Connection) -> bool:
+    """Whether the sessions table has its seal column (a database made since states are
+    sealed, or sealed once since)."""
+    return "seal" in {row[1] for row in connection.execute("PRAGMA table_info(sessions)")}
