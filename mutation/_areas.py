@@ -99,6 +99,18 @@ AREAS: dict[str, Stages] = {
         ),
         SESSION,
     ),
+    # What a session holds and how it keeps it (split from _session.py): the same tests own it.
+    "prunewarden/session/_core.py": (
+        (
+            HALTS,
+            "tests/session/test_session.py",
+            "tests/session/test_session_documents.py",
+            "tests/session/test_held_over_openings.py",
+            "tests/guards/test_relative_floor_history.py",
+            "tests/session/test_follow_reloads.py",
+        ),
+        SESSION,
+    ),
     "prunewarden/session/_state.py": (
         (
             HALTS,
