@@ -155,6 +155,42 @@ class TestSpreadsOnTheJudgedScale:
             session.observe_cycle({"a": 0.5 - half_width, "b": 0.5 + half_width})
         assert session.state()["early_spreads"]["values"] == [0.375, 0.25]
 
+    def test_under_cusum_a_cycle_too_small_to_judge_is_no_early_spread(
+        self, engine_with: EngineFactory
+    ) -> None:
+        """Under the cusum test a cycle with fewer than min_live_entries scores stays out of
+        the session's early spreads (its reference); one with exactly that many counts."""
+        engine = engine_with(
+            collapse={
+                "spread_floor_mode": "cusum",
+                "consecutive_cycles": 2,
+                "min_live_entries": 3,
+                "cusum": {"slack": 0.4, "reference": {"first_cycles": 2, "prior_weight": 0}},
+            },
+        )
+        session = engine.session("s")
+        session.observe_cycle({"c": 0.5, "x": 0.25}, ["c"])
+        assert session.state()["early_spreads"]["values"] == []
+        session.observe_cycle({"c": 0.5, "x": 0.25, "y": 0.75}, ["c"])
+        (spread,) = session.state()["early_spreads"]["values"]
+        assert math.isclose(spread, statistics.pstdev([0.5, 0.25, 0.75]))
+
+    def test_a_relative_floor_keeps_the_spread_of_a_small_cycle(
+        self, engine_with: EngineFactory
+    ) -> None:
+        """A relative floor's early spread counts every first cycle, min_live_entries or not."""
+        engine = engine_with(
+            collapse={
+                "spread_floor_mode": "relative",
+                "spread_floor": 0.5,
+                "min_live_entries": 3,
+                "relative_to": {"first_cycles": 2},
+            },
+        )
+        session = engine.session("s")
+        session.observe_cycle({"a": 0.25, "b": 0.75})
+        assert session.state()["early_spreads"]["values"] == [0.25]
+
 
 class TestOrder:
     def test_a_cycle_out_of_order_is_located_by_path(self, engine: Engine) -> None:
