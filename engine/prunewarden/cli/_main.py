@@ -125,7 +125,7 @@ COMMANDS: dict[str, Command] = {
     ),
     "mcp": Command(
         "_mcp",
-        "serve evaluate, plan and verify_transition to MCP hosts (docs/mcp.md)",
+        "serve evaluate, explain, plan and verify_transition to MCP hosts (docs/mcp.md)",
         "add_mcp",
         "run_mcp",
     ),
