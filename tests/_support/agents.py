@@ -11,7 +11,7 @@ from agents.items import ModelResponse
 from agents.models.interface import Model
 from agents.usage import Usage
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-from langchain_core.messages import AIMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.tools import tool
 from openai.types.responses import ResponseOutputMessage, ResponseOutputText
 from prunewarden.scoring import Perturbation, RecencyScorer, Scores
@@ -101,3 +101,15 @@ class AnsweringModel(Model):
     def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
         """Not scripted."""
         raise NotImplementedError
+
+
+def roles(messages: Sequence[BaseMessage]) -> list[tuple[str, list[str], str | None]]:
+    """Each message's type, the tool-call ids it makes and the call it answers."""
+    return [
+        (
+            m.type,
+            [str(c["id"]) for c in m.tool_calls] if isinstance(m, AIMessage) else [],
+            m.tool_call_id if isinstance(m, ToolMessage) else None,
+        )
+        for m in messages
+    ]

@@ -5,11 +5,11 @@ model call (LangGraph's ``pre_model_hook``, LangChain 1.x's middleware)."""
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from _support.agents import CollapsibleScorer, protocol_problems
+from _support.agents import CollapsibleScorer, protocol_problems, roles
 from langchain.agents import create_agent
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
@@ -61,17 +61,6 @@ def replies(turns: int) -> Iterator[AIMessage]:
 def lookup(q: str) -> str:
     """Look something up."""
     return f"result for {q}: " + "data " * 60
-
-
-def roles(messages: Sequence[BaseMessage]) -> list[tuple[str, list[str], str | None]]:
-    return [
-        (
-            m.type,
-            [str(c["id"]) for c in m.tool_calls] if isinstance(m, AIMessage) else [],
-            m.tool_call_id if isinstance(m, ToolMessage) else None,
-        )
-        for m in messages
-    ]
 
 
 class Agent:

@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
 import pytest
-from _support.agents import protocol_problems
+from _support.agents import protocol_problems, roles
 from langchain.agents import create_agent
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
@@ -26,8 +26,6 @@ from prunewarden.integrations.langgraph import (
     PruningHook,
 )
 from prunewarden.scoring import RecencyScorer
-
-from tests.integrations.test_langgraph import roles
 
 UTC = "All timestamps must be UTC; never emit local time."
 FAITHFUL = "Timestamps are UTC; never emit local time."
