@@ -139,9 +139,24 @@ class TestRulesCost:
         cases = rules_cost._probe_cases() + rules_cost._rule_cases()
         assert cases[0][0] == "true"
         assert any("contains_any(segment.text, params.negations)" in c[0] for c in cases)
-        row = rules_cost._measured(cases[2])
+        (row,) = rules_cost._timed([rules_cost._prepared(cases[2])])
         assert row["source"] == "segment.text.contains('never')"
         assert row["estimate"] >= rules_cost.TEXT_CHARS // 1024
+        assert row["text"] in rules_cost.TEXTS
+        assert row["seconds"] > 0
+
+    def test_a_long_text_is_timed_on_each_text_and_a_text_blind_one_once(self) -> None:
+        """An expression reading segment.text gets one input per text of TEXTS (same sizes,
+        so one estimate); one reading only score gets a single input."""
+        by_source = {c[0]: c for c in rules_cost._probe_cases()}
+        reads_text = rules_cost._prepared(
+            by_source["contains_any(segment.text, ['never', 'do not', 'must not'])"]
+        )
+        assert list(reads_text["cel"]) == list(rules_cost.TEXTS)
+        blind = rules_cost._prepared(by_source["score < 0.5"])
+        assert list(blind["cel"]) == ["words"]
+        folding = rules_cost.TEXTS["folding x3"]
+        assert len(folding.casefold()) == 3 * len(folding) == 3 * rules_cost.TEXT_CHARS
 
 
 class TestTransitionScale:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import io
 import json
+import math
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +16,15 @@ from prunewarden.cli._main import run
 from prunewarden.errors import ExitCode
 from prunewarden.limits import MAX_ID_CHARS, MAX_IDS, MAX_INPUT_CHARS, MAX_MATCH_STEPS, MAX_SPANS
 from prunewarden.rules import Cost, compile_expression, estimate_cost
-from prunewarden.rules._cost import CHARS_PER_UNIT, ITERATION_UNITS, STEPS_PER_UNIT, size_of
+from prunewarden.rules._cost import (
+    CHARS_PER_UNIT,
+    ITERATION_UNITS,
+    SEARCHED_PER_UNIT,
+    STEPS_PER_UNIT,
+    size_of,
+)
+from prunewarden.rules._functions import CASEFOLD_GROWTH, LOWER_GROWTH
+from prunewarden.rules._patterns import program_size
 from prunewarden.rules._spec import _params_shape
 from prunewarden.rules._variables import variable_shapes
 
@@ -117,6 +127,54 @@ class TestEstimate:
         found = cost("candidates.filter(c, c.startsWith('a')).exists(d, d.contains('y'))")
         assert found.units > 2 * MAX_IDS * (1 + ITERATION_UNITS)
         assert found.path[0].startswith("candidates.filter(c, c.startsWith('a')).exist...")
+
+
+class TestAdversarialInputs:
+    """The prices of the work that depends on a text's content, held to the worst content."""
+
+    def test_case_mappings_grow_no_character_beyond_the_priced_factor(self) -> None:
+        """No character of Python's Unicode tables lowers to more than LOWER_GROWTH characters
+        or casefolds to more than CASEFOLD_GROWTH, and some reach both: the factors are exact."""
+        characters = [chr(c) for c in range(sys.maxunicode + 1)]
+        assert max(len(c.lower()) for c in characters) == LOWER_GROWTH
+        assert max(len(c.casefold()) for c in characters) == CASEFOLD_GROWTH
+
+    def test_contains_any_is_priced_for_a_tripling_text_without_a_phrase(self) -> None:
+        """contains_any on a text of U+0390 (each folds to three characters, no phrase found)
+        is priced for the folding and one scan of the tripled text per phrase."""
+        text = "\u0390" * MAX_INPUT_CHARS
+        folded = len(text.casefold())
+        assert folded == CASEFOLD_GROWTH * MAX_INPUT_CHARS
+        found = cost("contains_any(segment.text, params.negations)")
+        scans = len(PARAMS["negations"]) + 1  # the folding, then each phrase
+        assert found.units >= scans * math.ceil(folded / CHARS_PER_UNIT)
+
+    def test_lower_is_priced_for_a_doubling_text(self) -> None:
+        """lower() on a text of U+0130 (each lowers to two characters) is priced for the
+        doubled text it builds."""
+        lowered = len(("\u0130" * MAX_INPUT_CHARS).lower())
+        assert lowered == LOWER_GROWTH * MAX_INPUT_CHARS
+        found = cost("lower(segment.text) == ''")
+        assert found.units >= math.ceil(lowered / CHARS_PER_UNIT)
+
+    def test_matches_is_priced_for_a_text_of_four_byte_characters(self) -> None:
+        """A literal pattern on a text of 4-byte UTF-8 characters: the steps the run time
+        charges for it (bytes + 1, times the program's size) are within the estimate."""
+        pattern = "a[bc]+d"
+        text = "\U00010400" * MAX_INPUT_CHARS
+        size = program_size(pattern)
+        assert size is not None
+        charged = (len(text.encode("utf-8")) + 1) * size
+        found = cost(f"segment.text.matches('{pattern}')")
+        assert found.units >= math.ceil(min(charged, MAX_MATCH_STEPS) / STEPS_PER_UNIT)
+        assert f"up to {min(charged, MAX_MATCH_STEPS)} RE2 steps" in found.describe()
+
+    def test_in_is_priced_per_item_compared(self) -> None:
+        """x in candidates is priced at SEARCHED_PER_UNIT items a unit over MAX_IDS ids (a
+        missing id compares every one), dearer than the aggregates' rate."""
+        found = cost("segment.id in candidates")
+        assert found.units >= math.ceil(MAX_IDS / SEARCHED_PER_UNIT)
+        assert found.describe().endswith(f"({MAX_IDS} items searched)")
 
 
 class TestRuleCost:

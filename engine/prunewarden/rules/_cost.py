@@ -8,7 +8,8 @@ and the real sizes of the policy's ``params``. A comprehension multiplies its bo
 items it may visit; a conditional costs its dearer branch; ``&&`` and ``||`` both of their sides.
 
 One unit is about one node of cel-python's evaluator; a text is scanned at
-:data:`CHARS_PER_UNIT` characters and a list at :data:`ITEMS_PER_UNIT` items per unit, and a
+:data:`CHARS_PER_UNIT` characters, a list aggregated at :data:`ITEMS_PER_UNIT` and searched
+(``in``) at :data:`SEARCHED_PER_UNIT` items per unit, and a
 ``matches`` at :data:`STEPS_PER_UNIT` RE2 steps (what ``_patterns`` prices). The benchmark
 ``benchmarks/rules_cost.py`` holds the estimate to measured evaluation times. The estimate is an
 upper bound of the work, not of the time a loaded machine takes: the run-time budget
@@ -28,11 +29,14 @@ from celpy.evaluation import celstr
 from prunewarden.limits import MAX_INPUT_CHARS, MAX_MATCH_STEPS
 from prunewarden.rules._checker import MACROS
 from prunewarden.rules._expression import Cost, Expression, Shape, json_type
-from prunewarden.rules._functions import ENGINE_FUNCTIONS
+from prunewarden.rules._functions import CASEFOLD_GROWTH, ENGINE_FUNCTIONS, LOWER_GROWTH
 from prunewarden.rules._patterns import program_size
 
 CHARS_PER_UNIT = 1024
 ITEMS_PER_UNIT = 64
+# ``x in list`` compares CEL values one by one: cel-python took a unit per 56 to 80 items of
+# 1,024 and 8,192 ids (benchmarks/rules_cost.py), so 64 would underestimate a long list.
+SEARCHED_PER_UNIT = 16
 STEPS_PER_UNIT = 512
 # One item of a comprehension, beyond its body: binding the loop variable, the macro's step.
 ITERATION_UNITS = 32
@@ -223,7 +227,8 @@ class _Estimator:
         if operator.data == "relation_in":
             scanned = size_of(right.shape) if json_type(right.shape) != "object" else 1
             why = f"{scanned} items searched"
-            return self._step(node, why, base.units + _per(scanned, ITEMS_PER_UNIT), base, _BOOL)
+            units = base.units + _per(scanned, SEARCHED_PER_UNIT)
+            return self._step(node, why, units, base, _BOOL)
         compared = min(size_of(left.shape), size_of(right.shape))
         if compared <= 1:
             return base
@@ -368,13 +373,13 @@ def _scan(sizes: list[int], _: str | None) -> _Price:
 
 
 def _lower(sizes: list[int], _: str | None) -> _Price:
-    grown = 2 * sizes[0]  # a character lowers to at most two (as _functions charges it)
+    grown = LOWER_GROWTH * sizes[0]
     return _per(grown, CHARS_PER_UNIT), _text(grown), f"{sizes[0]} characters lowered"
 
 
 def _contains_any(sizes: list[int], _: str | None) -> _Price:
     text, needles = sizes[0], sizes[1] if len(sizes) > 1 else 1
-    folded = 3 * text  # a character folds to at most three (as _functions charges it)
+    folded = CASEFOLD_GROWTH * text
     scans = (needles + 1) * _per(folded, CHARS_PER_UNIT)
     return scans, _BOOL, f"{needles} phrases in {text} characters"
 

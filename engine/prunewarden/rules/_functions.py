@@ -150,10 +150,16 @@ def _abs(value: Any) -> Any:
     return ct.DoubleType(abs(float(value)))
 
 
+# The most characters one character becomes in Python's case mappings (İ -> i̇, ΐ -> ΐ, ﬃ ->
+# ffi): what a text may grow to, charged here and priced by the static estimate (``_cost``).
+LOWER_GROWTH = 2
+CASEFOLD_GROWTH = 3
+
+
 def _lower(text: Any) -> Any:
     if not isinstance(text, ct.StringType):
         return CELEvalError(f"lower() takes a string, not {type_name(text)}", TypeError, None)
-    budget.allocate(_grown(text, 2))  # a character lowers to at most two (İ -> i̇)
+    budget.allocate(_grown(text, LOWER_GROWTH))
     return ct.StringType(text.lower())
 
 
@@ -167,7 +173,7 @@ def _contains_any(text: Any, needles: Any) -> Any:
         return CELEvalError("contains_any() takes a string and a list of strings", TypeError, None)
     if not all(isinstance(n, ct.StringType) for n in needles):
         return CELEvalError("contains_any() takes a list of strings", TypeError, None)
-    budget.allocate(_grown(text, 3))  # a character folds to at most three (ﬃ -> ffi)
+    budget.allocate(_grown(text, CASEFOLD_GROWTH))
     folded = text.casefold()
     for needle in needles:
         budget.check()  # each needle scans the whole text: the loop is where the time goes
