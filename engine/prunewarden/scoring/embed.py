@@ -96,12 +96,15 @@ class MiniLMEmbedder:
             known = {t: self._cache[t] for t in set(texts) if t in self._cache}
             for text in known:
                 self._cache.move_to_end(text)
-        missing = sorted(set(texts) - known.keys(), key=len)
+        # In the caller's order (not a set's, which varies between processes), so which texts
+        # a full cache forgets does not depend on string hashing.
+        fresh = [t for t in dict.fromkeys(texts) if t not in known]
+        missing = sorted(fresh, key=len)
         for start in range(0, len(missing), self.batch):
             chunk = missing[start : start + self.batch]
             known.update(zip(chunk, self._run(chunk), strict=True))
         with self._lock:
-            for text in missing:
+            for text in fresh:
                 self._cache[text] = known[text]
             while len(self._cache) > self.cache_size:
                 self._cache.popitem(last=False)
