@@ -29,6 +29,7 @@ CALIBRATE = ("tests/replay/test_fit.py",)
 
 EXACT_GUARDS = "tests/guards/test_exact_checks.py"
 REASONS = "tests/guards/test_reason_details.py"
+EXPLAINED = "tests/guards/test_explained_exactly.py"
 EXACT_AUDIT = "tests/audit/test_exact_verify.py"
 REPORT = "tests/audit/test_verify_report.py"
 HALTS = "tests/session/test_halts_held.py"
@@ -44,11 +45,11 @@ AREAS: dict[str, Stages] = {
         GUARDS,
     ),
     "prunewarden/guards/eviction.py": (
-        (EXACT_GUARDS, REASONS, "tests/guards/test_eviction.py"),
+        (EXACT_GUARDS, REASONS, EXPLAINED, "tests/guards/test_eviction.py"),
         GUARDS,
     ),
     "prunewarden/guards/staleness.py": (
-        (EXACT_GUARDS, REASONS, "tests/guards/test_staleness.py"),
+        (EXACT_GUARDS, REASONS, EXPLAINED, "tests/guards/test_staleness.py"),
         GUARDS,
     ),
     "prunewarden/pipeline/_compile.py": (

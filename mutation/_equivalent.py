@@ -50,6 +50,7 @@ _CALIBRATION = "prunewarden/pipeline/_calibration.py"
 _COLLAPSE = "prunewarden/guards/collapse.py"
 _COMPILE = "prunewarden/pipeline/_compile.py"
 _CONFIG = "prunewarden/server/_config.py"
+_EVICTION = "prunewarden/guards/eviction.py"
 _EVALUATION = "prunewarden/rules/_evaluation.py"
 _FIT = "prunewarden/replay/_fit.py"
 _GUARDRAILS = "prunewarden/policy/_guardrails.py"
@@ -151,7 +152,7 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         f"1 -> 2 {_PLUS_ONE}",
         "level is read only by cel-python's debug log, to indent its lines",
     ),
-    # guards/collapse.py, guards/staleness.py
+    # guards/collapse.py, guards/eviction.py, guards/staleness.py
     Equivalent(
         _COLLAPSE,
         "if early else 0.0",
@@ -177,6 +178,13 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         "track.total < threshold -> track.total <= threshold (boundary-compare)",
         "only the message of spread_healthy differs, and only for a sum exactly at the threshold "
         "after a cycle that did not add to it: the sum of logs never lands on it exactly",
+    ),
+    Equivalent(
+        _EVICTION,
+        "lo is None or hi is None",
+        "lo is None or hi is None -> (lo is None and hi is None) (swap-and-or)",
+        "neither end is ever None: score \u00b1 delta misses the stable interval by a rounding "
+        "error at most, and the search moves up to 64 floats toward the score, which is in it",
     ),
     Equivalent(
         _STALENESS,

@@ -161,6 +161,27 @@ class TestCusumCarryOver:
         _, record = rebound(cusum, state)
         assert record["dropped"] == {}
 
+    def test_cycles_too_small_to_judge_need_no_early_spread(
+        self, engine_with: EngineFactory
+    ) -> None:
+        """The cusum reference keeps judgeable cycles only: a state whose cycles were all too
+        small to judge carries no early spread, and restores under its own policy."""
+        cusum = engine_with(
+            collapse={
+                "spread_floor_mode": "cusum",
+                "consecutive_cycles": 2,
+                "min_live_entries": 3,
+                "cusum": {"slack": 0.4, "reference": {"first_cycles": 2, "prior_weight": 0}},
+            }
+        )
+        session = cusum.session("s")
+        session.observe_cycle({"c": 0.55, "x": 0.2})
+        session.observe_cycle({"c": 0.55, "x": 0.3})
+        state = session.state()
+        assert (state["cycles_seen"], state["early_spreads"]["values"]) == (2, [])
+        restored = cusum.session("s", state=state)
+        assert restored.state()["early_spreads"] == {"scale": None, "values": []}
+
 
 class TestWhereRefusalsPoint:
     def test_a_part_another_policy_cannot_use_has_no_text_position(
