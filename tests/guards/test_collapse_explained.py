@@ -5,6 +5,7 @@ alternatives are offered at all, since an explainer that fails is swallowed and 
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import pytest
@@ -28,6 +29,7 @@ NARROW = {"a": 0.5, "b": 0.51, "c": 0.49}
 LOG_RATIOS = (3.434894978066094, 3.4983910970780543)
 SLACK = {"field": "spec.collapse.cusum.slack", "op": ">=", "value": LOG_RATIOS[0]}
 CANARY_RAISED = {"field": "history[3].scores.c", "op": ">=", "value": 0.65}
+PIN_A_CANARY = "or pin a canary that holds its rank (then its rank is judged)"
 
 
 def explained(settings: CollapseSettings, request: CollapseRequest) -> Reason:
@@ -40,6 +42,12 @@ def explained(settings: CollapseSettings, request: CollapseRequest) -> Reason:
 
 def short_history(cycles: int) -> CollapseRequest:
     history = tuple(Snapshot(cycle, WIDE, ()) for cycle in range(1, cycles + 1))
+    return CollapseRequest(history, None)
+
+
+def cycles(*scores: dict[str, float]) -> CollapseRequest:
+    """A history of these cycles' scores, numbered from 1, without a canary."""
+    history = tuple(Snapshot(cycle, s, ()) for cycle, s in enumerate(scores, start=1))
     return CollapseRequest(history, None)
 
 
@@ -130,4 +138,89 @@ class TestCusumAlternative:
         assert reason.detail["would_allow_text"] == (
             "spread evidence 0.9 \u2265 threshold 0.9 and no canary: allowed at no policy value; "
             "or pin a canary that holds its rank (then its rank is judged)"
+        )
+
+    def test_a_slack_below_one_is_offered(self) -> None:
+        """The slack offered may be any value the schema allows from 0: here 0.5, the
+        log-ratio of cycles narrowed by e^-0.5 (slack 0, threshold 0.5, no prior)."""
+        low = replace(CUSUM, cusum=CusumSettings(slack=0.0, threshold=0.5, prior_weight=0.0))
+        half = 0.5 * math.exp(-0.5)
+        wide, narrow = {"a": 0.0, "b": 1.0}, {"a": 0.5 - half, "b": 0.5 + half}
+        reason = explained(low, cycles(wide, wide, narrow, narrow))
+        [slack] = reason.detail["would_allow"]
+        assert (slack["field"], slack["op"]) == ("spec.collapse.cusum.slack", ">=")
+        assert slack["value"] == pytest.approx(0.5)
+        assert reason.detail["would_allow_text"] == (
+            f"spread evidence 0.5 \u2265 threshold 0.5 and no canary: allowed at cusum.slack "
+            f"\u2265 0.5; {PIN_A_CANARY}"
+        )
+
+    def test_a_slack_above_the_schema_maximum_is_not_offered(self) -> None:
+        """A log-ratio above 20 (scores on a wide range, then all alike) asks for a slack no
+        policy may set: no alternative."""
+        wide_range = replace(CUSUM, cusum=CusumSettings(prior_weight=0.0))
+        wide, flat = {"a": 0.0, "b": 1600.0}, {"a": 5.0, "b": 5.0}
+        reason = explained(wide_range, cycles(wide, wide, flat, flat))
+        assert min(step["log_ratio"] for step in reason.detail["increments"]) == pytest.approx(
+            math.log(800) - math.log(1e-6)
+        )
+        assert reason.detail["would_allow"] == []
+        assert reason.detail["would_allow_text"] == (
+            f"spread evidence 0.9 \u2265 threshold 0.9 and no canary: allowed at no policy value; "
+            f"{PIN_A_CANARY}"
+        )
+
+
+class TestSpreadFloorAlternative:
+    def test_spreads_of_zero_offer_a_floor_of_zero(self) -> None:
+        """Every score alike (spread 0): a floor of exactly 0 ends signal A, and is offered."""
+        wide, flat = {"a": 0.1, "b": 0.5, "c": 0.9}, {"a": 0.5, "b": 0.5, "c": 0.5}
+        reason = explained(DEFAULT, cycles(wide, flat, flat))
+        assert reason.code == "no_canary"
+        assert reason.detail["would_allow"] == [
+            {"field": "spec.collapse.spread_floor", "op": "<=", "value": 0.0}
+        ]
+        assert reason.detail["would_allow_text"] == (
+            f"spread 0 < floor 0.08 for 2 cycles and no canary: allowed at spread_floor \u2264 0; "
+            f"{PIN_A_CANARY}"
+        )
+
+    def test_a_relative_floor_offers_the_factor_of_the_early_spread(self) -> None:
+        """Relative: the factor offered is the widest recent spread over the early spread
+        (0.1 / 2), on any score range."""
+        relative = replace(
+            DEFAULT, spread_floor=0.5, spread_floor_mode="relative", relative_first_cycles=2
+        )
+        wide, narrow = {"a": 0.0, "b": 4.0}, {"a": 0.0, "b": 0.2}
+        reason = explained(relative, cycles(wide, wide, narrow, narrow))
+        assert reason.detail["early_spread"] == 2.0
+        assert reason.detail["would_allow"] == [
+            {"field": "spec.collapse.spread_floor", "op": "<=", "value": 0.05}
+        ]
+        assert reason.detail["would_allow_text"] == (
+            "spread 0.1 < floor 1 for 2 cycles and no canary: allowed at spread_floor \u2264 0.05; "
+            f"{PIN_A_CANARY}"
+        )
+
+
+class TestTooFewEntries:
+    @pytest.mark.parametrize(
+        ("last", "said"),
+        [({"a": 0.5}, "1 entry"), ({"a": 0.5, "b": 0.4}, "2 entries")],
+    )
+    def test_the_policy_values_that_judge_a_small_cycle(
+        self, last: dict[str, float], said: str
+    ) -> None:
+        """Below min_live_entries: allowed at on_too_few_entries allow, or a minimum at most
+        the entries scored."""
+        halting = replace(DEFAULT, min_live_entries=3, on_too_few_entries="halt")
+        wide = {"a": 0.1, "b": 0.5, "c": 0.9}
+        reason = explained(halting, cycles(wide, wide, last))
+        assert reason.detail["would_allow"] == [
+            {"field": "spec.collapse.on_too_few_entries", "op": "==", "value": "allow"},
+            {"field": "spec.collapse.min_live_entries", "op": "<=", "value": len(last)},
+        ]
+        assert reason.detail["would_allow_text"] == (
+            f"{said} < 3: allowed at on_too_few_entries allow, or min_live_entries \u2264 "
+            f"{len(last)}"
         )
