@@ -45,6 +45,7 @@ AREAS: dict[str, Stages] = {
             "tests/guards/test_collapse.py",
             "tests/guards/test_relative_floor_history.py",
             "tests/guards/test_collapse_explained.py",
+            "tests/guards/test_collapse_cusum.py",
         ),
         GUARDS,
     ),

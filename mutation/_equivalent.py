@@ -179,6 +179,19 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         "after a cycle that did not add to it: the sum of logs never lands on it exactly",
     ),
     Equivalent(
+        _COLLAPSE,
+        "early <= 0",
+        "early <= 0 -> early < 0 (boundary-compare)",
+        "unreachable with an early spread of 0: the relative floor is then 0, no spread is below "
+        "0, and only a refusal on signal A is explained",
+    ),
+    Equivalent(
+        _COLLAPSE,
+        "            return None, said",  # the one under early <= 0, indented deeper
+        "return None, said -> return None (return-none)",
+        "the early spread is never 0 when signal A refused (see early <= 0): unreachable",
+    ),
+    Equivalent(
         _STALENESS,
         "strict=True",
         "True -> False (swap-bool)",

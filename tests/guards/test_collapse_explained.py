@@ -185,20 +185,26 @@ class TestSpreadFloorAlternative:
             f"{PIN_A_CANARY}"
         )
 
-    def test_a_relative_floor_offers_the_factor_of_the_early_spread(self) -> None:
-        """Relative: the factor offered is the widest recent spread over the early spread
-        (0.1 / 2), on any score range."""
+    @pytest.mark.parametrize(
+        ("top", "early", "said"),
+        [(0.5, 0.25, "spread 0.0125 < floor 0.125"), (4.0, 2.0, "spread 0.1 < floor 1")],
+    )
+    def test_a_relative_floor_offers_the_factor_of_the_early_spread(
+        self, top: float, early: float, said: str
+    ) -> None:
+        """Relative: the factor offered is the widest recent spread over the early spread (a
+        twentieth here), whether the early spread is below 1 or above it (a wide score range)."""
         relative = replace(
             DEFAULT, spread_floor=0.5, spread_floor_mode="relative", relative_first_cycles=2
         )
-        wide, narrow = {"a": 0.0, "b": 4.0}, {"a": 0.0, "b": 0.2}
+        wide, narrow = {"a": 0.0, "b": top}, {"a": 0.0, "b": top / 20}
         reason = explained(relative, cycles(wide, wide, narrow, narrow))
-        assert reason.detail["early_spread"] == 2.0
+        assert reason.detail["early_spread"] == early
         assert reason.detail["would_allow"] == [
             {"field": "spec.collapse.spread_floor", "op": "<=", "value": 0.05}
         ]
         assert reason.detail["would_allow_text"] == (
-            "spread 0.1 < floor 1 for 2 cycles and no canary: allowed at spread_floor \u2264 0.05; "
+            f"{said} for 2 cycles and no canary: allowed at spread_floor \u2264 0.05; "
             f"{PIN_A_CANARY}"
         )
 
