@@ -187,9 +187,22 @@ EQUIVALENT: tuple[Equivalent, ...] = (
     ),
     Equivalent(
         _COLLAPSE,
-        "            return None, said",  # the one under early <= 0, indented deeper
+        "return None, said  # not reached: a floor of 0",
         "return None, said -> return None (return-none)",
         "the early spread is never 0 when signal A refused (see early <= 0): unreachable",
+    ),
+    Equivalent(
+        _COLLAPSE,
+        "floor is None or floor < 0",
+        "floor is None or floor < 0 -> (floor is None and floor < 0) (swap-and-or)",
+        "the floor searched down from the widest recent spread (>= 0) is found within an ulp or "
+        "two, at >= 0: neither check is ever true, alone or together",
+    ),
+    Equivalent(
+        _COLLAPSE,
+        "return None, said  # not reached: the widest",
+        "return None, said -> return None (return-none)",
+        "unreachable, as above",
     ),
     Equivalent(
         _STALENESS,
