@@ -230,3 +230,21 @@ class TestTooFewEntries:
             f"{said} < 3: allowed at on_too_few_entries allow, or min_live_entries \u2264 "
             f"{len(last)}"
         )
+
+
+class TestCanaryAlternative:
+    def test_a_canary_below_a_median_above_its_margin_is_raised_to_the_median(self) -> None:
+        """A canary within its margin of the baseline but below a higher median: the score
+        offered is the median (0.81), not the margin's floor (0.65)."""
+        wide, narrow = {"a": 0.1, "b": 0.5, "c": 0.9}, {"a": 0.8, "b": 0.82, "c": 0.78}
+        history = tuple(Snapshot(i, s, ("c",)) for i, s in enumerate((wide, narrow, narrow), 1))
+        reason = explained(DEFAULT, CollapseRequest(history, None))
+        assert reason.detail["canary"]["signals"] == ["below_median"]
+        assert reason.detail["would_allow"] == [
+            {"field": "spec.collapse.spread_floor", "op": "<=", "value": 0.016329931618554488},
+            {"field": "history[2].scores.c", "op": ">=", "value": 0.81},
+        ]
+        assert reason.detail["would_allow_text"] == (
+            "spread 0.01633 < floor 0.08 for 2 cycles and canary 0.78 < median 0.81: allowed at "
+            "spread_floor \u2264 0.01633, or c \u2265 0.81"
+        )
