@@ -41,7 +41,13 @@ SESSIONS_APP = "tests/server/test_sessions_in_process.py"
 # Module (under engine/) -> its stages of tests.
 AREAS: dict[str, Stages] = {
     "prunewarden/guards/collapse.py": (
-        (REASONS, "tests/guards/test_collapse.py", "tests/guards/test_relative_floor_history.py"),
+        (
+            REASONS,
+            "tests/guards/test_collapse.py",
+            "tests/guards/test_relative_floor_history.py",
+            "tests/guards/test_collapse_explained.py",
+            "tests/guards/test_collapse_cusum.py",
+        ),
         GUARDS,
     ),
     "prunewarden/guards/eviction.py": (

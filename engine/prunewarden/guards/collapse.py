@@ -290,7 +290,7 @@ def _spread_alternative(s: CollapseSettings, reason: Reason) -> tuple[Change | N
     if detail.get("spread_floor_mode") == "relative":
         early = detail["early_spread"]
         if early <= 0:
-            return None, said
+            return None, said  # not reached: a floor of 0 refuses no spread
         floor = nearest_passing(
             widest / early,
             lambda f: not _collapsed(detail["spreads"], f * early),
@@ -299,7 +299,7 @@ def _spread_alternative(s: CollapseSettings, reason: Reason) -> tuple[Change | N
     else:
         floor = nearest_passing(widest, lambda f: not _collapsed(detail["spreads"], f), -math.inf)
     if floor is None or floor < 0:
-        return None, said
+        return None, said  # not reached: the widest recent spread passes within an ulp or two
     return change("spec.collapse.spread_floor", "<=", floor), said
 
 
