@@ -37,6 +37,7 @@ ACCESS = "tests/server/test_access_rules.py"
 APP = "tests/server/test_app_in_process.py"
 CONFIG = "tests/server/test_config_rules.py"
 SESSIONS_APP = "tests/server/test_sessions_in_process.py"
+EXPLAIN_ROUTE = "tests/server/test_explain_route.py"
 
 # Module (under engine/) -> its stages of tests.
 AREAS: dict[str, Stages] = {
@@ -136,11 +137,15 @@ AREAS: dict[str, Stages] = {
         SESSION,
     ),
     # The server's other tests start real servers: a survivor would cost half a minute each.
-    "prunewarden/server/_app.py": ((APP, ACCESS), (SESSIONS_APP,)),
+    "prunewarden/server/_app.py": ((APP, ACCESS, EXPLAIN_ROUTE), (SESSIONS_APP,)),
     "prunewarden/server/_config.py": ((CONFIG, "tests/server/test_listen.py", ACCESS),),
-    "prunewarden/server/_sessions.py": ((SESSIONS_APP, ACCESS), (APP,)),
+    "prunewarden/server/_sessions.py": ((SESSIONS_APP, ACCESS, EXPLAIN_ROUTE), (APP,)),
     "prunewarden/integrations/_pass.py": (
-        ("tests/integrations/test_pass_gates.py", "tests/integrations/test_pass_outcomes.py"),
+        (
+            "tests/integrations/test_pass_gates.py",
+            "tests/integrations/test_pass_outcomes.py",
+            "tests/integrations/test_pass_summaries.py",
+        ),
         ADAPTERS,
     ),
     "prunewarden/replay/_fit.py": (

@@ -87,6 +87,13 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         "False -> True (swap-bool)",
         "no answer holds a NaN or an infinity: its numbers are validated or finite",
     ),
+    Equivalent(
+        _APP,
+        "return False",
+        "return False -> return None (return-none)",
+        "_query_explain without explain in the query: None is falsy, and every caller tests the "
+        "truth of explain",
+    ),
     # server/_config.py
     Equivalent(
         _CONFIG,

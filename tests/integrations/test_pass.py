@@ -107,6 +107,27 @@ class TestBudget:
         assert (outcome.frozen, outcome.tokens, outcome.over_budget) == (False, 200, True)
         assert "over its budget of 150" in caplog.text
 
+    def test_a_pass_within_its_budget_warns_nothing(
+        self, engine: Engine, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """A pass whose input fits its budget logs no warning about the budget."""
+        outcome = WindowPruner(RecencyScorer(), budget_tokens=300).run(
+            engine.session("s"), window(3), "task"
+        )
+        assert (outcome.evict, outcome.over_budget) == ((), False)
+        assert "over its budget" not in caplog.text
+
+    def test_the_room_freed_prices_the_tombstone_of_every_evictable_segment(
+        self, engine: Engine
+    ) -> None:
+        """The pass frees room for the largest tombstone its choices could write: one naming
+        the five evictable segments (50 tokens), not the pinned one (10)."""
+        outcome = WindowPruner(RecencyScorer(), budget_tokens=440).run(
+            engine.session("s"), window(6), "task", tombstone_tokens=lambda e: 10 * len(e)
+        )
+        assert outcome.evict == ("m1", "m2", "m3")
+        assert (outcome.tokens, outcome.over_budget) == (300 + 30, False)
+
 
 class TestTombstoneText:
     def test_kinds_and_counts_no_ids(self) -> None:

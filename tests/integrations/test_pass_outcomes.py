@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from prunewarden import Engine
-from prunewarden.integrations import WindowPruner, tombstone_text
+from prunewarden.integrations import PassOutcome, WindowPruner, tombstone_text
 from prunewarden.scoring import RecencyScorer, Scores
 
 
@@ -75,6 +75,28 @@ class TestOutcomes:
         assert "hash_mismatch" in outcome.reasons
         assert outcome.plan is not None
         assert outcome.plan.frozen
+
+
+class TestTheBudget:
+    def test_a_window_exactly_at_budget_is_within_it(self, engine: Engine) -> None:
+        """A model input of exactly the budget's tokens is kept whole and is not over it."""
+        outcome = WindowPruner(RecencyScorer(), budget_tokens=300).run(
+            engine.session("s"), window(3), "t"
+        )
+        assert (outcome.evict, outcome.frozen, outcome.plan) == ((), False, None)
+        assert (outcome.tokens, outcome.budget_tokens, outcome.over_budget) == (300, 300, False)
+
+    def test_one_token_over_the_budget_is_over_it(self) -> None:
+        """An outcome one token past its budget says it is over budget."""
+        outcome = PassOutcome((), frozen=True, reasons=(), plan=None, tokens=301, budget_tokens=300)
+        assert outcome.over_budget is True
+
+    def test_an_outcome_built_without_token_counts_is_within_budget(self) -> None:
+        """A PassOutcome built by hand counts zero tokens against a zero budget: not over it,
+        with no summary."""
+        outcome = PassOutcome((), frozen=False, reasons=(), plan=None)
+        assert (outcome.tokens, outcome.budget_tokens) == (0, 0)
+        assert (outcome.over_budget, outcome.trimmed, outcome.summary) == (False, False, None)
 
 
 class TestTombstoneText:

@@ -124,3 +124,71 @@ class TestPassSummaries:
         (record,) = [r for r in records if r.get("check") == "transition"]
         assert record["subject"]["transition"]["applied_by"] == SUMMARIZER
         assert [r["code"] for r in record["reasons"]] == ["negation_lost"]
+
+
+class TestTheSummaryWritten:
+    FAITHFUL = "Timestamps are UTC, never local time; exporter read, tests ran."
+
+    def test_the_summarizer_is_given_what_the_pass_evicts(self, engine: Engine) -> None:
+        """The summarizer is given the evicted segments alone, in window order, and its
+        summary is named after the first of them, of kind summary."""
+        summarize = summarizer(self.FAITHFUL)
+        pruner = WindowPruner(RecencyScorer(), budget_tokens=400, summarizer=summarize)
+        outcome = pruner.run(engine.session("s"), window(), "task", tombstone_tokens=_room)
+        assert summarize.given == ["m1", "m2", "m3"]  # type: ignore[attr-defined]
+        assert outcome.summary == {
+            "id": "summary:m1",
+            "kind": "summary",
+            "text": self.FAITHFUL,
+            "tokens": 20,
+            "derived_from": ["m1", "m2", "m3"],
+        }
+
+    def test_the_summarizer_may_name_its_summary(self, engine: Engine) -> None:
+        """A summary that gives its own id and kind keeps them."""
+
+        def named(segments: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+            del segments
+            return {"id": "digest-1", "kind": "note", "text": self.FAITHFUL, "tokens": 20}
+
+        pruner = WindowPruner(RecencyScorer(), budget_tokens=400, summarizer=named)
+        outcome = pruner.run(engine.session("s"), window(), "task", tombstone_tokens=_room)
+        assert outcome.summary is not None
+        assert (outcome.summary["id"], outcome.summary["kind"]) == ("digest-1", "note")
+
+    def test_one_evicted_segment_is_summarized(self, engine: Engine) -> None:
+        """A pass that evicts a single segment writes its summary in that segment's place."""
+        pruner = WindowPruner(
+            RecencyScorer(), budget_tokens=520, summarizer=summarizer(self.FAITHFUL)
+        )
+        outcome = pruner.run(engine.session("s"), window(), "task", tombstone_tokens=_room)
+        assert (outcome.evict, outcome.frozen) == (("m1",), False)
+        assert outcome.summary is not None
+        assert (outcome.summary["id"], outcome.summary["derived_from"]) == ("summary:m1", ["m1"])
+
+    def test_the_allowed_summary_is_judged_in_the_evicted_place(
+        self, make_policy: PolicyFactory, tmp_path: Path
+    ) -> None:
+        """The transition judged holds the summary once, instead of the evicted segments."""
+        log_path = tmp_path / "audit.jsonl"
+        with AuditLog(log_path) as audit:
+            engine = Engine(make_policy(), audit=audit)
+            pruner = WindowPruner(
+                RecencyScorer(), budget_tokens=400, summarizer=summarizer(self.FAITHFUL)
+            )
+            pruner.run(engine.session("s"), window(), "task", tombstone_tokens=_room)
+        records = [json.loads(line) for line in log_path.read_text(encoding="utf-8").splitlines()]
+        (record,) = [r for r in records if r.get("check") == "transition"]
+        assert record["subject"]["transition"] == {
+            "added": [],
+            "after": 4,
+            "applied_by": SUMMARIZER,
+            "before": 6,
+            "folded": ["m1", "m2", "m3"],
+            "kept": 3,
+            "removed": [],
+            "rewritten": [],
+            "summaries": ["summary:m1"],
+            "tombstoned": ["m1", "m2", "m3"],
+        }
+        assert record["outcome"] == "allow"

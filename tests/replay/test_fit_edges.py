@@ -21,6 +21,7 @@ from prunewarden.replay._fit import (
     fit_scale,
     halts,
     read_trace,
+    spread_signal_traces,
 )
 
 FLAT = {f"e{i}": 0.5 for i in range(6)}
@@ -151,3 +152,66 @@ class TestTracesThatCannotBeReplayed:
         with pytest.raises(CalibrationError) as info:
             halts(base, [TraceData(good, "", ())])
         assert str(info.value).startswith(f"{good}:3:")
+
+
+SIGNAL_FLAT = (0.5, 0.5, 0.5, 0.5)  # spread 0
+SIGNAL_WIDE = (0.0, 0.0, 1.0, 1.0)  # spread 0.5
+SIGNAL_EDGE = (0.25, 0.25, 0.75, 0.75)  # spread 0.25 exactly: the floor below
+SIGNAL_FEW = (0.5, 0.5, 0.5)  # spread 0, one entry short of min_live_entries
+
+
+class TestSpreadSignal:
+    """Signal A as ``--floor-from spread`` counts it: from cycle ``consecutive_cycles`` + 1 on,
+    a cycle with at least ``min_live_entries`` entries ending a run of ``consecutive_cycles``
+    spreads under the floor (2 cycles, 4 entries and 0.25 here)."""
+
+    @pytest.mark.parametrize(
+        ("cycles", "holds"),
+        [
+            ((SIGNAL_WIDE, SIGNAL_FLAT, SIGNAL_FLAT), True),
+            ((SIGNAL_WIDE, SIGNAL_FLAT, SIGNAL_FLAT, SIGNAL_WIDE), True),
+            ((SIGNAL_FLAT, SIGNAL_FLAT), False),
+            ((SIGNAL_FLAT, SIGNAL_FLAT, SIGNAL_WIDE), False),
+            ((SIGNAL_WIDE, SIGNAL_WIDE, SIGNAL_FLAT), False),
+            ((SIGNAL_WIDE, SIGNAL_EDGE, SIGNAL_EDGE), False),
+            ((SIGNAL_WIDE, SIGNAL_FLAT, SIGNAL_FEW), False),
+            ((SIGNAL_WIDE, SIGNAL_WIDE, SIGNAL_WIDE), False),
+        ],
+        ids=[
+            "run-ends-the-trace",
+            "run-inside-the-trace",
+            "too-early-to-judge",
+            "run-broken-by-the-last",
+            "one-spread-is-not-a-run",
+            "at-the-floor-is-not-under",
+            "last-cycle-too-few-entries",
+            "never-under",
+        ],
+    )
+    def test_which_traces_signal_a_holds_on(
+        self, make_policy: Any, cycles: tuple[tuple[float, ...], ...], holds: bool
+    ) -> None:
+        """Signal A holds on a trace exactly when such a run ends on a judged cycle."""
+        policy = make_policy(
+            collapse={"consecutive_cycles": 2, "min_live_entries": 4, "spread_floor": 0.25}
+        )
+        found = spread_signal_traces(policy, [TraceData("t.jsonl", "", cycles)])
+        assert found == (["t.jsonl"] if holds else [])
+
+
+class TestFloorFromSpreadIsAbsoluteOnly:
+    def test_a_cusum_base_is_refused_even_with_the_absolute_test(
+        self, make_policy: Any, tmp_path: Path
+    ) -> None:
+        """--floor-from spread on a base whose spread floor is in cusum mode is refused, even
+        when the absolute test is asked for: the base's floor is not an absolute one."""
+        base = make_policy(collapse={"spread_floor_mode": "cusum"})
+        trace = read_trace(write_trace(tmp_path / "h.jsonl", [WIDE, FLAT]), base)
+        with pytest.raises(CalibrationError) as info:
+            fit(
+                base, "b.yaml", str(tmp_path / "f.yaml"), [trace], [], date="2026-01-31",
+                spread_test="absolute", floor_from="spread",
+            )  # fmt: skip
+        assert str(info.value) == (
+            "--floor-from spread fits an absolute floor, and the fit is not of one"
+        )

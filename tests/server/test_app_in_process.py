@@ -367,6 +367,7 @@ class TestRoutesWithoutBody:
             ("GET", "/openapi.json", 200),
             ("GET", "/schemas/input.v1.schema.json", 200),
             ("GET", "/v1/policy", 200),
+            ("GET", "/v1/status", 200),
             ("GET", "/v1/sessions/none", 404),
             ("DELETE", "/v1/sessions/none", 200),
         ],

@@ -154,3 +154,42 @@ class TestToken:
             "refusing to listen on http://0.0.0.0:80 without a token: set PRUNEWARDEN_TOKEN "
             "or pass --token-file (or listen on loopback or a unix socket)"
         )
+
+
+class TestPolicyOrBundle:
+    BOTH = "give a policy (--policy FILE) or a bundle (--bundle PATH|URL), not both"
+    BUNDLE = "--bundle needs --bundle-key PUBKEY, and takes no --shadow yet"
+    KEY = b"-----BEGIN PUBLIC KEY-----\n"
+
+    def test_a_bundle_with_its_key_is_accepted(self, tmp_path: Path) -> None:
+        """A bundle and its public key, without a policy file, is a server's policy source."""
+        made = config(tmp_path, policy=None, bundle="b.tar", bundle_key=self.KEY)
+        assert (made.policy, made.bundle, made.bundle_key) == (None, "b.tar", self.KEY)
+
+    def test_neither_a_policy_nor_a_bundle_is_refused(self, tmp_path: Path) -> None:
+        """A server with no policy source is refused, naming both options."""
+        with pytest.raises(ServerConfigError) as info:
+            config(tmp_path, policy=None)
+        assert str(info.value) == self.BOTH
+
+    def test_a_policy_and_a_bundle_together_are_refused(self, tmp_path: Path) -> None:
+        """A policy file and a bundle at once are refused: one source, not two."""
+        with pytest.raises(ServerConfigError) as info:
+            config(tmp_path, bundle="b.tar", bundle_key=self.KEY)
+        assert str(info.value) == self.BOTH
+
+    def test_a_bundle_without_its_key_is_refused(self, tmp_path: Path) -> None:
+        """A bundle whose signature nothing can check is refused."""
+        with pytest.raises(ServerConfigError) as info:
+            config(tmp_path, policy=None, bundle="b.tar")
+        assert str(info.value) == self.BUNDLE
+
+    def test_a_bundle_with_a_shadow_is_refused(self, tmp_path: Path) -> None:
+        """A bundle takes no shadow policy yet."""
+        with pytest.raises(ServerConfigError) as info:
+            config(tmp_path, policy=None, bundle="b.tar", bundle_key=self.KEY, shadow="c.yaml")
+        assert str(info.value) == self.BUNDLE
+
+    def test_a_policy_file_may_have_a_shadow(self, tmp_path: Path) -> None:
+        """The shadow restriction is the bundle's: a policy file keeps its shadow."""
+        assert config(tmp_path, shadow="c.yaml").shadow == "c.yaml"

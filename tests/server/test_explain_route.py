@@ -60,6 +60,38 @@ class TestExplainQuery:
         problem = response.json()
         assert problem["problems"][0]["path"] == "$.explain"
 
+    def test_the_refusal_is_located_at_the_query(self, http: TestClient) -> None:
+        """The problem names the request, no line or column (a query is not the body), the
+        path and the value refused."""
+        (problem,) = http.post("/v1/evaluate?explain=yes", json=UNTOMBSTONED).json()["problems"]
+        assert problem == {
+            "file": "<request>",
+            "line": 0,
+            "column": 0,
+            "path": "$.explain",
+            "message": "'yes' is not one of 'true', 'false'",
+            "text": "<request>: $.explain: 'yes' is not one of 'true', 'false'",
+        }
+
+    def test_a_long_value_is_cut_to_120_characters(self, http: TestClient) -> None:
+        """The message quoting a long value is cut at 120 characters."""
+        response = http.post(f"/v1/evaluate?explain={'x' * 200}", json=UNTOMBSTONED)
+        (problem,) = response.json()["problems"]
+        assert problem["message"] == "'" + "x" * 119
+
+    def test_explain_inside_another_parameter_explains_nothing(self, http: TestClient) -> None:
+        """A query that holds the word only in another parameter's value is not explain."""
+        response = http.post("/v1/evaluate?session_id=explainer", json=UNTOMBSTONED)
+        assert response.status_code == 200
+        assert "explanation" not in response.json()
+
+    def test_the_last_explain_given_counts(self, http: TestClient) -> None:
+        """?explain=true&explain=false is the plain decision; the reverse is explained."""
+        plain = http.post("/v1/evaluate?explain=true&explain=false", json=UNTOMBSTONED).json()
+        explained = http.post("/v1/evaluate?explain=false&explain=true", json=UNTOMBSTONED)
+        assert "explanation" not in plain
+        assert explained.json()["explanation"]["mode"] == "enforce"
+
 
 def window_segment(segment_id: str, score: float, perturbed: float) -> dict[str, object]:
     """A window segment scored on its current text, without a tombstone (a plan writes it)."""
