@@ -17,8 +17,8 @@ $(BIN)/python:
 # Installed markers: re-install when the project's metadata changes. make demo ends with the
 # server and draws its plots; the test extra pulls every optional library, so their tests run.
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
-	@$(STEP) "installing prunewarden with the serve and plot extras (about a minute the first time)" \
-		-- $(BIN)/python -m pip install -e '.[serve,plot]'
+	@$(STEP) "installing prunewarden with the serve, plot and analyze extras (about a minute the first time)" \
+		-- $(BIN)/python -m pip install -e '.[serve,plot,analyze]'
 	@touch $@
 
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
