@@ -296,3 +296,35 @@ def _copy(value: Any) -> Any:
     if isinstance(value, list):
         return [_copy(v) for v in value]
     return value
+
+
+def plan_schema(decision: dict[str, Any]) -> dict[str, Any]:
+    """The plan as ``prunewarden plan`` prints it, each decision as ``decision`` says (a
+    ``$ref`` to ``decision.v1`` where it can be fetched, or to a copy inlined beside it)."""
+    ids = {"type": "array", "items": {"type": "string"}}
+    return {
+        "type": "object",
+        "description": "What a pruning pass may do, as `prunewarden plan` prints it",
+        "required": [
+            "evict",
+            "tombstones",
+            "pinned",
+            "unscoreable",
+            "recompute",
+            "frozen",
+            "target_met",
+            "freed_tokens",
+            "decisions",
+        ],
+        "properties": {
+            "evict": ids,
+            "tombstones": ids,
+            "pinned": ids,
+            "unscoreable": ids,
+            "recompute": ids,
+            "frozen": {"type": "boolean"},
+            "target_met": {"type": "boolean"},
+            "freed_tokens": {"type": "integer"},
+            "decisions": {"type": "array", "items": decision},
+        },
+    }

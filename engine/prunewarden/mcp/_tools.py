@@ -26,6 +26,7 @@ import anyio.to_thread
 from mcp_types import CallToolResult, TextContent, Tool, ToolAnnotations
 
 from prunewarden import _resources as bundled
+from prunewarden._schemas import plan_schema
 from prunewarden.decision import Decision
 from prunewarden.engine import Engine
 from prunewarden.errors import InputError, Problem, PrunewardenError
@@ -252,33 +253,9 @@ def _plan_schema() -> dict[str, Any]:
     """The plan as ``prunewarden plan`` prints it, its decisions ``decision.v1`` (inlined: a
     tool's schema is one document, with nothing to fetch)."""
     decision = bundled.schema("decision")
-    ids = {"type": "array", "items": {"type": "string"}}
     return {
         "$schema": decision["$schema"],
-        "type": "object",
-        "description": "What a pruning pass may do, as `prunewarden plan` prints it",
-        "required": [
-            "evict",
-            "tombstones",
-            "pinned",
-            "unscoreable",
-            "recompute",
-            "frozen",
-            "target_met",
-            "freed_tokens",
-            "decisions",
-        ],
-        "properties": {
-            "evict": ids,
-            "tombstones": ids,
-            "pinned": ids,
-            "unscoreable": ids,
-            "recompute": ids,
-            "frozen": {"type": "boolean"},
-            "target_met": {"type": "boolean"},
-            "freed_tokens": {"type": "integer"},
-            "decisions": {"type": "array", "items": {"$ref": "#/$defs/decision"}},
-        },
+        **plan_schema({"$ref": "#/$defs/decision"}),
         "$defs": {
             **decision["$defs"],
             "decision": {

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from prunewarden._schemas import plan_schema
 from prunewarden.server._fleet import BUNDLE_DETAIL, status_schema
 
 SCHEMA_BASE = "https://prunewarden.dev/schemas/"
@@ -296,7 +297,6 @@ def _identity() -> dict[str, Any]:
 
 
 def _components() -> dict[str, Any]:
-    ids = {"type": "array", "items": {"type": "string"}}
     return {
         "securitySchemes": {
             "bearer": {
@@ -314,32 +314,7 @@ def _components() -> dict[str, Any]:
             "StalenessDocument": {"$ref": _INPUT + "#/$defs/staleness"},
             "TransitionDocument": {"$ref": _INPUT + "#/$defs/transition"},
             "Decision": {"$ref": _DECISION},
-            "Plan": {
-                "type": "object",
-                "description": "What a pruning pass may do, as `prunewarden plan` prints it",
-                "required": [
-                    "evict",
-                    "tombstones",
-                    "pinned",
-                    "unscoreable",
-                    "recompute",
-                    "frozen",
-                    "target_met",
-                    "freed_tokens",
-                    "decisions",
-                ],
-                "properties": {
-                    "evict": ids,
-                    "tombstones": ids,
-                    "pinned": ids,
-                    "unscoreable": ids,
-                    "recompute": ids,
-                    "frozen": {"type": "boolean"},
-                    "target_met": {"type": "boolean"},
-                    "freed_tokens": {"type": "integer"},
-                    "decisions": {"type": "array", "items": {"$ref": _DECISION}},
-                },
-            },
+            "Plan": plan_schema({"$ref": _DECISION}),
             "TurnObserved": {
                 "type": "object",
                 "required": ["session_id", "turn", "halted", "policy"],
