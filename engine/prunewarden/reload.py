@@ -27,6 +27,7 @@ the last good bundle and is logged once, as for files.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import threading
@@ -88,8 +89,9 @@ class ReloadingEngine(EngineCalls):
     :class:`PolicyError`.
 
     Instead of ``path``: ``bundle`` (a path or an HTTP(S) URL), ``bundle_key`` (the Ed25519
-    public key, PEM bytes) and ``bundle_policy`` (None: the manifest's first); a first bundle
-    that fails raises :class:`~prunewarden.errors.BundleError`. No shadow from a bundle yet.
+    public key, PEM bytes) and ``bundle_policy`` (None: the manifest's first), run with the
+    shadow the manifest names for it, both swapped in together; a first bundle that fails
+    raises :class:`~prunewarden.errors.BundleError`.
 
     Its decision calls are :class:`Engine`'s, with the same signatures; each runs on the
     snapshot in force when it begins.
@@ -132,18 +134,18 @@ class ReloadingEngine(EngineCalls):
         # policy_reload_failed is an audit record: it goes where the decisions go.
         audit = engine_options.get("audit")
         self._records = audit.logger if audit is not None else self._logger
-        active = (
-            self._bundle.load(None)
-            if self._bundle is not None
-            else load_policy(self.path, lock=lock, base_dirs=self._base_dirs)
-        )
-        if active is None:  # a first fetch has no tag to be "not modified" against
-            raise BundleError([Problem(self.path, 0, 0, "$", "no bundle was served")])
-        candidate = (
-            load_policy(self.shadow_path, lock=lock, base_dirs=self._base_dirs)
-            if self.shadow_path
-            else None
-        )
+        if self._bundle is not None:
+            activation = self._bundle.load(None)
+            if activation is None:  # a first fetch has no tag to be "not modified" against
+                raise BundleError([Problem(self.path, 0, 0, "$", "no bundle was served")])
+            active, candidate = activation.policy, activation.shadow
+        else:
+            active = load_policy(self.path, lock=lock, base_dirs=self._base_dirs)
+            candidate = (
+                load_policy(self.shadow_path, lock=lock, base_dirs=self._base_dirs)
+                if self.shadow_path
+                else None
+            )
         self._engine = Engine(active, shadow=candidate, **self._options)
         self._candidate = candidate
         self._reloading = threading.Lock()
@@ -244,16 +246,7 @@ class ReloadingEngine(EngineCalls):
     def status(self) -> ReloadStatus:
         """The policy in force, the last reload and its problems: what a health check reads."""
         polling = self._thread is not None and self._thread.is_alive()
-        status = self._status
-        return ReloadStatus(
-            status.policy,
-            status.shadow,
-            status.in_force_since,
-            status.last_reload_at,
-            status.last_reload,
-            status.problems,
-            polling=polling,
-        )
+        return dataclasses.replace(self._status, polling=polling)
 
     def add_reload_hook(self, hook: ReloadHook) -> None:
         """Call ``hook`` with the result of every reload that looked at changed files (the
@@ -329,10 +322,7 @@ class ReloadingEngine(EngineCalls):
             self._seen = before
             self._pending = None
             policy = active or current.policy
-            changed = _differs(policy, current.policy) or (
-                candidate is not None
-                and (self._candidate is None or _differs(candidate, self._candidate))
-            )
+            changed = _pair_differs(policy, candidate, current.policy, self._candidate)
             if changed:
                 self._swap(policy, candidate, current.policy)
             return ReloadResult(changed, policy.identity, (*active_problems, *shadow_problems))
@@ -342,16 +332,18 @@ class ReloadingEngine(EngineCalls):
         with self._reloading:
             current = self._engine.policy
             try:
-                policy = watch.load(current)
+                activation = watch.load(current, self._candidate)
             except BundleError as exc:
                 problems = tuple(str(problem) for problem in exc.problems)
             except Exception as exc:  # noqa: BLE001 - the bundle in force outlives any fetch
                 problems = (f"{self.path}: $: the bundle could not be loaded ({exc!r})",)
             else:
                 self._report(self.path, (), {}, current)
-                if policy is not None and _differs(policy, current):
-                    self._swap(policy, None, current)
-                    return ReloadResult(True, policy.identity)
+                if activation is not None and _pair_differs(
+                    activation.policy, activation.shadow, current, self._candidate
+                ):  # the policy and its shadow come from one verified bundle: one swap
+                    self._swap(activation.policy, activation.shadow, current)
+                    return ReloadResult(True, activation.policy.identity)
                 failed = self._status.last_reload == "failed"
                 return ReloadResult(False, current.identity) if failed else None
             self._report(self.path, problems, {}, current)
@@ -440,6 +432,16 @@ def _reused_version(new: Policy, old: Policy) -> bool:
     """The same ``name@version`` as the policy in force, with another content: refused even
     without a lock file."""
     return (new.name, new.version) == (old.name, old.version) and new.digest != old.digest
+
+
+def _pair_differs(
+    new: Policy, candidate: Policy | None, old: Policy, old_candidate: Policy | None
+) -> bool:
+    """Whether a policy and its shadow differ from the pair in force (a shadow gained or lost
+    is a change)."""
+    if candidate is None or old_candidate is None:
+        return _differs(new, old) or candidate is not old_candidate
+    return _differs(new, old) or _differs(candidate, old_candidate)
 
 
 def _differs(new: Policy, old: Policy) -> bool:

@@ -158,7 +158,7 @@ class TestToken:
 
 class TestPolicyOrBundle:
     BOTH = "give a policy (--policy FILE) or a bundle (--bundle PATH|URL), not both"
-    BUNDLE = "--bundle needs --bundle-key PUBKEY, and takes no --shadow yet"
+    BUNDLE = "--bundle needs --bundle-key PUBKEY, and takes no --shadow (its manifest names it)"
     KEY = b"-----BEGIN PUBLIC KEY-----\n"
 
     def test_a_bundle_with_its_key_is_accepted(self, tmp_path: Path) -> None:

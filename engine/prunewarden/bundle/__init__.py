@@ -8,7 +8,7 @@ Signing and verifying need the ``bundle`` extra (``cryptography``); building and
 from __future__ import annotations
 
 from prunewarden.bundle._build import build_bundle, sign_bundle
-from prunewarden.bundle._fetch import BundleWatch, Fetched, fetch
+from prunewarden.bundle._fetch import Activation, BundleWatch, Fetched, fetch
 from prunewarden.bundle._manifest import (
     MANIFEST_NAME,
     SIGNATURES_NAME,
@@ -21,6 +21,7 @@ from prunewarden.bundle._verify import VerifiedBundle, verify_bundle
 __all__ = [
     "MANIFEST_NAME",
     "SIGNATURES_NAME",
+    "Activation",
     "BundleWatch",
     "BundledPolicy",
     "Fetched",

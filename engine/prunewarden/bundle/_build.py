@@ -4,14 +4,16 @@ manifest, and the manifest signed.
 A build loads every policy first, exactly as a server would (``extends``, guardrails, the lock
 file), so that a bundle that builds is a bundle whose policies load; the manifest then holds
 each policy's ``name@version`` and digest as loaded, and the SHA-256 of each file's bytes as
-they were read (a file that changes during the build is refused, not packed half-new).
+they were read (a file that changes during the build is refused, not packed half-new). A
+policy's shadow (its candidate) is loaded the same way, with the same lock file.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from prunewarden._files import read_regular
@@ -39,11 +41,14 @@ def build_bundle(
     lock: LockOption = None,
     base_dirs: tuple[str | os.PathLike[str], ...] = (),
     built_at: str | None = None,
+    shadows: Mapping[str, str | os.PathLike[str]] | None = None,
 ) -> bytes:
     """The unsigned bundle of ``policies`` (the first is the default a server runs), with
     every file they extend and the lock file (``lock``, or ``policy.lock`` beside the first
-    policy; ``False``: none), under ``revision``. Raises :class:`PolicyError` for a policy that
-    does not load, two policies of one name, or a bad revision."""
+    policy; ``False``: none), under ``revision``. ``shadows`` maps a policy's name to the file
+    of its candidate, decided beside it by a server running it. Raises :class:`PolicyError` for
+    a policy that does not load, two policies of one name, a shadow of no policy, or a bad
+    revision."""
     if not policies:
         raise PolicyError([Problem("<bundle>", 0, 0, "$.policies", "no policy to bundle")])
     why = check_revision(revision)
@@ -54,18 +59,18 @@ def build_bundle(
         load_policy(Path(path), lock=lock_path or False, base_dirs=base_dirs) for path in policies
     ]
     _refuse_duplicates(loaded, policies)
-    paths = {Path(s.path).resolve() for p in loaded for s in p.sources if not _builtin(s.path)}
+    candidates = _load_shadows(shadows or {}, loaded, lock_path, base_dirs)
+    everything = [*loaded, *candidates.values()]
+    paths = {Path(s.path).resolve() for p in everything for s in p.sources if not _builtin(s.path)}
     if lock_path is not None:
         paths.add(lock_path.resolve())
     root = Path(os.path.commonpath([path.parent for path in paths]))
     contents = {path.relative_to(root).as_posix(): _read(path) for path in paths}
-    _refuse_changed(loaded, root, contents)
+    _refuse_changed(everything, root, contents)
     entries = tuple(
-        BundledPolicy(
-            Path(policy.sources[0].path).resolve().relative_to(root).as_posix(),
-            policy.name,
-            policy.version,
-            policy.digest,
+        dataclasses.replace(
+            _entry(policy, root),
+            shadow=_entry(candidates[policy.name], root) if policy.name in candidates else None,
         )
         for policy in loaded
     )
@@ -100,6 +105,28 @@ def sign_bundle(bundle: bytes, private_pem: bytes, where: str = "<bundle>") -> b
         raise PolicyError(problems)
     files[SIGNATURES_NAME] = sign(manifest_bytes, private_pem)
     return pack(files)
+
+
+def _entry(policy: Policy, root: Path) -> BundledPolicy:
+    path = Path(policy.sources[0].path).resolve().relative_to(root).as_posix()
+    return BundledPolicy(path, policy.name, policy.version, policy.digest)
+
+
+def _load_shadows(
+    shadows: Mapping[str, str | os.PathLike[str]],
+    loaded: list[Policy],
+    lock_path: Path | None,
+    base_dirs: tuple[str | os.PathLike[str], ...],
+) -> dict[str, Policy]:
+    """Each candidate of ``shadows`` loaded, by the name of the policy it shadows."""
+    names = {policy.name for policy in loaded}
+    candidates = {}
+    for name, path in sorted(shadows.items()):
+        if name not in names:
+            message = f"{name!r} is not a policy of the bundle ({', '.join(sorted(names))})"
+            raise PolicyError([Problem(str(path), 0, 0, "$.shadow", message)])
+        candidates[name] = load_policy(Path(path), lock=lock_path or False, base_dirs=base_dirs)
+    return candidates
 
 
 def _builtin(path: str) -> bool:

@@ -74,13 +74,23 @@ def _fetch_url(url: str, etag: str | None, timeout: float) -> Fetched | None:
     raise BundleError([Problem(url, 0, 0, "$", message)])
 
 
+@dataclass(frozen=True, slots=True)
+class Activation:
+    """What a new bundle gives a server to run: the policy, and the shadow its manifest names
+    for it (None: none), activated together or not at all."""
+
+    policy: Policy
+    shadow: Policy | None = None
+
+
 class BundleWatch:
     """The bundle at ``location``, verified with ``public_pem``, and its policy ``policy``
-    (None: the first the manifest lists). :meth:`load` fetches it again: a new policy to
-    activate, None when the bundle did not change, or :class:`BundleError` (a refused bundle
-    is remembered by its SHA-256, so that polling it again costs no second verification).
-    A bundle giving the ``name@version`` in force another content is refused, as a reload of
-    files refuses it: a new content needs a new version."""
+    (None: the first the manifest lists) with that policy's shadow. :meth:`load` fetches it
+    again: a new :class:`Activation`, None when the bundle did not change, or
+    :class:`BundleError` (a refused bundle is remembered by its SHA-256, so that polling it
+    again costs no second verification). A bundle giving the ``name@version`` in force (or the
+    shadow's) another content is refused, as a reload of files refuses it: a new content needs
+    a new version."""
 
     def __init__(
         self,
@@ -98,7 +108,9 @@ class BundleWatch:
         self._content: str | None = None  # SHA-256 of the bundle in force
         self._refused: tuple[str, BundleError] | None = None  # a bundle's SHA-256, and why
 
-    def load(self, in_force: Policy | None) -> Policy | None:
+    def load(
+        self, in_force: Policy | None, shadow_in_force: Policy | None = None
+    ) -> Activation | None:
         fetched = fetch(self.location, self._etag, self._timeout)
         if fetched is None:
             return None
@@ -110,16 +122,18 @@ class BundleWatch:
         if self._refused is not None and self._refused[0] == content:
             raise self._refused[1]
         try:
-            policy = self._verified(fetched.data)
-            _refuse_reused_version(policy, in_force, self.location)
+            activation = self._verified(fetched.data)
+            _refuse_reused_version(activation.policy, in_force, self.location)
+            if activation.shadow is not None:
+                _refuse_reused_version(activation.shadow, shadow_in_force, self.location)
         except BundleError as exc:
             self._refused = (content, exc)
             raise
         self._etag, self._content, self._refused = fetched.etag, content, None
-        self.revision = policy.identity.bundle_revision
-        return policy
+        self.revision = activation.policy.identity.bundle_revision
+        return activation
 
-    def _verified(self, data: bytes) -> Policy:
+    def _verified(self, data: bytes) -> Activation:
         try:
             bundle = verify_bundle(data, self._key, self.location)
         except ValueError as exc:  # the key given, not the bundle
@@ -129,7 +143,7 @@ class BundleWatch:
             names = ", ".join(sorted(bundle.policies))
             message = f"no policy {self.policy_name!r} in the bundle (it holds {names})"
             raise BundleError([Problem(self.location, 0, 0, "$.policies", message)])
-        return bundle.policies[wanted.name]
+        return Activation(bundle.policies[wanted.name], bundle.shadows.get(wanted.name))
 
 
 def _refuse_reused_version(policy: Policy, in_force: Policy | None, location: str) -> None:

@@ -5,6 +5,11 @@ The manifest is what a signature covers: its bytes as stored in the archive are 
 verified, never a re-encoding, so a verifier needs no canonical form to agree with the signer.
 It is written in RFC 8785 form all the same, so that two builds of the same files and revision
 at the same time are the same bytes.
+
+Version 2 adds one field: a policy may name its ``shadow``, the candidate a server decides beside
+it (docs/fleet.md). A manifest without shadows is still written as version 1, byte for byte as
+before, so that a bundle any reader could read stays readable by every reader; a reader of
+version 1 refuses version 2 rather than run the policy without the candidate its builder meant.
 """
 
 from __future__ import annotations
@@ -20,7 +25,9 @@ from prunewarden.errors import Problem
 
 MANIFEST_NAME = "manifest.json"
 SIGNATURES_NAME = "signatures.json"
-MANIFEST_VERSION = 1
+MANIFEST_VERSION = 2  # the newest this reader knows and writes
+_VERSIONS = (1, 2)
+_SHADOW_VERSION = 2  # the first version with a policy's ``shadow``
 
 _SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
 _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
@@ -32,20 +39,25 @@ _REVISION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:+-]{0,127}$")
 @dataclass(frozen=True, slots=True)
 class BundledPolicy:
     """A policy of the bundle: the file it is read from (relative to the bundle's root) and the
-    identity it must load to."""
+    identity it must load to; ``shadow``: the candidate decided beside it (None: none), itself
+    a policy of the bundle's files, but not one a server can be told to run."""
 
     path: str
     name: str
     version: str
     digest: str
+    shadow: BundledPolicy | None = None
 
-    def to_dict(self) -> dict[str, str]:
-        return {
+    def to_dict(self) -> dict[str, Any]:
+        document: dict[str, Any] = {
             "path": self.path,
             "name": self.name,
             "version": self.version,
             "digest": self.digest,
         }
+        if self.shadow is not None:
+            document["shadow"] = self.shadow.to_dict()
+        return document
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,9 +71,15 @@ class Manifest:
     policies: tuple[BundledPolicy, ...]
     lock: str | None
 
+    @property
+    def manifest_version(self) -> int:
+        """2 when a policy names a shadow, else 1 (the form every reader knows)."""
+        shadows = any(policy.shadow is not None for policy in self.policies)
+        return _SHADOW_VERSION if shadows else 1
+
     def to_dict(self) -> dict[str, Any]:
         return {
-            "manifest_version": MANIFEST_VERSION,
+            "manifest_version": self.manifest_version,
             "revision": self.revision,
             "built_at": self.built_at,
             "lock": self.lock,
@@ -95,13 +113,22 @@ def parse_manifest(data: bytes, where: str) -> tuple[Manifest | None, list[Probl
     problems = list(_shape_problems(document, where))
     if problems:
         return None, problems
-    policies = tuple(
-        BundledPolicy(p["path"], p["name"], p["version"], p["digest"]) for p in document["policies"]
-    )
+    policies = tuple(_entry(p) for p in document["policies"])
     manifest = Manifest(
         document["revision"], document["built_at"], document["files"], policies, document["lock"]
     )
     return manifest, []
+
+
+def _entry(document: dict[str, Any]) -> BundledPolicy:
+    shadow = document.get("shadow")
+    return BundledPolicy(
+        document["path"],
+        document["name"],
+        document["version"],
+        document["digest"],
+        _entry(shadow) if shadow is not None else None,
+    )
 
 
 def _shape_problems(document: Any, where: str) -> Iterator[Problem]:  # noqa: C901, PLR0912 - one check a field
@@ -111,9 +138,10 @@ def _shape_problems(document: Any, where: str) -> Iterator[Problem]:  # noqa: C9
     if not isinstance(document, dict):
         yield problem("$", "the manifest is not a JSON object")
         return
-    if document.get("manifest_version") != MANIFEST_VERSION:
-        found = document.get("manifest_version")
-        yield problem("$.manifest_version", f"{found!r}: this reader knows version 1 only")
+    manifest_version = document.get("manifest_version")
+    if manifest_version not in _VERSIONS or isinstance(manifest_version, bool):
+        known = " and ".join(str(v) for v in _VERSIONS)
+        yield problem("$.manifest_version", f"{manifest_version!r}: this reader knows {known}")
         return
     revision = document.get("revision")
     if not isinstance(revision, str) or check_revision(revision) is not None:
@@ -135,11 +163,25 @@ def _shape_problems(document: Any, where: str) -> Iterator[Problem]:  # noqa: C9
         yield problem("$.policies", "not a non-empty list of policies")
         return
     for index, entry in enumerate(policies):
-        fields = ("path", "name", "version", "digest")
-        if not isinstance(entry, dict) or not all(isinstance(entry.get(f), str) for f in fields):
-            yield problem(f"$.policies[{index}]", f"needs the strings {', '.join(fields)}")
+        at = f"$.policies[{index}]"
+        yield from _entry_problems(entry, files, at, where)
+        shadow = entry.get("shadow") if isinstance(entry, dict) else None
+        if shadow is None:
             continue
-        if entry["path"] not in files:
-            yield problem(f"$.policies[{index}].path", f"{entry['path']!r} is not one of the files")
-        if not _DIGEST.match(entry["digest"]):
-            yield problem(f"$.policies[{index}].digest", f"{entry['digest']!r} is not sha256:HEX")
+        if manifest_version < _SHADOW_VERSION:
+            yield problem(f"{at}.shadow", f"needs manifest_version {_SHADOW_VERSION}")
+        elif isinstance(shadow, dict) and "shadow" in shadow:
+            yield problem(f"{at}.shadow.shadow", "a shadow has no shadow of its own")
+        else:
+            yield from _entry_problems(shadow, files, f"{at}.shadow", where)
+
+
+def _entry_problems(entry: Any, files: Mapping[str, Any], at: str, where: str) -> Iterator[Problem]:
+    fields = ("path", "name", "version", "digest")
+    if not isinstance(entry, dict) or not all(isinstance(entry.get(f), str) for f in fields):
+        yield Problem(where, 0, 0, at, f"needs the strings {', '.join(fields)}")
+        return
+    if entry["path"] not in files:
+        yield Problem(where, 0, 0, f"{at}.path", f"{entry['path']!r} is not one of the files")
+    if not _DIGEST.match(entry["digest"]):
+        yield Problem(where, 0, 0, f"{at}.digest", f"{entry['digest']!r} is not sha256:HEX")

@@ -16,12 +16,18 @@ import dataclasses
 import hashlib
 import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from prunewarden._identity import PolicySource
 from prunewarden.bundle._archive import unpack
-from prunewarden.bundle._manifest import MANIFEST_NAME, SIGNATURES_NAME, Manifest, parse_manifest
+from prunewarden.bundle._manifest import (
+    MANIFEST_NAME,
+    SIGNATURES_NAME,
+    BundledPolicy,
+    Manifest,
+    parse_manifest,
+)
 from prunewarden.bundle._signing import check
 from prunewarden.errors import BundleError, PolicyError, Problem
 from prunewarden.policy import LockOption, Policy, load_policy
@@ -31,10 +37,12 @@ BUNDLE_PREFIX = "bundle:"
 
 @dataclass(frozen=True, slots=True)
 class VerifiedBundle:
-    """A bundle whose signature and digests checked, its policies loaded, by name."""
+    """A bundle whose signature and digests checked, its policies loaded, by name; ``shadows``:
+    the candidates the manifest names, by the name of the policy each shadows."""
 
     manifest: Manifest
     policies: Mapping[str, Policy]
+    shadows: Mapping[str, Policy] = field(default_factory=dict)
 
     @property
     def revision(self) -> str:
@@ -63,7 +71,7 @@ def verify_bundle(data: bytes, public_pem: bytes, where: str = "<bundle>") -> Ve
     problems = _file_problems(manifest, files, where)
     if problems:
         raise BundleError(problems)
-    return VerifiedBundle(manifest, _load(manifest, files, where))
+    return _load(manifest, files, where)
 
 
 def _file_problems(manifest: Manifest, files: Mapping[str, bytes], where: str) -> list[Problem]:
@@ -81,11 +89,13 @@ def _file_problems(manifest: Manifest, files: Mapping[str, bytes], where: str) -
     return problems
 
 
-def _load(manifest: Manifest, files: Mapping[str, bytes], where: str) -> dict[str, Policy]:
-    """Each policy of the manifest, loaded from a private copy of the files and renamed into
-    the bundle; raises :class:`BundleError` when one does not load as the manifest says."""
+def _load(manifest: Manifest, files: Mapping[str, bytes], where: str) -> VerifiedBundle:
+    """Each policy of the manifest (and each shadow), loaded from a private copy of the files
+    and renamed into the bundle; raises :class:`BundleError` when one does not load as the
+    manifest says."""
     prefix = f"{BUNDLE_PREFIX}{manifest.revision}/"
     loaded: dict[str, Policy] = {}
+    shadows: dict[str, Policy] = {}
     problems: list[Problem] = []
     with tempfile.TemporaryDirectory(prefix="prunewarden-bundle-") as folder:
         root = Path(folder).resolve()
@@ -101,22 +111,41 @@ def _load(manifest: Manifest, files: Mapping[str, bytes], where: str) -> dict[st
             raise BundleError(problems)
         lock: LockOption = root / manifest.lock if manifest.lock is not None else False
         for index, entry in enumerate(manifest.policies):
-            try:
-                policy = load_policy(root / entry.path, lock=lock, base_dirs=(root,))
-            except PolicyError as exc:
-                problems.extend(_renamed(problem, root, prefix) for problem in exc.problems)
+            at = f"$.policies[{index}]"
+            policy = _load_entry(entry, root, lock, (where, at, prefix), problems)
+            if policy is not None:
+                loaded[policy.name] = _in_bundle(policy, root, prefix, manifest.revision)
+            if entry.shadow is None:
                 continue
-            identity = (policy.name, policy.version, policy.digest)
-            if identity != (entry.name, entry.version, entry.digest):
-                found = f"{policy.name}@{policy.version} {policy.digest}"
-                listed = f"{entry.name}@{entry.version} {entry.digest}"
-                message = f"loads as {found}, the manifest lists {listed}"
-                problems.append(Problem(where, 0, 0, f"$.policies[{index}]", message))
-                continue
-            loaded[policy.name] = _in_bundle(policy, root, prefix, manifest.revision)
+            shadow = _load_entry(entry.shadow, root, lock, (where, f"{at}.shadow", prefix), problems)
+            if shadow is not None:
+                shadows[entry.name] = _in_bundle(shadow, root, prefix, manifest.revision)
     if problems:
         raise BundleError(problems)
-    return loaded
+    return VerifiedBundle(manifest, loaded, shadows)
+
+
+def _load_entry(
+    entry: BundledPolicy,
+    root: Path,
+    lock: LockOption,
+    located: tuple[str, str, str],
+    problems: list[Problem],
+) -> Policy | None:
+    """The policy ``entry`` lists if it loads to the identity listed, else None with its
+    problems appended (``located``: the bundle, the entry's JSON path, the files' prefix)."""
+    where, at, prefix = located
+    try:
+        policy = load_policy(root / entry.path, lock=lock, base_dirs=(root,))
+    except PolicyError as exc:
+        problems.extend(_renamed(problem, root, prefix) for problem in exc.problems)
+        return None
+    if (policy.name, policy.version, policy.digest) != (entry.name, entry.version, entry.digest):
+        found = f"{policy.name}@{policy.version} {policy.digest}"
+        listed = f"{entry.name}@{entry.version} {entry.digest}"
+        problems.append(Problem(where, 0, 0, at, f"loads as {found}, the manifest lists {listed}"))
+        return None
+    return policy
 
 
 def _in_bundle(policy: Policy, root: Path, prefix: str, revision: str) -> Policy:

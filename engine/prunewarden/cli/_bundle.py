@@ -58,6 +58,13 @@ def add_bundle_command(commands: Any) -> None:
         "--lock", metavar="FILE", help="lock file (default: policy.lock beside the first policy)"
     )
     build.add_argument(
+        "--shadow",
+        action="append",
+        default=[],
+        metavar="NAME=FILE",
+        help="the candidate decided beside the bundle's policy NAME (repeatable; manifest v2)",
+    )
+    build.add_argument(
         "--built-at",
         metavar="TIMESTAMP",
         help="the manifest's built_at (default: now; fix it for byte-identical rebuilds)",
@@ -86,6 +93,7 @@ def _build(args: argparse.Namespace, stdout: IO[str], _stderr: IO[str]) -> int:
         lock=args.lock,
         base_dirs=base_dirs(args),
         built_at=args.built_at,
+        shadows=_shadows(args.shadow),
     )
     _write(args.out, data)
     stdout.write(f"{args.out}: revision {args.revision}, {len(args.policies)} policies\n")
@@ -122,7 +130,25 @@ def _verify(args: argparse.Namespace, stdout: IO[str], _stderr: IO[str]) -> int:
     )
     for policy in manifest.policies:
         stdout.write(f"  {policy.name}@{policy.version} {policy.digest} ({policy.path})\n")
+        shadow = policy.shadow
+        if shadow is not None:
+            stdout.write(
+                f"    shadow {shadow.name}@{shadow.version} {shadow.digest} ({shadow.path})\n"
+            )
     return ExitCode.OK
+
+
+def _shadows(pairs: list[str]) -> dict[str, str]:
+    """``--shadow NAME=FILE`` options as a mapping; one shadow per policy."""
+    shadows: dict[str, str] = {}
+    for pair in pairs:
+        name, sep, path = pair.partition("=")
+        if not sep or not name or not path:
+            raise UsageError(f"--shadow {pair!r}: expected NAME=FILE (a policy's name, a file)")
+        if name in shadows:
+            raise UsageError(f"--shadow {pair!r}: {name} has a shadow already")
+        shadows[name] = path
+    return shadows
 
 
 def _keygen(args: argparse.Namespace, stdout: IO[str], _stderr: IO[str]) -> int:

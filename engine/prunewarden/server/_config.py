@@ -118,10 +118,13 @@ class ServerConfig:
     ``python`` or ``native`` (None: ``PRUNEWARDEN_CEL``, else python; docs/rules.md).
     ``bundle``: a signed bundle (path or HTTP(S) URL) to take the policy from instead of
     ``policy`` (None), with ``bundle_key`` the Ed25519 public key (PEM bytes) and
-    ``bundle_policy`` the policy in it (None: its first; docs/fleet.md).
+    ``bundle_policy`` the policy in it (None: its first; docs/fleet.md), run with the shadow
+    the bundle's manifest names for it.
     ``embedder``: what the fidelity check's meaning method embeds with (``spec.fidelity.method``
     ``embedding`` or ``both``; None: none, and such a policy refuses every summary it checks
     with ``internal_error``; docs/fidelity.md).
+    ``status_url``: where the ``/v1/status`` document is POSTed every ``status_interval``
+    seconds and after each activation and new failure (None: nowhere; docs/fleet.md).
     """
 
     policy: str | None
@@ -149,13 +152,25 @@ class ServerConfig:
     bundle_key: bytes | None = None
     bundle_policy: str | None = None
     embedder: Embedder | None = None
+    status_url: str | None = None
+    status_interval: float = 10.0
 
     def __post_init__(self) -> None:
         if (self.policy is None) == (self.bundle is None):
             msg = "give a policy (--policy FILE) or a bundle (--bundle PATH|URL), not both"
             raise ServerConfigError(msg)
         if self.bundle is not None and (self.bundle_key is None or self.shadow is not None):
-            msg = "--bundle needs --bundle-key PUBKEY, and takes no --shadow yet"
+            msg = (
+                "--bundle needs --bundle-key PUBKEY, and takes no --shadow (its manifest names it)"
+            )
+            raise ServerConfigError(msg)
+        if self.status_url is not None and not self.status_url.startswith(
+            ("http://", "https://")
+        ):
+            msg = f"--status-url {self.status_url!r}: expected an http:// or https:// URL"
+            raise ServerConfigError(msg)
+        if self.status_interval <= 0:
+            msg = f"--status-interval {self.status_interval:g}: must be positive"
             raise ServerConfigError(msg)
         if not self.listen.is_loopback and self.token is None:
             msg = (
