@@ -19,9 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 EVICTION = json.loads((ROOT / "examples" / "inputs" / "eviction-healthy.json").read_text())
 
 
-def bundle(
-    folder: Path, keys: KeyPair, revision: str, policy: str, candidate: str | None
-) -> bytes:
+def bundle(folder: Path, keys: KeyPair, revision: str, policy: str, candidate: str | None) -> bytes:
     """prod.yaml (and candidate.yaml as its shadow, when given) built and signed."""
     folder.mkdir()
     (folder / "base.yaml").write_text(BASE, encoding="utf-8")

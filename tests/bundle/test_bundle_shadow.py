@@ -13,6 +13,7 @@ from _support.bundles import BASE, prod
 from prunewarden._json import encode_canonical
 from prunewarden.bundle import (
     MANIFEST_NAME,
+    SIGNATURES_NAME,
     KeyPair,
     build_bundle,
     generate_key_pair,
@@ -20,6 +21,7 @@ from prunewarden.bundle import (
     verify_bundle,
 )
 from prunewarden.bundle._archive import pack
+from prunewarden.bundle._signing import sign
 from prunewarden.cli._main import run
 from prunewarden.errors import BundleError, PolicyError
 from prunewarden.policy import load_policy
@@ -61,10 +63,12 @@ def with_shadow(folder: Path) -> bytes:
 
 
 def resigned(bundle: bytes, manifest: dict[str, object], keys: KeyPair) -> bytes:
-    """``bundle`` with another manifest, signed again by ``keys`` (a signer's own mistake)."""
+    """``bundle`` with another manifest, signed by ``keys`` all the same (a signer's mistake,
+    or a manifest written by another tool: ``bundle sign`` itself refuses such a manifest)."""
     files = members(bundle)
     files[MANIFEST_NAME] = encode_canonical(manifest)
-    return sign_bundle(pack(files), keys.private_pem)
+    files[SIGNATURES_NAME] = sign(files[MANIFEST_NAME], keys.private_pem)
+    return pack(files)
 
 
 class TestManifest:
@@ -103,7 +107,9 @@ class TestVerify:
         self, folder: Path, keys: KeyPair
     ) -> None:
         """Verified, the shadow carries the bundle's revision and its files' bundle names."""
-        verified = verify_bundle(sign_bundle(with_shadow(folder), keys.private_pem), keys.public_pem)
+        verified = verify_bundle(
+            sign_bundle(with_shadow(folder), keys.private_pem), keys.public_pem
+        )
         shadow = verified.shadows["prod"]
         assert (shadow.name, shadow.version) == ("prod", "1.1.0-rc.1")
         assert shadow.identity.bundle_revision == "r1"

@@ -34,7 +34,7 @@ from prunewarden.policy import BUILTIN, LockOption, Policy, load_policy
 from prunewarden.policy._lock import find
 
 
-def build_bundle(
+def build_bundle(  # noqa: PLR0913 - each a documented option
     policies: Sequence[str | os.PathLike[str]],
     *,
     revision: str,
