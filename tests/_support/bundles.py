@@ -2,8 +2,9 @@
 
 The server answers ``GET`` with the bundle and its ``ETag``, ``304`` to a matching
 ``If-None-Match``, and, on demand, one fault: HTTP 500, a download cut short of its
-``Content-Length``, or no server at all (stopped: connections are refused). It records what
-each request asked for.
+``Content-Length``, no server at all (stopped: connections are refused), or a skewed clock (a
+``Date`` of another time, one ETag reused for new bytes). It records what each request asked
+for.
 """
 
 from __future__ import annotations
@@ -79,6 +80,12 @@ class BundleServer:
         self.body = b""
         self.fault: Fault = None
         self.etags = True  # False: a server that sends no ETag (and so never answers 304)
+        # Clock skew: a Date header of another time than now (None: the real one), and one
+        # ETag given to whatever is served (None: the bytes' SHA-256), answered with 304 when
+        # it is asked for unless ``conditional`` is False (a server ignoring If-None-Match).
+        self.date: str | None = None
+        self.reused_etag: str | None = None
+        self.conditional = True
         self.requests: list[tuple[str | None, int]] = []  # (If-None-Match, status answered)
         self.url = ""
         self._lock = threading.Lock()
@@ -107,18 +114,22 @@ class BundleServer:
     def answer(self, handler: http.server.BaseHTTPRequestHandler) -> None:
         with self._lock:
             body, fault = self.body, self.fault
-            etag: str | None = self.etag
+            etag: str | None = self.reused_etag or self.etag
         asked = handler.headers.get("If-None-Match")
         if not self.etags:
             asked = etag = None
         if fault == "500":
             status, payload = 500, b"internal error"
-        elif etag is not None and asked == etag:
+        elif etag is not None and asked == etag and self.conditional:
             status, payload = 304, b""
         else:
             status, payload = 200, body
         self.requests.append((asked, status))
-        handler.send_response(status)
+        if self.date is None:
+            handler.send_response(status)
+        else:
+            handler.send_response_only(status)
+            handler.send_header("Date", self.date)
         if etag is not None:
             handler.send_header("ETag", etag)
         handler.send_header("Content-Length", str(len(payload)))
