@@ -7,6 +7,7 @@ import io
 import json
 import tarfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 from _support.bundles import BASE, prod
@@ -34,8 +35,8 @@ def members(bundle: bytes) -> dict[str, bytes]:
         return {m.name: archive.extractfile(m).read() for m in archive}  # type: ignore[union-attr]
 
 
-def manifest_of(bundle: bytes) -> dict[str, object]:
-    document: dict[str, object] = json.loads(members(bundle)[MANIFEST_NAME])
+def manifest_of(bundle: bytes) -> dict[str, Any]:
+    document: dict[str, Any] = json.loads(members(bundle)[MANIFEST_NAME])
     return document
 
 
@@ -62,7 +63,7 @@ def with_shadow(folder: Path) -> bytes:
     )
 
 
-def resigned(bundle: bytes, manifest: dict[str, object], keys: KeyPair) -> bytes:
+def resigned(bundle: bytes, manifest: dict[str, Any], keys: KeyPair) -> bytes:
     """``bundle`` with another manifest, signed by ``keys`` all the same (a signer's mistake,
     or a manifest written by another tool: ``bundle sign`` itself refuses such a manifest)."""
     files = members(bundle)
@@ -78,20 +79,20 @@ class TestManifest:
         candidate = load_policy(folder / "candidate.yaml")
         manifest = manifest_of(with_shadow(folder))
         assert manifest["manifest_version"] == 2
-        (entry,) = manifest["policies"]  # type: ignore[misc]
+        (entry,) = manifest["policies"]
         assert entry["shadow"] == {
             "path": "candidate.yaml",
             "name": "prod",
             "version": "1.1.0-rc.1",
             "digest": candidate.digest,
         }
-        assert "candidate.yaml" in manifest["files"]  # type: ignore[operator]
+        assert "candidate.yaml" in manifest["files"]
 
     def test_without_a_shadow_the_manifest_stays_version_1(self, folder: Path) -> None:
         """A bundle naming no shadow is written as before: version 1, no shadow field."""
         manifest = manifest_of(build_bundle([folder / "prod.yaml"], revision="r1"))
         assert manifest["manifest_version"] == 1
-        assert "shadow" not in manifest["policies"][0]  # type: ignore[index]
+        assert "shadow" not in manifest["policies"][0]
 
     def test_a_shadow_of_no_policy_is_refused(self, folder: Path) -> None:
         """A shadow must name a policy of the bundle: PolicyError at $.shadow."""
@@ -120,7 +121,7 @@ class TestVerify:
         """A shadow listed with another digest fails verification at its entry."""
         bundle = with_shadow(folder)
         manifest = manifest_of(bundle)
-        listed = manifest["policies"][0]["shadow"]  # type: ignore[index]
+        listed = manifest["policies"][0]["shadow"]
         listed["digest"] = "sha256:" + "0" * 64
         with pytest.raises(BundleError) as caught:
             verify_bundle(resigned(bundle, manifest, keys), keys.public_pem, "b.tar.gz")

@@ -117,7 +117,9 @@ def _load(manifest: Manifest, files: Mapping[str, bytes], where: str) -> Verifie
                 loaded[policy.name] = _in_bundle(policy, root, prefix, manifest.revision)
             if entry.shadow is None:
                 continue
-            shadow = _load_entry(entry.shadow, root, lock, (where, f"{at}.shadow", prefix), problems)
+            shadow = _load_entry(
+                entry.shadow, root, lock, (where, f"{at}.shadow", prefix), problems
+            )
             if shadow is not None:
                 shadows[entry.name] = _in_bundle(shadow, root, prefix, manifest.revision)
     if problems:
