@@ -422,6 +422,19 @@ export interface components {
             };
             /** @description not yet: decisions stay in the local audit log */
             log_shipping: null;
+            status_push: null | {
+                url: string;
+                interval: number;
+                /** @description pushes the receiver accepted (2xx) */
+                pushed: number;
+                /** @description pushes that failed, for any reason */
+                failed: number;
+                last_push_at: string | null;
+                last_failure: null | {
+                    at?: string;
+                    problem?: string;
+                };
+            };
         };
         PolicyInForce: {
             /** @description The policy that authorized the decision. */

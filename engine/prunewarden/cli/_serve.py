@@ -173,6 +173,19 @@ def add_serve(commands: Any) -> None:
         help="how often the policy files are checked for changes (0: never; default: 1)",
     )
     serve.add_argument(
+        "--status-url",
+        metavar="URL",
+        help="POST the /v1/status document to this http(s) URL periodically and after each "
+        "activation and new failure; a failed push never delays a decision (docs/fleet.md)",
+    )
+    serve.add_argument(
+        "--status-interval",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="seconds between two status pushes (default: 10)",
+    )
+    serve.add_argument(
         "--print-openapi",
         action="store_true",
         help="print the OpenAPI document the server serves, and exit",
@@ -220,6 +233,8 @@ def run_serve(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int
             bundle_key=bundle_key,
             bundle_policy=args.bundle_policy,
             embedder=load_embedder(args),
+            status_url=args.status_url,
+            status_interval=args.status_interval,
         )
     except ValueError:
         raise UsageError(

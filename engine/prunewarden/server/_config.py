@@ -164,9 +164,7 @@ class ServerConfig:
                 "--bundle needs --bundle-key PUBKEY, and takes no --shadow (its manifest names it)"
             )
             raise ServerConfigError(msg)
-        if self.status_url is not None and not self.status_url.startswith(
-            ("http://", "https://")
-        ):
+        if self.status_url is not None and not self.status_url.startswith(("http://", "https://")):
             msg = f"--status-url {self.status_url!r}: expected an http:// or https:// URL"
             raise ServerConfigError(msg)
         if self.status_interval <= 0:

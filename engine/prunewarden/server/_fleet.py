@@ -4,7 +4,8 @@ force, the last activation and the last error, decisions by outcome since start)
 
 Decisions are counted by a decision hook and errors kept by a reload hook, both attached when
 the app is built (:func:`~prunewarden.server.build_app`): the counts are of this process, since
-it started.
+it started. With ``--status-url``, the same document is pushed (:mod:`._push`), and says how its
+pushes have done.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 from prunewarden.__about__ import __version__
 from prunewarden.decision import Decision, utc_now
 from prunewarden.reload import ReloadingEngine, ReloadResult
+from prunewarden.server._push import STATUS_PUSH_DETAIL, StatusPush
 
 OUTCOMES = ("allow", "deny", "halt")
 
@@ -54,6 +56,7 @@ def status_schema(identity: dict[str, Any]) -> dict[str, Any]:
             "last_error",
             "decisions",
             "log_shipping",
+            "status_push",
         ],
         "properties": {
             "healthy": {"type": "boolean", "description": "false while the last reload failed"},
@@ -88,6 +91,7 @@ def status_schema(identity: dict[str, Any]) -> dict[str, Any]:
                 "type": "null",
                 "description": "not yet: decisions stay in the local audit log",
             },
+            "status_push": {"oneOf": [{"type": "null"}, STATUS_PUSH_DETAIL]},
         },
     }
 
@@ -109,9 +113,11 @@ def bundle_detail(engine: ReloadingEngine) -> dict[str, Any] | None:
 
 class FleetStatus:
     """Counts decisions by outcome (a decision hook) and keeps the last failed reload (a
-    reload hook, see :meth:`watch`); :meth:`document` is the ``/v1/status`` answer."""
+    reload hook, see :meth:`watch`); :meth:`document` is the ``/v1/status`` answer. ``push``:
+    the status push it reports on (None: none configured)."""
 
     def __init__(self) -> None:
+        self.push: StatusPush | None = None
         self.started_at = utc_now()
         self._lock = threading.Lock()
         self._outcomes: Counter[str] = Counter()
@@ -151,4 +157,5 @@ class FleetStatus:
             "last_error": last_error,
             "decisions": decisions,
             "log_shipping": None,
+            "status_push": self.push.detail() if self.push is not None else None,
         }

@@ -41,6 +41,7 @@ from prunewarden.server._connections import ConnectionLimits, guarded_protocol
 from prunewarden.server._fleet import FleetStatus
 from prunewarden.server._metrics import ServerMetrics
 from prunewarden.server._problems import ProblemDocument
+from prunewarden.server._push import StatusPush
 from prunewarden.server._redis import RedisSessionStore
 from prunewarden.server._service import DecisionService
 from prunewarden.server._sessions import ServerStore, SessionService
@@ -58,7 +59,8 @@ _diagnostics = logging.getLogger("prunewarden.server")
 @dataclass(frozen=True, slots=True)
 class Built:
     """An app and what it stands on; ``close`` releases them (idempotent). ``limits``: what
-    each connection may hold, for :func:`run`."""
+    each connection may hold, for :func:`run`; ``status_push``: the push of ``--status-url``,
+    started by :func:`run` once the server's address is known (None: none)."""
 
     app: Starlette
     engine: ReloadingEngine
@@ -66,6 +68,7 @@ class Built:
     sessions: SessionService
     close: Callable[[], None]
     limits: ConnectionLimits
+    status_push: StatusPush | None = None
 
 
 def build_app(config: ServerConfig) -> Built:
@@ -111,6 +114,13 @@ def build_app(config: ServerConfig) -> Built:
         raise
     metrics.watch(engine)
     fleet.watch(engine)
+    push = None
+    if config.status_url is not None:
+        push = StatusPush(
+            config.status_url, lambda: fleet.document(engine), interval=config.status_interval
+        )
+        fleet.push = push
+        engine.add_reload_hook(push.observe)
     sessions = SessionService(
         engine, store, ttl=config.session_ttl, max_live=config.max_live_sessions
     )
@@ -130,6 +140,8 @@ def build_app(config: ServerConfig) -> Built:
             return
         closed.append(True)
         try:
+            if push is not None:
+                push.stop()
             engine.close()
             sessions.close()
             if syncer is not None:
@@ -145,7 +157,7 @@ def build_app(config: ServerConfig) -> Built:
         decision_metrics=registry,
         server_metrics=server_metrics,
     )
-    return Built(app, engine, audit, sessions, close, limits)
+    return Built(app, engine, audit, sessions, close, limits, push)
 
 
 def open_store(url: str, ttl: float) -> ServerStore:
@@ -224,6 +236,8 @@ def run(
     ``metrics_sock`` (bound for ``--metrics-listen``), that socket serves ``GET /metrics`` alone,
     without the token."""
     app: ASGIApp = built.app
+    if built.status_push is not None:
+        built.status_push.start(bound_url(listen, sock))
     sockets = [sock]
     if metrics_sock is not None:
         app = _with_metrics_listener(built, metrics_sock.getsockname()[:2])

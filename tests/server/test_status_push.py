@@ -1,0 +1,237 @@
+"""``serve --status-url``: the status document pushed to a real receiver on loopback, at start,
+periodically and after each activation; failures counted and shown, never in a decision's way."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from _support.server import Server, policy_text, running_server
+from _support.status_receiver import PATIENCE, Receiver, status_receiver
+from jsonschema import Draft202012Validator
+from prunewarden import ReloadingEngine
+from prunewarden.server import Listen, ServerConfig, ServerConfigError, openapi_document
+from prunewarden.server._fleet import FleetStatus
+from prunewarden.server._push import INSTANCE_HEADER, STATUS_PUSH_DETAIL, StatusPush
+
+ROOT = Path(__file__).resolve().parents[2]
+EVICTION = json.loads((ROOT / "examples" / "inputs" / "eviction-healthy.json").read_text())
+
+
+def status_problems(document: dict[str, Any]) -> list[str]:
+    """What the status document lacks of the OpenAPI ``Status`` schema's required fields, and
+    how its ``status_push`` detail fails that detail's schema."""
+    schema = openapi_document()["components"]["schemas"]["Status"]
+    missing = [f"no {name}" for name in schema["required"] if name not in document]
+    detail = Draft202012Validator(STATUS_PUSH_DETAIL).iter_errors(document["status_push"])
+    return missing + [error.message for error in detail]
+
+
+def closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    with status_receiver() as running:
+        yield running
+
+
+@pytest.fixture
+def fleet() -> FleetStatus:
+    return FleetStatus()
+
+
+@pytest.fixture
+def engine(tmp_path: Path, fleet: FleetStatus) -> Iterator[ReloadingEngine]:
+    """An engine on prod@1.0.0, its decisions counted by ``fleet``, reloaded when asked."""
+    policy = tmp_path / "prod.yaml"
+    policy.write_text(policy_text({}, name="prod", version="1.0.0"), encoding="utf-8")
+    with ReloadingEngine(policy, interval=0, on_decision=fleet) as reloading:
+        fleet.watch(reloading)
+        yield reloading
+
+
+def pushing(
+    receiver_url: str, engine: ReloadingEngine, fleet: FleetStatus, interval: float = 600
+) -> StatusPush:
+    """A status push of ``engine``'s status document, wired as ``serve`` wires it."""
+    push = StatusPush(receiver_url, lambda: fleet.document(engine), interval=interval)
+    fleet.push = push
+    engine.add_reload_hook(push.observe)
+    return push
+
+
+class TestStatusPush:
+    def test_a_push_posts_the_status_document(
+        self, receiver: Receiver, engine: ReloadingEngine, fleet: FleetStatus
+    ) -> None:
+        """The body is the status document, valid against its schema; the header names the
+        server; the detail counts the push."""
+        push = pushing(receiver.url, engine, fleet)
+        assert push.push() is None
+        received = receiver.next()
+        assert received.headers[INSTANCE_HEADER] == ""
+        assert received.document["policy"]["name"] == "prod"
+        assert status_problems(received.document) == []
+        detail = push.detail()
+        assert (detail["pushed"], detail["failed"], detail["last_failure"]) == (1, 0, None)
+        assert detail["last_push_at"] is not None
+
+    def test_a_receiver_error_is_counted_and_shown(
+        self, receiver: Receiver, engine: ReloadingEngine, fleet: FleetStatus
+    ) -> None:
+        """A 500 is a failed push: counted, its problem kept, the next push says so."""
+        push = pushing(receiver.url, engine, fleet)
+        receiver.status = 500
+        problem = push.push()
+        assert problem == f"{receiver.url}: HTTP 500 Internal Server Error"
+        receiver.status = 200
+        assert push.push() is None
+        second = receiver.until(lambda d: d["status_push"]["failed"] == 1)
+        assert second.document["status_push"]["last_failure"]["problem"] == problem
+        assert (push.detail()["pushed"], push.detail()["failed"]) == (1, 1)
+
+    def test_an_absent_receiver_is_a_failed_push(
+        self, engine: ReloadingEngine, fleet: FleetStatus
+    ) -> None:
+        """Nothing listening: the push fails with the reason, and nothing raises."""
+        push = pushing(f"http://127.0.0.1:{closed_port()}/status", engine, fleet)
+        problem = push.push()
+        assert problem is not None
+        assert "cannot push" in problem
+        assert push.detail()["failed"] == 1
+
+    def test_a_receiver_that_does_not_answer_delays_no_decision(
+        self, receiver: Receiver, engine: ReloadingEngine, fleet: FleetStatus
+    ) -> None:
+        """While a push waits on a receiver holding its answer, decisions and the status
+        document are made; once released, the push is counted."""
+        push = pushing(receiver.url, engine, fleet)
+        receiver.hold.clear()
+        push.start("http://127.0.0.1:1")
+        try:
+            first = receiver.next()  # the push in flight, held by the receiver
+            assert first.headers[INSTANCE_HEADER] == "http://127.0.0.1:1"
+            decision = engine.evaluate(EVICTION)
+            assert decision.outcome == "allow"
+            assert push.detail()["pushed"] == 0
+            receiver.hold.set()
+            push.nudge()
+            later = receiver.until(lambda d: d["status_push"]["pushed"] >= 1)
+            assert later.document["decisions"]["allow"] == 1
+        finally:
+            push.stop()
+
+    def test_pushes_come_every_interval(
+        self, receiver: Receiver, engine: ReloadingEngine, fleet: FleetStatus
+    ) -> None:
+        """Without any event, the status is pushed again every interval."""
+        push = pushing(receiver.url, engine, fleet, interval=0.05)
+        push.start("pdp")
+        try:
+            pushed = [receiver.next().document["status_push"]["pushed"] for _ in range(3)]
+        finally:
+            push.stop()
+        assert pushed == [0, 1, 2]
+
+    def test_an_activation_is_pushed_and_a_lasting_failure_once(
+        self, receiver: Receiver, engine: ReloadingEngine, fleet: FleetStatus, tmp_path: Path
+    ) -> None:
+        """A new policy swapped in is pushed at once; a failure seen at every reload is
+        pushed when it first appears, not again."""
+        push = pushing(receiver.url, engine, fleet)
+        push.start("pdp")
+        try:
+            assert receiver.next().document["policy"]["version"] == "1.0.0"
+            path = tmp_path / "prod.yaml"
+            path.write_text(policy_text({}, name="prod", version="1.1.0"), encoding="utf-8")
+            assert engine.reload().changed
+            activated = receiver.next()
+            assert activated.document["policy"]["version"] == "1.1.0"
+            path.write_text("not: [a policy", encoding="utf-8")
+            assert engine.reload().problems
+            failed = receiver.next()
+            assert failed.document["healthy"] is False
+            assert engine.reload().problems
+            assert engine.reload().problems
+            path.write_text(policy_text({}, name="prod", version="1.2.0"), encoding="utf-8")
+            assert engine.reload().changed
+            after = receiver.next()
+        finally:
+            push.stop()
+        assert after.document["policy"]["version"] == "1.2.0"
+        assert receiver.pushes.empty()
+
+
+def until_failed(client: httpx.Client) -> dict[str, Any]:
+    """The status_push detail once a failed push is counted (it is counted once the receiver
+    has answered, a moment after the push arrived)."""
+    deadline = time.monotonic() + PATIENCE
+    while time.monotonic() < deadline:
+        detail: dict[str, Any] = client.get("/v1/status").json()["status_push"]
+        if detail["failed"]:
+            return detail
+        time.sleep(0.05)
+    raise AssertionError(f"no failed push counted: {detail}")
+
+
+class TestServeStatusUrl:
+    @pytest.fixture
+    def server(self, tmp_path: Path, receiver: Receiver) -> Iterator[Server]:
+        policy = tmp_path / "prod.yaml"
+        policy.write_text(policy_text({}, name="prod", version="1.0.0"), encoding="utf-8")
+        options = ("--status-url", receiver.url, "--status-interval", "600")
+        with running_server(policy, tmp_path, *options) as running:
+            yield running
+
+    def test_serve_pushes_at_start_and_shows_failed_pushes(
+        self, server: Server, receiver: Receiver, tmp_path: Path
+    ) -> None:
+        """The first push names the server's address; a policy change is pushed; a push the
+        receiver refuses is counted in /v1/status while decisions go on."""
+        first = receiver.next()
+        assert first.headers[INSTANCE_HEADER] == server.url
+        assert first.document["policy"]["version"] == "1.0.0"
+        assert first.document["status_push"]["url"] == receiver.url
+        receiver.status = 503
+        policy = tmp_path / "prod.yaml"
+        policy.write_text(policy_text({}, name="prod", version="1.1.0"), encoding="utf-8")
+        receiver.until(lambda d: d["policy"]["version"] == "1.1.0")
+        with server.client() as client:
+            decision = client.post("/v1/evaluate", json=EVICTION).json()
+            assert decision["outcome"] == "allow"
+            detail = until_failed(client)
+        assert (detail["pushed"], detail["failed"]) == (1, 1)
+        assert "HTTP 503" in detail["last_failure"]["problem"]
+
+
+class TestConfig:
+    @pytest.mark.parametrize(
+        ("url", "interval", "message"),
+        [
+            ("unix:/tmp/x.sock", 10.0, "expected an http:// or https:// URL"),
+            ("http://127.0.0.1:9/s", 0.0, "--status-interval 0: must be positive"),
+        ],
+    )
+    def test_a_bad_status_url_or_interval_is_refused(
+        self, tmp_path: Path, url: str, interval: float, message: str
+    ) -> None:
+        """Only http(s) URLs and positive intervals: ServerConfigError (exit 2 from serve)."""
+        with pytest.raises(ServerConfigError, match=message):
+            ServerConfig(
+                policy="p.yaml",
+                audit_log=str(tmp_path / "a.jsonl"),
+                listen=Listen(),
+                status_url=url,
+                status_interval=interval,
+            )
