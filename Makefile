@@ -15,10 +15,11 @@ $(BIN)/python:
 	@$(STEP) "upgrading pip in $(VENV)" -- $(BIN)/python -m pip install --upgrade pip
 
 # Installed markers: re-install when the project's metadata changes. make demo ends with the
-# server and draws its plots; the test extra pulls every optional library, so their tests run.
+# server and the fleet (signed bundles: the bundle extra) and draws its plots; the test extra
+# pulls every optional library, so their tests run.
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
-	@$(STEP) "installing prunewarden with the serve, plot and analyze extras (about a minute the first time)" \
-		-- $(BIN)/python -m pip install -e '.[serve,plot,analyze]'
+	@$(STEP) "installing prunewarden with the serve, plot, analyze and bundle extras (about a minute the first time)" \
+		-- $(BIN)/python -m pip install -e '.[serve,plot,analyze,bundle]'
 	@touch $@
 
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
@@ -31,6 +32,9 @@ $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 demo: $(VENV)/.installed typescript-example
 	@echo "==> examples/demo.sh: policies, replays, deployments, the audit log, the server (docs/demo.md)"
 	@PATH="$(CURDIR)/$(BIN):$$PATH" sh examples/demo.sh
+	@echo "==> examples/fleet/fleet_demo.py: a signed bundle, two servers on it, a tampered bundle refused (docs/fleet.md)"
+	@rm -rf .demo/fleet
+	@PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python examples/fleet/fleet_demo.py .demo/fleet
 
 # The framework adapters on scripted models, offline: LangChain/LangGraph, a trim_messages edit
 # refused and repaired, the Agents SDK, Anthropic's context editing and its memory tool
