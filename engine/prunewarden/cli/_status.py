@@ -90,6 +90,9 @@ def _line(answer: dict[str, Any]) -> str:
     policy = status["policy"]
     revision = policy.get("bundle_revision")
     where = f"{policy['name']}@{policy['version']}" + (f" bundle {revision}" if revision else "")
+    shadow = status.get("shadow")
+    if shadow is not None:
+        where += f" shadow {shadow['name']}@{shadow['version']}"
     counts = " ".join(f"{k} {v}" for k, v in status["decisions"].items())
     line = f"{answer['url']}  {'healthy' if status['healthy'] else 'unhealthy'}  {where}  {counts}"
     line += f"  since {status['activated_at']}"
