@@ -86,5 +86,6 @@ class TestFleetDemo:
         assert any(line.startswith("      shadow prod-eu@1.5.0 sha256:") for line in lines)
         urls = [server["url"] for server in summary["servers"]]
         for url in urls:
-            assert any(line.startswith(f"  {url}  healthy  prod-eu@1.4.0") for line in lines)
+            healthy = f"  {url}  healthy  prod-eu@1.4.0 bundle fleet-1 shadow prod-eu@1.5.0  "
+            assert any(line.startswith(healthy + "allow 1 deny 1 halt 0") for line in lines)
         assert stdout.count("revision fleet-1 kept") == 2
