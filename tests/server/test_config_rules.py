@@ -193,3 +193,37 @@ class TestPolicyOrBundle:
     def test_a_policy_file_may_have_a_shadow(self, tmp_path: Path) -> None:
         """The shadow restriction is the bundle's: a policy file keeps its shadow."""
         assert config(tmp_path, shadow="c.yaml").shadow == "c.yaml"
+
+
+class TestStatusPush:
+    def test_no_push_by_default(self, tmp_path: Path) -> None:
+        """Without --status-url nothing is pushed; the interval defaults to 10 seconds."""
+        made = config(tmp_path)
+        assert (made.status_url, made.status_interval) == (None, 10.0)
+
+    @pytest.mark.parametrize("url", ["http://127.0.0.1:9/s", "https://fleet.internal/status"])
+    def test_an_http_url_is_accepted(self, tmp_path: Path, url: str) -> None:
+        """http:// and https:// URLs are where a status may be pushed."""
+        assert config(tmp_path, status_url=url, status_interval=0.5).status_url == url
+
+    @pytest.mark.parametrize(
+        ("changes", "message"),
+        [
+            (
+                {"status_url": "unix:/tmp/x.sock"},
+                "--status-url 'unix:/tmp/x.sock': expected an http:// or https:// URL",
+            ),
+            (
+                {"status_url": "http://127.0.0.1:9/s", "status_interval": 0.0},
+                "--status-interval 0: must be positive",
+            ),
+            ({"status_interval": -1.0}, "--status-interval -1: must be positive"),
+        ],
+    )
+    def test_a_bad_status_url_or_interval_is_refused(
+        self, tmp_path: Path, changes: dict[str, Any], message: str
+    ) -> None:
+        """Only http(s) URLs and positive intervals: ServerConfigError (exit 2 from serve)."""
+        with pytest.raises(ServerConfigError) as info:
+            config(tmp_path, **changes)
+        assert str(info.value) == message

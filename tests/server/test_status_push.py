@@ -16,7 +16,7 @@ from _support.server import Server, policy_text, running_server
 from _support.status_receiver import PATIENCE, Receiver, status_receiver
 from jsonschema import Draft202012Validator
 from prunewarden import ReloadingEngine
-from prunewarden.server import Listen, ServerConfig, ServerConfigError, openapi_document
+from prunewarden.server import openapi_document
 from prunewarden.server._fleet import FleetStatus
 from prunewarden.server._push import INSTANCE_HEADER, STATUS_PUSH_DETAIL, StatusPush
 
@@ -213,25 +213,3 @@ class TestServeStatusUrl:
             detail = until_failed(client)
         assert (detail["pushed"], detail["failed"]) == (1, 1)
         assert "HTTP 503" in detail["last_failure"]["problem"]
-
-
-class TestConfig:
-    @pytest.mark.parametrize(
-        ("url", "interval", "message"),
-        [
-            ("unix:/tmp/x.sock", 10.0, "expected an http:// or https:// URL"),
-            ("http://127.0.0.1:9/s", 0.0, "--status-interval 0: must be positive"),
-        ],
-    )
-    def test_a_bad_status_url_or_interval_is_refused(
-        self, tmp_path: Path, url: str, interval: float, message: str
-    ) -> None:
-        """Only http(s) URLs and positive intervals: ServerConfigError (exit 2 from serve)."""
-        with pytest.raises(ServerConfigError, match=message):
-            ServerConfig(
-                policy="p.yaml",
-                audit_log=str(tmp_path / "a.jsonl"),
-                listen=Listen(),
-                status_url=url,
-                status_interval=interval,
-            )
