@@ -26,7 +26,7 @@ from prunewarden.errors import Problem
 MANIFEST_NAME = "manifest.json"
 SIGNATURES_NAME = "signatures.json"
 MANIFEST_VERSION = 2  # the newest this reader knows and writes
-_VERSIONS = (1, 2)
+_VERSIONS = (1, MANIFEST_VERSION)  # every version this reader reads
 _SHADOW_VERSION = 2  # the first version with a policy's ``shadow``
 
 _SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
