@@ -31,6 +31,7 @@ from prunewarden.limits import (
     REQUEST_SECONDS,
     SESSION_IDLE_SECONDS,
 )
+from prunewarden.shipping import DEFAULT_BUFFER_BYTES, DEFAULT_BUFFER_RECORDS
 
 SERVE_EXIT_CODES = """\
 exit codes:
@@ -173,6 +174,34 @@ def add_serve(commands: Any) -> None:
         help="how often the policy files are checked for changes (0: never; default: 1)",
     )
     serve.add_argument(
+        "--ship",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="also ship the audit log to URL (repeatable): http(s)://HOST/v1/logs (prunewarden "
+        "audit collect) or otlp+http(s)://HOST:4318/v1/logs (extra: ship); see docs/fleet.md",
+    )
+    serve.add_argument(
+        "--ship-replica",
+        metavar="NAME",
+        help="the name this server ships as (default: the host name)",
+    )
+    serve.add_argument(
+        "--ship-buffer-records",
+        type=int,
+        default=DEFAULT_BUFFER_RECORDS,
+        metavar="N",
+        help="records read and not yet acknowledged, per destination, before records are "
+        f"dropped (default: {DEFAULT_BUFFER_RECORDS})",
+    )
+    serve.add_argument(
+        "--ship-buffer-bytes",
+        type=int,
+        default=DEFAULT_BUFFER_BYTES,
+        metavar="N",
+        help=f"the same in bytes (default: {DEFAULT_BUFFER_BYTES})",
+    )
+    serve.add_argument(
         "--print-openapi",
         action="store_true",
         help="print the OpenAPI document the server serves, and exit",
@@ -220,6 +249,10 @@ def run_serve(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int
             bundle_key=bundle_key,
             bundle_policy=args.bundle_policy,
             embedder=load_embedder(args),
+            ship=tuple(args.ship),
+            ship_replica=args.ship_replica,
+            ship_buffer_records=args.ship_buffer_records,
+            ship_buffer_bytes=args.ship_buffer_bytes,
         )
     except ValueError:
         raise UsageError(

@@ -39,12 +39,13 @@ from prunewarden.server._app import create_app, problem_response
 from prunewarden.server._config import Listen, ServerConfig, ServerConfigError
 from prunewarden.server._connections import ConnectionLimits, guarded_protocol
 from prunewarden.server._fleet import FleetStatus
-from prunewarden.server._metrics import ServerMetrics
+from prunewarden.server._metrics import ServerMetrics, ShippingMetrics
 from prunewarden.server._problems import ProblemDocument
 from prunewarden.server._redis import RedisSessionStore
 from prunewarden.server._service import DecisionService
 from prunewarden.server._sessions import ServerStore, SessionService
 from prunewarden.session import SESSION_KEY_ENV, SqliteSessionStore
+from prunewarden.shipping import LogShipper, ShipError
 
 GRACEFUL_SECONDS = 10  # how long requests in flight may take to finish once asked to stop
 # With --audit-fsync batch, the log is synced in the background this often (when records are
@@ -111,6 +112,13 @@ def build_app(config: ServerConfig) -> Built:
         raise
     metrics.watch(engine)
     fleet.watch(engine)
+    try:
+        shipper = _start_shipping(config, audit, fleet, registry)
+    except BaseException:
+        engine.close()
+        store.close()
+        audit.close()
+        raise
     sessions = SessionService(
         engine, store, ttl=config.session_ttl, max_live=config.max_live_sessions
     )
@@ -134,6 +142,8 @@ def build_app(config: ServerConfig) -> Built:
             sessions.close()
             if syncer is not None:
                 syncer.stop()
+            if shipper is not None:
+                shipper.close()  # before the log: it may write a records_dropped record
         finally:
             audit.close()
 
@@ -146,6 +156,33 @@ def build_app(config: ServerConfig) -> Built:
         server_metrics=server_metrics,
     )
     return Built(app, engine, audit, sessions, close, limits)
+
+
+def _start_shipping(
+    config: ServerConfig, audit: AuditLog, fleet: FleetStatus, registry: CollectorRegistry
+) -> LogShipper | None:
+    """The shipper of ``--ship``, started, in the status and the metrics (None without);
+    :class:`ServerConfigError` for a URL that names no destination, or OTLP without the
+    ``ship`` extra."""
+    if not config.ship:
+        return None
+    try:
+        shipper = LogShipper(
+            audit,
+            config.ship,
+            replica=config.ship_replica,
+            buffer_records=config.ship_buffer_records,
+            buffer_bytes=config.ship_buffer_bytes,
+        )
+    except ShipError as exc:
+        raise ServerConfigError(str(exc)) from None
+    except ImportError:
+        msg = "--ship otlp+http(s)://...: needs the ship extra: pip install 'prunewarden[ship]'"
+        raise ServerConfigError(msg) from None
+    fleet.shipper = shipper
+    registry.register(ShippingMetrics(shipper))
+    shipper.start()
+    return shipper
 
 
 def open_store(url: str, ttl: float) -> ServerStore:

@@ -12,10 +12,17 @@ from __future__ import annotations
 
 from prunewarden.shipping._collect import Collector
 from prunewarden.shipping._destinations import open_sink
-from prunewarden.shipping._shipper import LogShipper, SinkStatus
+from prunewarden.shipping._shipper import (
+    DEFAULT_BUFFER_BYTES,
+    DEFAULT_BUFFER_RECORDS,
+    LogShipper,
+    SinkStatus,
+)
 from prunewarden.shipping._sinks import ShipError, Sink, destination_name
 
 __all__ = [
+    "DEFAULT_BUFFER_BYTES",
+    "DEFAULT_BUFFER_RECORDS",
     "Collector",
     "LogShipper",
     "ShipError",
