@@ -174,13 +174,19 @@ class ReplicaChain:
         """Append ``lines``, rotating at each ``log_rotated`` record after the first line."""
         pending: list[bytes] = []
         for line in lines:
-            if line.kind == LOG_ROTATED and self.path.exists() and self.path.stat().st_size:
+            if line.kind == LOG_ROTATED and (pending or self._size()):
                 self._append(b"".join(pending))
                 pending = []
                 self._rotate(line.data)
                 continue
             pending.append(line.data)
         self._append(b"".join(pending))
+
+    def _size(self) -> int:
+        try:
+            return self.path.stat().st_size
+        except FileNotFoundError:
+            return 0
 
     def _append(self, data: bytes) -> None:
         if not data:

@@ -91,6 +91,10 @@ class LogShipper:
     """Ships the file of ``audit`` to each destination (a URL, or a :class:`Sink`) as
     ``replica`` (default: the host name), in background threads started by :meth:`start`.
 
+    A destination shipped to for the first time gets the log from the start of its current
+    file (archived ones are not sent). Raises :class:`AuditError` when the file cannot be
+    opened, :class:`OSError` when the cursor cannot be kept beside it.
+
     ``buffer_records`` and ``buffer_bytes`` bound what is read and not yet acknowledged, per
     destination; past them records are dropped, and a ``records_dropped`` record says so in
     the chain. ``retry_seconds`` and ``retry_max_seconds``: the backoff after a failed batch
@@ -182,7 +186,16 @@ class _Worker:
         self.replica = replica
         self.settings = settings
         self.cursor = cursor_path(audit.path, sink.name, replica)
-        self.reader = ChainReader(audit.path, load_cursor(self.cursor))
+        position = load_cursor(self.cursor)
+        if position is None:
+            # A new destination gets the log from the start of the file current now (not the
+            # archived ones: a history it may not want), kept at once so that a restart
+            # before the first batch starts there too.
+            audit.open()
+            position = start_of(audit.path)
+            assert position is not None  # noqa: S101 - open() created it
+            save_cursor(self.cursor, position, sink.name, replica)
+        self.reader = ChainReader(audit.path, position)
         self.buffer: deque[Shipped] = deque()
         self.buffered_bytes = 0
         self.gap: _Gap | None = None

@@ -1,0 +1,165 @@
+"""LogShipper in-process: a real AuditLog and Engine, a real collector on loopback."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+from _support.shipping import (
+    decide,
+    dropped_in,
+    free_port,
+    receiver,
+    records_in,
+    verified,
+    wait_for,
+)
+from prunewarden import AuditLog, Engine
+from prunewarden.audit import rotated_files
+from prunewarden.shipping import LogShipper, ShipError
+
+
+def fast_shipper(audit: AuditLog, url: str, buffer_records: int = 50_000) -> LogShipper:
+    """A shipper as replica ``r`` that polls and retries quickly, for tests."""
+    return LogShipper(
+        audit,
+        [url],
+        replica="r",
+        buffer_records=buffer_records,
+        poll_seconds=0.02,
+        retry_seconds=0.02,
+        retry_max_seconds=0.2,
+    )
+
+
+def local_records(log: Path) -> int:
+    return len(records_in(rotated_files(log)))
+
+
+class TestShipping:
+    def test_every_record_arrives_and_the_copy_verifies(self, tmp_path: Path) -> None:
+        """Records written before and after the start arrive once, and the copy verifies."""
+        log = tmp_path / "audit.jsonl"
+        with AuditLog(log) as audit, receiver(tmp_path / "out") as rx:
+            engine = Engine.default(audit=audit)
+            decide(engine, 20, "before")
+            with fast_shipper(audit, rx.url) as shipper:
+                decide(engine, 20, "after")
+                assert shipper.wait_caught_up(60)
+                (status,) = shipper.status()
+            copy = records_in(rx.files("r"))
+            assert status.shipped == local_records(log) == len(copy)
+            assert status.dropped == 0
+            assert status.healthy
+            assert status.last_shipped_hash == copy[-1]["hash"]
+            assert rx.files("r")[0].read_bytes() == log.read_bytes()
+            verified(rx.files("r"))
+
+    def test_rotated_files_are_followed_and_rotated_alike(self, tmp_path: Path) -> None:
+        """A log that rotates while shipping arrives whole, rotated at the same records."""
+        log = tmp_path / "audit.jsonl"
+        with AuditLog(log, max_bytes=8_000) as audit, receiver(tmp_path / "out") as rx:
+            engine = Engine.default(audit=audit)
+            with fast_shipper(audit, rx.url) as shipper:
+                decide(engine, 60, "a")
+                assert shipper.wait_caught_up(60)
+            assert len(rotated_files(log)) > 2
+            local = [path.read_bytes() for path in rotated_files(log)]
+            assert [path.read_bytes() for path in rx.files("r")] == local
+            verified(rx.files("r"))
+
+    def test_a_restart_resumes_from_the_cursor(self, tmp_path: Path) -> None:
+        """A shipper started again ships only what the last one did not get acknowledged."""
+        log = tmp_path / "audit.jsonl"
+        with AuditLog(log) as audit, receiver(tmp_path / "out") as rx:
+            engine = Engine.default(audit=audit)
+            decide(engine, 10, "first")
+            with fast_shipper(audit, rx.url) as shipper:
+                assert shipper.wait_caught_up(60)
+            decide(engine, 5, "second")
+            with fast_shipper(audit, rx.url) as shipper:
+                assert shipper.wait_caught_up(60)
+                (status,) = shipper.status()
+            assert status.shipped == 5
+            assert len(records_in(rx.files("r"))) == local_records(log)
+            verified(rx.files("r"))
+
+    def test_an_unknown_scheme_is_refused(self, tmp_path: Path) -> None:
+        """A URL naming no sink (Kafka included) is refused when the shipper is made."""
+        with AuditLog(tmp_path / "audit.jsonl") as audit, pytest.raises(ShipError) as caught:
+            LogShipper(audit, ["kafka://broker:9092/decisions"])
+        assert caught.value.retry is False
+        assert "Kafka is not provided" in str(caught.value)
+
+
+class TestFaults:
+    def test_receiver_down_then_up(self, tmp_path: Path) -> None:
+        """Batches to a closed port fail and are retried until a receiver starts there."""
+        log = tmp_path / "audit.jsonl"
+        port = free_port()
+        url = f"http://127.0.0.1:{port}/v1/logs"
+        with AuditLog(log) as audit:
+            engine = Engine.default(audit=audit)
+            with fast_shipper(audit, url) as shipper:
+                decide(engine, 15, "down")
+                wait_for(lambda: shipper.status()[0].failing >= 3, "failed batches")
+                (down,) = shipper.status()
+                assert not down.healthy
+                assert "Connection refused" in (down.last_error or "")
+                with receiver(tmp_path / "out", port=port) as rx:
+                    decide(engine, 5, "up")
+                    assert shipper.wait_caught_up(60)
+                    (status,) = shipper.status()
+            assert status.healthy
+            assert status.shipped == local_records(log) == len(records_in(rx.files("r")))
+            verified(rx.files("r"))
+
+    def test_slow_receiver_holds_no_decision_back(self, tmp_path: Path) -> None:
+        """While the receiver holds a batch, decisions go on; then everything arrives."""
+        log = tmp_path / "audit.jsonl"
+        gate = threading.Event()
+        with AuditLog(log) as audit, receiver(tmp_path / "out", gate=gate) as rx:
+            engine = Engine.default(audit=audit)
+            with fast_shipper(audit, rx.url) as shipper:
+                decide(engine, 3, "first")
+                assert rx.arrived.wait(60)
+                decide(engine, 40, "held")  # returns while the receiver is still held
+                assert shipper.status()[0].shipped == 0
+                gate.set()
+                assert shipper.wait_caught_up(60)
+                (status,) = shipper.status()
+            assert status.dropped == 0
+            assert status.shipped == local_records(log)
+            verified(rx.files("r"))
+
+    def test_overflow_writes_records_dropped(self, tmp_path: Path) -> None:
+        """A full buffer drops records; a records_dropped record names them, in both chains,
+        and shipped plus dropped add up to the local records."""
+        log = tmp_path / "audit.jsonl"
+        gate = threading.Event()
+        with AuditLog(log) as audit, receiver(tmp_path / "out", gate=gate) as rx:
+            engine = Engine.default(audit=audit)
+            with fast_shipper(audit, rx.url, buffer_records=8) as shipper:
+                decide(engine, 3, "first")
+                assert rx.arrived.wait(60)
+                decide(engine, 50, "overflow")
+                gate.set()
+                assert shipper.wait_caught_up(60)
+                decide(engine, 4, "after")
+                assert shipper.wait_caught_up(60)
+                (status,) = shipper.status()
+        local = records_in(rotated_files(log))
+        copy = records_in(rx.files("r"))
+        (marker,) = [r for r in local if r["kind"] == "records_dropped"]
+        assert marker["dropped"]["count"] == status.dropped > 0
+        assert marker["dropped"]["sink"] == rx.url
+        assert status.shipped == len(copy)
+        assert status.shipped + status.dropped == len(local)
+        assert dropped_in(copy) == status.dropped
+        result = verified(rx.files("r"))
+        assert result.files[0].dropped == status.dropped
+        verified(rotated_files(log))
+        # Policies are activated again after the gap: decisions after it are reviewable.
+        after = copy[copy.index(marker) + 1 :]
+        assert after[0]["kind"] == "policy_activated"
