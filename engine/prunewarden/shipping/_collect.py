@@ -83,7 +83,12 @@ class Collector:
         with self._lock:
             chains = list(self._replicas.values())
         return {
-            chain.name: {"head": chain.head, "records": chain.records, "dropped": chain.dropped}
+            chain.name: {
+                "head": chain.head,
+                "records": chain.records,
+                "dropped": chain.dropped,
+                "duplicates": chain.duplicates,
+            }
             for chain in chains
         }
 

@@ -73,7 +73,9 @@ class ReplicaChain:
         self.lock = threading.Lock()
         self.head = GENESIS
         self.records = 0
+        # Since this collector started: records a gap bridged, and duplicates dropped.
         self.dropped = 0
+        self.duplicates = 0
         self._recent: deque[str] = deque(maxlen=DEDUP_WINDOW)
         self._known: set[str] = set()
         for path in rotated_files(self.path):
@@ -109,6 +111,7 @@ class ReplicaChain:
                 self._remember(line.hash)
             self.records += len(lines)
             self.dropped += dropped
+            self.duplicates += duplicates
             if lines:
                 self.head = lines[-1].hash
             return Accepted(len(lines), duplicates, dropped, self.head)
