@@ -3,6 +3,7 @@ state in /v1/status and /metrics, and a SIGKILL in the middle of a batch."""
 
 from __future__ import annotations
 
+import io
 import re
 import signal
 import subprocess
@@ -13,6 +14,7 @@ import httpx
 from _support.server import PRUNEWARDEN, running_server
 from _support.shipping import WAIT_SECONDS, receiver, records_in, verified, wait_for
 from prunewarden.audit import rotated_files
+from prunewarden.cli._main import run
 
 EVICTION = {
     "check": "eviction",
@@ -132,3 +134,22 @@ class TestCollectCommand:
         )
         assert verify.returncode == 0, verify.stderr
         assert f"ok, {local} records" in verify.stdout
+
+
+class TestUsage:
+    def test_an_unknown_destination_is_a_usage_error(
+        self, tmp_path: Path, policy_file: Path
+    ) -> None:
+        """serve --ship kafka://... exits 2 before it serves, saying Kafka is not provided."""
+        out, err = io.StringIO(), io.StringIO()
+        argv = ["serve", "--policy", str(policy_file), "--audit-log", str(tmp_path / "a.jsonl")]
+        code = run([*argv, "--listen", "127.0.0.1:0", "--ship", "kafka://b:9092/t"], out, err)
+        assert code == 2
+        assert "Kafka is not provided" in err.getvalue()
+
+    def test_collect_beyond_loopback_needs_a_token(self, tmp_path: Path) -> None:
+        """audit collect refuses a non-loopback address without a token (exit 2)."""
+        out, err = io.StringIO(), io.StringIO()
+        argv = ["audit", "collect", "--listen", "0.0.0.0:0", "--out", str(tmp_path)]
+        assert run(argv, out, err) == 2
+        assert "without a token" in err.getvalue()
