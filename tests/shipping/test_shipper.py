@@ -16,17 +16,20 @@ from _support.shipping import (
     wait_for,
 )
 from prunewarden import AuditLog, Engine
-from prunewarden.audit import rotated_files
+from prunewarden.audit import rotated_files, verify_files
 from prunewarden.shipping import LogShipper, ShipError
 
 
-def fast_shipper(audit: AuditLog, url: str, buffer_records: int = 50_000) -> LogShipper:
+def fast_shipper(
+    audit: AuditLog, url: str, buffer_records: int = 50_000, buffer_bytes: int = 2**25
+) -> LogShipper:
     """A shipper as replica ``r`` that polls and retries quickly, for tests."""
     return LogShipper(
         audit,
         [url],
         replica="r",
         buffer_records=buffer_records,
+        buffer_bytes=buffer_bytes,
         poll_seconds=0.02,
         retry_seconds=0.02,
         retry_max_seconds=0.2,
@@ -133,14 +136,19 @@ class TestFaults:
             assert status.shipped == local_records(log)
             verified(rx.files("r"))
 
-    def test_overflow_writes_records_dropped(self, tmp_path: Path) -> None:
-        """A full buffer drops records; a records_dropped record names them, in both chains,
-        and shipped plus dropped add up to the local records."""
+    @pytest.mark.parametrize(
+        ("buffer_records", "buffer_bytes"), [(8, 2**25), (50_000, 8_000)], ids=["records", "bytes"]
+    )
+    def test_overflow_writes_records_dropped(
+        self, tmp_path: Path, buffer_records: int, buffer_bytes: int
+    ) -> None:
+        """A buffer full (of records, or of bytes) drops records; a records_dropped record
+        names them, in both chains, and shipped plus dropped add up to the local records."""
         log = tmp_path / "audit.jsonl"
         gate = threading.Event()
         with AuditLog(log) as audit, receiver(tmp_path / "out", gate=gate) as rx:
             engine = Engine.default(audit=audit)
-            with fast_shipper(audit, rx.url, buffer_records=8) as shipper:
+            with fast_shipper(audit, rx.url, buffer_records, buffer_bytes) as shipper:
                 decide(engine, 3, "first")
                 assert rx.arrived.wait(60)
                 decide(engine, 50, "overflow")
@@ -163,3 +171,29 @@ class TestFaults:
         # Policies are activated again after the gap: decisions after it are reviewable.
         after = copy[copy.index(marker) + 1 :]
         assert after[0]["kind"] == "policy_activated"
+
+
+class TestKeyedLogs:
+    def test_a_keyed_log_is_checked_with_the_key(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A collector with the key takes a keyed log that verifies with the key; one with
+        another key refuses its records as forged."""
+        monkeypatch.setenv("SHIP_TEST_KEY", "k" * 32)
+        log = tmp_path / "audit.jsonl"
+        with AuditLog(log, hmac_key_env="SHIP_TEST_KEY") as audit:
+            decide(Engine.default(audit=audit), 4, "keyed")
+            with (
+                receiver(tmp_path / "good", key=b"k" * 32) as good,
+                receiver(tmp_path / "bad", key=b"x" * 32) as bad,
+                LogShipper(audit, [good.url, bad.url], replica="r", poll_seconds=0.02) as shipper,
+            ):
+                local = local_records(log)
+                wait_for(lambda: shipper.status()[0].shipped == local, "the keyed records")
+                wait_for(lambda: shipper.status()[1].failing > 0, "the refusal")
+                ok, refused = shipper.status()
+        assert ok.healthy
+        assert refused.shipped == 0
+        assert "HTTP 422" in (refused.last_error or "")
+        result = verify_files(good.files("r"), key=b"k" * 32)
+        assert result.ok, [str(finding) for finding in result.findings]
