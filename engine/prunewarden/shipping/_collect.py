@@ -109,6 +109,7 @@ class Collector:
 class _Handler(BaseHTTPRequestHandler):
     collector: Collector
     protocol_version = "HTTP/1.1"
+    timeout = 60  # seconds a sender may take to send a batch, or leave the answer unread
     server_version = "prunewarden-collect"
     sys_version = ""
 

@@ -157,7 +157,10 @@ class ChainReader:
             identity = identity_of(path)
             if identity is not None:
                 files.append((path, identity))
-        return files
+        # Mid-rotation the live file is linked as its archive before the new file takes its
+        # name: both names then hold one file, which is still the live one.
+        last = {identity: index for index, (_, identity) in enumerate(files)}
+        return [entry for index, entry in enumerate(files) if last[entry[1]] == index]
 
 
 def _records_in(path: Path, position: Position, stop: int | None) -> Iterator[Shipped]:

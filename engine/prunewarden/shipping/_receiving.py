@@ -101,20 +101,17 @@ class ReplicaChain:
     def accept(self, body: bytes) -> Accepted:
         """Check the batch ``body`` (JSON lines) whole, then append what is new, synced.
 
-        Raises :class:`BatchRefused` (nothing written) or :class:`OSError`.
+        Raises :class:`BatchRefused` (nothing written) or :class:`OSError` (what was written
+        before the failure is kept and known, so the batch sent again continues it).
         """
         with self.lock:
             lines, duplicates = self._check(body)
+            self.duplicates += duplicates
+            before = self.records
             self._write(lines)
             dropped = sum(line.gap for line in lines)
-            for line in lines:
-                self._remember(line.hash)
-            self.records += len(lines)
             self.dropped += dropped
-            self.duplicates += duplicates
-            if lines:
-                self.head = lines[-1].hash
-            return Accepted(len(lines), duplicates, dropped, self.head)
+            return Accepted(self.records - before, duplicates, dropped, self.head)
 
     def _check(self, body: bytes) -> tuple[list[_Line], int]:
         if body and not body.endswith(b"\n"):
@@ -175,15 +172,23 @@ class ReplicaChain:
 
     def _write(self, lines: list[_Line]) -> None:
         """Append ``lines``, rotating at each ``log_rotated`` record after the first line."""
-        pending: list[bytes] = []
+        pending: list[_Line] = []
         for line in lines:
             if line.kind == LOG_ROTATED and (pending or self._size()):
-                self._append(b"".join(pending))
+                self._append(pending)
                 pending = []
                 self._rotate(line.data)
+                self._known_now([line])
                 continue
-            pending.append(line.data)
-        self._append(b"".join(pending))
+            pending.append(line)
+        self._append(pending)
+
+    def _known_now(self, lines: list[_Line]) -> None:
+        """``lines`` are on disk: remember them, and move the head."""
+        for line in lines:
+            self._remember(line.hash)
+            self.head = line.hash
+        self.records += len(lines)
 
     def _size(self) -> int:
         try:
@@ -191,16 +196,25 @@ class ReplicaChain:
         except FileNotFoundError:
             return 0
 
-    def _append(self, data: bytes) -> None:
-        if not data:
+    def _append(self, lines: list[_Line]) -> None:
+        if not lines:
             return
+        data = b"".join(line.data for line in lines)
         flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
         fd = os.open(self.path, flags, 0o644)
         try:
-            write_all(fd, data)
-            os.fsync(fd)  # acknowledged means kept: the shipper moves its cursor on our answer
+            size = os.fstat(fd).st_size
+            try:
+                write_all(fd, data)
+                os.fsync(fd)  # acknowledged means kept: the shipper moves its cursor on our answer
+            except OSError:
+                # A disk that filled up mid-batch: take the part back, so that the batch sent
+                # again lands on whole records.
+                os.ftruncate(fd, size)
+                raise
         finally:
             os.close(fd)
+        self._known_now(lines)
 
     def _rotate(self, header: bytes) -> None:
         archived = self.path.with_name(f"{self.path.name}.{next_sequence(self.path):06d}")
