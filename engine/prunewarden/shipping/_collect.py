@@ -22,11 +22,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from prunewarden.limits import MAX_SHIP_BATCH_BYTES
 from prunewarden.shipping._receiving import REPLICA_NAME, BatchRefused, ReplicaChain
 from prunewarden.shipping._sinks import REPLICA_HEADER
 
 PROBLEM_BASE = "https://prunewarden.dev/problems/"
-MAX_BATCH_BYTES = 256 * 1024 * 1024  # decompressed; a batch of one 50 MB pass record fits
 _TITLES = {
     400: "The batch is not valid",
     401: "A valid bearer token is required",
@@ -171,8 +171,8 @@ class _Handler(BaseHTTPRequestHandler):
         length = self.headers.get("Content-Length", "")
         if not length.isdigit():
             raise BatchRefused("invalid-batch", "a Content-Length is required")
-        if int(length) > MAX_BATCH_BYTES:
-            raise BatchRefused("batch-too-large", f"{length} bytes; at most {MAX_BATCH_BYTES}")
+        if int(length) > MAX_SHIP_BATCH_BYTES:
+            raise BatchRefused("batch-too-large", f"{length} bytes; at most {MAX_SHIP_BATCH_BYTES}")
         body = self.rfile.read(int(length))
         encoding = self.headers.get("Content-Encoding", "identity").strip().lower()
         if encoding == "gzip":
@@ -203,14 +203,16 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 def _gunzip(body: bytes) -> bytes:
-    """``body`` decompressed, at most :data:`MAX_BATCH_BYTES` of it."""
+    """``body`` decompressed, at most :data:`MAX_SHIP_BATCH_BYTES` of it."""
     inflate = zlib.decompressobj(wbits=31)
     try:
-        out = inflate.decompress(body, MAX_BATCH_BYTES)
+        out = inflate.decompress(body, MAX_SHIP_BATCH_BYTES)
     except zlib.error as exc:
         raise BatchRefused("invalid-batch", f"the body is not gzip: {exc}") from None
     if inflate.unconsumed_tail:
-        raise BatchRefused("batch-too-large", f"more than {MAX_BATCH_BYTES} bytes decompressed")
+        raise BatchRefused(
+            "batch-too-large", f"more than {MAX_SHIP_BATCH_BYTES} bytes decompressed"
+        )
     if not inflate.eof:
         raise BatchRefused("invalid-batch", "the gzip body is cut short")
     return out

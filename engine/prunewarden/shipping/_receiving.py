@@ -26,11 +26,9 @@ from prunewarden.audit import rotated_files
 from prunewarden.audit._chain import GENESIS, is_keyed, parse_record, record_hash, unseal
 from prunewarden.audit._record import LOG_ROTATED, RECORDS_DROPPED, dropped_of
 from prunewarden.audit._rotation import next_sequence, replace_with_new_file, sync_dir, write_all
+from prunewarden.limits import SHIP_DEDUP_RECORDS
 
 REPLICA_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
-# How many of its latest record hashes a replica remembers to tell a duplicate: more than a
-# shipper re-sends after a restart (its buffer, DEFAULT_BUFFER_RECORDS).
-DEDUP_WINDOW = 100_000
 
 
 class BatchRefused(Exception):  # noqa: N818 - a refusal answered as a problem document
@@ -76,7 +74,7 @@ class ReplicaChain:
         # Since this collector started: records a gap bridged, and duplicates dropped.
         self.dropped = 0
         self.duplicates = 0
-        self._recent: deque[str] = deque(maxlen=DEDUP_WINDOW)
+        self._recent: deque[str] = deque(maxlen=SHIP_DEDUP_RECORDS)
         self._known: set[str] = set()
         for path in rotated_files(self.path):
             self._learn(path)
