@@ -197,3 +197,46 @@ class TestKeyedLogs:
         assert "HTTP 422" in (refused.last_error or "")
         result = verify_files(good.files("r"), key=b"k" * 32)
         assert result.ok, [str(finding) for finding in result.findings]
+
+
+class TestReceiverRestarts:
+    def test_a_restarted_collector_continues_its_files(self, tmp_path: Path) -> None:
+        """A collector started again on the same folder learns each replica's head from its
+        file and takes the batches that follow it."""
+        log = tmp_path / "audit.jsonl"
+        port = free_port()
+        url = f"http://127.0.0.1:{port}/v1/logs"
+        with AuditLog(log) as audit, fast_shipper(audit, url) as shipper:
+            engine = Engine.default(audit=audit)
+            with receiver(tmp_path / "out", port=port):
+                decide(engine, 6, "first")
+                assert shipper.wait_caught_up(60)
+            decide(engine, 6, "while-down")
+            with receiver(tmp_path / "out", port=port) as second:
+                assert shipper.wait_caught_up(60)
+                (status,) = shipper.status()
+                chain = second.collector.replica("r")
+        assert status.shipped == local_records(log) == chain.records
+        assert chain.duplicates == 0
+        assert second.files("r")[0].read_bytes() == log.read_bytes()
+        verified(second.files("r"))
+
+    def test_a_removed_log_is_shown_not_hidden(self, tmp_path: Path) -> None:
+        """When the file the cursor is in is removed, shipping goes on from the new file and
+        the collector refuses the gap: the status says so, nothing is skipped silently."""
+        log = tmp_path / "audit.jsonl"
+        with receiver(tmp_path / "out") as rx:
+            with AuditLog(log) as audit:
+                decide(Engine.default(audit=audit), 3, "old")
+                with fast_shipper(audit, rx.url) as shipper:
+                    assert shipper.wait_caught_up(60)
+            log.unlink()
+            with AuditLog(log) as audit:
+                decide(Engine.default(audit=audit), 2, "new")
+                with fast_shipper(audit, rx.url) as shipper:
+                    wait_for(lambda: "HTTP 409" in (shipper.status()[0].last_error or ""), "409")
+                    (status,) = shipper.status()
+        assert status.shipped == 0
+        assert not status.healthy
+        assert "chain" in (status.last_error or "")
+        verified(rx.files("r"))
