@@ -18,6 +18,7 @@ from _support.shipping import (
 from prunewarden import AuditLog, Engine
 from prunewarden.audit import rotated_files, verify_files
 from prunewarden.shipping import LogShipper, ShipError
+from prunewarden.shipping._sinks import HttpSink
 
 
 def fast_shipper(
@@ -135,6 +136,26 @@ class TestFaults:
             assert status.dropped == 0
             assert status.shipped == local_records(log)
             verified(rx.files("r"))
+
+    def test_a_receiver_slower_than_the_timeout_gets_duplicates(self, tmp_path: Path) -> None:
+        """A batch whose answer comes after the sender's timeout is sent again; the receiver
+        keeps it once and drops the copies."""
+        log = tmp_path / "audit.jsonl"
+        gate = threading.Event()
+        with AuditLog(log) as audit, receiver(tmp_path / "out", gate=gate) as rx:
+            decide(Engine.default(audit=audit), 5, "slow")
+            sink = HttpSink(rx.url, timeout=0.3)
+            with LogShipper(audit, [sink], replica="r", retry_seconds=0.02) as shipper:
+                wait_for(lambda: shipper.status()[0].failing >= 2, "timed-out batches")
+                assert "timed out" in (shipper.status()[0].last_error or "")
+                gate.set()
+                assert shipper.wait_caught_up(60)
+                (status,) = shipper.status()
+            chain = rx.collector.replica("r")
+        assert chain.duplicates > 0
+        assert status.shipped == chain.records == local_records(log)
+        assert rx.files("r")[0].read_bytes() == log.read_bytes()
+        verified(rx.files("r"))
 
     @pytest.mark.parametrize(
         ("buffer_records", "buffer_bytes"), [(8, 2**25), (50_000, 8_000)], ids=["records", "bytes"]

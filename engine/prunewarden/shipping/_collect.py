@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import logging
 import threading
 import zlib
 from collections.abc import Callable
@@ -27,6 +28,7 @@ from prunewarden.shipping._receiving import REPLICA_NAME, BatchRefused, ReplicaC
 from prunewarden.shipping._sinks import REPLICA_HEADER
 
 PROBLEM_BASE = "https://prunewarden.dev/problems/"
+_diagnostics = logging.getLogger("prunewarden.shipping")
 _TITLES = {
     400: "The batch is not valid",
     401: "A valid bearer token is required",
@@ -101,9 +103,17 @@ class Collector:
             pass
 
         Handler.collector = collector
-        server = ThreadingHTTPServer((host, port), Handler)
-        server.daemon_threads = True
-        return server
+        return _Server((host, port), Handler)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, _request: Any, client_address: Any) -> None:
+        """A sender that went away before its answer (it timed out, or was killed): the batch
+        is kept and the sender sends it again; reported to the ``prunewarden`` logger, not
+        printed (a library is silent)."""
+        _diagnostics.debug("a sender at %s went away before its answer", client_address)
 
 
 class _Handler(BaseHTTPRequestHandler):
