@@ -193,6 +193,11 @@ MAX_PARSED_LINE: Final = 16 * 1024 * 1024
 #: The longest line ``audit sql`` reads: longer than any record a writer makes (a pass over
 #: MAX_SEGMENTS segments, or a decision logging a MAX_INPUT_CHARS input, escaped).
 MAX_SQL_LINE_BYTES: Final = 512 * 1024 * 1024
+#: The largest batch ``audit collect`` takes, once decompressed (one ~50 MB pass record fits).
+MAX_SHIP_BATCH_BYTES: Final = 256 * 1024 * 1024
+#: How many of a replica's latest record hashes ``audit collect`` remembers to tell a duplicate
+#: from a gap: more than a shipper's buffer sends again after a restart.
+SHIP_DEDUP_RECORDS: Final = 100_000
 
 
 #: Where the schemas state a limit: (schema, JSON pointer to the keyword) -> value.

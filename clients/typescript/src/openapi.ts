@@ -420,8 +420,22 @@ export interface components {
                 deny?: number;
                 halt?: number;
             };
-            /** @description not yet: decisions stay in the local audit log */
-            log_shipping: null;
+            log_shipping: null | {
+                destinations: {
+                    destination: string;
+                    replica: string;
+                    healthy: boolean;
+                    shipped: number;
+                    dropped: number;
+                    buffered_records?: number;
+                    buffered_bytes?: number;
+                    last_shipped_hash?: string | null;
+                    last_shipped_at?: string | null;
+                    failing?: number;
+                    last_error?: string | null;
+                    last_error_at?: string | null;
+                }[];
+            };
             status_push: null | {
                 url: string;
                 interval: number;

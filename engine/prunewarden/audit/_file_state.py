@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from prunewarden.audit._chain import GENESIS
 
@@ -34,6 +35,17 @@ class FileState:
     unsynced: int = 0
     synced_at: float = field(default_factory=time.monotonic)
     sync_due: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Tail:
+    """Where a log file ends, as a writer holding its lock sees it: the file (its path and
+    ``(st_dev, st_ino)``), its size and the hash of its last record."""
+
+    path: Path
+    identity: tuple[int, int]
+    size: int
+    last_hash: str
 
 
 def file_identity(stat: os.stat_result) -> tuple[int, int]:

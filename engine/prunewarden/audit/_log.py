@@ -25,14 +25,14 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO, Any, Literal, Self
 
 from prunewarden.audit import _record
 from prunewarden.audit._batch import Sealed, seal_batch, with_activation
 from prunewarden.audit._chain import key_from_env
-from prunewarden.audit._file_state import Chain, FileState, file_identity
+from prunewarden.audit._file_state import Chain, FileState, Tail, file_identity
 from prunewarden.audit._locking import lock_exclusive, require_file_locks, unlock
 from prunewarden.audit._pipe import PipeWriter, is_stream_device
 from prunewarden.audit._redaction import masks_setting
@@ -217,6 +217,51 @@ class AuditLog:
             except AuditError as exc:
                 raise self._failed(exc) from None
             self._failure = None
+
+    def write_at_tail(
+        self, build: Callable[[Tail], dict[str, Any] | None]
+    ) -> dict[str, Any] | None:
+        """Append the record ``build`` makes of the file's :class:`Tail`, seen under the
+        writers' lock, so that no other record comes between what it describes and it (None:
+        nothing is written). What a log shipper's ``records_dropped`` record needs: the range
+        it names ends exactly before it. A file sink only; it does not rotate (the record is
+        small, and a rotation header between the range and it would break that adjacency).
+
+        Returns the record written. Raises :class:`AuditError` when it cannot be written.
+        """
+        if self.path is None or self._pipe is not None:
+            msg = f"cannot write audit log {self.name} at its tail: not a file"
+            raise AuditError(msg)
+        with self._lock:
+            try:
+                record = self._append_at_tail(build)
+            except OSError as exc:
+                raise self._failed(self._error(exc)) from None
+            except AuditError as exc:
+                raise self._failed(exc) from None
+            self._failure = None
+            return record
+
+    def _append_at_tail(
+        self, build: Callable[[Tail], dict[str, Any] | None]
+    ) -> dict[str, Any] | None:
+        assert self.path is not None  # noqa: S101 - checked by write_at_tail
+        state = self._acquire()
+        try:
+            self._recover(state)
+            record = build(Tail(self.path, state.identity, state.size, state.chain.last))
+            if record is not None:
+                self._append(state, self._seal(state.chain, [record]), 1)
+                if _record.kind_of(record) == _record.RECORDS_DROPPED:
+                    # A receiver that missed the range missed the activations in it too: the
+                    # policies are activated again after it, as at the top of a file.
+                    state.chain.activated = set()
+        finally:
+            unlock(state.fd)
+        if state.sync_due:
+            state.sync_due = False
+            sync_file(state.fd)
+        return record
 
     def sync(self) -> None:
         """Sync what was written so far without holding the writers back.

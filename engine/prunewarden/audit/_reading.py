@@ -50,6 +50,8 @@ def iter_lines(path: Path) -> Iterator[tuple[int, bytes, bool]]:
 @dataclass
 class Scan:
     last_hash: str
+    # The policies activated in the region; after a records_dropped record (``restarted``),
+    # only those activated after the last one: writers activate policies again after it.
     activated: set[str]
     torn: list[dict[str, Any]]  # each torn line's length and hash (``torn_fields``)
     tail: dict[str, Any] | None  # the same for what follows the last newline, if anything
@@ -57,6 +59,7 @@ class Scan:
     # Where the last whole record of the region starts and ends (before its newline): a keyed
     # writer checks its seal before it chains after it.
     last_line: tuple[int, int] | None = None
+    restarted: bool = False
 
 
 def scan_appended(fd: int, start: int, end: int, last_hash: str) -> Scan:
@@ -75,6 +78,8 @@ def scan_appended(fd: int, start: int, end: int, last_hash: str) -> Scan:
         scan.last_line = (lines_end, end)
     if tail_record is not None and _record.kind_of(tail_record) == _record.POLICY_ACTIVATED:
         scan.activated.add(_record.policy_digest_of(tail_record))
+    if tail_record is not None and _record.kind_of(tail_record) == _record.RECORDS_DROPPED:
+        scan.activated, scan.restarted = set(), True
     return scan
 
 
@@ -151,7 +156,8 @@ def _scan_buffer(
     end = len(buf)
     view = memoryview(buf)
     activated: set[str] = set()
-    at = buf.find(_record.ACTIVATION_MARKER, start, end)
+    restart = _last_dropped(buf, view, start, end)
+    at = buf.find(_record.ACTIVATION_MARKER, start if restart is None else restart, end)
     while at != -1:
         line_start = buf.rfind(b"\n", start, at) + 1 or start
         line_end = buf.find(b"\n", at, end)
@@ -181,7 +187,22 @@ def _scan_buffer(
         torn.insert(0, {"bytes": len(line), "sha256": hashlib.sha256(line).hexdigest()})
         line_end = line_start - 1
     view.release()
-    return Scan(last_hash, activated, torn, None, None, last_line)
+    return Scan(last_hash, activated, torn, None, None, last_line, restart is not None)
+
+
+def _last_dropped(buf: bytes | mmap.mmap, view: memoryview, start: int, end: int) -> int | None:
+    """Where the line after the last ``records_dropped`` record of ``buf[start:end]`` starts,
+    or None when there is none."""
+    at = buf.rfind(_record.DROPPED_MARKER, start, end)
+    while at != -1:
+        line_start = buf.rfind(b"\n", start, at) + 1 or start
+        line_end = buf.find(b"\n", at, end)
+        line_end = end if line_end == -1 else line_end
+        record = _parse_line(view, line_start, line_end)
+        if record is not None and _record.kind_of(record) == _record.RECORDS_DROPPED:
+            return line_end
+        at = buf.rfind(_record.DROPPED_MARKER, start, line_start)
+    return None
 
 
 def _parse_line(view: memoryview, line_start: int, line_end: int) -> dict[str, Any] | None:

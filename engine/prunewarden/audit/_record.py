@@ -54,6 +54,7 @@ LOG_ROTATED = "log_rotated"
 WRITE_RECOVERED = "write_recovered"
 SESSION_REBOUND = "session_rebound"
 SESSION_STATE_REJECTED = "session_state_rejected"
+RECORDS_DROPPED = "records_dropped"
 KINDS = (
     DECISION,
     PRUNING_PASS,
@@ -63,10 +64,12 @@ KINDS = (
     WRITE_RECOVERED,
     SESSION_REBOUND,
     SESSION_STATE_REJECTED,
+    RECORDS_DROPPED,
 )
 
 # Substrings a canonical record line contains, for cheap scans before parsing.
 ACTIVATION_MARKER = b'"kind":"policy_activated"'
+DROPPED_MARKER = b'"kind":"records_dropped"'
 
 
 # structlog is imported where a logger is first made (here and in sink_logger), not with the
@@ -304,6 +307,16 @@ def write_recovered_record(torn: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     return _event(WRITE_RECOVERED, torn=[dict(fields) for fields in torn])
 
 
+def records_dropped_record(
+    sink: str, count: int, after: str, first: str, last: str
+) -> dict[str, Any]:
+    """A shipper to ``sink`` skipped ``count`` records, ``first`` to ``last``, after the record
+    hashed ``after``: written right after ``last``, so that a receiver's chain goes on from
+    ``after`` to it."""
+    dropped = {"sink": sink, "count": count, "after": after, "first": first, "last": last}
+    return _event(RECORDS_DROPPED, dropped=dropped)
+
+
 def torn_fields(line: bytes) -> dict[str, Any]:
     return {"bytes": len(line), "sha256": hashlib.sha256(line).hexdigest()}
 
@@ -389,6 +402,11 @@ def document_of(record: Mapping[str, Any]) -> Any:
 def torn_of(record: Mapping[str, Any]) -> list[Any]:
     torn = record.get("torn")
     return torn if isinstance(torn, list) else []
+
+
+def dropped_of(record: Mapping[str, Any]) -> dict[str, Any]:
+    dropped = record.get("dropped")
+    return dropped if isinstance(dropped, dict) else {}
 
 
 def rotation_of(record: Mapping[str, Any]) -> dict[str, Any]:

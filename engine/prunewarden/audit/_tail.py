@@ -46,7 +46,8 @@ class Recovery:
 def learn_appended(fd: int, start: int, end: int, known: Chain) -> Recovery:
     """Read ``[start, end)`` after a chain ``known`` ends at ``start``; changes nothing."""
     scan = scan_appended(fd, start, end, known.last)
-    chain = Chain(scan.last_hash, known.activated | scan.activated)
+    before = set() if scan.restarted else known.activated
+    chain = Chain(scan.last_hash, before | scan.activated)
     recovery = Recovery(chain, list(scan.torn), last_line=scan.last_line)
     if scan.tail is None:
         return recovery

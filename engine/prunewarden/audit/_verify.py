@@ -4,7 +4,9 @@ Reports the first broken record of each file by line number: an altered record (
 match), a removed, inserted or reordered one (its ``prev_hash`` does not match the record before
 it), a beginning that was cut off, a partial last line (the file was truncated, or a writer was
 killed mid-write), and a gap between rotated files. Lines left by an interrupted write and
-accounted for by a ``write_recovered`` record are reported as notes, not failures.
+accounted for by a ``write_recovered`` record are reported as notes, not failures. So is a
+``records_dropped`` record chained across the range it names: a receiver's copy of a shipped log
+goes on from the last record it got to that record, and is blind in between.
 
 What a chain in a file cannot show by itself: whole records cut from the end at a line boundary,
 or a whole file replaced. For that, keep the head hash ``verify`` prints somewhere else and pass it
@@ -50,6 +52,8 @@ class FileReport:
     last_ts: str | None = None
     head: str | None = None
     broken_at: int | None = None
+    # Records named by records_dropped records and missing from this file (a receiver's copy).
+    dropped: int = 0
 
     @property
     def intact(self) -> bool:
@@ -62,7 +66,8 @@ class FileReport:
                 f"({self.records} records before it verify)"
             )
         span = f", {self.first_ts} .. {self.last_ts}" if self.records else ""
-        return f"{self.file}: ok, {self.records} records{span}, head {self.head or '-'}"
+        blind = f", {self.dropped} dropped (not shipped)" if self.dropped else ""
+        return f"{self.file}: ok, {self.records} records{blind}{span}, head {self.head or '-'}"
 
 
 @dataclass(slots=True)
@@ -222,6 +227,8 @@ class _FileCheck:
 
     def _link(self, number: int, record: dict[str, Any], kind: str) -> None:
         prev = _record.prev_hash_of(record)
+        if kind == _record.RECORDS_DROPPED and self._across_gap(number, record, prev):
+            return
         if self.last is not None:
             if kind == _record.LOG_ROTATED:
                 self._fail(number, "a log_rotated header in the middle of a file")
@@ -241,6 +248,22 @@ class _FileCheck:
                 "(or the file it continues was not given)",
             )
 
+    def _across_gap(self, number: int, record: dict[str, Any], prev: str) -> bool:
+        """Whether a ``records_dropped`` record links to the record before it across the range
+        it names (a receiver's copy: the range is missing), noted with what is missing."""
+        dropped = _record.dropped_of(record)
+        before = self.last or GENESIS
+        if prev == before or dropped.get("after") != before or dropped.get("last") != prev:
+            return False
+        count = dropped.get("count")
+        self.report.dropped += count if isinstance(count, int) else 0
+        self._note(
+            number,
+            f"{count} records not shipped to {dropped.get('sink')}: {dropped.get('first')} .. "
+            f"{prev}, after {before} (this copy is blind there)",
+        )
+        return True
+
     def _continues(self, number: int, record: dict[str, Any], prev: str) -> None:
         before = str(_record.rotation_of(record).get("previous_file", "?"))
         previous = self.previous
@@ -259,7 +282,12 @@ class _FileCheck:
             self._fail(number, f"record_version {version!r} is not one this verifier knows")
         if kind not in _record.KINDS:
             self._fail(number, f"unknown record kind {kind!r}")
-        if kind == _record.POLICY_ACTIVATED:
+        if kind == _record.RECORDS_DROPPED:
+            if _record.dropped_of(record).get("last") != _record.prev_hash_of(record):
+                self._fail(number, "records_dropped names a range that does not end before it")
+            # Writers activate policies again after it (a receiver missed the range).
+            self.activated.clear()
+        elif kind == _record.POLICY_ACTIVATED:
             if not _record.digest_matches_document(record):
                 self._fail(number, "the activated policy document does not hash to its digest")
             self.activated.add(_record.policy_digest_of(record))

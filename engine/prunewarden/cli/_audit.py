@@ -39,6 +39,7 @@ from prunewarden.audit import (
     sql,
     verify_files,
 )
+from prunewarden.cli._collect import add_collect, run_collect
 from prunewarden.cli._export import add_export, exported_folders, run_export, sql_over_folders
 from prunewarden.cli._printable import printable
 from prunewarden.errors import AuditError, ExitCode, InputError, Problem
@@ -142,7 +143,7 @@ FILE... defaults to $PRUNEWARDEN_AUDIT_LOG and its rotated files (NAME.000001 ..
 
 
 def add_audit_command(commands: Any) -> None:
-    """``prunewarden audit {verify,query,report,show-policy,sql}``."""
+    """``prunewarden audit {verify,query,report,show-policy,sql,export,collect}``."""
     raw = argparse.RawDescriptionHelpFormatter
     audit = commands.add_parser(
         "audit",
@@ -213,6 +214,7 @@ def add_audit_command(commands: Any) -> None:
     sql.add_argument("files", nargs="*", metavar="FILE")
     sql.add_argument("--format", choices=["table", "json"], default="table")
     add_export(command, ENV_KEY)
+    add_collect(command, ENV_KEY)
 
 
 def _add_filters(parser: argparse.ArgumentParser) -> None:
@@ -246,7 +248,7 @@ def _add_filters(parser: argparse.ArgumentParser) -> None:
 
 
 def run_audit(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
-    files = _files(args.files)
+    files = _files(args.files) if args.audit_command != "collect" else []
     try:
         return int(_AUDIT_COMMANDS[args.audit_command](args, files, stdout, stderr))
     except OSError as exc:
@@ -441,4 +443,5 @@ _AUDIT_COMMANDS: dict[str, Any] = {
     "show-policy": _show_policy,
     "sql": _sql,
     "export": run_export,
+    "collect": run_collect,
 }

@@ -31,6 +31,7 @@ from prunewarden.limits import (
     REQUEST_SECONDS,
     SESSION_IDLE_SECONDS,
 )
+from prunewarden.shipping import DEFAULT_BUFFER_BYTES, DEFAULT_BUFFER_RECORDS
 
 SERVE_EXIT_CODES = """\
 exit codes:
@@ -186,6 +187,34 @@ def add_serve(commands: Any) -> None:
         help="seconds between two status pushes (default: 10)",
     )
     serve.add_argument(
+        "--ship",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="also ship the audit log to URL (repeatable): http(s)://HOST/v1/logs (prunewarden "
+        "audit collect) or otlp+http(s)://HOST:4318/v1/logs (extra: ship); see docs/fleet.md",
+    )
+    serve.add_argument(
+        "--ship-replica",
+        metavar="NAME",
+        help="the name this server ships as (default: the host name)",
+    )
+    serve.add_argument(
+        "--ship-buffer-records",
+        type=int,
+        default=DEFAULT_BUFFER_RECORDS,
+        metavar="N",
+        help="records read and not yet acknowledged, per destination, before records are "
+        f"dropped (default: {DEFAULT_BUFFER_RECORDS})",
+    )
+    serve.add_argument(
+        "--ship-buffer-bytes",
+        type=int,
+        default=DEFAULT_BUFFER_BYTES,
+        metavar="N",
+        help=f"the same in bytes (default: {DEFAULT_BUFFER_BYTES})",
+    )
+    serve.add_argument(
         "--print-openapi",
         action="store_true",
         help="print the OpenAPI document the server serves, and exit",
@@ -235,6 +264,10 @@ def run_serve(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int
             embedder=load_embedder(args),
             status_url=args.status_url,
             status_interval=args.status_interval,
+            ship=tuple(args.ship),
+            ship_replica=args.ship_replica,
+            ship_buffer_records=args.ship_buffer_records,
+            ship_buffer_bytes=args.ship_buffer_bytes,
         )
     except ValueError:
         raise UsageError(

@@ -25,6 +25,7 @@ from prunewarden.limits import (
     REQUEST_SECONDS,
     SESSION_IDLE_SECONDS,
 )
+from prunewarden.shipping import DEFAULT_BUFFER_BYTES, DEFAULT_BUFFER_RECORDS
 
 if TYPE_CHECKING:
     from prunewarden.fidelity import Embedder
@@ -120,6 +121,9 @@ class ServerConfig:
     ``policy`` (None), with ``bundle_key`` the Ed25519 public key (PEM bytes) and
     ``bundle_policy`` the policy in it (None: its first; docs/fleet.md), run with the shadow
     the bundle's manifest names for it.
+    ``ship``: URLs the audit log is shipped to (docs/fleet.md), as ``ship_replica`` (None: the
+    host name), with at most ``ship_buffer_records`` records and ``ship_buffer_bytes`` bytes
+    read and not yet acknowledged per destination.
     ``embedder``: what the fidelity check's meaning method embeds with (``spec.fidelity.method``
     ``embedding`` or ``both``; None: none, and such a policy refuses every summary it checks
     with ``internal_error``; docs/fidelity.md).
@@ -154,6 +158,10 @@ class ServerConfig:
     embedder: Embedder | None = None
     status_url: str | None = None
     status_interval: float = 10.0
+    ship: tuple[str, ...] = ()
+    ship_replica: str | None = None
+    ship_buffer_records: int = DEFAULT_BUFFER_RECORDS
+    ship_buffer_bytes: int = DEFAULT_BUFFER_BYTES
 
     def __post_init__(self) -> None:
         if (self.policy is None) == (self.bundle is None):
@@ -192,11 +200,13 @@ class ServerConfig:
             self.header_seconds,
             self.body_seconds,
             self.keep_alive_seconds,
+            self.ship_buffer_records,
+            self.ship_buffer_bytes,
         )
         if any(limit <= 0 for limit in limits):
             msg = (
                 "the request size, request time, session TTL, live sessions, connections, "
-                "header, body and keep-alive limits must be positive"
+                "header, body, keep-alive and shipping buffer limits must be positive"
             )
             raise ServerConfigError(msg)
 

@@ -19,6 +19,7 @@ from prunewarden.__about__ import __version__
 from prunewarden.decision import Decision, utc_now
 from prunewarden.reload import ReloadingEngine, ReloadResult
 from prunewarden.server._push import STATUS_PUSH_DETAIL, StatusPush
+from prunewarden.shipping import LogShipper
 
 OUTCOMES = ("allow", "deny", "halt")
 
@@ -34,6 +35,37 @@ BUNDLE_DETAIL: dict[str, Any] = {
         "last_fetch_at": {"type": ["string", "null"]},
         "last_fetch": {"enum": ["reloaded", "unchanged", "failed", None]},
         "problems": {"type": "array", "items": {"type": "string"}},
+    },
+}
+
+
+LOG_SHIPPING: dict[str, Any] = {
+    "type": "object",
+    "description": "With `--ship`: each destination the audit log is shipped to, with the "
+    "records acknowledged and dropped since start, what is buffered, and the last failure",
+    "required": ["destinations"],
+    "properties": {
+        "destinations": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["destination", "replica", "healthy", "shipped", "dropped"],
+                "properties": {
+                    "destination": {"type": "string"},
+                    "replica": {"type": "string"},
+                    "healthy": {"type": "boolean"},
+                    "shipped": {"type": "integer"},
+                    "dropped": {"type": "integer"},
+                    "buffered_records": {"type": "integer"},
+                    "buffered_bytes": {"type": "integer"},
+                    "last_shipped_hash": {"type": ["string", "null"]},
+                    "last_shipped_at": {"type": ["string", "null"]},
+                    "failing": {"type": "integer"},
+                    "last_error": {"type": ["string", "null"]},
+                    "last_error_at": {"type": ["string", "null"]},
+                },
+            },
+        }
     },
 }
 
@@ -87,10 +119,7 @@ def status_schema(identity: dict[str, Any]) -> dict[str, Any]:
                 "description": "decisions made since start, by outcome",
                 "properties": {outcome: {"type": "integer"} for outcome in OUTCOMES},
             },
-            "log_shipping": {
-                "type": "null",
-                "description": "not yet: decisions stay in the local audit log",
-            },
+            "log_shipping": {"oneOf": [{"type": "null"}, LOG_SHIPPING]},
             "status_push": {"oneOf": [{"type": "null"}, STATUS_PUSH_DETAIL]},
         },
     }
@@ -119,6 +148,8 @@ class FleetStatus:
     def __init__(self) -> None:
         self.push: StatusPush | None = None
         self.started_at = utc_now()
+        # The shipper of the audit log, when the server ships it (build_app sets it).
+        self.shipper: LogShipper | None = None
         self._lock = threading.Lock()
         self._outcomes: Counter[str] = Counter()
         self._last_error: dict[str, Any] | None = None
@@ -156,6 +187,13 @@ class FleetStatus:
             },
             "last_error": last_error,
             "decisions": decisions,
-            "log_shipping": None,
             "status_push": self.push.detail() if self.push is not None else None,
+            "log_shipping": log_shipping(self.shipper),
         }
+
+
+def log_shipping(shipper: LogShipper | None) -> dict[str, Any] | None:
+    """The ``log_shipping`` detail of ``/v1/status`` (None: the log is not shipped)."""
+    if shipper is None:
+        return None
+    return {"destinations": [status.to_dict() for status in shipper.status()]}

@@ -9,9 +9,13 @@ docs/limits.md ("The server").
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from prunewarden.shipping import LogShipper
 
 # Requests answered, by route template and status; and how long they took.
 REQUESTS = Counter("prunewarden_http_requests_total", "HTTP requests answered", ["route", "status"])
@@ -67,3 +71,36 @@ class ServerMetrics:
     def count_live(self, live: Callable[[], int]) -> None:
         """Report ``live()`` as the number of live sessions at each scrape."""
         self._live.set_function(live)
+
+
+class ShippingMetrics(Collector):
+    """The audit log's shipping, read from the shipper at each scrape: records acknowledged
+    (``prunewarden_log_records_shipped_total``) and dropped because a buffer was full
+    (``prunewarden_log_records_dropped_total``), and records buffered, per destination."""
+
+    def __init__(self, shipper: LogShipper) -> None:
+        self._shipper = shipper
+
+    def collect(self) -> Iterator[Metric]:
+        shipped = CounterMetricFamily(
+            "prunewarden_log_records_shipped",
+            "Audit records a destination acknowledged",
+            labels=["destination"],
+        )
+        dropped = CounterMetricFamily(
+            "prunewarden_log_records_dropped",
+            "Audit records not shipped because the buffer was full (records_dropped)",
+            labels=["destination"],
+        )
+        buffered = GaugeMetricFamily(
+            "prunewarden_log_records_buffered",
+            "Audit records read and not yet acknowledged",
+            labels=["destination"],
+        )
+        for status in self._shipper.status():
+            shipped.add_metric([status.destination], status.shipped)
+            dropped.add_metric([status.destination], status.dropped)
+            buffered.add_metric([status.destination], status.buffered_records)
+        yield shipped
+        yield dropped
+        yield buffered

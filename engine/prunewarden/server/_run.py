@@ -39,13 +39,14 @@ from prunewarden.server._app import create_app, problem_response
 from prunewarden.server._config import Listen, ServerConfig, ServerConfigError
 from prunewarden.server._connections import ConnectionLimits, guarded_protocol
 from prunewarden.server._fleet import FleetStatus
-from prunewarden.server._metrics import ServerMetrics
+from prunewarden.server._metrics import ServerMetrics, ShippingMetrics
 from prunewarden.server._problems import ProblemDocument
 from prunewarden.server._push import StatusPush
 from prunewarden.server._redis import RedisSessionStore
 from prunewarden.server._service import DecisionService
 from prunewarden.server._sessions import ServerStore, SessionService
 from prunewarden.session import SESSION_KEY_ENV, SqliteSessionStore
+from prunewarden.shipping import LogShipper, ShipError
 
 GRACEFUL_SECONDS = 10  # how long requests in flight may take to finish once asked to stop
 # With --audit-fsync batch, the log is synced in the background this often (when records are
@@ -74,15 +75,7 @@ class Built:
 def build_app(config: ServerConfig) -> Built:
     """The app for ``config``: the audit log opened (raises :class:`AuditError` when it cannot
     be written), the policy loaded (raises :class:`PolicyError`)."""
-    audit = AuditLog(
-        config.audit_log,
-        fsync=config.audit_fsync,  # type: ignore[arg-type]
-        hmac_key_env=config.audit_key_env,
-    )
-    try:
-        audit.open()
-    except AuditError as exc:
-        raise AuditError(str(exc).replace("cannot write", "cannot open")) from None
+    audit = _open_audit(config)
     try:
         store = open_store(config.session_store_url, config.session_ttl)
     except BaseException:
@@ -114,13 +107,14 @@ def build_app(config: ServerConfig) -> Built:
         raise
     metrics.watch(engine)
     fleet.watch(engine)
-    push = None
-    if config.status_url is not None:
-        push = StatusPush(
-            config.status_url, lambda: fleet.document(engine), interval=config.status_interval
-        )
-        fleet.push = push
-        engine.add_reload_hook(push.observe)
+    push = _status_push(config, fleet, engine)
+    try:
+        shipper = _start_shipping(config, audit, fleet, registry)
+    except BaseException:
+        engine.close()
+        store.close()
+        audit.close()
+        raise
     sessions = SessionService(
         engine, store, ttl=config.session_ttl, max_live=config.max_live_sessions
     )
@@ -146,6 +140,8 @@ def build_app(config: ServerConfig) -> Built:
             sessions.close()
             if syncer is not None:
                 syncer.stop()
+            if shipper is not None:
+                shipper.close()  # before the log: it may write a records_dropped record
         finally:
             audit.close()
 
@@ -158,6 +154,62 @@ def build_app(config: ServerConfig) -> Built:
         server_metrics=server_metrics,
     )
     return Built(app, engine, audit, sessions, close, limits, push)
+
+
+def _open_audit(config: ServerConfig) -> AuditLog:
+    """The audit log of ``config``, opened (:class:`AuditError` says it cannot be opened)."""
+    audit = AuditLog(
+        config.audit_log,
+        fsync=config.audit_fsync,  # type: ignore[arg-type]
+        hmac_key_env=config.audit_key_env,
+    )
+    try:
+        audit.open()
+    except AuditError as exc:
+        raise AuditError(str(exc).replace("cannot write", "cannot open")) from None
+    return audit
+
+
+def _status_push(
+    config: ServerConfig, fleet: FleetStatus, engine: ReloadingEngine
+) -> StatusPush | None:
+    """The push of ``--status-url``, told of every activation (None without); started by
+    :func:`run` once the address is bound."""
+    if config.status_url is None:
+        return None
+    push = StatusPush(
+        config.status_url, lambda: fleet.document(engine), interval=config.status_interval
+    )
+    fleet.push = push
+    engine.add_reload_hook(push.observe)
+    return push
+
+
+def _start_shipping(
+    config: ServerConfig, audit: AuditLog, fleet: FleetStatus, registry: CollectorRegistry
+) -> LogShipper | None:
+    """The shipper of ``--ship``, started, in the status and the metrics (None without);
+    :class:`ServerConfigError` for a URL that names no destination, or OTLP without the
+    ``ship`` extra."""
+    if not config.ship:
+        return None
+    try:
+        shipper = LogShipper(
+            audit,
+            config.ship,
+            replica=config.ship_replica,
+            buffer_records=config.ship_buffer_records,
+            buffer_bytes=config.ship_buffer_bytes,
+        )
+    except ShipError as exc:
+        raise ServerConfigError(str(exc)) from None
+    except ImportError:
+        msg = "--ship otlp+http(s)://...: needs the ship extra: pip install 'prunewarden[ship]'"
+        raise ServerConfigError(msg) from None
+    fleet.shipper = shipper
+    registry.register(ShippingMetrics(shipper))
+    shipper.start()
+    return shipper
 
 
 def open_store(url: str, ttl: float) -> ServerStore:

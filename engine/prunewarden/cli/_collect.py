@@ -1,0 +1,122 @@
+"""``prunewarden audit collect --listen HOST:PORT --out DIR``: receive shipped decision logs.
+
+Kept apart from :mod:`prunewarden.cli._audit`: the one audit command that serves rather than
+reads. It runs until SIGTERM or SIGINT (exit 0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import os
+import signal
+import threading
+from pathlib import Path
+from typing import IO, Any
+
+from prunewarden.cli._common import UsageError
+from prunewarden.errors import ExitCode
+from prunewarden.shipping import Collector
+
+TOKEN_ENV = "PRUNEWARDEN_COLLECT_TOKEN"  # noqa: S105 - the name of the variable, not a token
+
+
+def add_collect(command: Any, key_env: str) -> None:
+    """The ``collect`` subcommand, made by ``command(name, text)`` of ``audit``."""
+    collect = command(
+        "collect",
+        "receive audit logs shipped by servers (POST /v1/logs) into one file per replica, "
+        "each batch taken only where it continues that replica's chain",
+    )
+    collect.add_argument(
+        "--listen", required=True, metavar="HOST:PORT", help="where to listen (port 0: any)"
+    )
+    collect.add_argument("--out", required=True, metavar="DIR", help="the folder of the files")
+    collect.add_argument(
+        "--token-file",
+        metavar="FILE",
+        help=f"file holding the bearer token senders must present (else ${TOKEN_ENV}; "
+        "required beyond loopback)",
+    )
+    collect.add_argument(
+        "--key-env",
+        metavar="NAME",
+        default=key_env,
+        help="environment variable holding the HMAC key keyed records are checked with "
+        f"(default: {key_env}; unset: their links are checked, their seals by audit verify)",
+    )
+
+
+def run_collect(
+    args: argparse.Namespace,
+    _files: list[Path],
+    stdout: IO[str],
+    _stderr: IO[str],
+) -> int:
+    host, port = _address(args.listen)
+    token = _token(args.token_file)
+    if token is None and not _is_loopback(host):
+        msg = (
+            f"prunewarden audit collect: refusing to listen on {host} without a token: pass "
+            f"--token-file or set {TOKEN_ENV} (or listen on loopback)"
+        )
+        raise UsageError(msg)
+    key_text = os.environ.get(args.key_env, "")
+    try:
+        collector = Collector(
+            Path(args.out), token=token, key=key_text.encode("utf-8") if key_text else None
+        )
+        server = collector.serve(host, port)
+    except OSError as exc:
+        raise UsageError(f"prunewarden audit collect: {exc.strerror or exc}") from None
+    stop = threading.Event()
+    previous = {
+        sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)
+    }
+    thread = threading.Thread(target=server.serve_forever, name="prunewarden-collect")
+    thread.start()
+    try:
+        shown = f"[{host}]" if ":" in host else host
+        stdout.write(
+            f"prunewarden audit collect: listening on http://{shown}:{server.server_address[1]}"
+            f", writing to {args.out}\n"
+        )
+        stdout.flush()
+        stop.wait()
+    finally:
+        server.shutdown()
+        thread.join()
+        server.server_close()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    stdout.write("prunewarden audit collect: stopped\n")
+    return ExitCode.OK
+
+
+def _address(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise UsageError(f"prunewarden audit collect: --listen {text!r}: expected HOST:PORT")
+    return host.removeprefix("[").removesuffix("]"), int(port)
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _token(token_file: str | None) -> str | None:
+    if token_file is None:
+        return os.environ.get(TOKEN_ENV, "").strip() or None
+    try:
+        token = Path(token_file).read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+        raise UsageError(f"prunewarden audit collect: --token-file: {reason}") from None
+    if not token:
+        raise UsageError(f"prunewarden audit collect: --token-file {token_file}: no token")
+    return token
