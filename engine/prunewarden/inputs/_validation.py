@@ -120,9 +120,16 @@ def accepts_ids(value: Any) -> bool:
     return type(value) is list and _is_valid(value, "ids")
 
 
+def accepts_pass_shape(items: list[Any]) -> bool:
+    """Every item of an eviction pass valid under the schema, the checks that depend on the
+    policy (score range) and on the whole pass (unique ids) left to the caller: a pass decided
+    over columns makes them in its one loop."""
+    return _json_only(items) and _compiled_pass(_schemas.COMPILED_BACKEND)(items)
+
+
 def accepts_pass_items(items: list[Any], scores: ScoreRange) -> bool:
     """Every item of an eviction pass valid, and the segment ids unique."""
-    if not (_json_only(items) and _compiled_pass(_schemas.COMPILED_BACKEND)(items)):
+    if not accepts_pass_shape(items):
         return False
     low, high = scores.min, scores.max
     if not all(_eviction_relations(item, low, high, 2) for item in items):
