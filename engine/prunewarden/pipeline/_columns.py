@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, overload
 
 from prunewarden.decision import Decision, Reason, Stamp
+from prunewarden.guards import eviction
 from prunewarden.guards.eviction import CODES, PassCheck, PassColumns
 from prunewarden.inputs import Check, eviction_request
 from prunewarden.pipeline._compile import Pipeline
@@ -134,7 +135,10 @@ class ColumnarEviction:
         """The pass's columns and its result (``stamp`` gives its id and time); None when the
         columns cannot decide it exactly (see :meth:`PassCheck.decide`)."""
         shared = frozenset(candidates)
-        columns = self.check.decide(items, shared)
+        try:
+            columns = self.check.decide(items, shared)
+        except Exception:  # noqa: BLE001 - fail closed: the general path refuses what failed
+            return None
         if columns is None:
             return None
         pipeline, pass_id, at = self.pipeline, stamp.pass_id, stamp.evaluated_at
@@ -165,9 +169,16 @@ def columnar_eviction(
 ) -> ColumnarEviction | None:
     """The columnar eviction of a policy, or None when its passes take the general path: rules
     (they read each typed request), score calibration, a guard that is not enforcing (off, or
-    ``audit``, a dry run), or a shadow policy deciding beside it."""
+    ``audit``, a dry run), a shadow policy deciding beside it, or a guard other than the one
+    whose conditions :class:`PassCheck` states (one replaced in ``GUARDS``)."""
     pipeline = pipelines["eviction"]
-    if shadow or pipeline.rules or pipeline.calibration is not None or pipeline.mode != "enforce":
+    if (
+        shadow
+        or pipeline.rules
+        or pipeline.calibration is not None
+        or pipeline.mode != "enforce"
+        or pipeline.guard.evaluate is not eviction.evaluate
+    ):
         return None
     return ColumnarEviction(pipeline, PassCheck.bind(policy.spec.eviction, policy.spec.scores))
 
