@@ -171,13 +171,13 @@ class TestLargePassRecordsInSql:
         record: a pass over that many segments takes long to decide)."""
         with AuditLog(path) as audit:
             # A shadow policy sends the pass down the general path: a version 2 record.
-            shadow = Engine.default().policy if version == 2 else None  # noqa: PLR2004
+            shadow = Engine.default().policy if version == 2 else None
             Engine.default(audit=audit, shadow=shadow).authorize_evictions([item("seg-0")])
         *before, last = path.read_bytes().splitlines(keepends=True)
         record = {k: v for k, v in json.loads(last).items() if k not in ("hash", "prev_hash")}
         assert record["record_version"] == version
         ids = [f"{i:06d}-" + "x" * pad for i in range(verdicts)]
-        if version == 2:  # noqa: PLR2004
+        if version == 2:
             verdict = record["verdicts"][0]
             record["verdicts"] = [{**verdict, "segment": own} for own in ids]
         else:
