@@ -99,7 +99,7 @@ class TestDecisions:
         (record,) = logs
         assert record["event"] == "pass"
         assert record["segments"] == [f"s{i}" for i in range(5)]
-        rows = decision_rows(record | {"kind": record["event"]})
+        rows = decision_rows({**record, "kind": record["event"]})
         assert [[r["code"] for r in row["reasons"]] for row in rows] == [
             list(d.codes) for d in decisions
         ]
