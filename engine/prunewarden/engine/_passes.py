@@ -26,6 +26,7 @@ from prunewarden.guards.eviction import CODE_ACTIONS, CODES, PassColumns
 from prunewarden.inputs import (
     Check,
     Request,
+    WellFormedPass,
     check_caller_fields,
     eviction_request,
     parse_evictions,
@@ -101,16 +102,15 @@ class PassCalls(DecisionRecorder):
         items, candidates = pass_lists(evictions, eviction_candidates)
         columnar = self._columnar
         if columnar is not None:
-            shared = well_formed_pass(items, candidates)
-            if shared is not None and not self._gated(session_id, items[0], shared):
+            formed = well_formed_pass(items, candidates)
+            if formed is not None and not self._gated(session_id, items[0], formed.candidates):
                 started = time.perf_counter_ns()
                 stamps = PassStamps()
                 decided = columnar.decide(
-                    items, shared, Stamp(stamps.pass_id, 0, stamps.evaluated_at)
+                    items, formed.candidates, Stamp(stamps.pass_id, 0, stamps.evaluated_at)
                 )
                 if decided is not None:
-                    document = {"evictions": items, "eviction_candidates": shared}
-                    fields = _Fields(session_id, labels or {}, document, started)
+                    fields = _Fields(session_id, labels or {}, formed, started)
                     return self._record_columns(columnar, *decided, fields)
         return self._decide_pass(items, candidates, session_id=session_id, labels=labels)
 
@@ -230,7 +230,7 @@ class PassCalls(DecisionRecorder):
             masks=masks,
             allowed=result.allowed,
             dependencies=dependencies,
-            input_digest=input_digest(fields.document),
+            input_digest=input_digest(fields.document, fields.encoded),
             policy=self.policy,
             session_id=fields.session_id,
             labels=fields.labels,
@@ -243,14 +243,20 @@ class PassCalls(DecisionRecorder):
 
 class _Fields:
     """What a pass's record says beyond its columns: the caller's session and labels, the pass
-    document it digests, and when deciding began."""
+    document it digests (and its bytes, serialized once by validation), and when deciding
+    began."""
 
-    __slots__ = ("document", "labels", "session_id", "started")
+    __slots__ = ("document", "encoded", "labels", "session_id", "started")
 
     def __init__(
-        self, session_id: str | None, labels: Mapping[str, str], document: Any, started: int
+        self,
+        session_id: str | None,
+        labels: Mapping[str, str],
+        formed: WellFormedPass,
+        started: int,
     ) -> None:
         self.session_id = session_id
         self.labels = labels
-        self.document = document
+        self.document = formed.document
+        self.encoded = formed.encoded
         self.started = started

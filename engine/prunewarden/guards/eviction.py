@@ -7,7 +7,6 @@ with the remediation that would make the eviction admissible.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any
 
@@ -100,7 +99,7 @@ class PassCheck:
         )
 
     def decide(
-        self, items: Sequence[Mapping[str, Any]], candidates: AbstractSet[str]
+        self, items: Sequence[Mapping[str, Any]], candidates: frozenset[str]
     ) -> PassColumns | None:
         """The columns of a pass whose items the schema accepted; None to take the typed path."""
         pinned_kinds, delta = self.pinned_kinds, self.stability_delta
@@ -122,7 +121,8 @@ class PassCheck:
             if segment["kind"] in pinned_kinds or segment.get("non_recoverable", False):
                 mask = PINNED
             depends = segment.get("score_dependencies")
-            if depends:
+            # Most segments depend on none of the pass: isdisjoint answers that in C.
+            if depends and not candidates.isdisjoint(depends):
                 pending = {d for d in depends if d in candidates}
                 pending.discard(own)
                 if pending:

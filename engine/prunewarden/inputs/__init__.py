@@ -39,6 +39,7 @@ from prunewarden.inputs._parse import (
 )
 from prunewarden.inputs._passes import (
     PassCandidates,
+    WellFormedPass,
     parse_evictions,
     pass_lists,
     well_formed_pass,
@@ -62,6 +63,7 @@ __all__ = [
     "TransitionRequest",
     "TransitionSegment",
     "Turn",
+    "WellFormedPass",
     "WindowSegment",
     "check_caller_fields",
     "derive_edit",

@@ -29,7 +29,7 @@ from prunewarden.inputs._validation import (
     PASS_ITEM_FIELDS,
     accepts_ids,
     accepts_pass_items,
-    accepts_pass_shape,
+    encoded_pass,
 )
 from prunewarden.limits import MAX_SEGMENTS
 
@@ -73,16 +73,35 @@ def pass_lists(
     return items, candidates
 
 
-def well_formed_pass(items: list[Any], candidates: list[Any] | None) -> list[str] | None:
-    """The candidates of a pass whose items and candidates the schema accepts (the ids of its
-    own segments when ``candidates`` is None); None when it does not, or when the pass is
-    empty. The range and uniqueness checks are the caller's (a pass decided over columns makes
-    them as it decides); a pass that fails them takes :func:`parse_evictions`."""
-    if not items or not accepts_pass_shape(items):
+@dataclass(frozen=True, slots=True)
+class WellFormedPass:
+    """A pass the schema accepts: its candidates (the ids of its own segments when the caller
+    named none), the pass document its record digests, and that document as the input digest
+    reads it (``encoded``, :func:`prunewarden.audit.input_digest`)."""
+
+    candidates: list[str]
+    document: dict[str, Any]
+    encoded: bytes
+
+
+def well_formed_pass(items: list[Any], candidates: list[Any] | None) -> WellFormedPass | None:
+    """The pass, when the schema accepts its items and candidates; None when it does not, or
+    when the pass is empty. The range and uniqueness checks are the caller's (a pass decided
+    over columns makes them as it decides); a pass that fails them takes
+    :func:`parse_evictions`."""
+    if not items:
         return None
     if candidates is None:
-        return [item["segment"]["id"] for item in items]
-    return candidates if accepts_ids(candidates) else None
+        try:
+            candidates = [item["segment"]["id"] for item in items]
+        except (KeyError, TypeError):
+            return None  # the exact path says what is missing, and where
+    encoded = encoded_pass(items, candidates)
+    if encoded is None:
+        return None
+    return WellFormedPass(
+        candidates, {"evictions": items, "eviction_candidates": candidates}, encoded
+    )
 
 
 def parse_evictions(
