@@ -306,6 +306,27 @@ class TestOtherLanguages:
         )
         assert (result.returncode, result.stdout.strip()) == (0, "ok 3 records")
 
+    def test_node_finds_a_changed_v3_pass(self, log: tuple[Path, Any], tmp_path: Path) -> None:
+        """A version 3 pass record whose reasons were changed fails Node's check, as audit
+        verify's."""
+        path, _ = log
+        lines = path.read_bytes().splitlines(keepends=True)
+        assert json.loads(lines[1])["record_version"] == 3
+        forged = tmp_path / "forged.jsonl"
+        forged.write_bytes(
+            b"".join([lines[0], lines[1].replace(b'"reasons":[1,', b'"reasons":[8,'), lines[2]])
+        )
+        node = shutil.which("node")
+        assert node is not None
+        result = subprocess.run(
+            [node, str(VERIFIER), "chain", str(forged)], capture_output=True, text=True, check=False
+        )
+        assert (result.returncode, result.stdout.strip()) == (
+            1,
+            "FAIL line 2: hash does not match the record",
+        )
+        assert cli("audit", "verify", str(forged))[0] != 0
+
     def test_node_recomputes_the_activated_policy_digest(
         self, log: tuple[Path, Any], tmp_path: Path
     ) -> None:
