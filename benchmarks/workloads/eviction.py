@@ -154,8 +154,9 @@ def build_per_document() -> Case:
 
 
 def pass_stages(items: list[dict[str, Any]], candidates: list[str]) -> dict[str, Any]:
-    """The columnar pass's stages on prepared inputs: the schema's check of the items, the
-    fused loop (range and uniqueness checks, every condition), the record, its write."""
+    """The columnar pass's stages on prepared inputs: the schema's check of the items and the
+    document's one serialization, the fused loop (range and uniqueness checks, every
+    condition), the record with the input digest, its write."""
     engine = default_engine("pass-stages")
     policy = engine.policy
     check = PassCheck.bind(policy.spec.eviction, policy.spec.scores)
@@ -164,7 +165,8 @@ def pass_stages(items: list[dict[str, Any]], candidates: list[str]) -> dict[str,
     sink.add_policy(policy)
     columns = check.decide(items, shared)
     assert columns is not None  # noqa: S101 - the workload's pass is valid
-    document = {"evictions": items, "eviction_candidates": candidates}
+    formed = well_formed_pass(items, candidates)
+    assert formed is not None  # noqa: S101 - the workload's pass is valid
 
     def record() -> dict[str, Any]:
         return columns_record(
@@ -180,7 +182,8 @@ def pass_stages(items: list[dict[str, Any]], candidates: list[str]) -> dict[str,
             masks=columns.masks,
             allowed=[mask == 1 for mask in columns.masks],
             dependencies=columns.dependencies,
-            input_digest=input_digest(document),
+            # The digest over the bytes validation serialized, as the engine takes it.
+            input_digest=input_digest(formed.document, formed.encoded),
             policy=policy,
             session_id=None,
             labels={},
