@@ -35,7 +35,9 @@ class PassResult(Sequence[Decision]):
     of segment ``i`` (the primary first) and ``pass_id`` names the pass in the audit log.
     ``result[i]`` is the :class:`Decision` the general path builds for that segment (its id
     ``<pass_id>-<i>``), built on first access and kept; iterating builds them all. ``record``
-    is the pass's audit record once it is written (None without a sink or a hook).
+    is the pass's audit record once it is written (None without a sink or a hook). Safe to
+    read from several threads: two reading one decision at once may each build it, and get
+    equal decisions.
     """
 
     __slots__ = (
