@@ -144,6 +144,66 @@ class TestOnPass:
         assert result.codes[1] == ("no_tombstone",)
 
 
+RULE = {
+    "name": "no-drafts",
+    "check": "eviction",
+    "when": "segment.kind == 'draft'",
+    "effect": "deny",
+    "message": "drafts stay",
+}
+# A policy, or a pass, that the columns leave to the general path (a version 2 record).
+GENERAL: dict[str, dict[str, Any]] = {
+    "rules": {"params": {"unused": 1}, "rules": [RULE]},
+    "calibration": {"scores": {"calibration": {"fixed": {"low": 0.05, "high": 0.9}}}},
+    "audit-mode": {"eviction": {"mode": "audit"}},
+    "off": {"eviction": {"mode": "off"}},
+}
+
+
+class TestWhichPath:
+    @pytest.mark.parametrize("name", sorted(GENERAL))
+    def test_an_unusual_policy_takes_the_general_path(
+        self, name: str, make_policy: Any, tmp_path: Path
+    ) -> None:
+        """Rules, calibration, a guard in audit mode or off: each pass is written as version 2,
+        decision by decision."""
+        path = tmp_path / "audit.jsonl"
+        with AuditLog(path) as audit:
+            result = Engine(make_policy(**GENERAL[name]), audit=audit).authorize_pass(PASS)
+        record = json.loads(path.read_text(encoding="utf-8").splitlines()[-1])
+        assert (record["kind"], record["record_version"]) == ("pass", 2)
+        assert len(record["verdicts"]) == len(result) == len(PASS)
+
+    def test_a_shadow_policy_takes_the_general_path(self, tmp_path: Path) -> None:
+        """Beside a shadow policy the pass is decided decision by decision (each carries what
+        the candidate decided)."""
+        path = tmp_path / "audit.jsonl"
+        with AuditLog(path) as audit:
+            engine = Engine.default(audit=audit, shadow=Engine.default().policy)
+            result = engine.authorize_pass(PASS)
+        record = json.loads(path.read_text(encoding="utf-8").splitlines()[-1])
+        assert record["record_version"] == 2
+        assert all(d.shadow is not None for d in result)
+
+    def test_metadata_takes_the_general_path(self, tmp_path: Path) -> None:
+        """A segment with metadata (which only rules read) sends its pass the general way."""
+        items = [*PASS[:2], {**PASS[2], "segment": {**PASS[2]["segment"], "metadata": {"a": 1}}}]
+        path = tmp_path / "audit.jsonl"
+        with AuditLog(path) as audit:
+            result = Engine.default(audit=audit).authorize_pass(items)
+        record = json.loads(path.read_text(encoding="utf-8").splitlines()[-1])
+        assert record["record_version"] == 2
+        assert result.codes == (("authorized",), ("no_tombstone",), ("unscoreable",))
+
+    def test_the_default_policy_takes_the_columns(self, tmp_path: Path) -> None:
+        """The bundled policy's passes are decided over columns (the control of the above)."""
+        path = tmp_path / "audit.jsonl"
+        with AuditLog(path) as audit:
+            Engine.default(audit=audit).authorize_pass(PASS)
+        record = json.loads(path.read_text(encoding="utf-8").splitlines()[-1])
+        assert record["record_version"] == 3
+
+
 class FailingStream(io.StringIO):
     """A text stream that refuses every write (no space left)."""
 
