@@ -28,8 +28,9 @@ class TestBundledSchemas:
         Draft202012Validator.check_schema(schema(name, version))
 
     def test_a_name_gives_its_latest_version(self) -> None:
-        """schema("audit-record") is version 2; version 1 stays readable by number."""
-        assert schema("audit-record")["$id"].endswith("audit-record.v2.schema.json")
+        """schema("audit-record") is version 3; versions 1 and 2 stay readable by number."""
+        assert schema("audit-record")["$id"].endswith("audit-record.v3.schema.json")
+        assert schema("audit-record", 2)["$id"].endswith("audit-record.v2.schema.json")
         assert schema("audit-record", 1)["$id"].endswith("audit-record.v1.schema.json")
 
     @pytest.mark.parametrize("path", FILES, ids=[path.name for path in FILES])
@@ -58,9 +59,10 @@ class TestCatalog:
         ids = {schema(p.name.split(".")[0], int(p.name.split(".")[1][1:]))["$id"] for p in FILES}
         listed = {url for entry in urls.values() for url in entry.get("versions", {}).values()}
         assert listed | set(urls) == ids
-        assert urls[ID_BASE + "audit-record.v2.schema.json"]["versions"] == {
+        assert urls[ID_BASE + "audit-record.v3.schema.json"]["versions"] == {
             "v1": ID_BASE + "audit-record.v1.schema.json",
             "v2": ID_BASE + "audit-record.v2.schema.json",
+            "v3": ID_BASE + "audit-record.v3.schema.json",
         }
 
 

@@ -37,6 +37,7 @@ from prunewarden.errors import (
     UnsafeTransitionError,
     UntrustedEvictionError,
 )
+from prunewarden.pipeline import PassResult
 from prunewarden.planner import Plan
 from prunewarden.policy import Policy, load_builtin_policy, load_policy, parse_policy
 from prunewarden.reload import ReloadingEngine, ReloadResult
@@ -51,6 +52,7 @@ __all__ = [
     "Decision",
     "Engine",
     "InputError",
+    "PassResult",
     "Plan",
     "Policy",
     "PolicyError",

@@ -17,6 +17,7 @@ from typing import Any
 
 from prunewarden.decision import Decision
 from prunewarden.engine import Engine
+from prunewarden.pipeline import PassResult
 from prunewarden.planner import Plan
 from prunewarden.reload import ReloadingEngine
 from prunewarden.session import Session, SessionStore
@@ -114,6 +115,25 @@ class AsyncEngine:
     ) -> tuple[Decision, ...]:
         call = functools.partial(
             self.engine.authorize_evictions,
+            evictions,
+            eviction_candidates,
+            session_id=session_id,
+            labels=labels,
+        )
+        return await asyncio.to_thread(call)
+
+    async def authorize_pass(
+        self,
+        evictions: Iterable[Mapping[str, Any]],
+        eviction_candidates: Iterable[str] | None = None,
+        *,
+        session_id: str | None = None,
+        labels: Mapping[str, str] | None = None,
+    ) -> PassResult:
+        """:meth:`Engine.authorize_pass`, awaited; its decisions are built where they are
+        read."""
+        call = functools.partial(
+            self.engine.authorize_pass,
             evictions,
             eviction_candidates,
             session_id=session_id,

@@ -122,7 +122,9 @@ class DecisionMetrics(Collector):
         if isinstance(duration, int):
             if record.get("kind") == "pass":
                 # One record for the whole pass: each of its decisions took its share.
-                duration //= max(len(record.get("verdicts") or ()), 1)
+                # (verdicts in a version 2 record, segments in a version 3 one).
+                decided = record.get("verdicts") or record.get("segments") or ()
+                duration //= max(len(decided), 1)
             seconds = duration / 1e9
             bucket = bisect.bisect_left(DURATION_BUCKETS, seconds)
         with self._lock:

@@ -24,14 +24,14 @@ function sha256(text) {
 }
 
 function verifyChain(path) {
-  // Records of record_version 2 are sealed over JCS; earlier lines are Python's own form and are
-  // skipped here (prunewarden audit verify checks them).
+  // Records of record_version 2 and 3 (a pass as columns) are sealed over JCS; earlier lines are
+  // Python's own form and are skipped here (prunewarden audit verify checks them).
   const lines = readFileSync(path, "utf8").split("\n").filter((line) => line.length > 0);
   let previous = null;
   let checked = 0;
   for (const [index, line] of lines.entries()) {
     const record = JSON.parse(line);
-    if (record.record_version !== 2) {
+    if (record.record_version !== 2 && record.record_version !== 3) {
       previous = record.hash;
       continue;
     }

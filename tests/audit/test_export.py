@@ -130,9 +130,9 @@ class TestAuditExport:
 
 
 class TestVersions:
-    def test_a_v1_log_continued_in_v2_exports_every_decision(self, tmp_path: Path) -> None:
-        """A record_version 1 decision and a version 2 pass in one chain both become rows, and
-        DuckDB's counts are audit report's."""
+    def test_a_v1_log_continued_in_v3_exports_every_decision(self, tmp_path: Path) -> None:
+        """A record_version 1 decision and a version 3 pass (columns) in one chain both become
+        rows, and DuckDB's counts are audit report's."""
         log = tmp_path / "mixed.jsonl"
         log.write_bytes(_v1_records())
         segments = [
@@ -148,13 +148,13 @@ class TestVersions:
             out, "SELECT record_version, decision_id, outcome FROM decisions ORDER BY ALL"
         )
         assert sorted((version, outcome) for version, _, outcome in rows) == [
-            (1, "allow"), (2, "allow"), (2, "allow"), (2, "deny"),
+            (1, "allow"), (3, "allow"), (3, "allow"), (3, "deny"),
         ]  # fmt: skip
         ids: dict[int, list[str]] = {version: [] for version, _, _ in rows}
         for version, decision_id, _ in rows:
             ids[version].append(decision_id)
         assert ids[1] == ["0" * 32]
-        assert sorted(decision_id[-2:] for decision_id in ids[2]) == ["-0", "-1", "-2"]
+        assert sorted(decision_id[-2:] for decision_id in ids[3]) == ["-0", "-1", "-2"]
         code, report, _ = cli("audit", "report", str(log), "--format", "json")
         assert code == 0
         counted = Counter[str]()

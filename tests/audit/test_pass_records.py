@@ -1,5 +1,6 @@
-"""A pruning pass is one audit record (audit-record.v2), sealed over RFC 8785; readers see its
-decisions, and logs of record_version 1 still verify and read."""
+"""A pruning pass is one audit record (audit-record.v3 for an eviction pass decided over columns,
+v2 otherwise), sealed over RFC 8785; readers see its decisions, and logs of record_version 1 and
+2 still verify and read."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from prunewarden.cli._main import run
 ROOT = Path(__file__).resolve().parents[2]
 VERIFIER = ROOT / "examples" / "verify" / "jcs_verify.mjs"
 RECORD = Draft202012Validator(schema("audit-record"))
+RECORD_V2 = Draft202012Validator(schema("audit-record", 2))
 RECORD_V1 = Draft202012Validator(schema("audit-record", 1))
 
 
@@ -56,15 +58,36 @@ def records(path: Path) -> list[dict[str, Any]]:
 
 
 class TestPassRecord:
-    def test_one_record_per_pass_valid_under_v2(self, log: tuple[Path, Any]) -> None:
-        """An eviction pass and a plan are one pass record each, valid under audit-record.v2."""
+    def test_one_record_per_pass_valid_under_v3(self, log: tuple[Path, Any]) -> None:
+        """An eviction pass (record_version 3, columns) and a plan (2) are one pass record
+        each, valid under audit-record.v3; the version 2 records are valid under v2 too."""
         path, _ = log
         written = records(path)
         assert [r["kind"] for r in written] == ["policy_activated", "pass", "pass"]
         assert [r["pass"] for r in written[1:]] == ["evictions", "plan"]
-        assert {r["record_version"] for r in written} == {2}
+        assert [r["record_version"] for r in written] == [2, 3, 2]
         for record in written:
             assert list(RECORD.iter_errors(record)) == []
+        for record in (written[0], written[2]):
+            assert list(RECORD_V2.iter_errors(record)) == []
+
+    def test_a_v3_pass_holds_the_columns(self, log: tuple[Path, Any]) -> None:
+        """The eviction pass's record holds the segment ids, a reason bitmask per segment
+        against its code table, the outcomes as one character each, no verdict objects."""
+        path, _ = log
+        record = records(path)[1]
+        assert "verdicts" not in record
+        assert record["segments"] == ["seg-0", "seg-1", "é-2"]
+        assert record["codes"][:4] == [
+            "authorized",
+            "pinned",
+            "unscoreable",
+            "perturbation_missing",
+        ]
+        missing = 1 << record["codes"].index("perturbation_missing")
+        assert record["reasons"] == [1, missing, 1]
+        assert (record["allowed"], record["refusal"], record["enforced"]) == ("101", "deny", True)
+        assert record["dependencies"] == {}
 
     def test_decisions_carry_the_pass_id_and_index(self, log: tuple[Path, Any]) -> None:
         """Each decision is <pass_id>-<index>, with the pass's one time; decision.v1 holds it."""
@@ -142,17 +165,23 @@ class TestLargePassRecordsInSql:
     """``audit sql`` over pass records far larger than DuckDB's 16 MiB default object size."""
 
     @staticmethod
-    def log_with_pass_of(path: Path, verdicts: int) -> Path:
-        """A log whose last record is a pass of ``verdicts`` verdicts, sealed like any other
-        (built from a real pass record: a pass over that many segments takes long to decide)."""
+    def log_with_pass_of(path: Path, verdicts: int, version: int = 3, pad: int = 200) -> Path:
+        """A log whose last record is a pass of ``verdicts`` verdicts (record_version 3:
+        columns; 2: a verdict object each), sealed like any other (built from a real pass
+        record: a pass over that many segments takes long to decide)."""
         with AuditLog(path) as audit:
-            Engine.default(audit=audit).authorize_evictions([item("seg-0")])
+            # A shadow policy sends the pass down the general path: a version 2 record.
+            shadow = Engine.default().policy if version == 2 else None
+            Engine.default(audit=audit, shadow=shadow).authorize_evictions([item("seg-0")])
         *before, last = path.read_bytes().splitlines(keepends=True)
         record = {k: v for k, v in json.loads(last).items() if k not in ("hash", "prev_hash")}
-        verdict = record["verdicts"][0]
-        record["verdicts"] = [
-            {**verdict, "segment": f"{i:06d}-" + "x" * 200} for i in range(verdicts)
-        ]
+        assert record["record_version"] == version
+        ids = [f"{i:06d}-" + "x" * pad for i in range(verdicts)]
+        if version == 2:
+            verdict = record["verdicts"][0]
+            record["verdicts"] = [{**verdict, "segment": own} for own in ids]
+        else:
+            record.update(segments=ids, reasons=[1] * verdicts, allowed="1" * verdicts)
         line, _ = seal(record, json.loads(before[-1])["hash"], None)
         path.write_bytes(b"".join([*before, line]))
         return path
@@ -161,7 +190,7 @@ class TestLargePassRecordsInSql:
         """A 35 MB pass record (DuckDB refused the whole log past 32 MB) is one row of records
         and one row of decisions per verdict."""
         pytest.importorskip("duckdb")
-        path = self.log_with_pass_of(tmp_path / "audit.jsonl", 120_000)
+        path = self.log_with_pass_of(tmp_path / "audit.jsonl", 120_000, pad=290)
         assert path.stat().st_size > 35_000_000
         statement = (
             "SELECT (SELECT count(*) FROM records) AS records,"
@@ -173,14 +202,15 @@ class TestLargePassRecordsInSql:
         assert json.loads(out) == {
             "records": 2,
             "decisions": 120_000,
-            "last": "119999-" + "x" * 200,
+            "last": "119999-" + "x" * 290,
         }
 
-    def test_the_decisions_of_a_pass_are_read_once(self, tmp_path: Path) -> None:
+    @pytest.mark.parametrize("version", [2, 3])
+    def test_the_decisions_of_a_pass_are_read_once(self, tmp_path: Path, version: int) -> None:
         """Each verdict of a 3,000-verdict pass is a row of its own, in order, without the pass
         record being copied for every row (which took minutes and filled a disk at 20,000)."""
         pytest.importorskip("duckdb")
-        path = self.log_with_pass_of(tmp_path / "audit.jsonl", 3_000)
+        path = self.log_with_pass_of(tmp_path / "audit.jsonl", 3_000, version)
         statement = "SELECT decision_id, segment_id FROM decisions ORDER BY decision_id"
         code, out, err = cli("audit", "sql", "--format", "json", statement, str(path))
         assert (code, err) == (0, "")
@@ -251,11 +281,11 @@ class TestVersionOneLogs:
         for record in records(v1_log):
             assert list(RECORD_V1.iter_errors(record)) == []
 
-    def test_a_v1_log_continued_by_v2_records_verifies(self, v1_log: Path) -> None:
-        """A v2 writer appends to a v1 log: the chain runs on across the versions."""
+    def test_a_v1_log_continued_by_v2_and_v3_records_verifies(self, v1_log: Path) -> None:
+        """A v3 writer appends to a v1 log: the chain runs on across the versions."""
         with AuditLog(v1_log) as audit:
             Engine.default(audit=audit).authorize_evictions([item("s1")])
-        assert [r["record_version"] for r in records(v1_log)] == [1, 1, 2, 2]
+        assert [r["record_version"] for r in records(v1_log)] == [1, 1, 2, 3]
         assert cli("audit", "verify", str(v1_log))[0] == 0
 
 
@@ -275,6 +305,27 @@ class TestOtherLanguages:
             [node, str(VERIFIER), "chain", str(path)], capture_output=True, text=True, check=False
         )
         assert (result.returncode, result.stdout.strip()) == (0, "ok 3 records")
+
+    def test_node_finds_a_changed_v3_pass(self, log: tuple[Path, Any], tmp_path: Path) -> None:
+        """A version 3 pass record whose reasons were changed fails Node's check, as audit
+        verify's."""
+        path, _ = log
+        lines = path.read_bytes().splitlines(keepends=True)
+        assert json.loads(lines[1])["record_version"] == 3
+        forged = tmp_path / "forged.jsonl"
+        forged.write_bytes(
+            b"".join([lines[0], lines[1].replace(b'"reasons":[1,', b'"reasons":[8,'), lines[2]])
+        )
+        node = shutil.which("node")
+        assert node is not None
+        result = subprocess.run(
+            [node, str(VERIFIER), "chain", str(forged)], capture_output=True, text=True, check=False
+        )
+        assert (result.returncode, result.stdout.strip()) == (
+            1,
+            "FAIL line 2: hash does not match the record",
+        )
+        assert cli("audit", "verify", str(forged))[0] != 0
 
     def test_node_recomputes_the_activated_policy_digest(
         self, log: tuple[Path, Any], tmp_path: Path
@@ -334,7 +385,7 @@ class TestHooks:
         assert [d for d, _ in seen] == list(decisions)
         (record,) = {id(r): r for _, r in seen}.values()
         assert record["kind"] == "pass"
-        assert [v["segment"] for v in record["verdicts"]] == ["a", "b"]
+        assert record["segments"] == ["a", "b"]
 
     def test_no_sink_no_record(self, monkeypatch: pytest.MonkeyPatch) -> None:
         """Without a sink or a hook, a pass builds no record (and digests nothing)."""

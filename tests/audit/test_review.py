@@ -472,10 +472,10 @@ class TestEvaluateOptions:
         assert cli("audit", "verify", str(log))[0] == 5
 
     def test_schema_command_prints_the_record_schema(self) -> None:
-        """prunewarden schema audit-record prints the current format, audit-record.v2."""
+        """prunewarden schema audit-record prints the current format, audit-record.v3."""
         code, out, _ = cli("schema", "audit-record")
         assert code == 0
-        assert json.loads(out)["title"] == "prunewarden audit record v2"
+        assert json.loads(out)["title"] == "prunewarden audit record v3"
 
 
 WIDE = {"task": 0.9, "a": 0.1, "b": 0.5, "c": 0.95}

@@ -78,7 +78,7 @@ class TestBatchPath:
         ((batch, record),) = hook.batches
         assert batch == decisions
         assert record["kind"] == "pass"
-        assert [v["segment"] for v in record["verdicts"]] == [f"s{i}" for i in range(6)]
+        assert record["segments"] == [f"s{i}" for i in range(6)]
 
     def test_a_single_decision_uses_the_call(self) -> None:
         """evaluate hands a batch hook its one decision through __call__."""

@@ -16,6 +16,7 @@ from prunewarden.aio import AsyncEngine, AsyncSession
 CALLS = (
     "authorize_eviction",
     "authorize_evictions",
+    "authorize_pass",
     "detect_collapse",
     "enforce",
     "evaluate",

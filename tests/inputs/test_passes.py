@@ -11,6 +11,7 @@ from _support.generators import ids, scores_in_range
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from prunewarden import Decision, Engine, InputError
+from prunewarden.audit import decision_rows
 from prunewarden.audit._record import input_digest
 from structlog.testing import capture_logs
 
@@ -90,15 +91,18 @@ class TestDecisions:
         assert explicit.codes == ("perturbation_missing",)
 
     def test_a_pass_is_one_record_listing_every_decision_in_order(self, engine: Engine) -> None:
-        """One pass record, its verdicts in the order of the pass; each decision is named by
-        the pass id and its index."""
+        """One pass record, its segments and their reasons in the order of the pass; each
+        decision is named by the pass id and its index."""
         items = [{**ITEM, "segment": {**ITEM["segment"], "id": f"s{i}"}} for i in range(5)]
         with capture_logs() as logs:
             decisions = engine.authorize_evictions(items)
         (record,) = logs
         assert record["event"] == "pass"
-        assert [v["segment"] for v in record["verdicts"]] == [f"s{i}" for i in range(5)]
-        assert [v["codes"] for v in record["verdicts"]] == [list(d.codes) for d in decisions]
+        assert record["segments"] == [f"s{i}" for i in range(5)]
+        rows = decision_rows({**record, "kind": record["event"]})
+        assert [[r["code"] for r in row["reasons"]] for row in rows] == [
+            list(d.codes) for d in decisions
+        ]
         assert [(d.pass_id, d.index) for d in decisions] == [
             (record["pass_id"], i) for i in range(5)
         ]

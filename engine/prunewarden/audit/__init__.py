@@ -6,6 +6,7 @@ Imports the layers below it (policy, inputs, decision); nothing above it.
 from __future__ import annotations
 
 from prunewarden.audit._chain import seal
+from prunewarden.audit._columns import columns_record
 from prunewarden.audit._export import export_parquet, sql_parquet
 from prunewarden.audit._log import FSYNC_MODES, AuditLog, FsyncMode
 from prunewarden.audit._pass import decision_rows, pass_record
@@ -51,6 +52,7 @@ __all__ = [
     "RecordFilter",
     "Skipped",
     "authorization_header",
+    "columns_record",
     "decision_record",
     "decision_rows",
     "describe",

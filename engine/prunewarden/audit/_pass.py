@@ -1,10 +1,11 @@
 """One audit record per pruning pass, and the decisions a reader finds in it.
 
 A pruning pass (``Engine.authorize_evictions``, ``Engine.plan``, ``Session.plan``) is one
-decision event: one ``pass`` record (``audit-record.v2``) with the pass's id and time, the digest of
-its input document, the policy, and a compact verdict per decision in the order they were made
-(check, outcome, enforced, reason codes, actions, and the segment or cycle it is about). Logging a
-record per segment cost more than deciding it; an auditor still finds every segment, because
+decision event: one ``pass`` record (``audit-record.v2``; a pass decided over columns writes
+version 3, :mod:`._columns`) with the pass's id and time, the digest of its input document, the
+policy, and a compact verdict per decision in the order they were made (check, outcome,
+enforced, reason codes, actions, and the segment or cycle it is about). Logging a record per
+segment cost more than deciding it; an auditor still finds every segment, because
 readers (``audit query``, ``report``, ``sql``, ``show-policy``) see a pass record as the
 decisions it holds (:func:`decision_rows`), each with the id ``<pass_id>-<index>`` its
 :class:`~prunewarden.decision.Decision` carries.
@@ -16,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from prunewarden.__about__ import __version__
+from prunewarden.audit._columns import COLUMNS_VERSION, column_rows
 from prunewarden.audit._record import (
     DECISION,
     PRUNING_PASS,
@@ -112,7 +114,8 @@ def _shadow_entry(decision: Decision) -> dict[str, Any]:
 def decision_rows(record: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The decisions a record holds, each shaped as a ``decision`` record: itself for a
     ``decision`` record (``record_version`` 1 or 2), one per verdict for a ``pass`` record
-    (``decision_id`` ``<pass_id>-<index>``, reasons by code), none for other kinds."""
+    (``decision_id`` ``<pass_id>-<index>``, reasons by code; a ``record_version`` 3 pass holds
+    them as columns, :mod:`._columns`), none for other kinds."""
     kind = kind_of(record)
     if kind == DECISION:
         return [dict(record)]
@@ -133,6 +136,8 @@ def decision_rows(record: Mapping[str, Any]) -> list[dict[str, Any]]:
     }
     if "cel" in record:
         shared["cel"] = record["cel"]
+    if record.get("record_version") == COLUMNS_VERSION:
+        return column_rows(record, shared)
     rows = []
     for index, verdict in enumerate(verdicts if isinstance(verdicts, list) else []):
         if not isinstance(verdict, dict):

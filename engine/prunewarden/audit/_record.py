@@ -43,8 +43,9 @@ from prunewarden.policy import Policy
 
 LOGGER_NAME = "prunewarden"
 RECORD_VERSION = 2
-# Every version a reader knows: 1 sealed over canonical_json, 2 over RFC 8785.
-RECORD_VERSIONS = (1, 2)
+# Every version a reader knows: 1 sealed over canonical_json, 2 over RFC 8785, and 3 (a pass
+# decided over columns, audit._columns) sealed as 2 is.
+RECORD_VERSIONS = (1, 2, 3)
 
 DECISION = "decision"
 PRUNING_PASS = "pass"  # noqa: S105 - a record kind, not a password

@@ -51,6 +51,12 @@ _COLUMNS = {
     "pass_id": "VARCHAR",
     "pass": "VARCHAR",
     "verdicts": "JSON",
+    "refusal": "VARCHAR",
+    "segments": "VARCHAR[]",
+    "codes": "VARCHAR[]",
+    "code_actions": "VARCHAR[]",
+    "allowed": "VARCHAR",
+    "dependencies": "JSON",
     "plan": "JSON",
     "kept": "VARCHAR[]",
     "evicted": "VARCHAR[]",
@@ -98,7 +104,32 @@ CREATE VIEW decisions AS
     FROM (SELECT *, unnest(verdicts) AS v, generate_subscripts(verdicts, 1) AS i
           FROM (SELECT ts, policy, session_id, labels, input_digest, pass_id, filename,
                     verdicts::JSON[] AS verdicts
-                FROM records WHERE kind = 'pass'));
+                FROM records WHERE kind = 'pass' AND record_version < 3))
+    UNION ALL
+    SELECT pass_id || '-' || (i - 1) AS decision_id, ts, "check",
+        CASE WHEN substr(allowed, i::INTEGER, 1) = '1' THEN 'allow' ELSE refusal END AS outcome,
+        enforced, reason_codes[1] AS reason, reason_codes,
+        policy.name AS policy_name, policy.version AS policy_version,
+        policy.digest AS policy_digest, session_id, labels,
+        segment AS segment_id, NULL::BIGINT AS cycle,
+        NULL::VARCHAR[] AS span_ids, NULL::VARCHAR[] AS kept, NULL::VARCHAR[] AS evicted,
+        to_json(list_transform(reason_codes, lambda c: {{'code': c}})) AS reasons,
+        to_json(list_transform(
+            list_filter(bits, lambda j: code_actions[j + 1] IS NOT NULL),
+            lambda j: {{'action': code_actions[j + 1],
+                'ids': CASE WHEN code_actions[j + 1] = 'resolve_dependencies_first'
+                    THEN (dependencies -> ('$."' || (i - 1) || '"'))::VARCHAR[]
+                    ELSE [segment] END}})) AS actions,
+        json_object('segment', json_object('id', segment)) AS subject,
+        input_digest, pass_id, filename
+    FROM (SELECT *, list_transform(bits, lambda j: codes[j + 1]) AS reason_codes
+          FROM (SELECT *, list_filter(range(len(codes)), lambda j: (mask >> j) & 1 = 1) AS bits
+                FROM (SELECT ts, "check", refusal, enforced, allowed, codes, code_actions,
+                          dependencies, policy, session_id, labels, input_digest, pass_id,
+                          filename, unnest(segments) AS segment,
+                          unnest(reasons::BIGINT[]) AS mask,
+                          generate_subscripts(segments, 1) AS i
+                      FROM records WHERE kind = 'pass' AND record_version = 3)));
 CREATE VIEW policies AS
     SELECT policy.name AS policy_name, policy.version AS policy_version,
         policy.digest AS policy_digest, any_value(document) AS document,

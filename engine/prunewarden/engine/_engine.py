@@ -26,7 +26,7 @@ from prunewarden.audit import (
 )
 from prunewarden.decision import Decision, Verdict
 from prunewarden.engine._hooks import DecisionHook, DecisionHooks
-from prunewarden.engine._recording import DecisionRecorder
+from prunewarden.engine._passes import PassCalls
 from prunewarden.errors import REFUSALS, SessionIntegrityError
 from prunewarden.fidelity import Embedder
 from prunewarden.inputs import (
@@ -35,12 +35,11 @@ from prunewarden.inputs import (
     TransitionRequest,
     check_caller_fields,
     eviction_document,
-    parse_evictions,
     parse_plan,
     parse_request_encoded,
     staleness_document,
 )
-from prunewarden.pipeline import Shadow, compile_policy
+from prunewarden.pipeline import Shadow, columnar_eviction, compile_policy
 from prunewarden.planner import PassLog, Plan
 from prunewarden.policy import Policy, load_builtin_policy, load_policy
 from prunewarden.rules import DEFAULT_CACHE_SIZE, check_backend
@@ -56,7 +55,7 @@ from prunewarden.session import (
 _diagnostics = logging.getLogger("prunewarden")
 
 
-class Engine(DecisionRecorder):
+class Engine(PassCalls):
     """Evaluates input documents against one policy and logs every decision it makes.
 
     Records go to ``audit`` (an :class:`AuditLog`: a chained, locked file or a stream) when one is
@@ -138,6 +137,9 @@ class Engine(DecisionRecorder):
         )
         if audit is not None and shadow is not None:
             audit.add_policy(shadow)
+        # The policy's eviction settings bound once for passes decided over columns (None:
+        # its passes take the general path; see engine._passes).
+        self._columnar = columnar_eviction(self._pipelines, policy, shadow=shadow is not None)
 
     @classmethod
     def default(cls, **kwargs: Any) -> Engine:
@@ -384,42 +386,6 @@ class Engine(DecisionRecorder):
             eviction_document(segment, score, perturbed_score, eviction_candidates),
             session_id=session_id,
             labels=labels,
-        )
-
-    @public_call("prunewarden.authorize_evictions")
-    def authorize_evictions(
-        self,
-        evictions: Iterable[Mapping[str, Any]],
-        eviction_candidates: Iterable[str] | None = None,
-        *,
-        session_id: str | None = None,
-        labels: Mapping[str, str] | None = None,
-    ) -> tuple[Decision, ...]:
-        """Eviction guard for a whole pruning pass: one decision per item
-        ``{"segment", "score", "perturbed_score"}``, in order, and one audit record for the
-        pass (its decisions are ``<pass_id>-<index>``).
-
-        Every segment of the pass is an eviction candidate unless ``eviction_candidates`` says
-        otherwise. The pass is validated first, as a whole: a malformed item raises
-        :class:`InputError` (paths ``$.evictions[i]...``) before anything is decided or logged.
-        The record digests the pass document ``{"evictions": [...], "eviction_candidates":
-        [...]}``. When it cannot be written (and the audit log is required), every decision of
-        the pass is a refusal.
-        """
-        check_caller_fields(session_id, labels)
-        parsed = parse_evictions(evictions, eviction_candidates, self.policy.spec.scores)
-        log = PassLog()
-        for item in parsed.items:
-            self._decide(
-                "eviction",
-                item.request,
-                item.document,
-                session_id=session_id,
-                labels=labels,
-                in_pass=log,
-            )
-        return self._record_pass(
-            "evictions", log, parsed.document, session_id=session_id, labels=labels or {}
         )
 
     @public_call("prunewarden.prune")

@@ -13,6 +13,7 @@ from typing import Any
 
 from prunewarden.decision import Decision
 from prunewarden.engine._engine import Engine
+from prunewarden.pipeline import PassResult
 from prunewarden.planner import Plan
 
 
@@ -95,6 +96,19 @@ class EngineCalls:
     ) -> tuple[Decision, ...]:
         """:meth:`Engine.authorize_evictions`: every decision of the pass under one engine."""
         return self._in_force().authorize_evictions(
+            evictions, eviction_candidates, session_id=session_id, labels=labels
+        )
+
+    def authorize_pass(
+        self,
+        evictions: Iterable[Mapping[str, Any]],
+        eviction_candidates: Iterable[str] | None = None,
+        *,
+        session_id: str | None = None,
+        labels: Mapping[str, str] | None = None,
+    ) -> PassResult:
+        """:meth:`Engine.authorize_pass`: the pass over columns, under one engine."""
+        return self._in_force().authorize_pass(
             evictions, eviction_candidates, session_id=session_id, labels=labels
         )
 

@@ -6,9 +6,14 @@ observing a pass costs (issue 15). So a hook may offer a batch method,
 ``observe_decisions(decisions, record)``: the engine calls it once per pass with every decision of
 the pass, in order, and the pass's record. A plain callable keeps the per-decision protocol, and a
 single decision (``evaluate``) always goes through ``hook(decision, record)``, so every hook
-written for one decision at a time still works. Kept apart from :mod:`._recording` (which writes
-the records) because it is the one place that calls hooks and decides what a raising one does:
-reported to the ``prunewarden`` logger, never a change to a decision.
+written for one decision at a time still works. An eviction pass of ``Engine.authorize_pass``
+(and ``authorize_evictions``) is offered at once as columns to a hook's ``on_pass(result)``, a
+:class:`~prunewarden.pipeline.PassResult` with the pass's record in ``result.record``: a hook
+reading its columns costs no decision object at all; a hook without ``on_pass`` gets the
+decisions as before, each built when the pass hands them over. Kept apart from
+:mod:`._recording` (which writes the records) because it is the one place that calls hooks and
+decides what a raising one does: reported to the ``prunewarden`` logger, never a change to a
+decision.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from prunewarden._observation import CallHook, join_call, join_calls
 from prunewarden.decision import Decision
+from prunewarden.pipeline import PassResult
 
 _diagnostics = logging.getLogger("prunewarden")
 
@@ -30,6 +36,12 @@ DecisionHook = Callable[[Decision, Mapping[str, Any]], object]
 BatchMethod = Callable[[Sequence[Decision], Mapping[str, Any]], object]
 
 BATCH_METHOD = "observe_decisions"
+
+# Called once with an eviction pass as columns (a PassResult, its ``record`` set): what a hook
+# that reads a few columns offers, so that no decision of the pass is built for it.
+PassMethod = Callable[[PassResult], object]
+
+PASS_METHOD = "on_pass"  # noqa: S105 - a method name, not a password
 
 
 @runtime_checkable
@@ -49,7 +61,7 @@ class DecisionHooks:
     """An engine's ``on_decision`` hooks (each with its batch method, if it offers one) and its
     call hooks, which every decision joins."""
 
-    __slots__ = ("_entries", "call_hooks", "hooks")
+    __slots__ = ("_entries", "_pass_methods", "call_hooks", "hooks")
 
     def __init__(
         self,
@@ -59,6 +71,7 @@ class DecisionHooks:
         self.hooks = decision_hooks(on_decision)
         self.call_hooks = call_hooks
         self._entries = tuple((hook, batch_method_of(hook)) for hook in self.hooks)
+        self._pass_methods = tuple(pass_method_of(hook) for hook in self.hooks)
 
     def __bool__(self) -> bool:
         """Whether any hook listens: without one, no record needs building for them."""
@@ -81,19 +94,31 @@ class DecisionHooks:
         if not decisions:
             return
         for hook, batch in self._entries:
-            if batch is not None:
-                try:
-                    batch(decisions, record)
-                except Exception:  # noqa: BLE001 - a hook never changes a decision
-                    _report(hook)
-                continue
-            for decision in decisions:
-                try:
-                    hook(decision, record)
-                except Exception:  # noqa: BLE001 - a hook never changes a decision
-                    _report(hook)
+            _deliver(hook, batch, decisions, record)
         if self.call_hooks:
             join_calls(decisions, record, self.call_hooks)
+
+    def notify_columns(self, result: PassResult, record: Mapping[str, Any]) -> None:
+        """Hand an eviction pass of :meth:`Engine.authorize_pass` to every hook: once to
+        ``on_pass`` (the columns; no decision is built for it), else as :meth:`notify_pass`
+        does (the decisions the hook reads are built)."""
+        if not len(result):
+            return
+        plain: list[tuple[DecisionHook, BatchMethod | None]] = []
+        for entry, on_pass in zip(self._entries, self._pass_methods, strict=True):
+            if on_pass is None:
+                plain.append(entry)
+                continue
+            try:
+                on_pass(result)
+            except Exception:  # noqa: BLE001 - a hook never changes a decision
+                _report(entry[0])
+        if plain or self.call_hooks:
+            decisions = list(result)
+            for hook, batch in plain:
+                _deliver(hook, batch, decisions, record)
+            if self.call_hooks:
+                join_calls(decisions, record, self.call_hooks)
 
     def pass_notices(self) -> PassNotices:
         """A collector for a pass sink's ``notify``: it holds the pass's decisions until
@@ -132,6 +157,32 @@ def batch_method_of(hook: DecisionHook) -> BatchMethod | None:
     """The hook's ``observe_decisions``, when it offers a callable one."""
     method = getattr(hook, BATCH_METHOD, None)
     return method if callable(method) else None
+
+
+def pass_method_of(hook: DecisionHook) -> PassMethod | None:
+    """The hook's ``on_pass``, when it offers a callable one."""
+    method = getattr(hook, PASS_METHOD, None)
+    return method if callable(method) else None
+
+
+def _deliver(
+    hook: DecisionHook,
+    batch: BatchMethod | None,
+    decisions: Sequence[Decision],
+    record: Mapping[str, Any],
+) -> None:
+    """The decisions of one pass to one hook: once to its batch method, else one by one."""
+    if batch is not None:
+        try:
+            batch(decisions, record)
+        except Exception:  # noqa: BLE001 - a hook never changes a decision
+            _report(hook)
+        return
+    for decision in decisions:
+        try:
+            hook(decision, record)
+        except Exception:  # noqa: BLE001 - a hook never changes a decision
+            _report(hook)
 
 
 def decision_hooks(

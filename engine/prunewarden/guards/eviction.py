@@ -6,7 +6,9 @@ with the remediation that would make the eviction admissible.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from prunewarden.decision import Action, Reason, Verdict
 from prunewarden.guards._counterfactual import (
@@ -19,8 +21,24 @@ from prunewarden.guards._counterfactual import (
     nearest_passing,
     together,
 )
-from prunewarden.inputs import EvictionRequest
+from prunewarden.inputs import EvictionRequest, ScoreRange
 from prunewarden.policy import EvictionSettings
+
+# Every code the guard gives, in the order it reports them (the first is the primary), and the
+# action each refusing one asks for: a pass's verdicts as one bit per code (``PassCheck``), and
+# the code table an ``audit-record.v3`` pass record carries.
+CODES = (
+    "authorized",
+    "pinned",
+    "unscoreable",
+    "perturbation_missing",
+    "unstable_score",
+    "no_tombstone",
+)
+CODE_ACTIONS = (None, "pin", "resolve_dependencies_first", "rescore", "rescore", "write_tombstone")
+AUTHORIZED, PINNED, UNSCOREABLE, PERTURBATION_MISSING, UNSTABLE, NO_TOMBSTONE = (
+    1 << bit for bit in range(len(CODES))
+)
 
 
 def evaluate(settings: EvictionSettings, request: EvictionRequest) -> Verdict:
@@ -37,6 +55,91 @@ def evaluate(settings: EvictionSettings, request: EvictionRequest) -> Verdict:
         if action not in actions:
             actions.append(action)
     return Verdict(True, [reason for reason, _ in findings], actions)
+
+
+@dataclass(frozen=True, slots=True)
+class PassColumns:
+    """What the guard found for each item of a pass, in input order: the segment ids, one
+    bitmask of :data:`CODES` per segment, and the pending dependencies of each unscoreable
+    segment (by index), which its ``resolve_dependencies_first`` action names."""
+
+    segment_ids: list[str]
+    masks: list[int]
+    dependencies: dict[int, list[str]]
+
+
+@dataclass(frozen=True, slots=True)
+class PassCheck:
+    """The eviction conditions of one policy, bound once (pinned kinds as a frozenset, the
+    thresholds, the score range), checked over a pass's item dicts without typing them.
+
+    :meth:`decide` is :func:`evaluate`'s verdict for every item, as codes, with the range and
+    uniqueness checks of validation fused into the same loop; it returns None for anything it
+    does not decide exactly as the typed path would (a score out of range, a repeated id,
+    ``metadata``, which only rules read and validation bounds), so that its caller takes that
+    path, which decides or reports the problem with its place.
+    """
+
+    pinned_kinds: frozenset[str]
+    stability_delta: float
+    require_perturbation: bool
+    require_tombstone: bool
+    low: float
+    high: float
+
+    @classmethod
+    def bind(cls, settings: EvictionSettings, scores: ScoreRange) -> PassCheck:
+        return cls(
+            frozenset(settings.pinned_kinds),
+            settings.stability_delta,
+            settings.require_perturbation,
+            settings.require_tombstone,
+            scores.min,
+            scores.max,
+        )
+
+    def decide(
+        self, items: Sequence[Mapping[str, Any]], candidates: frozenset[str]
+    ) -> PassColumns | None:
+        """The columns of a pass whose items the schema accepted; None to take the typed path."""
+        pinned_kinds, delta = self.pinned_kinds, self.stability_delta
+        low, high = self.low, self.high
+        missing = PERTURBATION_MISSING if self.require_perturbation else 0
+        tombstone = self.require_tombstone
+        ids: list[str] = []
+        masks: list[int] = []
+        dependencies: dict[int, list[str]] = {}
+        seen: set[str] = set()
+        for index, item in enumerate(items):
+            segment = item["segment"]
+            own = segment["id"]
+            score = item["score"]
+            if own in seen or not low <= score <= high or segment.get("metadata"):
+                return None
+            seen.add(own)
+            mask = 0
+            if segment["kind"] in pinned_kinds or segment.get("non_recoverable", False):
+                mask = PINNED
+            depends = segment.get("score_dependencies")
+            # Most segments depend on none of the pass: isdisjoint answers that in C.
+            if depends and not candidates.isdisjoint(depends):
+                pending = {d for d in depends if d in candidates}
+                pending.discard(own)
+                if pending:
+                    mask |= UNSCOREABLE
+                    dependencies[index] = sorted(pending)
+            perturbed = item.get("perturbed_score")
+            if perturbed is None:
+                mask |= missing
+            elif not low <= perturbed <= high:
+                return None
+            elif abs(score - perturbed) > delta:
+                mask |= UNSTABLE
+            if tombstone and not segment.get("tombstone_written", False):
+                mask |= NO_TOMBSTONE
+            ids.append(own)
+            masks.append(mask or AUTHORIZED)
+        return PassColumns(ids, masks, dependencies)
 
 
 def explain(settings: EvictionSettings, request: EvictionRequest, verdict: Verdict) -> Verdict:

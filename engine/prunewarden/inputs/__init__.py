@@ -31,12 +31,19 @@ from prunewarden.inputs._model import (
     WindowSegment,
 )
 from prunewarden.inputs._parse import (
+    eviction_request,
     parse_plan,
     parse_request,
     parse_request_encoded,
     refused_unchecked,
 )
-from prunewarden.inputs._passes import PassCandidates, parse_evictions
+from prunewarden.inputs._passes import (
+    PassCandidates,
+    WellFormedPass,
+    parse_evictions,
+    pass_lists,
+    well_formed_pass,
+)
 
 __all__ = [
     "CHECKS",
@@ -56,16 +63,20 @@ __all__ = [
     "TransitionRequest",
     "TransitionSegment",
     "Turn",
+    "WellFormedPass",
     "WindowSegment",
     "check_caller_fields",
     "derive_edit",
     "eviction_document",
+    "eviction_request",
     "parse_evictions",
     "parse_plan",
     "parse_request",
     "parse_request_encoded",
+    "pass_lists",
     "plan_document",
     "refused_unchecked",
     "staleness_document",
     "transition_document",
+    "well_formed_pass",
 ]

@@ -25,7 +25,12 @@ from prunewarden._source import json_path
 from prunewarden.errors import InputError, Problem, describe_value
 from prunewarden.inputs._model import EvictionRequest, ScoreRange
 from prunewarden.inputs._parse import eviction_request, parse_request
-from prunewarden.inputs._validation import PASS_ITEM_FIELDS, accepts_ids, accepts_pass_items
+from prunewarden.inputs._validation import (
+    PASS_ITEM_FIELDS,
+    accepts_ids,
+    accepts_pass_items,
+    encoded_pass,
+)
 from prunewarden.limits import MAX_SEGMENTS
 
 #: The fields of one item of a pass: an eviction document without ``check`` and candidates.
@@ -51,6 +56,54 @@ class Parsed:
     document: dict[str, Any]
 
 
+def pass_lists(
+    evictions: Iterable[Mapping[str, Any]], eviction_candidates: Iterable[str] | None
+) -> tuple[list[Any], list[Any] | None]:
+    """A pass's items and candidates as lists; :class:`InputError` for what is not a list, or
+    a pass over more than ``MAX_SEGMENTS`` segments."""
+    items = _as_list(evictions, "evictions", "eviction requests")
+    candidates = (
+        None
+        if eviction_candidates is None
+        else _as_list(eviction_candidates, "eviction_candidates", "ids")
+    )
+    if len(items) > MAX_SEGMENTS:
+        message = f"{len(items)} segments in one pass, more than the limit of {MAX_SEGMENTS}"
+        raise InputError([Problem(_FILENAME, 0, 0, "$.evictions", message)])
+    return items, candidates
+
+
+@dataclass(frozen=True, slots=True)
+class WellFormedPass:
+    """A pass the schema accepts: its candidates (the ids of its own segments when the caller
+    named none), the pass document its record digests, and that document as the input digest
+    reads it (``encoded``, :func:`prunewarden.audit.input_digest`)."""
+
+    candidates: list[str]
+    document: dict[str, Any]
+    encoded: bytes
+
+
+def well_formed_pass(items: list[Any], candidates: list[Any] | None) -> WellFormedPass | None:
+    """The pass, when the schema accepts its items and candidates; None when it does not, or
+    when the pass is empty. The range and uniqueness checks are the caller's (a pass decided
+    over columns makes them as it decides); a pass that fails them takes
+    :func:`parse_evictions`."""
+    if not items:
+        return None
+    if candidates is None:
+        try:
+            candidates = [item["segment"]["id"] for item in items]
+        except (KeyError, TypeError):
+            return None  # the exact path says what is missing, and where
+    encoded = encoded_pass(items, candidates)
+    if encoded is None:
+        return None
+    return WellFormedPass(
+        candidates, {"evictions": items, "eviction_candidates": candidates}, encoded
+    )
+
+
 def parse_evictions(
     evictions: Iterable[Mapping[str, Any]],
     eviction_candidates: Iterable[str] | None,
@@ -61,15 +114,7 @@ def parse_evictions(
 
     ``eviction_candidates`` defaults to the ids of the pass's own segments.
     """
-    items = _as_list(evictions, "evictions", "eviction requests")
-    candidates = (
-        None
-        if eviction_candidates is None
-        else _as_list(eviction_candidates, "eviction_candidates", "ids")
-    )
-    if len(items) > MAX_SEGMENTS:
-        message = f"{len(items)} segments in one pass, more than the limit of {MAX_SEGMENTS}"
-        raise InputError([Problem(_FILENAME, 0, 0, "$.evictions", message)])
+    items, candidates = pass_lists(evictions, eviction_candidates)
     if (candidates is None or accepts_ids(candidates)) and accepts_pass_items(items, scores):
         ids = [item["segment"]["id"] for item in items]
         return _with_documents(items, ids if candidates is None else candidates)

@@ -120,6 +120,21 @@ def accepts_ids(value: Any) -> bool:
     return type(value) is list and _is_valid(value, "ids")
 
 
+def encoded_pass(items: list[Any], candidates: list[Any]) -> bytes | None:
+    """The pass document ``{"evictions", "eviction_candidates"}`` as the input digest needs it
+    (:func:`_json_encoded`), when its items and candidates are valid under the schema; None
+    otherwise. The checks that depend on the policy (score range) and on the whole pass
+    (unique ids) are the caller's: a pass decided over columns makes them in its one loop. The
+    one serialization is the screen of values JSON cannot hold and the digest's bytes."""
+    encoded = _json_encoded({"evictions": items, "eviction_candidates": candidates})
+    if encoded is None or type(candidates) is not list:
+        return None
+    backend = _schemas.COMPILED_BACKEND
+    if not (_compiled_pass(backend)(items) and _compiled("ids", backend)(candidates)):
+        return None
+    return encoded
+
+
 def accepts_pass_items(items: list[Any], scores: ScoreRange) -> bool:
     """Every item of an eviction pass valid, and the segment ids unique."""
     if not (_json_only(items) and _compiled_pass(_schemas.COMPILED_BACKEND)(items)):
