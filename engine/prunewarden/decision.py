@@ -3,6 +3,10 @@
 A guard returns a :class:`Verdict`; the pipeline turns it into a :class:`Decision` naming the
 policy that made it. A shadow policy's verdict on the same request travels beside it as a
 :class:`ShadowResult`.
+
+One of each is built per decision, hundreds per pass: they are ``msgspec.Struct``s, built in C
+(see :mod:`prunewarden._values`), except :class:`Reason`, a slots class whose message waits to
+be read.
 """
 
 from __future__ import annotations
