@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from prunewarden import Engine
 
-from benchmarks import rules_cost, start_time, transition_scale, ts_client
+from benchmarks import rules_cost, start_time, transition_scale, ts_client, value_types
 from benchmarks.bench_auditlog import appending
 from benchmarks.fidelity import generate as fidelity_pairs
 from benchmarks.fidelity import measure as fidelity_measure
@@ -29,6 +29,7 @@ from benchmarks.harness import (
 )
 from benchmarks.targets import TARGETS
 from benchmarks.workloads import load
+from benchmarks.workloads.eviction import evictions
 
 
 class TestHarness:
@@ -173,6 +174,19 @@ class TestTransitionScale:
         assert "per-segment cost, 80 against 40 segments" in out
         decision = Engine.default().evaluate(transition_scale.transition(40))
         assert decision.codes == ("group_split",)
+
+
+class TestValueTypes:
+    def test_every_kind_builds_the_same_pass_and_is_reported(self) -> None:
+        """One tiny run: every kind of class builds the pass the dataclasses build (codes,
+        messages, outcomes), and the table gives each kind its time and ratio."""
+        items, ids = evictions()
+        value_types.check_agreement(items, frozenset(ids))
+        out = io.StringIO()
+        assert value_types.main(["--rounds", "1", "--passes", "1"], out) == 0
+        rows = {line.split()[0]: line.split()[2] for line in out.getvalue().splitlines()[1:]}
+        assert set(rows) == set(value_types.KINDS)
+        assert rows[value_types.REFERENCE] == "1.00x"
 
 
 class TestTypeScriptClient:

@@ -3,15 +3,20 @@
 A guard returns a :class:`Verdict`; the pipeline turns it into a :class:`Decision` naming the
 policy that made it. A shadow policy's verdict on the same request travels beside it as a
 :class:`ShadowResult`.
+
+One of each is built per decision, hundreds per pass: they are ``msgspec.Struct``s, built in C
+(see :mod:`prunewarden._values`), except :class:`Reason`, a slots class whose message waits to
+be read.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal, NamedTuple
+
+import msgspec
 
 from prunewarden.__about__ import __version__
 from prunewarden._identity import PolicyIdentity, PolicySource
@@ -19,20 +24,108 @@ from prunewarden._identity import PolicyIdentity, PolicySource
 Outcome = Literal["allow", "deny", "halt"]
 
 
-@dataclass(frozen=True, slots=True)
 class Reason:
-    """One finding, with a stable code (documented in ``decision.v1``) and structured detail."""
+    """One finding, with a stable code (documented in ``decision.v1``) and structured detail.
+
+    Its message is formatted when first read, then kept: a pass's audit record names its
+    reasons by code, so most messages of a pass are never read, and formatting one (floats to
+    two places, ids quoted) costs more than building the reason. :meth:`deferred` builds a
+    reason from a ``str.format`` template and its values; ``Reason(code, message, detail)``
+    from the text. Either way the reason reads, compares, hashes, pickles and prints by its
+    text, and is frozen.
+    """
+
+    __slots__ = ("_message", "_values", "code", "detail")
+    __match_args__ = ("code", "message", "detail")
 
     code: str
-    message: str
-    detail: dict[str, Any] = field(default_factory=dict)
+    detail: dict[str, Any]
+    _message: str  # the message, or its template while _values is not None
+    _values: tuple[Any, ...] | None
+
+    def __init__(self, code: str, message: str, detail: dict[str, Any] | None = None) -> None:
+        _set_code(self, code)
+        _set_message(self, message)
+        _set_values(self, None)
+        _set_detail(self, {} if detail is None else detail)
+
+    @classmethod
+    def deferred(
+        cls,
+        code: str,
+        template: str,
+        values: tuple[Any, ...],
+        detail: dict[str, Any] | None = None,
+    ) -> Reason:
+        """A reason whose message is ``template.format(*values)``, formatted when first read.
+        The values must be what the message shows (strings, numbers), not objects that change."""
+        reason = _new_reason(cls)
+        _set_code(reason, code)
+        _set_message(reason, template)
+        _set_values(reason, values)
+        _set_detail(reason, {} if detail is None else detail)
+        return reason
+
+    @property
+    def message(self) -> str:
+        values = self._values
+        if values is not None:
+            try:
+                text = self._message.format(*values)
+            except Exception as exc:  # noqa: BLE001 - a message never keeps its decision unlogged
+                text = f"{self._message} (not formatted: {type(exc).__name__})"
+            # Two threads reading it first both format the same text: either write is right.
+            _set_message(self, text)
+            _set_values(self, None)
+        return self._message
+
+    def with_detail(self, detail: dict[str, Any]) -> Reason:
+        """The same finding and message with ``detail`` in place of its own (a message not
+        read yet stays unformatted)."""
+        reason = _new_reason(Reason)
+        _set_code(reason, self.code)
+        _set_message(reason, self._message)
+        _set_values(reason, self._values)
+        _set_detail(reason, detail)
+        return reason
 
     def to_dict(self) -> dict[str, Any]:
         return {"code": self.code, "message": self.message, "detail": self.detail}
 
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        assert isinstance(other, Reason)  # noqa: S101 - for the type checker: the class is ours
+        return (self.code, self.message, self.detail) == (other.code, other.message, other.detail)
 
-@dataclass(frozen=True, slots=True)
-class Action:
+    def __hash__(self) -> int:
+        # As a frozen dataclass's: by the fields, so a reason with detail (a dict) has none.
+        return hash((self.code, self.message, self.detail))
+
+    def __repr__(self) -> str:
+        return f"Reason(code={self.code!r}, message={self.message!r}, detail={self.detail!r})"
+
+    def __reduce__(self) -> tuple[type[Reason], tuple[str, str, dict[str, Any]]]:
+        return (Reason, (self.code, self.message, self.detail))
+
+    def __setattr__(self, name: str, value: object) -> None:
+        msg = f"cannot assign to field {name!r}: a Reason is frozen"
+        raise AttributeError(msg)
+
+    def __delattr__(self, name: str) -> None:
+        msg = f"cannot delete field {name!r}: a Reason is frozen"
+        raise AttributeError(msg)
+
+
+# A reason's slots are set through their descriptors: its own __setattr__ refuses every write.
+_new_reason = object.__new__
+_set_code: Callable[[Reason, str], None] = vars(Reason)["code"].__set__
+_set_message: Callable[[Reason, str], None] = vars(Reason)["_message"].__set__
+_set_values: Callable[[Reason, tuple[Any, ...] | None], None] = vars(Reason)["_values"].__set__
+_set_detail: Callable[[Reason, dict[str, Any]], None] = vars(Reason)["detail"].__set__
+
+
+class Action(msgspec.Struct, frozen=True):
     """What the caller should do next, and to which ids."""
 
     action: str
@@ -95,8 +188,7 @@ class PassStamps:
         return stamp
 
 
-@dataclass(frozen=True, slots=True)
-class Decision:
+class Decision(msgspec.Struct, frozen=True):
     """A guard's verdict.
 
     ``outcome`` is the verdict whatever the mode; ``enforced`` says whether it binds. In ``audit``
@@ -113,8 +205,8 @@ class Decision:
     reasons: tuple[Reason, ...]
     actions: tuple[Action, ...]
     policy: PolicyIdentity
-    decision_id: str = field(default_factory=new_decision_id)
-    evaluated_at: str = field(default_factory=utc_now)
+    decision_id: str = msgspec.field(default_factory=new_decision_id)
+    evaluated_at: str = msgspec.field(default_factory=utc_now)
     engine_version: str = __version__
     kept: tuple[str, ...] | None = None
     evicted: tuple[str, ...] | None = None
@@ -194,8 +286,7 @@ class Decision:
         return out
 
 
-@dataclass(frozen=True, slots=True)
-class ShadowResult:
+class ShadowResult(msgspec.Struct, frozen=True):
     """What the candidate policy decided on one request (or why it could not)."""
 
     policy: PolicyIdentity
@@ -262,11 +353,10 @@ def disabled_reason(check: str) -> Reason:
     return Reason("check_disabled", f"the {check} guard is off in this policy")
 
 
-@dataclass(slots=True)
-class Verdict:
+class Verdict(msgspec.Struct):
     refused: bool
     reasons: list[Reason]
-    actions: list[Action] = field(default_factory=list)
+    actions: list[Action] = msgspec.field(default_factory=list)
     kept: tuple[str, ...] | None = None
     evicted: tuple[str, ...] | None = None
     # What the guard computed that rules may read beside the request's own variables (the

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+from prunewarden._values import replace_value
 from prunewarden.decision import Verdict
 from prunewarden.fidelity import FidelitySettings
 from prunewarden.fidelity._check import Method
@@ -102,11 +103,11 @@ def _set_input(request: Any, field: str, op: str, value: Any) -> Any:
         items = list(getattr(request, name))
         item = items[int(position)]
         if key is not None:  # history[i].scores.<id>
-            item = replace(item, scores={**item.scores, key: value})
+            item = replace_value(item, scores={**item.scores, key: value})
         else:
-            item = replace(item, **{attribute: value})
+            item = replace_value(item, **{attribute: value})
         items[int(position)] = item
-        return replace(request, **{name: tuple(items)})
+        return replace_value(request, **{name: tuple(items)})
     head, _, attribute = field.partition(".")
     values = value if isinstance(value, list) else [value]
     if attribute:  # segment.<field>, turn.<field>
@@ -114,13 +115,13 @@ def _set_input(request: Any, field: str, op: str, value: Any) -> Any:
         current = getattr(inner, attribute)
         if op == "excludes":
             value = tuple(v for v in current if v not in values)
-        return replace(request, **{head: replace(inner, **{attribute: value})})
+        return replace_value(request, **{head: replace_value(inner, **{attribute: value})})
     current = getattr(request, head)
     if op == "excludes":
-        return replace(request, **{head: frozenset(current) - set(values)})
+        return replace_value(request, **{head: frozenset(current) - set(values)})
     if op == "contains":
-        return replace(request, **{head: frozenset(current) | set(values)})
-    return replace(request, **{head: value})
+        return replace_value(request, **{head: frozenset(current) | set(values)})
+    return replace_value(request, **{head: value})
 
 
 def check_counterfactuals(check: str, case: Case, *, independent: bool = True) -> None:
@@ -406,7 +407,7 @@ def apply_transition(case: Case, change: dict[str, Any]) -> Case:
         transition = replace(guard_settings.transition, **{name: value})
         guard_settings = replace(guard_settings, transition=transition)
     elif field == "tombstones":
-        request = replace(request, tombstones=request.tombstones | set(value))
+        request = replace_value(request, tombstones=request.tombstones | set(value))
     elif field.startswith("spec.fidelity."):
         name = field.removeprefix("spec.fidelity.")
         if change["op"] == "excludes":
@@ -418,13 +419,15 @@ def apply_transition(case: Case, change: dict[str, Any]) -> Case:
     elif field == "after":  # put the segments of before back, as they were (restore, verbatim)
         back = {s.id: s for s in request.before if s.id in set(value)}
         kept = tuple(back.pop(s.id, s) for s in request.after)
-        request = replace(request, after=kept + tuple(back.values()))
+        request = replace_value(request, after=kept + tuple(back.values()))
     elif field.startswith("reported."):
         name = field.removeprefix("reported.")
-        request = replace(request, reported=replace(request.reported, **{name: value}))
+        request = replace_value(request, reported=replace_value(request.reported, **{name: value}))
     else:
         request = _set_input(request, field, change["op"], value)
-    request = replace(request, edit=derive_edit(request.before, request.after, request.tombstones))
+    request = replace_value(
+        request, edit=derive_edit(request.before, request.after, request.tombstones)
+    )
     case = (guard_settings, request)
     for more in change.get("and", ()):
         case = apply_transition(case, more)

@@ -11,11 +11,11 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from prunewarden._observation import CallHook, TraceContext, call_hooks, public_call
+from prunewarden._values import replace_value as replace
 from prunewarden.audit import (
     AuditLog,
     DecisionContext,

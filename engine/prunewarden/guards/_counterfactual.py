@@ -47,10 +47,8 @@ def together(changes: list[Change]) -> Change:
 
 
 def explained(reason: Reason, alternatives: list[Change], sentence: str) -> Reason:
-    return Reason(
-        reason.code,
-        reason.message,
-        {**reason.detail, "would_allow": alternatives, "would_allow_text": sentence},
+    return reason.with_detail(
+        {**reason.detail, "would_allow": alternatives, "would_allow_text": sentence}
     )
 
 

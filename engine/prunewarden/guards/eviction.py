@@ -39,16 +39,24 @@ CODE_ACTIONS = (None, "pin", "resolve_dependencies_first", "rescore", "rescore",
 AUTHORIZED, PINNED, UNSCOREABLE, PERTURBATION_MISSING, UNSTABLE, NO_TOMBSTONE = (
     1 << bit for bit in range(len(CODES))
 )
+# The messages, formatted only when read (Reason.deferred): a pass's record names its reasons
+# by code, so most are never read. Each takes the values the guard found, in order.
+_AUTHORIZED = "segment {!r} is scoreable, stable and tombstoned"
+_PINNED = (
+    "segment {!r} is pinned ({}); score {:.2f} cannot authorize deleting a non-recoverable "
+    "disambiguator"
+)
+_UNSCOREABLE = "segment {!r} was scored against segments also slated for eviction: {}"
+_PERTURBATION_MISSING = "segment {!r} has no perturbed score, so its stability is unknown"
+_UNSTABLE = "segment {!r} score moved {:.2f} -> {:.2f} under perturbation, more than {}"
+_NO_TOMBSTONE = "segment {!r} has no tombstone; its eviction would be undetectable"
 
 
 def evaluate(settings: EvictionSettings, request: EvictionRequest) -> Verdict:
     findings = list(_findings(settings, request))
     if not findings:
-        reason = Reason(
-            "authorized",
-            f"segment {request.segment.id!r} is scoreable, stable and tombstoned",
-            _margin(settings, request),
-        )
+        detail = _margin(settings, request)
+        reason = Reason.deferred("authorized", _AUTHORIZED, (request.segment.id,), detail)
         return Verdict(False, [reason])
     actions: list[Action] = []
     for _, action in findings:
@@ -166,10 +174,10 @@ def _findings(s: EvictionSettings, r: EvictionRequest) -> Iterator[tuple[Reason,
     if seg.kind in s.pinned_kinds or seg.non_recoverable:
         why = f"kind {seg.kind!r}" if seg.kind in s.pinned_kinds else "non-recoverable"
         yield (
-            Reason(
+            Reason.deferred(
                 "pinned",
-                f"segment {seg.id!r} is pinned ({why}); score {r.score:.2f} cannot authorize "
-                "deleting a non-recoverable disambiguator",
+                _PINNED,
+                (seg.id, why, r.score),
                 {"segment": seg.id, "kind": seg.kind, "non_recoverable": seg.non_recoverable},
             ),
             Action("pin", own),
@@ -178,10 +186,10 @@ def _findings(s: EvictionSettings, r: EvictionRequest) -> Iterator[tuple[Reason,
     pending = sorted({d for d in seg.score_dependencies if d in r.eviction_candidates} - {seg.id})
     if pending:
         yield (
-            Reason(
+            Reason.deferred(
                 "unscoreable",
-                f"segment {seg.id!r} was scored against segments also slated for eviction: "
-                f"{', '.join(pending)}",
+                _UNSCOREABLE,
+                (seg.id, ", ".join(pending)),
                 {"segment": seg.id, "dependencies": pending},
             ),
             Action("resolve_dependencies_first", tuple(pending)),
@@ -190,19 +198,17 @@ def _findings(s: EvictionSettings, r: EvictionRequest) -> Iterator[tuple[Reason,
     if r.perturbed_score is None:
         if s.require_perturbation:
             yield (
-                Reason(
-                    "perturbation_missing",
-                    f"segment {seg.id!r} has no perturbed score, so its stability is unknown",
-                    {"segment": seg.id},
+                Reason.deferred(
+                    "perturbation_missing", _PERTURBATION_MISSING, own, {"segment": seg.id}
                 ),
                 Action("rescore", own),
             )
     elif _unstable(r.score, r.perturbed_score, s.stability_delta):
         yield (
-            Reason(
+            Reason.deferred(
                 "unstable_score",
-                f"segment {seg.id!r} score moved {r.score:.2f} -> {r.perturbed_score:.2f} under "
-                f"perturbation, more than {s.stability_delta}",
+                _UNSTABLE,
+                (seg.id, r.score, r.perturbed_score, s.stability_delta),
                 {
                     "segment": seg.id,
                     "score": r.score,
@@ -216,11 +222,7 @@ def _findings(s: EvictionSettings, r: EvictionRequest) -> Iterator[tuple[Reason,
 
     if s.require_tombstone and not seg.tombstone_written:
         yield (
-            Reason(
-                "no_tombstone",
-                f"segment {seg.id!r} has no tombstone; its eviction would be undetectable",
-                {"segment": seg.id},
-            ),
+            Reason.deferred("no_tombstone", _NO_TOMBSTONE, own, {"segment": seg.id}),
             Action("write_tombstone", own),
         )
 

@@ -19,8 +19,9 @@ import one another.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
+from prunewarden._values import replace_value
 from prunewarden.decision import Action, Reason, Verdict
 from prunewarden.fidelity import Embedder, FidelitySettings
 from prunewarden.guards import _fidelity as fidelity
@@ -281,7 +282,7 @@ def _unscored(
             continue
         tombstoned = segment_id in r.edit.tombstoned
         request = EvictionRequest(
-            replace(segment.segment, tombstone_written=tombstoned),
+            replace_value(segment.segment, tombstone_written=tombstoned),
             segment.score,
             segment.perturbed_score,
             candidates,

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass, field
 from typing import Any, Literal
+
+import msgspec
 
 from prunewarden._cusum import CusumTrack
 
 
-@dataclass(frozen=True, slots=True)
-class ScoreRange:
+class ScoreRange(msgspec.Struct, frozen=True):
     """The range a policy's scores live in; a score outside it is an input error."""
 
     min: float
@@ -21,15 +21,13 @@ Check = Literal["collapse", "eviction", "staleness", "transition"]
 CHECKS: tuple[Check, ...] = ("collapse", "eviction", "staleness", "transition")
 
 
-@dataclass(frozen=True, slots=True)
-class Snapshot:
+class Snapshot(msgspec.Struct, frozen=True):
     cycle: int
     scores: dict[str, float]
     pinned: tuple[str, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class CollapseRequest:
+class CollapseRequest(msgspec.Struct, frozen=True):
     history: tuple[Snapshot, ...]
     baseline: dict[str, float] | None
     # The spreads of the session's first cycles (on the judged scale), which a relative spread
@@ -41,8 +39,7 @@ class CollapseRequest:
     cusum: CusumTrack | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Segment:
+class Segment(msgspec.Struct, frozen=True):
     id: str
     kind: str
     text: str
@@ -50,19 +47,17 @@ class Segment:
     score_dependencies: tuple[str, ...]
     tombstone_written: bool
     tokens: int | None
-    metadata: dict[str, Any] = field(default_factory=dict)  # free-form, read only by rules
+    metadata: dict[str, Any] = msgspec.field(default_factory=dict)  # free-form, read only by rules
 
 
-@dataclass(frozen=True, slots=True)
-class EvictionRequest:
+class EvictionRequest(msgspec.Struct, frozen=True):
     segment: Segment
     score: float
     perturbed_score: float | None
     eviction_candidates: AbstractSet[str]  # a frozenset, or a planned pass's CandidateView
 
 
-@dataclass(frozen=True, slots=True)
-class Span:
+class Span(msgspec.Struct, frozen=True, eq=False):
     span_id: str
     text: str
     score: float | None
@@ -72,25 +67,54 @@ class Span:
     # The SHA-256 of ``text`` (lower-case hex of its UTF-8 bytes), computed once as a staleness
     # document is typed, so that the guard's binding check and the audit record's subject share
     # one pass over the text. "" when not computed, or when the text holds a lone surrogate (it
-    # has no UTF-8 bytes): each then hashes the text as it always did.
-    text_digest: str = field(default="", compare=False, repr=False)
+    # has no UTF-8 bytes): each then hashes the text as it always did. A cache of ``text``: not
+    # compared, hashed nor shown (the methods below leave it out).
+    text_digest: str = ""
+
+    def _compared(self) -> tuple[str, str, float | None, str, int, tuple[str, ...]]:
+        return (
+            self.span_id,
+            self.text,
+            self.score,
+            self.text_sha256,
+            self.rewrite_count,
+            self.derived_from,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        assert isinstance(other, Span)  # noqa: S101 - for the type checker: the class is ours
+        return self._compared() == other._compared()
+
+    def __ne__(self, other: object) -> bool:
+        # Written out: a Struct without generated equality would compare identities here.
+        equal = self.__eq__(other)
+        return equal if equal is NotImplemented else not equal
+
+    def __hash__(self) -> int:
+        return hash(self._compared())
+
+    def __repr__(self) -> str:
+        return (
+            f"Span(span_id={self.span_id!r}, text={self.text!r}, score={self.score!r}, "
+            f"text_sha256={self.text_sha256!r}, rewrite_count={self.rewrite_count!r}, "
+            f"derived_from={self.derived_from!r})"
+        )
 
 
-@dataclass(frozen=True, slots=True)
-class TurnStats:
+class TurnStats(msgspec.Struct, frozen=True):
     spans_modified: int
     scores_invalidated: int
 
 
-@dataclass(frozen=True, slots=True)
-class Turn:
+class Turn(msgspec.Struct, frozen=True):
     turn: int
     mean_relevance: float
     tokens: int
 
 
-@dataclass(frozen=True, slots=True)
-class StalenessRequest:
+class StalenessRequest(msgspec.Struct, frozen=True):
     spans: tuple[Span, ...]
     keep_top_k: int
     turn: TurnStats | None
@@ -99,8 +123,7 @@ class StalenessRequest:
     recompute_budget: int | None
 
 
-@dataclass(frozen=True, slots=True)
-class WindowSegment:
+class WindowSegment(msgspec.Struct, frozen=True):
     """A segment of the window a pruning pass plans over, seen by both guards."""
 
     segment: Segment
@@ -110,8 +133,7 @@ class WindowSegment:
     group: str | None = None  # an eviction group: evicted with its other members or not at all
 
 
-@dataclass(frozen=True, slots=True)
-class PlanRequest:
+class PlanRequest(msgspec.Struct, frozen=True):
     segments: tuple[WindowSegment, ...]
     free_tokens: int | None
     keep_top_k: int | None
@@ -125,8 +147,7 @@ class PlanRequest:
     labels: dict[str, str]
 
 
-@dataclass(frozen=True, slots=True)
-class TransitionSegment:
+class TransitionSegment(msgspec.Struct, frozen=True):
     """A segment of the window before or after an edit (``$defs/transition_segment``)."""
 
     id: str  # segment.id, read on every derivation step: a field, not a property
@@ -141,8 +162,7 @@ class TransitionSegment:
     rewrite_count: int = 0
 
 
-@dataclass(frozen=True, slots=True)
-class Edit:
+class Edit(msgspec.Struct, frozen=True):
     """The edit a transition made, derived by content (:func:`prunewarden.inputs.derive_edit`).
 
     Every id of ``before`` is in exactly one of ``kept``, ``rewritten``, ``folded`` and
@@ -160,8 +180,7 @@ class Edit:
     scored_rewrites: tuple[str, ...]  # rewritten ids whose before segment carried a score
 
 
-@dataclass(frozen=True, slots=True)
-class TransitionRequest:
+class TransitionRequest(msgspec.Struct, frozen=True):
     """A window before and after an edit made by any code (``check: transition``)."""
 
     before: tuple[TransitionSegment, ...]

@@ -17,9 +17,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass
 from itertools import islice
 from typing import Any
+
+import msgspec
 
 from prunewarden._source import json_path
 from prunewarden.errors import InputError, Problem, describe_value
@@ -39,8 +40,7 @@ _ITEM_KEYS = frozenset(ITEM_FIELDS)
 _FILENAME = "<input>"
 
 
-@dataclass(frozen=True, slots=True)
-class PassItem:
+class PassItem(msgspec.Struct, frozen=True):
     """One item of a pass: its typed request and the eviction document it stands for (the item
     with ``check`` and the candidates)."""
 
@@ -48,8 +48,7 @@ class PassItem:
     document: dict[str, Any]
 
 
-@dataclass(frozen=True, slots=True)
-class Parsed:
+class Parsed(msgspec.Struct, frozen=True):
     """A valid pass: its items, and the pass document its one audit record digests."""
 
     items: list[PassItem]
@@ -73,8 +72,7 @@ def pass_lists(
     return items, candidates
 
 
-@dataclass(frozen=True, slots=True)
-class WellFormedPass:
+class WellFormedPass(msgspec.Struct, frozen=True):
     """A pass the schema accepts: its candidates (the ids of its own segments when the caller
     named none), the pass document its record digests, and that document as the input digest
     reads it (``encoded``, :func:`prunewarden.audit.input_digest`)."""

@@ -15,10 +15,10 @@ outside the top k) never changes; only distances do.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from prunewarden._stats import pstdev
+from prunewarden._values import replace_value
 from prunewarden.decision import Reason
 from prunewarden.inputs import (
     CollapseRequest,
@@ -37,7 +37,7 @@ def calibrate(calibration: Calibration, request: Request) -> Request:
     apply = calibration.apply
     if isinstance(request, CollapseRequest):
         baseline = request.baseline
-        return replace(
+        return replace_value(
             request,
             history=tuple(
                 Snapshot(s.cycle, {k: apply(v) for k, v in s.scores.items()}, s.pinned)
@@ -47,24 +47,26 @@ def calibrate(calibration: Calibration, request: Request) -> Request:
         )
     if isinstance(request, EvictionRequest):
         perturbed = request.perturbed_score
-        return replace(
+        return replace_value(
             request,
             score=apply(request.score),
             perturbed_score=None if perturbed is None else apply(perturbed),
         )
     if isinstance(request, StalenessRequest):
-        return replace(
+        return replace_value(
             request,
             spans=tuple(
-                span if span.score is None else replace(span, score=apply(span.score))
+                span if span.score is None else replace_value(span, score=apply(span.score))
                 for span in request.spans
             ),
-            turns=tuple(replace(t, mean_relevance=apply(t.mean_relevance)) for t in request.turns),
+            turns=tuple(
+                replace_value(t, mean_relevance=apply(t.mean_relevance)) for t in request.turns
+            ),
         )
     if isinstance(request, TransitionRequest):
         # The scores a transition judges: a removal's, which require_scores hands to the
         # eviction guard. Bindings compare hashes, not scores.
-        return replace(
+        return replace_value(
             request,
             before=tuple(_calibrated_segment(apply, s) for s in request.before),
             after=tuple(_calibrated_segment(apply, s) for s in request.after),
@@ -76,7 +78,7 @@ def _calibrated_segment(apply: Any, segment: TransitionSegment) -> TransitionSeg
     score, perturbed = segment.score, segment.perturbed_score
     if score is None and perturbed is None:
         return segment
-    return replace(
+    return replace_value(
         segment,
         score=None if score is None else apply(score),
         perturbed_score=None if perturbed is None else apply(perturbed),
@@ -102,4 +104,4 @@ def record(calibration: Calibration, raw: Request, judged: Request, recent: int)
 
 def annotate(reasons: list[Reason], detail: dict[str, Any]) -> list[Reason]:
     """Each reason with ``detail.calibration`` added."""
-    return [Reason(r.code, r.message, {**r.detail, "calibration": detail}) for r in reasons]
+    return [r.with_detail({**r.detail, "calibration": detail}) for r in reasons]

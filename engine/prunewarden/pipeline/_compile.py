@@ -7,11 +7,12 @@ and the place where an error inside a guard becomes a refusal instead of a trace
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import prunewarden.rules
 from prunewarden._identity import PolicyIdentity, PolicySource
+from prunewarden._values import replace_value
 from prunewarden.decision import Action, Decision, Reason, Stamp, Verdict
 from prunewarden.fidelity import Embedder
 from prunewarden.guards import GUARDS, Guard, TransitionGuardSettings
@@ -73,7 +74,7 @@ class Pipeline:
         decision = self.to_decision(verdict, stamp)
         if traces is None:
             return decision
-        return replace(decision, explanation=self._explanation(traces))
+        return replace_value(decision, explanation=self._explanation(traces))
 
     def _explanation(self, traces: list[dict[str, Any]]) -> dict[str, Any]:
         return {

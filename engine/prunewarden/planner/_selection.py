@@ -25,9 +25,9 @@ that a pass costs the same per segment at any size (:class:`PassCandidates`).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import Any
 
+from prunewarden._values import replace_value
 from prunewarden.decision import Decision, Reason, Verdict
 from prunewarden.inputs import (
     Check,
@@ -209,7 +209,8 @@ class _Selection:
         withdraws the offer)."""
         seg = window.segment
         if self._needs_tombstone(window):
-            seg = replace(seg, tombstone_written=True)  # authorized on the tombstone it writes
+            # Authorized on the tombstone it writes.
+            seg = replace_value(seg, tombstone_written=True)
         offered = self.candidates.offer(seg.id)
         eviction = EvictionRequest(seg, window.score, window.perturbed_score, offered)
         item = _eviction_item(seg, window)

@@ -81,7 +81,7 @@ def explain_rule(reason: Reason, when: Any, params: Mapping[str, Any]) -> Reason
 
 def _explained(reason: Reason, alternatives: list[dict[str, Any]], sentence: str) -> Reason:
     detail = {**reason.detail, "would_allow": alternatives, "would_allow_text": sentence}
-    return Reason(reason.code, reason.message, detail)
+    return reason.with_detail(detail)
 
 
 def _analysed(tree: Any, params: Mapping[str, Any]) -> _Comparison | None:

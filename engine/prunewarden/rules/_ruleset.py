@@ -340,7 +340,7 @@ def _with_guard(binding: list[Reason], guard: Sequence[Reason]) -> list[Reason]:
         return binding
     first = binding[0]
     detail = {**first.detail, "guard": [reason.to_dict() for reason in guard]}
-    return [Reason(first.code, first.message, detail), *binding[1:]]
+    return [first.with_detail(detail), *binding[1:]]
 
 
 def _actions(rule: Rule, request: Request) -> tuple[Action, ...]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from prunewarden._values import replace_value
 from prunewarden.decision import Decision, Verdict
 from prunewarden.inputs import TransitionRequest
 from prunewarden.session._state import Halt, History, RulePins
@@ -30,7 +31,7 @@ def with_session(request: TransitionRequest, history: History) -> TransitionRequ
     pins = history.rule_pins
     pinned = {s.id for s in request.before if pins.holds(s.id, s.segment.text)}
     halt = None if history.halt is None else halt_detail(history.halt)
-    return replace(request, pinned=request.pinned | canaries | pinned, halt=halt)
+    return replace_value(request, pinned=request.pinned | canaries | pinned, halt=halt)
 
 
 def without_halt(
@@ -42,7 +43,7 @@ def without_halt(
         return request, gate
     detail = gate.reasons[0].detail
     halt = {"collapse_decision": detail.get("collapse_decision"), "cycle": detail.get("cycle")}
-    return replace(request, halt=halt), None
+    return replace_value(request, halt=halt), None
 
 
 def follow_after(history: History, request: TransitionRequest, decision: Decision) -> History:
