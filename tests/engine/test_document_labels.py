@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 from typing import Any
@@ -12,6 +13,7 @@ from prunewarden.audit import AuditLog
 from prunewarden.errors import InputError
 
 LABELS = {"deployment": "prod-eu", "team": "search"}
+X_SHA256 = hashlib.sha256(b"x").hexdigest()
 
 DOCUMENTS: dict[str, dict[str, Any]] = {
     "collapse": {
@@ -26,7 +28,7 @@ DOCUMENTS: dict[str, dict[str, Any]] = {
     },
     "staleness": {
         "check": "staleness",
-        "spans": [{"span_id": "p1", "text": "x", "score": 0.5}],
+        "spans": [{"span_id": "p1", "text": "x", "score": 0.5, "text_sha256": X_SHA256}],
         "keep_top_k": 1,
     },
     "transition": {
@@ -38,7 +40,9 @@ DOCUMENTS: dict[str, dict[str, Any]] = {
 
 
 def records(stream: io.StringIO) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in stream.getvalue().splitlines()]
+    """The decision records of a log (not the policy's own)."""
+    lines = [json.loads(line) for line in stream.getvalue().splitlines()]
+    return [record for record in lines if "check" in record]
 
 
 class TestDocumentLabels:

@@ -23,6 +23,7 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import uvicorn
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
@@ -39,12 +40,14 @@ from prunewarden.server._app import create_app, problem_response
 from prunewarden.server._config import Listen, ServerConfig, ServerConfigError
 from prunewarden.server._connections import ConnectionLimits, guarded_protocol
 from prunewarden.server._fleet import FleetStatus
+from prunewarden.server._holding import ServerStore
 from prunewarden.server._metrics import ServerMetrics
 from prunewarden.server._problems import ProblemDocument
 from prunewarden.server._redis import RedisSessionStore
 from prunewarden.server._service import DecisionService
-from prunewarden.server._sessions import ServerStore, SessionService
-from prunewarden.session import SESSION_KEY_ENV, SqliteSessionStore
+from prunewarden.server._sessions import SessionService
+from prunewarden.server._tenants import PolicyHolder, Tenants, open_tenants
+from prunewarden.session import SESSION_KEY_ENV, SessionRegistry, SqliteSessionStore
 
 GRACEFUL_SECONDS = 10  # how long requests in flight may take to finish once asked to stop
 # With --audit-fsync batch, the log is synced in the background this often (when records are
@@ -58,14 +61,16 @@ _diagnostics = logging.getLogger("prunewarden.server")
 @dataclass(frozen=True, slots=True)
 class Built:
     """An app and what it stands on; ``close`` releases them (idempotent). ``limits``: what
-    each connection may hold, for :func:`run`."""
+    each connection may hold, for :func:`run`. ``engine``: the default tenant's policy (the
+    only one without ``--tenants``); ``tenants``: every tenant's."""
 
     app: Starlette
-    engine: ReloadingEngine
+    engine: PolicyHolder
     audit: AuditLog
     sessions: SessionService
     close: Callable[[], None]
     limits: ConnectionLimits
+    tenants: Tenants
 
 
 def build_app(config: ServerConfig) -> Built:
@@ -91,28 +96,17 @@ def build_app(config: ServerConfig) -> Built:
     metrics = DecisionMetrics(registry)
     fleet = FleetStatus()
     try:
-        engine = ReloadingEngine(
-            config.policy,
-            bundle=config.bundle,
-            bundle_key=config.bundle_key,
-            bundle_policy=config.bundle_policy,
-            shadow=config.shadow,
-            lock=config.lock,
-            interval=config.reload_interval,
-            audit=audit,
-            store=store,
-            on_decision=[metrics, fleet],
-            cel=config.cel,
-            embedder=config.embedder,
-        )
+        tenants = _tenants(config, audit, store, on_decision=[metrics, fleet])
     except BaseException:
         store.close()
         audit.close()
         raise
-    metrics.watch(engine)
-    fleet.watch(engine)
+    for holder in tenants.holders():
+        metrics.watch(holder)
+        fleet.watch(holder)
+    engine = tenants.default.holder
     sessions = SessionService(
-        engine, store, ttl=config.session_ttl, max_live=config.max_live_sessions
+        tenants, store, ttl=config.session_ttl, max_live=config.max_live_sessions
     )
     server_metrics = ServerMetrics(registry)
     limits = ConnectionLimits(
@@ -130,7 +124,7 @@ def build_app(config: ServerConfig) -> Built:
             return
         closed.append(True)
         try:
-            engine.close()
+            tenants.close()
             sessions.close()
             if syncer is not None:
                 syncer.stop()
@@ -139,13 +133,38 @@ def build_app(config: ServerConfig) -> Built:
 
     app = create_app(
         config,
-        DecisionService(engine, audit, fleet),
+        DecisionService(tenants, audit, fleet),
         sessions,
         on_shutdown=close,
         decision_metrics=registry,
         server_metrics=server_metrics,
     )
-    return Built(app, engine, audit, sessions, close, limits)
+    return Built(app, engine, audit, sessions, close, limits, tenants)
+
+
+def _tenants(config: ServerConfig, audit: AuditLog, store: ServerStore, **options: Any) -> Tenants:
+    """The policies of ``config``: its tenants, or one policy (a file or a bundle's)."""
+    common = {"audit": audit, "cel": config.cel, "embedder": config.embedder, **options}
+    if config.tenants is None:
+        engine = ReloadingEngine(
+            config.policy,
+            bundle=config.bundle,
+            bundle_key=config.bundle_key,
+            bundle_policy=config.bundle_policy,
+            shadow=config.shadow,
+            lock=config.lock,
+            interval=config.reload_interval,
+            store=store,
+            **common,
+        )
+        return Tenants.single(engine)
+    bundle = (config.bundle, config.bundle_key or b"") if config.bundle is not None else None
+    # One registry of live sessions for every tenant: a halt one tenant's session holds gates
+    # a stateless call naming its id whatever tenant that call chooses.
+    registry = SessionRegistry(store)
+    return open_tenants(
+        config.tenants, bundle, interval=config.reload_interval, sessions=registry, **common
+    )
 
 
 def open_store(url: str, ttl: float) -> ServerStore:
