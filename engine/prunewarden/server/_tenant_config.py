@@ -68,16 +68,6 @@ class TenantsConfig:
     default: str
     source: str = "<tenants>"
 
-    def select(self, labels: Mapping[str, str]) -> TenantSpec:
-        """The first tenant whose selector matches ``labels``, else the default."""
-        for tenant in self.tenants:
-            if tenant.match_labels and tenant.matches(labels):
-                return tenant
-        return self.by_name(self.default)
-
-    def by_name(self, name: str) -> TenantSpec:
-        return next(tenant for tenant in self.tenants if tenant.name == name)
-
 
 def read_tenants(path: str | os.PathLike[str], *, bundle: bool = False) -> TenantsConfig:
     """The tenants file at ``path``; :class:`TenantsError` with every located problem. With

@@ -134,12 +134,10 @@ class Tenants:
         return cls([Tenant(spec, holder)], DEFAULT_TENANT, bound=False)
 
     def select(self, labels: Mapping[str, str] | None) -> Tenant:
-        """The first tenant whose selector matches ``labels``, else the default."""
-        if labels:
-            for tenant in self.all:
-                if tenant.spec.match_labels and tenant.spec.matches(labels):
-                    return tenant
-        return self.default
+        """The first tenant whose selector matches ``labels`` (an empty selector matches every
+        request), else the default."""
+        given = labels or {}
+        return next((t for t in self.all if t.spec.matches(given)), self.default)
 
     def get(self, name: str) -> Tenant | None:
         return self._by_name.get(name)
