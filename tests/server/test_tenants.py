@@ -46,7 +46,7 @@ tenants:
 def write_policy(folder: Path, name: str, version: str, stability_delta: float) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "policy.yaml"
-    spec = {"eviction": {"stability_delta": stability_delta}}
+    spec: dict[str, object] = {"eviction": {"stability_delta": stability_delta}}
     path.write_text(policy_text(spec, name=name, version=version), encoding="utf-8")
     return path
 
