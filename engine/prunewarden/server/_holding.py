@@ -169,10 +169,11 @@ class SessionHolding:
             problem = ProblemDocument("session-state-rejected", detail, exc.problems)
             raise ServiceProblemError(problem) from None
 
-    def _route(self, session_id: str, labels: Labels) -> Tenant:
+    def _route(self, session_id: str, labels: Labels, *, deleting: bool = False) -> Tenant:
         """The tenant of a call: the session's own (refused, HTTP 409, when ``labels`` choose
         another), else the one ``labels`` choose. A stored state that cannot be read binds
-        nothing here: opening or reading it says what is wrong (and DELETE clears it)."""
+        nothing here: opening or reading it says what is wrong (and DELETE clears it).
+        ``deleting``: a session bound to a tenant the server no longer holds may be deleted."""
         tenants = self.tenants
         if not tenants.bound:
             return tenants.default
@@ -186,6 +187,8 @@ class SessionHolding:
         if bound is None:
             return chosen or tenants.default
         tenant = tenants.get(bound)
+        if tenant is None and deleting:
+            return chosen or tenants.default
         if tenant is None or (chosen is not None and chosen is not tenant):
             conflict = TenantConflictError(session_id, bound, (chosen or tenants.default).name)
             raise ServiceProblemError(ProblemDocument("tenant-conflict", str(conflict)))

@@ -242,7 +242,7 @@ class SessionService(SessionHolding):
         """``DELETE /v1/sessions/{id}``: forget the session (its history and its halt)."""
         check_id(session_id)
         with self._held(session_id):
-            tenant = self._route(session_id, labels)
+            tenant = self._route(session_id, labels, deleting=True)
             found = self._forget(session_id)
         identity = tenant.holder.policy.identity
         return Answer(
