@@ -239,3 +239,50 @@ def open_tenants(
             tenant.holder.close()
         raise
     return Tenants(opened, config.default, bound=True)
+
+
+# The Prunewarden-Labels header, as the OpenAPI document gives it on every route that chooses.
+LABELS_PARAMETER: dict[str, Any] = {
+    "name": "Prunewarden-Labels",
+    "in": "header",
+    "required": False,
+    "description": "The request's labels, `name=value` pairs separated by commas; with the "
+    "document's `labels` they choose the tenant whose policy decides (docs/fleet.md). A label "
+    "given here and in the document with two values is a 400; on a session, labels choosing "
+    "another tenant than the session's are a 409 `tenant-conflict`",
+    "schema": {"type": "string"},
+}
+
+
+def policies_schema(identity: dict[str, Any]) -> dict[str, Any]:
+    """The schema of ``GET /v1/policies``, ``identity`` being the schema of a policy identity."""
+    tenant = {
+        "type": "object",
+        "required": ["name", "default", "selector", "policy", "bundle_revision", "shadow"],
+        "properties": {
+            "name": {"type": "string"},
+            "default": {"type": "boolean"},
+            "selector": {
+                "type": "object",
+                "properties": {
+                    "matchLabels": {"type": "object", "additionalProperties": {"type": "string"}}
+                },
+            },
+            "policy": identity,
+            "bundle_revision": {"type": ["string", "null"]},
+            "shadow": {"oneOf": [{"type": "null"}, identity]},
+            "healthy": {"type": "boolean", "description": "false while its last reload failed"},
+            "last_reload": {"enum": ["reloaded", "unchanged", "failed", None]},
+            "problems": {"type": "array", "items": {"type": "string"}},
+        },
+    }
+    return {
+        "type": "object",
+        "required": ["default", "tenants"],
+        "description": "The tenants in the order their selectors are tried (a server without "
+        "--tenants: one, `default`, selecting every request)",
+        "properties": {
+            "default": {"type": "string"},
+            "tenants": {"type": "array", "items": tenant},
+        },
+    }
