@@ -15,6 +15,7 @@ import pytest
 from _support.server import Server, audit_decisions, policy_text, running_server
 from prometheus_client.parser import text_string_to_metric_families
 from prunewarden.cli._main import run
+from prunewarden.server import read_tenants
 
 PATIENCE = 60.0  # seconds a background reload may take on a loaded machine
 # Allowed by a policy with stability_delta 0.25, refused (unstable_score) with 0.01.
@@ -298,3 +299,17 @@ class TestTenantsFile:
         assert code == 2
         (line,) = err.getvalue().splitlines()
         assert line.startswith(f"{path}:4:12: $.tenants[0].name: 'Prod_EU' is not valid here: ")
+
+    def test_the_example_of_docs_fleet_is_valid(self, tmp_path: Path) -> None:
+        """The tenants file docs/fleet.md shows reads as it says: two tenants, in order."""
+        page = (Path(__file__).resolve().parents[2] / "docs" / "fleet.md").read_text()
+        start = page.index("# yaml-language-server: $schema=https://prunewarden.dev/schemas/ten")
+        path = tmp_path / "tenants.yaml"
+        path.write_text(page[start : page.index("```", start)], encoding="utf-8")
+        config = read_tenants(path)
+        assert config.default == "staging"
+        assert [(t.name, dict(t.match_labels)) for t in config.tenants] == [
+            ("prod-eu", {"deployment": "prod-eu"}),
+            ("staging", {"deployment": "staging"}),
+        ]
+        assert config.tenants[0].shadow == str(tmp_path / "policies" / "prod-eu-next.yaml")
