@@ -218,3 +218,21 @@ class TestServed:
         ]
         assert eu.json()["policy"]["name"] == "prod-eu"
         assert "tenants eu prod-eu@1.0.0, us prod-us@1.0.0; default us" in server.startup[-1]
+
+
+class TestShadowFromTheBundle:
+    def test_a_tenants_shadow_is_a_policy_of_the_bundle(
+        self, served: Path, revisions: Revisions
+    ) -> None:
+        """eu's shadow names prod-us of the bundle: it decides beside eu, under r1 as well."""
+        specs = (TenantSpec("eu", "prod-eu", {}, shadow="prod-us"),)
+        tenants = BundleTenants(str(served), revisions.keys.public_pem, specs, interval=0)
+        try:
+            decision = tenants.tenant("eu").evaluate(EVICTION)
+            status = tenants.status("eu")
+        finally:
+            tenants.close()
+        assert decision.shadow is not None
+        assert (decision.outcome, decision.shadow.outcome) == ("allow", "deny")
+        assert status.shadow is not None
+        assert (status.shadow.name, status.shadow.bundle_revision) == ("prod-us", "r1")

@@ -10,7 +10,9 @@ from typing import Any
 
 import pytest
 from _support.redis_server import running_redis
+from _support.server import audit_decisions
 from conftest import SERVED_SPEC, policy_text
+from prunewarden.errors import PolicyError
 from prunewarden.server import Built, Listen, ServerConfig, build_app, read_tenants
 from prunewarden.session import SqliteSessionStore
 from starlette.testclient import TestClient
@@ -138,3 +140,34 @@ class TestStoredStates:
         assert "bound to tenant 'eu'" in refused.json()["detail"]
         assert deleted.json()["deleted"] is True
         assert fresh.json()["policy"]["name"] == "us"
+
+
+class TestEachTenantsOwnFiles:
+    def test_a_tenant_has_its_own_shadow(self, replica: Replica, tmp_path: Path) -> None:
+        """eu's shadow decides beside eu's decisions (in their records), and us has none."""
+        text = TENANTS.replace("policy: eu.yaml}", "policy: eu.yaml, shadow: us.yaml}")
+        client = replica(f"sqlite:{tmp_path / 's.sqlite3'}", text)
+        client.post("/v1/evaluate", json=EVICTION, headers=EU)
+        client.post("/v1/evaluate", json=EVICTION, headers=US)
+        listed = client.get("/v1/policies").json()["tenants"]
+        records = audit_decisions(tmp_path / "audit-0.jsonl")
+        assert [(r["policy"]["name"], "shadow" in r) for r in records] == [
+            ("eu", True),
+            ("us", False),
+        ]
+        assert records[0]["shadow"]["policy"]["name"] == "us"
+        assert [t["shadow"] and t["shadow"]["name"] for t in listed] == ["us", None]
+
+    def test_a_tenant_is_held_to_its_own_lock_file(self, replica: Replica, tmp_path: Path) -> None:
+        """A lock file holding eu@1.0.0 to another digest refuses eu (PolicyError, located in
+        eu's policy); us, without it, would load."""
+        digest = "sha256:" + "0" * 64
+        (tmp_path / "eu.lock").write_text(
+            f"lockVersion: 1\ndigestVersion: 2\npolicies:\n  eu@1.0.0: '{digest}'\n",
+            encoding="utf-8",
+        )
+        text = TENANTS.replace("policy: eu.yaml}", "policy: eu.yaml, lock: eu.lock}")
+        with pytest.raises(PolicyError) as refused:
+            replica(f"sqlite:{tmp_path / 's.sqlite3'}", text)
+        (problem,) = refused.value.problems
+        assert (Path(problem.file).name, problem.path) == ("eu.yaml", "$.metadata.version")
