@@ -15,7 +15,9 @@ import pytest
 from _support.server import Server, audit_decisions, policy_text, running_server
 from prometheus_client.parser import text_string_to_metric_families
 from prunewarden.cli._main import run
+from prunewarden.errors import InputError
 from prunewarden.server import read_tenants
+from prunewarden.server._tenant_config import merged_labels, parse_labels_header
 
 PATIENCE = 60.0  # seconds a background reload may take on a loaded machine
 # Allowed by a policy with stability_delta 0.25, refused (unstable_score) with 0.01.
@@ -313,3 +315,26 @@ class TestTenantsFile:
             ("staging", {"deployment": "staging"}),
         ]
         assert config.tenants[0].shadow == str(tmp_path / "policies" / "prod-eu-next.yaml")
+
+
+class TestLabelLimits:
+    def test_header_and_document_together_hold_at_most_the_limit(self) -> None:
+        """40 labels in the header and 40 others in the document: over MAX_LABELS together,
+        refused at ``$.labels``."""
+        header = {f"h{i}": "x" for i in range(40)}
+        document = {"labels": {f"d{i}": "x" for i in range(40)}}
+        with pytest.raises(InputError) as refused:
+            merged_labels(header, document)
+        (problem,) = refused.value.problems
+        assert (problem.path, problem.message) == (
+            "$.labels",
+            "80 labels with the header's, more than the limit of 64",
+        )
+
+    def test_a_header_of_too_many_labels_is_refused(self) -> None:
+        """65 labels in the header: refused at ``$.labels``."""
+        with pytest.raises(InputError) as refused:
+            parse_labels_header(",".join(f"k{i}=v" for i in range(65)))
+        assert [p.message for p in refused.value.problems] == [
+            "65 labels, more than the limit of 64"
+        ]

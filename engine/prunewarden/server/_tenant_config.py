@@ -185,6 +185,9 @@ def merged_labels(
             )
             problems.append(_located(text, ("labels", key), message))
         merged[key] = value
+    if len(merged) > MAX_LABELS and not problems:
+        message = f"{len(merged)} labels with the header's, more than the limit of {MAX_LABELS}"
+        problems.append(Problem("<request>", 0, 0, "$.labels", message))
     if problems:
         raise LabelsError(problems)
     return merged
