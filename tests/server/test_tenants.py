@@ -15,6 +15,7 @@ import pytest
 from _support.server import Server, audit_decisions, policy_text, running_server
 from prometheus_client.parser import text_string_to_metric_families
 from prunewarden.cli._main import run
+from prunewarden.client import Client, ServerError
 from prunewarden.errors import InputError
 from prunewarden.server import read_tenants
 from prunewarden.server._tenant_config import merged_labels, parse_labels_header
@@ -338,3 +339,19 @@ class TestLabelLimits:
         assert [p.message for p in refused.value.problems] == [
             "65 labels, more than the limit of 64"
         ]
+
+
+class TestClient:
+    def test_a_clients_labels_choose_its_tenant(self, server: Server) -> None:
+        """``Client(url, labels=...)`` sends them with every call: its decisions and its
+        sessions are prod-eu's; ``policies()`` lists both tenants."""
+        with Client(server.url, labels={"deployment": "prod-eu"}) as client:
+            decision = client.evaluate(EVICTION)
+            cycle = client.session("c1").observe_cycle({"a": 0.9, "b": 0.2}, ["a"])
+            listed = client.policies()
+        staging = Client(server.url, labels={"deployment": "staging"})
+        with staging, pytest.raises(ServerError) as refused:
+            staging.session("c1").observe_cycle({"a": 0.9, "b": 0.2}, ["a"])
+        assert (decision["policy"]["name"], cycle["policy"]["name"]) == ("prod-eu", "prod-eu")
+        assert [t["name"] for t in listed["tenants"]] == ["prod-eu", "staging"]
+        assert refused.value.status == 409
