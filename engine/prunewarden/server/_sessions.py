@@ -31,6 +31,11 @@ A session idle for longer than the TTL is forgotten (its history and its halt): 
 under its id starts afresh. Redis expires it by itself; with SQLite, expiry is checked when a
 session is touched and, for the others, in a sweep at most every tenth of the TTL (a session
 found in the file at start counts as used then), so no thread is needed.
+
+On a server of tenants (``--tenants``), a session is bound to the tenant that opened it, and
+the binding is saved with its state: a call whose ``Prunewarden-Labels`` choose another tenant
+is refused (HTTP 409 ``tenant-conflict``), never moved (:mod:`._holding`). How sessions are held
+between calls lives there; the endpoints, here.
 """
 
 from __future__ import annotations
