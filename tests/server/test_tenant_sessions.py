@@ -1,5 +1,5 @@
 """Sessions on a server of tenants, in process: the binding held across two replicas sharing a
-real redis-server, a halt gating stateless calls whatever tenant they choose, a state kept
+real redis-server, stateless calls naming a session decided under its tenant, a state kept
 before tenants adopted by the tenant that opens it, and a tenant gone from the file."""
 
 from __future__ import annotations
@@ -89,19 +89,34 @@ class TestReplicas:
         assert kept.json()["policy"]["name"] == "eu"
 
 
-class TestHalts:
-    def test_a_halt_gates_a_stateless_call_of_any_tenant(
+class TestStatelessCallsNamingASession:
+    def test_a_halt_gates_a_stateless_call_naming_the_session(
         self, replica: Replica, tmp_path: Path
     ) -> None:
-        """A session halted under eu refuses ``evaluate?session_id=`` choosing us too: a halt
-        is the session's, whatever policy a stateless call names."""
+        """``evaluate?session_id=`` without labels is decided under the session's tenant (eu),
+        and refused by its halt."""
         client = replica(f"sqlite:{tmp_path / 's.sqlite3'}")
         answers = [cycle(client, "h", s, **EU) for s in (*HEALTHY, COLLAPSED, COLLAPSED)]
-        refused = client.post("/v1/evaluate?session_id=h", json=EVICTION, headers=US)
+        refused = client.post("/v1/evaluate?session_id=h", json=EVICTION)
         assert answers[-1].json()["outcome"] == "halt"
         decision = refused.json()
-        assert (decision["policy"]["name"], decision["outcome"]) == ("us", "deny")
+        assert (decision["policy"]["name"], decision["outcome"]) == ("eu", "deny")
         assert decision["reasons"][0]["code"] == "pruning_halted"
+
+    def test_labels_choosing_another_tenant_are_refused(
+        self, replica: Replica, tmp_path: Path
+    ) -> None:
+        """``evaluate?session_id=`` naming a session of eu, with labels choosing us: 409, as
+        on the session's own endpoints; the same id without a session is us's to decide."""
+        client = replica(f"sqlite:{tmp_path / 's.sqlite3'}")
+        cycle(client, "e", HEALTHY[0], **EU)
+        refused = client.post("/v1/evaluate?session_id=e", json=EVICTION, headers=US)
+        free = client.post("/v1/evaluate?session_id=none-yet", json=EVICTION, headers=US)
+        assert (refused.status_code, refused.json()["type"]) == (
+            409,
+            "https://prunewarden.dev/problems/tenant-conflict",
+        )
+        assert free.json()["policy"]["name"] == "us"
 
 
 class TestStoredStates:

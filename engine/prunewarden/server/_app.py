@@ -117,6 +117,7 @@ class _Endpoints:
         self.service = service
         self.sessions = sessions
         sessions.on_limit = server_metrics.reached
+        service.binding = sessions.bound_tenant
         server_metrics.count_live(lambda: sessions.live_count)
         self.openapi = openapi_document()
         # The bundled schemas by the file name their $id ends with (input.v1.schema.json).

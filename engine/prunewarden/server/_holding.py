@@ -33,7 +33,7 @@ from prunewarden.server._redis import (
     SessionBusyError,
     SessionStoreUnreachableError,
 )
-from prunewarden.server._service import ServiceProblemError
+from prunewarden.server._service import ServiceProblemError, conflict_problem
 from prunewarden.server._tenants import (
     BoundStore,
     PolicyHolder,
@@ -177,22 +177,31 @@ class SessionHolding:
         tenants = self.tenants
         if not tenants.bound:
             return tenants.default
-        chosen = tenants.select(labels) if labels else None
+        bound = self._bound(session_id)
+        if bound is None or (tenants.get(bound) is None and deleting):
+            return tenants.select(labels)
+        return conflict_problem(lambda: tenants.of_session(session_id, bound, labels))
+
+    def bound_tenant(self, session_id: str) -> str | None:
+        """The tenant ``session_id`` is bound to, for a stateless call naming it (None: none,
+        or a store that cannot say: the halt gate then refuses, fail closed)."""
+        if not self.tenants.bound:
+            return None
+        try:
+            return self._bound(session_id)
+        except (RedisError, sqlite3.Error, OSError, SessionBusyError):
+            return None
+
+    def _bound(self, session_id: str) -> str | None:
+        """The tenant of the live session, else the one its stored state names (None: none,
+        or a state that cannot be read, which opening or reading it reports)."""
         with self._lock:
             bound = self._tenant_of.get(session_id)
             stored = self.shared or session_id in self._used
         if bound is None and stored:
             with contextlib.suppress(SessionIntegrityError):
                 bound = stored_tenant(self._load(session_id))
-        if bound is None:
-            return chosen or tenants.default
-        tenant = tenants.get(bound)
-        if tenant is None and deleting:
-            return chosen or tenants.default
-        if tenant is None or (chosen is not None and chosen is not tenant):
-            conflict = TenantConflictError(session_id, bound, (chosen or tenants.default).name)
-            raise ServiceProblemError(ProblemDocument("tenant-conflict", str(conflict)))
-        return tenant
+        return bound
 
     def _session(self, session_id: str, tenant: Tenant, labels: Labels) -> Session:
         """The session, opened from the store when it is not live (or never kept: Redis)."""

@@ -24,7 +24,7 @@ from prunewarden.server._documents import check_object, read_body
 from prunewarden.server._fleet import FleetStatus, bundle_detail
 from prunewarden.server._problems import ProblemDocument, invalid_input
 from prunewarden.server._tenant_config import merged_labels
-from prunewarden.server._tenants import PolicyHolder, Tenant, Tenants
+from prunewarden.server._tenants import PolicyHolder, Tenant, TenantConflictError, Tenants
 
 AUDIT_UNAVAILABLE = "audit_unavailable"
 
@@ -68,6 +68,9 @@ class DecisionService:
         self.tenants = tenants if isinstance(tenants, Tenants) else Tenants.single(tenants)
         self.audit = audit
         self.fleet = fleet if fleet is not None else FleetStatus()
+        # The tenant a session id is bound to (the app asks its session service): a stateless
+        # call naming a session is decided under the session's tenant, or refused another.
+        self.binding: Callable[[str], str | None] = lambda _session_id: None
 
     @property
     def engine(self) -> PolicyHolder:
@@ -88,7 +91,7 @@ class DecisionService:
         tenant its labels (``labels``: the ``Prunewarden-Labels`` header's, and the document's)
         choose; ``explain`` (``?explain=true``): with ``would_allow`` and rule traces."""
         data, text = read_body(body)
-        tenant, chosen = self._tenant(data, text, labels)
+        tenant, chosen = self._tenant(data, text, labels, session_id)
         decision = guarded(
             lambda: tenant.holder.evaluate(
                 data,
@@ -117,10 +120,19 @@ class DecisionService:
         return plan_answer(plan)
 
     def _tenant(
-        self, data: Any, text: str, header: Mapping[str, str] | None
+        self,
+        data: Any,
+        text: str,
+        header: Mapping[str, str] | None,
+        session_id: str | None = None,
     ) -> tuple[Tenant, dict[str, str] | None]:
-        """The tenant a request's labels choose, and those labels (None: it carries none)."""
+        """The tenant a request's labels choose (the session's, for a call naming one), and
+        those labels (None: it carries none)."""
         chosen = guarded(lambda: merged_labels(header, data, text))
+        bound = self.binding(session_id) if session_id is not None else None
+        if session_id is not None and bound is not None:
+            tenants = self.tenants
+            return conflict_problem(lambda: tenants.of_session(session_id, bound, chosen)), chosen
         return self.tenants.select(chosen), chosen
 
     # --- the policy and health ---------------------------------------------------------------
@@ -172,6 +184,14 @@ class DecisionService:
         """``GET /v1/status``: what a fleet's operators read (see :class:`FleetStatus`)."""
         document = self.fleet.document(self.engine)
         return Answer(document, policy=self.engine.policy.identity)
+
+
+def conflict_problem(call: Callable[[], _T]) -> _T:
+    """Run ``call``; a session bound to another tenant becomes HTTP 409 ``tenant-conflict``."""
+    try:
+        return call()
+    except TenantConflictError as exc:
+        raise ServiceProblemError(ProblemDocument("tenant-conflict", str(exc))) from None
 
 
 def guarded(call: Callable[[], _T]) -> _T:

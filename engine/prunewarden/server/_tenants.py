@@ -142,6 +142,16 @@ class Tenants:
     def get(self, name: str) -> Tenant | None:
         return self._by_name.get(name)
 
+    def of_session(self, session_id: str, bound: str, labels: Mapping[str, str] | None) -> Tenant:
+        """The tenant of a call naming a session bound to ``bound``: that one, unless
+        ``labels`` choose another, or the server no longer holds it
+        (:class:`TenantConflictError`): a session is never moved to another policy."""
+        tenant = self.get(bound)
+        chosen = self.select(labels) if labels else None
+        if tenant is None or (chosen is not None and chosen is not tenant):
+            raise TenantConflictError(session_id, bound, (chosen or self.default).name)
+        return tenant
+
     def holders(self) -> Iterable[PolicyHolder]:
         return (tenant.holder for tenant in self.all)
 
