@@ -186,3 +186,20 @@ class TestEachTenantsOwnFiles:
             replica(f"sqlite:{tmp_path / 's.sqlite3'}", text)
         (problem,) = refused.value.problems
         assert (Path(problem.file).name, problem.path) == ("eu.yaml", "$.metadata.version")
+
+    def test_a_plan_naming_a_session_follows_its_tenant(
+        self, replica: Replica, tmp_path: Path
+    ) -> None:
+        """A stateless plan whose document names a session of eu is planned under eu without
+        labels, and refused with labels choosing us."""
+        client = replica(f"sqlite:{tmp_path / 's.sqlite3'}")
+        cycle(client, "p", HEALTHY[0], **EU)
+        plan = {
+            "session_id": "p",
+            "segments": [{"id": "a", "kind": "turn", "tokens": 10, "score": 0.5}],
+            "keep_top_k": 1,
+        }
+        planned = client.post("/v1/plan", json=plan)
+        refused = client.post("/v1/plan", json=plan, headers=US)
+        assert planned.headers["prunewarden-policy"].startswith("eu@1.0.0 ")
+        assert refused.status_code == 409

@@ -91,7 +91,7 @@ class DecisionService:
         tenant its labels (``labels``: the ``Prunewarden-Labels`` header's, and the document's)
         choose; ``explain`` (``?explain=true``): with ``would_allow`` and rule traces."""
         data, text = read_body(body)
-        tenant, chosen = self._tenant(data, text, labels, session_id)
+        tenant, chosen = self._tenant(data, text, labels, session_id or _named_session(data))
         decision = guarded(
             lambda: tenant.holder.evaluate(
                 data,
@@ -111,7 +111,7 @@ class DecisionService:
         explained), by the tenant its labels choose."""
         data, text = read_body(body)
         check_object(data)
-        tenant, chosen = self._tenant(data, text, labels)
+        tenant, chosen = self._tenant(data, text, labels, _named_session(data))
         plan = guarded(
             lambda: tenant.holder.plan(
                 data, filename="<request>", text=text, labels=chosen, explain=explain
@@ -184,6 +184,12 @@ class DecisionService:
         """``GET /v1/status``: what a fleet's operators read (see :class:`FleetStatus`)."""
         document = self.fleet.document(self.engine)
         return Answer(document, policy=self.engine.policy.identity)
+
+
+def _named_session(data: Any) -> str | None:
+    """The session a document names itself (a plan's or a transition's ``session_id``)."""
+    named = data.get("session_id") if isinstance(data, dict) else None
+    return named if isinstance(named, str) else None
 
 
 def conflict_problem(call: Callable[[], _T]) -> _T:
