@@ -140,6 +140,8 @@ AREAS: dict[str, Stages] = {
     "prunewarden/server/_app.py": ((APP, ACCESS, EXPLAIN_ROUTE), (SESSIONS_APP,)),
     "prunewarden/server/_config.py": ((CONFIG, "tests/server/test_listen.py", ACCESS),),
     "prunewarden/server/_sessions.py": ((SESSIONS_APP, ACCESS, EXPLAIN_ROUTE), (APP,)),
+    # The holding of sessions, split from the endpoints: the same tests reach it.
+    "prunewarden/server/_holding.py": ((SESSIONS_APP, ACCESS, EXPLAIN_ROUTE), (APP,)),
     "prunewarden/integrations/_pass.py": (
         (
             "tests/integrations/test_pass_gates.py",

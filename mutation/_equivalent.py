@@ -54,6 +54,7 @@ _EVICTION = "prunewarden/guards/eviction.py"
 _EVALUATION = "prunewarden/rules/_evaluation.py"
 _FIT = "prunewarden/replay/_fit.py"
 _GUARDRAILS = "prunewarden/policy/_guardrails.py"
+_HOLDING = "prunewarden/server/_holding.py"
 _LOCK = "prunewarden/policy/_lock.py"
 _SESSION = "prunewarden/session/_session.py"
 _SESSIONS = "prunewarden/server/_sessions.py"
@@ -101,7 +102,7 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         "return False -> return None (return-none)",
         "None is falsy where False was returned, and every caller tests its truth",
     ),
-    # server/_sessions.py
+    # server/_sessions.py, server/_holding.py
     Equivalent(
         _SESSIONS,
         '{"cycle": 0, **data}',
@@ -115,7 +116,7 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         "a placeholder turn for the definition check: the schema takes any turn >= 0",
     ),
     Equivalent(
-        _SESSIONS,
+        _HOLDING,
         "self._used.pop(session_id, None)",
         "self._used.pop(session_id, None) -> pass (delete-call)",
         "a forgotten id's last use is overwritten by its next call before an expiry reads it",

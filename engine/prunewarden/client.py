@@ -83,8 +83,12 @@ def _transport_options(url: str) -> tuple[str, dict[str, Any]]:
     return url.rstrip("/"), {}
 
 
-def _headers(token: str | None) -> dict[str, str]:
-    return {"Authorization": f"Bearer {token}"} if token is not None else {}
+def _headers(token: str | None, labels: Mapping[str, str] | None) -> dict[str, str]:
+    """The bearer token, and the labels choosing a server's tenant (``Prunewarden-Labels``)."""
+    headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
+    if labels:
+        headers["Prunewarden-Labels"] = ",".join(f"{key}={value}" for key, value in labels.items())
+    return headers
 
 
 def _cycle(scores: Mapping[str, float], pinned: Iterable[str], cycle: int | None) -> dict[str, Any]:
@@ -125,8 +129,12 @@ class _Calls(Generic[_R]):
         return self._send("POST", "/v1/plan", dict(document), explain=_explain(explain))
 
     def policy(self) -> _R:
-        """``GET /v1/policy``: the policy in force."""
+        """``GET /v1/policy``: the policy in force (of the tenant the client's labels choose)."""
         return self._send("GET", "/v1/policy")
+
+    def policies(self) -> _R:
+        """``GET /v1/policies``: every tenant, its selector and its policy."""
+        return self._send("GET", "/v1/policies")
 
     def ready(self) -> _R:
         """``GET /readyz``; raises :class:`ServerError` (503) when not ready."""
@@ -247,12 +255,19 @@ class Client(_Calls[Any]):
     """A client of one server (``http://HOST:PORT`` or ``unix:PATH``); thread-safe."""
 
     def __init__(
-        self, url: str, *, token: str | None = None, timeout: float = DEFAULT_TIMEOUT
+        self,
+        url: str,
+        *,
+        token: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        labels: Mapping[str, str] | None = None,
     ) -> None:
+        """``labels`` go with every request (``Prunewarden-Labels``): on a server of tenants,
+        they choose whose policy decides (docs/fleet.md)."""
         base, options = _transport_options(url)
         self._http = httpx.Client(
             base_url=base,
-            headers=_headers(token),
+            headers=_headers(token, labels),
             timeout=timeout,
             transport=httpx.HTTPTransport(**options),
         )
@@ -284,12 +299,17 @@ class AsyncClient(_Calls[Awaitable[Any]]):
     """:class:`Client` for asyncio: the same methods, awaited."""
 
     def __init__(
-        self, url: str, *, token: str | None = None, timeout: float = DEFAULT_TIMEOUT
+        self,
+        url: str,
+        *,
+        token: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        labels: Mapping[str, str] | None = None,
     ) -> None:
         base, options = _transport_options(url)
         self._http = httpx.AsyncClient(
             base_url=base,
-            headers=_headers(token),
+            headers=_headers(token, labels),
             timeout=timeout,
             transport=httpx.AsyncHTTPTransport(**options),
         )

@@ -96,8 +96,11 @@ MAX_IDS: Final = 100_000
 #: Segments in one eviction pass (:meth:`Engine.authorize_evictions`) or in the window of a
 #: pruning-pass plan.
 MAX_SEGMENTS: Final = 100_000
-#: Labels a plan document copies into its decisions' records.
+#: Labels a decision document (or a server's ``Prunewarden-Labels`` header) carries into its
+#: decisions' records.
 MAX_LABELS: Final = 64
+#: Tenants (policies chosen per request by labels) of one server's ``--tenants`` file.
+MAX_TENANTS: Final = 64
 #: Entries in a segment's free-form ``metadata`` (read only by rules).
 MAX_METADATA_ENTRIES: Final = 256
 #: Spans in one prune request.
@@ -206,10 +209,13 @@ SCHEMA_LIMITS: Final[dict[tuple[str, str], int]] = {
     ("input", "/$defs/ids/maxItems"): MAX_IDS,
     ("input", "/$defs/scores/maxProperties"): MAX_ENTRIES,
     ("input", "/$defs/collapse/properties/history/maxItems"): MAX_SNAPSHOTS,
+    ("input", "/$defs/collapse/properties/labels/maxProperties"): MAX_LABELS,
+    ("input", "/$defs/eviction/properties/labels/maxProperties"): MAX_LABELS,
     ("input", "/$defs/segment/properties/kind/maxLength"): MAX_KIND_CHARS,
     ("input", "/$defs/segment/properties/metadata/maxProperties"): MAX_METADATA_ENTRIES,
     ("input", "/$defs/staleness/properties/spans/maxItems"): MAX_SPANS,
     ("input", "/$defs/staleness/properties/turns/maxItems"): MAX_TURNS,
+    ("input", "/$defs/staleness/properties/labels/maxProperties"): MAX_LABELS,
     ("input", "/$defs/window_segment/properties/kind/maxLength"): MAX_KIND_CHARS,
     ("input", "/$defs/window_segment/properties/metadata/maxProperties"): MAX_METADATA_ENTRIES,
     ("input", "/$defs/plan/properties/session_id/maxLength"): MAX_ID_CHARS,
@@ -229,6 +235,21 @@ SCHEMA_LIMITS: Final[dict[tuple[str, str], int]] = {
     ("input", "/$defs/transition/properties/applied_by/maxLength"): MAX_ID_CHARS,
     ("input", "/$defs/transition/properties/session_id/maxLength"): MAX_ID_CHARS,
     ("input", "/$defs/transition/properties/labels/maxProperties"): MAX_LABELS,
+    ("tenants", "/properties/tenants/maxItems"): MAX_TENANTS,
+    ("tenants", "/$defs/tenant/properties/selector/properties/matchLabels/maxProperties"): (
+        MAX_LABELS
+    ),
+    (
+        "tenants",
+        "/$defs/tenant/properties/selector/properties/matchLabels/propertyNames/maxLength",
+    ): MAX_LABEL_NAME_CHARS,
+    (
+        "tenants",
+        "/$defs/tenant/properties/selector/properties/matchLabels/additionalProperties/maxLength",
+    ): MAX_LABEL_VALUE_CHARS,
+    ("tenants", "/$defs/tenant/properties/policy/maxLength"): MAX_EXTENDS_CHARS,
+    ("tenants", "/$defs/tenant/properties/shadow/maxLength"): MAX_EXTENDS_CHARS,
+    ("tenants", "/$defs/tenant/properties/lock/maxLength"): MAX_EXTENDS_CHARS,
     ("trace", "/$defs/note/maxLength"): MAX_NOTE_CHARS,
     ("trace", "/$defs/session/properties/labels/maxProperties"): MAX_LABELS,
     ("trace", "/$defs/prune/properties/spans/maxItems"): MAX_SPANS,

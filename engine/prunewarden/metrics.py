@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import bisect
 import threading
-from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 try:
     from prometheus_client import REGISTRY, CollectorRegistry
@@ -47,7 +47,18 @@ except ImportError as exc:  # pragma: no cover - the message says what to instal
 if TYPE_CHECKING:
     from prunewarden.decision import Decision
     from prunewarden.planner import Plan
-    from prunewarden.reload import ReloadingEngine, ReloadResult
+    from prunewarden.policy import Policy
+    from prunewarden.reload import ReloadResult
+
+
+class Reloading(Protocol):
+    """What :meth:`DecisionMetrics.watch` reads of an engine that reloads."""
+
+    @property
+    def policy(self) -> Policy: ...
+
+    def add_reload_hook(self, hook: Callable[[ReloadResult], object]) -> None: ...
+
 
 DECISION_LABELS = ["policy", "policy_version", "check", "outcome", "reason", "enforced"]
 # Seconds: a guard decides in tens of microseconds; a rule with a deadline may take milliseconds.
@@ -148,8 +159,10 @@ class DecisionMetrics(Collector):
         with self._lock:
             self._reloads[outcome] += 1
 
-    def watch(self, engine: ReloadingEngine) -> None:
-        """Count ``engine``'s reloads, and show the policy in force from now on."""
+    def watch(self, engine: Reloading) -> None:
+        """Count ``engine``'s reloads (a :class:`~prunewarden.ReloadingEngine`, or anything
+        with its ``policy`` and ``add_reload_hook``), and show the policy in force from now
+        on."""
         engine.add_reload_hook(self.observe_reload)
         policy = engine.policy
         with self._lock:

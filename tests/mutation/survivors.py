@@ -106,14 +106,14 @@ REGRESSIONS = [
     ),
     Regression(
         "delete-keeps-the-halt",
-        "prunewarden/server/_sessions.py",
+        "prunewarden/server/_holding.py",
         "        self.engine.engine.sessions.note(session_id, None)\n",
         "",
         "DELETE forgets the halt the engine remembers under the id",
     ),
     Regression(
         "ttl-only-by-sweep",
-        "prunewarden/server/_sessions.py",
+        "prunewarden/server/_holding.py",
         "                if used is not None and now - used > self.ttl:\n"
         "                    self._forget_locked(session_id)\n",
         "",

@@ -9,7 +9,7 @@ import hashlib
 import json
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -78,7 +78,8 @@ class _Scripted(DecisionService):
         self.release = threading.Event()
         self.policy_call: str = "answer"
 
-    def policy_document(self) -> Answer:
+    def policy_document(self, labels: Mapping[str, str] | None = None) -> Answer:
+        del labels  # one answer, whatever the tenant
         if self.policy_call == "raise":
             msg = "boom"
             raise RuntimeError(msg)

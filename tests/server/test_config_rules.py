@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from prunewarden.server import Listen, ServerConfig, ServerConfigError
+from prunewarden.server import Listen, ServerConfig, ServerConfigError, TenantsConfig, TenantSpec
 from prunewarden.server._config import read_token
 
 TOKEN = "s3cret-token"  # noqa: S105 - a test token
@@ -227,3 +227,40 @@ class TestStatusPush:
         with pytest.raises(ServerConfigError) as info:
             config(tmp_path, **changes)
         assert str(info.value) == message
+
+
+class TestTenants:
+    TENANTS = TenantsConfig((TenantSpec("a", "a.yaml"),), "a")
+
+    @pytest.mark.parametrize(
+        ("option", "field"),
+        [
+            ("--policy", "policy"),
+            ("--shadow", "shadow"),
+            ("--lock", "lock"),
+            ("--bundle-policy", "bundle_policy"),
+        ],
+    )
+    def test_each_tenant_names_its_own_files(self, tmp_path: Path, option: str, field: str) -> None:
+        """With tenants, a server-wide policy, shadow, lock or bundle policy is refused."""
+        given = {"policy": None, field: "x"}
+        with pytest.raises(ServerConfigError) as refused:
+            ServerConfig(
+                audit_log=str(tmp_path / "a.jsonl"),
+                listen=Listen(),
+                tenants=self.TENANTS,
+                **given,  # type: ignore[arg-type]
+            )
+        assert str(refused.value) == f"--tenants names each tenant's policy: leave out {option}"
+
+    def test_tenants_of_a_bundle_need_its_key(self, tmp_path: Path) -> None:
+        """``--bundle`` with tenants still needs ``--bundle-key``."""
+        with pytest.raises(ServerConfigError, match="--bundle needs --bundle-key"):
+            ServerConfig(
+                None, str(tmp_path / "a.jsonl"), Listen(), bundle="b.tar.gz", tenants=self.TENANTS
+            )
+
+    def test_tenants_alone_are_enough(self, tmp_path: Path) -> None:
+        """Neither --policy nor --bundle is asked beside tenants."""
+        config = ServerConfig(None, str(tmp_path / "a.jsonl"), Listen(), tenants=self.TENANTS)
+        assert config.tenants is self.TENANTS

@@ -5,11 +5,13 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
 from _support.server import Server, audit_decisions, policy_text, running_server
 from prometheus_client.parser import text_string_to_metric_families
+from prunewarden import ReloadingEngine
 from prunewarden.cli._main import run
 from prunewarden.server import Built, Listen, ServerConfig, build_app, create_app
 from prunewarden.server._service import Answer, DecisionService
@@ -361,14 +363,21 @@ class _ReloadingFirst(DecisionService):
 
     def __init__(self, built: Built, policy: Path) -> None:
         super().__init__(built.engine, built.audit)
+        assert isinstance(built.engine, ReloadingEngine)
+        self.reloading = built.engine
         self.policy = policy
 
     def evaluate(
-        self, body: bytes, session_id: str | None = None, *, explain: bool = False
+        self,
+        body: bytes,
+        session_id: str | None = None,
+        *,
+        explain: bool = False,
+        labels: Mapping[str, str] | None = None,
     ) -> Answer:
         self.policy.write_text(policy_text(SERVED_SPEC, name="served", version="2.0.0"))
-        self.engine.reload()
-        return super().evaluate(body, session_id, explain=explain)
+        self.reloading.reload()
+        return super().evaluate(body, session_id, explain=explain, labels=labels)
 
 
 class TestPolicyHeader:

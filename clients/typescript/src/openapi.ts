@@ -60,8 +60,25 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The policy in force: identity, digest, files, resolved document */
+        /** The policy in force: identity, digest, files, resolved document (of the tenant the labels choose) */
         get: operations["policy"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/policies": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Every tenant: its selector, its policy, bundle revision and shadow (docs/fleet.md) */
+        get: operations["policies"];
         put?: never;
         post?: never;
         delete?: never;
@@ -300,6 +317,8 @@ export interface components {
                     sha256: string;
                 }[];
             };
+            /** @description With tenants: the session's */
+            tenant?: string;
         };
         SessionDeleted: {
             session_id: string;
@@ -483,6 +502,52 @@ export interface components {
                     sha256: string;
                 }[];
             };
+            /** @description With tenants: whose policy */
+            tenant?: string;
+        };
+        /** @description The tenants in the order their selectors are tried (a server without --tenants: one, `default`, selecting every request) */
+        Policies: {
+            default: string;
+            tenants: {
+                name: string;
+                default: boolean;
+                selector: {
+                    matchLabels?: {
+                        [key: string]: string;
+                    };
+                };
+                /** @description The policy that authorized the decision. */
+                policy: {
+                    name: string;
+                    version: string;
+                    digest: string;
+                    /** @description The revision of the signed policy bundle the policy came from (docs/fleet.md); absent when the policy was read from its own files. */
+                    bundle_revision?: string;
+                    /** @description The files the policy was resolved from, the policy's own first, then each policy it extends: path (builtin:<name> for a bundled policy) and the SHA-256 (hex) of the bytes read. */
+                    sources?: {
+                        path: string;
+                        sha256: string;
+                    }[];
+                };
+                bundle_revision: string | null;
+                shadow: null | {
+                    name: string;
+                    version: string;
+                    digest: string;
+                    /** @description The revision of the signed policy bundle the policy came from (docs/fleet.md); absent when the policy was read from its own files. */
+                    bundle_revision?: string;
+                    /** @description The files the policy was resolved from, the policy's own first, then each policy it extends: path (builtin:<name> for a bundled policy) and the SHA-256 (hex) of the bytes read. */
+                    sources?: {
+                        path: string;
+                        sha256: string;
+                    }[];
+                };
+                /** @description false while its last reload failed */
+                healthy?: boolean;
+                /** @enum {unknown} */
+                last_reload?: "reloaded" | "unchanged" | "failed" | null;
+                problems?: string[];
+            }[];
         };
         /** @description RFC 9457 problem details; `problems` holds the located problems the CLI prints */
         Problem: {
@@ -611,6 +676,10 @@ export interface components {
             history: components["schemas"]["input.v1.snapshot"][];
             /** @description Reference score per canary; defaults to the earliest snapshot's scores. */
             baseline?: components["schemas"]["input.v1.scores"];
+            /** @description Copied into the decision's audit record; a server with several policies chooses by them (docs/fleet.md). */
+            labels?: {
+                [key: string]: string;
+            };
         };
         "input.v1.eviction": {
             /** @constant */
@@ -627,6 +696,10 @@ export interface components {
              * @default []
              */
             eviction_candidates?: components["schemas"]["input.v1.ids"];
+            /** @description Copied into the decision's audit record; a server with several policies chooses by them (docs/fleet.md). */
+            labels?: {
+                [key: string]: string;
+            };
         };
         /** @description A stable identifier of an entry, segment or span. */
         "input.v1.id": string;
@@ -735,6 +808,10 @@ export interface components {
             tombstones?: components["schemas"]["input.v1.ids"];
             /** @description Most spans that may be recomputed; beyond it pruning freezes. */
             recompute_budget?: number;
+            /** @description Copied into the decision's audit record; a server with several policies chooses by them (docs/fleet.md). */
+            labels?: {
+                [key: string]: string;
+            };
         };
         /** @description An edit of the window made by any code, judged from the window before it and after it: the edit is derived by content (SHA-256 of each segment's text), never taken from ids alone. */
         "input.v1.transition": {
@@ -910,6 +987,8 @@ export interface components {
             labels: {
                 [key: string]: string;
             };
+            /** @description On a server with several policies (serve --tenants), the tenant the session is bound to: a call whose labels choose another tenant is refused, never rebound (docs/fleet.md). Absent: bound to none; the tenant that next opens it binds it. */
+            tenant?: string;
             /** @description The policy the state was kept under (its windows sized what was kept). */
             policy: {
                 name: string;
@@ -1075,7 +1154,10 @@ export interface operations {
     policy: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description The request's labels, `name=value` pairs separated by commas; with the document's `labels` they choose the tenant whose policy decides (docs/fleet.md). A label given here and in the document with two values is a 400; on a session, labels choosing another tenant than the session's are a 409 `tenant-conflict` */
+                "Prunewarden-Labels"?: string;
+            };
             path?: never;
             cookie?: never;
         };
@@ -1094,6 +1176,50 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["PolicyInForce"];
+                };
+            };
+            /** @description The body is not valid: every problem, located (`<request>:LINE:COL: $.path: ...`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No valid bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    policies: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The tenants */
+            200: {
+                headers: {
+                    /** @description The policy the answer was decided (or read) under: `name@version sha256:...` */
+                    "Prunewarden-Policy"?: string;
+                    /** @description How many decisions the answer carries (when it carries any) */
+                    "Prunewarden-Decision-Count"?: number;
+                    /** @description Their ids, comma-separated, when there are at most 64; a larger answer (a pass over many segments) lists them only in its body, each decision with its `decision_id` */
+                    "Prunewarden-Decision-Ids"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Policies"];
                 };
             };
             /** @description No valid bearer token */
@@ -1150,7 +1276,10 @@ export interface operations {
                 /** @description true: each refusing reason of a guard carries detail.would_allow (and would_allow_text) and each decision an explanation with a trace of every rule, as `prunewarden explain` (docs/explain.md); any other value than true or false is a 400 */
                 explain?: boolean;
             };
-            header?: never;
+            header?: {
+                /** @description The request's labels, `name=value` pairs separated by commas; with the document's `labels` they choose the tenant whose policy decides (docs/fleet.md). A label given here and in the document with two values is a 400; on a session, labels choosing another tenant than the session's are a 409 `tenant-conflict` */
+                "Prunewarden-Labels"?: string;
+            };
             path?: never;
             cookie?: never;
         };
@@ -1229,7 +1358,10 @@ export interface operations {
                 /** @description true: each refusing reason of a guard carries detail.would_allow (and would_allow_text) and each decision an explanation with a trace of every rule, as `prunewarden explain` (docs/explain.md); any other value than true or false is a 400 */
                 explain?: boolean;
             };
-            header?: never;
+            header?: {
+                /** @description The request's labels, `name=value` pairs separated by commas; with the document's `labels` they choose the tenant whose policy decides (docs/fleet.md). A label given here and in the document with two values is a 400; on a session, labels choosing another tenant than the session's are a 409 `tenant-conflict` */
+                "Prunewarden-Labels"?: string;
+            };
             path?: never;
             cookie?: never;
         };
@@ -1308,7 +1440,10 @@ export interface operations {
                 /** @description true: each refusing reason of a guard carries detail.would_allow (and would_allow_text) and each decision an explanation with a trace of every rule, as `prunewarden explain` (docs/explain.md); any other value than true or false is a 400 */
                 explain?: boolean;
             };
-            header?: never;
+            header?: {
+                /** @description The request's labels, `name=value` pairs separated by commas; with the document's `labels` they choose the tenant whose policy decides (docs/fleet.md). A label given here and in the document with two values is a 400; on a session, labels choosing another tenant than the session's are a 409 `tenant-conflict` */
+                "Prunewarden-Labels"?: string;
+            };
             path: {
                 /** @description The session's id, chosen by the caller (one path segment: no '/'); its percent-escapes must decode to UTF-8 (else 400) */
                 session_id: string;
@@ -1364,7 +1499,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The request conflicts with the session's state: a cycle or turn out of order, a stored state this policy cannot use, the session busy on another replica, or a stored state that fails its integrity check (`session-state-rejected`: DELETE clears it) */
+            /** @description The request conflicts with the session's state: a cycle or turn out of order, a stored state this policy cannot use, the session busy on another replica, a stored state that fails its integrity check (`session-state-rejected`: DELETE clears it), or labels choosing another tenant than the session's (`tenant-conflict`) */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -1396,7 +1531,10 @@ export interface operations {
     observe_turn: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description The request's labels, `name=value` pairs separated by commas; with the document's `labels` they choose the tenant whose policy decides (docs/fleet.md). A label given here and in the document with two values is a 400; on a session, labels choosing another tenant than the session's are a 409 `tenant-conflict` */
+                "Prunewarden-Labels"?: string;
+            };
             path: {
                 /** @description The session's id, chosen by the caller (one path segment: no '/'); its percent-escapes must decode to UTF-8 (else 400) */
                 session_id: string;
@@ -1452,7 +1590,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The request conflicts with the session's state: a cycle or turn out of order, a stored state this policy cannot use, the session busy on another replica, or a stored state that fails its integrity check (`session-state-rejected`: DELETE clears it) */
+            /** @description The request conflicts with the session's state: a cycle or turn out of order, a stored state this policy cannot use, the session busy on another replica, a stored state that fails its integrity check (`session-state-rejected`: DELETE clears it), or labels choosing another tenant than the session's (`tenant-conflict`) */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -1487,14 +1625,17 @@ export interface operations {
                 /** @description true: each refusing reason of a guard carries detail.would_allow (and would_allow_text) and each decision an explanation with a trace of every rule, as `prunewarden explain` (docs/explain.md); any other value than true or false is a 400 */
                 explain?: boolean;
             };
-            header?: never;
+            header?: {
+                /** @description The request's labels, `name=value` pairs separated by commas; with the document's `labels` they choose the tenant whose policy decides (docs/fleet.md). A label given here and in the document with two values is a 400; on a session, labels choosing another tenant than the session's are a 409 `tenant-conflict` */
+                "Prunewarden-Labels"?: string;
+            };
             path: {
                 /** @description The session's id, chosen by the caller (one path segment: no '/'); its percent-escapes must decode to UTF-8 (else 400) */
                 session_id: string;
             };
             cookie?: never;
         };
-        /** @description An eviction document */
+        /** @description An eviction document without `labels` */
         requestBody: {
             content: {
                 "application/json": components["schemas"]["EvictionDocument"];
@@ -1543,7 +1684,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The request conflicts with the session's state: a cycle or turn out of order, a stored state this policy cannot use, the session busy on another replica, or a stored state that fails its integrity check (`session-state-rejected`: DELETE clears it) */
+            /** @description The request conflicts with the session's state: a cycle or turn out of order, a stored state this policy cannot use, the session busy on another replica, a stored state that fails its integrity check (`session-state-rejected`: DELETE clears it), or labels choosing another tenant than the session's (`tenant-conflict`) */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -1578,14 +1719,17 @@ export interface operations {
                 /** @description true: each refusing reason of a guard carries detail.would_allow (and would_allow_text) and each decision an explanation with a trace of every rule, as `prunewarden explain` (docs/explain.md); any other value than true or false is a 400 */
                 explain?: boolean;
             };
-            header?: never;
+            header?: {
+                /** @description The request's labels, `name=value` pairs separated by commas; with the document's `labels` they choose the tenant whose policy decides (docs/fleet.md). A label given here and in the document with two values is a 400; on a session, labels choosing another tenant than the session's are a 409 `tenant-conflict` */
+                "Prunewarden-Labels"?: string;
+            };
             path: {
                 /** @description The session's id, chosen by the caller (one path segment: no '/'); its percent-escapes must decode to UTF-8 (else 400) */
                 session_id: string;
             };
             cookie?: never;
         };
-        /** @description A staleness document without `turns` */
+        /** @description A staleness document without `turns` and `labels` */
         requestBody: {
             content: {
                 "application/json": components["schemas"]["StalenessDocument"];
@@ -1634,7 +1778,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The request conflicts with the session's state: a cycle or turn out of order, a stored state this policy cannot use, the session busy on another replica, or a stored state that fails its integrity check (`session-state-rejected`: DELETE clears it) */
+            /** @description The request conflicts with the session's state: a cycle or turn out of order, a stored state this policy cannot use, the session busy on another replica, a stored state that fails its integrity check (`session-state-rejected`: DELETE clears it), or labels choosing another tenant than the session's (`tenant-conflict`) */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -1669,7 +1813,10 @@ export interface operations {
                 /** @description true: each refusing reason of a guard carries detail.would_allow (and would_allow_text) and each decision an explanation with a trace of every rule, as `prunewarden explain` (docs/explain.md); any other value than true or false is a 400 */
                 explain?: boolean;
             };
-            header?: never;
+            header?: {
+                /** @description The request's labels, `name=value` pairs separated by commas; with the document's `labels` they choose the tenant whose policy decides (docs/fleet.md). A label given here and in the document with two values is a 400; on a session, labels choosing another tenant than the session's are a 409 `tenant-conflict` */
+                "Prunewarden-Labels"?: string;
+            };
             path: {
                 /** @description The session's id, chosen by the caller (one path segment: no '/'); its percent-escapes must decode to UTF-8 (else 400) */
                 session_id: string;
@@ -1725,7 +1872,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The request conflicts with the session's state: a cycle or turn out of order, a stored state this policy cannot use, the session busy on another replica, or a stored state that fails its integrity check (`session-state-rejected`: DELETE clears it) */
+            /** @description The request conflicts with the session's state: a cycle or turn out of order, a stored state this policy cannot use, the session busy on another replica, a stored state that fails its integrity check (`session-state-rejected`: DELETE clears it), or labels choosing another tenant than the session's (`tenant-conflict`) */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -1760,7 +1907,10 @@ export interface operations {
                 /** @description true: each refusing reason of a guard carries detail.would_allow (and would_allow_text) and each decision an explanation with a trace of every rule, as `prunewarden explain` (docs/explain.md); any other value than true or false is a 400 */
                 explain?: boolean;
             };
-            header?: never;
+            header?: {
+                /** @description The request's labels, `name=value` pairs separated by commas; with the document's `labels` they choose the tenant whose policy decides (docs/fleet.md). A label given here and in the document with two values is a 400; on a session, labels choosing another tenant than the session's are a 409 `tenant-conflict` */
+                "Prunewarden-Labels"?: string;
+            };
             path: {
                 /** @description The session's id, chosen by the caller (one path segment: no '/'); its percent-escapes must decode to UTF-8 (else 400) */
                 session_id: string;
@@ -1816,7 +1966,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The request conflicts with the session's state: a cycle or turn out of order, a stored state this policy cannot use, the session busy on another replica, or a stored state that fails its integrity check (`session-state-rejected`: DELETE clears it) */
+            /** @description The request conflicts with the session's state: a cycle or turn out of order, a stored state this policy cannot use, the session busy on another replica, a stored state that fails its integrity check (`session-state-rejected`: DELETE clears it), or labels choosing another tenant than the session's (`tenant-conflict`) */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -1848,7 +1998,10 @@ export interface operations {
     state: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description The request's labels, `name=value` pairs separated by commas; with the document's `labels` they choose the tenant whose policy decides (docs/fleet.md). A label given here and in the document with two values is a 400; on a session, labels choosing another tenant than the session's are a 409 `tenant-conflict` */
+                "Prunewarden-Labels"?: string;
+            };
             path: {
                 /** @description The session's id, chosen by the caller (one path segment: no '/'); its percent-escapes must decode to UTF-8 (else 400) */
                 session_id: string;
@@ -1899,7 +2052,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The request conflicts with the session's state: a cycle or turn out of order, a stored state this policy cannot use, the session busy on another replica, or a stored state that fails its integrity check (`session-state-rejected`: DELETE clears it) */
+            /** @description The request conflicts with the session's state: a cycle or turn out of order, a stored state this policy cannot use, the session busy on another replica, a stored state that fails its integrity check (`session-state-rejected`: DELETE clears it), or labels choosing another tenant than the session's (`tenant-conflict`) */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -1922,7 +2075,10 @@ export interface operations {
     delete_session: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description The request's labels, `name=value` pairs separated by commas; with the document's `labels` they choose the tenant whose policy decides (docs/fleet.md). A label given here and in the document with two values is a 400; on a session, labels choosing another tenant than the session's are a 409 `tenant-conflict` */
+                "Prunewarden-Labels"?: string;
+            };
             path: {
                 /** @description The session's id, chosen by the caller (one path segment: no '/'); its percent-escapes must decode to UTF-8 (else 400) */
                 session_id: string;
@@ -1964,7 +2120,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description The request conflicts with the session's state: a cycle or turn out of order, a stored state this policy cannot use, the session busy on another replica, or a stored state that fails its integrity check (`session-state-rejected`: DELETE clears it) */
+            /** @description The request conflicts with the session's state: a cycle or turn out of order, a stored state this policy cannot use, the session busy on another replica, a stored state that fails its integrity check (`session-state-rejected`: DELETE clears it), or labels choosing another tenant than the session's (`tenant-conflict`) */
             409: {
                 headers: {
                     [name: string]: unknown;

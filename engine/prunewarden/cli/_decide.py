@@ -35,6 +35,7 @@ SCHEMAS = (
     "policy-lock",
     "trace",
     "session-state",
+    "tenants",
 )
 
 

@@ -36,8 +36,9 @@ from prunewarden.shipping import DEFAULT_BUFFER_BYTES, DEFAULT_BUFFER_RECORDS
 SERVE_EXIT_CODES = """\
 exit codes:
   0   stopped by SIGTERM or SIGINT, after the requests in flight were answered
-  2   usage error: an address, a token file, a session store, the audit log cannot be used
-  3   invalid policy
+  2   usage error: an address, a token file, a session store, the audit log cannot be used,
+      or a --tenants file that is not valid (each problem on a line: file:line:column: path)
+  3   invalid policy (with --tenants: any tenant's)
   5   --bundle: the first bundle cannot be fetched or fails verification
   70  internal error (a bug: please report it)
 
@@ -68,6 +69,12 @@ def add_serve(commands: Any) -> None:
     )
     serve.add_argument(
         "--bundle-policy", metavar="NAME", help="the bundle's policy to run (default: its first)"
+    )
+    serve.add_argument(
+        "--tenants",
+        metavar="FILE",
+        help="several policies, chosen per request by its labels (tenants.v1 YAML; with "
+        "--bundle, the tenants name policies of the bundle; docs/fleet.md)",
     )
     serve.add_argument(
         "--audit-log",
@@ -226,9 +233,14 @@ def run_serve(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int
     if args.print_openapi:
         stdout.write(json.dumps(server.openapi_document(), indent=2) + "\n")
         return ExitCode.OK
-    if (args.policy is None) == (args.bundle is None):
+    if args.tenants is None and (args.policy is None) == (args.bundle is None):
         raise UsageError("prunewarden serve: give --policy FILE or --bundle PATH|URL (one)")
     bundle_key = _bundle_key(args.bundle_key) if args.bundle is not None else None
+    tenants = (
+        server.read_tenants(args.tenants, bundle=args.bundle is not None)
+        if args.tenants is not None
+        else None
+    )
     try:
         socket_mode = int(args.socket_mode, 8)
         listen = server.parse_listen(args.listen)
@@ -268,6 +280,7 @@ def run_serve(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int
             ship_replica=args.ship_replica,
             ship_buffer_records=args.ship_buffer_records,
             ship_buffer_bytes=args.ship_buffer_bytes,
+            tenants=tenants,
         )
     except ValueError:
         raise UsageError(
@@ -298,17 +311,28 @@ def run_serve(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int
             raise UsageError(f"prunewarden serve: --metrics-listen: {exc}") from None
         metrics_url = server.bound_url(metrics_listen, metrics_sock)
         stdout.write(f"prunewarden serve: metrics without a token on {metrics_url}/metrics\n")
-    policy = built.engine.policy
-    revision = policy.identity.bundle_revision
-    in_bundle = f", bundle revision {revision}" if revision is not None else ""
     stdout.write(
-        f"prunewarden serve: listening on {server.bound_url(listen, sock)} "
-        f"(policy {policy.name}@{policy.version}{in_bundle})\n"
+        f"prunewarden serve: listening on {server.bound_url(listen, sock)} ({_held(built)})\n"
     )
     stdout.flush()
     server.run(built, sock, listen, metrics_sock)
     stdout.write("prunewarden serve: stopped\n")
     return ExitCode.OK
+
+
+def _held(built: Any) -> str:
+    """What the server decides with, as its start line says: the policy (and bundle
+    revision), or each tenant's."""
+    policy = built.engine.policy
+    revision = policy.identity.bundle_revision
+    in_bundle = f", bundle revision {revision}" if revision is not None else ""
+    if not built.tenants.bound:
+        return f"policy {policy.name}@{policy.version}{in_bundle}"
+    held = ", ".join(
+        f"{tenant.name} {tenant.holder.policy.name}@{tenant.holder.policy.version}"
+        for tenant in built.tenants.all
+    )
+    return f"tenants {held}; default {built.tenants.default.name}{in_bundle}"
 
 
 def _bundle_key(path: str | None) -> bytes:

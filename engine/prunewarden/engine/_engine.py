@@ -163,8 +163,9 @@ class Engine(PassCalls):
     ) -> Decision:
         """Decide on one input document (``{"check": ..., ...}``).
 
-        ``session_id`` and ``labels`` (strings) are copied into the decision's audit record (a
-        transition document's own ``session_id`` and ``labels`` when these are not given).
+        ``session_id`` and ``labels`` (strings) are copied into the decision's audit record (the
+        document's own ``labels``, and a transition document's ``session_id``, when these are
+        not given).
         ``explain``: each refusing reason of the guard carries ``detail.would_allow`` (what would
         have allowed it) and the decision an ``explanation`` tracing every rule (docs/explain.md);
         off, neither is computed.
@@ -177,9 +178,11 @@ class Engine(PassCalls):
             data, self.policy.spec.scores, filename=filename, text=text
         )
         if isinstance(request, TransitionRequest):
-            # A transition document names its session and labels; the caller's override them.
+            # A transition document names its session; the caller's overrides it.
             session_id = session_id if session_id is not None else request.session_id
-            labels = labels if labels is not None else request.labels
+        if labels is None and "labels" in data:
+            # Every decision document may carry labels (validated: strings to strings).
+            labels = dict(data["labels"])
         return self._decide(
             check,
             request,

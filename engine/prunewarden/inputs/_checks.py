@@ -66,16 +66,22 @@ def unreadable(data: Any) -> list[Found]:
 # which takes seconds at these sizes.
 _Limits = tuple[tuple[tuple[str, ...], int], ...]
 _SIZE_LIMITS: dict[str, _Limits] = {
-    "collapse": ((("history",), MAX_SNAPSHOTS), (("baseline",), MAX_ENTRIES)),
+    "collapse": (
+        (("history",), MAX_SNAPSHOTS),
+        (("baseline",), MAX_ENTRIES),
+        (("labels",), MAX_LABELS),
+    ),
     "eviction": (
         (("eviction_candidates",), MAX_IDS),
         (("segment", "score_dependencies"), MAX_IDS),
         (("segment", "metadata"), MAX_METADATA_ENTRIES),
+        (("labels",), MAX_LABELS),
     ),
     "staleness": (
         (("spans",), MAX_SPANS),
         (("turns",), MAX_TURNS),
         (("tombstones",), MAX_IDS),
+        (("labels",), MAX_LABELS),
     ),
     "plan": (
         (("segments",), MAX_SEGMENTS),

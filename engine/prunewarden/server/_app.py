@@ -52,6 +52,7 @@ from prunewarden.server._openapi import openapi_document
 from prunewarden.server._problems import PROBLEM_MEDIA_TYPE, ProblemDocument, invalid_input
 from prunewarden.server._service import Answer, DecisionService, ServiceProblemError
 from prunewarden.server._sessions import SessionService
+from prunewarden.server._tenant_config import LABELS_HEADER, parse_labels_header
 from prunewarden.server._turns import SessionTurns, run_in_thread
 from prunewarden.session import save_deadline
 
@@ -116,6 +117,7 @@ class _Endpoints:
         self.service = service
         self.sessions = sessions
         sessions.on_limit = server_metrics.reached
+        service.binding = sessions.bound_tenant
         server_metrics.count_live(lambda: sessions.live_count)
         self.openapi = openapi_document()
         # The bundled schemas by the file name their $id ends with (input.v1.schema.json).
@@ -145,7 +147,12 @@ class _Endpoints:
             Route("/metrics", self.metrics, methods=["GET"]),
             Route(
                 "/v1/policy",
-                wrap(lambda _r, _b: service.policy_document(), reads_body=False),
+                wrap(lambda r, _b: service.policy_document(_labels(r)), reads_body=False),
+                methods=["GET"],
+            ),
+            Route(
+                "/v1/policies",
+                wrap(lambda _r, _b: service.policies_document(), reads_body=False),
                 methods=["GET"],
             ),
             Route(
@@ -275,11 +282,14 @@ class _Endpoints:
 
     def evaluate(self, request: Request, body: bytes) -> Answer:
         return self.service.evaluate(
-            body, _query_session_id(request), explain=_query_explain(request)
+            body,
+            _query_session_id(request),
+            explain=_query_explain(request),
+            labels=_labels(request),
         )
 
     def plan(self, request: Request, body: bytes) -> Answer:
-        return self.service.plan(body, explain=_query_explain(request))
+        return self.service.plan(body, explain=_query_explain(request), labels=_labels(request))
 
     def health(self, _request: Request, _body: bytes) -> Answer:
         identity = self.service.engine.policy.identity
@@ -307,7 +317,8 @@ class _Endpoints:
         explains = name in SessionService.EXPLAINED
 
         def handle(request: Request, body: bytes) -> Answer:
-            options = {"explain": _query_explain(request)} if explains else {}
+            options: dict[str, Any] = {"explain": _query_explain(request)} if explains else {}
+            options["labels"] = _labels(request)
             with save_deadline(request.scope.get(DEADLINE_SCOPE_KEY)):
                 answer: Answer = call(request.scope["prunewarden.session_id"], body, **options)
             return answer
@@ -352,6 +363,12 @@ def _query_session_id(request: Request) -> str | None:
         if name == "session_id":
             found = _utf8(value.encode("latin-1"), "$.session_id")
     return found
+
+
+def _labels(request: Request) -> dict[str, str] | None:
+    """The labels of the ``Prunewarden-Labels`` header (None: no header, or an empty one)."""
+    value = request.headers.get(LABELS_HEADER)
+    return (parse_labels_header(value) or None) if value is not None else None
 
 
 def _query_explain(request: Request) -> bool:

@@ -29,6 +29,7 @@ from prunewarden.shipping import DEFAULT_BUFFER_BYTES, DEFAULT_BUFFER_RECORDS
 
 if TYPE_CHECKING:
     from prunewarden.fidelity import Embedder
+    from prunewarden.server._tenant_config import TenantsConfig
 
 DEFAULT_LISTEN = "127.0.0.1:8181"
 TOKEN_ENV = "PRUNEWARDEN_TOKEN"  # noqa: S105 - the name of the variable, not a token
@@ -129,6 +130,9 @@ class ServerConfig:
     with ``internal_error``; docs/fidelity.md).
     ``status_url``: where the ``/v1/status`` document is POSTed every ``status_interval``
     seconds and after each activation and new failure (None: nowhere; docs/fleet.md).
+    ``tenants``: several policies chosen per request by labels (``serve --tenants``, read by
+    :func:`~prunewarden.server.read_tenants`), instead of ``policy``; with ``bundle``, the
+    tenants name policies of the bundle (docs/fleet.md).
     """
 
     policy: str | None
@@ -162,9 +166,12 @@ class ServerConfig:
     ship_replica: str | None = None
     ship_buffer_records: int = DEFAULT_BUFFER_RECORDS
     ship_buffer_bytes: int = DEFAULT_BUFFER_BYTES
+    tenants: TenantsConfig | None = None
 
     def __post_init__(self) -> None:
-        if (self.policy is None) == (self.bundle is None):
+        if self.tenants is not None:
+            self._check_tenants()
+        elif (self.policy is None) == (self.bundle is None):
             msg = "give a policy (--policy FILE) or a bundle (--bundle PATH|URL), not both"
             raise ServerConfigError(msg)
         if self.bundle is not None and (self.bundle_key is None or self.shadow is not None):
@@ -209,6 +216,24 @@ class ServerConfig:
                 "header, body, keep-alive and shipping buffer limits must be positive"
             )
             raise ServerConfigError(msg)
+
+    def _check_tenants(self) -> None:
+        """With tenants, each tenant names its policy, shadow and lock file."""
+        given = [
+            option
+            for option, value in (
+                ("--policy", self.policy),
+                ("--shadow", self.shadow),
+                ("--lock", self.lock),
+                ("--bundle-policy", self.bundle_policy),
+            )
+            if value is not None
+        ]
+        if given:
+            msg = f"--tenants names each tenant's policy: leave out {', '.join(given)}"
+            raise ServerConfigError(msg)
+        if self.bundle is not None and self.bundle_key is None:
+            raise ServerConfigError("--bundle needs --bundle-key PUBKEY")
 
     @property
     def session_store_url(self) -> str:

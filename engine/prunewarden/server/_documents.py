@@ -22,7 +22,8 @@ REQUEST_FILE = "<request>"
 
 # Fields of a document that a session supplies from what it observed.
 SESSION_SUPPLIED = {
-    "staleness": ("turns",),
+    "eviction": ("labels",),
+    "staleness": ("turns", "labels"),
     "plan": ("session_id", "labels", "history", "baseline", "turns"),
     "transition": ("session_id", "labels"),
 }

@@ -17,8 +17,9 @@ from typing import Any
 
 from prunewarden.__about__ import __version__
 from prunewarden.decision import Decision, utc_now
-from prunewarden.reload import ReloadingEngine, ReloadResult
+from prunewarden.reload import ReloadResult
 from prunewarden.server._push import STATUS_PUSH_DETAIL, StatusPush
+from prunewarden.server._tenants import PolicyHolder
 from prunewarden.shipping import LogShipper
 
 OUTCOMES = ("allow", "deny", "halt")
@@ -125,7 +126,7 @@ def status_schema(identity: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def bundle_detail(engine: ReloadingEngine) -> dict[str, Any] | None:
+def bundle_detail(engine: PolicyHolder) -> dict[str, Any] | None:
     """The ``bundle`` detail of ``/readyz`` and ``/v1/status`` (None without a bundle)."""
     if engine.bundle is None:
         return None
@@ -158,7 +159,7 @@ class FleetStatus:
         with self._lock:
             self._outcomes[decision.outcome] += 1
 
-    def watch(self, engine: ReloadingEngine) -> None:
+    def watch(self, engine: PolicyHolder) -> None:
         engine.add_reload_hook(self._observe_reload)
 
     def _observe_reload(self, result: ReloadResult) -> None:
@@ -167,7 +168,7 @@ class FleetStatus:
             with self._lock:
                 self._last_error = error
 
-    def document(self, engine: ReloadingEngine) -> dict[str, Any]:
+    def document(self, engine: PolicyHolder) -> dict[str, Any]:
         status = engine.status()
         with self._lock:
             decisions = {outcome: self._outcomes[outcome] for outcome in OUTCOMES}

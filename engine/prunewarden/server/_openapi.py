@@ -17,6 +17,7 @@ from typing import Any
 
 from prunewarden._schemas import plan_schema
 from prunewarden.server._fleet import BUNDLE_DETAIL, status_schema
+from prunewarden.server._tenants import LABELS_PARAMETER, policies_schema
 
 SCHEMA_BASE = "https://prunewarden.dev/schemas/"
 _INPUT = SCHEMA_BASE + "input.v1.schema.json"
@@ -71,8 +72,9 @@ def _problems(*statuses: int) -> dict[str, Any]:
         401: "No valid bearer token",
         404: "No such session",
         409: "The request conflicts with the session's state: a cycle or turn out of order, a "
-        "stored state this policy cannot use, the session busy on another replica, or a stored "
-        "state that fails its integrity check (`session-state-rejected`: DELETE clears it)",
+        "stored state this policy cannot use, the session busy on another replica, a stored "
+        "state that fails its integrity check (`session-state-rejected`: DELETE clears it), or "
+        "labels choosing another tenant than the session's (`tenant-conflict`)",
         408: "The body did not arrive within the body deadline; the connection is closed",
         413: "The body is larger than the limit",
         503: "The decision could not be logged (fail closed), the session store cannot be "
@@ -122,7 +124,9 @@ def _session_post(
             "operationId": operation,
             "summary": summary,
             "tags": ["sessions"],
-            "parameters": [_SESSION_ID, _EXPLAIN] if deciding else [_SESSION_ID],
+            "parameters": [_SESSION_ID, _EXPLAIN, LABELS_PARAMETER]
+            if deciding
+            else [_SESSION_ID, LABELS_PARAMETER],
             "requestBody": _json_body(body, body_text),
             "responses": {
                 "200": _ok(answer, "The decision (or acknowledgement), logged"),
@@ -175,9 +179,20 @@ def _paths() -> dict[str, Any]:
         "/v1/policy": {
             "get": {
                 "operationId": "policy",
-                "summary": "The policy in force: identity, digest, files, resolved document",
+                "summary": "The policy in force: identity, digest, files, resolved document "
+                "(of the tenant the labels choose)",
                 "tags": ["policy"],
-                "responses": {"200": _ok("PolicyInForce", "The policy"), **_problems(401)},
+                "parameters": [LABELS_PARAMETER],
+                "responses": {"200": _ok("PolicyInForce", "The policy"), **_problems(400, 401)},
+            }
+        },
+        "/v1/policies": {
+            "get": {
+                "operationId": "policies",
+                "summary": "Every tenant: its selector, its policy, bundle revision and shadow "
+                "(docs/fleet.md)",
+                "tags": ["policy"],
+                "responses": {"200": _ok("Policies", "The tenants"), **_problems(401)},
             }
         },
         "/v1/status": {
@@ -204,6 +219,7 @@ def _paths() -> dict[str, Any]:
                         "schema": {"type": "string", "minLength": 1, "maxLength": 256},
                     },
                     _EXPLAIN,
+                    LABELS_PARAMETER,
                 ],
                 "requestBody": _json_body("InputDocument", "An input.v1 document"),
                 "responses": {
@@ -217,7 +233,7 @@ def _paths() -> dict[str, Any]:
                 "operationId": "plan",
                 "summary": "Plan one pruning pass (stateless), as `prunewarden plan`",
                 "tags": ["decisions"],
-                "parameters": [_EXPLAIN],
+                "parameters": [_EXPLAIN, LABELS_PARAMETER],
                 "requestBody": _json_body("PlanDocument", "A plan document"),
                 "responses": {
                     "200": _ok("Plan", "The plan (every decision logged)"),
@@ -244,14 +260,14 @@ def _paths() -> dict[str, Any]:
             "The eviction guard for one segment, refused while the session is halted",
             "EvictionDocument",
             "Decision",
-            "An eviction document",
+            "An eviction document without `labels`",
         ),
         "/v1/sessions/{session_id}/prunes": _session_post(
             "prune",
             "The staleness guard, with the turns the session observed",
             "StalenessDocument",
             "Decision",
-            "A staleness document without `turns`",
+            "A staleness document without `turns` and `labels`",
         ),
         "/v1/sessions/{session_id}/plans": _session_post(
             "plan_session",
@@ -272,7 +288,7 @@ def _paths() -> dict[str, Any]:
                 "operationId": "state",
                 "summary": "What the session keeps",
                 "tags": ["sessions"],
-                "parameters": [_SESSION_ID],
+                "parameters": [_SESSION_ID, LABELS_PARAMETER],
                 "responses": {
                     "200": _ok("SessionState", "The state"),
                     **_problems(400, 401, 404, 409, 503),
@@ -282,7 +298,7 @@ def _paths() -> dict[str, Any]:
                 "operationId": "delete_session",
                 "summary": "Forget the session: its history and its halt",
                 "tags": ["sessions"],
-                "parameters": [_SESSION_ID],
+                "parameters": [_SESSION_ID, LABELS_PARAMETER],
                 "responses": {
                     "200": _ok("SessionDeleted", "Done"),
                     **_problems(400, 401, 409, 503),
@@ -333,6 +349,7 @@ def _components() -> dict[str, Any]:
                     "halted": {"type": "boolean"},
                     "state": {"$ref": SCHEMA_BASE + "session-state.v3.schema.json"},
                     "policy": _identity(),
+                    "tenant": {"type": "string", "description": "With tenants: the session's"},
                 },
             },
             "SessionDeleted": {
@@ -382,8 +399,10 @@ def _components() -> dict[str, Any]:
                         "description": "The resolved policy.v1 document",
                     },
                     "shadow": {"oneOf": [{"type": "null"}, _identity()]},
+                    "tenant": {"type": "string", "description": "With tenants: whose policy"},
                 },
             },
+            "Policies": policies_schema(_identity()),
             "Problem": {
                 "type": "object",
                 "description": "RFC 9457 problem details; `problems` holds the located problems "

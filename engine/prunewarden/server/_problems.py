@@ -22,6 +22,7 @@ KINDS: dict[str, tuple[int, str]] = {
     "invalid-input": (400, "The request document is not valid"),
     "session-conflict": (409, "The request conflicts with the session's state"),
     "session-state-rejected": (409, "The session's stored state was altered or cannot be read"),
+    "tenant-conflict": (409, "The session is bound to another tenant's policy"),
     "request-timeout": (408, "The request was not received in time"),
     "request-too-large": (413, "The request body is larger than the limit"),
     "unsupported-media-type": (415, "The request body must be JSON"),

@@ -23,6 +23,7 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import uvicorn
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
@@ -39,13 +40,15 @@ from prunewarden.server._app import create_app, problem_response
 from prunewarden.server._config import Listen, ServerConfig, ServerConfigError
 from prunewarden.server._connections import ConnectionLimits, guarded_protocol
 from prunewarden.server._fleet import FleetStatus
+from prunewarden.server._holding import ServerStore
 from prunewarden.server._metrics import ServerMetrics, ShippingMetrics
 from prunewarden.server._problems import ProblemDocument
 from prunewarden.server._push import StatusPush
 from prunewarden.server._redis import RedisSessionStore
 from prunewarden.server._service import DecisionService
-from prunewarden.server._sessions import ServerStore, SessionService
-from prunewarden.session import SESSION_KEY_ENV, SqliteSessionStore
+from prunewarden.server._sessions import SessionService
+from prunewarden.server._tenants import PolicyHolder, Tenants, open_tenants
+from prunewarden.session import SESSION_KEY_ENV, SessionRegistry, SqliteSessionStore
 from prunewarden.shipping import LogShipper, ShipError
 
 GRACEFUL_SECONDS = 10  # how long requests in flight may take to finish once asked to stop
@@ -60,15 +63,18 @@ _diagnostics = logging.getLogger("prunewarden.server")
 @dataclass(frozen=True, slots=True)
 class Built:
     """An app and what it stands on; ``close`` releases them (idempotent). ``limits``: what
-    each connection may hold, for :func:`run`; ``status_push``: the push of ``--status-url``,
-    started by :func:`run` once the server's address is known (None: none)."""
+    each connection may hold, for :func:`run`. ``engine``: the default tenant's policy (the
+    only one without ``--tenants``); ``tenants``: every tenant's; ``status_push``: the push
+    of ``--status-url``, started by :func:`run` once the server's address is known (None:
+    none)."""
 
     app: Starlette
-    engine: ReloadingEngine
+    engine: PolicyHolder
     audit: AuditLog
     sessions: SessionService
     close: Callable[[], None]
     limits: ConnectionLimits
+    tenants: Tenants
     status_push: StatusPush | None = None
 
 
@@ -87,36 +93,25 @@ def build_app(config: ServerConfig) -> Built:
     metrics = DecisionMetrics(registry)
     fleet = FleetStatus()
     try:
-        engine = ReloadingEngine(
-            config.policy,
-            bundle=config.bundle,
-            bundle_key=config.bundle_key,
-            bundle_policy=config.bundle_policy,
-            shadow=config.shadow,
-            lock=config.lock,
-            interval=config.reload_interval,
-            audit=audit,
-            store=store,
-            on_decision=[metrics, fleet],
-            cel=config.cel,
-            embedder=config.embedder,
-        )
+        tenants = _tenants(config, audit, store, on_decision=[metrics, fleet])
     except BaseException:
         store.close()
         audit.close()
         raise
-    metrics.watch(engine)
-    fleet.watch(engine)
-    push = _status_push(config, fleet, engine)
+    for holder in tenants.holders():
+        metrics.watch(holder)
+        fleet.watch(holder)
+    engine = tenants.default.holder
+    push = _status_push(config, fleet, tenants)
     try:
         shipper = _start_shipping(config, audit, fleet, registry)
     except BaseException:
-        engine.close()
+        tenants.close()
         store.close()
         audit.close()
         raise
     sessions = SessionService(
-        engine, store, ttl=config.session_ttl, max_live=config.max_live_sessions
+        tenants, store, ttl=config.session_ttl, max_live=config.max_live_sessions
     )
     server_metrics = ServerMetrics(registry)
     limits = ConnectionLimits(
@@ -136,7 +131,7 @@ def build_app(config: ServerConfig) -> Built:
         try:
             if push is not None:
                 push.stop()
-            engine.close()
+            tenants.close()
             sessions.close()
             if syncer is not None:
                 syncer.stop()
@@ -147,13 +142,13 @@ def build_app(config: ServerConfig) -> Built:
 
     app = create_app(
         config,
-        DecisionService(engine, audit, fleet),
+        DecisionService(tenants, audit, fleet),
         sessions,
         on_shutdown=close,
         decision_metrics=registry,
         server_metrics=server_metrics,
     )
-    return Built(app, engine, audit, sessions, close, limits, push)
+    return Built(app, engine, audit, sessions, close, limits, tenants, push)
 
 
 def _open_audit(config: ServerConfig) -> AuditLog:
@@ -170,18 +165,18 @@ def _open_audit(config: ServerConfig) -> AuditLog:
     return audit
 
 
-def _status_push(
-    config: ServerConfig, fleet: FleetStatus, engine: ReloadingEngine
-) -> StatusPush | None:
-    """The push of ``--status-url``, told of every activation (None without); started by
-    :func:`run` once the address is bound."""
+def _status_push(config: ServerConfig, fleet: FleetStatus, tenants: Tenants) -> StatusPush | None:
+    """The push of ``--status-url``, told of every tenant's activations (None without);
+    started by :func:`run` once the address is bound."""
     if config.status_url is None:
         return None
+    engine = tenants.default.holder
     push = StatusPush(
         config.status_url, lambda: fleet.document(engine), interval=config.status_interval
     )
     fleet.push = push
-    engine.add_reload_hook(push.observe)
+    for holder in tenants.holders():
+        holder.add_reload_hook(push.observe)
     return push
 
 
@@ -210,6 +205,31 @@ def _start_shipping(
     registry.register(ShippingMetrics(shipper))
     shipper.start()
     return shipper
+
+
+def _tenants(config: ServerConfig, audit: AuditLog, store: ServerStore, **options: Any) -> Tenants:
+    """The policies of ``config``: its tenants, or one policy (a file or a bundle's)."""
+    common = {"audit": audit, "cel": config.cel, "embedder": config.embedder, **options}
+    if config.tenants is None:
+        engine = ReloadingEngine(
+            config.policy,
+            bundle=config.bundle,
+            bundle_key=config.bundle_key,
+            bundle_policy=config.bundle_policy,
+            shadow=config.shadow,
+            lock=config.lock,
+            interval=config.reload_interval,
+            store=store,
+            **common,
+        )
+        return Tenants.single(engine)
+    bundle = (config.bundle, config.bundle_key or b"") if config.bundle is not None else None
+    # One registry of live sessions for every tenant: a halt one tenant's session holds gates
+    # a stateless call naming its id whatever tenant that call chooses.
+    registry = SessionRegistry(store)
+    return open_tenants(
+        config.tenants, bundle, interval=config.reload_interval, sessions=registry, **common
+    )
 
 
 def open_store(url: str, ttl: float) -> ServerStore:

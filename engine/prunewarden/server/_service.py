@@ -20,10 +20,11 @@ from prunewarden.audit import AuditLog
 from prunewarden.decision import Decision
 from prunewarden.errors import AuditError, InputError, PrunewardenError
 from prunewarden.planner import Plan
-from prunewarden.reload import ReloadingEngine
 from prunewarden.server._documents import check_object, read_body
 from prunewarden.server._fleet import FleetStatus, bundle_detail
 from prunewarden.server._problems import ProblemDocument, invalid_input
+from prunewarden.server._tenant_config import merged_labels
+from prunewarden.server._tenants import PolicyHolder, Tenant, TenantConflictError, Tenants
 
 AUDIT_UNAVAILABLE = "audit_unavailable"
 
@@ -53,59 +54,110 @@ class Answer:
 
 
 class DecisionService:
-    """Stateless decisions and policy information over one :class:`ReloadingEngine`."""
+    """Stateless decisions and policy information over the server's tenants (or one policy
+    holder, such as a :class:`~prunewarden.ReloadingEngine`: a server of one policy)."""
 
     def __init__(
-        self, engine: ReloadingEngine, audit: AuditLog, fleet: FleetStatus | None = None
+        self,
+        tenants: Tenants | PolicyHolder,
+        audit: AuditLog,
+        fleet: FleetStatus | None = None,
     ) -> None:
         """``fleet`` counts the engine's decisions (one of its decision hooks); without it,
         ``/v1/status`` counts none."""
-        self.engine = engine
+        self.tenants = tenants if isinstance(tenants, Tenants) else Tenants.single(tenants)
         self.audit = audit
         self.fleet = fleet if fleet is not None else FleetStatus()
+        # The tenant a session id is bound to (the app asks its session service): a stateless
+        # call naming a session is decided under the session's tenant, or refused another.
+        self.binding: Callable[[str], str | None] = lambda _session_id: None
+
+    @property
+    def engine(self) -> PolicyHolder:
+        """The default tenant's policy (the only one of a server of one policy)."""
+        return self.tenants.default.holder
 
     # --- stateless ---------------------------------------------------------------------------
 
     def evaluate(
-        self, body: bytes, session_id: str | None = None, *, explain: bool = False
+        self,
+        body: bytes,
+        session_id: str | None = None,
+        *,
+        explain: bool = False,
+        labels: Mapping[str, str] | None = None,
     ) -> Answer:
-        """``POST /v1/evaluate``: one input document, one decision (``decision.v1``);
-        ``explain`` (``?explain=true``): with ``would_allow`` and rule traces."""
+        """``POST /v1/evaluate``: one input document, one decision (``decision.v1``), by the
+        tenant its labels (``labels``: the ``Prunewarden-Labels`` header's, and the document's)
+        choose; ``explain`` (``?explain=true``): with ``would_allow`` and rule traces."""
         data, text = read_body(body)
+        tenant, chosen = self._tenant(data, text, labels, session_id or _named_session(data))
         decision = guarded(
-            lambda: self.engine.evaluate(
-                data, filename="<request>", text=text, session_id=session_id, explain=explain
+            lambda: tenant.holder.evaluate(
+                data,
+                filename="<request>",
+                text=text,
+                session_id=session_id,
+                labels=chosen,
+                explain=explain,
             )
         )
         return decision_answer(decision)
 
-    def plan(self, body: bytes, *, explain: bool = False) -> Answer:
+    def plan(
+        self, body: bytes, *, explain: bool = False, labels: Mapping[str, str] | None = None
+    ) -> Answer:
         """``POST /v1/plan``: one pruning pass, every decision of it (``?explain=true``: each
-        explained)."""
+        explained), by the tenant its labels choose."""
         data, text = read_body(body)
         check_object(data)
+        tenant, chosen = self._tenant(data, text, labels, _named_session(data))
         plan = guarded(
-            lambda: self.engine.plan(data, filename="<request>", text=text, explain=explain)
+            lambda: tenant.holder.plan(
+                data, filename="<request>", text=text, labels=chosen, explain=explain
+            )
         )
         return plan_answer(plan)
 
+    def _tenant(
+        self,
+        data: Any,
+        text: str,
+        header: Mapping[str, str] | None,
+        session_id: str | None = None,
+    ) -> tuple[Tenant, dict[str, str] | None]:
+        """The tenant a request's labels choose (the session's, for a call naming one), and
+        those labels (None: it carries none)."""
+        chosen = guarded(lambda: merged_labels(header, data, text))
+        bound = self.binding(session_id) if session_id is not None else None
+        if session_id is not None and bound is not None:
+            tenants = self.tenants
+            return conflict_problem(lambda: tenants.of_session(session_id, bound, chosen)), chosen
+        return self.tenants.select(chosen), chosen
+
     # --- the policy and health ---------------------------------------------------------------
 
-    def policy_document(self) -> Answer:
-        """``GET /v1/policy``: the identity, digest, files and resolved document in force."""
-        engine = self.engine.engine
+    def policy_document(self, labels: Mapping[str, str] | None = None) -> Answer:
+        """``GET /v1/policy``: the identity, digest, files and resolved document in force, of
+        the tenant ``labels`` choose (the default without)."""
+        tenant = self.tenants.select(labels)
+        engine = tenant.holder.engine
         policy = engine.policy
         shadow = engine.shadow.policy.identity.to_dict() if engine.shadow is not None else None
-        return Answer(
-            {
-                "policy": policy.identity.to_dict(),
-                "digest": policy.digest,
-                "sources": [source.to_dict() for source in policy.sources],
-                "document": policy.document,
-                "shadow": shadow,
-            },
-            policy=policy.identity,
-        )
+        document = {
+            "policy": policy.identity.to_dict(),
+            "digest": policy.digest,
+            "sources": [source.to_dict() for source in policy.sources],
+            "document": policy.document,
+            "shadow": shadow,
+        }
+        if self.tenants.bound:
+            document["tenant"] = tenant.name
+        return Answer(document, policy=policy.identity)
+
+    def policies_document(self) -> Answer:
+        """``GET /v1/policies``: every tenant, its selector and the policy it holds."""
+        return Answer(self.tenants.document(), policy=self.engine.policy.identity)
 
     def readiness(self) -> tuple[bool, dict[str, Any]]:
         """Whether the server can decide: a policy is loaded and the audit log can be written."""
@@ -132,6 +184,20 @@ class DecisionService:
         """``GET /v1/status``: what a fleet's operators read (see :class:`FleetStatus`)."""
         document = self.fleet.document(self.engine)
         return Answer(document, policy=self.engine.policy.identity)
+
+
+def _named_session(data: Any) -> str | None:
+    """The session a document names itself (a plan's or a transition's ``session_id``)."""
+    named = data.get("session_id") if isinstance(data, dict) else None
+    return named if isinstance(named, str) else None
+
+
+def conflict_problem(call: Callable[[], _T]) -> _T:
+    """Run ``call``; a session bound to another tenant becomes HTTP 409 ``tenant-conflict``."""
+    try:
+        return call()
+    except TenantConflictError as exc:
+        raise ServiceProblemError(ProblemDocument("tenant-conflict", str(exc))) from None
 
 
 def guarded(call: Callable[[], _T]) -> _T:
