@@ -39,6 +39,7 @@ from prunewarden.inputs import (
     StalenessRequest,
     TransitionRequest,
 )
+from prunewarden.inputs._columns import hashed_text_document
 from prunewarden.policy import Policy
 
 LOGGER_NAME = "prunewarden"
@@ -112,6 +113,17 @@ class DecisionContext:
     texts: tuple[str, ...] = ()
     # Decided by a Session (with its history), not by a stateless engine call.
     from_session: bool = False
+    # How ``input_digest`` was computed, when not as the record's version says (the document as
+    # given): HASHED_TEXT_DIGEST_VERSION for a document digested with its texts as their hashes.
+    input_digest_version: int | None = None
+
+
+# The input digest of a staleness document with each span's text replaced by
+# ``{"sha256": HEX}`` (:func:`hashed_text_document`); a record digested so says so in
+# ``input_digest_version``. Without that field, a record's input digest is over the document as
+# given: Python's sorted-keys JSON in record_version 1, RFC 8785 from 2 on.
+HASHED_TEXT_DIGEST_VERSION = 3
+INPUT_DIGEST_VERSIONS = (1, 2, HASHED_TEXT_DIGEST_VERSION)
 
 
 def input_digest(document: Any, encoded: bytes | None = None) -> str:
@@ -124,6 +136,18 @@ def input_digest(document: Any, encoded: bytes | None = None) -> str:
     """
     canonical = encode_canonical(document) if encoded is None else canonical_from(document, encoded)
     return "sha256:" + hashlib.sha256(canonical).hexdigest()
+
+
+def staleness_digest(document: Any, request: StalenessRequest) -> tuple[str, int | None]:
+    """The input digest of a valid staleness document and the version it is computed under:
+    :data:`HASHED_TEXT_DIGEST_VERSION` over its texts' hashes, which typing it computed; the
+    document as given (None: the record's own version) when a text has no hash (a lone
+    surrogate)."""
+    digests = [span.text_digest for span in request.spans]
+    if not all(digests) or type(document) is not dict:
+        return input_digest(document), None
+    hashed = hashed_text_document(document, "spans", digests)
+    return input_digest(hashed), HASHED_TEXT_DIGEST_VERSION
 
 
 def text_fields(text: str) -> dict[str, Any]:
@@ -205,6 +229,8 @@ def decision_record(  # noqa: PLR0913 - the record's parts; the optional ones ke
         "engine_version": decision.engine_version,
         "input_digest": context.input_digest,
     }
+    if context.input_digest_version is not None:
+        record["input_digest_version"] = context.input_digest_version
     if cel is not None and (policy.rules or (shadow_policy is not None and shadow_policy.rules)):
         record["cel"] = cel
     if decision.kept is not None:

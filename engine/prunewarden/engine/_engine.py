@@ -24,6 +24,7 @@ from prunewarden.audit import (
     subject_of,
     texts_of,
 )
+from prunewarden.audit._record import HASHED_TEXT_DIGEST_VERSION, staleness_digest
 from prunewarden.decision import Decision, Verdict
 from prunewarden.engine._hooks import DecisionHook, DecisionHooks
 from prunewarden.engine._recording import DecisionRecorder
@@ -32,6 +33,7 @@ from prunewarden.fidelity import Embedder
 from prunewarden.inputs import (
     Check,
     Request,
+    StalenessRequest,
     TransitionRequest,
     check_caller_fields,
     eviction_document,
@@ -40,6 +42,7 @@ from prunewarden.inputs import (
     parse_request_encoded,
     staleness_document,
 )
+from prunewarden.inputs._columns import ReadStaleness, staleness_columns
 from prunewarden.pipeline import Shadow, compile_policy
 from prunewarden.planner import PassLog, Plan
 from prunewarden.policy import Policy, load_builtin_policy, load_policy
@@ -138,6 +141,9 @@ class Engine(DecisionRecorder):
         )
         if audit is not None and shadow is not None:
             audit.add_policy(shadow)
+        # A staleness document may be decided over its columns when nothing but the guard
+        # reads the request: no rule, no calibration, no shadow policy.
+        self._staleness_columns = self._pipelines["staleness"].plain and self.shadow is None
 
     @classmethod
     def default(cls, **kwargs: Any) -> Engine:
@@ -171,6 +177,10 @@ class Engine(DecisionRecorder):
         """
         check_caller_fields(session_id, labels)
         data = dict(document) if isinstance(document, Mapping) else document
+        if session_id is None and not explain and self._staleness_columns:
+            read = staleness_columns(data, self.policy.spec.scores)
+            if read is not None:
+                return self._decide_staleness(read, data, labels)
         check, request, encoded = parse_request_encoded(
             data, self.policy.spec.scores, filename=filename, text=text
         )
@@ -322,14 +332,44 @@ class Engine(DecisionRecorder):
         if self.audit is None and self._logger is None and not self._hooks:
             return decision  # no sink chosen: no record to build
         try:
+            if isinstance(request, StalenessRequest):
+                digest, digest_version = staleness_digest(data, request)
+            else:
+                digest, digest_version = input_digest(data, encoded), None
             context = DecisionContext(
-                input_digest(data, encoded),
+                digest,
                 subject_of(request),
                 session_id,
                 labels or {},
                 data,
                 texts_of(request),
                 from_session,
+                digest_version,
+            )
+        except Exception as exc:  # noqa: BLE001 - a record that cannot be built cannot be logged
+            return self._refuse_unlogged(pipeline, decision, exc)
+        return self._log(pipeline, decision, context, started)
+
+    def _decide_staleness(
+        self, read: ReadStaleness, data: Any, labels: Mapping[str, str] | None
+    ) -> Decision:
+        """:meth:`_decide` of a staleness document read into columns (a plain pipeline, no
+        shadow, no session): the same decision and record, no span typed one by one."""
+        started = time.perf_counter_ns()
+        pipeline = self._pipelines["staleness"]
+        decision = pipeline.decide_staleness(read.columns)
+        if self.audit is None and self._logger is None and not self._hooks:
+            return decision
+        spans = read.columns.spans
+        try:
+            context = DecisionContext(
+                read.input_digest,
+                {"spans": spans.subject()},
+                None,
+                labels or {},
+                data,
+                tuple(text for text in spans.texts if text),
+                input_digest_version=HASHED_TEXT_DIGEST_VERSION,
             )
         except Exception as exc:  # noqa: BLE001 - a record that cannot be built cannot be logged
             return self._refuse_unlogged(pipeline, decision, exc)
