@@ -36,8 +36,8 @@ _SPAN_KEYS = frozenset(("span_id", "text", "score", "text_sha256", "rewrite_coun
 _TURN_STATS_KEYS = frozenset(("spans_modified", "scores_invalidated"))
 _TURN_KEYS = frozenset(("turn", "mean_relevance", "tokens"))
 # input.v1's bounds: an id's length, and the longest lists.
-_ID_LENGTH = 256
-_MAX_IDS = 100_000
+ID_LENGTH = 256
+MAX_IDS = 100_000
 _MAX_TURNS = 10_000
 _HEX = b"0123456789abcdef"
 _NO_PARENTS: list[str] = []  # shared, never changed: most spans derive from nothing
@@ -186,7 +186,7 @@ def _read(data: dict[str, Any], low: float, high: float) -> ReadStaleness | None
 
 
 def _span_columns(spans: Any, low: float, high: float) -> SpanColumns | None:
-    if type(spans) is not list or len(spans) > _MAX_IDS or not _only(spans, dict):
+    if type(spans) is not list or len(spans) > MAX_IDS or not all_of_type(spans, dict):
         return None
     # Every member named in input.v1 (the required ones are read below, a KeyError otherwise).
     if not _SPAN_KEYS.issuperset(itertools.chain.from_iterable(spans)):
@@ -199,12 +199,12 @@ def _span_columns(spans: Any, low: float, high: float) -> SpanColumns | None:
     derived = [span.get("derived_from", _NO_PARENTS) for span in spans]
     valid = (
         scores is not None
-        and _ids(ids)
+        and valid_ids(ids)
         and len(set(ids)) == len(ids)
-        and _only(texts, str)
-        and _only(declared, str)
+        and all_of_type(texts, str)
+        and all_of_type(declared, str)
         and _hashes(declared)
-        and _counts(rewrites)
+        and are_counts(rewrites)
         and _parents(derived)
     )
     if not valid or scores is None:
@@ -220,21 +220,22 @@ def _request_fields(
     data: dict[str, Any], low: float, high: float
 ) -> tuple[int, TurnStats | None, tuple[Turn, ...], frozenset[str], int | None] | None:
     keep_top_k = data["keep_top_k"]
+    # An optional member is absent or of its type: null is not a value input.v1 allows here.
     budget = data.get("recompute_budget")
-    if not _count(keep_top_k) or (budget is not None and not _count(budget)):
+    if not is_count(keep_top_k) or ("recompute_budget" in data and not is_count(budget)):
         return None
-    turn = data.get("turn")
     stats = None
-    if turn is not None:
+    if "turn" in data:
+        turn = data["turn"]
         if type(turn) is not dict or turn.keys() != _TURN_STATS_KEYS:
             return None
         modified, invalidated = turn["spans_modified"], turn["scores_invalidated"]
-        if not (_count(modified) and _count(invalidated)):
+        if not (is_count(modified) and is_count(invalidated)):
             return None
         stats = TurnStats(modified, invalidated)
     turns = _turns(data.get("turns", _NO_PARENTS), low, high)
     tombstones = data.get("tombstones", _NO_PARENTS)
-    if turns is None or type(tombstones) is not list or not _ids(tombstones):
+    if turns is None or type(tombstones) is not list or not valid_ids(tombstones):
         return None
     if len(set(tombstones)) != len(tombstones):
         return None
@@ -242,14 +243,14 @@ def _request_fields(
 
 
 def _turns(turns: Any, low: float, high: float) -> tuple[Turn, ...] | None:
-    if type(turns) is not list or len(turns) > _MAX_TURNS or not _only(turns, dict):
+    if type(turns) is not list or len(turns) > _MAX_TURNS or not all_of_type(turns, dict):
         return None
     if not all(turn.keys() == _TURN_KEYS for turn in turns):
         return None
     numbers = [turn["turn"] for turn in turns]
     tokens = [turn["tokens"] for turn in turns]
     means = [turn["mean_relevance"] for turn in turns]
-    if not (_counts(numbers) and _counts(tokens) and _numbers(means, low, high)):
+    if not (are_counts(numbers) and are_counts(tokens) and are_scores(means, low, high)):
         return None
     if not all(earlier < later for earlier, later in itertools.pairwise(numbers)):
         return None
@@ -259,31 +260,33 @@ def _turns(turns: Any, low: float, high: float) -> tuple[Turn, ...] | None:
 # --- whole-list checks -------------------------------------------------------------------------
 
 
-def _only(values: list[Any], kind: type) -> bool:
+def all_of_type(values: list[Any], kind: type) -> bool:
     """Every value of exactly this type (no subclass: orjson's screen refuses those too)."""
     return not values or set(map(type, values)) == {kind}
 
 
-def _ids(ids: list[Any]) -> bool:
+def valid_ids(values: list[Any]) -> bool:
     """input.v1's ``id``: strings of 1 to 256 characters; at most 100,000 of them."""
-    if not ids:
+    if not values:
         return True
-    if len(ids) > _MAX_IDS or not _only(ids, str):
+    if len(values) > MAX_IDS or not all_of_type(values, str):
         return False
-    lengths = list(map(len, ids))
-    return min(lengths) >= 1 and max(lengths) <= _ID_LENGTH
+    lengths = list(map(len, values))
+    return min(lengths) >= 1 and max(lengths) <= ID_LENGTH
 
 
-def _count(value: Any) -> bool:
+def is_count(value: Any) -> bool:
     """A JSON Schema ``integer`` with ``minimum: 0`` (an integral float takes the exact path)."""
     return type(value) is int and 0 <= value < INTEGER_CEILING
 
 
-def _counts(values: list[Any]) -> bool:
-    return not values or (_only(values, int) and min(values) >= 0 and max(values) < INTEGER_CEILING)
+def are_counts(values: list[Any]) -> bool:
+    return not values or (
+        all_of_type(values, int) and min(values) >= 0 and max(values) < INTEGER_CEILING
+    )
 
 
-def _numbers(values: list[Any], low: float, high: float) -> bool:
+def are_scores(values: list[Any], low: float, high: float) -> bool:
     """Scores: ints or floats (never a bool), within the policy's range, none NaN."""
     if not values:
         return True
@@ -300,7 +303,7 @@ def _optional_scores(values: list[Any], low: float, high: float) -> list[float |
     if not kinds <= {float, int, type(None)}:
         return None
     present = values if type(None) not in kinds else [v for v in values if v is not None]
-    if not _numbers(present, low, high):
+    if not are_scores(present, low, high):
         return None
     if int not in kinds:
         return values
@@ -319,7 +322,7 @@ def _parents(derived: list[Any]) -> bool:
     """Each ``derived_from`` a list of unique ids."""
     given = [parents for parents in derived if parents]
     if not given:
-        return _only(derived, list)
-    if not _only(derived, list) or not _ids(list(itertools.chain.from_iterable(given))):
+        return all_of_type(derived, list)
+    if not all_of_type(derived, list) or not valid_ids(list(itertools.chain.from_iterable(given))):
         return False
-    return all(len(set(parents)) == len(parents) <= _MAX_IDS for parents in given)
+    return all(len(set(parents)) == len(parents) <= MAX_IDS for parents in given)
