@@ -18,7 +18,6 @@ from prunewarden._source import Parsed, locate
 from prunewarden.errors import InputError, Problem
 from prunewarden.inputs._checks import Found, oversized, plan_problems, request_problems, unreadable
 from prunewarden.inputs._edits import derive_edit
-from prunewarden.inputs._histories import read_collapse
 from prunewarden.inputs._model import (
     Check,
     CollapseRequest,
@@ -57,9 +56,6 @@ def parse_request_encoded(
     """:func:`parse_request`, and the bytes its fast path serialized ``data`` to (orjson under
     :data:`prunewarden._json.ORJSON_CANONICAL`; None after the exact path), from which the
     record's input digest is finished without serializing the document again."""
-    collapse = read_collapse(data, scores)
-    if collapse is not None:
-        return "collapse", *collapse
     encoded = accepts_encoded(data, scores)
     if encoded is not None:
         check: Check = data["check"]
