@@ -226,6 +226,26 @@ class TestRefusals:
         assert raised.value.problems[0].path.startswith("$")
 
 
+class _Untruthful:
+    """A value whose truth cannot be told."""
+
+    def __bool__(self) -> bool:
+        msg = "no truth here"
+        raise RuntimeError(msg)
+
+
+class TestForeignValues:
+    def test_a_value_that_raises_is_left_to_the_exact_path(self) -> None:
+        """A Python value whose truth raises is not read into columns; the exact path refuses
+        it as a located input error, never a traceback."""
+        doc = document()
+        doc["spans"][0]["derived_from"] = _Untruthful()
+        assert staleness_columns(doc, SCORES) is None
+        with pytest.raises(InputError) as raised:
+            Engine.default().evaluate(doc)
+        assert raised.value.problems[0].path == "$.spans[0].derived_from"
+
+
 finite = st.floats(allow_nan=False, allow_infinity=False)
 
 

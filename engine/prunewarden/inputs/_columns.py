@@ -161,8 +161,11 @@ def staleness_columns(data: Any, scores: ScoreRange) -> ReadStaleness | None:
         return None
     try:
         return _read(data, scores.min, scores.max)
-    except (KeyError, TypeError, ValueError, UnicodeError):
-        return None  # a required member missing, or a value of the wrong shape
+    except Exception:  # noqa: BLE001 - never an answer: the general path decides, or reports
+        # A required member missing, a value of the wrong shape (KeyError, TypeError), a text
+        # with no UTF-8 bytes (UnicodeError), or a value of a type whose truth or comparison
+        # raises what it likes.
+        return None
 
 
 def _read(data: dict[str, Any], low: float, high: float) -> ReadStaleness | None:
