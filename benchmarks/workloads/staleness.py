@@ -16,7 +16,7 @@ from typing import Any
 
 from prunewarden import Engine
 from prunewarden.audit import DecisionContext, decision_record
-from prunewarden.audit._record import HASHED_TEXT_DIGEST_VERSION
+from prunewarden.audit._input_digest import HASHED_TEXT_DIGEST_VERSION
 from prunewarden.guards import staleness
 from prunewarden.inputs._columns import staleness_columns
 from prunewarden.pipeline import compile_policy

@@ -17,7 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from prunewarden import AuditLog, Engine, InputError, load_builtin_policy
 from prunewarden._json import canonical_digest, encode_canonical, written_alike
-from prunewarden.audit._record import HASHED_TEXT_DIGEST_VERSION, staleness_digest
+from prunewarden.audit._input_digest import HASHED_TEXT_DIGEST_VERSION, staleness_digest
 from prunewarden.inputs import ScoreRange, StalenessRequest, parse_request
 from prunewarden.inputs._columns import hashed_text_document, staleness_columns
 from prunewarden.pipeline import compile_policy

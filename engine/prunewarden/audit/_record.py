@@ -39,7 +39,6 @@ from prunewarden.inputs import (
     StalenessRequest,
     TransitionRequest,
 )
-from prunewarden.inputs._columns import hashed_text_document
 from prunewarden.policy import Policy
 
 LOGGER_NAME = "prunewarden"
@@ -118,14 +117,6 @@ class DecisionContext:
     input_digest_version: int | None = None
 
 
-# The input digest of a staleness document with each span's text replaced by
-# ``{"sha256": HEX}`` (:func:`hashed_text_document`); a record digested so says so in
-# ``input_digest_version``. Without that field, a record's input digest is over the document as
-# given: Python's sorted-keys JSON in record_version 1, RFC 8785 from 2 on.
-HASHED_TEXT_DIGEST_VERSION = 3
-INPUT_DIGEST_VERSIONS = (1, 2, HASHED_TEXT_DIGEST_VERSION)
-
-
 def input_digest(document: Any, encoded: bytes | None = None) -> str:
     """``sha256:`` over the RFC 8785 canonical JSON of an input document (from
     ``record_version`` 2; any language with a JCS library recomputes it). ``encoded``: orjson's
@@ -136,18 +127,6 @@ def input_digest(document: Any, encoded: bytes | None = None) -> str:
     """
     canonical = encode_canonical(document) if encoded is None else canonical_from(document, encoded)
     return "sha256:" + hashlib.sha256(canonical).hexdigest()
-
-
-def staleness_digest(document: Any, request: StalenessRequest) -> tuple[str, int | None]:
-    """The input digest of a valid staleness document and the version it is computed under:
-    :data:`HASHED_TEXT_DIGEST_VERSION` over its texts' hashes, which typing it computed; the
-    document as given (None: the record's own version) when a text has no hash (a lone
-    surrogate)."""
-    digests = [span.text_digest for span in request.spans]
-    if not all(digests) or type(document) is not dict:
-        return input_digest(document), None
-    hashed = hashed_text_document(document, "spans", digests)
-    return input_digest(hashed), HASHED_TEXT_DIGEST_VERSION
 
 
 def text_fields(text: str) -> dict[str, Any]:

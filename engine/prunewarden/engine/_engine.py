@@ -24,7 +24,7 @@ from prunewarden.audit import (
     subject_of,
     texts_of,
 )
-from prunewarden.audit._record import HASHED_TEXT_DIGEST_VERSION, staleness_digest
+from prunewarden.audit._input_digest import staleness_digest
 from prunewarden.decision import Decision, Verdict
 from prunewarden.engine._hooks import DecisionHook, DecisionHooks
 from prunewarden.engine._recording import DecisionRecorder
@@ -42,7 +42,7 @@ from prunewarden.inputs import (
     parse_request_encoded,
     staleness_document,
 )
-from prunewarden.inputs._columns import ReadStaleness, staleness_columns
+from prunewarden.inputs._columns import staleness_columns
 from prunewarden.pipeline import Shadow, compile_policy
 from prunewarden.planner import PassLog, Plan
 from prunewarden.policy import Policy, load_builtin_policy, load_policy
@@ -345,31 +345,6 @@ class Engine(DecisionRecorder):
                 texts_of(request),
                 from_session,
                 digest_version,
-            )
-        except Exception as exc:  # noqa: BLE001 - a record that cannot be built cannot be logged
-            return self._refuse_unlogged(pipeline, decision, exc)
-        return self._log(pipeline, decision, context, started)
-
-    def _decide_staleness(
-        self, read: ReadStaleness, data: Any, labels: Mapping[str, str] | None
-    ) -> Decision:
-        """:meth:`_decide` of a staleness document read into columns (a plain pipeline, no
-        shadow, no session): the same decision and record, no span typed one by one."""
-        started = time.perf_counter_ns()
-        pipeline = self._pipelines["staleness"]
-        decision = pipeline.decide_staleness(read.columns)
-        if self.audit is None and self._logger is None and not self._hooks:
-            return decision
-        spans = read.columns.spans
-        try:
-            context = DecisionContext(
-                read.input_digest,
-                {"spans": spans.subject()},
-                None,
-                labels or {},
-                data,
-                tuple(text for text in spans.texts if text),
-                input_digest_version=HASHED_TEXT_DIGEST_VERSION,
             )
         except Exception as exc:  # noqa: BLE001 - a record that cannot be built cannot be logged
             return self._refuse_unlogged(pipeline, decision, exc)
