@@ -16,7 +16,7 @@ import pytest
 import rfc8785
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from prunewarden import load_policy
+from prunewarden import AuditLog, Engine, load_policy
 from prunewarden._json import (
     _encode_exact,
     canonical_digest,
@@ -201,6 +201,35 @@ class TestNodeVerifier:
         result = self._node("digest", str(document))
         assert result.returncode == 0, result.stderr
         assert result.stdout.strip() == canonical_digest(policy.document)
+
+    @pytest.mark.parametrize("score", [0.5, 1.0, 5e-6], ids=["plain", "integral", "exponent"])
+    def test_node_recomputes_an_input_digest_of_version_3(
+        self, tmp_path: Path, score: float
+    ) -> None:
+        """The input digest of a staleness record (version 3: texts as their SHA-256) is what
+        Node computes from the document, non-ASCII and astral texts included."""
+        texts = ["caf\u00e9 \u2028 line", "\U0001f600 emoji", ""]
+        spans = [
+            {
+                "span_id": f"s{i}",
+                "text": text,
+                "score": score,
+                "text_sha256": hashlib.sha256(text.encode()).hexdigest(),
+            }
+            for i, text in enumerate(texts)
+        ]
+        document = {"check": "staleness", "spans": spans, "keep_top_k": 2}
+        log = tmp_path / "audit.jsonl"
+        Engine.default(audit=AuditLog(log)).evaluate(document)
+        record = json.loads(log.read_text(encoding="utf-8").splitlines()[-1])
+        assert record["input_digest_version"] == 3
+        path = tmp_path / "input.json"
+        path.write_text(json.dumps(document), encoding="utf-8")
+        hashed = self._node("digest", str(path), "3")
+        assert hashed.returncode == 0, hashed.stderr
+        assert hashed.stdout.strip() == record["input_digest"]
+        plain = self._node("digest", str(path))
+        assert plain.stdout.strip() == canonical_digest(document) != record["input_digest"]
 
     def test_node_verifies_a_chain_written_by_python(self, tmp_path: Path) -> None:
         """Node recomputes every hash of a JCS-sealed chain and follows its links."""

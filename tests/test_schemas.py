@@ -33,6 +33,13 @@ class TestBundledSchemas:
         assert schema("audit-record", 2)["$id"].endswith("audit-record.v2.schema.json")
         assert schema("audit-record", 1)["$id"].endswith("audit-record.v1.schema.json")
 
+    def test_audit_record_v3_keeps_every_version_2_record(self) -> None:
+        """A log of version 3 still holds version 2 records (every record but a pass over
+        columns): v3 accepts each of them exactly as v2 does, whatever v2 gains."""
+        v2, v3 = schema("audit-record", 2), schema("audit-record", 3)
+        assert {k: v for k, v in v3["$defs"].items() if k != "columns_pass"} == v2["$defs"]
+        assert v3["oneOf"] == [{"$ref": "#/$defs/columns_pass"}, *v2["oneOf"]]
+
     @pytest.mark.parametrize("path", FILES, ids=[path.name for path in FILES])
     def test_each_schema_has_a_stable_id(self, path: Path) -> None:
         """A schema's $id is the base URL and its file name: renaming either breaks it here."""

@@ -10,11 +10,18 @@ from __future__ import annotations
 
 import hashlib
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any
 
-from benchmarks.common import default_engine, document_stages
+from prunewarden import Engine
+from prunewarden.audit import DecisionContext, decision_record
+from prunewarden.audit._input_digest import HASHED_TEXT_DIGEST_VERSION
+from prunewarden.guards import staleness
+from prunewarden.inputs._columns import staleness_columns
+from prunewarden.pipeline import compile_policy
+
+from benchmarks.common import audit_log, default_engine, log_each
 from benchmarks.harness import Case, Verdict, Workload, register
 
 SPANS = 200
@@ -130,6 +137,53 @@ def documents(count: int = SPANS) -> list[dict[str, Any]]:
     return [healthy, stale, inflating]
 
 
+def column_stages(
+    engine: Engine, docs: Sequence[Mapping[str, Any]]
+) -> dict[str, Callable[[], object]]:
+    """``engine.evaluate`` of plain staleness documents cut into its stages, as it decides them
+    (over columns): ``validation`` is the reading (the checks, each text hashed, the input
+    digest of version 3), then the guard, the decision, the record and the log write."""
+    policy = engine.policy
+    pipeline = compile_policy(policy)["staleness"]
+    reads = [staleness_columns(d, policy.spec.scores) for d in docs]
+    columns = [read.columns for read in reads if read is not None]
+    if len(columns) != len(docs):
+        msg = "a benchmark document is not read into columns"
+        raise ValueError(msg)
+    verdicts = [staleness.evaluate_columns(pipeline.settings, c) for c in columns]
+    decisions = [pipeline.to_decision(v) for v in verdicts]
+    sink = audit_log("stages")
+    sink.add_policy(policy)
+
+    def records() -> list[dict[str, Any]]:
+        return [
+            decision_record(
+                decision,
+                DecisionContext(
+                    read.input_digest,
+                    {"spans": read.columns.spans.subject()},
+                    None,
+                    {},
+                    doc,
+                    tuple(t for t in read.columns.spans.texts if t),
+                    input_digest_version=HASHED_TEXT_DIGEST_VERSION,
+                ),
+                policy,
+            )
+            for decision, read, doc in zip(decisions, reads, docs, strict=True)
+            if read is not None
+        ]
+
+    built = records()
+    return {
+        "validation": lambda: [staleness_columns(d, policy.spec.scores) for d in docs],
+        "guard": lambda: [staleness.evaluate_columns(pipeline.settings, c) for c in columns],
+        "decision": lambda: [pipeline.to_decision(v) for v in verdicts],
+        "record": records,
+        "log": lambda: log_each(sink, built),
+    }
+
+
 def build() -> Case:
     docs = documents()
     engine = default_engine("staleness")
@@ -137,7 +191,7 @@ def build() -> Case:
         decisions=len(docs),
         engine=lambda: [engine.evaluate(d) for d in docs],
         reference=partial(reference, docs),
-        stages=document_stages(engine, docs),
+        stages=column_stages(engine, docs),
     )
 
 

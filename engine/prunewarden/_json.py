@@ -91,6 +91,21 @@ def canonical_from(value: Any, encoded: bytes) -> bytes:
     return encoded
 
 
+def written_alike(floats: list[float]) -> bool:
+    """True when orjson writes each of ``floats`` as RFC 8785 does: none integral (``1.0``
+    against ``1``), none with an exponent ECMAScript writes out (below 1e-5, from 1e16). A
+    caller that knows every float of a value (and that its keys are ASCII) then needs no scan
+    of orjson's output (:func:`canonical_from`), which reads every byte of every text."""
+    if not floats:
+        return True
+    magnitudes = list(map(abs, floats))
+    return (
+        min(magnitudes) >= 1e-5
+        and max(magnitudes) < 1e16
+        and not any(map(float.is_integer, floats))
+    )
+
+
 def canonical_digest(value: Any) -> str:
     """``sha256:`` over the RFC 8785 bytes of ``value``."""
     return "sha256:" + hashlib.sha256(encode_canonical(value)).hexdigest()

@@ -1,6 +1,8 @@
 // An auditor's check in another language: recompute prunewarden digests with RFC 8785 (JCS).
 //
 //   node jcs_verify.mjs digest FILE.json      prints sha256:<hex> of the JSON value in FILE
+//   node jcs_verify.mjs digest FILE.json 3    the same of an input document, each span's text
+//                                             hashed first (a record's input_digest_version 3)
 //   node jcs_verify.mjs chain AUDIT.jsonl     checks each record's hash and prev_hash link
 //
 // Written against the RFC alone, with no package: keys in UTF-16 order (JavaScript's own string
@@ -21,6 +23,22 @@ export function canonicalize(value) {
 
 function sha256(text) {
   return "sha256:" + createHash("sha256").update(text, "utf8").digest("hex");
+}
+
+// Input digest version 3: the text of each item of the document's spans (or window segments)
+// replaced by {"sha256": lower-case hex SHA-256 of its UTF-8 bytes}, then digested as above.
+export function hashTexts(document) {
+  const hashed = { ...document };
+  for (const key of ["spans", "segments"]) {
+    if (Array.isArray(document[key])) {
+      hashed[key] = document[key].map((item) =>
+        typeof item.text === "string"
+          ? { ...item, text: { sha256: createHash("sha256").update(item.text, "utf8").digest("hex") } }
+          : item,
+      );
+    }
+  }
+  return hashed;
 }
 
 function verifyChain(path) {
@@ -48,9 +66,10 @@ function verifyChain(path) {
   return checked;
 }
 
-const [command, path] = process.argv.slice(2);
+const [command, path, version] = process.argv.slice(2);
 if (command === "digest") {
-  console.log(sha256(canonicalize(JSON.parse(readFileSync(path, "utf8")))));
+  const value = JSON.parse(readFileSync(path, "utf8"));
+  console.log(sha256(canonicalize(version === "3" ? hashTexts(value) : value)));
 } else if (command === "chain") {
   try {
     console.log(`ok ${verifyChain(path)} records`);
@@ -59,6 +78,6 @@ if (command === "digest") {
     process.exit(1);
   }
 } else {
-  console.error("usage: node jcs_verify.mjs digest FILE.json | chain AUDIT.jsonl");
+  console.error("usage: node jcs_verify.mjs digest FILE.json [3] | chain AUDIT.jsonl");
   process.exit(2);
 }

@@ -4,12 +4,26 @@ refused before its fast paths."""
 from __future__ import annotations
 
 import hashlib
+import json
+from typing import Any
 
+import pytest
+from _support.generators import json_values
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from prunewarden._source import parse_json
 from prunewarden.inputs._model import ScoreRange
 from prunewarden.inputs._parse import parse_plan
 
 SCORES = ScoreRange(0.0, 1.0)
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    keys = [key for key, _ in pairs]
+    if len(set(keys)) != len(keys):
+        msg = "duplicate key"
+        raise ValueError(msg)
+    return dict(pairs)
 
 
 def _window(*texts: str) -> dict[str, object]:
@@ -57,6 +71,44 @@ class TestStrictJson:
             "duplicate key 'b' (first defined at line 1)",
             "duplicate key 'a' (first defined at line 1)",
         ]
+
+    @pytest.mark.parametrize(
+        "text",
+        [
+            '{"a": "x:y", "a": 1}',  # a colon inside a string beside a key given twice
+            '{"a": {"b": 1, "b": 2}}',
+            '[{"k": "v"}, {"k": "v", "k": "w"}]',
+        ],
+        ids=["colon-in-string", "nested", "in-a-list"],
+    )
+    def test_a_key_given_twice_is_found_wherever_it_is(self, text: str) -> None:
+        """However the text is spelled, a key written twice is refused (and named)."""
+        _, problems = parse_json(text, "doc.json")
+        assert problems
+        assert problems[0].message.startswith("duplicate key")
+
+    def test_integers_beyond_64_bits_stay_integers(self) -> None:
+        """An integer past 2**64 is read as the integer it is, not as a float."""
+        parsed, problems = parse_json('{"n": 18446744073709551617, "m": -9223372036854775809}', "d")
+        assert (parsed.data, problems) == (
+            {"n": 18446744073709551617, "m": -9223372036854775809},
+            [],
+        )
+
+    @settings(max_examples=300, deadline=None)
+    @given(value=json_values, duplicate=st.booleans())
+    def test_read_as_the_strict_reader_reads(self, value: Any, duplicate: bool) -> None:
+        """Any JSON text, with or without a key given twice, is read or refused as
+        ``json.loads`` with the strict checks reads or refuses it."""
+        text = json.dumps(value, ensure_ascii=False)
+        if duplicate and text.startswith("{") and text != "{}":
+            text = '{"k": "a:b", "k": 0, ' + text[1:]
+        try:
+            expected = json.loads(text, object_pairs_hook=_no_duplicates)
+        except ValueError:
+            expected = None
+        parsed, problems = parse_json(text, "doc.json")
+        assert (parsed.data if not problems else None) == expected
 
     def test_distinct_keys_keep_their_order(self) -> None:
         """An object without repeated keys is read whole, in the order written."""

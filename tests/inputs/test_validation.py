@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from prunewarden import InputError
 from prunewarden.audit import input_digest
+from prunewarden.inputs._columns import staleness_columns
 from prunewarden.inputs._model import PlanRequest, ScoreRange
 from prunewarden.inputs._parse import (
     parse_plan,
@@ -57,6 +58,20 @@ def fast(document: Any, scores: ScoreRange) -> tuple[str, Any] | None:
                 results.append(None)
     assert results.count(results[0]) == len(results)
     return results[0]
+
+
+def columns(document: Any, scores: ScoreRange) -> tuple[str, Any] | None:
+    """What reading a staleness document into columns makes of it, typed; None if declined
+    (the engine then takes the general path)."""
+    read = staleness_columns(document, scores)
+    return None if read is None else ("staleness", read.columns.request())
+
+
+def assert_columns_agree(document: Any, scores: ScoreRange) -> None:
+    """The columns never accept what the exact path refuses, and type what they accept alike."""
+    read = columns(document, scores)
+    if read is not None:
+        assert read == exact(document, scores)
 
 
 AGREE = settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -113,6 +128,19 @@ class TestAgreement:
     def test_mutated_documents(self, document: Any, scores: ScoreRange) -> None:
         """With one value, key or item changed, both paths still agree exactly."""
         assert fast(document, scores) == exact(document, scores)
+
+    @AGREE
+    @given(document=valid_documents | mutated(json_values | edge_values), scores=ranges)
+    def test_columns_agree(self, document: Any, scores: ScoreRange) -> None:
+        """A staleness document read into columns is one the exact path accepts, typed alike."""
+        assert_columns_agree(document, scores)
+
+    @settings(max_examples=150, deadline=None)
+    @given(document=mutated(non_finite) | mutated(python_values), scores=ranges)
+    def test_columns_refuse_what_json_cannot_hold(self, document: Any, scores: ScoreRange) -> None:
+        """Non-finite numbers and Python-only values are never read into columns unless the
+        exact path accepts them too."""
+        assert_columns_agree(document, scores)
 
     @settings(max_examples=150, deadline=None)
     @given(document=mutated(non_finite), scores=ranges)
@@ -347,6 +375,7 @@ class TestEdges:
         document = _edit(base, path, value)
         assert (exact(document, RANGES[0]) is not None) == accepted
         assert fast(document, RANGES[0]) == exact(document, RANGES[0])
+        assert_columns_agree(document, RANGES[0])
 
     @pytest.mark.parametrize("backend", BACKENDS)
     @pytest.mark.parametrize("name", [name for name, edge in EDGES.items() if edge[3]])

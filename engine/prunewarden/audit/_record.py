@@ -116,6 +116,9 @@ class DecisionContext:
     texts: tuple[str, ...] = ()
     # Decided by a Session (with its history), not by a stateless engine call.
     from_session: bool = False
+    # How ``input_digest`` was computed, when not as the record's version says (the document as
+    # given): HASHED_TEXT_DIGEST_VERSION for a document digested with its texts as their hashes.
+    input_digest_version: int | None = None
 
 
 def input_digest(document: Any, encoded: bytes | None = None) -> str:
@@ -209,6 +212,8 @@ def decision_record(  # noqa: PLR0913 - the record's parts; the optional ones ke
         "engine_version": decision.engine_version,
         "input_digest": context.input_digest,
     }
+    if context.input_digest_version is not None:
+        record["input_digest_version"] = context.input_digest_version
     if cel is not None and (policy.rules or (shadow_policy is not None and shadow_policy.rules)):
         record["cel"] = cel
     if decision.kept is not None:

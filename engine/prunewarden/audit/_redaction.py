@@ -86,11 +86,15 @@ def logged_reasons(
         for rule in rules
         if rule.message_expression is not None and _reads_text(rule.message_expression.reads)
     }
-    scrubbed = sorted({t for t in texts if len(t) >= MIN_SCRUBBED_TEXT}, key=len, reverse=True)
+    scrubbed: list[str] | None = None  # sorted once, when a rule's reason is logged
     logged = []
     for reason in reasons:
         item = reason.to_dict()
         if reason.code.startswith("rule"):
+            if scrubbed is None:
+                scrubbed = sorted(
+                    {t for t in texts if len(t) >= MIN_SCRUBBED_TEXT}, key=len, reverse=True
+                )
             if reason.code in withheld:
                 name = reason.code.removeprefix("rule:")
                 item["message"] = (

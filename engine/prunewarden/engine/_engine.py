@@ -24,6 +24,7 @@ from prunewarden.audit import (
     subject_of,
     texts_of,
 )
+from prunewarden.audit._input_digest import staleness_digest
 from prunewarden.decision import Decision, Verdict
 from prunewarden.engine._hooks import DecisionHook, DecisionHooks
 from prunewarden.engine._passes import PassCalls
@@ -32,6 +33,7 @@ from prunewarden.fidelity import Embedder
 from prunewarden.inputs import (
     Check,
     Request,
+    StalenessRequest,
     TransitionRequest,
     check_caller_fields,
     eviction_document,
@@ -39,6 +41,7 @@ from prunewarden.inputs import (
     parse_request_encoded,
     staleness_document,
 )
+from prunewarden.inputs._columns import staleness_columns
 from prunewarden.pipeline import Shadow, columnar_eviction, compile_policy
 from prunewarden.planner import PassLog, Plan
 from prunewarden.policy import Policy, load_builtin_policy, load_policy
@@ -140,6 +143,9 @@ class Engine(PassCalls):
         # The policy's eviction settings bound once for passes decided over columns (None:
         # its passes take the general path; see engine._passes).
         self._columnar = columnar_eviction(self._pipelines, policy, shadow=shadow is not None)
+        # A staleness document may be decided over its columns when nothing but the guard
+        # reads the request: no rule, no calibration, no shadow policy.
+        self._staleness_columns = self._pipelines["staleness"].plain and self.shadow is None
 
     @classmethod
     def default(cls, **kwargs: Any) -> Engine:
@@ -174,6 +180,10 @@ class Engine(PassCalls):
         """
         check_caller_fields(session_id, labels)
         data = dict(document) if isinstance(document, Mapping) else document
+        if session_id is None and not explain and self._staleness_columns:
+            read = staleness_columns(data, self.policy.spec.scores)
+            if read is not None:
+                return self._decide_staleness(read, data, labels)
         check, request, encoded = parse_request_encoded(
             data, self.policy.spec.scores, filename=filename, text=text
         )
@@ -327,14 +337,19 @@ class Engine(PassCalls):
         if self.audit is None and self._logger is None and not self._hooks:
             return decision  # no sink chosen: no record to build
         try:
+            if isinstance(request, StalenessRequest):
+                digest, digest_version = staleness_digest(data, request)
+            else:
+                digest, digest_version = input_digest(data, encoded), None
             context = DecisionContext(
-                input_digest(data, encoded),
+                digest,
                 subject_of(request),
                 session_id,
                 labels or {},
                 data,
                 texts_of(request),
                 from_session,
+                digest_version,
             )
         except Exception as exc:  # noqa: BLE001 - a record that cannot be built cannot be logged
             return self._refuse_unlogged(pipeline, decision, exc)

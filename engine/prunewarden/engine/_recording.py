@@ -11,15 +11,18 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any, TypeVar
 
 from prunewarden._observation import TraceContext, stamp_record
 from prunewarden.audit import AuditLog, DecisionContext, decision_record, log_decision
+from prunewarden.audit._input_digest import HASHED_TEXT_DIGEST_VERSION
 from prunewarden.decision import Decision, Reason
 from prunewarden.engine._hooks import DecisionHooks, PassNotices
 from prunewarden.inputs import Check
+from prunewarden.inputs._columns import ReadStaleness
 from prunewarden.pipeline import Pipeline, Shadow
 from prunewarden.planner import PassLog, PassSink, Plan
 from prunewarden.policy import Policy
@@ -74,6 +77,31 @@ class DecisionRecorder:
             return self._refuse_unlogged(pipeline, decision, exc, context)
         self._notify(decision, record)
         return decision
+
+    def _decide_staleness(
+        self, read: ReadStaleness, data: Any, labels: Mapping[str, str] | None
+    ) -> Decision:
+        """:meth:`_decide` of a staleness document read into columns (a plain pipeline, no
+        shadow, no session): the same decision and record, no span typed one by one."""
+        started = time.perf_counter_ns()
+        pipeline = self._pipelines["staleness"]
+        decision = pipeline.decide_staleness(read.columns)
+        if self.audit is None and self._logger is None and not self._hooks:
+            return decision
+        spans = read.columns.spans
+        try:
+            context = DecisionContext(
+                read.input_digest,
+                {"spans": spans.subject()},
+                None,
+                labels or {},
+                data,
+                tuple(text for text in spans.texts if text),
+                input_digest_version=HASHED_TEXT_DIGEST_VERSION,
+            )
+        except Exception as exc:  # noqa: BLE001 - a record that cannot be built cannot be logged
+            return self._refuse_unlogged(pipeline, decision, exc)
+        return self._log(pipeline, decision, context, started)
 
     def _pass_sink(self, notices: PassNotices | None) -> PassSink:
         """Where this engine's passes go: its audit log or logger, and ``notices`` for its

@@ -23,7 +23,9 @@ from prunewarden.guards._counterfactual import (
     nearest_passing,
     together,
 )
-from prunewarden.inputs import Span, StalenessRequest, Turn
+from prunewarden.inputs import StalenessRequest, Turn
+from prunewarden.inputs._columns import SpanColumns, StalenessColumns
+from prunewarden.inputs._model import TurnStats
 from prunewarden.policy import StalenessSettings
 
 
@@ -41,21 +43,28 @@ class _Findings:
 
 
 def evaluate(settings: StalenessSettings, request: StalenessRequest) -> Verdict:
+    return evaluate_columns(settings, StalenessColumns.of(request))
+
+
+def evaluate_columns(settings: StalenessSettings, request: StalenessColumns) -> Verdict:
+    """The guard over a request's columns (:mod:`prunewarden.inputs._columns`): the one
+    implementation, which :func:`evaluate` reaches through the columns of a typed request."""
     spans = request.spans
     found = _Findings()
     _check_bindings(spans, settings, found)
     _check_orphans(spans, request.tombstones, found)
-    _check_invalidation(request, found)
-    _check_inflation(request, settings, found)
+    _check_invalidation(request.turn, found)
+    _check_inflation(request.turns, settings, found)
     if not found.reasons:
         kept, evicted = _top_k(spans, request.keep_top_k)
         reason = Reason(
             "bound",
-            f"every score is bound to its span's current text; kept {len(kept)} of {len(spans)}",
+            f"every score is bound to its span's current text; kept {len(kept)} of "
+            f"{len(spans.ids)}",
             {"kept": len(kept), "evicted": len(evicted)},
         )
         return Verdict(False, [reason], kept=kept, evicted=evicted)
-    all_ids = tuple(span.span_id for span in spans)
+    all_ids = tuple(spans.ids)
     return Verdict(
         True, found.reasons, _remedies(spans, request, settings, found), kept=all_ids, evicted=()
     )
@@ -66,24 +75,29 @@ def explain(settings: StalenessSettings, request: StalenessRequest, verdict: Ver
     return explain_verdict(_EXPLAINERS, settings, request, verdict)
 
 
-def unguarded(settings: StalenessSettings, request: StalenessRequest) -> Verdict:  # noqa: ARG001
+def unguarded(settings: StalenessSettings, request: StalenessRequest) -> Verdict:
     """The guard is off: the plain top-k cut, spans without a score ranked last."""
+    return unguarded_columns(settings, StalenessColumns.of(request))
+
+
+def unguarded_columns(settings: StalenessSettings, request: StalenessColumns) -> Verdict:  # noqa: ARG001
     kept, evicted = _top_k(request.spans, request.keep_top_k)
     return Verdict(False, [disabled_reason("staleness")], kept=kept, evicted=evicted)
 
 
-def _check_bindings(spans: tuple[Span, ...], s: StalenessSettings, found: _Findings) -> None:
+def _check_bindings(spans: SpanColumns, s: StalenessSettings, found: _Findings) -> None:
     unbound, mismatched, poisoned = [], [], []
-    for i, span in enumerate(spans):
-        if span.rewrite_count > s.max_rewrites_without_recompute:
-            poisoned.append(span.span_id)
+    limit = s.max_rewrites_without_recompute
+    rows = zip(spans.ids, spans.scores, spans.declared, spans.rewrites, spans.digests, strict=True)
+    for i, (span_id, score, declared, rewrites, digest) in enumerate(rows):
+        if rewrites > limit:
+            poisoned.append(span_id)
             continue
-        if span.score is None or not span.text_sha256:
-            unbound.append(span.span_id)
+        if score is None or not declared:
+            unbound.append(span_id)
             found.stale.add(i)
-        declared = span.text_sha256
-        if declared and declared != (span.text_digest or text_sha256(span.text)):
-            mismatched.append(span.span_id)
+        if declared and declared != (digest or text_sha256(spans.texts[i])):
+            mismatched.append(span_id)
             found.stale.add(i)
     if unbound:
         found.reasons.append(
@@ -107,29 +121,23 @@ def _check_bindings(spans: tuple[Span, ...], s: StalenessSettings, found: _Findi
         found.reasons.append(
             Reason(
                 "poisoned_span",
-                f"{len(poisoned)} span(s) rewritten more than {s.max_rewrites_without_recompute} "
+                f"{len(poisoned)} span(s) rewritten more than {limit} "
                 f"times without a recompute: {_names(poisoned)}",
-                {
-                    "spans": poisoned,
-                    "max_rewrites_without_recompute": s.max_rewrites_without_recompute,
-                },
+                {"spans": poisoned, "max_rewrites_without_recompute": limit},
             )
         )
 
 
-def _check_orphans(spans: tuple[Span, ...], tombstones: frozenset[str], found: _Findings) -> None:
-    live = {span.span_id for span in spans}
+def _check_orphans(spans: SpanColumns, tombstones: frozenset[str], found: _Findings) -> None:
+    live = set(spans.ids)
     orphans: dict[str, list[str]] = {}
-    for i, span in enumerate(spans):
-        if not span.derived_from:
+    for i, derived in enumerate(spans.derived):
+        if not derived:
             continue  # most spans derive from nothing: no list to build
-        missing = [
-            p
-            for p in span.derived_from
-            if p != span.span_id and p not in live and p not in tombstones
-        ]
+        span_id = spans.ids[i]
+        missing = [p for p in derived if p != span_id and p not in live and p not in tombstones]
         if missing:
-            orphans[span.span_id] = missing
+            orphans[span_id] = missing
             found.stale.add(i)
     if orphans:
         found.reasons.append(
@@ -142,8 +150,7 @@ def _check_orphans(spans: tuple[Span, ...], tombstones: frozenset[str], found: _
         )
 
 
-def _check_invalidation(request: StalenessRequest, found: _Findings) -> None:
-    turn = request.turn
+def _check_invalidation(turn: TurnStats | None, found: _Findings) -> None:
     if turn is None or turn.spans_modified == 0 or turn.scores_invalidated >= turn.spans_modified:
         return
     found.recompute_all = True
@@ -157,8 +164,7 @@ def _check_invalidation(request: StalenessRequest, found: _Findings) -> None:
     )
 
 
-def _check_inflation(request: StalenessRequest, s: StalenessSettings, found: _Findings) -> None:
-    turns = request.turns
+def _check_inflation(turns: tuple[Turn, ...], s: StalenessSettings, found: _Findings) -> None:
     window = s.drift_consecutive_turns
     if len(turns) < window + 1:
         return
@@ -191,15 +197,16 @@ def _inflates(before: Turn, after: Turn, tolerance: float) -> bool:
 
 
 def _remedies(
-    spans: tuple[Span, ...], request: StalenessRequest, s: StalenessSettings, found: _Findings
+    spans: SpanColumns, request: StalenessColumns, s: StalenessSettings, found: _Findings
 ) -> list[Action]:
     poisoned = set(found.poisoned)
+    ids = spans.ids
     positions = (
-        range(len(spans))
+        range(len(ids))
         if found.recompute_all
         else _neighbourhood(spans, found.stale, s.recompute_hops)
     )
-    recompute = [spans[i].span_id for i in sorted(positions) if spans[i].span_id not in poisoned]
+    recompute = [ids[i] for i in sorted(positions) if ids[i] not in poisoned]
     actions: list[Action] = []
     if recompute:
         budget = request.recompute_budget
@@ -210,24 +217,26 @@ def _remedies(
     return actions
 
 
-def _neighbourhood(spans: tuple[Span, ...], stale: set[int], hops: int) -> set[int]:
+def _neighbourhood(spans: SpanColumns, stale: set[int], hops: int) -> set[int]:
     """Stale positions, those within ``hops`` of one, and the live parents of stale spans."""
-    index = {span.span_id: i for i, span in enumerate(spans)}
+    count = len(spans.ids)
+    index = {span_id: i for i, span_id in enumerate(spans.ids)}
     out: set[int] = set()
     for i in stale:
-        out.update(range(max(0, i - hops), min(len(spans), i + hops + 1)))
-        out.update(index[p] for p in spans[i].derived_from if p in index)
+        out.update(range(max(0, i - hops), min(count, i + hops + 1)))
+        out.update(index[p] for p in spans.derived[i] if p in index)
     return out
 
 
-def _top_k(spans: tuple[Span, ...], k: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def _top_k(spans: SpanColumns, k: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
     # sorted() is stable, so equal scores keep their input order; absent scores rank last. The
     # keys are built in one pass, not by a function called per span.
-    ranks = [(True, 0.0) if span.score is None else (False, -span.score) for span in spans]
-    ranked = sorted(range(len(spans)), key=ranks.__getitem__)
+    ids = spans.ids
+    ranks = [(True, 0.0) if score is None else (False, -score) for score in spans.scores]
+    ranked = sorted(range(len(ids)), key=ranks.__getitem__)
     keep = set(ranked[:k])
-    kept = tuple(spans[i].span_id for i in ranked[:k])
-    evicted = tuple(span.span_id for i, span in enumerate(spans) if i not in keep)
+    kept = tuple(ids[i] for i in ranked[:k])
+    evicted = tuple(span_id for i, span_id in enumerate(ids) if i not in keep)
     return kept, evicted
 
 

@@ -15,8 +15,9 @@ from prunewarden._identity import PolicyIdentity, PolicySource
 from prunewarden._values import replace_value
 from prunewarden.decision import Action, Decision, Reason, Stamp, Verdict
 from prunewarden.fidelity import Embedder
-from prunewarden.guards import GUARDS, Guard, TransitionGuardSettings
+from prunewarden.guards import GUARDS, Guard, TransitionGuardSettings, staleness
 from prunewarden.inputs import CHECKS, Check, Request
+from prunewarden.inputs._columns import StalenessColumns
 from prunewarden.pipeline import _calibration as calibrated
 from prunewarden.policy import Calibration, Mode, Policy
 from prunewarden.rules import DEFAULT_CACHE_SIZE
@@ -55,17 +56,7 @@ class Pipeline:
                 if explain:
                     verdict = self.guard.explain(self.settings, request, verdict)
             except Exception as exc:  # noqa: BLE001 - fail closed: any guard error refuses
-                verdict = Verdict(
-                    True,
-                    [
-                        Reason(
-                            "internal_error",
-                            f"the {self.check} guard failed "
-                            f"({type(exc).__name__}: {exc}); refusing",
-                            {"error": type(exc).__name__},
-                        )
-                    ],
-                )
+                verdict = self._failed(exc)
             if self.rules:
                 # After the guard's verdict: rules only tighten, and never raise.
                 verdict = self.rules.apply(verdict, request, traces)
@@ -75,6 +66,36 @@ class Pipeline:
         if traces is None:
             return decision
         return replace_value(decision, explanation=self._explanation(traces))
+
+    @property
+    def plain(self) -> bool:
+        """Nothing but the guard decides: no rule and no calibration, so a request's columns
+        are all a decision needs (:meth:`decide_staleness`)."""
+        return not self.rules and self.calibration is None
+
+    def decide_staleness(self, columns: StalenessColumns) -> Decision:
+        """:meth:`decide` of a staleness request read into columns, for a :attr:`plain`
+        pipeline: the same guard (:func:`prunewarden.guards.staleness.evaluate_columns`, which
+        ``decide`` reaches through the typed request), without typing every span."""
+        if self.mode == "off":
+            return self.to_decision(staleness.unguarded_columns(self.settings, columns))
+        try:
+            verdict = staleness.evaluate_columns(self.settings, columns)
+        except Exception as exc:  # noqa: BLE001 - fail closed: any guard error refuses
+            verdict = self._failed(exc)
+        return self.to_decision(verdict)
+
+    def _failed(self, exc: Exception) -> Verdict:
+        return Verdict(
+            True,
+            [
+                Reason(
+                    "internal_error",
+                    f"the {self.check} guard failed ({type(exc).__name__}: {exc}); refusing",
+                    {"error": type(exc).__name__},
+                )
+            ],
+        )
 
     def _explanation(self, traces: list[dict[str, Any]]) -> dict[str, Any]:
         return {
