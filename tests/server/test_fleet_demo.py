@@ -114,13 +114,19 @@ class TestFleetDemo:
     def test_the_story_shows_the_commands_and_the_refusal(
         self, ran: tuple[str, dict[str, Any]]
     ) -> None:
-        """The output shows the bundle commands, the fleet's status lines and the refusal."""
+        """The output shows the bundle commands, the fleet's status lines (every tenant, the
+        log shipping), the refusal and the four logs verified."""
         stdout, summary = ran
         lines = stdout.splitlines()
         assert "$ prunewarden bundle build examples/deployments/prod-eu.yaml" in stdout
         assert any(line.startswith("      shadow prod-eu@1.5.0 sha256:") for line in lines)
         urls = [server["url"] for server in summary["servers"]]
+        tenants = (
+            "tenants prod-eu prod-eu@1.4.0 shadow prod-eu@1.5.0, staging staging@0.9.0; "
+            "default staging"
+        )
         for url in urls:
-            healthy = f"  {url}  healthy  prod-eu@1.4.0 bundle fleet-1 shadow prod-eu@1.5.0  "
-            assert any(line.startswith(healthy + "allow 1 deny 1 halt 0") for line in lines)
+            healthy = f"  {url}  healthy  bundle fleet-1  {tenants}  allow 2 deny 2 halt 0  ship "
+            assert any(line.startswith(healthy) for line in lines)
+        assert stdout.count("$ prunewarden audit verify") == 4
         assert stdout.count("revision fleet-1 kept") == 2
