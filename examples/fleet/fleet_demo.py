@@ -86,7 +86,9 @@ def tenant_requests(index: int) -> list[TenantRequest]:
     labels in the ``Prunewarden-Labels`` header, staging's in the document."""
     del index
     inputs = ("eviction-healthy.json", "eviction-utc-constraint.json")
-    prod = [TenantRequest("prod-eu", name, {LABELS_HEADER: "deployment=prod-eu"}) for name in inputs]
+    prod = [
+        TenantRequest("prod-eu", name, {LABELS_HEADER: "deployment=prod-eu"}) for name in inputs
+    ]
     staging = [TenantRequest("staging", name, labels={"deployment": "staging"}) for name in inputs]
     return [*prod, *staging]
 

@@ -47,6 +47,7 @@ class TestFleetDemo:
         _, summary = ran
         assert summary["revision"] == "fleet-1"
         assert [server["index"] for server in summary["servers"]] == [1, 2]
+        keys = ("tenant", "input", "labels_in", "policy", "bundle_revision", "outcome")
         inputs = ["eviction-healthy.json", "eviction-utc-constraint.json"]
         expected = [
             ("prod-eu", name, "header", "prod-eu@1.4.0", "fleet-1", outcome)
@@ -56,11 +57,7 @@ class TestFleetDemo:
             for name, outcome in zip(inputs, ["allow", "deny"], strict=True)
         ]
         for server in summary["servers"]:
-            made = [
-                (d["tenant"], d["input"], d["labels_in"], d["policy"], d["bundle_revision"])
-                + (d["outcome"],)
-                for d in server["decisions"]
-            ]
+            made = [tuple(d[key] for key in keys) for d in server["decisions"]]
             assert made == expected
             # prod-eu@1.5.0 pins what 1.4.0 lets go: it would deny both of prod-eu's evictions.
             assert server["shadow_outcomes"] == ["deny", "deny", None, None] * 2
