@@ -2,21 +2,19 @@
 
 The story of docs/fleet.md, run end to end with the real commands: a key pair, a bundle of the
 deployments' policies (``examples/deployments/``: prod-eu with its candidate as shadow, and
-staging) built and signed; a bundle server on loopback; two ``prunewarden serve --bundle URL``
-servers; decisions on each; ``prunewarden status`` of both; then a tampered bundle published,
-refused by both servers with the last good bundle kept (their ``/readyz`` detail and the one
-``policy_reload_failed`` record each writes); the servers stopped and ``prunewarden audit
-verify`` run on each server's log. ``make demo`` runs it after examples/demo.sh.
+staging) built and signed; a bundle server and a ``prunewarden audit collect`` on loopback; two
+``prunewarden serve --bundle URL --tenants examples/fleet/tenants.yaml --ship URL`` servers of
+two tenants each; on each, decisions for both tenants (prod-eu's labels in the
+``Prunewarden-Labels`` header, staging's in the document); ``prunewarden status`` of both; then
+a tampered bundle published, refused by both servers with the last good bundle kept (their
+``/readyz`` detail and the one ``policy_reload_failed`` record each writes); every record
+shipped; the servers stopped and ``prunewarden audit verify`` run on each server's log and on
+each replica's file the collector wrote. ``make demo`` runs it after examples/demo.sh.
 
 What it saw goes to ``OUTPUT_DIR/summary.json`` (tests/server/test_fleet_demo.py reads it); the
 story goes to standard output.
 
     python examples/fleet/fleet_demo.py OUTPUT_DIR
-
-Two extensions are left as functions to fill: a policy per tenant on each server
-(:func:`tenant_options`, :func:`tenant_requests`) and the decision logs shipped to
-``prunewarden audit collect`` (:func:`start_collector`, :func:`shipping_options`,
-:func:`collected_summary`).
 """
 
 from __future__ import annotations
@@ -86,11 +84,10 @@ def tenant_requests(index: int) -> list[TenantRequest]:
     labels in the ``Prunewarden-Labels`` header, staging's in the document."""
     del index
     inputs = ("eviction-healthy.json", "eviction-utc-constraint.json")
-    prod = [
-        TenantRequest("prod-eu", name, {LABELS_HEADER: "deployment=prod-eu"}) for name in inputs
+    header = {LABELS_HEADER: "deployment=prod-eu"}
+    return [TenantRequest("prod-eu", name, header) for name in inputs] + [
+        TenantRequest("staging", name, labels={"deployment": "staging"}) for name in inputs
     ]
-    staging = [TenantRequest("staging", name, labels={"deployment": "staging"}) for name in inputs]
-    return [*prod, *staging]
 
 
 def start_collector(out: Path, stack: ExitStack) -> str:
@@ -130,11 +127,8 @@ def collected_summary(collector: str, out: Path, servers: list[Server]) -> dict[
         print(f"  {name}: {held['records']} records, head {held['head'][:19]}…")
         verified = prunewarden("audit", "verify", str(path), check=False)
         summary["replicas"][name] = {
-            "file": path.name,
             "records": held["records"],
             "lines": len(lines),
-            "local_records": server.seen["local_records"],
-            "shipped": server.seen["shipped"],
             "same_as_local": lines == local_lines(server),
             "audit_verify_exit": verified.returncode,
         }
@@ -299,10 +293,6 @@ def drain(stream: IO[str]) -> None:
         pass
 
 
-def stop_server(server: Server) -> int:
-    return stop_process(server.process)
-
-
 def stop_process(process: subprocess.Popen[str]) -> int:
     """SIGTERM, and its exit code (SIGKILL if it does not stop within PATIENCE)."""
     if process.poll() is None:
@@ -406,7 +396,7 @@ def run(out: Path) -> dict[str, Any]:
         for index in range(1, SERVERS + 1):
             extra = [*tenant_options(index, out), *shipping_options(collector, index)]
             server = start_server(index, out, url, key, extra)
-            stack.callback(stop_server, server)
+            stack.callback(stop_process, server.process)
             servers.append(server)
         print("\n== Decisions: each tenant's labels choose its policy, under the bundle revision")
         for server in servers:
@@ -446,7 +436,7 @@ def run(out: Path) -> dict[str, Any]:
         summary["status_exit_after_refusal"] = status.returncode
         print("\n== The servers stopped; each one's audit log verified")
         for server in servers:
-            server.seen["stopped"] = stop_server(server)
+            server.seen["stopped"] = stop_process(server.process)
             server.seen["local_records"] = len(local_lines(server))
             server.seen["shadow_outcomes"] = shadow_verdicts(server)
             outcomes = ", ".join(str(o) for o in server.seen["shadow_outcomes"])
