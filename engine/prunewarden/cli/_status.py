@@ -31,7 +31,8 @@ exit codes:
 def add_status(commands: Any) -> None:
     status = commands.add_parser(
         "status",
-        help="print the status of each server of a fleet (policy, bundle, decisions, errors)",
+        help="print the status of each server of a fleet "
+        "(tenants, bundle, decisions, shipping, errors)",
         epilog=STATUS_EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
