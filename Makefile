@@ -32,7 +32,7 @@ $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 demo: $(VENV)/.installed typescript-example
 	@echo "==> examples/demo.sh: policies, replays, deployments, the audit log, the server (docs/demo.md)"
 	@PATH="$(CURDIR)/$(BIN):$$PATH" sh examples/demo.sh
-	@echo "==> examples/fleet/fleet_demo.py: a signed bundle, two servers on it, a tampered bundle refused (docs/fleet.md)"
+	@echo "==> examples/fleet/fleet_demo.py: a signed bundle, two servers of two tenants on it, a tampered bundle refused, both logs collected (docs/fleet.md)"
 	@rm -rf .demo/fleet
 	@PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python examples/fleet/fleet_demo.py .demo/fleet
 

@@ -2,21 +2,19 @@
 
 The story of docs/fleet.md, run end to end with the real commands: a key pair, a bundle of the
 deployments' policies (``examples/deployments/``: prod-eu with its candidate as shadow, and
-staging) built and signed; a bundle server on loopback; two ``prunewarden serve --bundle URL``
-servers; decisions on each; ``prunewarden status`` of both; then a tampered bundle published,
-refused by both servers with the last good bundle kept (their ``/readyz`` detail and the one
-``policy_reload_failed`` record each writes); the servers stopped and ``prunewarden audit
-verify`` run on each server's log. ``make demo`` runs it after examples/demo.sh.
+staging) built and signed; a bundle server and a ``prunewarden audit collect`` on loopback; two
+``prunewarden serve --bundle URL --tenants examples/fleet/tenants.yaml --ship URL`` servers of
+two tenants each; on each, decisions for both tenants (prod-eu's labels in the
+``Prunewarden-Labels`` header, staging's in the document); ``prunewarden status`` of both; then
+a tampered bundle published, refused by both servers with the last good bundle kept (their
+``/readyz`` detail and the one ``policy_reload_failed`` record each writes); every record
+shipped; the servers stopped and ``prunewarden audit verify`` run on each server's log and on
+each replica's file the collector wrote. ``make demo`` runs it after examples/demo.sh.
 
 What it saw goes to ``OUTPUT_DIR/summary.json`` (tests/server/test_fleet_demo.py reads it); the
 story goes to standard output.
 
     python examples/fleet/fleet_demo.py OUTPUT_DIR
-
-Two extensions are left as functions to fill: a policy per tenant on each server
-(:func:`tenant_options`, :func:`tenant_requests`) and the decision logs shipped to
-``prunewarden audit collect`` (:func:`start_collector`, :func:`shipping_options`,
-:func:`collected_summary`).
 """
 
 from __future__ import annotations
@@ -54,47 +52,105 @@ SERVERS = 2
 PATIENCE = 60.0  # seconds a server may take to start, or to see a new bundle
 POLL = "0.2"  # seconds between two fetches of the bundle by each server
 _LISTENING = re.compile(r"listening on (\S+)")
+_COLLECTING = re.compile(r"listening on (http://[^\s,]+)")
+TENANTS = Path(__file__).resolve().with_name("tenants.yaml")
+LABELS_HEADER = "Prunewarden-Labels"
 
 
-# --- extension points --------------------------------------------------------------------------
+# --- the tenants and the shipping -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TenantRequest:
+    """One decision sent to a server: the input file of examples/inputs/, the tenant it is
+    meant for, and how its labels travel (the header, or the document's ``labels``)."""
+
+    tenant: str
+    input: str
+    headers: dict[str, str] = field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)
 
 
 def tenant_options(index: int, out: Path) -> list[str]:
-    """The ``serve`` options that give server ``index`` its tenants. Extension point: two
-    tenants per server (``--tenants FILE`` mapping labels to the bundle's policies, written
-    under ``out``). None yet: each server runs the bundle's first policy, prod-eu."""
+    """The ``serve`` options that give server ``index`` its tenants: examples/fleet/tenants.yaml,
+    two tenants naming the bundle's two policies (prod-eu with the candidate its manifest
+    names as shadow, and staging, the default)."""
     del index, out
-    return []
+    return ["--tenants", str(TENANTS)]
 
 
-def tenant_requests(index: int) -> list[tuple[str, dict[str, str]]]:
-    """The decisions sent to server ``index``: each input file of examples/inputs/ and the
-    headers sent with it. Extension point: one set per tenant (a ``Prunewarden-Labels``
-    header naming it)."""
+def tenant_requests(index: int) -> list[TenantRequest]:
+    """The decisions sent to server ``index``: both evictions for each tenant, prod-eu's
+    labels in the ``Prunewarden-Labels`` header, staging's in the document."""
     del index
-    return [("eviction-healthy.json", {}), ("eviction-utc-constraint.json", {})]
+    inputs = ("eviction-healthy.json", "eviction-utc-constraint.json")
+    header = {LABELS_HEADER: "deployment=prod-eu"}
+    return [TenantRequest("prod-eu", name, header) for name in inputs] + [
+        TenantRequest("staging", name, labels={"deployment": "staging"}) for name in inputs
+    ]
 
 
-def start_collector(out: Path, stack: ExitStack) -> str | None:
-    """Where the servers ship their decision logs (a URL), started and stopped with ``stack``.
-    Extension point: ``prunewarden audit collect --listen ADDR --out DIR``. None yet: each
-    server keeps its log on its own disk."""
-    del out, stack
-    return None
+def start_collector(out: Path, stack: ExitStack) -> str:
+    """``prunewarden audit collect`` on loopback, writing one file per replica under
+    ``out/collected``, stopped (SIGTERM) with ``stack``; its URL."""
+    folder = out / "collected"
+    command = ["audit", "collect", "--listen", "127.0.0.1:0", "--out", str(folder)]
+    print(f"$ prunewarden {' '.join(command).replace(f'{out}/', '')}")
+    process = subprocess.Popen(  # noqa: S603 - our own command, arguments as a list
+        [PRUNEWARDEN, *command], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    stack.callback(stop_process, process)
+    for line in process.stdout or ():
+        if found := _COLLECTING.search(line):
+            threading.Thread(target=drain, args=(process.stdout,), daemon=True).start()
+            print(f"  collector listening on {found.group(1)}")
+            return found.group(1)
+    raise SystemExit("the collector did not start")
 
 
-def shipping_options(collector: str | None, index: int) -> list[str]:
-    """The ``serve`` options that ship server ``index``'s log to ``collector`` (``--ship
-    URL``). None yet."""
-    del collector, index
-    return []
+def shipping_options(collector: str, index: int) -> list[str]:
+    """The ``serve`` options that ship server ``index``'s log to ``collector`` as the replica
+    ``server-INDEX``."""
+    return ["--ship", f"{collector}/v1/logs", "--ship-replica", f"server-{index}"]
 
 
-def collected_summary(collector: str | None, out: Path) -> dict[str, Any] | None:
-    """What the collector received, verified (``audit verify`` on what was collected).
-    Extension point; None yet."""
-    del collector, out
-    return None
+def collected_summary(collector: str, out: Path, servers: list[Server]) -> dict[str, Any]:
+    """What the collector received from each server, and ``audit verify`` on each file."""
+    replicas = call(f"{collector}/v1/replicas")
+    print(f"GET {collector}/v1/replicas")
+    summary: dict[str, Any] = {"replicas": {}}
+    for server in servers:
+        name = f"server-{server.index}"
+        held = replicas[name]
+        path = out / "collected" / f"{name}.jsonl"
+        lines = path.read_text(encoding="utf-8").splitlines()
+        print(f"  {name}: {held['records']} records, head {held['head'][:19]}…")
+        verified = prunewarden("audit", "verify", str(path), check=False)
+        summary["replicas"][name] = {
+            "records": held["records"],
+            "lines": len(lines),
+            "same_as_local": lines == local_lines(server),
+            "audit_verify_exit": verified.returncode,
+        }
+    summary["files"] = sorted(p.name for p in (out / "collected").glob("*.jsonl"))
+    return summary
+
+
+def await_shipped(server: Server) -> dict[str, Any]:
+    """The server's one shipping destination once it has acknowledged every record of the
+    local log (as ``/v1/status`` counts them)."""
+    deadline = time.monotonic() + PATIENCE
+    while time.monotonic() < deadline:
+        (destination,) = call(f"{server.url}/v1/status")["log_shipping"]["destinations"]
+        written = len(local_lines(server))
+        if destination["shipped"] == written and destination["buffered_records"] == 0:
+            return dict(destination)
+        time.sleep(0.1)
+    raise SystemExit(f"server {server.index} never shipped its whole log")
+
+
+def local_lines(server: Server) -> list[str]:
+    return server.audit_log.read_text(encoding="utf-8").splitlines()
 
 
 # --- the bundle --------------------------------------------------------------------------------
@@ -237,15 +293,16 @@ def drain(stream: IO[str]) -> None:
         pass
 
 
-def stop_server(server: Server) -> int:
-    if server.process.poll() is None:
-        server.process.send_signal(signal.SIGTERM)
+def stop_process(process: subprocess.Popen[str]) -> int:
+    """SIGTERM, and its exit code (SIGKILL if it does not stop within PATIENCE)."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
         try:
-            server.process.wait(PATIENCE)
+            process.wait(PATIENCE)
         except subprocess.TimeoutExpired:
-            server.process.kill()
-            server.process.wait(PATIENCE)
-    return server.process.returncode
+            process.kill()
+            process.wait(PATIENCE)
+    return process.returncode
 
 
 def call(
@@ -266,21 +323,27 @@ def call(
 def decide(server: Server) -> list[dict[str, Any]]:
     """Each request of :func:`tenant_requests`, decided by ``server``: one line each."""
     made = []
-    for name, headers in tenant_requests(server.index):
-        document = json.loads((INPUTS / name).read_text(encoding="utf-8"))
-        decision = call(f"{server.url}/v1/evaluate", document, headers)
+    for request in tenant_requests(server.index):
+        document = json.loads((INPUTS / request.input).read_text(encoding="utf-8"))
+        if request.labels:
+            document["labels"] = request.labels
+        decision = call(f"{server.url}/v1/evaluate", document, request.headers)
         policy = decision["policy"]
         made.append(
             {
-                "input": name,
+                "tenant": request.tenant,
+                "input": request.input,
+                "labels_in": "header" if request.headers else "document",
                 "outcome": decision["outcome"],
                 "policy": f"{policy['name']}@{policy['version']}",
                 "bundle_revision": policy.get("bundle_revision"),
             }
         )
+        where = "header" if request.headers else "document"
         print(
-            f"server {server.index}: {name}: {decision['outcome']} under "
-            f"{policy['name']}@{policy['version']}, bundle {policy.get('bundle_revision')}"
+            f"server {server.index}: {request.tenant} (labels in the {where}): {request.input}: "
+            f"{decision['outcome']} under {policy['name']}@{policy['version']}, "
+            f"bundle {policy.get('bundle_revision')}"
         )
     return made
 
@@ -326,15 +389,16 @@ def run(out: Path) -> dict[str, Any]:
     good = bundle.read_bytes()
     with ExitStack() as stack:
         url = stack.enter_context(bundle_site(bundle.parent))
+        print("\n== A collector for the fleet's decision logs")
         collector = start_collector(out, stack)
-        print(f"\n== {SERVERS} servers on the bundle at {url}")
+        print(f"\n== {SERVERS} servers on the bundle at {url}, two tenants each, shipping")
         servers = []
         for index in range(1, SERVERS + 1):
             extra = [*tenant_options(index, out), *shipping_options(collector, index)]
             server = start_server(index, out, url, key, extra)
-            stack.callback(stop_server, server)
+            stack.callback(stop_process, server.process)
             servers.append(server)
-        print("\n== Decisions: each names the bundle revision it was made under")
+        print("\n== Decisions: each tenant's labels choose its policy, under the bundle revision")
         for server in servers:
             server.seen["decisions"] = decide(server)
         print("\n== The fleet's status")
@@ -361,18 +425,27 @@ def run(out: Path) -> dict[str, Any]:
                 "record_policy": kept,
                 "decisions_after": after,
             }
+        print("\n== Every record shipped")
+        for server in servers:
+            shipped = await_shipped(server)
+            server.seen["shipped"] = shipped["shipped"]
+            server.seen["dropped"] = shipped["dropped"]
+            print(f"server {server.index}: {shipped['shipped']} records shipped, "
+                  f"{shipped['dropped']} dropped, to {shipped['destination']}")  # fmt: skip
         status = prunewarden("status", *(s.url for s in servers), check=False)
         summary["status_exit_after_refusal"] = status.returncode
         print("\n== The servers stopped; each one's audit log verified")
         for server in servers:
-            server.seen["stopped"] = stop_server(server)
+            server.seen["stopped"] = stop_process(server.process)
+            server.seen["local_records"] = len(local_lines(server))
             server.seen["shadow_outcomes"] = shadow_verdicts(server)
             outcomes = ", ".join(str(o) for o in server.seen["shadow_outcomes"])
             print(f"server {server.index}: the shadow decided {outcomes} (from its records)")
             verified = prunewarden("audit", "verify", str(server.audit_log), check=False)
             server.seen["audit_verify_exit"] = verified.returncode
             summary["servers"].append({"index": server.index, "url": server.url, **server.seen})
-        summary["collected"] = collected_summary(collector, out)
+        print("\n== What the collector holds: one file per replica, verified")
+        summary["collected"] = collected_summary(collector, out, servers)
     return summary
 
 

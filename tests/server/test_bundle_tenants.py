@@ -236,3 +236,44 @@ class TestShadowFromTheBundle:
         assert (decision.outcome, decision.shadow.outcome) == ("allow", "deny")
         assert status.shadow is not None
         assert (status.shadow.name, status.shadow.bundle_revision) == ("prod-us", "r1")
+
+    def test_a_tenant_without_one_runs_the_shadow_the_manifest_names(
+        self, tmp_path: Path, revisions: Revisions
+    ) -> None:
+        """A tenant naming no shadow decides with the candidate the manifest names for its
+        policy, as --bundle-policy does; a tenant of another policy has none."""
+        folder = tmp_path / "r1"
+        folder.mkdir()
+        paths = {}
+        for name, delta in (("prod-eu", 0.25), ("prod-us", 0.01), ("prod-eu-next", 0.01)):
+            path = folder / f"{name}.yaml"
+            version, policy_name = (
+                ("1.1.0", "prod-eu") if name == "prod-eu-next" else ("1.0.0", name)
+            )
+            spec: dict[str, object] = {"eviction": {"stability_delta": delta}}
+            path.write_text(policy_text(spec, name=policy_name, version=version), encoding="utf-8")
+            paths[name] = path
+        built = build_bundle(
+            [paths["prod-eu"], paths["prod-us"]],
+            revision="r1",
+            lock=False,
+            built_at="2026-12-01T00:00:00Z",
+            shadows={"prod-eu": paths["prod-eu-next"]},
+        )
+        served = tmp_path / "bundle.tar.gz"
+        served.write_bytes(sign_bundle(built, revisions.keys.private_pem))
+        tenants = BundleTenants(str(served), revisions.keys.public_pem, SPECS, interval=0)
+        try:
+            decision = tenants.tenant("eu").evaluate(EVICTION)
+            eu, us = tenants.status("eu"), tenants.status("us")
+        finally:
+            tenants.close()
+        assert decision.shadow is not None
+        assert (decision.outcome, decision.shadow.outcome) == ("allow", "deny")
+        assert eu.shadow is not None
+        assert (eu.shadow.name, eu.shadow.version, eu.shadow.bundle_revision) == (
+            "prod-eu",
+            "1.1.0",
+            "r1",
+        )
+        assert us.shadow is None

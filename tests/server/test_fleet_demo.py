@@ -1,5 +1,6 @@
 """examples/fleet/fleet_demo.py, as ``make demo`` runs it: a signed bundle served to two real
-servers, a tampered bundle refused by both with the last good one kept, both logs verified."""
+servers of two tenants each, a tampered bundle refused by both with the last good one kept,
+both logs shipped to ``audit collect`` and verified there."""
 
 from __future__ import annotations
 
@@ -10,10 +11,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "examples" / "fleet" / "fleet_demo.py"
+TENANTS = ROOT / "examples" / "fleet" / "tenants.yaml"
 BIN = Path(sys.executable).parent
 
 
@@ -33,23 +37,37 @@ def ran(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, Any]]:
 
 
 class TestFleetDemo:
-    def test_both_servers_decide_under_the_bundle_revision(
+    def test_each_tenant_decides_under_its_policy_of_the_bundle(
         self, ran: tuple[str, dict[str, Any]]
     ) -> None:
-        """Each server decides both inputs under prod-eu@1.4.0 from bundle fleet-1, and the
-        shadow (prod-eu@1.5.0, from the bundle's manifest) decides beside each."""
+        """On each server, prod-eu's requests (labels in the header) are decided by
+        prod-eu@1.4.0 and staging's (labels in the document) by staging@0.9.0, all under bundle
+        fleet-1; prod-eu's shadow (prod-eu@1.5.0, from the manifest) decides beside prod-eu's
+        only."""
         _, summary = ran
         assert summary["revision"] == "fleet-1"
         assert [server["index"] for server in summary["servers"]] == [1, 2]
+        keys = ("tenant", "input", "labels_in", "policy", "bundle_revision", "outcome")
+        inputs = ["eviction-healthy.json", "eviction-utc-constraint.json"]
+        expected = [
+            ("prod-eu", name, "header", "prod-eu@1.4.0", "fleet-1", outcome)
+            for name, outcome in zip(inputs, ["allow", "deny"], strict=True)
+        ] + [
+            ("staging", name, "document", "staging@0.9.0", "fleet-1", outcome)
+            for name, outcome in zip(inputs, ["allow", "deny"], strict=True)
+        ]
         for server in summary["servers"]:
-            assert [
-                (d["input"], d["policy"], d["bundle_revision"]) for d in server["decisions"]
-            ] == [
-                ("eviction-healthy.json", "prod-eu@1.4.0", "fleet-1"),
-                ("eviction-utc-constraint.json", "prod-eu@1.4.0", "fleet-1"),
-            ]
-            # prod-eu@1.5.0 pins what 1.4.0 lets go: it would deny both evictions.
-            assert server["shadow_outcomes"] == ["deny"] * 4
+            made = [tuple(d[key] for key in keys) for d in server["decisions"]]
+            assert made == expected
+            # prod-eu@1.5.0 pins what 1.4.0 lets go: it would deny both of prod-eu's evictions.
+            assert server["shadow_outcomes"] == ["deny", "deny", None, None] * 2
+
+    def test_the_tenants_file_is_valid(self) -> None:
+        """examples/fleet/tenants.yaml validates against tenants.v1 and names two tenants."""
+        tenants = yaml.safe_load(TENANTS.read_text(encoding="utf-8"))
+        schema = json.loads((ROOT / "schemas" / "tenants.v1.schema.json").read_text("utf-8"))
+        jsonschema.Draft202012Validator(schema).validate(tenants)
+        assert [t["name"] for t in tenants["tenants"]] == ["prod-eu", "staging"]
 
     def test_the_tampered_bundle_is_refused_with_the_last_good_kept(
         self, ran: tuple[str, dict[str, Any]]
@@ -74,18 +92,39 @@ class TestFleetDemo:
         _, summary = ran
         for server in summary["servers"]:
             assert (server["stopped"], server["audit_verify_exit"]) == (0, 0)
-        assert summary["collected"] is None
+
+    def test_both_logs_are_collected_whole_and_verify(
+        self, ran: tuple[str, dict[str, Any]]
+    ) -> None:
+        """audit collect holds one file per replica, with every record each server shipped
+        (none dropped), the local log's bytes, and audit verify passes on each."""
+        _, summary = ran
+        collected = summary["collected"]
+        assert collected["files"] == ["server-1.jsonl", "server-2.jsonl"]
+        for server in summary["servers"]:
+            replica = collected["replicas"][f"server-{server['index']}"]
+            assert server["dropped"] == 0
+            # Shipped before the stop, in the local log after it: nothing written in between.
+            assert replica["records"] == replica["lines"] == server["shipped"]
+            assert server["local_records"] == server["shipped"]
+            assert (replica["same_as_local"], replica["audit_verify_exit"]) == (True, 0)
 
     def test_the_story_shows_the_commands_and_the_refusal(
         self, ran: tuple[str, dict[str, Any]]
     ) -> None:
-        """The output shows the bundle commands, the fleet's status lines and the refusal."""
+        """The output shows the bundle commands, the fleet's status lines (every tenant, the
+        log shipping), the refusal and the four logs verified."""
         stdout, summary = ran
         lines = stdout.splitlines()
         assert "$ prunewarden bundle build examples/deployments/prod-eu.yaml" in stdout
         assert any(line.startswith("      shadow prod-eu@1.5.0 sha256:") for line in lines)
         urls = [server["url"] for server in summary["servers"]]
+        tenants = (
+            "tenants prod-eu prod-eu@1.4.0 shadow prod-eu@1.5.0, staging staging@0.9.0; "
+            "default staging"
+        )
         for url in urls:
-            healthy = f"  {url}  healthy  prod-eu@1.4.0 bundle fleet-1 shadow prod-eu@1.5.0  "
-            assert any(line.startswith(healthy + "allow 1 deny 1 halt 0") for line in lines)
+            healthy = f"  {url}  healthy  bundle fleet-1  {tenants}  allow 2 deny 2 halt 0  ship "
+            assert any(line.startswith(healthy) for line in lines)
+        assert stdout.count("$ prunewarden audit verify") == 4
         assert stdout.count("revision fleet-1 kept") == 2

@@ -9,6 +9,7 @@ import type {
   InputDocument,
   Plan,
   PlanDocument,
+  Policies,
   PolicyInForce,
   Readiness,
   Scores,
@@ -67,9 +68,17 @@ export class Client {
     return this.send({ method: "POST", path: "/v1/plan", body: document, idempotent: true });
   }
 
-  /** `GET /v1/policy`: the identity, digest, files and resolved document in force. */
+  /**
+   * `GET /v1/policy`: the identity, digest, files and resolved document in force (of the tenant
+   * the client's `labels` choose, named in `tenant`, on a server of tenants).
+   */
   policy(): Promise<PolicyInForce> {
     return this.send({ method: "GET", path: "/v1/policy", idempotent: true });
+  }
+
+  /** `GET /v1/policies`: every tenant of the server, its selector, policy, shadow and health. */
+  policies(): Promise<Policies> {
+    return this.send({ method: "GET", path: "/v1/policies", idempotent: true });
   }
 
   /** `GET /readyz`; a ServiceUnavailableError (`not-ready`) when the audit log cannot be written. */

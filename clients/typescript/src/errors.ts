@@ -15,6 +15,7 @@ export type ProblemKind =
   | "method-not-allowed"
   | "request-timeout"
   | "session-conflict"
+  | "tenant-conflict"
   | "session-state-rejected"
   | "request-too-large"
   | "audit-unavailable"
@@ -74,7 +75,10 @@ export class RequestTimeoutError extends ProblemError {
   override name = "RequestTimeoutError";
 }
 
-/** 409: a cycle or turn out of order, a session busy elsewhere, or a stored state rejected. */
+/**
+ * 409: a cycle or turn out of order, a session busy elsewhere, a stored state rejected, or a
+ * session bound to another tenant than the one the labels choose (`tenant-conflict`).
+ */
 export class SessionConflictError extends ProblemError {
   override name = "SessionConflictError";
 }

@@ -380,13 +380,19 @@ export interface components {
                 last_fetch?: "reloaded" | "unchanged" | "failed" | null;
                 problems: string[];
             };
+            default_tenant?: string;
+            /** @description Every tenant, in the order its selector is tried, with its policy, shadow and health (a server without --tenants: one, `default`) */
+            tenants?: components["schemas"]["Tenant"][];
         };
         Status: {
-            /** @description false while the last reload failed */
+            /** @description false while the last reload of any tenant failed */
             healthy: boolean;
             started_at: string;
             engine_version: string;
-            /** @description The policy that authorized the decision. */
+            default_tenant: string;
+            /** @description Every tenant, in the order its selector is tried, with its policy, shadow and health (a server without --tenants: one, `default`) */
+            tenants: components["schemas"]["Tenant"][];
+            /** @description the default tenant's policy */
             policy: {
                 name: string;
                 version: string;
@@ -505,49 +511,50 @@ export interface components {
             /** @description With tenants: whose policy */
             tenant?: string;
         };
+        Tenant: {
+            name: string;
+            default: boolean;
+            selector: {
+                matchLabels?: {
+                    [key: string]: string;
+                };
+            };
+            /** @description The policy that authorized the decision. */
+            policy: {
+                name: string;
+                version: string;
+                digest: string;
+                /** @description The revision of the signed policy bundle the policy came from (docs/fleet.md); absent when the policy was read from its own files. */
+                bundle_revision?: string;
+                /** @description The files the policy was resolved from, the policy's own first, then each policy it extends: path (builtin:<name> for a bundled policy) and the SHA-256 (hex) of the bytes read. */
+                sources?: {
+                    path: string;
+                    sha256: string;
+                }[];
+            };
+            bundle_revision: string | null;
+            shadow: null | {
+                name: string;
+                version: string;
+                digest: string;
+                /** @description The revision of the signed policy bundle the policy came from (docs/fleet.md); absent when the policy was read from its own files. */
+                bundle_revision?: string;
+                /** @description The files the policy was resolved from, the policy's own first, then each policy it extends: path (builtin:<name> for a bundled policy) and the SHA-256 (hex) of the bytes read. */
+                sources?: {
+                    path: string;
+                    sha256: string;
+                }[];
+            };
+            /** @description false while its last reload failed */
+            healthy?: boolean;
+            /** @enum {unknown} */
+            last_reload?: "reloaded" | "unchanged" | "failed" | null;
+            problems?: string[];
+        };
         /** @description The tenants in the order their selectors are tried (a server without --tenants: one, `default`, selecting every request) */
         Policies: {
             default: string;
-            tenants: {
-                name: string;
-                default: boolean;
-                selector: {
-                    matchLabels?: {
-                        [key: string]: string;
-                    };
-                };
-                /** @description The policy that authorized the decision. */
-                policy: {
-                    name: string;
-                    version: string;
-                    digest: string;
-                    /** @description The revision of the signed policy bundle the policy came from (docs/fleet.md); absent when the policy was read from its own files. */
-                    bundle_revision?: string;
-                    /** @description The files the policy was resolved from, the policy's own first, then each policy it extends: path (builtin:<name> for a bundled policy) and the SHA-256 (hex) of the bytes read. */
-                    sources?: {
-                        path: string;
-                        sha256: string;
-                    }[];
-                };
-                bundle_revision: string | null;
-                shadow: null | {
-                    name: string;
-                    version: string;
-                    digest: string;
-                    /** @description The revision of the signed policy bundle the policy came from (docs/fleet.md); absent when the policy was read from its own files. */
-                    bundle_revision?: string;
-                    /** @description The files the policy was resolved from, the policy's own first, then each policy it extends: path (builtin:<name> for a bundled policy) and the SHA-256 (hex) of the bytes read. */
-                    sources?: {
-                        path: string;
-                        sha256: string;
-                    }[];
-                };
-                /** @description false while its last reload failed */
-                healthy?: boolean;
-                /** @enum {unknown} */
-                last_reload?: "reloaded" | "unchanged" | "failed" | null;
-                problems?: string[];
-            }[];
+            tenants: components["schemas"]["Tenant"][];
         };
         /** @description RFC 9457 problem details; `problems` holds the located problems the CLI prints */
         Problem: {

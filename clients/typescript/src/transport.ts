@@ -26,6 +26,12 @@ export interface TransportOptions {
   /** Sent as `Authorization: Bearer <token>`. */
   token?: string | undefined;
   /**
+   * Sent with every call as `Prunewarden-Labels: name=value, ...`: on a server of tenants
+   * (`serve --tenants`) they choose the tenant whose policy decides. A name holds no `=` or
+   * `,`, a value no `,` (put such a label in the document's `labels`).
+   */
+  labels?: Record<string, string> | undefined;
+  /**
    * The longest one try waits for the answer's headers, and then between chunks of its body.
    * Default 30,000 ms (the server's own --request-timeout is 30 s).
    */
@@ -84,6 +90,8 @@ export class Transport {
     }
     this.headers = { accept: "application/json, application/problem+json" };
     if (options.token) this.headers.authorization = `Bearer ${options.token}`;
+    const labels = labelsHeader(options.labels ?? {});
+    if (labels !== "") this.headers["prunewarden-labels"] = labels;
     this.timeoutMs = options.timeoutMs ?? 30_000;
     this.attempts = Math.max(1, options.retry?.attempts ?? 3);
     this.baseDelayMs = options.retry?.baseDelayMs ?? 50;
@@ -147,6 +155,25 @@ export class Transport {
     const delay = Math.random() * ceiling;
     return new Promise((resolve) => setTimeout(resolve, delay));
   }
+}
+
+/** The `Prunewarden-Labels` header of `labels` ("" for none); a TypeError for a label it cannot carry. */
+export function labelsHeader(labels: Record<string, string>): string {
+  return Object.entries(labels)
+    .map(([name, value]) => {
+      if (name.trim() === "" || /[=,]/.test(name)) {
+        throw new TypeError(
+          `a label's name is not empty and holds no '=' or ',': ${JSON.stringify(name)}`,
+        );
+      }
+      if (value.includes(",")) {
+        throw new TypeError(
+          `label ${name}: a value sent in Prunewarden-Labels holds no ',' (put it in the document's labels)`,
+        );
+      }
+      return `${name}=${value}`;
+    })
+    .join(", ");
 }
 
 function errorCode(error: unknown): string {

@@ -21,6 +21,12 @@ export type SessionDeleted = Schemas["SessionDeleted"];
 export type TurnObserved = Schemas["TurnObserved"];
 export type Health = Schemas["Health"];
 export type Readiness = Schemas["Readiness"];
+/** `GET /v1/policies`: the tenants in the order their selectors are tried, and the default. */
+export type Policies = Schemas["Policies"];
+/** One tenant: its selector, the policy (and shadow) it holds, and its health. */
+export type Tenant = Schemas["Tenant"];
+/** `GET /v1/status`: every tenant, the bundle, decisions since start, log shipping. */
+export type Status = Schemas["Status"];
 /** An RFC 9457 problem document as the server writes it, with the located problems. */
 export type Problem = Schemas["Problem"] & Record<string, unknown>;
 /** One located problem: `<request>:LINE:COL: $.path: message`. */

@@ -33,6 +33,8 @@ export interface Served {
 export interface ServeOptions {
   unixSocket?: boolean;
   token?: string;
+  /** A tenants file, served with `--tenants` instead of the default policy. */
+  tenants?: string;
   args?: string[];
 }
 
@@ -49,8 +51,7 @@ export async function serve(options: ServeOptions = {}): Promise<Served> {
     COMMAND,
     [
       "serve",
-      "--policy",
-      POLICY,
+      ...(options.tenants === undefined ? ["--policy", POLICY] : ["--tenants", options.tenants]),
       "--audit-log",
       join(workdir, "audit.jsonl"),
       "--listen",

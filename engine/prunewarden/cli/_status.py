@@ -31,7 +31,8 @@ exit codes:
 def add_status(commands: Any) -> None:
     status = commands.add_parser(
         "status",
-        help="print the status of each server of a fleet (policy, bundle, decisions, errors)",
+        help="print the status of each server of a fleet "
+        "(tenants, bundle, decisions, shipping, errors)",
         epilog=STATUS_EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -87,15 +88,62 @@ def _line(answer: dict[str, Any]) -> str:
     status = answer["status"]
     if status is None:
         return f"{answer['url']}  {answer['error']}"
-    policy = status["policy"]
-    revision = policy.get("bundle_revision")
-    where = f"{policy['name']}@{policy['version']}" + (f" bundle {revision}" if revision else "")
-    shadow = status.get("shadow")
-    if shadow is not None:
-        where += f" shadow {shadow['name']}@{shadow['version']}"
+    tenants = status.get("tenants") or []
+    where = _tenants(status, tenants) if len(tenants) > 1 else _policy(status)
     counts = " ".join(f"{k} {v}" for k, v in status["decisions"].items())
     line = f"{answer['url']}  {'healthy' if status['healthy'] else 'unhealthy'}  {where}  {counts}"
+    shipping = status.get("log_shipping")
+    if shipping is not None:
+        line += "  " + "; ".join(_shipped(d) for d in shipping["destinations"])
     line += f"  since {status['activated_at']}"
     if not status["healthy"]:
-        line += f"  last reload failed: {'; '.join(status['last_reload']['problems'])}"
+        line += f"  last reload failed: {'; '.join(_problems(status, tenants))}"
     return line
+
+
+def _policy(status: dict[str, Any]) -> str:
+    """A server of one policy: ``name@version``, its bundle revision and its shadow."""
+    policy = status["policy"]
+    revision = policy.get("bundle_revision")
+    where = _named(policy) + (f" bundle {revision}" if revision else "")
+    shadow = status.get("shadow")
+    if shadow is not None:
+        where += f" shadow {_named(shadow)}"
+    return where
+
+
+def _tenants(status: dict[str, Any], tenants: list[dict[str, Any]]) -> str:
+    """A server of several tenants: the bundle revision, then each tenant's policy (and
+    shadow, and health when it is not), as ``serve`` names them when it starts."""
+    bundle = status.get("bundle")
+    where = f"bundle {bundle['revision']}  " if bundle is not None else ""
+    held = []
+    for tenant in tenants:
+        text = f"{tenant['name']} {_named(tenant['policy'])}"
+        if tenant.get("shadow") is not None:
+            text += f" shadow {_named(tenant['shadow'])}"
+        if tenant.get("healthy") is False:
+            text += " (unhealthy)"
+        held.append(text)
+    return f"{where}tenants {', '.join(held)}; default {status.get('default_tenant')}"
+
+
+def _named(identity: dict[str, Any]) -> str:
+    return f"{identity['name']}@{identity['version']}"
+
+
+def _shipped(destination: dict[str, Any]) -> str:
+    return (
+        f"ship {destination['destination']} shipped {destination['shipped']} "
+        f"dropped {destination['dropped']}"
+    )
+
+
+def _problems(status: dict[str, Any], tenants: list[dict[str, Any]]) -> list[str]:
+    """What failed: each unhealthy tenant's problems once (one bundle failing fails them
+    all alike), else the last reload's."""
+    found: list[str] = []
+    for tenant in tenants:
+        if tenant.get("healthy") is False:
+            found.extend(p for p in tenant.get("problems", ()) if p not in found)
+    return found or list(status["last_reload"]["problems"])

@@ -160,7 +160,13 @@ class BundleTenants:
         chosen: dict[str, tuple[Policy, Policy | None]] = {}
         for spec in self._specs:
             policy = self._named(bundle, spec, spec.policy, problems)
-            shadow = self._named(bundle, spec, spec.shadow, problems) if spec.shadow else None
+            # Without a shadow of its own, a tenant runs its policy with the candidate the
+            # manifest names for it, as ``--bundle-policy`` does: never its policy without it.
+            shadow = (
+                self._named(bundle, spec, spec.shadow, problems)
+                if spec.shadow
+                else bundle.shadows.get(spec.policy)
+            )
             in_force = current[spec.name].policy if current is not None else None
             if policy is not None and _reused_version(policy, in_force):
                 message = (

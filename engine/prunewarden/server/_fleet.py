@@ -1,6 +1,7 @@
-"""What a server tells its fleet's operators: ``GET /v1/status`` (the policy and bundle in
-force, the last activation and the last error, decisions by outcome since start) and the
-``bundle`` detail of ``/readyz``, with the schemas the OpenAPI document gives them.
+"""What a server tells its fleet's operators: ``GET /v1/status`` (every tenant's policy and
+health, the bundle in force, the last activation and the last error, decisions by outcome
+since start, log shipping) and the ``bundle`` and ``tenants`` details of ``/readyz``, with the
+schemas the OpenAPI document gives them.
 
 Decisions are counted by a decision hook and errors kept by a reload hook, both attached when
 the app is built (:func:`~prunewarden.server.build_app`): the counts are of this process, since
@@ -19,7 +20,7 @@ from prunewarden.__about__ import __version__
 from prunewarden.decision import Decision, utc_now
 from prunewarden.reload import ReloadResult
 from prunewarden.server._push import STATUS_PUSH_DETAIL, StatusPush
-from prunewarden.server._tenants import PolicyHolder
+from prunewarden.server._tenants import PolicyHolder, Tenants
 from prunewarden.shipping import LogShipper
 
 OUTCOMES = ("allow", "deny", "halt")
@@ -71,8 +72,20 @@ LOG_SHIPPING: dict[str, Any] = {
 }
 
 
-def status_schema(identity: dict[str, Any]) -> dict[str, Any]:
-    """The schema of ``GET /v1/status``, ``identity`` being the schema of a policy identity."""
+def tenants_detail(tenant: dict[str, Any]) -> dict[str, Any]:
+    """The ``tenants`` detail of ``/v1/status`` and ``/readyz``, ``tenant`` being the schema
+    of one tenant as ``GET /v1/policies`` lists it."""
+    return {
+        "type": "array",
+        "items": tenant,
+        "description": "Every tenant, in the order its selector is tried, with its policy, "
+        "shadow and health (a server without --tenants: one, `default`)",
+    }
+
+
+def status_schema(identity: dict[str, Any], tenant: dict[str, Any]) -> dict[str, Any]:
+    """The schema of ``GET /v1/status``, ``identity`` being the schema of a policy identity
+    and ``tenant`` that of a tenant."""
     when = {"type": ["string", "null"]}
     problems = {"type": "array", "items": {"type": "string"}}
     return {
@@ -81,6 +94,8 @@ def status_schema(identity: dict[str, Any]) -> dict[str, Any]:
             "healthy",
             "started_at",
             "engine_version",
+            "default_tenant",
+            "tenants",
             "policy",
             "shadow",
             "bundle",
@@ -92,10 +107,15 @@ def status_schema(identity: dict[str, Any]) -> dict[str, Any]:
             "status_push",
         ],
         "properties": {
-            "healthy": {"type": "boolean", "description": "false while the last reload failed"},
+            "healthy": {
+                "type": "boolean",
+                "description": "false while the last reload of any tenant failed",
+            },
             "started_at": {"type": "string"},
             "engine_version": {"type": "string"},
-            "policy": identity,
+            "default_tenant": {"type": "string"},
+            "tenants": tenants_detail(tenant),
+            "policy": {**identity, "description": "the default tenant's policy"},
             "shadow": {"oneOf": [{"type": "null"}, identity]},
             "bundle": {"oneOf": [{"type": "null"}, BUNDLE_DETAIL]},
             "activated_at": {"type": "string", "description": "when the policy in force began"},
@@ -168,15 +188,23 @@ class FleetStatus:
             with self._lock:
                 self._last_error = error
 
-    def document(self, engine: PolicyHolder) -> dict[str, Any]:
+    def document(self, tenants: Tenants | PolicyHolder) -> dict[str, Any]:
+        """The status of every tenant (a policy holder alone: a server of one policy); the
+        top-level ``policy``, ``shadow``, ``bundle`` and ``last_reload`` are the default
+        tenant's, as they were before tenants."""
+        held = tenants if isinstance(tenants, Tenants) else Tenants.single(tenants)
+        engine = held.default.holder
         status = engine.status()
+        every = [tenant.document(default=tenant is held.default) for tenant in held.all]
         with self._lock:
             decisions = {outcome: self._outcomes[outcome] for outcome in OUTCOMES}
             last_error = self._last_error
         return {
-            "healthy": status.healthy,
+            "healthy": all(tenant["healthy"] for tenant in every),
             "started_at": self.started_at,
             "engine_version": __version__,
+            "default_tenant": held.default.name,
+            "tenants": every,
             "policy": status.policy.to_dict(),
             "shadow": status.shadow.to_dict() if status.shadow is not None else None,
             "bundle": bundle_detail(engine),

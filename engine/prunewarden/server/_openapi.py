@@ -16,8 +16,8 @@ from __future__ import annotations
 from typing import Any
 
 from prunewarden._schemas import plan_schema
-from prunewarden.server._fleet import BUNDLE_DETAIL, status_schema
-from prunewarden.server._tenants import LABELS_PARAMETER, policies_schema
+from prunewarden.server._fleet import BUNDLE_DETAIL, status_schema, tenants_detail
+from prunewarden.server._tenants import LABELS_PARAMETER, policies_schema, tenant_schema
 
 SCHEMA_BASE = "https://prunewarden.dev/schemas/"
 _INPUT = SCHEMA_BASE + "input.v1.schema.json"
@@ -374,9 +374,11 @@ def _components() -> dict[str, Any]:
                     "checks": {"type": "object"},
                     "policy": _identity(),
                     "bundle": BUNDLE_DETAIL,
+                    "default_tenant": {"type": "string"},
+                    "tenants": tenants_detail(_ref("Tenant")),
                 },
             },
-            "Status": status_schema(_identity()),
+            "Status": status_schema(_identity(), _ref("Tenant")),
             "PolicyInForce": {
                 "type": "object",
                 "required": ["policy", "digest", "sources", "document", "shadow"],
@@ -402,7 +404,8 @@ def _components() -> dict[str, Any]:
                     "tenant": {"type": "string", "description": "With tenants: whose policy"},
                 },
             },
-            "Policies": policies_schema(_identity()),
+            "Tenant": tenant_schema(_identity()),
+            "Policies": policies_schema(_ref("Tenant")),
             "Problem": {
                 "type": "object",
                 "description": "RFC 9457 problem details; `problems` holds the located problems "

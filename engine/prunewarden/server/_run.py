@@ -170,9 +170,8 @@ def _status_push(config: ServerConfig, fleet: FleetStatus, tenants: Tenants) -> 
     started by :func:`run` once the address is bound."""
     if config.status_url is None:
         return None
-    engine = tenants.default.holder
     push = StatusPush(
-        config.status_url, lambda: fleet.document(engine), interval=config.status_interval
+        config.status_url, lambda: fleet.document(tenants), interval=config.status_interval
     )
     fleet.push = push
     for holder in tenants.holders():

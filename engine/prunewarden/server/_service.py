@@ -178,11 +178,14 @@ class DecisionService:
         if bundle is not None:
             # The last good bundle keeps deciding: a failed fetch is told, not a reason to stop.
             document["bundle"] = bundle
+        # Likewise a tenant whose reload failed decides on its last good policy: told here.
+        document["default_tenant"] = self.tenants.default.name
+        document["tenants"] = self.tenants.document()["tenants"]
         return ready, document
 
     def status_document(self) -> Answer:
         """``GET /v1/status``: what a fleet's operators read (see :class:`FleetStatus`)."""
-        document = self.fleet.document(self.engine)
+        document = self.fleet.document(self.tenants)
         return Answer(document, policy=self.engine.policy.identity)
 
 

@@ -264,9 +264,10 @@ LABELS_PARAMETER: dict[str, Any] = {
 }
 
 
-def policies_schema(identity: dict[str, Any]) -> dict[str, Any]:
-    """The schema of ``GET /v1/policies``, ``identity`` being the schema of a policy identity."""
-    tenant = {
+def tenant_schema(identity: dict[str, Any]) -> dict[str, Any]:
+    """The schema of a tenant as ``GET /v1/policies``, ``/v1/status`` and ``/readyz`` list it,
+    ``identity`` being the schema of a policy identity."""
+    return {
         "type": "object",
         "required": ["name", "default", "selector", "policy", "bundle_revision", "shadow"],
         "properties": {
@@ -286,6 +287,10 @@ def policies_schema(identity: dict[str, Any]) -> dict[str, Any]:
             "problems": {"type": "array", "items": {"type": "string"}},
         },
     }
+
+
+def policies_schema(tenant: dict[str, Any]) -> dict[str, Any]:
+    """The schema of ``GET /v1/policies``, ``tenant`` being the schema of a tenant."""
     return {
         "type": "object",
         "required": ["default", "tenants"],
