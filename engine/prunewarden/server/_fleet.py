@@ -17,6 +17,7 @@ from typing import Any
 
 from prunewarden.__about__ import __version__
 from prunewarden.decision import Decision, utc_now
+from prunewarden.pipeline import PassResult
 from prunewarden.reload import ReloadingEngine, ReloadResult
 from prunewarden.server._push import STATUS_PUSH_DETAIL, StatusPush
 from prunewarden.shipping import LogShipper
@@ -157,6 +158,20 @@ class FleetStatus:
     def __call__(self, decision: Decision, _record: Mapping[str, Any]) -> None:
         with self._lock:
             self._outcomes[decision.outcome] += 1
+
+    def on_pass(self, result: PassResult) -> None:
+        """An eviction pass counted from its columns (no decision is built for it): each
+        allowed segment an ``allow``, each other one the outcome its record names."""
+        record = result.record
+        refusal = record.get("refusal") if record is not None else None
+        outcomes: Counter[str]
+        if not isinstance(refusal, str):  # a pass recorded decision by decision
+            outcomes = Counter(decision.outcome for decision in result)
+        else:
+            allowed = sum(result.allowed)
+            outcomes = Counter({"allow": allowed, refusal: len(result) - allowed})
+        with self._lock:
+            self._outcomes.update(outcomes)
 
     def watch(self, engine: ReloadingEngine) -> None:
         engine.add_reload_hook(self._observe_reload)
