@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import bisect
 import threading
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -137,13 +138,15 @@ class DecisionMetrics(Collector):
         name, version = policy["name"], policy["version"]
         enforced = "true" if record["enforced"] else "false"
         refusal = record["refusal"]
+        # A pass has a handful of distinct verdicts: counted in C first, then labelled.
+        verdicts = Counter(zip(result.allowed, result.codes, strict=True))
         tally: dict[tuple[str, ...], int] = {}
-        failures: list[str] = []
-        for allowed, codes in zip(result.allowed, result.codes, strict=True):
+        failures: list[tuple[str, int]] = []
+        for (allowed, codes), count in verdicts.items():
             outcome = "allow" if allowed else refusal
             key = (name, version, "eviction", outcome, codes[0] if codes else "", enforced)
-            tally[key] = tally.get(key, 0) + 1
-            failures.extend(code for code in codes if code.startswith(_FAILURES))
+            tally[key] = tally.get(key, 0) + count
+            failures.extend((code, count) for code in codes if code.startswith(_FAILURES))
         seconds, bucket = _share(record)
         with self._lock:
             self._in_force[name] = (version, policy["digest"])
@@ -153,8 +156,8 @@ class DecisionMetrics(Collector):
                 counts[labels] = counts.get(labels, 0) + count
                 if seconds is not None:
                     self._time("eviction", seconds, bucket, count)
-            for code in failures:
-                self._count_failure(code)
+            for code, count in failures:
+                self._count_failure(code, count)
 
     def observe_plan(self, plan: Plan) -> None:
         """Count one pruning pass: what it evicts and frees, or why it froze."""
@@ -233,12 +236,12 @@ class DecisionMetrics(Collector):
             if decision.check == "collapse":
                 self._note_halt(session_id, decision.blocks)
 
-    def _count_failure(self, code: str) -> None:
+    def _count_failure(self, code: str, count: int = 1) -> None:
         if code == AUDIT_UNAVAILABLE:
-            self._audit_failures += 1
+            self._audit_failures += count
         else:
             rule = code.removeprefix(RULE_ERROR)
-            self._rule_errors[rule] = self._rule_errors.get(rule, 0) + 1
+            self._rule_errors[rule] = self._rule_errors.get(rule, 0) + count
 
     def _note_halt(self, session_id: Any, blocks: bool) -> None:
         if not isinstance(session_id, str):
