@@ -23,6 +23,7 @@ from prunewarden.server._push import STATUS_PUSH_DETAIL, StatusPush
 from prunewarden.shipping import LogShipper
 
 OUTCOMES = ("allow", "deny", "halt")
+COLUMNS_VERSION = 3  # the record_version of a pass recorded as columns (audit-record.v3)
 
 BUNDLE_DETAIL: dict[str, Any] = {
     "type": "object",
@@ -163,13 +164,13 @@ class FleetStatus:
         """An eviction pass counted from its columns (no decision is built for it): each
         allowed segment an ``allow``, each other one the outcome its record names."""
         record = result.record
-        refusal = record.get("refusal") if record is not None else None
         outcomes: Counter[str]
-        if not isinstance(refusal, str):  # a pass recorded decision by decision
+        if record is None or record.get("record_version") != COLUMNS_VERSION:
+            # A pass recorded decision by decision: its decisions are built already.
             outcomes = Counter(decision.outcome for decision in result)
         else:
             allowed = sum(result.allowed)
-            outcomes = Counter({"allow": allowed, refusal: len(result) - allowed})
+            outcomes = Counter({"allow": allowed, str(record["refusal"]): len(result) - allowed})
         with self._lock:
             self._outcomes.update(outcomes)
 
