@@ -70,6 +70,9 @@ json_values = st.recursive(
     ),
     max_leaves=40,
 )
+# What a string may hold that looks like JSON around a number, to tell strings from values
+# (no quote: an escape takes another way).
+PUNCTUATION = ":,[]{}.0-19a"
 # Numbers at the edges where orjson and ECMAScript spell them differently.
 edge_floats = st.sampled_from(
     [1.0, -0.0, 0.0, 2.0, 1e-6, 1.5e-6, 9.99e-6, 1e-7, 1e15, 1e16, 2.5e20, 1e21, 123456789.0]
@@ -99,8 +102,22 @@ class TestNumbers:
             {"a": "x.0,", "b": 1.0, "c": "q.0]", "d": [-0.0, 10.0, -10.0], "e": "-0.0}"},
             {"a": 'say "1.0," twice', "b": [2.0, "\\", "0.0]"], "c": -0.0},
             [0.0, "a.0}b", {"x": 3.0}, '"', 4.0],
+            {"k": -0.0, "": 1.0, "n": -12.0, "m": {"z": 0.0}},
+            {"a": ":1.0,", "b": 2.0},
+            {"a": "1.0}", "b": 2.0},
+            {"a:": 1.0, "b,": -0.0, "[": 3.0, "{": 4.0},
+            {"a": [1.0, -0.0], "b": 2.0},
         ],
-        ids=["strings", "escapes", "quote-inside"],
+        ids=[
+            "strings",
+            "escapes",
+            "quote-inside",
+            "member-values",
+            "string-spelling-a-member",
+            "string-spelling-a-number",
+            "keys-ending-in-punctuation",
+            "array-and-member",
+        ],
     )
     def test_integral_floats_mended_outside_strings_only(self, value: Any) -> None:
         """Strings that spell an integral float are left as they are, escapes or not."""
@@ -171,6 +188,19 @@ class TestConformance:
         """Floats at the spelling edges agree with the rfc8785 package (non-finite aside)."""
         finite = {k: v for k, v in value.items() if math.isfinite(v)}
         assert encode_canonical(finite) == rfc8785.dumps(finite)
+
+    @settings(max_examples=300)
+    @given(
+        st.dictionaries(
+            st.text(alphabet=PUNCTUATION, max_size=4),
+            edge_floats | st.text(alphabet=PUNCTUATION, max_size=6) | st.lists(edge_floats),
+            max_size=6,
+        )
+    )
+    def test_integral_floats_beside_punctuation(self, value: dict[str, Any]) -> None:
+        """Keys and strings spelled of JSON's punctuation and digits next to integral floats
+        are written as the rfc8785 package writes them."""
+        assert encode_canonical(value) == rfc8785.dumps(value)
 
     @given(json_values)
     def test_canonical_form_is_a_fixed_point(self, value: Any) -> None:

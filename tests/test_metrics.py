@@ -14,9 +14,18 @@ import prometheus_client
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
-from prunewarden import AuditLog, Decision, Engine, ReloadingEngine, load_policy, parse_policy
+from prunewarden import (
+    AuditLog,
+    Decision,
+    Engine,
+    PassResult,
+    ReloadingEngine,
+    load_policy,
+    parse_policy,
+)
 from prunewarden.engine import DecisionHook
 from prunewarden.metrics import DecisionMetrics
+from prunewarden.pipeline import Pipeline
 from prunewarden.replay import replay_trace
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -291,15 +300,20 @@ class TestPassesAndReloads:
 
 
 class SpiedMetrics(DecisionMetrics):
-    """DecisionMetrics remembering the size of every batch it counted."""
+    """DecisionMetrics remembering the size of every batch and every pass it counted."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
         super().__init__(registry)
         self.batch_sizes: list[int] = []
+        self.pass_sizes: list[int] = []
 
     def observe_decisions(self, decisions: Sequence[Decision], record: Mapping[str, Any]) -> None:
         self.batch_sizes.append(len(decisions))
         super().observe_decisions(decisions, record)
+
+    def on_pass(self, result: PassResult) -> None:
+        self.pass_sizes.append(len(result))
+        super().on_pass(result)
 
 
 def pass_items(count: int) -> list[dict[str, Any]]:
@@ -316,10 +330,10 @@ def pass_items(count: int) -> list[dict[str, Any]]:
 
 class TestBatchPath:
     def test_a_pass_counted_at_once_exposes_what_one_by_one_does(self) -> None:
-        """Passes counted through the batch method and the same passes counted decision by
-        decision expose the same families, labels and values, byte for byte: allows and
-        refusals, shadow disagreements, rule errors, refusals of an unwritable log, a halting
-        collapse gate and the duration histogram."""
+        """Passes counted through the batch method (or from their columns, on_pass) and the
+        same passes counted decision by decision expose the same families, labels and values,
+        byte for byte: allows and refusals, shadow disagreements, rule errors, refusals of an
+        unwritable log, a halting collapse gate and the duration histogram."""
         batch, single = SpiedMetrics(CollectorRegistry()), SpiedMetrics(CollectorRegistry())
 
         def one_by_one(decision: Decision, record: Mapping[str, Any]) -> None:
@@ -342,6 +356,8 @@ class TestBatchPath:
         refusing = Engine.default(audit=AuditLog(unwritable), on_decision=hooks)
         unwritable.close()
         refusing.authorize_evictions(pass_items(4))
+        columnar = Engine.default(audit=AuditLog(io.StringIO()), on_decision=hooks)
+        columnar.authorize_pass(pass_items(7), session_id="s-2")
         narrowing = ROOT / "examples" / "traces" / "collapse-narrowing.jsonl"
         cycles = [json.loads(line) for line in narrowing.read_text().splitlines()]
         history = [
@@ -355,7 +371,8 @@ class TestBatchPath:
 
         exposed = generate_latest(batch.registry)
         assert exposed == generate_latest(single.registry)
-        assert batch.batch_sizes == [12, 5, 4, 20, 1, 1]
+        assert batch.batch_sizes == [12, 5, 20, 1, 1]
+        assert batch.pass_sizes == [12, 5, 4, 7]
         assert set(single.batch_sizes) == {1}
         samples = scrape(batch.registry)
         assert sum(named(samples, "prunewarden_decisions_total").values()) == sum(
@@ -365,6 +382,30 @@ class TestBatchPath:
         assert named(samples, "prunewarden_rule_errors_total") == {frozenset({("rule", "w")}): 5}
         assert named(samples, "prunewarden_shadow_disagreements_total")
         assert samples["prunewarden_halt_episodes_total", frozenset()] == 1
+
+    def test_a_columnar_pass_is_counted_without_building_a_decision(
+        self, monkeypatch: pytest.MonkeyPatch, registry: CollectorRegistry
+    ) -> None:
+        """on_pass counts an eviction pass from its columns: no Decision is built, and the
+        counts say one allow and one refusal per pair of segments."""
+        built: list[object] = []
+        decide = Pipeline.decide
+
+        def counting(self: Pipeline, request: Any, *args: Any, **kwargs: Any) -> Decision:
+            built.append(request)
+            return decide(self, request, *args, **kwargs)
+
+        monkeypatch.setattr(Pipeline, "decide", counting)
+        metrics = DecisionMetrics(registry)
+        Engine.default(audit=AuditLog(io.StringIO()), on_decision=metrics).authorize_pass(
+            pass_items(6)
+        )
+        assert built == []
+        counted = {
+            dict(labels)["reason"]: value
+            for labels, value in named(scrape(registry), "prunewarden_decisions_total").items()
+        }
+        assert counted == {"authorized": 3.0, "no_tombstone": 3.0}
 
 
 class TestTransitions:

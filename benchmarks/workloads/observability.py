@@ -11,8 +11,7 @@ span ids in the pass's audit record. The target: under 10% (a ratio of at most 1
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
@@ -47,20 +46,18 @@ def build_observed_pass() -> Case:
         on_call=spans,
         trace_context=current_trace_context,
     )
-    seen: list[tuple[Decision, Mapping[str, Any]]] = []
     calls: list[Call] = []
-    Engine.default(
-        on_decision=lambda d, r: seen.append((d, r)), on_call=calls.append
-    ).authorize_evictions(items, candidates)
+    Engine.default(on_call=calls.append).authorize_evictions(items, candidates)
 
     def run(engine: Engine) -> tuple[Decision, ...]:
         with agent.start_as_current_span("agent.pass"):
             return engine.authorize_evictions(items, candidates)
 
-    decisions, record = tuple(decision for decision, _ in seen), seen[0][1]
+    # The metrics hook reads the pass's columns (on_pass): no decision is built for it.
+    columns = Engine.default(logger=json_logger()).authorize_pass(items, candidates)
 
     def count_pass() -> None:
-        metrics.observe_decisions(decisions, record)
+        metrics.on_pass(columns)
 
     def trace_pass() -> None:
         for call in calls:

@@ -53,12 +53,13 @@ _ORJSON_OPTIONS = (
 # with an alternation would test every "e" of every text.
 _POSITIVE_EXPONENT = re.compile(rb"e\+")
 _SMALL_EXPONENT = re.compile(rb"e-6(?![0-9])")
-_INTEGRAL_ENDING = re.compile(rb"\.0[,\]}]")
 # A JSON string in orjson's output, and what ends a number.
 _STRING = re.compile(rb'("[^"\\]*(?:\\.[^"\\]*)*")')
 _INTEGRAL_FLOAT = re.compile(rb"\.0(?=[,\]}\x00]|$)")
 _NEGATIVE_ZERO = re.compile(rb"(?:(?<=[:,\[\x00])|^)-0(?=[,\]}\x00]|$)")
 _SAFE_INTEGER = 2**53
+_DIGITS = b"0123456789"
+_KEY_END = 3  # the fewest bytes before a member's value that show its key: '"":' at least
 # The options canonical_from expects orjson's output to be written with: a caller that runs orjson
 # over a value anyway (the input screen of prunewarden.inputs) hands its output on, and the value
 # is not serialized twice.
@@ -85,10 +86,12 @@ def canonical_from(value: Any, encoded: bytes) -> bytes:
     # document of span text) runs only when there is one.
     if (b"+" in encoded and _POSITIVE_EXPONENT.search(encoded)) or _SMALL_EXPONENT.search(encoded):
         return _encode_exact(value)
-    # A compiled search with a literal prefix: several times faster than ``in`` here.
-    if _INTEGRAL_ENDING.search(encoded) or encoded.endswith(b".0"):
-        return _mend_integral_floats(encoded)
-    return encoded
+    # One scan finds every integral ending (a compiled search with a literal prefix: several
+    # times faster than ``in`` here); most documents have none.
+    starts = [found.start() for found in _INTEGRAL_FLOAT.finditer(encoded)]
+    if not starts:
+        return encoded
+    return _mend_integral_floats(encoded, starts)
 
 
 def written_alike(floats: list[float]) -> bool:
@@ -111,28 +114,61 @@ def canonical_digest(value: Any) -> str:
     return "sha256:" + hashlib.sha256(encode_canonical(value)).hexdigest()
 
 
-def _mend_integral_floats(encoded: bytes) -> bytes:
+def _mend_integral_floats(encoded: bytes, starts: list[int]) -> bytes:
     """orjson writes an integral float ``2.0`` (and ``-0.0``); JCS writes ``2`` (and ``0``).
-    Outside strings only. Without a backslash in the text every quote opens or closes a string,
-    so a match is outside one when an even number of quotes precede it: counted between
-    matches, in C. With escapes, the strings are split off first."""
+    Outside strings only; ``starts``: where ``_INTEGRAL_FLOAT`` matched. Without a backslash
+    in the text every quote opens or closes a string, so a match is outside one when an even
+    number of quotes precede it: counted between matches, in C, unless every match is plainly
+    a member's value (:func:`_member_value`), which needs no count (a count of the quotes of a
+    document of span text costs more than finding the matches). With escapes, the strings are
+    split off first."""
     if b"\\" in encoded:
         return _mend_between_strings(encoded)
+    zeros = [_member_value(encoded, start) for start in starts]
+    if None in zeros:
+        zeros = _outside_strings(encoded, starts)
     pieces: list[bytes] = []
-    done = counted = quotes = 0
-    for found in _INTEGRAL_FLOAT.finditer(encoded):
-        start = found.start()
-        quotes += encoded.count(b'"', counted, start)
-        counted = start
-        if quotes % 2:
+    done = 0
+    for start, negative_zero in zip(starts, zeros, strict=True):
+        if negative_zero is None:
             continue  # inside a string
-        negative_zero = encoded[start - 2 : start] == b"-0" and (
-            start == 2 or encoded[start - 3 : start - 2] in b":,["
-        )
         pieces.append(encoded[done : start - 2] + b"0" if negative_zero else encoded[done:start])
         done = start + 2
     pieces.append(encoded[done:])
     return b"".join(pieces)
+
+
+def _member_value(encoded: bytes, start: int) -> bool | None:
+    """Whether the number whose ``.0`` is at ``start`` is ``-0``, when it is plainly the value
+    of an object member, ``"key":-12.0``, whose quote closes the key (in compact JSON an opening
+    quote follows ``{``, ``[``, ``:`` or ``,``); None when telling takes counting quotes."""
+    begin = start
+    while begin > 0 and encoded[begin - 1] in _DIGITS:
+        begin -= 1
+    if begin == start:
+        return None
+    negative = encoded[begin - 1 : begin] == b"-"
+    begin -= negative
+    if begin < _KEY_END or encoded[begin - 2 : begin] != b'":' or encoded[begin - 3] in b"{[:,":
+        return None
+    return negative and encoded[begin:start] == b"-0"
+
+
+def _outside_strings(encoded: bytes, starts: list[int]) -> list[bool | None]:
+    """For each match, whether its number is ``-0``, or None when it is inside a string."""
+    zeros: list[bool | None] = []
+    counted = quotes = 0
+    for start in starts:
+        quotes += encoded.count(b'"', counted, start)
+        counted = start
+        if quotes % 2:
+            zeros.append(None)
+            continue
+        zeros.append(
+            encoded[start - 2 : start] == b"-0"
+            and (start == 2 or encoded[start - 3 : start - 2] in b":,[")
+        )
+    return zeros
 
 
 def _mend_between_strings(encoded: bytes) -> bytes:

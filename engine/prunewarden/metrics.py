@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import bisect
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -46,6 +47,7 @@ except ImportError as exc:  # pragma: no cover - the message says what to instal
 
 if TYPE_CHECKING:
     from prunewarden.decision import Decision
+    from prunewarden.pipeline import PassResult
     from prunewarden.planner import Plan
     from prunewarden.policy import Policy
     from prunewarden.reload import ReloadResult
@@ -81,6 +83,7 @@ RELOAD_RESULTS = ("reloaded", "unchanged", "failed")
 AUDIT_UNAVAILABLE = "audit_unavailable"
 RULE_ERROR = "rule_error:"
 _FAILURES = (RULE_ERROR, AUDIT_UNAVAILABLE)
+COLUMNS_VERSION = 3  # the record_version of a pass recorded as columns (audit-record.v3)
 
 
 class _Timings:
@@ -127,20 +130,45 @@ class DecisionMetrics(Collector):
     def observe_decisions(self, decisions: Sequence[Decision], record: Mapping[str, Any]) -> None:
         """The batch hook: count the decisions that share ``record`` (a pass's), in order, as
         calling the hook with each would; one lock and one loop for the whole pass."""
-        duration = record.get("duration_ns")
-        seconds: float | None = None
-        bucket = 0
-        if isinstance(duration, int):
-            if record.get("kind") == "pass":
-                # One record for the whole pass: each of its decisions took its share.
-                # (verdicts in a version 2 record, segments in a version 3 one).
-                decided = record.get("verdicts") or record.get("segments") or ()
-                duration //= max(len(decided), 1)
-            seconds = duration / 1e9
-            bucket = bisect.bisect_left(DURATION_BUCKETS, seconds)
+        seconds, bucket = _share(record)
         with self._lock:
             self._count(decisions, seconds, bucket)
             self._count_consequences(decisions, record.get("session_id"))
+
+    def on_pass(self, result: PassResult) -> None:
+        """The pass hook: count an eviction pass of ``Engine.authorize_pass`` from its columns,
+        as :meth:`observe_decisions` would count its decisions, building none of them. A pass
+        recorded decision by decision (a ``record_version`` 2 record: rules, a shadow...) has
+        its decisions built already, and is counted through them."""
+        record = result.record
+        if record is None or record.get("record_version") != COLUMNS_VERSION:
+            self.observe_decisions(list(result), record if record is not None else {})
+            return
+        # A version 3 record: one policy, the eviction check, no shadow, no session halt.
+        policy = record["policy"]
+        name, version = policy["name"], policy["version"]
+        enforced = "true" if record["enforced"] else "false"
+        refusal = record["refusal"]
+        # A pass has a handful of distinct verdicts: counted in C first, then labelled.
+        verdicts = Counter(zip(result.allowed, result.codes, strict=True))
+        tally: dict[tuple[str, ...], int] = {}
+        failures: list[tuple[str, int]] = []
+        for (allowed, codes), count in verdicts.items():
+            outcome = "allow" if allowed else refusal
+            key = (name, version, "eviction", outcome, codes[0] if codes else "", enforced)
+            tally[key] = tally.get(key, 0) + count
+            failures.extend((code, count) for code in codes if code.startswith(_FAILURES))
+        seconds, bucket = _share(record)
+        with self._lock:
+            self._in_force[name] = (version, policy["digest"])
+            self._last_policy = None  # the next decision names its policy again
+            counts = self._decisions
+            for labels, count in tally.items():
+                counts[labels] = counts.get(labels, 0) + count
+                if seconds is not None:
+                    self._time("eviction", seconds, bucket, count)
+            for code, count in failures:
+                self._count_failure(code, count)
 
     def observe_plan(self, plan: Plan) -> None:
         """Count one pruning pass: what it evicts and frees, or why it froze."""
@@ -221,12 +249,12 @@ class DecisionMetrics(Collector):
             if decision.check == "collapse":
                 self._note_halt(session_id, decision.blocks)
 
-    def _count_failure(self, code: str) -> None:
+    def _count_failure(self, code: str, count: int = 1) -> None:
         if code == AUDIT_UNAVAILABLE:
-            self._audit_failures += 1
+            self._audit_failures += count
         else:
             rule = code.removeprefix(RULE_ERROR)
-            self._rule_errors[rule] = self._rule_errors.get(rule, 0) + 1
+            self._rule_errors[rule] = self._rule_errors.get(rule, 0) + count
 
     def _note_halt(self, session_id: Any, blocks: bool) -> None:
         if not isinstance(session_id, str):
@@ -334,6 +362,20 @@ class DecisionMetrics(Collector):
         yield audit_failures
         yield rule_errors
         yield disagreements
+
+
+def _share(record: Mapping[str, Any]) -> tuple[float | None, int]:
+    """Each decision's time under ``record`` (None: the record says none) and its bucket."""
+    duration = record.get("duration_ns")
+    if not isinstance(duration, int):
+        return None, 0
+    if record.get("kind") == "pass":
+        # One record for the whole pass: each of its decisions took its share
+        # (verdicts in a version 2 record, segments in a version 3 one).
+        decided = record.get("verdicts") or record.get("segments") or ()
+        duration //= max(len(decided), 1)
+    seconds = duration / 1e9
+    return seconds, bisect.bisect_left(DURATION_BUCKETS, seconds)
 
 
 def _cumulative(timings: _Timings) -> list[tuple[str, float]]:

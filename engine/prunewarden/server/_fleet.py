@@ -18,12 +18,14 @@ from typing import Any
 
 from prunewarden.__about__ import __version__
 from prunewarden.decision import Decision, utc_now
+from prunewarden.pipeline import PassResult
 from prunewarden.reload import ReloadResult
 from prunewarden.server._push import STATUS_PUSH_DETAIL, StatusPush
 from prunewarden.server._tenants import PolicyHolder, Tenants
 from prunewarden.shipping import LogShipper
 
 OUTCOMES = ("allow", "deny", "halt")
+COLUMNS_VERSION = 3  # the record_version of a pass recorded as columns (audit-record.v3)
 
 BUNDLE_DETAIL: dict[str, Any] = {
     "type": "object",
@@ -178,6 +180,20 @@ class FleetStatus:
     def __call__(self, decision: Decision, _record: Mapping[str, Any]) -> None:
         with self._lock:
             self._outcomes[decision.outcome] += 1
+
+    def on_pass(self, result: PassResult) -> None:
+        """An eviction pass counted from its columns (no decision is built for it): each
+        allowed segment an ``allow``, each other one the outcome its record names."""
+        record = result.record
+        outcomes: Counter[str]
+        if record is None or record.get("record_version") != COLUMNS_VERSION:
+            # A pass recorded decision by decision: its decisions are built already.
+            outcomes = Counter(decision.outcome for decision in result)
+        else:
+            allowed = sum(result.allowed)
+            outcomes = Counter({"allow": allowed, str(record["refusal"]): len(result) - allowed})
+        with self._lock:
+            self._outcomes.update(outcomes)
 
     def watch(self, engine: PolicyHolder) -> None:
         engine.add_reload_hook(self._observe_reload)
