@@ -65,7 +65,7 @@ class KafkaSink:
                 failed.append(error)
 
         for record in records:
-            headers = [
+            headers: list[tuple[str, str | bytes | None]] = [
                 (REPLICA_HEADER, replica),
                 (KIND_HEADER, record.kind),
                 (PREV_HASH_HEADER, record.prev_hash),

@@ -84,7 +84,7 @@ def _server(url: str, item: str) -> str:
         host, port = item, str(DEFAULT_PORT)
     if "@" in item or not _HOST.fullmatch(host):
         raise DestinationError(url, "broker", item, "is not HOST:PORT")
-    if not port.isdigit() or not 0 < int(port) < 65536:  # noqa: PLR2004 - the port range
+    if not port.isdigit() or not 0 < int(port) < 65536:
         raise DestinationError(url, "broker", item, "has no port between 1 and 65535")
     return f"{host}:{int(port)}"
 
