@@ -21,8 +21,9 @@ needs_kafka = pytest.mark.skipif(
 
 
 class TestKafkaUrl:
-    def test_brokers_topic_and_settings(self) -> None:
+    def test_brokers_topic_and_settings(self, monkeypatch: pytest.MonkeyPatch) -> None:
         """Brokers (9092 when no port is given), the topic, at-least-once defaults, settings."""
+        monkeypatch.delenv(PASSWORD_ENV, raising=False)
         url = "kafka://b1:9093,b2,[::1]:9094/prunewarden.decisions?compression.type=zstd"
         destination = parse_kafka_url(url)
         assert destination.servers == ("b1:9093", "b2:9092", "[::1]:9094")
