@@ -8,9 +8,11 @@ import re
 import signal
 import subprocess
 import threading
+from importlib.util import find_spec
 from pathlib import Path
 
 import httpx
+import pytest
 from _support.server import PRUNEWARDEN, running_server
 from _support.shipping import WAIT_SECONDS, receiver, records_in, verified, wait_for
 from prunewarden.audit import rotated_files
@@ -35,6 +37,14 @@ def shipping(client: httpx.Client) -> dict[str, object]:
     (destination,) = status["destinations"]
     assert isinstance(destination, dict)
     return destination
+
+
+def serve_shipping_to(tmp_path: Path, policy_file: Path, url: str) -> tuple[int, str]:
+    """``serve --ship url`` in-process: its exit code and standard error."""
+    out, err = io.StringIO(), io.StringIO()
+    argv = ["serve", "--policy", str(policy_file), "--audit-log", str(tmp_path / "a.jsonl")]
+    code = run([*argv, "--listen", "127.0.0.1:0", "--ship", url], out, err)
+    return code, err.getvalue()
 
 
 class TestServeShipping:
@@ -140,12 +150,30 @@ class TestUsage:
     def test_an_unknown_destination_is_a_usage_error(
         self, tmp_path: Path, policy_file: Path
     ) -> None:
-        """serve --ship kafka://... exits 2 before it serves, saying Kafka is not provided."""
-        out, err = io.StringIO(), io.StringIO()
-        argv = ["serve", "--policy", str(policy_file), "--audit-log", str(tmp_path / "a.jsonl")]
-        code = run([*argv, "--listen", "127.0.0.1:0", "--ship", "kafka://b:9092/t"], out, err)
+        """serve --ship amqp://... exits 2 before it serves, naming the schemes it knows."""
+        code, err = serve_shipping_to(tmp_path, policy_file, "amqp://b:5672/t")
         assert code == 2
-        assert "Kafka is not provided" in err.getvalue()
+        assert "'amqp://b:5672/t': expected http(s)://" in err
+
+    def test_a_kafka_url_that_cannot_work_is_a_usage_error(
+        self, tmp_path: Path, policy_file: Path
+    ) -> None:
+        """serve --ship kafka://...?acks=0 exits 2 before it serves, naming the setting."""
+        code, err = serve_shipping_to(tmp_path, policy_file, "kafka://b:9092/t?acks=0")
+        assert code == 2
+        assert "--ship 'kafka://b:9092/t': ?acks: '0' cannot ship at least once" in err
+
+    @pytest.mark.skipif(
+        find_spec("confluent_kafka") is None,
+        reason="the kafka extra (confluent-kafka) is not installed",
+    )
+    def test_a_setting_the_kafka_client_refuses_is_a_usage_error(
+        self, tmp_path: Path, policy_file: Path
+    ) -> None:
+        """serve --ship kafka://...?NAME=VALUE exits 2 when librdkafka refuses the setting."""
+        code, err = serve_shipping_to(tmp_path, policy_file, "kafka://b:9092/t?linger.mss=5")
+        assert code == 2
+        assert 'No such configuration property: "linger.mss"' in err
 
     def test_collect_beyond_loopback_needs_a_token(self, tmp_path: Path) -> None:
         """audit collect refuses a non-loopback address without a token (exit 2)."""

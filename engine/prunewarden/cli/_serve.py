@@ -199,7 +199,8 @@ def add_serve(commands: Any) -> None:
         default=[],
         metavar="URL",
         help="also ship the audit log to URL (repeatable): http(s)://HOST/v1/logs (prunewarden "
-        "audit collect) or otlp+http(s)://HOST:4318/v1/logs (extra: ship); see docs/fleet.md",
+        "audit collect), otlp+http(s)://HOST:4318/v1/logs (extra: ship) or "
+        "kafka://HOST:PORT/TOPIC (extra: kafka); see docs/fleet.md",
     )
     serve.add_argument(
         "--ship-replica",

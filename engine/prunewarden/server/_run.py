@@ -183,8 +183,8 @@ def _start_shipping(
     config: ServerConfig, audit: AuditLog, fleet: FleetStatus, registry: CollectorRegistry
 ) -> LogShipper | None:
     """The shipper of ``--ship``, started, in the status and the metrics (None without);
-    :class:`ServerConfigError` for a URL that names no destination, or OTLP without the
-    ``ship`` extra."""
+    :class:`ServerConfigError` for a URL that names no destination, or one whose extra
+    (``ship``, ``kafka``) is not installed."""
     if not config.ship:
         return None
     try:
@@ -197,9 +197,8 @@ def _start_shipping(
         )
     except ShipError as exc:
         raise ServerConfigError(str(exc)) from None
-    except ImportError:
-        msg = "--ship otlp+http(s)://...: needs the ship extra: pip install 'prunewarden[ship]'"
-        raise ServerConfigError(msg) from None
+    except ImportError as exc:  # the extra a destination needs (the message names it)
+        raise ServerConfigError(str(exc)) from None
     fleet.shipper = shipper
     registry.register(ShippingMetrics(shipper))
     shipper.start()

@@ -53,6 +53,9 @@ def destination_name(url: str) -> str:
     """The URL as status, metrics and records show it: without credentials, query or
     fragment."""
     parts = urllib.parse.urlsplit(url)
+    if parts.scheme == "kafka":  # several brokers, HOST:PORT,HOST:PORT, none a URL's host
+        netloc = parts.netloc.rpartition("@")[2]
+        return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "", ""))
     host = parts.hostname or ""
     if ":" in host:
         host = f"[{host}]"
