@@ -1,9 +1,10 @@
 """The Kafka sink: each record one message, produced by librdkafka (``confluent-kafka``, the
 ``kafka`` extra) to ``kafka://HOST:PORT[,HOST:PORT]/TOPIC[?NAME=VALUE&...]``.
 
-A message's key is the record's hash (a consumer drops the duplicates that at-least-once
-delivery brings), its value the record's line as written (without the newline), so the chain
-can be verified again; headers name the replica, the record's kind and its ``prev_hash``. The
+A message's key is the replica, so one replica's records share a partition and Kafka keeps them
+in the chain's order; its value is the record's line as written (without the newline), so the
+chain can be verified again; headers name the record's hash (a consumer drops the duplicates
+that at-least-once delivery brings), the replica, the record's kind and its ``prev_hash``. The
 producer asks every in-sync replica (``acks=all``) and is idempotent unless the URL says
 otherwise. A batch is acknowledged only when every message's delivery report succeeded within
 the sink's timeout; otherwise the batch raises :class:`ShipError` and the shipper sends it again.
@@ -28,6 +29,7 @@ from prunewarden.shipping._sinks import REQUEST_SECONDS, ShipError, destination_
 REPLICA_HEADER = "prunewarden-replica"
 KIND_HEADER = "prunewarden-kind"
 PREV_HASH_HEADER = "prunewarden-prev-hash"
+HASH_HEADER = "prunewarden-hash"
 
 # librdkafka's own log lines, at the levels it gives them: silent unless the caller's logging
 # shows them (the CLI does, for warnings).
@@ -66,6 +68,7 @@ class KafkaSink:
 
         for record in records:
             headers: list[tuple[str, str | bytes | None]] = [
+                (HASH_HEADER, record.hash),
                 (REPLICA_HEADER, replica),
                 (KIND_HEADER, record.kind),
                 (PREV_HASH_HEADER, record.prev_hash),
@@ -74,7 +77,7 @@ class KafkaSink:
                 producer.produce(
                     self._topic,
                     value=record.data.rstrip(b"\n"),
-                    key=record.hash,
+                    key=replica,
                     headers=headers,
                     on_delivery=delivered,
                 )
