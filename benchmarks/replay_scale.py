@@ -3,21 +3,29 @@ against a trace ten times longer.
 
     python benchmarks/replay_scale.py [--turns 500] [--segments 200] [--factor 10]
 
-Each replay runs as its own process (the command a team runs), so its peak resident set size is
-its own (``getrusage`` of the child). Memory must not grow with the trace's length: the reader
-streams, a session keeps only what the policy needs, and the summary holds counts.
+Each replay runs as its own process (the command a team runs), so its peak resident set size and
+its CPU time are its own (``getrusage`` of the child). Memory must not grow with the trace's
+length: the reader streams, a session keeps only what the policy needs, and the summary holds
+counts. As in ``start_time.py``, the package is compiled first and the child runs without
+``PYTHONDONTWRITEBYTECODE``: an installed package starts from bytecode, and a machine that sets
+it would otherwise time the compiling of every module at every start.
 """
 
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
+import os
 import resource
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import NamedTuple
+
+import prunewarden
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET_SECONDS = 1.2
@@ -40,9 +48,19 @@ def make_trace(turns: int, segments: int, out: Path) -> None:
     )
 
 
-def replay(trace: Path) -> tuple[float, int, int]:
-    """Seconds, decisions, and the child's peak RSS in KiB."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+class Replayed(NamedTuple):
+    seconds: float  # wall
+    cpu_seconds: float  # the child's user + system time
+    decisions: int
+    peak_kib: int  # the largest child's peak RSS so far
+
+
+def replay_measured(trace: Path) -> Replayed:
+    """One ``prunewarden replay`` of ``trace`` in a child process, from bytecode."""
+    compileall.compile_dir(Path(prunewarden.__file__).parent, quiet=1)
+    environment = dict(os.environ)
+    environment.pop("PYTHONDONTWRITEBYTECODE", None)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     done = subprocess.run(  # noqa: S603 - our own console script
         [
@@ -57,12 +75,20 @@ def replay(trace: Path) -> tuple[float, int, int]:
         check=True,
         capture_output=True,
         text=True,
+        env=environment,
     )
     seconds = time.perf_counter() - started
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
     decisions = sum(t["decisions"] for t in json.loads(done.stdout)["traces"])
     # ru_maxrss of children is the largest of them so far: replays run shortest first.
-    return seconds, decisions, max(peak, before)
+    return Replayed(seconds, cpu, decisions, max(after.ru_maxrss, before.ru_maxrss))
+
+
+def replay(trace: Path) -> tuple[float, int, int]:
+    """Seconds, decisions, and the child's peak RSS in KiB."""
+    measured = replay_measured(trace)
+    return measured.seconds, measured.decisions, measured.peak_kib
 
 
 def main() -> None:
@@ -75,12 +101,12 @@ def main() -> None:
         short, long = Path(work, "short.jsonl"), Path(work, "long.jsonl")
         make_trace(args.turns, args.segments, short)
         make_trace(args.turns * args.factor, args.segments, long)
-        seconds, decisions, short_rss = replay(short)
-        long_seconds, long_decisions, long_rss = replay(long)
+        seconds, cpu, decisions, short_rss = replay_measured(short)
+        long_seconds, _, long_decisions, long_rss = replay_measured(long)
     met = "met" if seconds <= TARGET_SECONDS else "MISSED"
     print(f"replay {args.turns} turns x {args.segments} segments")
     print(
-        f"  {seconds:.2f} s, {decisions / seconds:,.0f} decisions/s "
+        f"  {seconds:.2f} s ({cpu:.2f} s CPU), {decisions / seconds:,.0f} decisions/s "
         f"(target <= {TARGET_SECONDS:g} s: {met})"
     )
     print(

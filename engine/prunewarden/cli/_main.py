@@ -131,7 +131,7 @@ COMMANDS: dict[str, Command] = {
     ),
     "status": Command(
         "_status",
-        "print the status of each server of a fleet (policy, bundle, decisions, errors)",
+        "print the status of each server of a fleet (tenants, bundle, decisions, shipping, errors)",
         "add_status",
         "run_status",
     ),

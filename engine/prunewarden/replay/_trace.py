@@ -19,13 +19,20 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Iterator
-from typing import IO, Any, Self
+from typing import IO, Any, Final, Self
+
+import msgspec
 
 from prunewarden._schemas import schema_problems
 from prunewarden._source import parse_json
 from prunewarden.errors import InputError, Problem, describe_value
 from prunewarden.inputs import ScoreRange
-from prunewarden.limits import MAX_NOTE_CHARS, MAX_PROBLEMS, MAX_TRACE_LINE_BYTES
+from prunewarden.limits import (
+    MAX_INPUT_CHARS,
+    MAX_NOTE_CHARS,
+    MAX_PROBLEMS,
+    MAX_TRACE_LINE_BYTES,
+)
 from prunewarden.replay._events import (
     TARGETS,
     EventType,
@@ -160,6 +167,9 @@ class TraceReader:
         )
 
     def _parse(self, line: int, text: str) -> Any:
+        data = read_plain_line(text)
+        if data is not UNREAD:
+            return data
         parsed, problems = parse_json(text, self.name)
         if problems:
             raise InputError([in_trace(problem, line) for problem in problems])
@@ -330,6 +340,32 @@ class TraceReader:
             if chunk.endswith(b"\n"):
                 break
         return skipped
+
+
+UNREAD: Final = object()
+_DECODER = msgspec.json.Decoder()
+
+
+def read_plain_line(text: str) -> Any:
+    """A trace line as :func:`~prunewarden._source.parse_json` reads it, at the cost of a C
+    decoder, or :data:`UNREAD` for anything the strict reader must look at itself.
+
+    The C decoder rejects what strict JSON rejects (NaN, Infinity, numbers out of range, a
+    trailing comma) but keeps the last of two equal keys. Without ``\\u`` escapes every colon
+    of the decoded data is one of the text's, written again by the encoder: the data holds
+    fewer when a key was given twice (its pair dropped with its colon), so equal counts mean
+    unique keys. A line with ``\\u`` escapes (which may spell a colon or a lone surrogate)
+    goes to the strict reader, which also locates what is wrong.
+    """
+    if "\\u" in text or len(text) > MAX_INPUT_CHARS:
+        return UNREAD
+    try:
+        data = _DECODER.decode(text)
+        if text.count(":") != msgspec.json.encode(data).count(b":"):
+            return UNREAD
+    except (msgspec.MsgspecError, ValueError, RecursionError):  # UnicodeEncodeError: a surrogate
+        return UNREAD
+    return data
 
 
 def check_trace(
