@@ -107,7 +107,7 @@ TARGETS: list[tuple[str, str, float, bool, Callable[[], float]]] = [
         True,
         lambda: rules_cache.run()["pass_seconds_cache_on"] * 1000,
     ),
-    ("replay 500 x 200, wall", "s", 1.2, True, _replay),
+    ("replay 500 x 200, wall", "s", 0.5, True, _replay),
     ("audit appends, 4 writers", "/s", 50_000.0, False, _appends),
     (
         "metrics and spans on vs off",
