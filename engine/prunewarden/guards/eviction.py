@@ -7,6 +7,7 @@ with the remediation that would make the eviction admissible.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any
 
@@ -107,7 +108,7 @@ class PassCheck:
         )
 
     def decide(
-        self, items: Sequence[Mapping[str, Any]], candidates: frozenset[str]
+        self, items: Sequence[Mapping[str, Any]], candidates: AbstractSet[str]
     ) -> PassColumns | None:
         """The columns of a pass whose items the schema accepted; None to take the typed path."""
         pinned_kinds, delta = self.pinned_kinds, self.stability_delta
