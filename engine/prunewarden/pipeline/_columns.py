@@ -21,7 +21,7 @@ from typing import Any, overload
 from prunewarden.decision import Decision, Reason, Stamp
 from prunewarden.guards import eviction
 from prunewarden.guards.eviction import CODE_ACTIONS, CODES, PassCheck, PassColumns
-from prunewarden.inputs import Check, eviction_request
+from prunewarden.inputs import Check, Segment, eviction_request
 from prunewarden.pipeline._compile import Pipeline
 from prunewarden.policy import Policy
 
@@ -156,19 +156,28 @@ class ColumnarEviction:
         result = PassResult(pass_id, at, columns.segment_ids, allowed, codes_of(masks), build)
         return columns, result
 
-    def decide_item(
-        self, item: Mapping[str, Any], candidates: AbstractSet[str]
+    def decide_segment(
+        self,
+        segment: Segment,
+        score: float,
+        perturbed: float | None,
+        candidates: AbstractSet[str],
     ) -> tuple[int, list[str]] | None:
-        """One eviction of a planned pass, over its item dict: its bitmask of :data:`CODES`
-        and the pending dependencies it names; None when the columns cannot decide it exactly
-        (see :meth:`PassCheck.decide`), so that it takes the general path."""
+        """One eviction of a planned pass: its bitmask of :data:`CODES` and the pending
+        dependencies it names; None when the columns cannot decide it exactly (see
+        :meth:`PassCheck.decide_segment`), so that it takes the general path."""
         try:
-            columns = self.check.decide((item,), candidates)
+            return self.check.decide_segment(segment, score, perturbed, candidates)
         except Exception:  # noqa: BLE001 - fail closed: the general path refuses what failed
             return None
-        if columns is None:
-            return None
-        return columns.masks[0], columns.dependencies.get(0, [])
+
+    def codes(self, mask: int) -> tuple[str, ...]:
+        """The codes of one bitmask, the primary first."""
+        return _CODES_OF[mask]
+
+    def blocks(self, mask: int) -> bool:
+        """Whether the decision ``mask`` stands for blocks the caller (a refusal, enforced)."""
+        return mask != 1 << _ALLOWED and self.enforced
 
     def verdict_entry(self, mask: int, pending: Sequence[str], segment_id: str) -> dict[str, Any]:
         """What a version 2 pass record says of the decision ``mask`` stands for (as

@@ -9,42 +9,76 @@ build the decision, through the same pipeline step the general path takes, when 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, overload
 
-from prunewarden.decision import Decision
-from prunewarden.inputs import Request
+from prunewarden.decision import Decision, Stamp
+from prunewarden.inputs import EvictionRequest, Segment
+from prunewarden.pipeline import ColumnarEviction
 
 
 class DeferredDecision:
-    """One eviction of a pass decided over columns: whether it blocks, its codes, whether it
-    pins the segment, its verdict entry in the pass record, and its decision, built once on
-    first read (two threads reading at once may each build it, and get equal decisions)."""
+    """One eviction of a pass decided over columns: its bitmask of codes and pending
+    dependencies, what the pass reads of it (whether it blocks, its codes, whether it pins the
+    segment), its verdict entry in the pass record, and its decision, built once on first read
+    (two threads reading at once may each build it, and get equal decisions)."""
 
-    __slots__ = ("_build", "_decision", "blocks", "codes", "pins", "request", "verdict")
+    __slots__ = (
+        "_decision",
+        "columnar",
+        "mask",
+        "pending",
+        "perturbed",
+        "score",
+        "segment",
+        "stamp",
+    )
 
-    def __init__(
+    def __init__(  # noqa: PLR0913, PLR0917 - the eviction as offered, what the columns found
         self,
-        request: Callable[[], Request],
-        build: Callable[[Request], Decision],
-        verdict: dict[str, Any],
-        *,
-        blocks: bool,
-        pins: bool,
+        columnar: ColumnarEviction,
+        segment: Segment,
+        score: float,
+        perturbed: float | None,
+        stamp: Stamp,
+        found: tuple[int, list[str]],
     ) -> None:
-        self.request = request
-        """The request the decision is about, built when called."""
-        self._build = build
+        self.columnar = columnar
+        self.segment = segment
+        self.score = score
+        self.perturbed = perturbed
+        self.stamp = stamp
+        self.mask, self.pending = found
         self._decision: Decision | None = None
-        self.verdict = verdict
-        self.codes: tuple[str, ...] = tuple(verdict["codes"])
-        self.blocks = blocks
-        self.pins = pins
+
+    @property
+    def blocks(self) -> bool:
+        return self.columnar.blocks(self.mask)
+
+    @property
+    def codes(self) -> tuple[str, ...]:
+        return self.columnar.codes(self.mask)
+
+    @property
+    def pins(self) -> bool:
+        """Whether the refusal pins the segment (a ``pin`` action naming it)."""
+        return "pinned" in self.codes
+
+    @property
+    def verdict(self) -> dict[str, Any]:
+        """What a version 2 pass record says of the decision."""
+        return self.columnar.verdict_entry(self.mask, self.pending, self.segment.id)
+
+    def request(self) -> EvictionRequest:
+        """The request as the guard reads it: of the candidates, only the pending dependencies
+        and the segment itself matter (so none of the pass's later picks or rollbacks)."""
+        candidates = frozenset((*self.pending, self.segment.id))
+        return EvictionRequest(self.segment, self.score, self.perturbed, candidates)
 
     def get(self) -> Decision:
         decision = self._decision
         if decision is None:
-            decision = self._decision = self._build(self.request())
+            decision = self._decision = self.columnar.pipeline.decide(self.request(), self.stamp)
         return decision
 
 

@@ -217,13 +217,13 @@ class _Selection:
             # Authorized on the tombstone it writes.
             seg = replace_value(seg, tombstone_written=True)
         offered = self.candidates.offer(seg.id)
-        item = _eviction_item(seg, window)
         if gate is None and self.columnar is not None:
-            deferred = self._deferred(self.columnar, seg, window, item, offered)
+            deferred = self._deferred(self.columnar, seg, window, offered)
             if deferred is not None:
                 self.decisions.append(deferred)
                 return deferred
         eviction = EvictionRequest(seg, window.score, window.perturbed_score, offered)
+        item = _eviction_item(seg, window)
         document = {"check": "eviction", **item, "eviction_candidates": self.candidates.ids}
         decision = _decide(self.inputs, "eviction", eviction, document, gate, self.log)
         self.decisions.append(decision)
@@ -234,28 +234,15 @@ class _Selection:
         columnar: ColumnarEviction,
         seg: Segment,
         window: WindowSegment,
-        item: Mapping[str, Any],
         offered: AbstractSet[str],
     ) -> DeferredDecision | None:
-        """The eviction decided over its item dict (None: the columns cannot decide it, the
-        decide step does); stamped next in the pass, as the decide step stamps it."""
-        found = columnar.decide_item(item, offered)
+        """The eviction decided over columns (None: they cannot decide it, the decide step
+        does); stamped next in the pass, as the decide step stamps it."""
+        found = columnar.decide_segment(seg, window.score, window.perturbed_score, offered)
         if found is None:
             return None
-        mask, pending = found
-        verdict = columnar.verdict_entry(mask, pending, seg.id)
-        stamp = self.log.next_stamp()
-        # The request as the guard reads it: of the candidates, only the pending dependencies
-        # and the segment itself matter (the view itself changes if a group is rolled back).
-        candidates = frozenset((*pending, seg.id))
-        request = (seg, window.score, window.perturbed_score, candidates)
-        pipeline = columnar.pipeline
         deferred = DeferredDecision(
-            lambda: EvictionRequest(*request),
-            lambda typed: pipeline.decide(typed, stamp),
-            verdict,
-            blocks=verdict["outcome"] != "allow" and columnar.enforced,
-            pins=any(a["action"] == "pin" and seg.id in a["ids"] for a in verdict["actions"]),
+            columnar, seg, window.score, window.perturbed_score, self.log.next_stamp(), found
         )
         return self.log.add_deferred(deferred)
 
