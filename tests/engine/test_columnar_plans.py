@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 import json
+import pickle
 from collections.abc import Callable
 from hashlib import sha256
 from pathlib import Path
@@ -318,6 +319,16 @@ class TestSessionsAndRefusals:
         assert isinstance(deferred, DeferredDecision)
         assert deferred._decision is None
         assert plan.decisions[1] is deferred.get()
+
+
+class TestPickling:
+    def test_a_plan_pickles_with_its_decisions_built(self) -> None:
+        """A plan over columns pickles (to another process) as the general path's does."""
+        document = {"segments": clean(WINDOW), "keep_top_k": 4}
+        plan = Engine(POLICIES["default"]).plan(document)
+        copy = pickle.loads(pickle.dumps(plan))  # noqa: S301 - our own object, just pickled
+        assert copy == plan
+        assert all(isinstance(e, Decision) for e in copy.decisions.entries)
 
 
 class FailingStream(io.StringIO):

@@ -129,5 +129,9 @@ class PlanDecisions(Sequence[Decision]):
     def __hash__(self) -> int:
         return hash(tuple(self))
 
+    def __reduce__(self) -> tuple[type[PlanDecisions], tuple[tuple[Decision, ...]]]:
+        # Pickled built (a plan sent to another process): a deferred one holds the pipeline.
+        return (PlanDecisions, (tuple(self),))
+
     def __repr__(self) -> str:
         return f"PlanDecisions(decisions={len(self)})"
