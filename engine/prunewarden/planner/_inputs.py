@@ -53,5 +53,5 @@ class PassInputs:
     columnar: ColumnarEviction | None = None
     """The policy's eviction bound for columns, where the caller's decide step would decide
     an eviction with nothing but its pipeline (no rule, calibration, shadow, gate or
-    explanation): each eviction is then checked over its item dict and its decision built when
+    explanation): each eviction is then checked on its validated segment and its decision built when
     read. None: every eviction through ``decide``."""
