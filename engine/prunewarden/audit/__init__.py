@@ -9,7 +9,7 @@ from prunewarden.audit._chain import seal
 from prunewarden.audit._columns import columns_record
 from prunewarden.audit._export import export_parquet, sql_parquet
 from prunewarden.audit._log import FSYNC_MODES, AuditLog, FsyncMode
-from prunewarden.audit._pass import decision_rows, pass_record
+from prunewarden.audit._pass import decision_rows, pass_record, verdict_entry
 from prunewarden.audit._record import (
     DecisionContext,
     authorization_header,
@@ -77,5 +77,6 @@ __all__ = [
     "sql_parquet",
     "subject_of",
     "texts_of",
+    "verdict_entry",
     "verify_files",
 ]

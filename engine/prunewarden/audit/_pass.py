@@ -64,9 +64,12 @@ def pass_record(  # noqa: PLR0913 - everything one pass record is made of
     masks: tuple[str, ...] | None = None,
     document: Any = None,
     shadow_policy: Policy | None = None,
+    verdicts: Sequence[Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The record of one pass: its decisions (all of one pass: the first names its id and time)
-    and the requests they decided, in order."""
+    and the requests they decided, in order. ``verdicts``: the record's verdict entries where
+    the caller has them without the decisions (a plan decided over columns); ``decisions`` then
+    holds those of them that are built."""
     first = decisions[0] if decisions else None
     record: dict[str, Any] = {
         "record_version": RECORD_VERSION,
@@ -74,7 +77,11 @@ def pass_record(  # noqa: PLR0913 - everything one pass record is made of
         "pass": pass_kind,
         "pass_id": first.pass_id if first is not None else "",
         "ts": first.evaluated_at if first is not None else "",
-        "verdicts": [verdict_entry(d, r) for d, r in zip(decisions, requests, strict=True)],
+        "verdicts": (
+            [verdict_entry(d, r) for d, r in zip(decisions, requests, strict=True)]
+            if verdicts is None
+            else [dict(v) for v in verdicts]
+        ),
         "session_id": session_id,
         "from_session": from_session,
         "labels": dict(labels),

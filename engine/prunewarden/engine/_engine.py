@@ -42,7 +42,7 @@ from prunewarden.inputs import (
     staleness_document,
 )
 from prunewarden.inputs._columns import staleness_columns
-from prunewarden.pipeline import Shadow, columnar_eviction, compile_policy
+from prunewarden.pipeline import ColumnarEviction, Shadow, columnar_eviction, compile_policy
 from prunewarden.planner import PassLog, Plan
 from prunewarden.policy import Policy, load_builtin_policy, load_policy
 from prunewarden.rules import DEFAULT_CACHE_SIZE, check_backend
@@ -127,7 +127,7 @@ class Engine(PassCalls):
         if store is not None:
             self.sessions.store = store
         self.session_binding = SessionBinding(
-            policy, self._decide, self._write_record, self._record_plan
+            policy, self._decide, self._write_record, self._record_plan, self._plan_columns
         )
         self.audit = audit
         if audit is not None:
@@ -265,6 +265,15 @@ class Engine(PassCalls):
 
     def _bound(self) -> SessionBinding:
         return self.session_binding
+
+    def _plan_columns(self, session_id: str | None, from_session: bool) -> ColumnarEviction | None:
+        """The eviction a plan may decide over columns: this policy's, unless a stateless call
+        naming a session is gated by that session's halt (its evictions are then refused by
+        the gate, decision by decision, as :meth:`_decide` refuses them)."""
+        columnar = self._columnar
+        if columnar is None or from_session or session_id is None:
+            return columnar
+        return columnar if self.sessions.gate(session_id, "eviction", None) is None else None
 
     @public_call("prunewarden.plan")
     def plan(  # noqa: PLR0913 - each option is keyword-only and independent

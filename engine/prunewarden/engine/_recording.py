@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any, TypeVar
 
@@ -123,7 +123,7 @@ class DecisionRecorder:
 
     def _record_pass(
         self, pass_kind: str, log: PassLog, document: Any, **fields: Any
-    ) -> tuple[Decision, ...]:
+    ) -> Sequence[Decision]:
         return self._through_pass_sink(lambda sink: sink.record(pass_kind, log, document, **fields))
 
     def _record_plan(self, log: PassLog, plan: Plan, document: Any, **fields: Any) -> Plan:

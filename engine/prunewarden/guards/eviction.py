@@ -7,6 +7,7 @@ with the remediation that would make the eviction admissible.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +22,7 @@ from prunewarden.guards._counterfactual import (
     nearest_passing,
     together,
 )
-from prunewarden.inputs import EvictionRequest, ScoreRange
+from prunewarden.inputs import EvictionRequest, ScoreRange, Segment
 from prunewarden.policy import EvictionSettings
 
 # Every code the guard gives, in the order it reports them (the first is the primary), and the
@@ -107,7 +108,7 @@ class PassCheck:
         )
 
     def decide(
-        self, items: Sequence[Mapping[str, Any]], candidates: frozenset[str]
+        self, items: Sequence[Mapping[str, Any]], candidates: AbstractSet[str]
     ) -> PassColumns | None:
         """The columns of a pass whose items the schema accepted; None to take the typed path."""
         pinned_kinds, delta = self.pinned_kinds, self.stability_delta
@@ -147,6 +148,41 @@ class PassCheck:
             masks.append(mask or AUTHORIZED)
         # A repeated id takes the typed path: one set built in C, not a lookup per item.
         return PassColumns(ids, masks, dependencies) if len(set(ids)) == len(ids) else None
+
+    def decide_segment(
+        self,
+        segment: Segment,
+        score: float,
+        perturbed: float | None,
+        candidates: AbstractSet[str],
+    ) -> tuple[int, list[str]] | None:
+        """One validated segment of a planned pass, offered among ``candidates``: its bitmask
+        and its pending dependencies (sorted), as :meth:`decide` finds them for an item; None
+        where :meth:`decide` would be None (``metadata``, a score out of range)."""
+        low, high = self.low, self.high
+        if segment.metadata or not low <= score <= high:
+            return None
+        mask = 0
+        if segment.kind in self.pinned_kinds or segment.non_recoverable:
+            mask = PINNED
+        pending: list[str] = []
+        depends = segment.score_dependencies
+        if depends and not candidates.isdisjoint(depends):
+            found = {d for d in depends if d in candidates}
+            found.discard(segment.id)
+            if found:
+                mask |= UNSCOREABLE
+                pending = sorted(found)
+        if perturbed is None:
+            if self.require_perturbation:
+                mask |= PERTURBATION_MISSING
+        elif not low <= perturbed <= high:
+            return None
+        elif abs(score - perturbed) > self.stability_delta:
+            mask |= UNSTABLE
+        if self.require_tombstone and not segment.tombstone_written:
+            mask |= NO_TOMBSTONE
+        return mask or AUTHORIZED, pending
 
 
 def explain(settings: EvictionSettings, request: EvictionRequest, verdict: Verdict) -> Verdict:

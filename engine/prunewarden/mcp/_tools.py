@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -189,7 +189,7 @@ _CALLS: dict[str, Callable[[Deciding, Caller, dict[str, Any]], dict[str, Any]]] 
 }
 
 
-def _refuse_unlogged(decisions: tuple[Decision, ...]) -> None:
+def _refuse_unlogged(decisions: Sequence[Decision]) -> None:
     """Fail closed: a decision the audit log did not take is not an answer."""
     for decision in decisions:
         if AUDIT_UNAVAILABLE in decision.codes:

@@ -15,16 +15,18 @@ other policy or pass goes the general way, decision by decision.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from typing import Any, overload
 
 from prunewarden.decision import Decision, Reason, Stamp
 from prunewarden.guards import eviction
-from prunewarden.guards.eviction import CODES, PassCheck, PassColumns
-from prunewarden.inputs import Check, eviction_request
+from prunewarden.guards.eviction import CODE_ACTIONS, CODES, PassCheck, PassColumns
+from prunewarden.inputs import Check, Segment, eviction_request
 from prunewarden.pipeline._compile import Pipeline
 from prunewarden.policy import Policy
 
 _ALLOWED = CODES.index("authorized")
+_DEPENDENCIES = CODES.index("unscoreable")  # its action names the pending dependencies
 
 
 class PassResult(Sequence[Decision]):
@@ -153,6 +155,52 @@ class ColumnarEviction:
         allowed = [mask == 1 << _ALLOWED for mask in masks]
         result = PassResult(pass_id, at, columns.segment_ids, allowed, codes_of(masks), build)
         return columns, result
+
+    def decide_segment(
+        self,
+        segment: Segment,
+        score: float,
+        perturbed: float | None,
+        candidates: AbstractSet[str],
+    ) -> tuple[int, list[str]] | None:
+        """One eviction of a planned pass: its bitmask of :data:`CODES` and the pending
+        dependencies it names; None when the columns cannot decide it exactly (see
+        :meth:`PassCheck.decide_segment`), so that it takes the general path."""
+        try:
+            return self.check.decide_segment(segment, score, perturbed, candidates)
+        except Exception:  # noqa: BLE001 - fail closed: the general path refuses what failed
+            return None
+
+    def codes(self, mask: int) -> tuple[str, ...]:
+        """The codes of one bitmask, the primary first."""
+        return _CODES_OF[mask]
+
+    def blocks(self, mask: int) -> bool:
+        """Whether the decision ``mask`` stands for blocks the caller (a refusal, enforced)."""
+        return mask != 1 << _ALLOWED and self.enforced
+
+    def verdict_entry(self, mask: int, pending: Sequence[str], segment_id: str) -> dict[str, Any]:
+        """What a version 2 pass record says of the decision ``mask`` stands for (as
+        ``audit.verdict_entry`` says it of the built decision): its outcome, codes, and the
+        actions in its reasons' order, each once."""
+        codes = _CODES_OF[mask]
+        actions: list[dict[str, Any]] = []
+        for bit in range(len(CODES)):
+            name = CODE_ACTIONS[bit]
+            if name is None or not mask >> bit & 1:
+                continue
+            ids = list(pending) if bit == _DEPENDENCIES else [segment_id]
+            action = {"action": name, "ids": ids}
+            if action not in actions:
+                actions.append(action)
+        return {
+            "check": "eviction",
+            "outcome": "allow" if mask == 1 << _ALLOWED else self.refusal,
+            "enforced": self.enforced,
+            "codes": list(codes),
+            "actions": actions,
+            "segment": segment_id,
+        }
 
     def refused(self, result: PassResult, reason: Reason) -> PassResult:
         """The pass with every decision refused for ``reason`` (its record could not be

@@ -5,6 +5,7 @@ a pass is chosen (``_selection``) and how it is logged (``_log``) each stay a mo
 hold in mind. The planner knows no ``Session``: its caller hands it :class:`PassInputs`.
 """
 
+from prunewarden.planner._decisions import PlanDecisions
 from prunewarden.planner._inputs import DecideStep, PassInputs
 from prunewarden.planner._log import PassLog, PassSink, RecordPass
 from prunewarden.planner._plan import Plan
@@ -16,6 +17,7 @@ __all__ = [
     "PassLog",
     "PassSink",
     "Plan",
+    "PlanDecisions",
     "RecordPass",
     "plan_pass",
 ]

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from prunewarden.decision import Decision, Verdict
 from prunewarden.inputs import Check, Request
+from prunewarden.pipeline import ColumnarEviction
 from prunewarden.planner._log import PassLog
 from prunewarden.policy import EvictionSettings
 
@@ -49,3 +50,8 @@ class PassInputs:
     """Keep the segments a rule pinned in this pass (id -> text) for the later passes."""
     explain: bool = False
     """Explain every decision of the pass (``would_allow``, rule traces: docs/explain.md)."""
+    columnar: ColumnarEviction | None = None
+    """The policy's eviction bound for columns, where the caller's decide step would decide
+    an eviction with nothing but its pipeline (no rule, calibration, shadow, gate or
+    explanation): each eviction is then checked on its validated segment and its decision built when
+    read. None: every eviction through ``decide``."""

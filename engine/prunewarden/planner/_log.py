@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from prunewarden._observation import TraceContext, stamp_record
-from prunewarden.audit import input_digest, pass_record
+from prunewarden.audit import input_digest, pass_record, verdict_entry
 from prunewarden.decision import Decision, PassStamps, Reason, Stamp
 from prunewarden.inputs import Check, Request
 from prunewarden.pipeline import Pipeline
+from prunewarden.planner._decisions import DeferredDecision, PlanDecisions
 from prunewarden.planner._plan import Plan
 from prunewarden.policy import Policy
 
@@ -31,16 +32,23 @@ class PassLog:
     def __init__(self) -> None:
         self.started = time.perf_counter_ns()  # the record's duration_ns counts from here
         self.stamps = PassStamps()
-        self.decisions: list[Decision] = []
-        self.requests: list[Request] = []
+        self.decisions = PlanDecisions()
+        self.requests: list[Request | None] = []
 
     def next_stamp(self) -> Stamp:
         return self.stamps.next()
 
-    def add(self, decision: Decision, request: Request) -> Decision:
+    def add(self, decision: Decision, request: Request | None) -> Decision:
         self.decisions.append(decision)
         self.requests.append(request)
         return decision
+
+    def add_deferred(self, deferred: DeferredDecision) -> DeferredDecision:
+        """An eviction the columns decided: its record entry is known, its decision is built
+        when read."""
+        self.decisions.append(deferred)
+        self.requests.append(None)
+        return deferred
 
     def refused(self, pipelines: Mapping[Check, Pipeline], exc: Exception) -> PassLog:
         """The same pass with every decision refused: its record could not be written."""
@@ -51,7 +59,10 @@ class PassLog:
         )
         refusals = PassLog()
         refusals.stamps, refusals.started = self.stamps, self.started
-        for decision, request in zip(self.decisions, self.requests, strict=True):
+        for entry, logged in zip(self.decisions.entries, self.requests, strict=True):
+            # A deferred eviction's request is built for its entry (it names the segment).
+            request = entry.request() if isinstance(entry, DeferredDecision) else logged
+            decision = entry.get() if isinstance(entry, DeferredDecision) else entry
             stamp = Stamp(self.stamps.pass_id, len(refusals.decisions), self.stamps.evaluated_at)
             refused = pipelines[decision.check].refuse(reason, stamp=stamp)  # type: ignore[index]
             refusals.add(refused, request)
@@ -70,11 +81,21 @@ class PassLog:
         masks: tuple[str, ...] | None = None,
         shadow_policy: Policy | None = None,
     ) -> dict[str, Any]:
-        """The pass's one audit record: it digests ``document``, the pass's input."""
+        """The pass's one audit record: it digests ``document``, the pass's input. An eviction
+        the columns decided is recorded from its entry, without building its decision."""
+        entries = self.decisions.entries
+        verdicts = [
+            e.verdict if isinstance(e, DeferredDecision) else verdict_entry(e, r)
+            for e, r in zip(entries, self.requests, strict=True)
+        ]
+        # The decisions built (a deferred first one is built: it names the pass's id and time).
+        built = [e for e in entries if isinstance(e, Decision)]
+        if entries and isinstance(entries[0], DeferredDecision):
+            built.insert(0, self.decisions[0])
         return pass_record(
             pass_kind,
-            self.decisions,
-            self.requests,
+            built,
+            [None] * len(built),
             input_digest=input_digest(document),
             policy=policy,
             session_id=session_id,
@@ -84,6 +105,7 @@ class PassLog:
             masks=masks,
             document=document,
             shadow_policy=shadow_policy,
+            verdicts=verdicts,
         )
 
 
@@ -131,10 +153,11 @@ class PassSink:
         labels: Mapping[str, str],
         from_session: bool = False,
         plan: Plan | None = None,
-    ) -> tuple[Decision, ...]:
+    ) -> Sequence[Decision]:
         """Write the pass's one record and hand it to the hooks with each decision; the
-        decisions, or every one refused when the record cannot be written."""
-        decisions = tuple(log.decisions)
+        decisions (``log.decisions`` itself), or every one refused when the record cannot be
+        written."""
+        decisions = log.decisions
         if not decisions or (self.write is None and self.notify is None):
             return decisions  # nothing decided, or no sink chosen: no record to build
         fields = {"session_id": session_id, "labels": labels, "from_session": from_session}
@@ -154,7 +177,7 @@ class PassSink:
         """Log a planned pass as one record; a plan whose record cannot be written evicts
         nothing, and every decision in it is a refusal."""
         decisions = self.record("plan", log, document, plan=plan, **fields)
-        if all(a is b for a, b in zip(decisions, plan.decisions, strict=False)):
+        if decisions is log.decisions:
             return replace(plan, decisions=decisions)
         return replace(
             plan, evict=(), tombstones=(), frozen=True, freed_tokens=0, decisions=decisions
@@ -162,7 +185,7 @@ class PassSink:
 
     def _refuse(
         self, pass_kind: str, log: PassLog, document: Any, exc: Exception, **fields: Any
-    ) -> tuple[Decision, ...]:
+    ) -> Sequence[Decision]:
         refusals = log.refused(self.pipelines, exc)
         with contextlib.suppress(Exception):  # the refusals stand whether or not they log
             record = self._record(pass_kind, refusals, document, **fields)
@@ -186,7 +209,7 @@ class PassSink:
         stamp_record(record, log.started, self.trace_context)
         return record
 
-    def _notify(self, decisions: tuple[Decision, ...], record: Mapping[str, Any]) -> None:
+    def _notify(self, decisions: Sequence[Decision], record: Mapping[str, Any]) -> None:
         if self.notify is not None:
             for decision in decisions:
                 self.notify(decision, record)

@@ -3,6 +3,7 @@ command line) reads, kept apart so that none of them imports how a pass is decid
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -11,7 +12,11 @@ from prunewarden.decision import Decision
 
 @dataclass(frozen=True, slots=True)
 class Plan:
-    """What a pruning pass may do: evict these (writing these tombstones first), and why."""
+    """What a pruning pass may do: evict these (writing these tombstones first), and why.
+
+    ``decisions``: a sequence of the pass's decisions in order; where the columns decided an
+    eviction (:class:`~prunewarden.planner.PlanDecisions`) its decision is built when first read.
+    """
 
     evict: tuple[str, ...]
     tombstones: tuple[str, ...]
@@ -21,7 +26,7 @@ class Plan:
     frozen: bool
     target_met: bool
     freed_tokens: int
-    decisions: tuple[Decision, ...] = field(default=())
+    decisions: Sequence[Decision] = field(default=())
 
     def summary(self) -> dict[str, Any]:
         """What a pass record says of the plan: what it may do, not the decisions (listed as

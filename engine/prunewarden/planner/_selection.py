@@ -25,6 +25,7 @@ that a pass costs the same per segment at any size (:class:`PassCandidates`).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from prunewarden._values import replace_value
@@ -40,6 +41,8 @@ from prunewarden.inputs import (
     StalenessRequest,
     WindowSegment,
 )
+from prunewarden.pipeline import ColumnarEviction
+from prunewarden.planner._decisions import DeferredDecision, Entry, PlanDecisions
 from prunewarden.planner._inputs import PassInputs
 from prunewarden.planner._log import PassLog
 from prunewarden.planner._plan import Plan
@@ -49,7 +52,7 @@ def plan_pass(
     inputs: PassInputs, request: PlanRequest, document: Mapping[str, Any], log: PassLog
 ) -> Plan:
     """Decide one pass; every decision goes into ``log`` (the caller records the pass)."""
-    decisions: list[Decision] = []
+    decisions: list[Entry] = []
     units = _units(request.segments)
     pinned_kinds = inputs.eviction.pinned_kinds
     pinned_by_rule = inputs.pinned_by_rule
@@ -123,9 +126,10 @@ class _Selection:
     """The eviction phase of one pass: units lowest score first, each authorized whole."""
 
     def __init__(
-        self, inputs: PassInputs, request: PlanRequest, decisions: list[Decision], log: PassLog
+        self, inputs: PassInputs, request: PlanRequest, decisions: list[Entry], log: PassLog
     ) -> None:
         self.inputs = inputs
+        self.columnar = None if inputs.explain else inputs.columnar
         self.log = log
         self.request = request
         self.decisions = decisions
@@ -166,7 +170,7 @@ class _Selection:
             frozen=False,
             target_met=_met(request, total, len(self.chosen), self.freed),
             freed_tokens=self.freed,
-            decisions=tuple(self.decisions),
+            decisions=PlanDecisions(self.decisions),
         )
 
     def _unscoreable(self, unit: Unit) -> bool:
@@ -204,14 +208,20 @@ class _Selection:
     def _needs_tombstone(self, window: WindowSegment) -> bool:
         return self.require_tombstone and not window.segment.tombstone_written
 
-    def _decide(self, window: WindowSegment, gate: Verdict | None = None) -> Decision:
+    def _decide(self, window: WindowSegment, gate: Verdict | None = None) -> Entry:
         """Offer ``window`` as a candidate and decide its eviction (the caller keeps or
-        withdraws the offer)."""
+        withdraws the offer): over columns where the policy allows, its decision built when
+        read; else through the decide step."""
         seg = window.segment
         if self._needs_tombstone(window):
             # Authorized on the tombstone it writes.
             seg = replace_value(seg, tombstone_written=True)
         offered = self.candidates.offer(seg.id)
+        if gate is None and self.columnar is not None:
+            deferred = self._deferred(self.columnar, seg, window, offered)
+            if deferred is not None:
+                self.decisions.append(deferred)
+                return deferred
         eviction = EvictionRequest(seg, window.score, window.perturbed_score, offered)
         item = _eviction_item(seg, window)
         document = {"check": "eviction", **item, "eviction_candidates": self.candidates.ids}
@@ -219,7 +229,24 @@ class _Selection:
         self.decisions.append(decision)
         return decision
 
-    def _refuse_group(self, unit: Unit, refused: WindowSegment, decision: Decision) -> None:
+    def _deferred(
+        self,
+        columnar: ColumnarEviction,
+        seg: Segment,
+        window: WindowSegment,
+        offered: AbstractSet[str],
+    ) -> DeferredDecision | None:
+        """The eviction decided over columns (None: they cannot decide it, the decide step
+        does); stamped next in the pass, as the decide step stamps it."""
+        found = columnar.decide_segment(seg, window.score, window.perturbed_score, offered)
+        if found is None:
+            return None
+        deferred = DeferredDecision(
+            columnar, seg, window.score, window.perturbed_score, self.log.next_stamp(), found
+        )
+        return self.log.add_deferred(deferred)
+
+    def _refuse_group(self, unit: Unit, refused: WindowSegment, decision: Entry) -> None:
         """One ``group_member_refused`` refusal for every other member of the group."""
         member = refused.segment.id
         reason = Reason(
@@ -235,8 +262,10 @@ class _Selection:
                 self.candidates.withdraw()
 
 
-def _pins(decision: Decision, segment_id: str) -> bool:
+def _pins(decision: Entry, segment_id: str) -> bool:
     """Whether a refusal pins the segment (a rule's ``pin`` action naming it)."""
+    if isinstance(decision, DeferredDecision):
+        return decision.pins
     return any(a.action == "pin" and segment_id in (a.ids or ()) for a in decision.actions)
 
 
@@ -249,7 +278,7 @@ def _met(request: PlanRequest, total: int, evicted: int, freed: int) -> bool:
 def _frozen(
     request: PlanRequest,
     pinned: tuple[str, ...],
-    decisions: list[Decision],
+    decisions: list[Entry],
     recompute: tuple[str, ...],
 ) -> Plan:
     return Plan(
@@ -261,7 +290,7 @@ def _frozen(
         frozen=True,
         target_met=_met(request, len(request.segments), 0, 0),
         freed_tokens=0,
-        decisions=tuple(decisions),
+        decisions=PlanDecisions(decisions),
     )
 
 

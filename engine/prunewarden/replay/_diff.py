@@ -13,7 +13,7 @@ changes does not grow memory); the summary keeps counts and first examples only.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, NamedTuple
@@ -249,7 +249,7 @@ def _plan_change(
     return _Change("plan", "decisions", "", "", reason, "the plan's decisions differ")
 
 
-def _first_reason(base: tuple[Decision, ...], candidate: tuple[Decision, ...]) -> str:
+def _first_reason(base: Sequence[Decision], candidate: Sequence[Decision]) -> str:
     """The reason behind the first decision that differs: what refuses on either side."""
     for one, other in zip(base, candidate, strict=False):
         if view(one) != view(other):

@@ -92,7 +92,7 @@ def apply_located(session: Session, reader: TraceReader, event: TraceEvent) -> R
         raise InputError(reader.explain(event, InputError([problem]))) from None
 
 
-def decisions_of(result: Result) -> tuple[Decision, ...]:
+def decisions_of(result: Result) -> Sequence[Decision]:
     if result is None:
         return ()
     if isinstance(result, Plan):

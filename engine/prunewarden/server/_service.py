@@ -11,7 +11,7 @@ not in the log.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -225,7 +225,7 @@ def plan_answer(plan: Plan) -> Answer:
     return Answer(plan.to_dict(), tuple(d.decision_id for d in plan.decisions), policy=policy)
 
 
-def refuse_unlogged(decisions: tuple[Decision, ...]) -> None:
+def refuse_unlogged(decisions: Sequence[Decision]) -> None:
     """Fail closed: a decision the audit log did not take is not an answer."""
     for decision in decisions:
         if AUDIT_UNAVAILABLE in decision.codes:

@@ -12,6 +12,7 @@ from typing import Any, Protocol
 
 from prunewarden.decision import Decision, Verdict
 from prunewarden.inputs import Check, Request
+from prunewarden.pipeline import ColumnarEviction
 from prunewarden.planner import PassLog, RecordPass
 from prunewarden.policy import Policy
 
@@ -35,6 +36,9 @@ class DecideRequest(Protocol):
     ) -> Decision: ...
 
 
+PlanColumns = Callable[[str | None, bool], ColumnarEviction | None]
+
+
 @dataclass(frozen=True, slots=True)
 class SessionBinding:
     """What a session decides with: the policy in force, the engine's decide step, and where
@@ -44,6 +48,9 @@ class SessionBinding:
     decide: DecideRequest
     write_record: Callable[[dict[str, Any]], None]
     record_pass: RecordPass
+    plan_columns: PlanColumns | None = None
+    """The eviction a session's plan may decide over columns, given its id and whether the
+    call is the session's own (None, or None returned: every eviction through ``decide``)."""
 
 
 Binder = Callable[[], SessionBinding]

@@ -80,7 +80,7 @@ class SessionRegistry:
             return history
         return replace(history, halt=held)
 
-    def gate(self, session_id: str, check: Check, request: Request) -> Verdict | None:
+    def gate(self, session_id: str, check: Check, request: Request | None) -> Verdict | None:
         """The refusal a stateless ``check`` for ``session_id`` gets, or None: the halt a live
         session holds, else the one its stored state holds. A store that cannot be read
         refuses (fail closed)."""

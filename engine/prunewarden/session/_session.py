@@ -33,6 +33,7 @@ from prunewarden.inputs import (
     staleness_document,
     transition_document,
 )
+from prunewarden.pipeline import ColumnarEviction
 from prunewarden.planner import PassInputs, PassLog, Plan, plan_pass
 from prunewarden.session._core import SessionCore
 from prunewarden.session._state import Halt, advance_cusum, remember_baseline
@@ -202,6 +203,7 @@ class Session(SessionCore):
                 decide=self.decide,
                 pin_by_rule=self.pin_by_rule,
                 explain=explain,
+                columnar=self._plan_columns(explain=explain),
             )
             plan = plan_pass(inputs, request, document, log)
             recorded = self._binding.record_pass(
@@ -215,6 +217,15 @@ class Session(SessionCore):
             if self._history.rule_pins is not pins:
                 self._commit(before, tuple(d.decision_id for d in recorded.decisions))
             return recorded
+
+    def _plan_columns(self, *, explain: bool) -> ColumnarEviction | None:
+        """The eviction this plan may decide over columns: none explained (the columns give no
+        ``would_allow``). The planner decides its evictions ungated, as the decide step would
+        (a halt gates the staleness decision before them)."""
+        columns = self._binding.plan_columns
+        if explain or columns is None:
+            return None
+        return columns(self.session_id, not self._stateless)
 
     @public_call("prunewarden.evaluate")
     def evaluate(self, document: Mapping[str, Any], *, explain: bool = False) -> Decision:
