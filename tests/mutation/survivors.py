@@ -85,8 +85,8 @@ REGRESSIONS = [
     Regression(
         "text-hash-prefix",
         "prunewarden/guards/staleness.py",
-        "if declared and declared != (span.text_digest or text_sha256(span.text)):",
-        "if declared and declared[:8] != (span.text_digest or text_sha256(span.text))[:8]:",
+        "if declared and declared != (digest or text_sha256(spans.texts[i])):",
+        "if declared and declared[:8] != (digest or text_sha256(spans.texts[i]))[:8]:",
         "a score binds to the text's whole SHA-256",
     ),
     Regression(
@@ -136,8 +136,8 @@ REGRESSIONS = [
     Regression(
         "unscored-ranks-as-zero",
         "prunewarden/guards/staleness.py",
-        "ranks = [(True, 0.0) if span.score is None",
-        "ranks = [(False, -0.0) if span.score is None",
+        "ranks = [(True, 0.0) if score is None",
+        "ranks = [(False, -0.0) if score is None",
         "spans without a score rank last",
     ),
     Regression(
