@@ -16,6 +16,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import orjson
 
@@ -141,10 +142,16 @@ class ChainReader:
                 msg = f"{self.path}: the file the shipping position is in is gone"
                 raise PositionLost(msg)
             path = files[index][0]
+            handle = _open(path, position.identity)
+            if handle is None:
+                # The live file was archived since it was listed, and its name now holds the
+                # new one: list again to find it under its archive's name.
+                continue
             stop = until[1] if until is not None and until[0] == position.identity else None
-            for record in _records_in(path, position, stop):
-                position = record.end
-                yield record
+            with handle:
+                for record in _records_in(handle, position, stop):
+                    position = record.end
+                    yield record
             if until is not None and until[0] == position.identity:
                 return
             if index == len(files) - 1:
@@ -154,39 +161,57 @@ class ChainReader:
             self.position = Position(position.identity, 0, position.last_hash)
 
     def _files(self) -> list[tuple[Path, tuple[int, int]]]:
-        files = []
-        for path in rotated_files(self.path):
-            identity = identity_of(path)
-            if identity is not None:
-                files.append((path, identity))
+        """The log's files and their identities, oldest first, as they stood at one moment."""
+        while True:
+            live = identity_of(self.path)
+            files = []
+            for path in rotated_files(self.path):
+                identity = identity_of(path)
+                if identity is not None:
+                    files.append((path, identity))
+            # A rotation that ended while the names were read leaves a listing without the
+            # file just archived (the archives read before its link, the live name after its
+            # rename): the live name holding the same file before and after rules that out.
+            if identity_of(self.path) == live:
+                break
         # Mid-rotation the live file is linked as its archive before the new file takes its
         # name: both names then hold one file, which is still the live one.
         last = {identity: index for index, (_, identity) in enumerate(files)}
         return [entry for index, entry in enumerate(files) if last[entry[1]] == index]
 
 
-def _records_in(path: Path, position: Position, stop: int | None) -> Iterator[Shipped]:
-    """The whole records of ``path`` after ``position`` (up to byte ``stop``, if given)."""
+def _open(path: Path, identity: tuple[int, int]) -> BinaryIO | None:
+    """``path`` opened for reading, if it still is the file ``identity`` (None: the name now
+    holds another file). Raises :class:`PositionLost` when there is no file by that name."""
     try:
         handle = path.open("rb")
     except FileNotFoundError:
         msg = f"{path}: the file the shipping position is in is gone"
         raise PositionLost(msg) from None
-    with handle:
-        if os.fstat(handle.fileno()).st_size < position.offset:
-            msg = f"{path}: the file was truncated below the shipping position"
-            raise PositionLost(msg)
-        handle.seek(position.offset)
-        offset, last = position.offset, position.last_hash
-        for line in handle:
-            if not line.endswith(b"\n") or (stop is not None and offset + len(line) > stop):
-                return  # a record still being written, or past where the caller stops
-            offset += len(line)
-            record = _record_of(line, Position(position.identity, offset, last))
-            if record is None:
-                continue  # not a record: the remains of an interrupted write
-            last = record.hash
-            yield record
+    stat = os.fstat(handle.fileno())
+    if (stat.st_dev, stat.st_ino) != identity:
+        handle.close()
+        return None
+    return handle
+
+
+def _records_in(handle: BinaryIO, position: Position, stop: int | None) -> Iterator[Shipped]:
+    """The whole records of the open file ``handle`` after ``position`` (up to byte ``stop``,
+    if given)."""
+    if os.fstat(handle.fileno()).st_size < position.offset:
+        msg = f"{handle.name}: the file was truncated below the shipping position"
+        raise PositionLost(msg)
+    handle.seek(position.offset)
+    offset, last = position.offset, position.last_hash
+    for line in handle:
+        if not line.endswith(b"\n") or (stop is not None and offset + len(line) > stop):
+            return  # a record still being written, or past where the caller stops
+        offset += len(line)
+        record = _record_of(line, Position(position.identity, offset, last))
+        if record is None:
+            continue  # not a record: the remains of an interrupted write
+        last = record.hash
+        yield record
 
 
 def _record_of(line: bytes, end: Position) -> Shipped | None:
