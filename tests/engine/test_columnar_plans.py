@@ -8,8 +8,8 @@ that fails. Each plan is made twice with the pass's id and time fixed: over colu
 general path (the engine's columnar binding removed). The plans and every decision (as a value and
 as a document) are equal; the plan over columns writes one version 3 record (its evictions as
 columns), the general path a version 2 one, and every reader (``decision_rows``, ``audit query``,
-``audit report``, ``audit sql``) finds the same decisions in both; both logs verify, with the CLI
-and with the Node verifier.
+``audit report``, ``audit sql``, ``audit export --parquet``) finds the same decisions in both;
+both logs verify, with the CLI and with the Node verifier.
 """
 
 from __future__ import annotations
@@ -137,8 +137,8 @@ def rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def read(path: Path) -> dict[str, Any]:
-    """What audit query, report and sql (where duckdb is installed) read of a log's passes (a
-    session's own decisions have ids of their own)."""
+    """What audit query, report, sql and Parquet export (where duckdb is installed) read of a
+    log's passes (a session's own decisions have ids of their own)."""
     query = cli("audit", "query", "--format", "json", str(path)).splitlines()
     report = cli("audit", "report", "--format", "json", str(path))
     found: dict[str, Any] = {
@@ -161,6 +161,13 @@ def read(path: Path) -> dict[str, Any]:
             " FROM decisions WHERE decision_id LIKE 'cdcd%' ORDER BY decision_id"
         )
         found["sql"] = cli("audit", "sql", "--format", "json", statement, str(path))
+        parquet = path.with_suffix(".parquet")
+        cli("audit", "export", "--parquet", str(parquet), str(path))
+        exported = (
+            'SELECT decision_id, "check", outcome, enforced, reason_codes, subject'
+            " FROM decisions WHERE decision_id LIKE 'cdcd%' ORDER BY decision_id"
+        )
+        found["parquet"] = cli("audit", "sql", "--format", "json", exported, str(parquet))
     return found
 
 
