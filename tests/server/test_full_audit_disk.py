@@ -211,7 +211,7 @@ def stop(server: Server) -> None:
 
 def logged_ids(log: Path) -> set[str]:
     """The ids of the decisions a log holds (a pass's decisions are ``<pass_id>-<index>``)."""
-    ids = set()
+    ids: set[str] = set()
     for line in log.read_bytes().split(b"\n"):
         with contextlib.suppress(ValueError):
             record = json.loads(line)
