@@ -21,6 +21,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.parser import text_string_to_metric_families
+from prunewarden.audit import decision_rows
 from prunewarden.metrics import DecisionMetrics
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -87,14 +88,15 @@ def decisions_in(lines: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
                 "reason": record["reasons"][0]["code"],
             }
         elif record["kind"] == "pass":
-            for index, verdict in enumerate(record["verdicts"]):
+            # Its verdicts, or its columns (record_version 3), as the readers see them.
+            for row in decision_rows(record):
                 yield {
                     **common,
-                    "decision_id": f"{record['pass_id']}-{index}",
-                    "check": verdict["check"],
-                    "outcome": verdict["outcome"],
-                    "enforced": verdict["enforced"],
-                    "reason": verdict["codes"][0],
+                    "decision_id": row["decision_id"],
+                    "check": row["check"],
+                    "outcome": row["outcome"],
+                    "enforced": row["enforced"],
+                    "reason": row["reasons"][0]["code"],
                 }
 
 

@@ -15,7 +15,7 @@ import structlog
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from prunewarden import AuditLog, Decision, Engine, InputError, Policy
-from prunewarden.audit import input_digest
+from prunewarden.audit import decision_rows, input_digest
 from prunewarden.cli._main import run
 from prunewarden.decision import Reason, Verdict
 from prunewarden.inputs import Check, Request, parse_plan
@@ -134,7 +134,10 @@ class TestAuthorization:
             plan = logged.plan({"segments": WINDOW, "free_tokens": 200, "session_id": "s9"})
         (record,) = logs
         assert (record["event"], record["pass"], record["session_id"]) == ("pass", "plan", "s9")
-        assert [v["check"] for v in record["verdicts"]] == ["staleness", "eviction", "eviction"]
+        # Its evictions as columns (record_version 3), the staleness gate first.
+        assert [v["check"] for v in record["verdicts"]] == ["staleness"]
+        assert (record["verdict_indices"], record["check"]) == ([0], "eviction")
+        assert len(record["segments"]) == 2
         assert [d.decision_id for d in plan.decisions] == [
             f"{record['pass_id']}-{i}" for i in range(3)
         ]
@@ -301,7 +304,8 @@ class TestPassCandidates:
             plan = Engine.default(audit=audit).plan(document)
         assert plan.evict == ("b", "a", "d", "c")
         (record,) = [json.loads(line) for line in log_path.read_text().splitlines()][1:]
-        picks = [v["segment"] for v in record["verdicts"] if v["check"] == "eviction"]
+        rows = decision_rows(record)
+        picks = [r["subject"]["segment"]["id"] for r in rows if r["check"] == "eviction"]
         assert picks == ["u", "b", "a", "d", "c"]
         assert record["input"] == document
         assert record["input_digest"] == input_digest(document)

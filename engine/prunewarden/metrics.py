@@ -371,9 +371,10 @@ def _share(record: Mapping[str, Any]) -> tuple[float | None, int]:
         return None, 0
     if record.get("kind") == "pass":
         # One record for the whole pass: each of its decisions took its share
-        # (verdicts in a version 2 record, segments in a version 3 one).
-        decided = record.get("verdicts") or record.get("segments") or ()
-        duration //= max(len(decided), 1)
+        # (verdicts in a version 2 record, segments in a version 3 one, both in a version 3
+        # plan's).
+        decided = len(record.get("verdicts") or ()) + len(record.get("segments") or ())
+        duration //= max(decided, 1)
     seconds = duration / 1e9
     return seconds, bisect.bisect_left(DURATION_BUCKETS, seconds)
 

@@ -5,9 +5,11 @@ tests/test_planner.py's groups), generated windows (the fuzz generator's, and la
 groups and dependencies between segments) under policies that move each eviction condition, and
 Engine.plan and Session.plan over them, with a halted session, an explained pass and an audit log
 that fails. Each plan is made twice with the pass's id and time fixed: over columns, and down the
-general path (the engine's columnar binding removed). The plans, every decision (as a value and as
-a document) and the version 2 pass records are equal (but for the time a pass took, and so its
-hash), and both logs verify.
+general path (the engine's columnar binding removed). The plans and every decision (as a value and
+as a document) are equal; the plan over columns writes one version 3 record (its evictions as
+columns), the general path a version 2 one, and every reader (``decision_rows``, ``audit query``,
+``audit report``, ``audit sql``, ``audit export --parquet``) finds the same decisions in both;
+both logs verify, with the CLI and with the Node verifier.
 """
 
 from __future__ import annotations
@@ -15,8 +17,11 @@ from __future__ import annotations
 import io
 import json
 import pickle
+import shutil
+import subprocess
 from collections.abc import Callable
 from hashlib import sha256
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +30,16 @@ import yaml
 from _support.generators import ids, plan_documents, window_segments
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from jsonschema import Draft202012Validator
 from prunewarden import AuditLog, Decision, Engine, Plan, Policy, parse_policy
+from prunewarden._resources import schema
+from prunewarden.audit import decision_rows
 from prunewarden.cli._main import run
 from prunewarden.planner import PlanDecisions
 from prunewarden.planner._decisions import DeferredDecision
 
+VERIFIER = Path(__file__).parents[2] / "examples" / "verify" / "jcs_verify.mjs"
+RECORD = Draft202012Validator(schema("audit-record"))
 CASES = sorted((Path(__file__).parents[1] / "cases" / "plan").glob("*.yaml"))
 PASS_ID, AT = "cd" * 16, "2026-01-02T03:04:05.000006Z"
 # Policies (spec overrides) under which generated windows are planned: each moves a condition.
@@ -95,9 +105,70 @@ def stable(path: Path) -> list[dict[str, Any]]:
     ]
 
 
+def cli(*argv: str) -> str:
+    out, err = io.StringIO(), io.StringIO()
+    assert run(list(argv), out, err) == 0, err.getvalue()
+    return out.getvalue()
+
+
 def verified(path: Path) -> bool:
     out, err = io.StringIO(), io.StringIO()
     return run(["audit", "verify", str(path)], out, err) == 0
+
+
+def node_verified(path: Path) -> bool:
+    """The Node verifier's chain check (True where node is not installed: nothing to run)."""
+    node = shutil.which("node")
+    if node is None:
+        return True
+    result = subprocess.run(
+        [node, str(VERIFIER), "chain", str(path)], capture_output=True, text=True, check=False
+    )
+    return result.returncode == 0
+
+
+def rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The decisions readers find in pass records, but for the version of the record."""
+    return [
+        {k: v for k, v in row.items() if k != "record_version"}
+        for record in records
+        for row in decision_rows(record)
+    ]
+
+
+def read(path: Path) -> dict[str, Any]:
+    """What audit query, report, sql and Parquet export (where duckdb is installed) read of a
+    log's passes (a session's own decisions have ids of their own)."""
+    query = cli("audit", "query", "--format", "json", str(path)).splitlines()
+    report = cli("audit", "report", "--format", "json", str(path))
+    found: dict[str, Any] = {
+        "query": [
+            {k: v for k, v in row.items() if k != "record_version"}
+            for row in map(json.loads, query)
+            if row["decision_id"].startswith(f"{PASS_ID}-")
+        ],
+        # The counts by verdict (a session's own decisions and halts carry the wall-clock time).
+        "report": [
+            {k: v for k, v in row.items() if k not in {"first_seen", "last_seen"}}
+            for row in map(json.loads, report.splitlines())
+            if "count" in row
+        ],
+    }
+    if find_spec("duckdb") is not None:
+        statement = (
+            'SELECT decision_id, "check", outcome, enforced, reason_codes, segment_id, cycle,'
+            " actions::VARCHAR AS actions, subject::VARCHAR AS subject, pass_id"
+            " FROM decisions WHERE decision_id LIKE 'cdcd%' ORDER BY decision_id"
+        )
+        found["sql"] = cli("audit", "sql", "--format", "json", statement, str(path))
+        parquet = path.with_suffix(".parquet")
+        cli("audit", "export", "--parquet", str(parquet), str(path))
+        exported = (
+            'SELECT decision_id, "check", outcome, enforced, reason_codes, subject'
+            " FROM decisions WHERE decision_id LIKE 'cdcd%' ORDER BY decision_id"
+        )
+        found["parquet"] = cli("audit", "sql", "--format", "json", exported, str(parquet))
+    return found
 
 
 def assert_same(columns: Plan, typed: Plan) -> None:
@@ -132,9 +203,27 @@ def planned(
 
 
 def assert_logged_alike(first: Path, second: Path) -> None:
-    assert stable(first) == stable(second)
+    """A plan with evictions over columns is one version 3 record, valid, holding the version 2
+    record's plan and decisions; one without is the version 2 record itself. Every reader finds
+    the same decisions in both logs, and both verify."""
+    columns, typed = stable(first), stable(second)
+    assert [r["record_version"] for r in typed] == [2] * len(typed)
+    assert len(columns) == len(typed)
+    for record, general_record in zip(columns, typed, strict=True):
+        if record["record_version"] == 2:
+            assert record == general_record
+            continue
+        assert record["record_version"] == 3
+        assert record["plan"] == general_record["plan"]
+        assert "verdicts" in record
+    for line in first.read_text(encoding="utf-8").splitlines():
+        assert list(RECORD.iter_errors(json.loads(line))) == []
+    assert rows(columns) == rows(typed)
+    assert read(first) == read(second)
     assert verified(first)
     assert verified(second)
+    assert node_verified(first)
+    assert node_verified(second)
 
 
 GROUPS = [
@@ -306,6 +395,24 @@ class TestSessionsAndRefusals:
         assert_same(*plans)
         assert plans[0].evict == ()
         assert {d.codes for d in plans[0].decisions} == {("audit_unavailable",)}
+
+    def test_a_plan_over_columns_is_one_v3_record(self, tmp_path: Path) -> None:
+        """A plan whose evictions the columns decided writes them as columns, its staleness
+        verdict in its place, and its summary; readers find its decisions in order."""
+        path = tmp_path / "audit.jsonl"
+        with AuditLog(path) as audit:
+            plan = Engine(POLICIES["default"], audit=audit).plan(
+                {"segments": clean(WINDOW), "keep_top_k": 4}
+            )
+        (record,) = stable(path)
+        assert (record["record_version"], record["pass"]) == (3, "plan")
+        assert record["verdict_indices"] == [0]
+        assert [v["check"] for v in record["verdicts"]] == ["staleness"]
+        assert len(record["segments"]) == len(plan.decisions) - 1
+        assert record["plan"]["evict"] == list(plan.evict)
+        assert [r["decision_id"] for r in decision_rows(record)] == [
+            d.decision_id for d in plan.decisions
+        ]
 
     def test_an_unread_plan_builds_no_eviction_decision(self) -> None:
         """A plan over columns answers what it evicts without building a decision it holds

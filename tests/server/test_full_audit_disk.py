@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 from _support.server import PRUNEWARDEN, Server, running_server
-from prunewarden.audit import verify_files
+from prunewarden.audit import decision_rows, verify_files
 
 ALLOWED = {
     "check": "eviction",
@@ -211,14 +211,12 @@ def stop(server: Server) -> None:
 
 def logged_ids(log: Path) -> set[str]:
     """The ids of the decisions a log holds (a pass's decisions are ``<pass_id>-<index>``)."""
-    ids = set()
+    ids: set[str] = set()
     for line in log.read_bytes().split(b"\n"):
         with contextlib.suppress(ValueError):
             record = json.loads(line)
-            if record.get("kind") == "decision":
-                ids.add(record["decision_id"])
-            elif record.get("kind") == "pass":
-                ids.update(f"{record['pass_id']}-{i}" for i in range(len(record["verdicts"])))
+            if isinstance(record, dict):
+                ids.update(row["decision_id"] for row in decision_rows(record))
     return ids
 
 

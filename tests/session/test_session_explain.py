@@ -14,7 +14,7 @@ import pytest
 from jsonschema import Draft202012Validator
 from prunewarden import Engine, UntrustedEvictionError
 from prunewarden.aio import AsyncEngine
-from prunewarden.audit import AuditLog
+from prunewarden.audit import AuditLog, decision_rows
 
 ROOT = Path(__file__).resolve().parents[2]
 INPUTS = ROOT / "examples" / "inputs"
@@ -125,8 +125,13 @@ class TestSessionCalls:
                 (
                     r["kind"],
                     r.get("outcome"),
-                    [x["code"] for x in r.get("reasons", ())],
-                    r.get("verdicts"),  # a pass: each decision's outcome and codes
+                    # (a version 3 pass's reasons are bitmasks: its rows say its codes)
+                    [x["code"] for x in r.get("reasons", ())] if r["kind"] != "pass" else None,
+                    # A pass (columns, or verdicts when explained): each decision's outcome
+                    # and codes.
+                    [(d["outcome"], [x["code"] for x in d["reasons"]]) for d in decision_rows(r)]
+                    if r["kind"] == "pass"
+                    else None,
                     r.get("plan"),
                 )
                 for r in records

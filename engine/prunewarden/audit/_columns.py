@@ -15,6 +15,12 @@ an eviction pass says each thing once:
 - ``dependencies``: for a segment (by index) whose ``resolve_dependencies_first`` action names
   other segments, those ids; every other action names the segment itself.
 
+A plan (``pass: "plan"``) decided over columns holds its evictions so, and adds what only a plan
+has: ``verdicts``, the version 2 compact entries of the decisions the columns did not make (its
+collapse and staleness verdicts, an eviction refused with its group), ``verdict_indices``, the
+place of each in the pass's order (the columns fill the other places, in order), and ``plan``,
+the summary a version 2 plan record carries.
+
 Sealed, chained and verified as version 2 is (RFC 8785); readers see its decisions as they see a
 version 2 pass's (:func:`column_rows`).
 """
@@ -54,8 +60,11 @@ def columns_record(  # noqa: PLR0913 - everything one pass record is made of
     from_session: bool = False,
     masks_of_input: tuple[str, ...] | None = None,
     document: Any = None,
+    verdicts: Sequence[tuple[int, Mapping[str, Any]]] | None = None,
+    plan: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The ``record_version`` 3 record of one pass decided over columns."""
+    """The ``record_version`` 3 record of one pass decided over columns; a plan's also holds
+    ``verdicts`` (each with its index in the pass) the columns did not decide, and ``plan``."""
     record: dict[str, Any] = {
         "record_version": COLUMNS_VERSION,
         "kind": PRUNING_PASS,
@@ -78,6 +87,11 @@ def columns_record(  # noqa: PLR0913 - everything one pass record is made of
         "engine_version": __version__,
         "input_digest": input_digest,
     }
+    if verdicts is not None:
+        record["verdict_indices"] = [index for index, _ in verdicts]
+        record["verdicts"] = [dict(verdict) for _, verdict in verdicts]
+    if plan is not None:
+        record["plan"] = dict(plan)
     if masks_of_input is not None and document is not None:
         record["input"], record["input_erased"] = erase(document, masks_of_input)
     return record
@@ -98,8 +112,8 @@ def column_rows(record: Mapping[str, Any], shared: Mapping[str, Any]) -> list[di
     refusal = record.get("refusal")
     pass_id = str(record.get("pass_id", ""))
     rows = []
-    for index, segment in enumerate(segments):
-        mask = masks[index] if index < len(masks) and isinstance(masks[index], int) else 0
+    for column, (index, segment) in enumerate(zip(column_indices(record), segments, strict=True)):
+        mask = masks[column] if column < len(masks) and isinstance(masks[column], int) else 0
         on = [bit for bit in range(len(codes)) if mask >> bit & 1]
         rows.append(
             {
@@ -107,18 +121,27 @@ def column_rows(record: Mapping[str, Any], shared: Mapping[str, Any]) -> list[di
                 "decision_id": f"{pass_id}-{index}",
                 "index": index,
                 "check": record.get("check"),
-                "outcome": "allow" if allowed[index : index + 1] == "1" else refusal,
+                "outcome": "allow" if allowed[column : column + 1] == "1" else refusal,
                 "enforced": record.get("enforced"),
                 "reasons": [{"code": codes[bit]} for bit in on],
                 "actions": _actions(
                     [actions[bit] if bit < len(actions) else None for bit in on],
                     segment,
-                    dependencies.get(str(index)),
+                    dependencies.get(str(column)),
                 ),
                 "subject": {"segment": {"id": segment}},
             }
         )
     return rows
+
+
+def column_indices(record: Mapping[str, Any]) -> list[int]:
+    """The place in the pass of each segment of the columns: in order, every place that no
+    entry of ``verdict_indices`` (a plan's) takes."""
+    segments = _list(record.get("segments"))
+    taken = {i for i in _list(record.get("verdict_indices")) if isinstance(i, int)}
+    places = (i for i in range(len(segments) + len(taken)) if i not in taken)
+    return [next(places) for _ in segments]
 
 
 def _actions(named: list[Any], segment: Any, dependencies: Any) -> list[dict[str, Any]]:

@@ -144,28 +144,42 @@ def decision_rows(record: Mapping[str, Any]) -> list[dict[str, Any]]:
     if "cel" in record:
         shared["cel"] = record["cel"]
     if record.get("record_version") == COLUMNS_VERSION:
-        return column_rows(record, shared)
-    rows = []
-    for index, verdict in enumerate(verdicts if isinstance(verdicts, list) else []):
-        if not isinstance(verdict, dict):
-            continue
-        codes = verdict.get("codes")
-        subject: dict[str, Any] = {}
-        if "segment" in verdict:
-            subject["segment"] = {"id": verdict["segment"]}
-        if "cycle" in verdict:
-            subject["cycle"] = verdict["cycle"]
-        rows.append(
-            {
-                **shared,
-                "decision_id": f"{pass_id}-{index}",
-                "index": index,
-                "check": verdict.get("check"),
-                "outcome": verdict.get("outcome"),
-                "enforced": verdict.get("enforced"),
-                "reasons": [{"code": code} for code in codes] if isinstance(codes, list) else [],
-                "actions": verdict.get("actions"),
-                "subject": subject,
-            }
-        )
-    return rows
+        # A plan's columns fill the places its verdicts (each with its index) do not take.
+        rows = column_rows(record, shared)
+        places = record.get("verdict_indices")
+        if isinstance(verdicts, list) and isinstance(places, list):
+            rows.extend(
+                _verdict_row(shared, pass_id, index, verdict)
+                for index, verdict in zip(places, verdicts, strict=False)
+                if isinstance(index, int) and isinstance(verdict, dict)
+            )
+            rows.sort(key=lambda row: row["index"])
+        return rows
+    return [
+        _verdict_row(shared, pass_id, index, verdict)
+        for index, verdict in enumerate(verdicts if isinstance(verdicts, list) else [])
+        if isinstance(verdict, dict)
+    ]
+
+
+def _verdict_row(
+    shared: Mapping[str, Any], pass_id: str, index: int, verdict: Mapping[str, Any]
+) -> dict[str, Any]:
+    """One compact verdict entry of a pass, shaped as a ``decision`` record."""
+    codes = verdict.get("codes")
+    subject: dict[str, Any] = {}
+    if "segment" in verdict:
+        subject["segment"] = {"id": verdict["segment"]}
+    if "cycle" in verdict:
+        subject["cycle"] = verdict["cycle"]
+    return {
+        **shared,
+        "decision_id": f"{pass_id}-{index}",
+        "index": index,
+        "check": verdict.get("check"),
+        "outcome": verdict.get("outcome"),
+        "enforced": verdict.get("enforced"),
+        "reasons": [{"code": code} for code in codes] if isinstance(codes, list) else [],
+        "actions": verdict.get("actions"),
+        "subject": subject,
+    }

@@ -58,6 +58,7 @@ _COLUMNS = {
     "allowed": "VARCHAR",
     "dependencies": "JSON",
     "plan": "JSON",
+    "verdict_indices": "BIGINT[]",
     "kept": "VARCHAR[]",
     "evicted": "VARCHAR[]",
     "input": "JSON",
@@ -87,7 +88,8 @@ CREATE VIEW decisions AS
         kept, evicted, reasons, actions, subject, input_digest, NULL AS pass_id, filename
     FROM records WHERE kind = 'decision'
     UNION ALL
-    SELECT pass_id || '-' || (i - 1) AS decision_id, ts, v->>'$.check' AS "check",
+    SELECT pass_id || '-' || coalesce(verdict_indices[i], i - 1) AS decision_id, ts,
+        v->>'$.check' AS "check",
         v->>'$.outcome' AS outcome, (v->>'$.enforced')::BOOLEAN AS enforced,
         v->>'$.codes[0]' AS reason,
         json_extract_string(v, '$.codes[*]') AS reason_codes,
@@ -103,10 +105,11 @@ CREATE VIEW decisions AS
         input_digest, pass_id, filename
     FROM (SELECT *, unnest(verdicts) AS v, generate_subscripts(verdicts, 1) AS i
           FROM (SELECT ts, policy, session_id, labels, input_digest, pass_id, filename,
-                    verdicts::JSON[] AS verdicts
-                FROM records WHERE kind = 'pass' AND record_version < 3))
+                    verdicts::JSON[] AS verdicts, verdict_indices
+                FROM records WHERE kind = 'pass'
+                    AND (record_version < 3 OR verdict_indices IS NOT NULL)))
     UNION ALL
-    SELECT pass_id || '-' || (i - 1) AS decision_id, ts, "check",
+    SELECT pass_id || '-' || places[i] AS decision_id, ts, "check",
         CASE WHEN substr(allowed, i::INTEGER, 1) = '1' THEN 'allow' ELSE refusal END AS outcome,
         enforced, reason_codes[1] AS reason, reason_codes,
         policy.name AS policy_name, policy.version AS policy_version,
@@ -127,9 +130,13 @@ CREATE VIEW decisions AS
                 FROM (SELECT ts, "check", refusal, enforced, allowed, codes, code_actions,
                           dependencies, policy, session_id, labels, input_digest, pass_id,
                           filename, unnest(segments) AS segment,
+                          -- a plan's verdicts take their places; the columns fill the rest
+                          list_filter(range(len(segments) + len(coalesce(taken, []))),
+                              lambda j: NOT list_contains(coalesce(taken, []), j)) AS places,
                           unnest(reasons::BIGINT[]) AS mask,
                           generate_subscripts(segments, 1) AS i
-                      FROM records WHERE kind = 'pass' AND record_version = 3)));
+                      FROM (SELECT *, verdict_indices::BIGINT[] AS taken FROM records)
+                      WHERE kind = 'pass' AND record_version = 3)));
 CREATE VIEW policies AS
     SELECT policy.name AS policy_name, policy.version AS policy_version,
         policy.digest AS policy_digest, any_value(document) AS document,

@@ -14,8 +14,9 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from prunewarden._observation import TraceContext, stamp_record
-from prunewarden.audit import input_digest, pass_record, verdict_entry
+from prunewarden.audit import columns_record, input_digest, pass_record, verdict_entry
 from prunewarden.decision import Decision, PassStamps, Reason, Stamp
+from prunewarden.guards.eviction import AUTHORIZED, CODE_ACTIONS, CODES, UNSCOREABLE
 from prunewarden.inputs import Check, Request
 from prunewarden.pipeline import Pipeline
 from prunewarden.planner._decisions import DeferredDecision, PlanDecisions
@@ -81,9 +82,21 @@ class PassLog:
         masks: tuple[str, ...] | None = None,
         shadow_policy: Policy | None = None,
     ) -> dict[str, Any]:
-        """The pass's one audit record: it digests ``document``, the pass's input. An eviction
-        the columns decided is recorded from its entry, without building its decision."""
+        """The pass's one audit record: it digests ``document``, the pass's input. A pass with
+        evictions the columns decided is recorded as columns (``record_version`` 3) without
+        building their decisions; one decided decision by decision as version 2."""
         entries = self.decisions.entries
+        if shadow_policy is None and any(isinstance(e, DeferredDecision) for e in entries):
+            return self._columns_record(
+                pass_kind,
+                document,
+                policy=policy,
+                session_id=session_id,
+                labels=labels,
+                from_session=from_session,
+                plan=plan,
+                masks=masks,
+            )
         verdicts = [
             e.verdict if isinstance(e, DeferredDecision) else verdict_entry(e, r)
             for e, r in zip(entries, self.requests, strict=True)
@@ -106,6 +119,57 @@ class PassLog:
             document=document,
             shadow_policy=shadow_policy,
             verdicts=verdicts,
+        )
+
+    def _columns_record(  # noqa: PLR0913 - everything a pass record is made of
+        self,
+        pass_kind: str,
+        document: Any,
+        *,
+        policy: Policy,
+        session_id: str | None,
+        labels: Mapping[str, str],
+        from_session: bool,
+        plan: Plan | None,
+        masks: tuple[str, ...] | None,
+    ) -> dict[str, Any]:
+        """The evictions the columns decided as columns, every other decision as its version 2
+        verdict entry with its place in the pass."""
+        deferred: list[DeferredDecision] = []
+        verdicts: list[tuple[int, dict[str, Any]]] = []
+        for index, (entry, request) in enumerate(
+            zip(self.decisions.entries, self.requests, strict=True)
+        ):
+            if isinstance(entry, DeferredDecision):
+                deferred.append(entry)
+            else:
+                verdicts.append((index, verdict_entry(entry, request)))
+        columnar = deferred[0].columnar
+        return columns_record(
+            pass_kind,
+            pass_id=self.stamps.pass_id,
+            ts=self.stamps.evaluated_at,
+            check="eviction",
+            refusal=columnar.refusal,
+            enforced=columnar.enforced,
+            segment_ids=[d.segment.id for d in deferred],
+            codes=CODES,
+            code_actions=CODE_ACTIONS,
+            masks=[d.mask for d in deferred],
+            allowed=[d.mask == AUTHORIZED for d in deferred],
+            # As the verdict entry names them: the pending dependencies of an unscoreable one.
+            dependencies={
+                i: list(d.pending) for i, d in enumerate(deferred) if d.mask & UNSCOREABLE
+            },
+            input_digest=input_digest(document),
+            policy=policy,
+            session_id=session_id,
+            labels=labels,
+            from_session=from_session,
+            masks_of_input=masks,
+            document=document,
+            verdicts=verdicts,
+            plan=plan.summary() if plan is not None else None,
         )
 
 
