@@ -101,7 +101,7 @@ class TestTargets:
         assert goals["collapse/200 vs seed code"] == (0.5, True)
         assert goals["staleness/200 vs seed code"] == (2.0, True)
         assert goals["warm 3-rule pass"] == (12.0, True)
-        assert goals["replay 500 x 200, wall"] == (1.2, True)
+        assert goals["replay 500 x 200, wall"] == (0.5, True)
         assert goals["audit appends, 4 writers"] == (50_000.0, False)
         assert goals["metrics and spans on vs off"] == (1.10, True)
         assert "collapse/200 vs fsum reference" in goals
