@@ -11,6 +11,7 @@ import (:data:`COMPILED_BACKEND`).
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import cache
 from typing import TYPE_CHECKING, Any
@@ -21,9 +22,10 @@ except ImportError:  # pragma: no cover - a platform without its wheels
     jsonschema_rs = None  # type: ignore[assignment]
 
 from prunewarden import _resources as resources
-from prunewarden._source import Parsed
+from prunewarden._files import read_regular
+from prunewarden._source import Parsed, parse_yaml
 from prunewarden.errors import Problem, describe_value
-from prunewarden.limits import MAX_PROBLEMS
+from prunewarden.limits import MAX_POLICY_BYTES, MAX_PROBLEMS
 
 if TYPE_CHECKING:
     from jsonschema import Draft202012Validator
@@ -117,6 +119,23 @@ def schema_problems(name: str, parsed: Parsed, definition: str | None = None) ->
     ``definition``), each pointing at the culprit; at most
     :data:`~prunewarden.limits.MAX_PROBLEMS` of them."""
     return problems_of(validator(name, definition).iter_errors(parsed.data), parsed)
+
+
+def read_yaml_file(path: str | os.PathLike[str], name: str) -> tuple[Parsed | None, list[Problem]]:
+    """The YAML file at ``path`` (a regular file no larger than a policy may be) parsed and
+    checked against the schema ``name``: the document, or None when it cannot be read, and
+    every located problem."""
+    shown = str(path)
+    try:
+        text = read_regular(path, MAX_POLICY_BYTES).decode("utf-8")
+    except OSError as exc:
+        return None, [Problem(shown, 0, 0, "$", f"cannot read: {exc.strerror}")]
+    except UnicodeDecodeError as exc:
+        return None, [Problem(shown, 0, 0, "$", f"not UTF-8 text (byte {exc.start})")]
+    parsed, problems = parse_yaml(text, shown)
+    if parsed.built:
+        problems += schema_problems(name, parsed)
+    return parsed, problems
 
 
 def problems_of(errors: Iterable[ValidationError], parsed: Parsed) -> list[Problem]:

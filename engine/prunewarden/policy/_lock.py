@@ -20,14 +20,12 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from prunewarden._files import read_regular
 from prunewarden._identity import PolicyIdentity
 from prunewarden._json import DIGEST_VERSION as CANONICAL_DIGEST_VERSION
 from prunewarden._json import LEGACY_DIGEST_VERSION
-from prunewarden._schemas import schema_problems
-from prunewarden._source import Parsed, parse_yaml
+from prunewarden._schemas import read_yaml_file
+from prunewarden._source import Parsed
 from prunewarden.errors import PolicyError, Problem
-from prunewarden.limits import MAX_POLICY_BYTES
 from prunewarden.policy._merge import Resolution
 from prunewarden.policy._model import LockOption
 from prunewarden.policy._overlay import BUILTIN
@@ -76,21 +74,11 @@ def find(policy: str | os.PathLike[str], lock: LockOption) -> Path | None:
 def read(path: str | os.PathLike[str]) -> PolicyLock:
     """Read a lock file (a regular file, no larger than a policy may be); raise
     :class:`PolicyError` if it cannot be read or is malformed."""
-    shown = str(path)
-    try:
-        text = read_regular(path, MAX_POLICY_BYTES).decode("utf-8")
-    except OSError as exc:
-        raise PolicyError([Problem(shown, 0, 0, "$", f"cannot read: {exc.strerror}")]) from None
-    except UnicodeDecodeError as exc:
-        message = f"not UTF-8 text (byte {exc.start})"
-        raise PolicyError([Problem(shown, 0, 0, "$", message)]) from None
-    parsed, problems = parse_yaml(text, shown)
-    if parsed.built:
-        problems += schema_problems("policy-lock", parsed)
-    if problems:
+    parsed, problems = read_yaml_file(path, "policy-lock")
+    if parsed is None or problems:
         raise PolicyError(problems)
     version = parsed.data.get("digestVersion", LEGACY_DIGEST_VERSION)
-    return PolicyLock(shown, dict(parsed.data["policies"]), parsed, version)
+    return PolicyLock(str(path), dict(parsed.data["policies"]), parsed, version)
 
 
 def _digests(resolution: Resolution, lock: PolicyLock) -> tuple[str, ...]:

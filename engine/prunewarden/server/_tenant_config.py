@@ -21,15 +21,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from prunewarden._files import read_regular
-from prunewarden._schemas import schema_problems
-from prunewarden._source import locate, parse_yaml
+from prunewarden._schemas import read_yaml_file
+from prunewarden._source import locate
 from prunewarden.errors import ExitCode, InputError, Problem, ProblemsError
 from prunewarden.limits import (
     MAX_LABEL_NAME_CHARS,
     MAX_LABEL_VALUE_CHARS,
     MAX_LABELS,
-    MAX_POLICY_BYTES,
 )
 
 LABELS_HEADER = "Prunewarden-Labels"
@@ -73,17 +71,8 @@ def read_tenants(path: str | os.PathLike[str], *, bundle: bool = False) -> Tenan
     """The tenants file at ``path``; :class:`TenantsError` with every located problem. With
     ``bundle``, policies are named, not paths, and a tenant may not name a lock file."""
     shown = str(path)
-    try:
-        text = read_regular(path, MAX_POLICY_BYTES).decode("utf-8")
-    except OSError as exc:
-        raise TenantsError([Problem(shown, 0, 0, "$", f"cannot read: {exc.strerror}")]) from None
-    except UnicodeDecodeError as exc:
-        message = f"not UTF-8 text (byte {exc.start})"
-        raise TenantsError([Problem(shown, 0, 0, "$", message)]) from None
-    parsed, problems = parse_yaml(text, shown)
-    if parsed.built:
-        problems += schema_problems("tenants", parsed)
-    if problems:
+    parsed, problems = read_yaml_file(path, "tenants")
+    if parsed is None or problems:
         raise TenantsError(problems)
     data: dict[str, Any] = parsed.data
     seen: set[str] = set()
