@@ -211,17 +211,18 @@ class TestFailover:
         acknowledged: dict[str, dict[str, Any]] = {}
         refused = 0
         deadline = time.monotonic() + 20
+        leased_at = time.monotonic()
         with stale.locked("fence"):
 
-            def fail_over() -> None:
-                replicated.kill(victim)
+            def come_back() -> None:
                 replicated.wait_ok(lambda: replicated.primary_of(state_key("fence")) == replica)
                 replicated.start(victim)
 
-            killer = threading.Thread(target=fail_over)
+            returning = threading.Thread(target=come_back)
             for number, session_id in enumerate(ids):
                 if number == 10:
-                    killer.start()
+                    replicated.kill(victim)
+                    returning.start()
                 while time.monotonic() < deadline:
                     try:
                         with writer.locked(session_id, wait=0.5):
@@ -232,8 +233,9 @@ class TestFailover:
                         continue
                     acknowledged[session_id] = halted(number)
                     break
-            killer.join()
-            time.sleep(1.6)  # the stale call's lease (1.5 s, not renewed) runs out
+            returning.join()
+            # The stale call's lease (1.5 s, not renewed) has run out by now, or does soon.
+            time.sleep(max(0.0, leased_at + 1.6 - time.monotonic()))
             with reader.locked("fence"):
                 reader.save("fence", halted(99))
             with pytest.raises(LeaseLostError):

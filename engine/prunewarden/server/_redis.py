@@ -311,17 +311,27 @@ class RedisSessionStore:
         return written, confirmed
 
     def _move(self, old: str, new: str) -> int:
+        """Move one state to its tagged key: atomically on one server (``RENAMENX``); on a
+        cluster, where the two keys are in different slots, copied (``DUMP``, ``RESTORE``)
+        then deleted. A tagged state already there is newer: the old one is dropped."""
+        if not isinstance(self._redis, RedisCluster):
+            moved = bool(self._redis.renamenx(old, new))
+            if not moved:
+                self._redis.delete(old)
+            return int(moved)
         dumped = self._redis.dump(old)
         if not isinstance(dumped, bytes):
             return 0  # gone meanwhile
         ttl = int(self._redis.pttl(old))
+        moved = True
         try:
             self._redis.restore(new, max(ttl, 0), dumped)
         except ResponseError as exc:
             if "BUSYKEY" not in str(exc):
                 raise
+            moved = False
         self._redis.delete(old)
-        return 1
+        return int(moved)
 
     def _open(self, session_id: str, raw: bytes | str) -> dict[str, Any]:
         text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw

@@ -18,6 +18,7 @@ from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 import redis
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.cluster import ClusterNode, RedisCluster
+from redis.exceptions import ResponseError
 from redis.retry import Retry
 
 CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
@@ -69,7 +70,10 @@ def is_cluster_node(client: redis.Redis | RedisCluster) -> bool:
     ``MOVED`` for most sessions)."""
     if isinstance(client, RedisCluster):
         return False
-    return bool(client.info("cluster").get("cluster_enabled"))
+    try:
+        return bool(client.info("cluster").get("cluster_enabled"))
+    except ResponseError:  # a server that does not answer INFO (some hosted ones) is no node
+        return False
 
 
 def _node(address: str) -> ClusterNode:
