@@ -104,6 +104,19 @@ def read_topic(bootstrap: str, topic: str) -> list[Message]:
         consumer.close()
 
 
+def committed_and_ends(bootstrap: str, topic: str, group: str) -> list[tuple[int, int]]:
+    """For each partition holding messages: the offset ``group`` committed, and its end."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        held = [TopicPartition(topic, p) for p in sorted(partitions)]
+        ends = [consumer.get_watermark_offsets(tp, timeout=10)[1] for tp in held]
+        offsets = consumer.committed(held, timeout=10)
+        return [(o.offset, end) for o, end in zip(offsets, ends, strict=True) if end > 0]
+    finally:
+        consumer.close()
+
+
 def _own(brokers: int) -> None:
     owner = Producer({"test.mock.num.brokers": brokers, "bootstrap.servers": "unused:9092"})
     metadata = owner.list_topics(timeout=10)

@@ -26,7 +26,7 @@ pytestmark = pytest.mark.skipif(
     reason="the kafka extra (confluent-kafka) is not installed",
 )
 if find_spec("confluent_kafka") is not None:
-    from _support.kafka_mock import MockCluster, mock_cluster, read_topic
+    from _support.kafka_mock import MockCluster, committed_and_ends, mock_cluster, read_topic
     from confluent_kafka import Message, Producer
     from prunewarden.shipping._kafka_collect import KafkaCollector
 
@@ -190,8 +190,9 @@ def same_files(out: Path, logs: dict[str, Path]) -> bool:
 class TestCollectFromKafka:
     def test_each_replica_gets_its_verified_file(self, kafka: MockCluster, tmp_path: Path) -> None:
         """Two replicas shipping to one topic: the collector writes each one's file, the same
-        bytes as its local log; a collector started again on the group reads nothing twice,
-        and one of a new group reads everything again and drops it as duplicates."""
+        bytes as its local log; the group's offsets are committed to the end of what it read
+        (a collector started again on it reads nothing twice), and one of a new group reads
+        everything again and drops it as duplicates."""
         logs = {name: tmp_path / f"{name}.audit.jsonl" for name in ("eu-1", "eu-2")}
         for name, log in logs.items():
             with AuditLog(log) as audit:
@@ -206,15 +207,16 @@ class TestCollectFromKafka:
             collector.close()
         for name in logs:
             verified([out / f"{name}.jsonl"])
-        again = KafkaCollector(kafka.url("decisions"), out)
+        # Committed once synced: a collector started again on the group reads nothing twice.
+        offsets = committed_and_ends(kafka.bootstrap, "decisions", "prunewarden-collect")
+        assert offsets
+        assert all(offset == end for offset, end in offsets)
         anew = KafkaCollector(kafka.url("decisions?group.id=another"), out)
         try:
-            assert sum(again.step(1.0) for _ in range(3)) == 0
             wait_for(
                 lambda: anew.step(0.2) >= 0 and duplicates(anew) == 2 * 5, "every record again"
             )
         finally:
-            again.close()
             anew.close()
         assert {n: (out / f"{n}.jsonl").read_bytes() for n in logs} == {
             n: log.read_bytes() for n, log in logs.items()
