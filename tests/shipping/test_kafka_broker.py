@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _support.session_faults import fill, small_filesystem
 from _support.shipping import decide, records_in, verified, wait_for
 from prunewarden import AuditLog, Engine
 from prunewarden.audit import rotated_files
@@ -27,7 +28,7 @@ pytestmark = pytest.mark.skipif(
 )
 if find_spec("confluent_kafka") is not None:
     from _support.kafka_mock import MockCluster, committed_and_ends, mock_cluster, read_topic
-    from confluent_kafka import Message, Producer
+    from confluent_kafka import OFFSET_INVALID, Message, Producer
     from prunewarden.shipping._kafka_collect import KafkaCollector
 
 PRUNEWARDEN = str(Path(sys.executable).with_name("prunewarden"))
@@ -251,6 +252,29 @@ class TestCollectFromKafka:
         (line,) = said
         assert line.startswith(f"{kafka.url('decisions')}: decisions[")
         assert "skipped: replica eu-1: " in line
+
+    def test_a_full_disk_stops_it_before_the_offsets_are_committed(
+        self, kafka: MockCluster, tmp_path: Path
+    ) -> None:
+        """The folder's filesystem full: the command stops (exit 1) with one line saying why,
+        and the group commits nothing, so what it read is read again at the next start."""
+        log = tmp_path / "audit.jsonl"
+        with AuditLog(log) as audit:
+            decide(Engine.default(audit=audit), 3, "full")
+            with shipper(audit, kafka, "eu-1") as running:
+                assert running.wait_caught_up(60)
+        with small_filesystem(tmp_path / "small") as out:
+            fill(out)
+            stdout, stderr = io.StringIO(), io.StringIO()
+            code = run(["audit", "collect", "--from", kafka.url("decisions"), "--out", str(out)],
+                       stdout, stderr)  # fmt: skip
+        assert code == 1
+        assert stderr.getvalue() == (
+            f"prunewarden audit collect: {out}: No space left on device: stopped;"
+            " what was read since the last commit is read again at the next start\n"
+        )
+        offsets = committed_and_ends(kafka.bootstrap, "decisions", "prunewarden-collect")
+        assert [offset for offset, _end in offsets] == [OFFSET_INVALID]
 
     def test_the_command_collects_until_it_is_stopped(
         self, kafka: MockCluster, tmp_path: Path

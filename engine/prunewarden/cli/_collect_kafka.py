@@ -2,8 +2,9 @@
 HTTP collector, read from the topic ``serve --ship kafka://...`` produces to.
 
 Runs until SIGTERM or SIGINT (exit 0). A URL that cannot work, or the ``kafka`` extra missing,
-is a usage error (exit 2); a message skipped (not a record of a replica's chain) is one line on
-standard error naming its partition and offset.
+is a usage error (exit 2); a file that cannot be written (a full disk) stops it (exit 1) before
+the offsets of what it read are committed. A message skipped (not a record of a replica's
+chain) is one line on standard error naming its partition and offset.
 """
 
 from __future__ import annotations
@@ -58,6 +59,13 @@ def collect_from_kafka(args: argparse.Namespace, stdout: IO[str], stderr: IO[str
         )
         stdout.flush()
         collector.run(stop)
+    except OSError as exc:  # a full disk: nothing read since the last commit is committed
+        stderr.write(
+            f"prunewarden audit collect: {exc.filename or args.out}: {exc.strerror or exc}: "
+            "stopped; what was read "
+            "since the last commit is read again at the next start\n"
+        )
+        return ExitCode.REFUSED
     finally:
         collector.close()
         for sig, handler in previous.items():
