@@ -28,8 +28,9 @@ def add_collect(command: Any, key_env: str) -> None:
     """The ``collect`` subcommand, made by ``command(name, text)`` of ``audit``."""
     collect = command(
         "collect",
-        "receive audit logs shipped by servers (POST /v1/logs) into one file per replica, "
-        "each batch taken only where it continues that replica's chain",
+        "receive audit logs shipped by servers (POST /v1/logs, or read from a Kafka topic "
+        "with --from) into one file per replica, each batch taken only where it continues "
+        "that replica's chain",
     )
     collect.add_argument("--listen", metavar="HOST:PORT", help="where to listen (port 0: any)")
     collect.add_argument(
