@@ -230,3 +230,12 @@ class TestHashTags:
         store.save("plain", STATE)
         assert store.load("plain") == STATE
         store.close()
+
+    def test_a_save_no_replica_confirms_is_refused(self, redis_url: str) -> None:
+        """``?replicas=1`` on a primary without replicas: every save waits for one, none
+        confirms it, and the save raises rather than being taken as kept."""
+        store = RedisSessionStore(redis_url + "?replicas=1", ttl=60)
+        with store.locked("unconfirmed"), pytest.raises(SessionStoreUnreachableError) as raised:
+            store.save("unconfirmed", STATE)
+        assert str(raised.value) == "ReplicasBehindError during the session store's save"
+        store.close()

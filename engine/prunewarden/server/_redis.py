@@ -130,7 +130,6 @@ class RedisSessionStore:
         with _reached("connect"):
             target = redis_target(url)
         self._redis = target.client
-        self.cluster = target.cluster
         self.replicas = target.replicas
         self._release = self._redis.register_script(_RELEASE)
         self._renew = self._redis.register_script(_RENEW)

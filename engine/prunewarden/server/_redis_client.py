@@ -28,10 +28,10 @@ _TIMEOUTS: dict[str, Any] = {"socket_timeout": 10, "socket_connect_timeout": 10}
 
 @dataclass(frozen=True)
 class RedisTarget:
-    """What a URL names: a client, whether it is a cluster, how many replicas a save waits for."""
+    """What a URL names: a client (of one server or of a cluster), and how many replicas a
+    save waits for."""
 
     client: redis.Redis | RedisCluster
-    cluster: bool
     replicas: int
 
 
@@ -43,7 +43,7 @@ def redis_target(url: str) -> RedisTarget:
     rest = urlencode([(name, value) for name, value in query if name != "replicas"])
     if parts.scheme not in CLUSTER_SCHEMES:
         plain = urlunsplit(parts._replace(query=rest))
-        return RedisTarget(redis.Redis.from_url(plain, **_TIMEOUTS), False, replicas)
+        return RedisTarget(redis.Redis.from_url(plain, **_TIMEOUTS), replicas)
     if rest:
         msg = f"unknown setting {rest.split('=', 1)[0]!r} (a cluster URL takes only replicas=N)"
         raise ValueError(msg)
@@ -62,7 +62,7 @@ def redis_target(url: str) -> RedisTarget:
         retry=Retry(ExponentialWithJitterBackoff(base=0.05, cap=0.5), retries=3),
         **_TIMEOUTS,
     )
-    return RedisTarget(client, True, replicas)
+    return RedisTarget(client, replicas)
 
 
 def is_cluster_node(client: redis.Redis | RedisCluster) -> bool:
