@@ -15,10 +15,11 @@ from _support.session_faults import RedisProxy
 from prunewarden import Engine, SessionIntegrityError, SessionStoreError
 from prunewarden.server._redis import (
     KEY_PREFIX,
-    LOCK_PREFIX,
     RedisSessionStore,
     SessionBusyError,
     SessionStoreUnreachableError,
+    lease_key,
+    state_key,
 )
 from prunewarden.session import DeadlinePassedError, save_deadline
 
@@ -47,7 +48,7 @@ class TestRedisStore:
         store.save("short", STATE)
         watcher = redis.Redis.from_url(redis_url)  # EXISTS does not renew the TTL; load would
         deadline = time.monotonic() + 30
-        while watcher.exists(KEY_PREFIX + "short") and time.monotonic() < deadline:
+        while watcher.exists(state_key("short")) and time.monotonic() < deadline:
             time.sleep(0.02)
         assert store.load("short") is None
         watcher.close()
@@ -106,7 +107,7 @@ class TestLeases:
         watcher = redis.Redis.from_url(redis_url)
         with slow.locked("outlived"):
             session = Engine.default(store=slow).session("outlived")
-            assert await_gone(watcher, LOCK_PREFIX + "outlived")  # the lease ran out
+            assert await_gone(watcher, lease_key("outlived"))  # the lease ran out
             with other.locked("outlived"):
                 for cycle in range(1, 6):
                     Engine.default(store=other).session("outlived").observe_cycle(
@@ -162,9 +163,9 @@ class TestSealedStates:
         """A stored state edited in Redis raises SessionIntegrityError instead of loading."""
         store, raw_client = RedisSessionStore(redis_url, ttl=60), redis.Redis.from_url(redis_url)
         store.save("edited", STATE)
-        raw = raw_client.get(KEY_PREFIX + "edited")
+        raw = raw_client.get(state_key("edited"))
         assert isinstance(raw, bytes)
-        raw_client.set(KEY_PREFIX + "edited", edit(raw))
+        raw_client.set(state_key("edited"), edit(raw))
         with pytest.raises(SessionIntegrityError):
             store.load("edited")
         store.close()
@@ -189,12 +190,52 @@ class TestSealedStates:
         a later one seals nothing, and a state written unsealed after that is refused."""
         url = redis_url.rsplit("/", 1)[0] + "/1"  # a database of its own: the marker is per db
         raw_client = redis.Redis.from_url(url)
-        raw_client.set(KEY_PREFIX + "old", json.dumps(STATE))
+        raw_client.set(KEY_PREFIX + "old", json.dumps(STATE))  # untagged, as it was then
         first, second = RedisSessionStore(url, ttl=60), RedisSessionStore(url, ttl=60)
+        assert first.tag_untagged() == 1
         assert (first.seal_unsealed(), second.seal_unsealed()) == (1, 0)
         assert second.load("old") == STATE
-        raw_client.set(KEY_PREFIX + "later", json.dumps(STATE))
+        raw_client.set(state_key("later"), json.dumps(STATE))
         with pytest.raises(SessionIntegrityError, match="no integrity seal"):
             second.load("later")
         for client in (first, second, raw_client):
             client.close()
+
+
+class TestHashTags:
+    def test_untagged_states_of_an_older_version_are_moved_once(self, redis_url: str) -> None:
+        """A version before hash tags kept ``prunewarden:session:<id>``: the first store to
+        tag a database moves each such state to its tagged key (TTL kept), where it loads
+        with its halt; a later one moves nothing; one already tagged is left as it is."""
+        url = redis_url.rsplit("/", 1)[0] + "/2"  # a database of its own: the marker is per db
+        raw_client = redis.Redis.from_url(url)
+        writer = RedisSessionStore(url, ttl=60)
+        for session_id in ("older", "kept"):
+            writer.save(session_id, STATE)
+        raw_client.rename(state_key("older"), KEY_PREFIX + "older")
+        raw_client.pexpire(KEY_PREFIX + "older", 40_000)
+        first, second = RedisSessionStore(url, ttl=60), RedisSessionStore(url, ttl=60)
+        assert (first.tag_untagged(), second.tag_untagged()) == (1, 0)
+        assert (second.load("older"), second.load("kept")) == (STATE, STATE)
+        assert raw_client.exists(KEY_PREFIX + "older") == 0
+        assert 0 < int(raw_client.pttl(state_key("older"))) <= 60_000
+        for client in (writer, first, second, raw_client):
+            client.close()
+
+    def test_a_plain_url_cannot_take_a_cluster_setting(self, redis_url: str) -> None:
+        """``?replicas=N`` is read by the store; a value that is not a count is refused."""
+        with pytest.raises(ValueError, match="replicas='two'"):
+            RedisSessionStore(redis_url + "?replicas=two", ttl=60)
+        store = RedisSessionStore(redis_url + "?replicas=0", ttl=60)
+        store.save("plain", STATE)
+        assert store.load("plain") == STATE
+        store.close()
+
+    def test_a_save_no_replica_confirms_is_refused(self, redis_url: str) -> None:
+        """``?replicas=1`` on a primary without replicas: every save waits for one, none
+        confirms it, and the save raises rather than being taken as kept."""
+        store = RedisSessionStore(redis_url + "?replicas=1", ttl=60)
+        with store.locked("unconfirmed"), pytest.raises(SessionStoreUnreachableError) as raised:
+            store.save("unconfirmed", STATE)
+        assert str(raised.value) == "ReplicasBehindError during the session store's save"
+        store.close()

@@ -21,7 +21,7 @@ from _support.server import PRUNEWARDEN, Server, _await_address, running_server
 from _support.session_faults import RedisProxy, fill, small_filesystem
 from prunewarden.reload import ReloadingEngine
 from prunewarden.server._config import ServerConfigError
-from prunewarden.server._redis import _FENCED_SET, KEY_PREFIX, LOCK_PREFIX
+from prunewarden.server._redis import _FENCED_SET, lease_key, state_key
 from prunewarden.server._run import open_store
 from prunewarden.server._service import ServiceProblemError
 from prunewarden.server._sessions import SessionService
@@ -72,7 +72,7 @@ class TestUnsavedHalt:
             proxy.restore()
             # Redis was unreachable when the call let go of its lease: it runs out by itself
             # (30 s); the test does not wait for that.
-            raw.delete(LOCK_PREFIX + "dropped")
+            raw.delete(lease_key("dropped"))
             refused = evict(http, "dropped")
         proxy.close()
         problem = answer.json()
@@ -84,7 +84,7 @@ class TestUnsavedHalt:
         assert str(proxy.port) not in answer.text
         assert "127.0.0.1" not in answer.text
         assert refused.json()["reasons"][0]["code"] == "pruning_halted"
-        stored = raw.get(KEY_PREFIX + "dropped")
+        stored = raw.get(state_key("dropped"))
         raw.close()
         assert isinstance(stored, bytes)
         assert json.loads(stored.split(b"\n", 1)[1])["halt"]["code"] == "collapse_detected"
@@ -129,12 +129,12 @@ class TestEditedState:
         ):
             for scores in (*HEALTHY, COLLAPSED, COLLAPSED):
                 cycle(http, "edited", scores)
-            value = raw.get(KEY_PREFIX + "edited")
+            value = raw.get(state_key("edited"))
             assert isinstance(value, bytes)
             seal, state = value.split(b"\n", 1)
             lifted = json.dumps({**json.loads(state), "halt": None}, separators=(",", ":"))
             body = b"null" if edited == b"null" else lifted.encode()
-            raw.set(KEY_PREFIX + "edited", seal + b"\n" + body)
+            raw.set(state_key("edited"), seal + b"\n" + body)
             answers = [
                 evict(http, "edited"),
                 cycle(http, "edited", HEALTHY[0]),

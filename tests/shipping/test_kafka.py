@@ -1,5 +1,6 @@
-"""The Kafka destination without a broker (none runs offline here: docs/fleet.md): its URL and
-refusals, and the real confluent-kafka producer against a closed loopback port."""
+"""The Kafka destination without a broker: its URL and refusals, and the real confluent-kafka
+producer against a closed loopback port (test_kafka_broker.py runs it against librdkafka's mock
+cluster)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""``prunewarden audit collect --listen HOST:PORT --out DIR``: receive shipped decision logs.
+"""``prunewarden audit collect --listen HOST:PORT --out DIR``: receive shipped decision logs
+(or ``--from kafka://...``: read them from the topic a ``serve --ship kafka://...`` produces to,
+:mod:`prunewarden.cli._collect_kafka`).
 
 Kept apart from :mod:`prunewarden.cli._audit`: the one audit command that serves rather than
 reads. It runs until SIGTERM or SIGINT (exit 0).
@@ -14,6 +16,7 @@ import threading
 from pathlib import Path
 from typing import IO, Any
 
+from prunewarden.cli._collect_kafka import collect_from_kafka
 from prunewarden.cli._common import UsageError
 from prunewarden.errors import ExitCode
 from prunewarden.shipping import Collector
@@ -25,11 +28,17 @@ def add_collect(command: Any, key_env: str) -> None:
     """The ``collect`` subcommand, made by ``command(name, text)`` of ``audit``."""
     collect = command(
         "collect",
-        "receive audit logs shipped by servers (POST /v1/logs) into one file per replica, "
-        "each batch taken only where it continues that replica's chain",
+        "receive audit logs shipped by servers (POST /v1/logs, or read from a Kafka topic "
+        "with --from) into one file per replica, each batch taken only where it continues "
+        "that replica's chain",
     )
+    collect.add_argument("--listen", metavar="HOST:PORT", help="where to listen (port 0: any)")
     collect.add_argument(
-        "--listen", required=True, metavar="HOST:PORT", help="where to listen (port 0: any)"
+        "--from",
+        dest="source",
+        metavar="URL",
+        help="instead of --listen: kafka://HOST:PORT[,HOST:PORT]/TOPIC[?NAME=VALUE&...], the "
+        "topic to consume (extra: kafka; group.id default prunewarden-collect)",
     )
     collect.add_argument("--out", required=True, metavar="DIR", help="the folder of the files")
     collect.add_argument(
@@ -51,8 +60,12 @@ def run_collect(
     args: argparse.Namespace,
     _files: list[Path],
     stdout: IO[str],
-    _stderr: IO[str],
+    stderr: IO[str],
 ) -> int:
+    if (args.listen is None) == (args.source is None):
+        raise UsageError("prunewarden audit collect: give one of --listen HOST:PORT, --from URL")
+    if args.source is not None:
+        return collect_from_kafka(args, stdout, stderr)
     host, port = _address(args.listen)
     token = _token(args.token_file)
     if token is None and not _is_loopback(host):

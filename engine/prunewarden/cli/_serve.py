@@ -91,8 +91,8 @@ def add_serve(commands: Any) -> None:
     serve.add_argument(
         "--sessions",
         metavar="STORE",
-        help="sqlite:PATH or redis://HOST:PORT/DB (default: sessions.sqlite3 next to the "
-        "audit log)",
+        help="sqlite:PATH, redis://HOST:PORT/DB or redis+cluster://HOST:PORT,HOST:PORT,... "
+        "(default: sessions.sqlite3 next to the audit log)",
     )
     serve.add_argument(
         "--listen",

@@ -110,8 +110,9 @@ class ServerConfig:
     """Everything :func:`~prunewarden.server.create_app` and the runner need.
 
     ``audit_log``: the chained decision log (required: a decision point without a log is not
-    one). ``sessions``: ``sqlite:PATH`` or ``redis://...`` (default: ``sessions.sqlite3`` next
-    to the audit log). ``token``: the bearer token callers must present (None: none is asked).
+    one). ``sessions``: ``sqlite:PATH``, ``redis://...`` or ``redis+cluster://...`` (default:
+    ``sessions.sqlite3`` next to the audit log). ``token``: the bearer token callers must
+    present (None: none is asked).
     ``metrics_listen``: a second address, TCP on loopback only, serving ``GET /metrics`` alone
     and without the token (None: metrics only on ``listen``, behind the token). The limits are
     those of docs/limits.md ("The server").

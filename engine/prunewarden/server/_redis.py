@@ -1,9 +1,11 @@
 """Session states in Redis, for several server replicas behind one address.
 
-One key per session (``prunewarden:session:<id>``) holding its ``session-state.v3`` document
+One key per session (``prunewarden:session:{<id>}``) holding its ``session-state.v3`` document
 after its integrity seal (:mod:`prunewarden.session._seal`), written whole with the idle TTL as
 its expiry, and read by ``GETEX``, which renews the TTL: Redis forgets an idle session by
-itself, on every replica at once.
+itself, on every replica at once. The id in braces is the key's hash tag: a session's state and
+its lease (``prunewarden:lock:{<id>}``) are in one slot of a Redis Cluster, so the Lua scripts
+that touch both run there (:mod:`prunewarden.server._redis_client` names the client).
 
 Replicas must not interleave two calls of one session (each would load the same state and the
 later save would drop the earlier change). :meth:`RedisSessionStore.locked` takes a lease on the
@@ -31,9 +33,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-import redis
-from redis.exceptions import RedisError
+from redis.cluster import RedisCluster
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import MovedError, RedisClusterException, RedisError, ResponseError
 
+from prunewarden.server._redis_client import REPLICA_WAIT_MS, is_cluster_node, redis_target
 from prunewarden.session._seal import key_from_env, open_state, seal_state, state_text
 from prunewarden.session._store import call_deadline, check_deadline
 
@@ -42,6 +46,7 @@ LOCK_PREFIX = "prunewarden:lock:"
 LOCK_LEASE_MS = 30_000  # a holder that dies frees the session after this long
 LOCK_WAIT_SECONDS = 5.0
 SEALED_MARKER = "prunewarden:sealed"  # set once the states of older versions were sealed
+TAGGED_MARKER = "prunewarden:tagged"  # set once the untagged keys of older versions were moved
 _RELEASE = """
 if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end
 return 0
@@ -74,6 +79,10 @@ class SessionBusyError(Exception):
 
 class SessionStoreUnreachableError(RedisError):
     """Redis failed (a connection dropped, a timeout...); the message names no address."""
+
+
+class ReplicasBehindError(RedisError):
+    """Fewer replicas than asked confirmed a save in time: a failover could lose it."""
 
 
 class LeaseLostError(Exception):
@@ -118,7 +127,10 @@ class RedisSessionStore:
         self.ttl_ms = max(1, int(ttl * 1000))
         self.lease_ms = lease_ms
         self._key = key_from_env(hmac_key_env)
-        self._redis = redis.Redis.from_url(url, socket_timeout=10, socket_connect_timeout=10)
+        with _reached("connect"):
+            target = redis_target(url)
+        self._redis = target.client
+        self.replicas = target.replicas
         self._release = self._redis.register_script(_RELEASE)
         self._renew = self._redis.register_script(_RENEW)
         self._fenced_set = self._redis.register_script(_FENCED_SET)
@@ -137,15 +149,21 @@ class RedisSessionStore:
         with _reached("ping"):
             return bool(self._redis.ping())
 
+    def is_cluster_node(self) -> bool:
+        """Whether a ``redis://`` URL reached a node of a Redis Cluster (a
+        ``redis+cluster://`` URL is what reaches one)."""
+        with _reached("ping"):
+            return is_cluster_node(self._redis)
+
     def load(self, session_id: str) -> dict[str, Any] | None:
         with _reached("load"):
-            raw = self._redis.getex(KEY_PREFIX + session_id, px=self.ttl_ms)
+            raw = self._redis.getex(state_key(session_id), px=self.ttl_ms)
         return None if raw is None else self._open(session_id, raw)
 
     def peek(self, session_id: str) -> dict[str, Any] | None:
         """The state, without renewing its TTL: looking at a session is not using it."""
         with _reached("load"):
-            raw = self._redis.get(KEY_PREFIX + session_id)
+            raw = self._redis.get(state_key(session_id))
         return None if raw is None else self._open(session_id, raw)
 
     def save(self, session_id: str, state: Mapping[str, Any]) -> None:
@@ -156,12 +174,8 @@ class RedisSessionStore:
         lease = self._lease_of(session_id)
         check_deadline()
         with _reached("save"):
-            if lease is None:
-                self._redis.set(KEY_PREFIX + session_id, value, px=self.ttl_ms)
-                return
-            keys = [KEY_PREFIX + session_id, lease.key]
-            saved = self._fenced_set(keys=keys, args=[lease.token, value, self.ttl_ms])
-        if not saved:
+            saved = self._written(state_key(session_id), value, lease)
+        if not saved and lease is not None:
             lease.lost = True
             msg = f"the lease on session {session_id!r} ran out before its state was saved"
             raise LeaseLostError(msg)
@@ -169,12 +183,12 @@ class RedisSessionStore:
     def delete(self, session_id: str) -> bool:
         """Forget a session; whether it was held."""
         with _reached("delete"):
-            return bool(self._redis.delete(KEY_PREFIX + session_id))
+            return bool(self._redis.delete(state_key(session_id)))
 
     @contextmanager
     def locked(self, session_id: str, wait: float = LOCK_WAIT_SECONDS) -> Iterator[Lease]:
         """Hold the session for one call; :class:`SessionBusyError` after ``wait`` seconds."""
-        key, token = LOCK_PREFIX + session_id, secrets.token_hex(16)
+        key, token = lease_key(session_id), secrets.token_hex(16)
         deadline = time.monotonic() + wait
         pause = 0.001
         with _reached("lease"):
@@ -207,11 +221,27 @@ class RedisSessionStore:
                 raw = self._redis.get(key)
                 if not isinstance(raw, bytes) or not raw.startswith(b"{"):
                     continue  # sealed already, gone, or not a state (refused when read)
-                session_id = key.decode("utf-8", "replace").removeprefix(KEY_PREFIX)
+                session_id = _session_of(key.decode("utf-8", "replace"))
                 text = raw.decode("utf-8", "replace")
                 value = seal_state(session_id, text, self._key) + "\n" + text
                 sealed += int(self._seal_if_unchanged(keys=[key], args=[raw, value]))
         return sealed
+
+    def tag_untagged(self) -> int:
+        """Move the states a version before hash tags wrote (``prunewarden:session:<id>``) to
+        their tagged keys, TTL kept, once per database (the first replica started after the
+        upgrade does it; the marker is set once every key was moved, so a replica killed
+        halfway leaves the rest to the next). A tagged state already there is newer and kept.
+        Returns how many were moved."""
+        moved = 0
+        with _reached("upgrade"):
+            if self._redis.exists(TAGGED_MARKER):
+                return 0
+            for key in self._redis.scan_iter(match=KEY_PREFIX + "[^{]*", count=500):
+                old = key.decode("utf-8", "replace")
+                moved += self._move(old, state_key(old.removeprefix(KEY_PREFIX)))
+            self._redis.set(TAGGED_MARKER, "1")
+        return moved
 
     def renew_leases(self) -> None:
         """Renew the lease of every call running (one round of the renewing thread): a call
@@ -237,6 +267,70 @@ class RedisSessionStore:
         if self._renewer is not None:
             self._renewer.join()
         self._redis.close()
+
+    def _written(self, key: str, value: str, lease: Lease | None = None) -> bool:
+        """Write a state (fenced by ``lease``); whether it was written. With replicas to wait
+        for, the write and its ``WAIT`` go on one connection to the key's primary (``WAIT``
+        counts the writes of its own connection); :class:`ReplicasBehindError` when fewer
+        replicas confirm it in time."""
+        fenced: tuple[list[str], list[str | int]] | None = None
+        if lease is not None:
+            fenced = ([key, lease.key], [lease.token, value, self.ttl_ms])
+        if not self.replicas:
+            if fenced is None:
+                return bool(self._redis.set(key, value, px=self.ttl_ms))
+            return bool(self._fenced_set(keys=fenced[0], args=fenced[1]))
+        try:
+            written, confirmed = self._written_and_waited(key, value, fenced)
+        except (MovedError, RedisConnectionError):
+            if not isinstance(self._redis, RedisCluster):
+                raise
+            # The slot moved (a failover, a resharding): learn where, and try once more.
+            self._redis.nodes_manager.initialize()
+            written, confirmed = self._written_and_waited(key, value, fenced)
+        if written and int(confirmed) < self.replicas:
+            msg = f"{confirmed} of {self.replicas} replicas confirmed the save in time"
+            raise ReplicasBehindError(msg)
+        return bool(written)
+
+    def _written_and_waited(
+        self, key: str, value: str, fenced: tuple[list[str], list[str | int]] | None
+    ) -> tuple[Any, Any]:
+        primary = self._redis
+        if isinstance(primary, RedisCluster):
+            node = primary.get_node_from_key(key)  # type: ignore[no-untyped-call]
+            primary = primary.get_redis_connection(node)
+        pipe = primary.pipeline(transaction=False)
+        if fenced is None:
+            pipe.set(key, value, px=self.ttl_ms)
+        else:
+            self._fenced_set(keys=fenced[0], args=fenced[1], client=pipe)
+        pipe.wait(self.replicas, REPLICA_WAIT_MS)
+        written, confirmed = pipe.execute()
+        return written, confirmed
+
+    def _move(self, old: str, new: str) -> int:
+        """Move one state to its tagged key: atomically on one server (``RENAMENX``); on a
+        cluster, where the two keys are in different slots, copied (``DUMP``, ``RESTORE``)
+        then deleted. A tagged state already there is newer: the old one is dropped."""
+        if not isinstance(self._redis, RedisCluster):
+            moved = bool(self._redis.renamenx(old, new))
+            if not moved:
+                self._redis.delete(old)
+            return int(moved)
+        dumped = self._redis.dump(old)
+        if not isinstance(dumped, bytes):
+            return 0  # gone meanwhile
+        ttl = int(self._redis.pttl(old))
+        moved = True
+        try:
+            self._redis.restore(new, max(ttl, 0), dumped)
+        except ResponseError as exc:
+            if "BUSYKEY" not in str(exc):
+                raise
+            moved = False
+        self._redis.delete(old)
+        return int(moved)
 
     def _open(self, session_id: str, raw: bytes | str) -> dict[str, Any]:
         text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
@@ -271,6 +365,21 @@ class RedisSessionStore:
             self.renew_leases()
 
 
+def state_key(session_id: str) -> str:
+    """The key of a session's state; its hash tag (the id in braces) is its lease's too."""
+    return f"{KEY_PREFIX}{{{session_id}}}"
+
+
+def lease_key(session_id: str) -> str:
+    """The key of the lease on a session, in the slot of its state."""
+    return f"{LOCK_PREFIX}{{{session_id}}}"
+
+
+def _session_of(key: str) -> str:
+    tagged = key.removeprefix(KEY_PREFIX)
+    return tagged[1:-1] if tagged.startswith("{") and tagged.endswith("}") else tagged
+
+
 @contextmanager
 def _reached(action: str) -> Iterator[None]:
     """Redis errors as :class:`SessionStoreUnreachableError`, without the server's address."""
@@ -278,7 +387,7 @@ def _reached(action: str) -> Iterator[None]:
         yield
     except SessionStoreUnreachableError:
         raise
-    except RedisError as exc:
+    except (RedisError, RedisClusterException) as exc:
         _diagnostics.warning("session store (Redis) %s failed: %s", action, exc)
         msg = f"{type(exc).__name__} during the session store's {action}"
         raise SessionStoreUnreachableError(msg) from None

@@ -51,6 +51,7 @@ from prunewarden.server._tenants import PolicyHolder, Tenants, open_tenants
 from prunewarden.session import SESSION_KEY_ENV, SessionRegistry, SqliteSessionStore
 from prunewarden.shipping import LogShipper, ShipError
 
+REDIS_SCHEMES = ("redis://", "rediss://", "unix://", "redis+cluster://", "rediss+cluster://")
 GRACEFUL_SECONDS = 10  # how long requests in flight may take to finish once asked to stop
 # With --audit-fsync batch, the log is synced in the background this often (when records are
 # pending), so that a request almost never waits for a disk sync: at 2,000 decisions a second,
@@ -231,27 +232,34 @@ def _tenants(config: ServerConfig, audit: AuditLog, store: ServerStore, **option
 
 
 def open_store(url: str, ttl: float) -> ServerStore:
-    """The session store ``url`` names: ``sqlite:PATH`` or ``redis://HOST:PORT/DB`` (also
-    ``rediss://`` and ``unix://``); :class:`ServerConfigError` when it cannot be used."""
+    """The session store ``url`` names: ``sqlite:PATH``, ``redis://HOST:PORT/DB`` (also
+    ``rediss://`` and ``unix://``) or ``redis+cluster://HOST:PORT,...`` (also
+    ``rediss+cluster://``); :class:`ServerConfigError` when it cannot be used."""
     if url.startswith("sqlite:"):
         path = url.removeprefix("sqlite:")
         try:
             return SqliteSessionStore(path, hmac_key_env=SESSION_KEY_ENV)
         except (sqlite3.Error, OSError, ValueError) as exc:
             raise ServerConfigError(f"--sessions {url}: {exc}") from None
-    if url.startswith(("redis://", "rediss://", "unix://")):
+    if url.startswith(REDIS_SCHEMES):
         try:
             store = RedisSessionStore(url, ttl=ttl, hmac_key_env=SESSION_KEY_ENV)
-        except ValueError as exc:
+        except (ValueError, RedisError) as exc:
             raise ServerConfigError(f"--sessions {url}: {exc}") from None
         try:
             store.ping()
+            if store.is_cluster_node():
+                store.close()
+                msg = "a node of a Redis Cluster: name it redis+cluster://HOST:PORT[,HOST:PORT...]"
+                raise ServerConfigError(f"--sessions {url}: {msg}")
+            store.tag_untagged()
             store.seal_unsealed()
         except RedisError as exc:
             store.close()
             raise ServerConfigError(f"--sessions {url}: {exc}") from None
         return store
-    raise ServerConfigError(f"--sessions {url!r}: expected sqlite:PATH or redis://HOST:PORT/DB")
+    expected = "expected sqlite:PATH, redis://HOST:PORT/DB or redis+cluster://HOST:PORT,..."
+    raise ServerConfigError(f"--sessions {url!r}: {expected}")
 
 
 def bind(listen: Listen, socket_mode: int) -> socket.socket:

@@ -3,7 +3,7 @@
 :class:`LogShipper` reads an :class:`~prunewarden.audit.AuditLog`'s file from a cursor kept
 next to it and sends batches to destinations chosen by URL (``http(s)://``: gzip JSON lines;
 ``otlp+http(s)://``: OpenTelemetry log records, the ``ship`` extra; ``kafka://``: one message
-per record, the ``kafka`` extra, untested against a broker), at least once, never
+per record, the ``kafka`` extra, tested against librdkafka's mock cluster), at least once, never
 holding a decision back; a full buffer drops records and says so in the chain
 (``records_dropped``). :class:`Collector` is the receiving side (``prunewarden audit collect``):
 one file per replica, each batch taken only where it continues the chain. See docs/fleet.md.

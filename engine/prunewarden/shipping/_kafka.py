@@ -9,8 +9,9 @@ producer asks every in-sync replica (``acks=all``) and is idempotent unless the 
 otherwise. A batch is acknowledged only when every message's delivery report succeeded within
 the sink's timeout; otherwise the batch raises :class:`ShipError` and the shipper sends it again.
 
-No test runs this sink against a broker (none runs offline where the project is tested):
-docs/fleet.md says so.
+The tests run this sink against librdkafka's mock cluster (``test.mock.num.brokers``), not a
+JVM broker: docs/fleet.md says what that covers. The consuming side is
+:mod:`prunewarden.shipping._kafka_collect`.
 """
 
 from __future__ import annotations
