@@ -39,7 +39,8 @@ class Guard:
     evaluate: Callable[[Any, Any], Verdict]
     refusal: Outcome
     when_off: Callable[[Any, Any], Verdict]
-    explain: Callable[[Any, Any, Verdict], Verdict] = lambda _s, _r, verdict: verdict
+    # settings, request, verdict and the score range the guard judges on (``spec.scores``).
+    explain: Callable[..., Verdict] = lambda _s, _r, verdict, _scores: verdict
 
 
 GUARDS: dict[str, Guard] = {

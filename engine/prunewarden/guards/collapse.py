@@ -8,22 +8,27 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import replace
+from functools import partial
 from typing import Any
 
 from prunewarden._cusum import CusumParameters, CusumTrack, replay
 from prunewarden._stats import median, pstdev
+from prunewarden._values import replace_value
 from prunewarden.decision import HALT_ACTIONS, Reason, Verdict
 from prunewarden.guards._counterfactual import (
+    UNIT_SCORES,
     Change,
     Explainer,
     change,
+    edge,
     explain_verdict,
     explained,
     figure,
     nearest_passing,
     together,
 )
-from prunewarden.inputs import CollapseRequest, Snapshot
+from prunewarden.inputs import CollapseRequest, ScoreRange, Snapshot
 from prunewarden.policy import CollapseSettings
 
 
@@ -98,9 +103,19 @@ def evaluate(settings: CollapseSettings, request: CollapseRequest) -> Verdict:
     )
 
 
-def explain(settings: CollapseSettings, request: CollapseRequest, verdict: Verdict) -> Verdict:
-    """The verdict with ``would_allow`` on each refusing reason (see ``_counterfactual``)."""
-    return explain_verdict(_EXPLAINERS, settings, request, verdict)
+def explain(
+    settings: CollapseSettings,
+    request: CollapseRequest,
+    verdict: Verdict,
+    scores: ScoreRange = UNIT_SCORES,
+) -> Verdict:
+    """The verdict with ``would_allow`` on each refusing reason (see ``_counterfactual``); a
+    canary score offered lies within ``scores``, the range the guard judges on."""
+    explainers: dict[str, Explainer] = {
+        **_EXPLAINERS,
+        "collapse_detected": partial(_explain_collapse, scores=scores),
+    }
+    return explain_verdict(explainers, settings, request, verdict)
 
 
 def _spread_signal(
@@ -279,42 +294,58 @@ def _explain_few(s: CollapseSettings, r: CollapseRequest, reason: Reason) -> Rea
     )
 
 
-def _spread_alternative(s: CollapseSettings, reason: Reason) -> tuple[Change | None, str]:
-    """The policy change that ends signal A, and the sentence's first half."""
+def _spread_alternative(
+    s: CollapseSettings, r: CollapseRequest, reason: Reason
+) -> tuple[Change | None, str]:
+    """The policy change that ends signal A, and the sentence's first half: the largest floor
+    at which the guard itself allows (its edge found to the exact float)."""
     detail = reason.detail
     widest = max(entry["spread"] for entry in detail["spreads"])
     cycles = len(detail["spreads"])
     if detail.get("spread_floor_mode") == "cusum":
-        return _cusum_alternative(s, detail)
+        return _cusum_alternative(s, r, detail)
     said = f"spread {figure(widest)} < floor {figure(detail['spread_floor'])} for {cycles} cycles"
-    if detail.get("spread_floor_mode") == "relative":
-        early = detail["early_spread"]
-        if early <= 0:
-            return None, said  # not reached: a floor of 0 refuses no spread
-        floor = nearest_passing(
-            widest / early,
-            lambda f: not _collapsed(detail["spreads"], f * early),
-            -math.inf,
-        )
-    else:
-        floor = nearest_passing(widest, lambda f: not _collapsed(detail["spreads"], f), -math.inf)
+    if detail.get("spread_floor_mode") == "relative" and detail["early_spread"] <= 0:
+        return None, said  # not reached: a floor of 0 refuses no spread
+
+    def allows(floor: float) -> bool:
+        return _allows(replace(s, spread_floor=floor), r)
+
+    floor = edge(allows, s.spread_floor, 0.0)
     if floor is None or floor < 0:
-        return None, said  # not reached: the widest recent spread passes within an ulp or two
+        return None, said  # not reached: no floor lets this history through
     return change("spec.collapse.spread_floor", "<=", floor), said
 
 
-def _cusum_alternative(s: CollapseSettings, detail: dict[str, Any]) -> tuple[Change | None, str]:
+def _allows(s: CollapseSettings, r: CollapseRequest) -> bool:
+    """Whether the guard itself lets this history through: every value offered is checked."""
+    return not evaluate(s, r).refused
+
+
+def _cusum_alternative(
+    s: CollapseSettings, r: CollapseRequest, detail: dict[str, Any]
+) -> tuple[Change | None, str]:
     """Signal A needs each of the last n increments ln(R/s) - k positive: a slack k at least the
-    smallest of their log-ratios ends it (the threshold would not: it raises the cap with it).
-    A track a session accumulated is not recomputed, so no policy value ends it now."""
+    smallest of their log-ratios ends it (the threshold would not: it raises the cap with it),
+    to the exact float the guard accepts. A track a session accumulated is not recomputed, so
+    no policy value ends it now."""
     said = (
         f"spread evidence {figure(detail['cusum'])} \u2265 threshold {figure(detail['threshold'])}"
     )
     recent = detail["increments"][-s.consecutive_cycles :]
-    if detail.get("accumulated") != "history" or not recent:
+    if detail.get("accumulated") != "history" or not recent or s.cusum is None:
         return None, said
-    slack = min(step["log_ratio"] for step in recent)
-    if not 0 <= slack <= 20:
+    cusum = s.cusum
+
+    def allows(slack: float) -> bool:
+        return _allows(replace(s, cusum=replace(cusum, slack=slack)), r)
+
+    start = min(step["log_ratio"] for step in recent)
+    if not 0 <= start <= 20:
+        return None, said
+    above = nearest_passing(start, allows, math.inf)
+    slack = None if above is None else edge(allows, cusum.slack, above)
+    if slack is None or not 0 <= slack <= 20:
         return None, said
     return change("spec.collapse.cusum.slack", ">=", slack), said
 
@@ -329,9 +360,9 @@ def _wording(spread: Change | None) -> list[str]:
 _SYMBOLS = {"<=": "\u2264", ">=": "\u2265"}
 
 
-def _explain_signal(s: CollapseSettings, r: CollapseRequest, reason: Reason) -> Reason:  # noqa: ARG001
+def _explain_signal(s: CollapseSettings, r: CollapseRequest, reason: Reason) -> Reason:
     """no_canary and canary_missing: only ending signal A allows without a new canary."""
-    spread, said = _spread_alternative(s, reason)
+    spread, said = _spread_alternative(s, r, reason)
     wording = (_wording(spread) or ["no policy value"])[0]
     fix = (
         "pin a canary that holds its rank"
@@ -357,21 +388,60 @@ def _holds_rank(
     return holds
 
 
-def _explain_collapse(s: CollapseSettings, r: CollapseRequest, reason: Reason) -> Reason:
-    spread, said = _spread_alternative(s, reason)
+def _with_score(r: CollapseRequest, canary: str, score: float) -> CollapseRequest:
+    """``r`` with the last cycle's score of ``canary`` changed."""
+    last = r.history[-1]
+    changed = replace_value(last, scores={**last.scores, canary: score})
+    return replace_value(r, history=(*r.history[:-1], changed))
+
+
+def _canary_raise(
+    s: CollapseSettings, r: CollapseRequest, canary: dict[str, Any], scores: ScoreRange
+) -> float | None:
+    """The smallest score of this canary alone at which the guard allows: the canary counts in
+    its cycle's spread, so a score that ends signal A can come before one that ends its
+    inversion. Either condition holds at every higher score, so the guard's answer changes
+    once; its edge is found to the exact float. None when no score of the range allows."""
+
+    def allows(score: float) -> bool:
+        return _allows(s, _with_score(r, canary["id"], score))
+
+    return edge(allows, canary["score"], scores.max)
+
+
+def _rank_raises(
+    s: CollapseSettings, reason: Reason, scores: ScoreRange
+) -> list[tuple[dict[str, Any], float]]:
+    """Each inverted canary's smallest score that holds its rank and baseline (all of them
+    together allow whatever the spread); empty when one needs a score past the range."""
+    median_live = reason.detail["median"]
+    raises: list[tuple[dict[str, Any], float]] = []
+    for canary in reason.detail["canaries"]:
+        holds = _holds_rank(canary, median_live, s.canary_margin)
+        floor = canary["baseline"] - s.canary_margin
+        start = max(floor, median_live) if median_live is not None else floor
+        above = nearest_passing(start, holds, math.inf)
+        score = None if above is None else edge(holds, canary["score"], above)
+        if score is None or score > scores.max:
+            return []
+        raises.append((canary, score))
+    return raises
+
+
+def _explain_collapse(
+    s: CollapseSettings, r: CollapseRequest, reason: Reason, scores: ScoreRange = UNIT_SCORES
+) -> Reason:
+    spread, said = _spread_alternative(s, r, reason)
     alternatives = [spread] if spread else []
     wording = _wording(spread)
     median_live = reason.detail["median"]
     last = len(r.history) - 1
-    raises: list[tuple[dict[str, Any], float]] = []
-    for canary in reason.detail["canaries"]:
-        floor = canary["baseline"] - s.canary_margin
-        start = max(floor, median_live) if median_live is not None else floor
-        score = nearest_passing(start, _holds_rank(canary, median_live, s.canary_margin), math.inf)
-        if score is None:
-            raises = []
-            break
-        raises.append((canary, score))
+    canaries = reason.detail["canaries"]
+    alone = [(c, x) for c in canaries if (x := _canary_raise(s, r, c, scores)) is not None]
+    for canary, score in alone:
+        alternatives.append(change(f"history[{last}].scores.{canary['id']}", ">=", score))
+        wording.append(f"{canary['id']} \u2265 {figure(score)}")
+    raises = _rank_raises(s, reason, scores) if len(canaries) > 1 else []
     if raises:
         alternatives.append(
             together([change(f"history[{last}].scores.{c['id']}", ">=", x) for c, x in raises])
