@@ -27,54 +27,43 @@ def compare(
     base refuses and it allows), more restrictive, or equivalent; and the other checks'
     settings that differ, which the analysis does not model."""
     policy, reference = resolution.policy, base.policy
-    inputs = EvictionInputs(strings_of(policy, reference), raw_scale(policy, reference))
-    mine = model_eviction(policy, inputs, "a:")
-    theirs = model_eviction(reference, inputs, "b:")
-    # Rules not analysed match nowhere in a witness; the replay below checks that they did not.
-    quiet = [z3.Not(unknown) for unknown in (*mine.unknowns, *theirs.unknowns)]
+    strings, scale = strings_of(policy, reference), raw_scale(policy, reference)
+    # The 1/1024 grid first (plain witnesses), then every real score (exact constants).
+    searches = [EvictionInputs(strings, scale), EvictionInputs(strings, scale, grid=False)]
+    models = [
+        (inputs, model_eviction(policy, inputs, "a:"), model_eviction(reference, inputs, "b:"))
+        for inputs in searches
+    ]
     where = tuple(_changed(resolution, base))
     files = {name: policy, base_name: reference}
-    prefer, smallest = inputs.plain(), inputs.smallest()
-    permissive, model = solve(
-        *inputs.constraints,
-        *quiet,
-        theirs.refuses,
-        z3.Not(mine.refuses),
-        prefer=prefer,
-        smallest=smallest,
-    )
-    if permissive == "sat":
-        witness = inputs.document(model)
-        yield _witnessed(
+    answers = []
+    for code, claim, expected in (
+        (
             "overlay-more-permissive",
-            claim=f"allows an eviction that {base_name} refuses",
-            name=name,
-            where=where,
-            witness=witness,
-            files=files,
-            expected={name: False, base_name: True},
-        )
-    restrictive, model = solve(
-        *inputs.constraints,
-        *quiet,
-        mine.refuses,
-        z3.Not(theirs.refuses),
-        prefer=prefer,
-        smallest=smallest,
-    )
-    if restrictive == "sat":
-        witness = inputs.document(model)
-        yield _witnessed(
+            f"allows an eviction that {base_name} refuses",
+            {name: False, base_name: True},
+        ),
+        (
             "overlay-more-restrictive",
-            claim=f"refuses an eviction that {base_name} allows",
-            name=name,
-            where=where,
-            witness=witness,
-            files=files,
-            expected={name: True, base_name: False},
-        )
+            f"refuses an eviction that {base_name} allows",
+            {name: True, base_name: False},
+        ),
+    ):
+        answer, witness = _eviction_witness(models, permissive=code.endswith("permissive"))
+        answers.append(answer)
+        if witness is not None:
+            yield _witnessed(
+                code,
+                claim=claim,
+                name=name,
+                where=where,
+                witness=witness,
+                files=files,
+                expected=expected,
+            )
+    _, mine, theirs = models[-1]  # the exact search: its rules not analysed include rounding
     unanalysed = sorted({*mine.unanalysed, *theirs.unanalysed})
-    if permissive == restrictive == "unsat":
+    if answers == ["unsat", "unsat"]:
         if unanalysed and _differ(mine.unknowns, theirs.unknowns):
             message = (
                 f"equivalence with {base_name} is not established: rule(s) "
@@ -86,10 +75,35 @@ def compare(
                 f"decides every eviction request{_both(policy, reference)} as {base_name} does"
             )
             yield Finding("policies-equivalent", message, name, where)
-    elif "unknown" in {permissive, restrictive}:
+    elif "unknown" in answers:
         yield Finding("not-analysed", f"the comparison with {base_name} timed out", name, where)
     modelled = yield from compare_collapse(resolution, base, name, base_name)
     yield from _unmodelled(resolution, base, name, base_name, skip=modelled)
+
+
+def _eviction_witness(
+    models: list[tuple[EvictionInputs, Any, Any]], *, permissive: bool
+) -> tuple[str, dict[str, Any] | None]:
+    """An eviction one policy refuses and the other allows (the base refuses it when
+    ``permissive``): looked for on each search in turn until one answers other than unsat."""
+    answer = "unsat"
+    for inputs, mine, theirs in models:
+        refusing, allowing = (theirs, mine) if permissive else (mine, theirs)
+        # Rules not analysed match nowhere in a witness; the replay checks that they did not.
+        quiet = [z3.Not(unknown) for unknown in (*mine.unknowns, *theirs.unknowns)]
+        answer, model = solve(
+            *inputs.constraints,
+            *quiet,
+            refusing.refuses,
+            z3.Not(allowing.refuses),
+            prefer=inputs.plain(),
+            smallest=inputs.smallest(),
+        )
+        if answer == "sat":
+            return answer, inputs.document(model)
+        if answer != "unsat":
+            return answer, None
+    return answer, None
 
 
 # What each direction of a collapse difference says, and what the two policies do with it.
