@@ -13,7 +13,15 @@ from typing import Any
 import z3
 
 from prunewarden.analysis import _collapse as collapse
-from prunewarden.analysis._checks import locate, raw_scale, solve, strings_of
+from prunewarden.analysis._checks import (
+    Budget,
+    OutOfTime,
+    locate,
+    not_reached,
+    raw_scale,
+    solve,
+    strings_of,
+)
 from prunewarden.analysis._eviction import EvictionInputs, model_eviction
 from prunewarden.analysis._findings import Finding, Location
 from prunewarden.engine import Engine
@@ -21,11 +29,20 @@ from prunewarden.policy import Policy, Resolution
 
 
 def compare(
-    resolution: Resolution, base: Resolution, name: str, base_name: str
+    resolution: Resolution, base: Resolution, name: str, base_name: str, budget: Budget
 ) -> Iterator[Finding]:
     """The eviction check of ``resolution`` against ``base``: more permissive (a witness its
     base refuses and it allows), more restrictive, or equivalent; and the other checks'
-    settings that differ, which the analysis does not model."""
+    settings that differ, which the analysis does not model. A comparison the ``budget`` does
+    not reach (or runs out in) is said so."""
+    yield from _compare_eviction(resolution, base, name, base_name, budget)
+    modelled = yield from compare_collapse(resolution, base, name, base_name, budget)
+    yield from _unmodelled(resolution, base, name, base_name, skip=modelled)
+
+
+def _compare_eviction(
+    resolution: Resolution, base: Resolution, name: str, base_name: str, budget: Budget
+) -> Iterator[Finding]:
     policy, reference = resolution.policy, base.policy
     strings, scale = strings_of(policy, reference), raw_scale(policy, reference)
     # The 1/1024 grid first (plain witnesses), then every real score (exact constants).
@@ -49,7 +66,13 @@ def compare(
             {name: True, base_name: False},
         ),
     ):
-        answer, witness = _eviction_witness(models, permissive=code.endswith("permissive"))
+        permissive = code.endswith("permissive")
+        try:
+            answer, witness = _eviction_witness(models, budget, permissive=permissive)
+        except OutOfTime:
+            yield not_reached(f"whether {name} {claim}", budget, name, where)
+            answers.append("not-reached")
+            continue
         answers.append(answer)
         if witness is not None:
             yield _witnessed(
@@ -77,12 +100,10 @@ def compare(
             yield Finding("policies-equivalent", message, name, where)
     elif "unknown" in answers:
         yield Finding("not-analysed", f"the comparison with {base_name} timed out", name, where)
-    modelled = yield from compare_collapse(resolution, base, name, base_name)
-    yield from _unmodelled(resolution, base, name, base_name, skip=modelled)
 
 
 def _eviction_witness(
-    models: list[tuple[EvictionInputs, Any, Any]], *, permissive: bool
+    models: list[tuple[EvictionInputs, Any, Any]], budget: Budget, *, permissive: bool
 ) -> tuple[str, dict[str, Any] | None]:
     """An eviction one policy refuses and the other allows (the base refuses it when
     ``permissive``): looked for on each search in turn until one answers other than unsat."""
@@ -96,6 +117,7 @@ def _eviction_witness(
             *quiet,
             refusing.refuses,
             z3.Not(allowing.refuses),
+            budget=budget,
             prefer=inputs.plain(),
             smallest=inputs.smallest(),
         )
@@ -114,7 +136,7 @@ _COLLAPSE_CLAIMS = {
 
 
 def compare_collapse(
-    resolution: Resolution, base: Resolution, name: str, base_name: str
+    resolution: Resolution, base: Resolution, name: str, base_name: str, budget: Budget
 ) -> Generator[Finding, None, bool]:
     """The collapse check against ``base``, where the two differ at all; returns whether the
     collapse check was modelled (else its differing settings are reported as not analysed)."""
@@ -123,13 +145,13 @@ def compare_collapse(
         return True
     if (collapse.modelled(policy) or collapse.modelled(reference)) is not None:
         return False
-    strings = strings_of(policy, reference)
-    scale = raw_scale(policy, reference)
-    depth = max(policy.spec.collapse.consecutive_cycles, reference.spec.collapse.consecutive_cycles)
-    numbers, bounds = collapse.abstract(scale, depth)
-    mine, unanalysed = collapse.refuses(policy, numbers, strings, "a:")
-    theirs, also = collapse.refuses(reference, numbers, strings, "b:")
-    where = (
+    yield from _compare_collapse(resolution, base, name, base_name, budget)
+    return True
+
+
+def _collapse_where(resolution: Resolution, base: Resolution) -> tuple[Location, ...]:
+    policy, reference = resolution.policy, base.policy
+    return (
         *(
             locate(resolution, "spec", "collapse", key)
             for key in sorted(_differing(policy, reference, "collapse"))
@@ -140,25 +162,44 @@ def compare_collapse(
             for key in sorted(_differing(policy, reference, "scores"))
         ),
     )
+
+
+def _compare_collapse(
+    resolution: Resolution, base: Resolution, name: str, base_name: str, budget: Budget
+) -> Iterator[Finding]:
+    policy, reference = resolution.policy, base.policy
+    strings = strings_of(policy, reference)
+    scale = raw_scale(policy, reference)
+    depth = max(policy.spec.collapse.consecutive_cycles, reference.spec.collapse.consecutive_cycles)
+    numbers, bounds = collapse.abstract(scale, depth)
+    mine, unanalysed = collapse.refuses(policy, numbers, strings, "a:")
+    theirs, also = collapse.refuses(reference, numbers, strings, "b:")
+    where = _collapse_where(resolution, base)
     files = {name: policy, base_name: reference}
     answers = []
     for code, (refusing, allowing) in {
         "overlay-more-permissive": (theirs, mine),
         "overlay-more-restrictive": (mine, theirs),
     }.items():
-        answer, model = solve(*bounds, refusing, z3.Not(allowing))
-        answers.append(answer)
-        if answer != "sat":
-            continue
         claim = _COLLAPSE_CLAIMS[code].format(base=base_name)
-        witness = _realize(
-            model,
-            numbers=numbers,
-            scale=scale,
-            policies=(policy, reference),
-            strings=strings,
-            code=code,
-        )
+        try:
+            answer, model = solve(*bounds, refusing, z3.Not(allowing), budget=budget)
+            answers.append(answer)
+            if answer != "sat":
+                continue
+            witness = _realize(
+                model,
+                numbers=numbers,
+                scale=scale,
+                policies=(policy, reference),
+                strings=strings,
+                code=code,
+                budget=budget,
+            )
+        except OutOfTime:
+            yield not_reached(f"whether {name} {claim}", budget, name, where)
+            answers.append("not-reached")
+            continue
         if witness is None:
             message = f"the analysis found that {name} {claim}, but could not build that history"
             yield Finding("not-analysed", message, name, where)
@@ -186,7 +227,6 @@ def compare_collapse(
     elif "unknown" in answers:
         message = f"the collapse comparison with {base_name} timed out"
         yield Finding("not-analysed", message, name, where)
-    return True
 
 
 def _collapse_part(policy: Policy) -> tuple[Any, ...]:
@@ -209,6 +249,7 @@ def _realize(  # noqa: PLR0913 - the model and what it is realized against
     policies: tuple[Policy, Policy],
     strings: Any,
     code: str,
+    budget: Budget,
 ) -> dict[str, Any] | None:
     """A history showing the difference the abstract ``model`` found, or None."""
     for more in range(3):  # the model's entries, else a few more to spread over
@@ -219,7 +260,7 @@ def _realize(  # noqa: PLR0913 - the model and what it is realized against
         differs = (*equations, refusing, z3.Not(allowing))
         # Clear of every threshold first (rounding cannot flip it); else as close as it must be.
         for extra in (collapse.clear_of(real, policies), []):
-            answer, found = solve(*differs, *extra)
+            answer, found = solve(*differs, *extra, budget=budget)
             if answer == "sat":
                 return collapse.document(found, real, layout)
     return None
