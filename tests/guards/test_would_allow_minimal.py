@@ -16,16 +16,21 @@ from typing import Any, ClassVar
 
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+from prunewarden._values import replace_value
 from prunewarden.guards import GUARDS
-from prunewarden.inputs import CollapseRequest, Snapshot
+from prunewarden.inputs import CollapseRequest, Snapshot, Turn
 from prunewarden.policy import CusumSettings
 from test_would_allow import (
+    FIDELITY_CODES,
     SCALE,
     SPEC,
     Case,
     apply,
+    apply_transition,
     collapse_cases,
     eviction_cases,
+    fidelity_cases,
+    fidelity_findings,
     judged,
     refusing_codes,
     staleness_cases,
@@ -110,6 +115,77 @@ class TestMinimal:
             cusum=CusumSettings() if mode == "cusum" else None,
         )
         check_minimal("collapse", (guard_settings, request))
+
+
+@st.composite
+def inflation_cases(draw: st.DrawFn) -> Case:
+    """Turns whose tokens fall while the mean relevance moves: relevance_inflation often."""
+    guard_settings, request = draw(staleness_cases())
+    guard_settings = replace(
+        guard_settings,
+        drift_tolerance=draw(st.floats(0, 0.5)),
+        drift_consecutive_turns=draw(st.integers(1, 3)),
+    )
+    means = draw(st.lists(st.floats(0.01, 1), min_size=2, max_size=6))
+    turns = tuple(Turn(i, mean, 1000 - 10 * i) for i, mean in enumerate(means))
+    return guard_settings, replace_value(request, turns=turns)
+
+
+@st.composite
+def canary_cases(draw: st.DrawFn) -> Case:
+    """Histories whose last cycle's canary fell: the canary counts in the spread it fell in."""
+    unit = st.floats(0, 1)
+    guard_settings = replace(
+        SPEC.collapse,
+        spread_floor=draw(st.floats(0.01, 0.3)),
+        consecutive_cycles=draw(st.integers(1, 2)),
+        canary_margin=draw(st.floats(0.05, 0.5)),
+    )
+    ids = [f"e{i}" for i in range(draw(st.integers(2, 6)))]
+    cycles = draw(st.integers(2, 4))
+    history = tuple(
+        Snapshot(
+            cycle,
+            {**{i: draw(unit) for i in ids}, "c": draw(unit)},
+            ("c",),
+        )
+        for cycle in range(cycles)
+    )
+    return guard_settings, CollapseRequest(history, {"c": draw(st.floats(0.5, 1))})
+
+
+class TestTargeted:
+    @MINIMAL
+    @given(inflation_cases())
+    def test_drift_alternatives_are_edges(self, case: Case) -> None:
+        """drift_tolerance and drift_consecutive_turns."""
+        check_minimal("staleness", case)
+
+    @MINIMAL
+    @given(canary_cases())
+    def test_canary_alternatives_are_edges(self, case: Case) -> None:
+        """A fallen canary's score, alone, and the spread floor."""
+        check_minimal("collapse", case)
+
+
+class TestFidelityMinimal:
+    @settings(max_examples=60 * SCALE, derandomize=True)
+    @given(fidelity_cases())
+    def test_fidelity_thresholds_are_edges(self, case: Case) -> None:
+        """min_kept_share and embedding_floor: at the value offered the finding (code, parent,
+        child) ends, one ulp past it it is back."""
+        verdict = judged("transition", case)
+        found = [r for r in verdict.reasons if r.code in FIDELITY_CODES]
+        assume(verdict.refused and found)
+        for reason in found:
+            finding = (reason.code, reason.detail["parent"], reason.detail["child"])
+            for alternative in filter(_numeric, reason.detail["would_allow"]):
+                ((offered, closer),) = _edges(alternative)
+                after = fidelity_findings(apply_transition(case, alternative))
+                assert finding not in after, (finding, alternative)
+                short = apply_transition(case, {**alternative, "value": closer})
+                assert finding in fidelity_findings(short), (finding, alternative, closer)
+                assert offered == alternative["value"]
 
 
 class TestCanaryInTheSpread:
