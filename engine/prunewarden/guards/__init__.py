@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from prunewarden.decision import Outcome, Verdict, disabled_reason
-from prunewarden.guards import collapse, eviction, staleness, transition
+from prunewarden.guards import _collapse_counterfactual, collapse, eviction, staleness, transition
 from prunewarden.guards.transition import TransitionGuardSettings
 
 __all__ = [
@@ -44,7 +44,9 @@ class Guard:
 
 
 GUARDS: dict[str, Guard] = {
-    "collapse": Guard(collapse.evaluate, "halt", _disabled("collapse"), collapse.explain),
+    "collapse": Guard(
+        collapse.evaluate, "halt", _disabled("collapse"), _collapse_counterfactual.explain
+    ),
     "eviction": Guard(eviction.evaluate, "deny", _disabled("eviction"), eviction.explain),
     # Off still answers the caller's question "what do I keep?", without checking bindings.
     "staleness": Guard(staleness.evaluate, "deny", staleness.unguarded, staleness.explain),

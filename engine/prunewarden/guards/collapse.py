@@ -7,28 +7,12 @@ scoring call. Only together do they say the scorer has lost its reference frame.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from dataclasses import replace
-from functools import partial
 from typing import Any
 
 from prunewarden._cusum import CusumParameters, CusumTrack, replay
 from prunewarden._stats import median, pstdev
-from prunewarden._values import replace_value
 from prunewarden.decision import HALT_ACTIONS, Reason, Verdict
-from prunewarden.guards._counterfactual import (
-    UNIT_SCORES,
-    Change,
-    Explainer,
-    change,
-    edge,
-    explain_verdict,
-    explained,
-    figure,
-    nearest_passing,
-    together,
-)
-from prunewarden.inputs import CollapseRequest, ScoreRange, Snapshot
+from prunewarden.inputs import CollapseRequest, Snapshot
 from prunewarden.policy import CollapseSettings
 
 
@@ -76,7 +60,7 @@ def evaluate(settings: CollapseSettings, request: CollapseRequest) -> Verdict:
         found
         for canary in last.pinned
         if (
-            found := _inversion(
+            found := inversion(
                 canary, last.scores[canary], baseline[canary], median_live, settings.canary_margin
             )
         )
@@ -103,21 +87,6 @@ def evaluate(settings: CollapseSettings, request: CollapseRequest) -> Verdict:
     )
 
 
-def explain(
-    settings: CollapseSettings,
-    request: CollapseRequest,
-    verdict: Verdict,
-    scores: ScoreRange = UNIT_SCORES,
-) -> Verdict:
-    """The verdict with ``would_allow`` on each refusing reason (see ``_counterfactual``); a
-    canary score offered lies within ``scores``, the range the guard judges on."""
-    explainers: dict[str, Explainer] = {
-        **_EXPLAINERS,
-        "collapse_detected": partial(_explain_collapse, scores=scores),
-    }
-    return explain_verdict(explainers, settings, request, verdict)
-
-
 def _spread_signal(
     settings: CollapseSettings, request: CollapseRequest, spreads: list[dict[str, Any]]
 ) -> tuple[dict[str, Any], str, Reason | None]:
@@ -125,7 +94,7 @@ def _spread_signal(
     ``spread_healthy`` reason when it does not hold (None when it does)."""
     if settings.cusum is not None:
         evidence, track = _cusum_detail(settings, request, spreads)
-        if not track.signal(_parameters(settings)):
+        if not track.signal(cusum_parameters(settings)):
             return evidence, "", _cusum_quiet(settings, track, evidence)
         threshold = settings.cusum.threshold
         return evidence, f"spread evidence {track.total:.4g} at or above {threshold}", None
@@ -189,7 +158,7 @@ def _relative_floor(
     }
 
 
-def _parameters(settings: CollapseSettings) -> CusumParameters:
+def cusum_parameters(settings: CollapseSettings) -> CusumParameters:
     parameters = settings.cusum_parameters()
     if parameters is None:  # pragma: no cover - only called under the cusum mode
         msg = "the cusum spread test of a policy without one"
@@ -202,16 +171,12 @@ def _cusum_detail(
 ) -> tuple[dict[str, Any], CusumTrack]:
     """The track a session kept (``request.cusum``), or one recomputed over the document's
     history from its first cycle; and what the detail says of it."""
-    parameters = _parameters(settings)
+    parameters = cusum_parameters(settings)
     source: dict[str, Any]
     if request.cusum is not None:
         track, source = request.cusum, {"accumulated": "session"}
     else:
-        cycles = [
-            (s.cycle, pstdev(s.scores.values()), len(s.scores) >= settings.min_live_entries)
-            for s in request.history
-        ]
-        track = replay(parameters, cycles)
+        track = replay(parameters, cusum_cycles(settings, request.history))
         source = {"accumulated": "history", "from_cycle": request.history[0].cycle}
     last = track.run[-1] if track.run else None
     detail = {
@@ -229,6 +194,16 @@ def _cusum_detail(
     return detail, track
 
 
+def cusum_cycles(
+    settings: CollapseSettings, history: tuple[Snapshot, ...]
+) -> list[tuple[int, float, bool]]:
+    """What the cusum test reads of each cycle: its number, spread and whether it is judged."""
+    return [
+        (s.cycle, pstdev(s.scores.values()), len(s.scores) >= settings.min_live_entries)
+        for s in history
+    ]
+
+
 def _cusum_quiet(settings: CollapseSettings, track: CusumTrack, detail: dict[str, Any]) -> Reason:
     n = settings.consecutive_cycles
     threshold = detail["threshold"]
@@ -242,7 +217,7 @@ def _cusum_quiet(settings: CollapseSettings, track: CusumTrack, detail: dict[str
     return Reason("spread_healthy", why, detail)
 
 
-def _inversion(
+def inversion(
     canary: str, score: float, baseline: float, median_live: float | None, margin: float
 ) -> dict[str, Any] | None:
     signals = []
@@ -259,212 +234,9 @@ def _verdict(halt: bool, reason: Reason) -> Verdict:
     return Verdict(halt, [reason], list(HALT_ACTIONS) if halt else [])
 
 
-# The inverse of each refusing condition above.
+# Signal A's condition (its inverse, what would have allowed a halt, is in
+# guards/_collapse_counterfactual.py, which asks evaluate itself).
 
 
 def _collapsed(spreads: list[dict[str, Any]], floor: float) -> bool:
     return all(s["spread"] < floor for s in spreads)
-
-
-def _explain_short(s: CollapseSettings, r: CollapseRequest, reason: Reason) -> Reason:  # noqa: ARG001
-    cycles = reason.detail["cycles"]
-    alternatives = [change("spec.collapse.on_insufficient_history", "==", "allow")]
-    if cycles >= 2:
-        alternatives.append(change("spec.collapse.consecutive_cycles", "<=", cycles - 1))
-    return explained(
-        reason,
-        alternatives,
-        f"{cycles} cycle(s) < {reason.detail['required']} needed: allowed with "
-        f"{reason.detail['required'] - cycles} more cycle(s) of history, or at "
-        "on_insufficient_history allow"
-        + (f", or consecutive_cycles \u2264 {cycles - 1}" if cycles >= 2 else ""),
-    )
-
-
-def _explain_few(s: CollapseSettings, r: CollapseRequest, reason: Reason) -> Reason:  # noqa: ARG001
-    entries = reason.detail["entries"]
-    return explained(
-        reason,
-        [
-            change("spec.collapse.on_too_few_entries", "==", "allow"),
-            change("spec.collapse.min_live_entries", "<=", entries),
-        ],
-        f"{entries} entr{'y' if entries == 1 else 'ies'} < {reason.detail['required']}: allowed "
-        f"at on_too_few_entries allow, or min_live_entries \u2264 {entries}",
-    )
-
-
-def _spread_alternative(
-    s: CollapseSettings, r: CollapseRequest, reason: Reason
-) -> tuple[Change | None, str]:
-    """The policy change that ends signal A, and the sentence's first half: the largest floor
-    at which the guard itself allows (its edge found to the exact float)."""
-    detail = reason.detail
-    widest = max(entry["spread"] for entry in detail["spreads"])
-    cycles = len(detail["spreads"])
-    if detail.get("spread_floor_mode") == "cusum":
-        return _cusum_alternative(s, r, detail)
-    said = f"spread {figure(widest)} < floor {figure(detail['spread_floor'])} for {cycles} cycles"
-    if detail.get("spread_floor_mode") == "relative" and detail["early_spread"] <= 0:
-        return None, said  # not reached: a floor of 0 refuses no spread
-
-    def allows(floor: float) -> bool:
-        return _allows(replace(s, spread_floor=floor), r)
-
-    floor = edge(allows, s.spread_floor, 0.0)
-    if floor is None or floor < 0:
-        return None, said  # not reached: no floor lets this history through
-    return change("spec.collapse.spread_floor", "<=", floor), said
-
-
-def _allows(s: CollapseSettings, r: CollapseRequest) -> bool:
-    """Whether the guard itself lets this history through: every value offered is checked."""
-    return not evaluate(s, r).refused
-
-
-def _cusum_alternative(
-    s: CollapseSettings, r: CollapseRequest, detail: dict[str, Any]
-) -> tuple[Change | None, str]:
-    """Signal A needs each of the last n increments ln(R/s) - k positive: a slack k at least the
-    smallest of their log-ratios ends it (the threshold would not: it raises the cap with it),
-    to the exact float the guard accepts. A track a session accumulated is not recomputed, so
-    no policy value ends it now."""
-    said = (
-        f"spread evidence {figure(detail['cusum'])} \u2265 threshold {figure(detail['threshold'])}"
-    )
-    recent = detail["increments"][-s.consecutive_cycles :]
-    if detail.get("accumulated") != "history" or not recent or s.cusum is None:
-        return None, said
-    cusum = s.cusum
-
-    def allows(slack: float) -> bool:
-        return _allows(replace(s, cusum=replace(cusum, slack=slack)), r)
-
-    start = min(step["log_ratio"] for step in recent)
-    if not 0 <= start <= 20:
-        return None, said
-    above = nearest_passing(start, allows, math.inf)
-    slack = None if above is None else edge(allows, cusum.slack, above)
-    if slack is None or not 0 <= slack <= 20:
-        return None, said
-    return change("spec.collapse.cusum.slack", ">=", slack), said
-
-
-def _wording(spread: Change | None) -> list[str]:
-    if spread is None:
-        return []
-    name = spread["field"].removeprefix("spec.collapse.")
-    return [f"{name} {_SYMBOLS[spread['op']]} {figure(spread['value'])}"]
-
-
-_SYMBOLS = {"<=": "\u2264", ">=": "\u2265"}
-
-
-def _explain_signal(s: CollapseSettings, r: CollapseRequest, reason: Reason) -> Reason:
-    """no_canary and canary_missing: only ending signal A allows without a new canary."""
-    spread, said = _spread_alternative(s, r, reason)
-    wording = (_wording(spread) or ["no policy value"])[0]
-    fix = (
-        "pin a canary that holds its rank"
-        if reason.code == "no_canary"
-        else "score every pinned canary in the last cycle and the baseline"
-    )
-    return explained(
-        reason,
-        [spread] if spread else [],
-        f"{said} and {reason.code.replace('_', ' ')}: allowed at {wording}; or {fix} "
-        "(then its rank is judged)",
-    )
-
-
-def _holds_rank(
-    canary: dict[str, Any], median_live: float | None, margin: float
-) -> Callable[[float], bool]:
-    """Whether a score would leave this canary not inverted (``_inversion`` finds nothing)."""
-
-    def holds(score: float) -> bool:
-        return _inversion(canary["id"], score, canary["baseline"], median_live, margin) is None
-
-    return holds
-
-
-def _with_score(r: CollapseRequest, canary: str, score: float) -> CollapseRequest:
-    """``r`` with the last cycle's score of ``canary`` changed."""
-    last = r.history[-1]
-    changed = replace_value(last, scores={**last.scores, canary: score})
-    return replace_value(r, history=(*r.history[:-1], changed))
-
-
-def _canary_raise(
-    s: CollapseSettings, r: CollapseRequest, canary: dict[str, Any], scores: ScoreRange
-) -> float | None:
-    """The smallest score of this canary alone at which the guard allows: the canary counts in
-    its cycle's spread, so a score that ends signal A can come before one that ends its
-    inversion. Either condition holds at every higher score, so the guard's answer changes
-    once; its edge is found to the exact float. None when no score of the range allows."""
-
-    def allows(score: float) -> bool:
-        return _allows(s, _with_score(r, canary["id"], score))
-
-    return edge(allows, canary["score"], scores.max)
-
-
-def _rank_raises(
-    s: CollapseSettings, reason: Reason, scores: ScoreRange
-) -> list[tuple[dict[str, Any], float]]:
-    """Each inverted canary's smallest score that holds its rank and baseline (all of them
-    together allow whatever the spread); empty when one needs a score past the range."""
-    median_live = reason.detail["median"]
-    raises: list[tuple[dict[str, Any], float]] = []
-    for canary in reason.detail["canaries"]:
-        holds = _holds_rank(canary, median_live, s.canary_margin)
-        floor = canary["baseline"] - s.canary_margin
-        start = max(floor, median_live) if median_live is not None else floor
-        above = nearest_passing(start, holds, math.inf)
-        score = None if above is None else edge(holds, canary["score"], above)
-        if score is None or score > scores.max:
-            return []
-        raises.append((canary, score))
-    return raises
-
-
-def _explain_collapse(
-    s: CollapseSettings, r: CollapseRequest, reason: Reason, scores: ScoreRange = UNIT_SCORES
-) -> Reason:
-    spread, said = _spread_alternative(s, r, reason)
-    alternatives = [spread] if spread else []
-    wording = _wording(spread)
-    median_live = reason.detail["median"]
-    last = len(r.history) - 1
-    canaries = reason.detail["canaries"]
-    alone = [(c, x) for c in canaries if (x := _canary_raise(s, r, c, scores)) is not None]
-    for canary, score in alone:
-        alternatives.append(change(f"history[{last}].scores.{canary['id']}", ">=", score))
-        wording.append(f"{canary['id']} \u2265 {figure(score)}")
-    raises = _rank_raises(s, reason, scores) if len(canaries) > 1 else []
-    if raises:
-        alternatives.append(
-            together([change(f"history[{last}].scores.{c['id']}", ">=", x) for c, x in raises])
-        )
-        wording.append(" and ".join(f"{c['id']} \u2265 {figure(x)}" for c, x in raises))
-    first = reason.detail["canary"]
-    against = (
-        f"< median {figure(median_live)}"
-        if "below_median" in first["signals"] and median_live is not None
-        else f"fell from {figure(first['baseline'])} by > {figure(s.canary_margin)}"
-    )
-    return explained(
-        reason,
-        alternatives,
-        f"{said} and canary {figure(first['score'])} {against}: allowed at "
-        + (", or ".join(wording) if wording else "no value"),
-    )
-
-
-_EXPLAINERS: dict[str, Explainer] = {
-    "insufficient_history": _explain_short,
-    "too_few_entries": _explain_few,
-    "no_canary": _explain_signal,
-    "canary_missing": _explain_signal,
-    "collapse_detected": _explain_collapse,
-}
