@@ -147,3 +147,39 @@ def tracks(
             reference = log_reference(parameters, spreads, judged)
             track = advance(track, parameters, cycle, spread, reference)
         yield track
+
+
+def references(
+    parameters: CusumParameters, cycles: Sequence[tuple[int, float, bool]]
+) -> list[float | None]:
+    """For each cycle after the first n, as :func:`tracks` judges it: the ln R it is judged
+    against, or None where it is not judgeable (the run resets). What does not depend on the
+    slack, so that :func:`signal_at` can try many."""
+    spreads = [spread for _, spread, judgeable in cycles if judgeable][: parameters.early_cycles]
+    found: list[float | None] = []
+    judged = 0
+    for ordinal, (_, _, judgeable) in enumerate(cycles, start=1):
+        judged += judgeable
+        if ordinal > parameters.consecutive_cycles:
+            found.append(log_reference(parameters, spreads, judged)[0] if judgeable else None)
+    return found
+
+
+def signal_at(
+    parameters: CusumParameters,
+    judged: Sequence[tuple[float | None, float]],
+    slack: float,
+) -> bool:
+    """Signal A of the track :func:`replay` gives, for ``judged`` (each cycle after the first n:
+    its reference from :func:`references` and its spread) under ``slack``: the same arithmetic
+    as :func:`advance` and :meth:`CusumTrack.signal`, without building the track."""
+    n, cap = parameters.consecutive_cycles, parameters.cap
+    total, run = 0.0, deque[float](maxlen=n)
+    for reference, spread in judged:
+        if reference is None:
+            run.clear()
+            continue
+        increment = (reference - log_spread(spread)) - slack
+        total = max(0.0, total + min(increment, cap))
+        run.append(increment)
+    return total >= parameters.threshold and len(run) >= n and all(i > 0 for i in run)

@@ -25,9 +25,11 @@ ALLOW_SHORT = {"field": "spec.collapse.on_insufficient_history", "op": "==", "va
 # reaches 0.9 in two capped steps of 0.45) and an inverted canary.
 WIDE = {"a": 0.1, "b": 0.5, "c": 0.9}
 NARROW = {"a": 0.5, "b": 0.51, "c": 0.49}
-# ln(R / s) of the two narrow cycles: the slack that ends signal A is the smaller, the first.
+# ln(R / s) of the two narrow cycles. The sum reaches the threshold 0.9 only when both
+# increments ln(R / s) - slack are capped at 0.45: the smallest slack that ends signal A is the
+# first log-ratio less the cap (to the float the guard itself accepts), not the log-ratio.
 LOG_RATIOS = (3.434894978066094, 3.4983910970780543)
-SLACK = {"field": "spec.collapse.cusum.slack", "op": ">=", "value": LOG_RATIOS[0]}
+SLACK = {"field": "spec.collapse.cusum.slack", "op": ">=", "value": 2.984894978066094}
 CANARY_RAISED = {"field": "history[3].scores.c", "op": ">=", "value": 0.65}
 PIN_A_CANARY = "or pin a canary that holds its rank (then its rank is judged)"
 
@@ -108,7 +110,7 @@ class TestCusumAlternative:
         assert reason.detail["would_allow"] == [SLACK, CANARY_RAISED]
         assert reason.detail["would_allow_text"] == (
             "spread evidence 0.9 \u2265 threshold 0.9 and canary 0.49 < median 0.505: allowed at "
-            "cusum.slack \u2265 3.435, or c \u2265 0.65"
+            "cusum.slack \u2265 2.985, or c \u2265 0.65"
         )
 
     def test_no_canary_under_the_cusum_test_offers_the_slack(self) -> None:
@@ -118,7 +120,7 @@ class TestCusumAlternative:
         assert reason.detail["would_allow"] == [SLACK]
         assert reason.detail["would_allow_text"] == (
             "spread evidence 0.9 \u2265 threshold 0.9 and no canary: allowed at cusum.slack "
-            "\u2265 3.435; or pin a canary that holds its rank (then its rank is judged)"
+            "\u2265 2.985; or pin a canary that holds its rank (then its rank is judged)"
         )
 
     def test_a_track_a_session_kept_offers_no_policy_value(self) -> None:
@@ -141,18 +143,19 @@ class TestCusumAlternative:
         )
 
     def test_a_slack_below_one_is_offered(self) -> None:
-        """The slack offered may be any value the schema allows from 0: here 0.5, the
-        log-ratio of cycles narrowed by e^-0.5 (slack 0, threshold 0.5, no prior)."""
+        """The slack offered may be any value the schema allows from 0: here a hair above
+        0.25, where the two increments 0.5 - slack of cycles narrowed by e^-0.5 no longer sum
+        to the threshold 0.5 (slack 0, no prior)."""
         low = replace(CUSUM, cusum=CusumSettings(slack=0.0, threshold=0.5, prior_weight=0.0))
         half = 0.5 * math.exp(-0.5)
         wide, narrow = {"a": 0.0, "b": 1.0}, {"a": 0.5 - half, "b": 0.5 + half}
         reason = explained(low, cycles(wide, wide, narrow, narrow))
         [slack] = reason.detail["would_allow"]
         assert (slack["field"], slack["op"]) == ("spec.collapse.cusum.slack", ">=")
-        assert slack["value"] == pytest.approx(0.5)
+        assert slack["value"] == pytest.approx(0.25)
         assert reason.detail["would_allow_text"] == (
             f"spread evidence 0.5 \u2265 threshold 0.5 and no canary: allowed at cusum.slack "
-            f"\u2265 0.5; {PIN_A_CANARY}"
+            f"\u2265 0.25; {PIN_A_CANARY}"
         )
 
     def test_a_slack_above_the_schema_maximum_is_not_offered(self) -> None:

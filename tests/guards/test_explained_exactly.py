@@ -15,7 +15,14 @@ import pytest
 from prunewarden.decision import Reason, Verdict
 from prunewarden.guards import GUARDS
 from prunewarden.guards.staleness import text_sha256
-from prunewarden.inputs import EvictionRequest, Segment, Span, StalenessRequest, Turn
+from prunewarden.inputs import (
+    EvictionRequest,
+    ScoreRange,
+    Segment,
+    Span,
+    StalenessRequest,
+    Turn,
+)
 from prunewarden.inputs._model import TurnStats
 from prunewarden.policy import load_builtin_policy
 
@@ -123,21 +130,26 @@ class TestEvictionExplained:
         )
 
     def test_a_move_of_exactly_one_may_still_be_tolerated(self) -> None:
-        """|Δ| exactly 1 (the schema's largest stability_delta) is offered as a delta."""
+        """|Δ| exactly 1 (the schema's largest stability_delta) is offered as a delta; the
+        stable interval is clipped to the score range [0, 1]."""
         reason = evict(segment(), 0.0, 1.0).reasons[0]
         assert reason.code == "unstable_score"
         assert reason.detail["would_allow"] == [
             {"field": "spec.eviction.stability_delta", "op": ">=", "value": 1.0},
-            {"field": "perturbed_score", "op": "in", "value": [-0.25, 0.25]},
+            {"field": "perturbed_score", "op": "in", "value": [0.0, 0.25]},
         ]
         assert reason.detail["would_allow_text"] == (
             "|\u0394| 1 > 0.25: allowed at stability_delta \u2265 1 or a perturbed score in "
-            "[-0.25, 0.25]"
+            "[0, 0.25]"
         )
 
     def test_a_move_beyond_one_offers_only_a_perturbed_score(self) -> None:
-        """|Δ| above any allowed stability_delta: only the stable interval is offered."""
-        reason = evict(segment(), 0.0, 1.5).reasons[0]
+        """|Δ| above any allowed stability_delta (a score range of [-2, 2]): only the stable
+        interval is offered, whole within that range."""
+        guard = GUARDS["eviction"]
+        request = EvictionRequest(segment(), 0.0, 1.5, frozenset())
+        verdict = guard.evaluate(SPEC.eviction, request)
+        reason = guard.explain(SPEC.eviction, request, verdict, ScoreRange(-2.0, 2.0)).reasons[0]
         assert reason.detail["would_allow"] == [
             {"field": "perturbed_score", "op": "in", "value": [-0.25, 0.25]}
         ]
@@ -381,20 +393,34 @@ class TestStalenessInflationExplained:
         assert tolerance["field"] == "spec.staleness.drift_tolerance"
         assert tolerance["value"] == pytest.approx(0.5)
 
-    def test_a_thousand_turns_can_still_be_a_window(self) -> None:
-        """1,000 turns (the schema's largest window) still offer drift_consecutive_turns."""
+    def test_the_window_offered_is_one_longer_than_the_run(self) -> None:
+        """A window of one turn more than the run of inflating pairs the history ends with
+        allows; a long history before the run asks for no longer a window."""
         turns = shrinking(*([0.0] * 998), 0.0, 0.5)
         reason = stale([span("a")], turns=turns, drift_consecutive_turns=1).reasons[0]
+        assert reason.detail["would_allow"] == [
+            {"field": "spec.staleness.drift_consecutive_turns", "op": ">=", "value": 2}
+        ]
+
+    def test_a_thousand_turns_can_still_be_a_window(self) -> None:
+        """1,000 turns rising all along (the schema's largest window), the last from zero,
+        still offer drift_consecutive_turns."""
+        turns = shrinking(*range(-998, 1), 0.5)
+        reason = stale(
+            [span("a")], turns=turns, drift_consecutive_turns=1, drift_tolerance=0.0
+        ).reasons[0]
         assert reason.detail["would_allow"] == [
             {"field": "spec.staleness.drift_consecutive_turns", "op": ">=", "value": 1000}
         ]
 
     def test_past_a_thousand_turns_no_value_allows_it(self) -> None:
-        """1,001 turns and a rise from zero: no value of either setting allows it, and the
-        sentence says so."""
-        turns = shrinking(*([0.0] * 1000), 0.5)
-        reason = stale([span("a")], turns=turns, drift_consecutive_turns=1).reasons[0]
+        """1,001 turns rising all along, the last from zero: no value of either setting allows
+        it, and the sentence says so."""
+        turns = shrinking(*range(-999, 1), 0.5)
+        reason = stale(
+            [span("a")], turns=turns, drift_consecutive_turns=1, drift_tolerance=0.0
+        ).reasons[0]
         assert reason.detail["would_allow"] == []
         assert reason.detail["would_allow_text"] == (
-            "relevance rose more than 5% while tokens fell for 1 turn(s): allowed at no value"
+            "relevance rose more than 0% while tokens fell for 1 turn(s): allowed at no value"
         )

@@ -51,9 +51,9 @@ EXPLAINED: dict[tuple[str, str], tuple[list[dict[str, Any]], str]] = {
     ("eviction-unscoreable.json", "unstable_score"): (
         [
             {"field": "spec.eviction.stability_delta", "op": ">=", "value": 0.38},
-            {"field": "perturbed_score", "op": "in", "value": [-0.13, 0.37]},
+            {"field": "perturbed_score", "op": "in", "value": [0.0, 0.37]},
         ],
-        "|Δ| 0.38 > 0.25: allowed at stability_delta ≥ 0.38 or a perturbed score in [-0.13, 0.37]",
+        "|Δ| 0.38 > 0.25: allowed at stability_delta ≥ 0.38 or a perturbed score in [0, 0.37]",
     ),
     ("eviction-utc-constraint.json", "pinned"): (
         [{"field": "spec.eviction.pinned_kinds", "op": "excludes", "value": "constraint"}],

@@ -52,7 +52,7 @@ class TestAnalysed:
         [
             ("score < 0.2", {"field": "score", "op": ">=", "value": 0.2}),
             ("0.2 > score", {"field": "score", "op": ">=", "value": 0.2}),
-            ("score >= 0.0", {"field": "score", "op": "<", "value": 0.0}),
+            ("score >= 0.05", {"field": "score", "op": "<", "value": 0.05}),
             ('segment.kind == "turn"', {"field": "segment.kind", "op": "!=", "value": "turn"}),
             (
                 "segment.tombstone_written == true",
@@ -183,10 +183,14 @@ class TestFlips:
         if score is None:
             return
         matched = policy.evaluate(eviction(score), explain=True)
-        (change,) = reason_of(matched).detail["would_allow"]
-        flipped = _holding(change["op"], change["value"])
-        if flipped is None:  # no score in range satisfies it (score < 0.0)
+        offered = reason_of(matched).detail["would_allow"]
+        if not offered:  # no score in range stops it (score >= 0.0): none is offered
+            inverse = {"<": ">=", "<=": ">", ">": "<=", ">=": "<", "==": "!=", "!=": "=="}[op]
+            assert _holding(inverse, constant) is None
             return
+        (change,) = offered
+        flipped = _holding(change["op"], change["value"])
+        assert flipped is not None  # an offered score lies within the range
         after = policy.evaluate(eviction(flipped))
         assert "rule:r" not in after.codes
         assert after.outcome == "allow"

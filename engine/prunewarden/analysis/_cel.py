@@ -74,10 +74,21 @@ def constant(value: Any, strings: Strings) -> Value:
 class Translator:
     """Terms to values over the variables ``lookup`` gives and the policy's ``params``."""
 
-    def __init__(self, lookup: Lookup, params: Mapping[str, Any], strings: Strings) -> None:
+    def __init__(
+        self,
+        lookup: Lookup,
+        params: Mapping[str, Any],
+        strings: Strings,
+        *,
+        rounded: bool = False,
+    ) -> None:
+        """``rounded``: two policies are compared on the doubles the engine computes, where a
+        sum or product rounds; the reals here do not, so arithmetic on doubles is then not
+        translated (a claim over every double could rest on it)."""
         self.lookup = lookup
         self.params = params
         self.strings = strings
+        self.rounded = rounded
 
     def matched(self, term: Term) -> Any:
         """When a rule with this ``when`` matches: true, or an error (fail closed)."""
@@ -112,7 +123,11 @@ class Translator:
             if inner.kind not in {"int", "double"}:
                 raise NotTranslated(f"negating a {inner.kind}")
             return Value(inner.kind, -inner.formula, _failing(inner), z3.BoolVal(False))
-        return _binary(name, self.value(operands[0]), self.value(operands[1]))
+        result = _binary(name, self.value(operands[0]), self.value(operands[1]))
+        if self.rounded and name in _ARITHMETIC and result.kind == "double":
+            msg = f"`{name}` on doubles, which round as the reals compared here do not"
+            raise NotTranslated(msg)
+        return result
 
     def _variable(self, path: tuple[str, ...]) -> Value:
         if path[0] == "params":

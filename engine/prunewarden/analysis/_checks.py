@@ -7,7 +7,8 @@ Claims about every input ("never matches") are proved by z3 over the symbols of
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import z3
@@ -21,6 +22,42 @@ from prunewarden.rules._symbolic import NotTranslated, Term, symbolic_term
 
 # Milliseconds z3 may take per query; an unknown answer is reported as not analysed.
 QUERY_TIMEOUT_MS = 5000
+# Seconds every check of one policy may take together (``policy check --timeout``).
+DEFAULT_TIMEOUT_S = 60.0
+
+
+class OutOfTime(Exception):  # noqa: N818 - reads as the outcome it reports
+    """The total budget of a policy's checks ran out before this query."""
+
+
+class Budget:
+    """The time every check of one policy may take together, beside each query's own limit:
+    a query gets what is left of it (at most :data:`QUERY_TIMEOUT_MS`), and none starts once
+    it is spent. ``clock`` is monotonic seconds."""
+
+    def __init__(
+        self, seconds: float = DEFAULT_TIMEOUT_S, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.seconds = seconds
+        self.clock = clock
+        self.started = clock()
+
+    def left_ms(self) -> int:
+        """What a query may take now; raises :class:`OutOfTime` when nothing is left."""
+        left = self.seconds - (self.clock() - self.started)
+        if left <= 0:
+            raise OutOfTime
+        return max(1, min(QUERY_TIMEOUT_MS, int(left * 1000)))
+
+    def spent(self) -> bool:
+        return self.clock() - self.started >= self.seconds
+
+
+def not_reached(what: str, budget: Budget, name: str, where: tuple[Location, ...]) -> Finding:
+    """The finding that says a check was not reached within the budget."""
+    message = f"{what} was not reached: the total budget of {budget.seconds:g} s ran out"
+    return Finding("not-reached", message, name, where)
+
 
 # Thresholds and the range their source document supports (on a [0, 1] score scale):
 # (section, field, low, high, what the source says).
@@ -141,14 +178,18 @@ def _literals(term: Term) -> Iterator[str]:
 
 
 def solve(
-    *formulas: Any, prefer: tuple[Any, ...] = (), smallest: tuple[Any, ...] = ()
+    *formulas: Any,
+    budget: Budget,
+    prefer: tuple[Any, ...] = (),
+    smallest: tuple[Any, ...] = (),
 ) -> tuple[str, Any]:
-    """``("sat", model)``, ``("unsat", None)`` or ``("unknown", reason)``.
+    """``("sat", model)``, ``("unsat", None)`` or ``("unknown", reason)``; raises
+    :class:`OutOfTime` when the ``budget`` is spent before the query or while it ran.
 
     A model meets as many of ``prefer`` as it can, then has the smallest ``smallest`` values,
     in order: what makes a witness read plainly, and the same whichever way z3 searched."""
     solver: Any = z3.Optimize() if prefer or smallest else z3.Solver()
-    solver.set("timeout", QUERY_TIMEOUT_MS)
+    solver.set("timeout", budget.left_ms())
     solver.add(*formulas)
     for preference in prefer:
         solver.add_soft(preference)
@@ -159,6 +200,8 @@ def solve(
         return "sat", solver.model()
     if answer == z3.unsat:
         return "unsat", None
+    if budget.spent():
+        raise OutOfTime
     return "unknown", solver.reason_unknown()
 
 
@@ -180,9 +223,9 @@ def raw_scale(*policies: Policy) -> tuple[float, float]:
 # --- rules ----------------------------------------------------------------------------------
 
 
-def check_rules(resolution: Resolution, name: str) -> Iterator[Finding]:
+def check_rules(resolution: Resolution, name: str, budget: Budget) -> Iterator[Finding]:
     """Rules that never or always match, over every request the input schema allows; and
-    rules outside the translated subset."""
+    rules outside the translated subset; a rule the ``budget`` does not reach is said so."""
     policy = resolution.policy
     strings = strings_of(policy)
     params = policy.document["spec"].get("params", {})
@@ -196,8 +239,13 @@ def check_rules(resolution: Resolution, name: str) -> Iterator[Finding]:
             yield Finding("not-analysed", message, name, where)
             continue
         domain = symbols.constraints
-        can_match, _ = solve(*domain, matched)
-        can_miss, _ = solve(*domain, z3.Not(matched))
+        try:
+            can_match, _ = solve(*domain, matched, budget=budget)
+            can_miss, _ = solve(*domain, z3.Not(matched), budget=budget)
+        except OutOfTime:
+            what = f"whether rule {rule.name!r} never or always matches"
+            yield not_reached(what, budget, name, where)
+            continue
         if "unknown" in {can_match, can_miss}:
             message = f"rule {rule.name!r} is not analysed: the solver gave up"
             yield Finding("not-analysed", message, name, where)

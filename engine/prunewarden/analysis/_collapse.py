@@ -7,7 +7,10 @@ numbers taken as free symbols within their ranges: every history has such number
 numbers tell them apart" holds for every history. Numbers that do tell them apart are then
 realized as a history: live entries placed symmetrically about their median, the canary at its
 score, the spreads solved for exactly (pstdev is a square root: z3 solves the square); the
-history is replayed through the engine like every witness.
+history is replayed through the engine like every witness. What the guard computes in doubles
+(the canary's drop ``baseline - score``) is, among the abstract numbers, any value within
+rounding of the real one, and a rule computing with doubles is not translated, so that "no
+numbers tell them apart" holds on doubles too.
 
 Policies with a relative floor, the cusum test or a score calibration are not modelled here.
 """
@@ -21,6 +24,7 @@ from typing import Any
 import z3
 
 from prunewarden.analysis._cel import Strings, Translator, Value
+from prunewarden.analysis._eviction import SUBNORMAL_HALF, UNIT_ROUNDOFF
 from prunewarden.analysis._symbols import Symbols
 from prunewarden.policy import Policy
 from prunewarden.rules._symbolic import NotTranslated, symbolic_term
@@ -61,6 +65,9 @@ class Numbers:
     score: Any  # Real: the canary's score
     baseline: Any  # Real: the canary's baseline
     median: Any  # Real: the live entries' median
+    # Real: baseline - score as the guard computes it in doubles (within rounding of the real
+    # difference for the abstract numbers; exact for a realized history's).
+    drop: Any = None
 
 
 def refuses(policy: Policy, numbers: Numbers, strings: Strings, tag: str) -> tuple[Any, list[str]]:
@@ -71,7 +78,7 @@ def refuses(policy: Policy, numbers: Numbers, strings: Strings, tag: str) -> tup
     collapsed = z3.And(*(spread < floor for spread in numbers.spreads[-n:]))
     inverted = z3.Or(
         z3.And(numbers.live, numbers.score < numbers.median),
-        numbers.baseline - numbers.score > _real(s.canary_margin),
+        numbers.drop > _real(s.canary_margin),
     )
     guard = z3.If(
         numbers.cycles < n + 1,
@@ -112,7 +119,8 @@ def _rules(
     }
     scale = (policy.spec.scores.min, policy.spec.scores.max)
     symbols = Symbols("collapse", scale, strings, tag, overrides)
-    translator = Translator(symbols, policy.document["spec"].get("params", {}), strings)
+    params = policy.document["spec"].get("params", {})
+    translator = Translator(symbols, params, strings, rounded=True)
     matches: list[Any] = []
     unanalysed: list[str] = []
     for rule in policy.rules:
@@ -143,8 +151,13 @@ def abstract(scale: tuple[float, float], depth: int) -> tuple[Numbers, list[Any]
         z3.Real("canary.score"),
         z3.Real("canary.baseline"),
         z3.Real("median"),
+        z3.Real("canary.drop"),
     )
+    exact = numbers.baseline - numbers.score
+    slack = z3.If(exact >= 0, exact, -exact) * _real(UNIT_ROUNDOFF) + _real(SUBNORMAL_HALF)
     bounds = [
+        numbers.drop >= exact - slack,
+        numbers.drop <= exact + slack,
         numbers.cycles >= 0,
         numbers.cycles <= MAX_CYCLES,
         numbers.entries >= 1,
@@ -214,6 +227,7 @@ def realized(
         score,
         baseline,
         centres[-1],
+        baseline - score,  # multiples of 2**-20 in range: their difference is exact
     )
     layout = {
         "cycles": cycles,

@@ -13,7 +13,15 @@ from typing import Any
 import z3
 
 from prunewarden.analysis import _collapse as collapse
-from prunewarden.analysis._checks import locate, raw_scale, solve, strings_of
+from prunewarden.analysis._checks import (
+    Budget,
+    OutOfTime,
+    locate,
+    not_reached,
+    raw_scale,
+    solve,
+    strings_of,
+)
 from prunewarden.analysis._eviction import EvictionInputs, model_eviction
 from prunewarden.analysis._findings import Finding, Location
 from prunewarden.engine import Engine
@@ -21,60 +29,64 @@ from prunewarden.policy import Policy, Resolution
 
 
 def compare(
-    resolution: Resolution, base: Resolution, name: str, base_name: str
+    resolution: Resolution, base: Resolution, name: str, base_name: str, budget: Budget
 ) -> Iterator[Finding]:
     """The eviction check of ``resolution`` against ``base``: more permissive (a witness its
     base refuses and it allows), more restrictive, or equivalent; and the other checks'
-    settings that differ, which the analysis does not model."""
+    settings that differ, which the analysis does not model. A comparison the ``budget`` does
+    not reach (or runs out in) is said so."""
+    yield from _compare_eviction(resolution, base, name, base_name, budget)
+    modelled = yield from compare_collapse(resolution, base, name, base_name, budget)
+    yield from _unmodelled(resolution, base, name, base_name, skip=modelled)
+
+
+def _compare_eviction(
+    resolution: Resolution, base: Resolution, name: str, base_name: str, budget: Budget
+) -> Iterator[Finding]:
     policy, reference = resolution.policy, base.policy
-    inputs = EvictionInputs(strings_of(policy, reference), raw_scale(policy, reference))
-    mine = model_eviction(policy, inputs, "a:")
-    theirs = model_eviction(reference, inputs, "b:")
-    # Rules not analysed match nowhere in a witness; the replay below checks that they did not.
-    quiet = [z3.Not(unknown) for unknown in (*mine.unknowns, *theirs.unknowns)]
+    strings, scale = strings_of(policy, reference), raw_scale(policy, reference)
+    # The 1/1024 grid first (plain witnesses), then every real score (exact constants).
+    searches = [EvictionInputs(strings, scale), EvictionInputs(strings, scale, grid=False)]
+    models = [
+        (inputs, model_eviction(policy, inputs, "a:"), model_eviction(reference, inputs, "b:"))
+        for inputs in searches
+    ]
     where = tuple(_changed(resolution, base))
     files = {name: policy, base_name: reference}
-    prefer, smallest = inputs.plain(), inputs.smallest()
-    permissive, model = solve(
-        *inputs.constraints,
-        *quiet,
-        theirs.refuses,
-        z3.Not(mine.refuses),
-        prefer=prefer,
-        smallest=smallest,
-    )
-    if permissive == "sat":
-        witness = inputs.document(model)
-        yield _witnessed(
+    answers = []
+    for code, claim, expected in (
+        (
             "overlay-more-permissive",
-            claim=f"allows an eviction that {base_name} refuses",
-            name=name,
-            where=where,
-            witness=witness,
-            files=files,
-            expected={name: False, base_name: True},
-        )
-    restrictive, model = solve(
-        *inputs.constraints,
-        *quiet,
-        mine.refuses,
-        z3.Not(theirs.refuses),
-        prefer=prefer,
-        smallest=smallest,
-    )
-    if restrictive == "sat":
-        witness = inputs.document(model)
-        yield _witnessed(
+            f"allows an eviction that {base_name} refuses",
+            {name: False, base_name: True},
+        ),
+        (
             "overlay-more-restrictive",
-            claim=f"refuses an eviction that {base_name} allows",
-            name=name,
-            where=where,
-            witness=witness,
-            files=files,
-            expected={name: True, base_name: False},
-        )
+            f"refuses an eviction that {base_name} allows",
+            {name: True, base_name: False},
+        ),
+    ):
+        permissive = code.endswith("permissive")
+        try:
+            answer, witness = _eviction_witness(models, budget, permissive=permissive)
+        except OutOfTime:
+            yield not_reached(f"whether {name} {claim}", budget, name, where)
+            answers.append("not-reached")
+            continue
+        answers.append(answer)
+        if witness is not None:
+            yield _witnessed(
+                code,
+                claim=claim,
+                name=name,
+                where=where,
+                witness=witness,
+                files=files,
+                expected=expected,
+            )
+    _, mine, theirs = models[-1]  # the exact search: its rules not analysed include rounding
     unanalysed = sorted({*mine.unanalysed, *theirs.unanalysed})
-    if permissive == restrictive == "unsat":
+    if answers == ["unsat", "unsat"]:
         if unanalysed and _differ(mine.unknowns, theirs.unknowns):
             message = (
                 f"equivalence with {base_name} is not established: rule(s) "
@@ -86,10 +98,34 @@ def compare(
                 f"decides every eviction request{_both(policy, reference)} as {base_name} does"
             )
             yield Finding("policies-equivalent", message, name, where)
-    elif "unknown" in {permissive, restrictive}:
+    elif "unknown" in answers:
         yield Finding("not-analysed", f"the comparison with {base_name} timed out", name, where)
-    modelled = yield from compare_collapse(resolution, base, name, base_name)
-    yield from _unmodelled(resolution, base, name, base_name, skip=modelled)
+
+
+def _eviction_witness(
+    models: list[tuple[EvictionInputs, Any, Any]], budget: Budget, *, permissive: bool
+) -> tuple[str, dict[str, Any] | None]:
+    """An eviction one policy refuses and the other allows (the base refuses it when
+    ``permissive``): looked for on each search in turn until one answers other than unsat."""
+    answer = "unsat"
+    for inputs, mine, theirs in models:
+        refusing, allowing = (theirs, mine) if permissive else (mine, theirs)
+        # Rules not analysed match nowhere in a witness; the replay checks that they did not.
+        quiet = [z3.Not(unknown) for unknown in (*mine.unknowns, *theirs.unknowns)]
+        answer, model = solve(
+            *inputs.constraints,
+            *quiet,
+            refusing.refuses,
+            z3.Not(allowing.refuses),
+            budget=budget,
+            prefer=inputs.plain(),
+            smallest=inputs.smallest(),
+        )
+        if answer == "sat":
+            return answer, inputs.document(model)
+        if answer != "unsat":
+            return answer, None
+    return answer, None
 
 
 # What each direction of a collapse difference says, and what the two policies do with it.
@@ -100,7 +136,7 @@ _COLLAPSE_CLAIMS = {
 
 
 def compare_collapse(
-    resolution: Resolution, base: Resolution, name: str, base_name: str
+    resolution: Resolution, base: Resolution, name: str, base_name: str, budget: Budget
 ) -> Generator[Finding, None, bool]:
     """The collapse check against ``base``, where the two differ at all; returns whether the
     collapse check was modelled (else its differing settings are reported as not analysed)."""
@@ -109,13 +145,13 @@ def compare_collapse(
         return True
     if (collapse.modelled(policy) or collapse.modelled(reference)) is not None:
         return False
-    strings = strings_of(policy, reference)
-    scale = raw_scale(policy, reference)
-    depth = max(policy.spec.collapse.consecutive_cycles, reference.spec.collapse.consecutive_cycles)
-    numbers, bounds = collapse.abstract(scale, depth)
-    mine, unanalysed = collapse.refuses(policy, numbers, strings, "a:")
-    theirs, also = collapse.refuses(reference, numbers, strings, "b:")
-    where = (
+    yield from _compare_collapse(resolution, base, name, base_name, budget)
+    return True
+
+
+def _collapse_where(resolution: Resolution, base: Resolution) -> tuple[Location, ...]:
+    policy, reference = resolution.policy, base.policy
+    return (
         *(
             locate(resolution, "spec", "collapse", key)
             for key in sorted(_differing(policy, reference, "collapse"))
@@ -126,25 +162,44 @@ def compare_collapse(
             for key in sorted(_differing(policy, reference, "scores"))
         ),
     )
+
+
+def _compare_collapse(
+    resolution: Resolution, base: Resolution, name: str, base_name: str, budget: Budget
+) -> Iterator[Finding]:
+    policy, reference = resolution.policy, base.policy
+    strings = strings_of(policy, reference)
+    scale = raw_scale(policy, reference)
+    depth = max(policy.spec.collapse.consecutive_cycles, reference.spec.collapse.consecutive_cycles)
+    numbers, bounds = collapse.abstract(scale, depth)
+    mine, unanalysed = collapse.refuses(policy, numbers, strings, "a:")
+    theirs, also = collapse.refuses(reference, numbers, strings, "b:")
+    where = _collapse_where(resolution, base)
     files = {name: policy, base_name: reference}
     answers = []
     for code, (refusing, allowing) in {
         "overlay-more-permissive": (theirs, mine),
         "overlay-more-restrictive": (mine, theirs),
     }.items():
-        answer, model = solve(*bounds, refusing, z3.Not(allowing))
-        answers.append(answer)
-        if answer != "sat":
-            continue
         claim = _COLLAPSE_CLAIMS[code].format(base=base_name)
-        witness = _realize(
-            model,
-            numbers=numbers,
-            scale=scale,
-            policies=(policy, reference),
-            strings=strings,
-            code=code,
-        )
+        try:
+            answer, model = solve(*bounds, refusing, z3.Not(allowing), budget=budget)
+            answers.append(answer)
+            if answer != "sat":
+                continue
+            witness = _realize(
+                model,
+                numbers=numbers,
+                scale=scale,
+                policies=(policy, reference),
+                strings=strings,
+                code=code,
+                budget=budget,
+            )
+        except OutOfTime:
+            yield not_reached(f"whether {name} {claim}", budget, name, where)
+            answers.append("not-reached")
+            continue
         if witness is None:
             message = f"the analysis found that {name} {claim}, but could not build that history"
             yield Finding("not-analysed", message, name, where)
@@ -172,7 +227,6 @@ def compare_collapse(
     elif "unknown" in answers:
         message = f"the collapse comparison with {base_name} timed out"
         yield Finding("not-analysed", message, name, where)
-    return True
 
 
 def _collapse_part(policy: Policy) -> tuple[Any, ...]:
@@ -195,6 +249,7 @@ def _realize(  # noqa: PLR0913 - the model and what it is realized against
     policies: tuple[Policy, Policy],
     strings: Any,
     code: str,
+    budget: Budget,
 ) -> dict[str, Any] | None:
     """A history showing the difference the abstract ``model`` found, or None."""
     for more in range(3):  # the model's entries, else a few more to spread over
@@ -205,7 +260,7 @@ def _realize(  # noqa: PLR0913 - the model and what it is realized against
         differs = (*equations, refusing, z3.Not(allowing))
         # Clear of every threshold first (rounding cannot flip it); else as close as it must be.
         for extra in (collapse.clear_of(real, policies), []):
-            answer, found = solve(*differs, *extra)
+            answer, found = solve(*differs, *extra, budget=budget)
             if answer == "sat":
                 return collapse.document(found, real, layout)
     return None

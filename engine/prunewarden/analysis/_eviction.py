@@ -5,8 +5,15 @@ dependency is also slated for eviction, tokens); the eviction guard is threshold
 (guards/eviction.py) and the policy's eviction rules tighten it. Two policies are compared over
 the same symbols, so a model of "one refuses, the other allows" is a request that shows it.
 
-Scores in witnesses are multiples of 1/1024: exact as doubles, so a witness never rests on
-decimal rounding at a threshold (a real-valued witness 0.45 - 0.1 is 0.35 only on paper).
+The engine compares doubles. Witnesses are looked for first among scores that are multiples of
+1/1024 (``grid``): exact as doubles, and every difference of two is exact too, so such a witness
+never rests on rounding at a threshold (a real-valued witness 0.45 - 0.1 is 0.35 only on paper).
+Where the grid holds none, the search goes on over every real score (``grid=False``), with each
+constant at the exact value of its double: a score exactly 0.2 is found where ``score < 0.2``
+and ``score <= 0.2`` part. There, what the engine computes in floating point (a score's move
+``|score - perturbed|``, a calibrated score) is a value within half an ulp of the real result,
+so that a claim over these reals holds for every double; a rule that computes with doubles is
+not translated there (its rounding is not modelled).
 """
 
 from __future__ import annotations
@@ -23,6 +30,10 @@ from prunewarden.policy import Calibration, Policy
 from prunewarden.rules._symbolic import NotTranslated, symbolic_term
 
 GRID = 1024
+# Round to nearest: a double result is within this relative error of the real one, give or
+# take half the smallest subnormal.
+UNIT_ROUNDOFF = Fraction(1, 2**53)
+SUBNORMAL_HALF = Fraction(1, 2**1075)
 MAX_IDS = 100_000  # input.v1: maxItems of a list of ids
 SEGMENT_ID = "segment"
 DEPENDENCY_ID = "dependency"
@@ -39,6 +50,7 @@ class EvictionInputs:
 
     def __post_init__(self) -> None:
         self.steps: list[Any] = []
+        self.computed: dict[tuple[Any, ...], Any] = {}
         self.score = self._score("score")
         self.perturbed = self._score("perturbed_score")
         self.measured = z3.Bool("perturbed_score?measured")
@@ -74,6 +86,36 @@ class EvictionInputs:
             value = z3.Real(name)
         self.constraints.append(z3.And(value >= low, value <= high))
         return value
+
+    def rounded(self, key: tuple[Any, ...], exact: Any) -> Any:
+        """What the engine computes in floating point for the real ``exact``: the same on the
+        grid (where it is exact); else a value within rounding of it, one per ``key``, so two
+        policies computing the same thing share it."""
+        if self.grid:
+            return exact
+        if key not in self.computed:
+            value = z3.Real("~" + "/".join(map(str, key)))
+            size = z3.If(exact >= 0, exact, -exact)
+            slack = size * z3.RealVal(UNIT_ROUNDOFF) + z3.RealVal(SUBNORMAL_HALF)
+            self.constraints += [value >= exact - slack, value <= exact + slack]
+            self.computed[key] = value
+        return self.computed[key]
+
+    def judged(self, calibration: Calibration | None, raw: Any, name: str) -> Any:
+        """A raw score on the scale the guard judges: pipeline._calibration's map, ``(raw -
+        low) / (high - low)`` clipped to [0, 1], each operation rounded as a double."""
+        if calibration is None:
+            return raw
+        low, high = calibration.low, calibration.high
+        key = ("calibrated", name, low, high)
+        shifted = self.rounded((*key, "-"), raw - z3.RealVal(Fraction(low)))
+        scaled = self.rounded(key, shifted / z3.RealVal(Fraction(high - low)))
+        return z3.If(scaled < 0, z3.RealVal(0), z3.If(scaled > 1, z3.RealVal(1), scaled))
+
+    def moved(self, calibration: Calibration | None, score: Any, perturbed: Any) -> Any:
+        """``abs(score - perturbed)`` as the eviction guard computes it."""
+        key = ("moved", *(() if calibration is None else (calibration.low, calibration.high)))
+        return self.rounded(key, z3.If(score >= perturbed, score - perturbed, perturbed - score))
 
     def plain(self) -> tuple[Any, ...]:
         """What a plain witness is: an ordinary kind, tombstoned, measured, no dependency,
@@ -145,27 +187,18 @@ class EvictionModel:
     unanalysed: dict[str, str]
 
 
-def judged(calibration: Calibration | None, raw: Any) -> Any:
-    """A raw score on the scale the guard judges (pipeline._calibration's linear map)."""
-    if calibration is None:
-        return raw
-    low, high = z3.RealVal(Fraction(calibration.low)), z3.RealVal(Fraction(calibration.high))
-    scaled = (raw - low) / (high - low)
-    return z3.If(scaled < 0, z3.RealVal(0), z3.If(scaled > 1, z3.RealVal(1), scaled))
-
-
 def model_eviction(policy: Policy, inputs: EvictionInputs, tag: str) -> EvictionModel:
     settings = policy.spec.eviction
     calibration = policy.spec.calibration
-    score = judged(calibration, inputs.score)
-    perturbed = judged(calibration, inputs.perturbed)
+    score = inputs.judged(calibration, inputs.score, "score")
+    perturbed = inputs.judged(calibration, inputs.perturbed, "perturbed_score")
     names = inputs.strings.names
     pinned = z3.Or(
         inputs.non_recoverable,
         *(inputs.kind == names.index(kind) for kind in sorted(settings.pinned_kinds)),
     )
     delta = z3.RealVal(Fraction(settings.stability_delta))
-    moved = z3.If(score >= perturbed, score - perturbed, perturbed - score)
+    moved = inputs.moved(calibration, score, perturbed)
     guard = z3.Or(
         pinned,
         inputs.pending,
@@ -197,7 +230,8 @@ def _rules(
         ("candidates",): Value.of("list", inputs.candidates),
     }
     symbols = Symbols("eviction", inputs.scale, inputs.strings, tag, overrides)
-    translator = Translator(symbols, policy.document["spec"].get("params", {}), inputs.strings)
+    params = policy.document["spec"].get("params", {})
+    translator = Translator(symbols, params, inputs.strings, rounded=not inputs.grid)
     matches: dict[str, Any] = {}
     unknowns: list[Any] = []
     unanalysed: dict[str, str] = {}

@@ -40,6 +40,10 @@ CODES: dict[str, tuple[Severity, str]] = {
         "note",
         "A rule or setting is outside what the analysis models exactly.",
     ),
+    "not-reached": (
+        "warning",
+        "A check was not reached within the total time budget of its policy.",
+    ),
 }
 
 

@@ -36,9 +36,23 @@ def to_sarif(findings: Sequence[Finding]) -> dict[str, Any]:
                     }
                 },
                 "results": [_result(finding, codes.index(finding.code)) for finding in findings],
+                "invocations": [_invocation(findings)],
             }
         ],
     }
+
+
+def _invocation(findings: Sequence[Finding]) -> dict[str, Any]:
+    """Whether every check ran: a check the time budget did not reach makes the run
+    unsuccessful, each named in a notification (and a ``not-reached`` result)."""
+    missed = [finding for finding in findings if finding.code == "not-reached"]
+    invocation: dict[str, Any] = {"executionSuccessful": not missed}
+    if missed:
+        invocation["toolExecutionNotifications"] = [
+            {"level": "warning", "message": {"text": f"{finding.policy}: {finding.message}"}}
+            for finding in missed
+        ]
+    return invocation
 
 
 def _result(finding: Finding, rule_index: int) -> dict[str, Any]:

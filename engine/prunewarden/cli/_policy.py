@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import math
 import os
 from pathlib import Path
 from typing import IO, Any
@@ -35,6 +36,7 @@ exit codes:
   1   diff: the policies differ; check: a finding at error severity
   2   usage error (check: z3-solver missing, pip install 'prunewarden[analyze]')
   3   invalid policy, or a version reused for different content
+  4   check: no error, but a check was not reached within --timeout (a not-reached finding)
 """
 
 
@@ -118,6 +120,26 @@ def add_check(verbs: Any) -> None:
         metavar="DIR",
         help="also write each witness as an input document DIR/<n>-<code>.json, for evaluate",
     )
+    check.add_argument(
+        "--timeout",
+        type=_seconds,
+        default=60.0,
+        metavar="SECONDS",
+        help="the time every check of one policy may take together (default 60; each solver "
+        "query also stops at 5 s); a check not reached is reported as not-reached, exit 4",
+    )
+
+
+def _seconds(text: str) -> float:
+    """A positive, finite number of seconds (argparse reports the error as a usage error)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        msg = f"a positive number of seconds, not {text!r}"
+        raise argparse.ArgumentTypeError(msg)
+    return value
 
 
 def add_lock_option(parser: Any, help_text: str | None = None) -> None:

@@ -13,7 +13,7 @@ from prunewarden.cli._policy import base_dirs
 
 
 def run_check(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:  # noqa: ARG001
-    findings = check_policies(args.files, args.against, base_dirs(args))
+    findings = check_policies(args.files, args.against, base_dirs(args), timeout=args.timeout)
     if args.witnesses:
         _write_witnesses(Path(args.witnesses), findings)
     if args.format == "sarif":
@@ -22,7 +22,9 @@ def run_check(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int
         report = {
             "policies": list(args.files),
             "against": args.against,
+            "timeout": args.timeout,
             "summary": _counts(findings),
+            "not_reached": [f.to_dict() for f in findings if f.code == "not-reached"],
             "findings": [finding.to_dict() for finding in findings],
         }
         stdout.write(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
@@ -50,7 +52,11 @@ def render_text(findings: Sequence[Finding]) -> str:
                 "  evaluate: " + ", ".join(f"{f} {o}" for f, o in finding.outcomes.items())
             )
     counts = _counts(findings)
-    lines.append(", ".join(f"{count} {severity}(s)" for severity, count in counts.items()))
+    summary = ", ".join(f"{count} {severity}(s)" for severity, count in counts.items())
+    missed = sum(f.code == "not-reached" for f in findings)
+    if missed:
+        summary += f"; {missed} check(s) not reached within the time budget: the report is partial"
+    lines.append(summary)
     return "\n".join(lines) + "\n"
 
 

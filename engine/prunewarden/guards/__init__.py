@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from prunewarden.decision import Outcome, Verdict, disabled_reason
-from prunewarden.guards import collapse, eviction, staleness, transition
+from prunewarden.guards import _collapse_counterfactual, collapse, eviction, staleness, transition
 from prunewarden.guards.transition import TransitionGuardSettings
 
 __all__ = [
@@ -39,11 +39,14 @@ class Guard:
     evaluate: Callable[[Any, Any], Verdict]
     refusal: Outcome
     when_off: Callable[[Any, Any], Verdict]
-    explain: Callable[[Any, Any, Verdict], Verdict] = lambda _s, _r, verdict: verdict
+    # settings, request, verdict and the score range the guard judges on (``spec.scores``).
+    explain: Callable[..., Verdict] = lambda _s, _r, verdict, _scores: verdict
 
 
 GUARDS: dict[str, Guard] = {
-    "collapse": Guard(collapse.evaluate, "halt", _disabled("collapse"), collapse.explain),
+    "collapse": Guard(
+        collapse.evaluate, "halt", _disabled("collapse"), _collapse_counterfactual.explain
+    ),
     "eviction": Guard(eviction.evaluate, "deny", _disabled("eviction"), eviction.explain),
     # Off still answers the caller's question "what do I keep?", without checking bindings.
     "staleness": Guard(staleness.evaluate, "deny", staleness.unguarded, staleness.explain),

@@ -21,12 +21,18 @@ explains a decision (``explain=True``); the default path never calls these funct
 from __future__ import annotations
 
 import math
+import struct
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from prunewarden.decision import Reason, Verdict
+from prunewarden.inputs import ScoreRange
 
 Change = dict[str, Any]
+
+# The score range a guard judges on when its caller names none: the default ``spec.scores``
+# (a calibrated policy judges on it too).
+UNIT_SCORES = ScoreRange(0.0, 1.0)
 
 # One refusing reason code's inverse: the settings, the request and the reason in, the reason
 # with ``would_allow`` out.
@@ -85,6 +91,43 @@ def nearest_passing(start: float, holds: Callable[[float], bool], toward: float)
             return value
         value = math.nextafter(value, toward)
     return None
+
+
+def edge(holds: Callable[[float], bool], refused: float, allowed: float) -> float | None:
+    """The value nearest ``refused`` at which ``holds`` (the guard's own predicate) is true,
+    between ``refused`` (where it is false) and ``allowed`` (where it is true): a bisection over
+    the doubles in between, to the exact float, for a predicate that changes once between them.
+    None when ``holds(allowed)`` is false or ``holds(refused)`` true (no edge to find)."""
+    if not holds(allowed) or holds(refused):
+        return None
+    out, ok = _ordinal(refused), _ordinal(allowed)
+    while abs(ok - out) > 1:
+        middle = (out + ok) // 2
+        if holds(_from_ordinal(middle)):
+            ok = middle
+        else:
+            out = middle
+    return _from_ordinal(ok)
+
+
+def _ordinal(value: float) -> int:
+    """A double's place among the doubles (consecutive doubles differ by 1; 0.0 == -0.0)."""
+    bits = int(struct.unpack("<q", struct.pack("<d", value))[0])
+    return bits if bits >= 0 else -(bits & 0x7FFF_FFFF_FFFF_FFFF)
+
+
+def _from_ordinal(place: int) -> float:
+    bits = place if place >= 0 else -place | -0x8000_0000_0000_0000
+    (value,) = struct.unpack("<d", struct.pack("<q", bits))
+    return float(value)
+
+
+def within(scores: ScoreRange, interval: list[float] | None) -> list[float] | None:
+    """``interval`` clipped to the score range; None when no score of the range lies in it."""
+    if interval is None:
+        return None
+    low, high = max(interval[0], scores.min), min(interval[1], scores.max)
+    return [low, high] if low <= high else None
 
 
 def figure(value: float) -> str:

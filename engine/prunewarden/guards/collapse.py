@@ -7,22 +7,11 @@ scoring call. Only together do they say the scorer has lost its reference frame.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import Any
 
 from prunewarden._cusum import CusumParameters, CusumTrack, replay
 from prunewarden._stats import median, pstdev
 from prunewarden.decision import HALT_ACTIONS, Reason, Verdict
-from prunewarden.guards._counterfactual import (
-    Change,
-    Explainer,
-    change,
-    explain_verdict,
-    explained,
-    figure,
-    nearest_passing,
-    together,
-)
 from prunewarden.inputs import CollapseRequest, Snapshot
 from prunewarden.policy import CollapseSettings
 
@@ -71,7 +60,7 @@ def evaluate(settings: CollapseSettings, request: CollapseRequest) -> Verdict:
         found
         for canary in last.pinned
         if (
-            found := _inversion(
+            found := inversion(
                 canary, last.scores[canary], baseline[canary], median_live, settings.canary_margin
             )
         )
@@ -98,11 +87,6 @@ def evaluate(settings: CollapseSettings, request: CollapseRequest) -> Verdict:
     )
 
 
-def explain(settings: CollapseSettings, request: CollapseRequest, verdict: Verdict) -> Verdict:
-    """The verdict with ``would_allow`` on each refusing reason (see ``_counterfactual``)."""
-    return explain_verdict(_EXPLAINERS, settings, request, verdict)
-
-
 def _spread_signal(
     settings: CollapseSettings, request: CollapseRequest, spreads: list[dict[str, Any]]
 ) -> tuple[dict[str, Any], str, Reason | None]:
@@ -110,7 +94,7 @@ def _spread_signal(
     ``spread_healthy`` reason when it does not hold (None when it does)."""
     if settings.cusum is not None:
         evidence, track = _cusum_detail(settings, request, spreads)
-        if not track.signal(_parameters(settings)):
+        if not track.signal(cusum_parameters(settings)):
             return evidence, "", _cusum_quiet(settings, track, evidence)
         threshold = settings.cusum.threshold
         return evidence, f"spread evidence {track.total:.4g} at or above {threshold}", None
@@ -174,7 +158,7 @@ def _relative_floor(
     }
 
 
-def _parameters(settings: CollapseSettings) -> CusumParameters:
+def cusum_parameters(settings: CollapseSettings) -> CusumParameters:
     parameters = settings.cusum_parameters()
     if parameters is None:  # pragma: no cover - only called under the cusum mode
         msg = "the cusum spread test of a policy without one"
@@ -187,16 +171,12 @@ def _cusum_detail(
 ) -> tuple[dict[str, Any], CusumTrack]:
     """The track a session kept (``request.cusum``), or one recomputed over the document's
     history from its first cycle; and what the detail says of it."""
-    parameters = _parameters(settings)
+    parameters = cusum_parameters(settings)
     source: dict[str, Any]
     if request.cusum is not None:
         track, source = request.cusum, {"accumulated": "session"}
     else:
-        cycles = [
-            (s.cycle, pstdev(s.scores.values()), len(s.scores) >= settings.min_live_entries)
-            for s in request.history
-        ]
-        track = replay(parameters, cycles)
+        track = replay(parameters, cusum_cycles(settings, request.history))
         source = {"accumulated": "history", "from_cycle": request.history[0].cycle}
     last = track.run[-1] if track.run else None
     detail = {
@@ -214,6 +194,16 @@ def _cusum_detail(
     return detail, track
 
 
+def cusum_cycles(
+    settings: CollapseSettings, history: tuple[Snapshot, ...]
+) -> list[tuple[int, float, bool]]:
+    """What the cusum test reads of each cycle: its number, spread and whether it is judged."""
+    return [
+        (s.cycle, pstdev(s.scores.values()), len(s.scores) >= settings.min_live_entries)
+        for s in history
+    ]
+
+
 def _cusum_quiet(settings: CollapseSettings, track: CusumTrack, detail: dict[str, Any]) -> Reason:
     n = settings.consecutive_cycles
     threshold = detail["threshold"]
@@ -227,7 +217,7 @@ def _cusum_quiet(settings: CollapseSettings, track: CusumTrack, detail: dict[str
     return Reason("spread_healthy", why, detail)
 
 
-def _inversion(
+def inversion(
     canary: str, score: float, baseline: float, median_live: float | None, margin: float
 ) -> dict[str, Any] | None:
     signals = []
@@ -244,157 +234,9 @@ def _verdict(halt: bool, reason: Reason) -> Verdict:
     return Verdict(halt, [reason], list(HALT_ACTIONS) if halt else [])
 
 
-# The inverse of each refusing condition above.
+# Signal A's condition (its inverse, what would have allowed a halt, is in
+# guards/_collapse_counterfactual.py, which asks evaluate itself).
 
 
 def _collapsed(spreads: list[dict[str, Any]], floor: float) -> bool:
     return all(s["spread"] < floor for s in spreads)
-
-
-def _explain_short(s: CollapseSettings, r: CollapseRequest, reason: Reason) -> Reason:  # noqa: ARG001
-    cycles = reason.detail["cycles"]
-    alternatives = [change("spec.collapse.on_insufficient_history", "==", "allow")]
-    if cycles >= 2:
-        alternatives.append(change("spec.collapse.consecutive_cycles", "<=", cycles - 1))
-    return explained(
-        reason,
-        alternatives,
-        f"{cycles} cycle(s) < {reason.detail['required']} needed: allowed with "
-        f"{reason.detail['required'] - cycles} more cycle(s) of history, or at "
-        "on_insufficient_history allow"
-        + (f", or consecutive_cycles \u2264 {cycles - 1}" if cycles >= 2 else ""),
-    )
-
-
-def _explain_few(s: CollapseSettings, r: CollapseRequest, reason: Reason) -> Reason:  # noqa: ARG001
-    entries = reason.detail["entries"]
-    return explained(
-        reason,
-        [
-            change("spec.collapse.on_too_few_entries", "==", "allow"),
-            change("spec.collapse.min_live_entries", "<=", entries),
-        ],
-        f"{entries} entr{'y' if entries == 1 else 'ies'} < {reason.detail['required']}: allowed "
-        f"at on_too_few_entries allow, or min_live_entries \u2264 {entries}",
-    )
-
-
-def _spread_alternative(s: CollapseSettings, reason: Reason) -> tuple[Change | None, str]:
-    """The policy change that ends signal A, and the sentence's first half."""
-    detail = reason.detail
-    widest = max(entry["spread"] for entry in detail["spreads"])
-    cycles = len(detail["spreads"])
-    if detail.get("spread_floor_mode") == "cusum":
-        return _cusum_alternative(s, detail)
-    said = f"spread {figure(widest)} < floor {figure(detail['spread_floor'])} for {cycles} cycles"
-    if detail.get("spread_floor_mode") == "relative":
-        early = detail["early_spread"]
-        if early <= 0:
-            return None, said  # not reached: a floor of 0 refuses no spread
-        floor = nearest_passing(
-            widest / early,
-            lambda f: not _collapsed(detail["spreads"], f * early),
-            -math.inf,
-        )
-    else:
-        floor = nearest_passing(widest, lambda f: not _collapsed(detail["spreads"], f), -math.inf)
-    if floor is None or floor < 0:
-        return None, said  # not reached: the widest recent spread passes within an ulp or two
-    return change("spec.collapse.spread_floor", "<=", floor), said
-
-
-def _cusum_alternative(s: CollapseSettings, detail: dict[str, Any]) -> tuple[Change | None, str]:
-    """Signal A needs each of the last n increments ln(R/s) - k positive: a slack k at least the
-    smallest of their log-ratios ends it (the threshold would not: it raises the cap with it).
-    A track a session accumulated is not recomputed, so no policy value ends it now."""
-    said = (
-        f"spread evidence {figure(detail['cusum'])} \u2265 threshold {figure(detail['threshold'])}"
-    )
-    recent = detail["increments"][-s.consecutive_cycles :]
-    if detail.get("accumulated") != "history" or not recent:
-        return None, said
-    slack = min(step["log_ratio"] for step in recent)
-    if not 0 <= slack <= 20:
-        return None, said
-    return change("spec.collapse.cusum.slack", ">=", slack), said
-
-
-def _wording(spread: Change | None) -> list[str]:
-    if spread is None:
-        return []
-    name = spread["field"].removeprefix("spec.collapse.")
-    return [f"{name} {_SYMBOLS[spread['op']]} {figure(spread['value'])}"]
-
-
-_SYMBOLS = {"<=": "\u2264", ">=": "\u2265"}
-
-
-def _explain_signal(s: CollapseSettings, r: CollapseRequest, reason: Reason) -> Reason:  # noqa: ARG001
-    """no_canary and canary_missing: only ending signal A allows without a new canary."""
-    spread, said = _spread_alternative(s, reason)
-    wording = (_wording(spread) or ["no policy value"])[0]
-    fix = (
-        "pin a canary that holds its rank"
-        if reason.code == "no_canary"
-        else "score every pinned canary in the last cycle and the baseline"
-    )
-    return explained(
-        reason,
-        [spread] if spread else [],
-        f"{said} and {reason.code.replace('_', ' ')}: allowed at {wording}; or {fix} "
-        "(then its rank is judged)",
-    )
-
-
-def _holds_rank(
-    canary: dict[str, Any], median_live: float | None, margin: float
-) -> Callable[[float], bool]:
-    """Whether a score would leave this canary not inverted (``_inversion`` finds nothing)."""
-
-    def holds(score: float) -> bool:
-        return _inversion(canary["id"], score, canary["baseline"], median_live, margin) is None
-
-    return holds
-
-
-def _explain_collapse(s: CollapseSettings, r: CollapseRequest, reason: Reason) -> Reason:
-    spread, said = _spread_alternative(s, reason)
-    alternatives = [spread] if spread else []
-    wording = _wording(spread)
-    median_live = reason.detail["median"]
-    last = len(r.history) - 1
-    raises: list[tuple[dict[str, Any], float]] = []
-    for canary in reason.detail["canaries"]:
-        floor = canary["baseline"] - s.canary_margin
-        start = max(floor, median_live) if median_live is not None else floor
-        score = nearest_passing(start, _holds_rank(canary, median_live, s.canary_margin), math.inf)
-        if score is None:
-            raises = []
-            break
-        raises.append((canary, score))
-    if raises:
-        alternatives.append(
-            together([change(f"history[{last}].scores.{c['id']}", ">=", x) for c, x in raises])
-        )
-        wording.append(" and ".join(f"{c['id']} \u2265 {figure(x)}" for c, x in raises))
-    first = reason.detail["canary"]
-    against = (
-        f"< median {figure(median_live)}"
-        if "below_median" in first["signals"] and median_live is not None
-        else f"fell from {figure(first['baseline'])} by > {figure(s.canary_margin)}"
-    )
-    return explained(
-        reason,
-        alternatives,
-        f"{said} and canary {figure(first['score'])} {against}: allowed at "
-        + (", or ".join(wording) if wording else "no value"),
-    )
-
-
-_EXPLAINERS: dict[str, Explainer] = {
-    "insufficient_history": _explain_short,
-    "too_few_entries": _explain_few,
-    "no_canary": _explain_signal,
-    "canary_missing": _explain_signal,
-    "collapse_detected": _explain_collapse,
-}

@@ -9,18 +9,21 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from prunewarden.decision import Action, Reason, Verdict
 from prunewarden.guards._counterfactual import (
+    UNIT_SCORES,
     Change,
     Explainer,
     change,
+    edge,
     explain_verdict,
     explained,
     figure,
-    nearest_passing,
     together,
+    within,
 )
 from prunewarden.inputs import EvictionRequest, ScoreRange, Segment
 from prunewarden.policy import EvictionSettings
@@ -185,9 +188,20 @@ class PassCheck:
         return mask or AUTHORIZED, pending
 
 
-def explain(settings: EvictionSettings, request: EvictionRequest, verdict: Verdict) -> Verdict:
-    """The verdict with ``would_allow`` on each refusing reason (see ``_counterfactual``)."""
-    return explain_verdict(_EXPLAINERS, settings, request, verdict)
+def explain(
+    settings: EvictionSettings,
+    request: EvictionRequest,
+    verdict: Verdict,
+    scores: ScoreRange = UNIT_SCORES,
+) -> Verdict:
+    """The verdict with ``would_allow`` on each refusing reason (see ``_counterfactual``); a
+    perturbed score offered lies within ``scores``, the range the guard judges on."""
+    explainers: dict[str, Explainer] = {
+        **_EXPLAINERS,
+        "perturbation_missing": partial(_explain_perturbation_missing, scores=scores),
+        "unstable_score": partial(_explain_unstable, scores=scores),
+    }
+    return explain_verdict(explainers, settings, request, verdict)
 
 
 def _margin(s: EvictionSettings, r: EvictionRequest) -> dict[str, object]:
@@ -269,11 +283,16 @@ def _unstable(score: float, perturbed: float, delta: float) -> bool:
     return abs(score - perturbed) > delta
 
 
-def _stable_interval(score: float, delta: float) -> list[float] | None:
-    """The perturbed scores ``_unstable`` accepts: ``score ± delta``, rounded inward."""
-    lo = nearest_passing(score - delta, lambda p: not _unstable(score, p, delta), score)
-    hi = nearest_passing(score + delta, lambda p: not _unstable(score, p, delta), score)
-    return None if lo is None or hi is None else [lo, hi]
+def _stable_interval(score: float, delta: float, scores: ScoreRange) -> list[float] | None:
+    """The perturbed scores ``_unstable`` accepts, to the exact float at each end (about
+    ``score ± delta``), clipped to the score range."""
+
+    def stable(perturbed: float) -> bool:
+        return not _unstable(score, perturbed, delta)
+
+    lo = edge(stable, score - 2 * delta - 1, score)
+    hi = edge(stable, score + 2 * delta + 1, score)
+    return None if lo is None or hi is None else within(scores, [lo, hi])
 
 
 def _explain_pinned(s: EvictionSettings, r: EvictionRequest, reason: Reason) -> Reason:
@@ -310,10 +329,10 @@ def _explain_unscoreable(s: EvictionSettings, r: EvictionRequest, reason: Reason
 
 
 def _explain_perturbation_missing(
-    s: EvictionSettings, r: EvictionRequest, reason: Reason
+    s: EvictionSettings, r: EvictionRequest, reason: Reason, scores: ScoreRange = UNIT_SCORES
 ) -> Reason:
     alternatives = [change("spec.eviction.require_perturbation", "==", False)]
-    interval = _stable_interval(r.score, s.stability_delta)
+    interval = _stable_interval(r.score, s.stability_delta, scores)
     if interval is not None:
         alternatives.insert(0, change("perturbed_score", "in", interval))
     shown = (
@@ -328,14 +347,16 @@ def _explain_perturbation_missing(
     )
 
 
-def _explain_unstable(s: EvictionSettings, r: EvictionRequest, reason: Reason) -> Reason:
+def _explain_unstable(
+    s: EvictionSettings, r: EvictionRequest, reason: Reason, scores: ScoreRange = UNIT_SCORES
+) -> Reason:
     moved = reason.detail["delta"]
     alternatives: list[Change] = []
     wording = []
     if moved <= 1:  # the schema's maximum for stability_delta
         alternatives.append(change("spec.eviction.stability_delta", ">=", moved))
         wording.append(f"stability_delta \u2265 {figure(moved)}")
-    interval = _stable_interval(r.score, s.stability_delta)
+    interval = _stable_interval(r.score, s.stability_delta, scores)
     if interval is not None:
         alternatives.append(change("perturbed_score", "in", interval))
         wording.append(f"a perturbed score in [{figure(interval[0])}, {figure(interval[1])}]")

@@ -17,13 +17,14 @@ from prunewarden.guards._counterfactual import (
     Change,
     Explainer,
     change,
+    edge,
     explain_verdict,
     explained,
     figure,
     nearest_passing,
     together,
 )
-from prunewarden.inputs import StalenessRequest, Turn
+from prunewarden.inputs import ScoreRange, StalenessRequest, Turn
 from prunewarden.inputs._columns import SpanColumns, StalenessColumns
 from prunewarden.inputs._model import TurnStats
 from prunewarden.policy import StalenessSettings
@@ -70,7 +71,12 @@ def evaluate_columns(settings: StalenessSettings, request: StalenessColumns) -> 
     )
 
 
-def explain(settings: StalenessSettings, request: StalenessRequest, verdict: Verdict) -> Verdict:
+def explain(
+    settings: StalenessSettings,
+    request: StalenessRequest,
+    verdict: Verdict,
+    scores: ScoreRange | None = None,  # noqa: ARG001 - no staleness alternative is a score
+) -> Verdict:
     """The verdict with ``would_allow`` on each refusing reason (see ``_counterfactual``)."""
     return explain_verdict(_EXPLAINERS, settings, request, verdict)
 
@@ -329,6 +335,16 @@ def _tolerates(before: Turn, after: Turn) -> Callable[[float], bool]:
     return tolerates
 
 
+def _inflating_streak(turns: tuple[Turn, ...], tolerance: float) -> int:
+    """How many consecutive pairs of turns, up to the last, inflate."""
+    streak = 0
+    for before, after in zip(reversed(turns[:-1]), reversed(turns[1:]), strict=True):
+        if not _inflates(before, after, tolerance):
+            break
+        streak += 1
+    return streak
+
+
 def _explain_inflation(s: StalenessSettings, r: StalenessRequest, reason: Reason) -> Reason:
     window = s.drift_consecutive_turns
     pairs = list(zip(r.turns[-window - 1 : -1], r.turns[-window:], strict=True))
@@ -338,7 +354,10 @@ def _explain_inflation(s: StalenessSettings, r: StalenessRequest, reason: Reason
         if magnitude == 0:
             continue  # no tolerance covers a rise from zero
         rise = after.mean_relevance - before.mean_relevance
-        found = nearest_passing(rise / magnitude, _tolerates(before, after), math.inf)
+        tolerates = _tolerates(before, after)
+        above = nearest_passing(rise / magnitude, tolerates, math.inf)
+        # The smallest tolerance the pair passes, to the exact float.
+        found = None if above is None else edge(tolerates, s.drift_tolerance, above)
         if found is not None:
             tolerances.append(found)
     alternatives: list[Change] = []
@@ -346,9 +365,11 @@ def _explain_inflation(s: StalenessSettings, r: StalenessRequest, reason: Reason
     if tolerances and min(tolerances) <= 1:  # the schema's maximum for drift_tolerance
         alternatives.append(change("spec.staleness.drift_tolerance", ">=", min(tolerances)))
         wording.append(f"drift_tolerance \u2265 {figure(min(tolerances))}")
-    if len(r.turns) <= 1000:  # the schema's maximum for drift_consecutive_turns
-        alternatives.append(change("spec.staleness.drift_consecutive_turns", ">=", len(r.turns)))
-        wording.append(f"drift_consecutive_turns \u2265 {len(r.turns)}")
+    # A window one turn longer than the run of inflating pairs the history ends with.
+    streak = _inflating_streak(r.turns, s.drift_tolerance)
+    if streak < 1000:  # the schema's maximum for drift_consecutive_turns
+        alternatives.append(change("spec.staleness.drift_consecutive_turns", ">=", streak + 1))
+        wording.append(f"drift_consecutive_turns \u2265 {streak + 1}")
     return explained(
         reason,
         alternatives,

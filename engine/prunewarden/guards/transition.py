@@ -33,7 +33,7 @@ from prunewarden.guards._counterfactual import (
     explained,
     together,
 )
-from prunewarden.inputs import EvictionRequest, TransitionRequest, TransitionSegment
+from prunewarden.inputs import EvictionRequest, ScoreRange, TransitionRequest, TransitionSegment
 from prunewarden.policy import EvictionSettings, TransitionSettings
 
 # The eviction guard's entry point, as the pipeline binds it.
@@ -101,7 +101,10 @@ def evaluate(settings: TransitionGuardSettings, request: TransitionRequest) -> V
 
 
 def explain(
-    settings: TransitionGuardSettings, request: TransitionRequest, verdict: Verdict
+    settings: TransitionGuardSettings,
+    request: TransitionRequest,
+    verdict: Verdict,
+    scores: ScoreRange | None = None,  # noqa: ARG001 - no transition alternative is a score
 ) -> Verdict:
     """The verdict with ``would_allow`` on each refusing reason (see ``_counterfactual``)."""
     return explain_verdict(_EXPLAINERS, settings, request, verdict)

@@ -16,7 +16,7 @@ from prunewarden._values import replace_value
 from prunewarden.decision import Action, Decision, Reason, Stamp, Verdict
 from prunewarden.fidelity import Embedder
 from prunewarden.guards import GUARDS, Guard, TransitionGuardSettings, staleness
-from prunewarden.inputs import CHECKS, Check, Request
+from prunewarden.inputs import CHECKS, Check, Request, ScoreRange
 from prunewarden.inputs._columns import StalenessColumns
 from prunewarden.pipeline import _calibration as calibrated
 from prunewarden.policy import Calibration, Mode, Policy
@@ -24,6 +24,8 @@ from prunewarden.rules import DEFAULT_CACHE_SIZE
 
 if TYPE_CHECKING:
     from prunewarden.rules import RuleSet
+
+UNIT_SCORES = ScoreRange(0.0, 1.0)  # spec.scores when a policy names none
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +38,9 @@ class Pipeline:
     rules: RuleSet | None = field(default=None, compare=False)  # spec.rules of this check
     sources: tuple[PolicySource, ...] = ()  # the policy's files, named by every decision
     calibration: Calibration | None = None  # spec.scores.calibration (pipeline._calibration)
+    # The range the guard judges scores on: spec.scores, or [0, 1] under a calibration; what
+    # an explained refusal offers lies within it.
+    scores: ScoreRange = UNIT_SCORES
 
     def decide(
         self, request: Request, stamp: Stamp | None = None, *, explain: bool = False
@@ -54,7 +59,7 @@ class Pipeline:
                     request = calibrated.calibrate(self.calibration, raw)
                 verdict = self.guard.evaluate(self.settings, request)
                 if explain:
-                    verdict = self.guard.explain(self.settings, request, verdict)
+                    verdict = self.guard.explain(self.settings, request, verdict, self.scores)
             except Exception as exc:  # noqa: BLE001 - fail closed: any guard error refuses
                 verdict = self._failed(exc)
             if self.rules:
@@ -180,16 +185,30 @@ def compile_policy(
             # first policy that has rules, and a policy without rules never loads it.
             rules=(
                 prunewarden.rules.RuleSet(
-                    check, policy.rules, params, cache_size=rule_cache_size, backend=cel
+                    check,
+                    policy.rules,
+                    params,
+                    cache_size=rule_cache_size,
+                    backend=cel,
+                    scores=judged_scores(policy),
                 )
                 if policy.rules
                 else None  # as an empty RuleSet: nothing to apply
             ),
             sources=policy.sources,
             calibration=policy.spec.calibration,
+            scores=judged_scores(policy),
         )
         for check in CHECKS
     }
+
+
+def judged_scores(policy: Policy) -> ScoreRange:
+    """The score range the guards and rules judge on: ``spec.scores``, or [0, 1] when the
+    policy calibrates its scores onto it."""
+    if policy.spec.calibration is not None:
+        return UNIT_SCORES
+    return policy.spec.scores
 
 
 def _settings(policy: Policy, check: Check, embedder: Embedder | None = None) -> Any:

@@ -27,6 +27,7 @@ from typing import Any
 import lark
 
 from prunewarden.decision import Reason
+from prunewarden.inputs import ScoreRange
 
 # The comparison a relation's operator node stands for, and what each becomes when inverted
 # (the rule no longer matches) or mirrored (the constant moved to the right side).
@@ -43,6 +44,15 @@ _MIRROR = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
 # As the guards' sentences write a comparison.
 _SPOKEN = {"<": "<", "<=": "\u2264", ">": ">", ">=": "\u2265", "==": "==", "!=": "\u2260"}
 _NOT_A_CONSTANT = object()
+# The variables that hold a score (rule-variables.v1): one offered lies within spec.scores.
+_SCORES = {
+    ("score",),
+    ("perturbed_score",),
+    ("median",),
+    ("canary", "score"),
+    ("canary", "baseline"),
+    ("span", "score"),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,10 +63,13 @@ class _Comparison:
     param: str | None = None  # the param the value is, when it is one
 
 
-def explain_rule(reason: Reason, when: Any, params: Mapping[str, Any]) -> Reason:
+def explain_rule(
+    reason: Reason, when: Any, params: Mapping[str, Any], scores: ScoreRange | None = None
+) -> Reason:
     """``reason`` (a matched rule's) with ``would_allow`` and ``would_allow_text``: the change
     that flips the condition ``when`` (its parse tree) under the policy's ``params``, or none
-    when the condition is not in the analysed subset."""
+    when the condition is not in the analysed subset, or when the change asks a score outside
+    ``scores`` (the policy's score range; None: [0, 1])."""
     comparison = _analysed(when, params)
     name = reason.detail.get("rule", reason.code.removeprefix("rule:"))
     if comparison is None:
@@ -74,9 +87,31 @@ def explain_rule(reason: Reason, when: Any, params: Mapping[str, Any]) -> Reason
     if comparison.param is not None:
         constant = f"params.{comparison.param} ({constant})"
     matched = f"{'.'.join(comparison.path)} {_SPOKEN[comparison.op]} {constant}"
+    scale = scores if scores is not None else ScoreRange(0.0, 1.0)
+    if comparison.path in _SCORES and not _reachable(op, comparison.value, scale):
+        sentence = (
+            f"rule {name!r} matched {matched}: no score in [{_shown(scale.min)}, "
+            f"{_shown(scale.max)}] (spec.scores) stops it matching"
+        )
+        return _explained(reason, [], sentence)
     allowed = f"{field} {_SPOKEN[op]} {constant}"
     sentence = f"rule {name!r} matched {matched}: allowed at {allowed}{where}"
     return _explained(reason, [change], sentence)
+
+
+def _reachable(op: str, value: Any, scores: ScoreRange) -> bool:
+    """Whether some score of the range satisfies ``score op value``."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return op == "!="  # a score is never equal to a non-number (null, a string)
+    low, high = scores.min, scores.max
+    return {
+        "<": low < value,
+        "<=": low <= value,
+        ">": high > value,
+        ">=": high >= value,
+        "==": low <= value <= high,
+        "!=": not low == high == value,
+    }[op]
 
 
 def _explained(reason: Reason, alternatives: list[dict[str, Any]], sentence: str) -> Reason:

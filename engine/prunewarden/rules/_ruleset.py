@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from prunewarden.decision import HALT_ACTIONS, Action, Reason, Verdict
+from prunewarden.inputs import ScoreRange
 from prunewarden.limits import MAX_DECISION_RULE_MS
 from prunewarden.rules._backend import check_backend
 from prunewarden.rules._budget import Budget, Deadline
@@ -56,7 +57,7 @@ class _Outcome:
 class RuleSet:
     """The rules of one check, with their cache; shared by every thread using the engine."""
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 - the rules, their params and three keyword settings
         self,
         check: str,
         rules: Sequence[Rule],
@@ -64,10 +65,14 @@ class RuleSet:
         *,
         cache_size: int = DEFAULT_CACHE_SIZE,
         backend: str | None = None,
+        scores: ScoreRange | None = None,
     ) -> None:
         """``backend`` is the CEL runtime that evaluates the rules: ``"python"`` (cel-python) or
         ``"native"`` (cel-cpp, the ``cel-native`` extra; :class:`BackendUnavailableError` without
-        it, whether or not there are rules), None for ``PRUNEWARDEN_CEL`` (else python)."""
+        it, whether or not there are rules), None for ``PRUNEWARDEN_CEL`` (else python).
+        ``scores``: the range the rules' scores lie in (an explained rule offers no score
+        outside it); None: [0, 1]."""
+        self.scores = scores if scores is not None else ScoreRange(0.0, 1.0)
         self.check = check
         self.backend = check_backend(backend)
         self.rules = tuple(rule for rule in rules if rule.check == check)
@@ -204,7 +209,7 @@ class RuleSet:
         if not reason.code.startswith("rule:"):
             return reason
         try:
-            return explain_rule(reason, rule.when.tree, self._raw_params)
+            return explain_rule(reason, rule.when.tree, self._raw_params, self.scores)
         except Exception:  # noqa: BLE001 - an explanation never changes a decision
             return reason
 
