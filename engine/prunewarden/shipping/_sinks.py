@@ -26,6 +26,9 @@ MEDIA_TYPE = "application/x-ndjson"
 # The bearer token an HTTP sink presents, when the receiver asks for one.
 TOKEN_ENV = "PRUNEWARDEN_SHIP_TOKEN"  # noqa: S105 - the name of the variable, not a token
 REQUEST_SECONDS = 10.0
+# What is read of a receiver's answer: an acknowledgement or a problem document is small, and a
+# receiver that answers without end must not hold the shipper's memory or its thread.
+ANSWER_BYTES = 64 * 1024
 # Statuses worth trying again: the receiver is overloaded, restarting, or timed out.
 _RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
 
@@ -97,7 +100,10 @@ class HttpSink:
         try:
             connection.request("POST", self._target, body, headers)
             response = connection.getresponse()
-            answer = response.read()
+            try:
+                answer = response.read(ANSWER_BYTES)
+            finally:
+                response.close()
         except (OSError, http.client.HTTPException) as exc:
             reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
             raise ShipError(f"{self.name}: {reason}") from None
