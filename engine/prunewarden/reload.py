@@ -52,7 +52,7 @@ from prunewarden.policy._watch import (
 from prunewarden.session import Session, SessionBinding, SessionRegistry, SessionStore
 
 if TYPE_CHECKING:
-    from prunewarden.bundle import BundleWatch
+    from prunewarden.bundle import BundleRules, BundleWatch
 
 _diagnostics = logging.getLogger("prunewarden")
 
@@ -91,7 +91,9 @@ class ReloadingEngine(EngineCalls):
     Instead of ``path``: ``bundle`` (a path or an HTTP(S) URL), ``bundle_key`` (the Ed25519
     public key, PEM bytes) and ``bundle_policy`` (None: the manifest's first), run with the
     shadow the manifest names for it, both swapped in together; a first bundle that fails
-    raises :class:`~prunewarden.errors.BundleError`.
+    raises :class:`~prunewarden.errors.BundleError`. ``bundle_rules``
+    (:class:`~prunewarden.bundle.BundleRules`): the total deadline of a fetch, the lowest
+    sequence run, whether a rollback is allowed; :meth:`close` ends a fetch in flight at once.
 
     Its decision calls are :class:`Engine`'s, with the same signatures; each runs on the
     snapshot in force when it begins.
@@ -106,6 +108,7 @@ class ReloadingEngine(EngineCalls):
         bundle: str | None = None,
         bundle_key: bytes | None = None,
         bundle_policy: str | None = None,
+        bundle_rules: BundleRules | None = None,
         shadow: str | os.PathLike[str] | None = None,
         lock: LockOption = None,
         base_dirs: tuple[str | os.PathLike[str], ...] = (),
@@ -121,8 +124,9 @@ class ReloadingEngine(EngineCalls):
             # tarfile, urllib and ssl load only for an engine on a bundle (architecture.md).
             from prunewarden.bundle import BundleWatch  # noqa: PLC0415
 
-            self._bundle = BundleWatch(bundle, bundle_key or b"", bundle_policy)
-        self.path = str(path if bundle is None else bundle)
+            self._bundle = BundleWatch(bundle, bundle_key or b"", bundle_policy, bundle_rules)
+        # A bundle's URL is named without its userinfo and query, in records and problems too.
+        self.path = str(path) if self._bundle is None else self._bundle.location
         self.shadow_path = str(shadow) if shadow is not None and bundle is None else None
         self.interval = interval
         self._lock_option = lock
@@ -284,8 +288,11 @@ class ReloadingEngine(EngineCalls):
         self._thread.start()
 
     def close(self) -> None:
-        """Stop polling; the engine keeps deciding on the snapshot in force."""
+        """Stop polling (a bundle fetch in flight is ended at once); the engine keeps deciding
+        on the snapshot in force."""
         self._stop.set()
+        if self._bundle is not None:
+            self._bundle.close()
         thread, self._thread = self._thread, None
         if thread is not None:
             thread.join()

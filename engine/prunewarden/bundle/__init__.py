@@ -8,7 +8,15 @@ Signing and verifying need the ``bundle`` extra (``cryptography``); building and
 from __future__ import annotations
 
 from prunewarden.bundle._build import build_bundle, sign_bundle
-from prunewarden.bundle._fetch import Activation, BundleWatch, Fetched, fetch
+from prunewarden.bundle._fetch import (
+    Activation,
+    BundleRules,
+    BundleWatch,
+    Fetched,
+    Fetcher,
+    bounded_problems,
+    fetch,
+)
 from prunewarden.bundle._manifest import (
     MANIFEST_NAME,
     SIGNATURES_NAME,
@@ -22,12 +30,15 @@ __all__ = [
     "MANIFEST_NAME",
     "SIGNATURES_NAME",
     "Activation",
+    "BundleRules",
     "BundleWatch",
     "BundledPolicy",
     "Fetched",
+    "Fetcher",
     "KeyPair",
     "Manifest",
     "VerifiedBundle",
+    "bounded_problems",
     "build_bundle",
     "fetch",
     "generate_key_pair",

@@ -19,6 +19,7 @@ from typing import IO, Any
 from prunewarden._files import read_regular
 from prunewarden.cli._audit import ENV_KEY
 from prunewarden.cli._common import UsageError, load_embedder
+from prunewarden.cli._serve_bundle import add_bundle_rules, bundle_rules
 from prunewarden.errors import AuditError, ExitCode
 from prunewarden.limits import (
     BODY_SECONDS,
@@ -70,6 +71,7 @@ def add_serve(commands: Any) -> None:
     serve.add_argument(
         "--bundle-policy", metavar="NAME", help="the bundle's policy to run (default: its first)"
     )
+    add_bundle_rules(serve)
     serve.add_argument(
         "--tenants",
         metavar="FILE",
@@ -274,6 +276,7 @@ def run_serve(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int
             bundle=args.bundle,
             bundle_key=bundle_key,
             bundle_policy=args.bundle_policy,
+            bundle_rules=bundle_rules(args),
             embedder=load_embedder(args),
             status_url=args.status_url,
             status_interval=args.status_interval,

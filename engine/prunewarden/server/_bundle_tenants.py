@@ -23,7 +23,14 @@ from typing import Any
 
 from prunewarden._status import ReloadOutcome, ReloadStatus
 from prunewarden.audit import log_policy_reload_failed
-from prunewarden.bundle import VerifiedBundle, fetch, verify_bundle
+from prunewarden.bundle import (
+    BundleRules,
+    Fetched,
+    Fetcher,
+    VerifiedBundle,
+    bounded_problems,
+    verify_bundle,
+)
 from prunewarden.decision import utc_now
 from prunewarden.engine import Engine, EngineCalls
 from prunewarden.errors import BundleError, Problem
@@ -48,9 +55,12 @@ class BundleTenants:
         specs: Sequence[TenantSpec],
         *,
         interval: float,
+        rules: BundleRules | None = None,
         **options: Any,
     ) -> None:
-        self.location = location
+        self.rules = rules or BundleRules()
+        self._fetcher = Fetcher(location, deadline=self.rules.timeout)
+        self.location = self._fetcher.location  # without userinfo and query
         self.interval = interval
         self._key = public_pem
         self._specs = tuple(specs)
@@ -63,10 +73,11 @@ class BundleTenants:
         self._reported: tuple[str, ...] = ()
         self._reloading = threading.Lock()
         self._hooks: list[Callable[[ReloadResult], object]] = []
-        fetched = fetch(location, None)
-        if fetched is None:  # a first fetch has no tag to be "not modified" against
-            raise BundleError([Problem(location, 0, 0, "$", "no bundle was served")])
-        self.engines: Mapping[str, Engine] = self._engines(fetched.data, None)
+        try:
+            fetched = self._first_fetch()
+            self.engines: Mapping[str, Engine] = self._engines(fetched.data, None)
+        except BundleError as exc:
+            raise BundleError(bounded_problems(exc.problems, self.location)) from None
         self._etag = fetched.etag
         self._content = hashlib.sha256(fetched.data).hexdigest()
         self._since = utc_now()
@@ -78,6 +89,12 @@ class BundleTenants:
                 target=self._watch, name="prunewarden-bundle", daemon=True
             )
             self._thread.start()
+
+    def _first_fetch(self) -> Fetched:
+        fetched = self._fetcher.fetch(None)
+        if fetched is None:  # a first fetch has no tag to be "not modified" against
+            raise BundleError([Problem(self.location, 0, 0, "$", "no bundle was served")])
+        return fetched
 
     def tenant(self, name: str) -> BundleTenant:
         """The policy holder of the tenant ``name``."""
@@ -108,7 +125,8 @@ class BundleTenants:
             try:
                 swapped = self._fetch(current)
             except BundleError as exc:
-                problems = tuple(str(problem) for problem in exc.problems)
+                bounded = bounded_problems(exc.problems, self.location)
+                problems = tuple(str(problem) for problem in bounded)
             except Exception as exc:  # noqa: BLE001 - the bundle in force outlives any fetch
                 problems = (f"{self.location}: $: the bundle could not be loaded ({exc!r})",)
             else:
@@ -121,15 +139,17 @@ class BundleTenants:
             return self._noted(ReloadResult(False, first.identity, problems))
 
     def close(self) -> None:
-        """Stop polling; every tenant keeps deciding on the revision in force."""
+        """Stop polling (a fetch in flight is ended at once); every tenant keeps deciding on
+        the revision in force."""
         self._stop.set()
+        self._fetcher.close()
         thread, self._thread = self._thread, None
         if thread is not None:
             thread.join()
 
     def _fetch(self, current: Mapping[str, Engine]) -> Policy | None:
         """A new revision swapped in (the first tenant's policy under it), or None."""
-        fetched = fetch(self.location, self._etag)
+        fetched = self._fetcher.fetch(self._etag)
         if fetched is None:
             return None
         content = hashlib.sha256(fetched.data).hexdigest()

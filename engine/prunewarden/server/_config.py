@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import ipaddress
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from prunewarden.bundle import BundleRules
 from prunewarden.errors import PrunewardenError
 from prunewarden.limits import (
     BODY_SECONDS,
@@ -121,7 +122,8 @@ class ServerConfig:
     ``bundle``: a signed bundle (path or HTTP(S) URL) to take the policy from instead of
     ``policy`` (None), with ``bundle_key`` the Ed25519 public key (PEM bytes) and
     ``bundle_policy`` the policy in it (None: its first; docs/fleet.md), run with the shadow
-    the bundle's manifest names for it.
+    the bundle's manifest names for it; ``bundle_rules``: a fetch's total deadline, the lowest
+    sequence run and whether a rollback is allowed (:class:`~prunewarden.bundle.BundleRules`).
     ``ship``: URLs the audit log is shipped to (docs/fleet.md), as ``ship_replica`` (None: the
     host name), with at most ``ship_buffer_records`` records and ``ship_buffer_bytes`` bytes
     read and not yet acknowledged per destination.
@@ -159,6 +161,7 @@ class ServerConfig:
     bundle: str | None = None
     bundle_key: bytes | None = None
     bundle_policy: str | None = None
+    bundle_rules: BundleRules = field(default_factory=BundleRules)
     embedder: Embedder | None = None
     status_url: str | None = None
     status_interval: float = 10.0

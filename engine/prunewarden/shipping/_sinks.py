@@ -17,6 +17,7 @@ import urllib.parse
 from collections.abc import Sequence
 from typing import Protocol
 
+from prunewarden._locations import shown_location
 from prunewarden.errors import PrunewardenError
 from prunewarden.shipping._reading import Shipped
 
@@ -59,11 +60,7 @@ def destination_name(url: str) -> str:
     if parts.scheme == "kafka":  # several brokers, HOST:PORT,HOST:PORT, none a URL's host
         netloc = parts.netloc.rpartition("@")[2]
         return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "", ""))
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    netloc = host if parts.port is None else f"{host}:{parts.port}"
-    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+    return shown_location(url)
 
 
 class HttpSink:
