@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Self
 
 from prunewarden._identity import PolicyIdentity
 from prunewarden._status import ReloadOutcome, ReloadStatus
-from prunewarden.audit import log_policy_reload_failed, log_policy_reloaded
+from prunewarden.audit import log_policy_reload_failed, log_policy_reloaded, log_policy_rollback
 from prunewarden.decision import utc_now
 from prunewarden.engine import Engine, EngineCalls
 from prunewarden.errors import BundleError, PolicyError, Problem
@@ -52,7 +52,7 @@ from prunewarden.policy._watch import (
 from prunewarden.session import Session, SessionBinding, SessionRegistry, SessionStore
 
 if TYPE_CHECKING:
-    from prunewarden.bundle import BundleRules, BundleWatch
+    from prunewarden.bundle import Activation, BundleRules, BundleWatch
 
 _diagnostics = logging.getLogger("prunewarden")
 
@@ -346,6 +346,8 @@ class ReloadingEngine(EngineCalls):
                 problems = (f"{self.path}: $: the bundle could not be loaded ({exc!r})",)
             else:
                 self._report(self.path, (), {}, current)
+                if activation is not None and activation.rollback is not None:
+                    self._record_rollback(activation)
                 if activation is not None and _pair_differs(
                     activation.policy, activation.shadow, current, self._candidate
                 ):  # the policy and its shadow come from one verified bundle: one swap
@@ -355,6 +357,14 @@ class ReloadingEngine(EngineCalls):
                 return ReloadResult(False, current.identity) if failed else None
             self._report(self.path, problems, {}, current)
             return ReloadResult(False, current.identity, problems)
+
+    def _record_rollback(self, activation: Activation) -> None:
+        """``policy_rollback``, before the first decision under the older bundle."""
+        if activation.rollback is not None and self._records is not None:
+            previous, current = activation.rollback.sides()
+            identity = activation.policy.identity
+            with contextlib.suppress(Exception):
+                log_policy_rollback(self._records, self.path, previous, current, identity)
 
     def _swap(self, policy: Policy, candidate: Policy | None, previous: Policy) -> None:
         # The swap: one assignment of a complete, immutable snapshot.

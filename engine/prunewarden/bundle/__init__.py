@@ -14,7 +14,9 @@ from prunewarden.bundle._fetch import (
     BundleWatch,
     Fetched,
     Fetcher,
+    Rollback,
     bounded_problems,
+    check_order,
     fetch,
 )
 from prunewarden.bundle._manifest import (
@@ -37,9 +39,11 @@ __all__ = [
     "Fetcher",
     "KeyPair",
     "Manifest",
+    "Rollback",
     "VerifiedBundle",
     "bounded_problems",
     "build_bundle",
+    "check_order",
     "fetch",
     "generate_key_pair",
     "key_id",

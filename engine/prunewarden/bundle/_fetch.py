@@ -25,6 +25,7 @@ from prunewarden._files import read_bounded, read_regular
 from prunewarden._locations import shown_location
 from prunewarden._schemas import capped
 from prunewarden.bundle._http import Deadline, opener
+from prunewarden.bundle._manifest import Manifest
 from prunewarden.bundle._verify import verify_bundle
 from prunewarden.errors import BundleError, Problem
 from prunewarden.limits import BUNDLE_FETCH_SECONDS, MAX_BUNDLE_BYTES, MAX_PROBLEM_CHARS
@@ -174,12 +175,66 @@ class Fetcher:
 
 
 @dataclass(frozen=True, slots=True)
+class Rollback:
+    """A bundle older than the one in force, activated because the rules allow it: each side's
+    revision and sequence (None: a manifest without one)."""
+
+    location: str
+    previous: tuple[str, int | None]
+    current: tuple[str, int | None]
+
+    def sides(self) -> tuple[dict[str, object], dict[str, object]]:
+        """``previous`` and ``current`` as a record names them."""
+        return (
+            {"revision": self.previous[0], "sequence": self.previous[1]},
+            {"revision": self.current[0], "sequence": self.current[1]},
+        )
+
+
+def check_order(
+    manifest: Manifest,
+    in_force: tuple[str, int | None] | None,
+    rules: BundleRules,
+    location: str,
+) -> Rollback | None:
+    """Whether the verified ``manifest`` may follow the bundle ``in_force`` (its revision and
+    sequence; None: none yet): None when its sequence is not lower, a :class:`Rollback` when it
+    is and the rules allow it; :class:`BundleError` when it is below ``rules.min_sequence`` or
+    older and not allowed. A bundle without a sequence is older than any bundle with one."""
+    sequence = manifest.sequence
+    shown = "no sequence" if sequence is None else f"sequence {sequence}"
+    floor = rules.min_sequence
+    if floor is not None and (sequence is None or sequence < floor):
+        why = (
+            f"manifest version {manifest.manifest_version} has no sequence: build it again"
+            if sequence is None
+            else f"below --bundle-min-sequence {floor}"
+        )
+        message = f"{shown} (revision {manifest.revision}): {why}"
+        raise BundleError([Problem(location, 0, 0, "$.sequence", message)])
+    if in_force is None or in_force[1] is None:
+        return None  # nothing to compare with: the first bundle, or one without a sequence
+    if sequence is not None and sequence >= in_force[1]:
+        return None  # newer, or built as of the same moment (the order cannot tell them)
+    if not rules.allow_rollback:
+        message = (
+            f"{shown} (revision {manifest.revision}) is older than sequence {in_force[1]} "
+            f"in force (revision {in_force[0]}): a rollback, refused; build it again with a "
+            "higher sequence, or allow it (serve --bundle-allow-rollback)"
+        )
+        raise BundleError([Problem(location, 0, 0, "$.sequence", message)])
+    return Rollback(location, in_force, (manifest.revision, sequence))
+
+
+@dataclass(frozen=True, slots=True)
 class Activation:
     """What a new bundle gives a server to run: the policy, and the shadow its manifest names
-    for it (None: none), activated together or not at all."""
+    for it (None: none), activated together or not at all; ``rollback``: set when the bundle
+    is older than the one it replaces (allowed, and to be recorded)."""
 
     policy: Policy
     shadow: Policy | None = None
+    rollback: Rollback | None = None
 
 
 class BundleWatch:
@@ -207,6 +262,8 @@ class BundleWatch:
         self._etag: str | None = None
         self._content: str | None = None  # SHA-256 of the bundle in force
         self._refused: tuple[str, BundleError] | None = None  # a bundle's SHA-256, and why
+        self._order: tuple[str, int | None] | None = None  # revision and sequence in force
+        self._next_order: tuple[str, int | None] | None = None
 
     def close(self) -> None:
         """End the fetch in flight now, and fetch no more."""
@@ -241,6 +298,7 @@ class BundleWatch:
             raise
         self._etag, self._content, self._refused = fetched.etag, content, None
         self.revision = activation.policy.identity.bundle_revision
+        self._order = self._next_order
         return activation
 
     def _verified(self, data: bytes) -> Activation:
@@ -248,12 +306,16 @@ class BundleWatch:
             bundle = verify_bundle(data, self._key, self.location)
         except ValueError as exc:  # the key given, not the bundle
             raise BundleError([Problem(self.location, 0, 0, "$", f"the key: {exc}")]) from None
+        rollback = check_order(bundle.manifest, self._order, self.rules, self.location)
         wanted = bundle.manifest.policy(self.policy_name)
         if wanted is None:
             names = ", ".join(sorted(bundle.policies))
             message = f"no policy {self.policy_name!r} in the bundle (it holds {names})"
             raise BundleError([Problem(self.location, 0, 0, "$.policies", message)])
-        return Activation(bundle.policies[wanted.name], bundle.shadows.get(wanted.name))
+        policy, shadow = bundle.policies[wanted.name], bundle.shadows.get(wanted.name)
+        # The order moves only once nothing else can refuse the bundle (in _load).
+        self._next_order = (bundle.manifest.revision, bundle.manifest.sequence)
+        return Activation(policy, shadow, rollback)
 
 
 def _refuse_reused_version(policy: Policy, in_force: Policy | None, location: str) -> None:

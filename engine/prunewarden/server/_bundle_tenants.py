@@ -22,13 +22,15 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from prunewarden._status import ReloadOutcome, ReloadStatus
-from prunewarden.audit import log_policy_reload_failed
+from prunewarden.audit import log_policy_reload_failed, log_policy_rollback
 from prunewarden.bundle import (
     BundleRules,
     Fetched,
     Fetcher,
+    Rollback,
     VerifiedBundle,
     bounded_problems,
+    check_order,
     verify_bundle,
 )
 from prunewarden.decision import utc_now
@@ -70,12 +72,16 @@ class BundleTenants:
         self._etag: str | None = None
         self._content: str | None = None
         self._refused: tuple[str, BundleError] | None = None
+        # The revision and sequence in force, and those of the bundle being verified.
+        self._order: tuple[str, int | None] | None = None
+        self._next: tuple[tuple[str, int | None], Rollback | None] | None = None
         self._reported: tuple[str, ...] = ()
         self._reloading = threading.Lock()
         self._hooks: list[Callable[[ReloadResult], object]] = []
         try:
             fetched = self._first_fetch()
             self.engines: Mapping[str, Engine] = self._engines(fetched.data, None)
+            self._order = self._next[0] if self._next is not None else None
         except BundleError as exc:
             raise BundleError(bounded_problems(exc.problems, self.location)) from None
         self._etag = fetched.etag
@@ -164,6 +170,10 @@ class BundleTenants:
             self._refused = (content, exc)
             raise
         self._etag, self._content, self._refused = fetched.etag, content, None
+        if self._next is not None:
+            self._order, rollback = self._next
+            if rollback is not None:
+                self._record_rollback(rollback, engines[self._specs[0].name].policy)
         # The swap: one assignment, every tenant at once.
         self.engines = engines
         self._since = utc_now()
@@ -176,6 +186,8 @@ class BundleTenants:
             bundle = verify_bundle(data, self._key, self.location)
         except ValueError as exc:  # the key given, not the bundle
             raise BundleError([Problem(self.location, 0, 0, "$", f"the key: {exc}")]) from None
+        rollback = check_order(bundle.manifest, self._order, self.rules, self.location)
+        self._next = ((bundle.manifest.revision, bundle.manifest.sequence), rollback)
         problems: list[Problem] = []
         chosen: dict[str, tuple[Policy, Policy | None]] = {}
         for spec in self._specs:
@@ -223,6 +235,14 @@ class BundleTenants:
             if self._records is not None:
                 log_policy_reload_failed(self._records, self.location, problems, kept.identity)
             _diagnostics.warning("policy_reload_failed: %s: %s", self.location, "; ".join(problems))
+
+    def _record_rollback(self, rollback: Rollback, policy: Policy) -> None:
+        """``policy_rollback`` (an older bundle allowed), before any decision under it."""
+        if self._records is None:
+            return
+        previous, current = rollback.sides()
+        with contextlib.suppress(Exception):
+            log_policy_rollback(self._records, self.location, previous, current, policy.identity)
 
     def _noted(self, result: ReloadResult) -> ReloadResult:
         outcome: ReloadOutcome = (
