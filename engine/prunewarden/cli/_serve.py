@@ -79,6 +79,12 @@ def add_serve(commands: Any) -> None:
         "--bundle, the tenants name policies of the bundle; docs/fleet.md)",
     )
     serve.add_argument(
+        "--trusted-labels-header",
+        metavar="NAME",
+        help="read a request's labels from this header alone, which a proxy in front sets; a "
+        "Prunewarden-Labels header or a document's labels is then refused (400)",
+    )
+    serve.add_argument(
         "--audit-log",
         metavar="PATH",
         default="prunewarden-audit.jsonl",
@@ -285,6 +291,7 @@ def run_serve(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int
             ship_buffer_records=args.ship_buffer_records,
             ship_buffer_bytes=args.ship_buffer_bytes,
             tenants=tenants,
+            trusted_labels_header=args.trusted_labels_header,
         )
     except ValueError:
         raise UsageError(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -106,6 +107,9 @@ def read_token(token_file: str | None, environ: dict[str, str] | None = None) ->
     return value or None
 
 
+_HEADER_NAME = re.compile(r"[A-Za-z0-9!#$%&'*+.^_`|~-]{1,128}")
+
+
 @dataclass(frozen=True, slots=True)
 class ServerConfig:
     """Everything :func:`~prunewarden.server.create_app` and the runner need.
@@ -134,7 +138,9 @@ class ServerConfig:
     seconds and after each activation and new failure (None: nowhere; docs/fleet.md).
     ``tenants``: several policies chosen per request by labels (``serve --tenants``, read by
     :func:`~prunewarden.server.read_tenants`), instead of ``policy``; with ``bundle``, the
-    tenants name policies of the bundle (docs/fleet.md).
+    tenants name policies of the bundle (docs/fleet.md). ``trusted_labels_header``: the header
+    a proxy in front sets, from which alone a request's labels are read (None: the caller's
+    ``Prunewarden-Labels`` and the document's ``labels``).
     """
 
     policy: str | None
@@ -170,6 +176,7 @@ class ServerConfig:
     ship_buffer_records: int = DEFAULT_BUFFER_RECORDS
     ship_buffer_bytes: int = DEFAULT_BUFFER_BYTES
     tenants: TenantsConfig | None = None
+    trusted_labels_header: str | None = None
 
     def __post_init__(self) -> None:
         if self.tenants is not None:
@@ -184,6 +191,10 @@ class ServerConfig:
             raise ServerConfigError(msg)
         if self.status_url is not None and not self.status_url.startswith(("http://", "https://")):
             msg = f"--status-url {self.status_url!r}: expected an http:// or https:// URL"
+            raise ServerConfigError(msg)
+        header = self.trusted_labels_header
+        if header is not None and not _HEADER_NAME.fullmatch(header):
+            msg = f"--trusted-labels-header {header!r}: not an HTTP header name"
             raise ServerConfigError(msg)
         if self.status_interval <= 0:
             msg = f"--status-interval {self.status_interval:g}: must be positive"

@@ -293,6 +293,15 @@ def tenant_schema(identity: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def ready_tenant_schema(identity: dict[str, Any]) -> dict[str, Any]:
+    """A tenant as ``/readyz`` lists it, without the token: as :func:`tenant_schema`, without
+    its selector (which labels route a request is for callers holding the token)."""
+    schema = tenant_schema(identity)
+    schema["required"] = [name for name in schema["required"] if name != "selector"]
+    schema["properties"] = {k: v for k, v in schema["properties"].items() if k != "selector"}
+    return schema
+
+
 def policies_schema(tenant: dict[str, Any]) -> dict[str, Any]:
     """The schema of ``GET /v1/policies``, ``tenant`` being the schema of a tenant."""
     return {
