@@ -28,6 +28,8 @@ from prunewarden.bundle._signing import sign
 from prunewarden.errors import BundleError
 from prunewarden.policy._lock import update as update_lock
 from prunewarden.policy._overlay import resolve_file
+from prunewarden.server._bundle_tenants import BundleTenants
+from prunewarden.server._tenant_config import TenantSpec
 
 RECORD = Draft202012Validator(schema("audit-record"))
 
@@ -170,3 +172,35 @@ class TestMinSequence:
                     interval=0,
                 )
             assert "manifest version 1 has no sequence: build it again" in str(raised.value)
+
+
+class TestTenantsOfABundle:
+    def test_tenants_refuse_an_older_bundle_and_record_an_allowed_one(
+        self, tmp_path: Path, keys: KeyPair
+    ) -> None:
+        """One fetch for every tenant: the same order holds (refused by default, a
+        policy_rollback record when allowed)."""
+        newer = bundle_of(tmp_path / "n", keys, "1.1.0", 2)
+        older = bundle_of(tmp_path / "o", keys, "1.0.0", 1)
+        specs = [TenantSpec("prod", "prod")]
+        for allowed in (False, True):
+            stream = io.StringIO()
+            with bundle_server() as served, AuditLog(stream) as audit:
+                served.serve(newer)
+                rules = BundleRules(allow_rollback=allowed)
+                watch = BundleTenants(
+                    served.url, keys.public_pem, specs, interval=0, rules=rules, audit=audit
+                )
+                served.serve(older)
+                result = watch.poll()
+                watch.close()
+            assert result is not None
+            revision = watch.engines["prod"].policy.identity.bundle_revision
+            if allowed:
+                assert (result.changed, revision) == (True, "r-1.0.0")
+                (record,) = records(stream, "policy_rollback")
+                RECORD.validate(record)
+            else:
+                assert (result.changed, revision) == (False, "r-1.1.0")
+                assert any("older than sequence 2" in p for p in result.problems)
+                assert records(stream, "policy_rollback") == []
