@@ -35,9 +35,7 @@ class Skewed:
         self.future = self._built(folder, prod(0.01, "1.1.0"), "future", "2099-01-01T00:00:00Z", 2)
         self.past = self._built(folder, prod(0.25, "1.2.0"), "past", "1999-01-01T00:00:00Z", 3)
 
-    def _built(
-        self, folder: Path, text: str, revision: str, built_at: str, sequence: int
-    ) -> bytes:
+    def _built(self, folder: Path, text: str, revision: str, built_at: str, sequence: int) -> bytes:
         here = folder / revision
         here.mkdir()
         (here / "base.yaml").write_text(BASE, encoding="utf-8")
