@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from _support.bundles import BASE, BundleServer, bundle_server, prod
 from prunewarden import AuditLog, ReloadingEngine
-from prunewarden.bundle import build_bundle, generate_key_pair, sign_bundle
+from prunewarden.bundle import BundleRules, build_bundle, generate_key_pair, sign_bundle
 from prunewarden.decision import Decision
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -26,20 +26,27 @@ REUSED = '"5f3a-1b2"'  # an mtime-size ETag, as a file server makes, repeated ac
 
 class Skewed:
     """r1 (prod@1.0.0, allows) built now; future (prod@1.1.0, denies) built in 2099; past
-    (prod@1.2.0, allows) built in 1999, after both."""
+    (prod@1.2.0, allows) built in 1999, after both. Their sequences are given (1, 2, 3): the
+    build time is not what orders them."""
 
     def __init__(self, folder: Path) -> None:
         self.keys = generate_key_pair()
-        self.r1 = self._built(folder, prod(0.25, "1.0.0"), "r1", "2026-12-01T00:00:00Z")
-        self.future = self._built(folder, prod(0.01, "1.1.0"), "future", "2099-01-01T00:00:00Z")
-        self.past = self._built(folder, prod(0.25, "1.2.0"), "past", "1999-01-01T00:00:00Z")
+        self.r1 = self._built(folder, prod(0.25, "1.0.0"), "r1", "2026-12-01T00:00:00Z", 1)
+        self.future = self._built(folder, prod(0.01, "1.1.0"), "future", "2099-01-01T00:00:00Z", 2)
+        self.past = self._built(folder, prod(0.25, "1.2.0"), "past", "1999-01-01T00:00:00Z", 3)
 
-    def _built(self, folder: Path, text: str, revision: str, built_at: str) -> bytes:
+    def _built(self, folder: Path, text: str, revision: str, built_at: str, sequence: int) -> bytes:
         here = folder / revision
         here.mkdir()
         (here / "base.yaml").write_text(BASE, encoding="utf-8")
         (here / "prod.yaml").write_text(text, encoding="utf-8")
-        built = build_bundle([here / "prod.yaml"], revision=revision, lock=False, built_at=built_at)
+        built = build_bundle(
+            [here / "prod.yaml"],
+            revision=revision,
+            lock=False,
+            built_at=built_at,
+            sequence=sequence,
+        )
         return sign_bundle(built, self.keys.private_pem)
 
 
@@ -59,11 +66,16 @@ def served(skewed: Skewed) -> Iterator[BundleServer]:
 def engine_on(
     served: BundleServer, skewed: Skewed, stream: io.StringIO
 ) -> Iterator[ReloadingEngine]:
-    """An engine on what ``served`` serves now, logging to ``stream``, reloaded when asked."""
+    """An engine on what ``served`` serves now, logging to ``stream``, reloaded when asked;
+    it allows rollbacks (the tests swap bundles back and forth)."""
     with (
         AuditLog(stream) as audit,
         ReloadingEngine(
-            bundle=served.url, bundle_key=skewed.keys.public_pem, interval=0, audit=audit
+            bundle=served.url,
+            bundle_key=skewed.keys.public_pem,
+            bundle_rules=BundleRules(allow_rollback=True),
+            interval=0,
+            audit=audit,
         ) as engine,
     ):
         yield engine

@@ -20,6 +20,8 @@ from typing import Final
 MAX_POLICY_BYTES: Final = 1024 * 1024
 #: Size of a policy bundle, compressed as fetched and again once decompressed.
 MAX_BUNDLE_BYTES: Final = 64 * 1024 * 1024
+#: Seconds one fetch of a bundle may take in all (connecting, headers, body), by default.
+BUNDLE_FETCH_SECONDS: Final = 30.0
 #: Nesting of YAML mappings and sequences.
 MAX_YAML_DEPTH: Final = 64
 #: Values in one YAML document after alias expansion: a "billion laughs" stops here.
@@ -181,6 +183,9 @@ MAX_MEMORY_PATH_CHARS: Final = 240
 #: Problems reported for one policy or document; a note says when more were found. Reporting a
 #: million bad values would take longer than any caller waits.
 MAX_PROBLEMS: Final = 100
+#: Characters of one problem's path or message where it is kept or served (a bundle's problems in
+#: records, ``/readyz`` and statuses): a name or value quoted from a hostile file is shortened.
+MAX_PROBLEM_CHARS: Final = 512
 
 # --- the audit log -----------------------------------------------------------------------------
 

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Self
 
 from prunewarden._identity import PolicyIdentity
 from prunewarden._status import ReloadOutcome, ReloadStatus
-from prunewarden.audit import log_policy_reload_failed, log_policy_reloaded
+from prunewarden.audit import log_policy_reload_failed, log_policy_reloaded, log_policy_rollback
 from prunewarden.decision import utc_now
 from prunewarden.engine import Engine, EngineCalls
 from prunewarden.errors import BundleError, PolicyError, Problem
@@ -52,7 +52,7 @@ from prunewarden.policy._watch import (
 from prunewarden.session import Session, SessionBinding, SessionRegistry, SessionStore
 
 if TYPE_CHECKING:
-    from prunewarden.bundle import BundleWatch
+    from prunewarden.bundle import Activation, BundleRules, BundleWatch
 
 _diagnostics = logging.getLogger("prunewarden")
 
@@ -91,7 +91,9 @@ class ReloadingEngine(EngineCalls):
     Instead of ``path``: ``bundle`` (a path or an HTTP(S) URL), ``bundle_key`` (the Ed25519
     public key, PEM bytes) and ``bundle_policy`` (None: the manifest's first), run with the
     shadow the manifest names for it, both swapped in together; a first bundle that fails
-    raises :class:`~prunewarden.errors.BundleError`.
+    raises :class:`~prunewarden.errors.BundleError`. ``bundle_rules``
+    (:class:`~prunewarden.bundle.BundleRules`): the total deadline of a fetch, the lowest
+    sequence run, whether a rollback is allowed; :meth:`close` ends a fetch in flight at once.
 
     Its decision calls are :class:`Engine`'s, with the same signatures; each runs on the
     snapshot in force when it begins.
@@ -106,6 +108,7 @@ class ReloadingEngine(EngineCalls):
         bundle: str | None = None,
         bundle_key: bytes | None = None,
         bundle_policy: str | None = None,
+        bundle_rules: BundleRules | None = None,
         shadow: str | os.PathLike[str] | None = None,
         lock: LockOption = None,
         base_dirs: tuple[str | os.PathLike[str], ...] = (),
@@ -121,8 +124,9 @@ class ReloadingEngine(EngineCalls):
             # tarfile, urllib and ssl load only for an engine on a bundle (architecture.md).
             from prunewarden.bundle import BundleWatch  # noqa: PLC0415
 
-            self._bundle = BundleWatch(bundle, bundle_key or b"", bundle_policy)
-        self.path = str(path if bundle is None else bundle)
+            self._bundle = BundleWatch(bundle, bundle_key or b"", bundle_policy, bundle_rules)
+        # A bundle's URL is named without its userinfo and query, in records and problems too.
+        self.path = str(path) if self._bundle is None else self._bundle.location
         self.shadow_path = str(shadow) if shadow is not None and bundle is None else None
         self.interval = interval
         self._lock_option = lock
@@ -284,8 +288,11 @@ class ReloadingEngine(EngineCalls):
         self._thread.start()
 
     def close(self) -> None:
-        """Stop polling; the engine keeps deciding on the snapshot in force."""
+        """Stop polling (a bundle fetch in flight is ended at once); the engine keeps deciding
+        on the snapshot in force."""
         self._stop.set()
+        if self._bundle is not None:
+            self._bundle.close()
         thread, self._thread = self._thread, None
         if thread is not None:
             thread.join()
@@ -339,6 +346,8 @@ class ReloadingEngine(EngineCalls):
                 problems = (f"{self.path}: $: the bundle could not be loaded ({exc!r})",)
             else:
                 self._report(self.path, (), {}, current)
+                if activation is not None and activation.rollback is not None:
+                    self._record_rollback(activation)
                 if activation is not None and _pair_differs(
                     activation.policy, activation.shadow, current, self._candidate
                 ):  # the policy and its shadow come from one verified bundle: one swap
@@ -348,6 +357,14 @@ class ReloadingEngine(EngineCalls):
                 return ReloadResult(False, current.identity) if failed else None
             self._report(self.path, problems, {}, current)
             return ReloadResult(False, current.identity, problems)
+
+    def _record_rollback(self, activation: Activation) -> None:
+        """``policy_rollback``, before the first decision under the older bundle."""
+        if activation.rollback is not None and self._records is not None:
+            previous, current = activation.rollback.sides()
+            identity = activation.policy.identity
+            with contextlib.suppress(Exception):
+                log_policy_rollback(self._records, self.path, previous, current, identity)
 
     def _swap(self, policy: Policy, candidate: Policy | None, previous: Policy) -> None:
         # The swap: one assignment of a complete, immutable snapshot.

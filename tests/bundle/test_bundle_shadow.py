@@ -73,12 +73,12 @@ def resigned(bundle: bytes, manifest: dict[str, Any], keys: KeyPair) -> bytes:
 
 
 class TestManifest:
-    def test_a_shadow_makes_the_manifest_version_2(self, folder: Path) -> None:
+    def test_a_shadow_is_named_in_the_manifest(self, folder: Path) -> None:
         """The policy's entry names its shadow's path, name@version and digest; the
         candidate's file is one of the bundle's files."""
         candidate = load_policy(folder / "candidate.yaml")
         manifest = manifest_of(with_shadow(folder))
-        assert manifest["manifest_version"] == 2
+        assert manifest["manifest_version"] == 3
         (entry,) = manifest["policies"]
         assert entry["shadow"] == {
             "path": "candidate.yaml",
@@ -88,10 +88,11 @@ class TestManifest:
         }
         assert "candidate.yaml" in manifest["files"]
 
-    def test_without_a_shadow_the_manifest_stays_version_1(self, folder: Path) -> None:
-        """A bundle naming no shadow is written as before: version 1, no shadow field."""
+    def test_without_a_shadow_the_manifest_has_no_shadow_field(self, folder: Path) -> None:
+        """A bundle naming no shadow has no shadow field (and, as every bundle now, a
+        sequence: version 3)."""
         manifest = manifest_of(build_bundle([folder / "prod.yaml"], revision="r1"))
-        assert manifest["manifest_version"] == 1
+        assert manifest["manifest_version"] == 3
         assert "shadow" not in manifest["policies"][0]
 
     def test_a_shadow_of_no_policy_is_refused(self, folder: Path) -> None:
@@ -133,6 +134,7 @@ class TestVerify:
         """A shadow in a version 1 manifest is refused, not ignored."""
         bundle = with_shadow(folder)
         manifest = {**manifest_of(bundle), "manifest_version": 1}
+        del manifest["sequence"]
         with pytest.raises(BundleError) as caught:
             verify_bundle(resigned(bundle, manifest, keys), keys.public_pem, "b.tar.gz")
         (problem,) = caught.value.problems
@@ -144,13 +146,13 @@ class TestVerify:
     def test_a_newer_manifest_version_is_refused(self, folder: Path, keys: KeyPair) -> None:
         """A reader refuses a manifest version it does not know, saying which it knows."""
         bundle = with_shadow(folder)
-        manifest = {**manifest_of(bundle), "manifest_version": 3}
+        manifest = {**manifest_of(bundle), "manifest_version": 4}
         with pytest.raises(BundleError) as caught:
             verify_bundle(resigned(bundle, manifest, keys), keys.public_pem, "b.tar.gz")
         (problem,) = caught.value.problems
         assert (problem.path, problem.message) == (
             "$.manifest_version",
-            "3: this reader knows 1 and 2",
+            "4: this reader knows 1, 2 and 3",
         )
 
 

@@ -73,7 +73,8 @@ class TestBundleCommand:
         assert (code, err) == (0, "")
         first, policy = out.splitlines()
         assert first.startswith(
-            f"{bundle}: verified: revision r1, built {BUILT_AT}, signed by sha256:"
+            f"{bundle}: verified: revision r1, built {BUILT_AT}, sequence 1796083200000, "
+            "signed by sha256:"
         )
         assert policy.startswith("  prod@1.0.0 sha256:")
         assert policy.endswith("(prod.yaml)")

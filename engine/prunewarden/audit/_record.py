@@ -56,6 +56,7 @@ WRITE_RECOVERED = "write_recovered"
 SESSION_REBOUND = "session_rebound"
 SESSION_STATE_REJECTED = "session_state_rejected"
 RECORDS_DROPPED = "records_dropped"
+POLICY_ROLLBACK = "policy_rollback"
 KINDS = (
     DECISION,
     PRUNING_PASS,
@@ -66,6 +67,7 @@ KINDS = (
     SESSION_REBOUND,
     SESSION_STATE_REJECTED,
     RECORDS_DROPPED,
+    POLICY_ROLLBACK,
 )
 
 # Substrings a canonical record line contains, for cheap scans before parsing.
@@ -269,6 +271,22 @@ def policy_reload_failed_record(
     )
 
 
+def policy_rollback_record(
+    location: str,
+    previous: Mapping[str, Any],
+    current: Mapping[str, Any],
+    policy: PolicyIdentity,
+) -> dict[str, Any]:
+    """A bundle older than the one in force was activated because the server allows it
+    (``serve --bundle-allow-rollback``): ``previous`` and ``current`` each give ``revision``
+    and ``sequence`` (None: a manifest without one); ``policy`` is the one now in force."""
+    return _event(
+        POLICY_ROLLBACK,
+        rollback={"location": location, "from": dict(previous), "to": dict(current)},
+        policy=policy.to_dict(),
+    )
+
+
 def session_rebound_record(  # noqa: PLR0913 - the two identities and what carried over
     session_id: str | None,
     labels: Mapping[str, str],
@@ -352,6 +370,16 @@ def log_policy_reload_failed(
     logger: Any, path: str, problems: Iterable[str], active: PolicyIdentity | None
 ) -> None:
     log_decision(logger, policy_reload_failed_record(path, problems, active))
+
+
+def log_policy_rollback(
+    logger: Any,
+    location: str,
+    previous: Mapping[str, Any],
+    current: Mapping[str, Any],
+    policy: PolicyIdentity,
+) -> None:
+    log_decision(logger, policy_rollback_record(location, previous, current, policy))
 
 
 def log_policy_reloaded(logger: Any, previous: PolicyIdentity, current: Policy) -> None:

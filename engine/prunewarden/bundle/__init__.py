@@ -8,7 +8,17 @@ Signing and verifying need the ``bundle`` extra (``cryptography``); building and
 from __future__ import annotations
 
 from prunewarden.bundle._build import build_bundle, sign_bundle
-from prunewarden.bundle._fetch import Activation, BundleWatch, Fetched, fetch
+from prunewarden.bundle._fetch import (
+    Activation,
+    BundleRules,
+    BundleWatch,
+    Fetched,
+    Fetcher,
+    Rollback,
+    bounded_problems,
+    check_order,
+    fetch,
+)
 from prunewarden.bundle._manifest import (
     MANIFEST_NAME,
     SIGNATURES_NAME,
@@ -22,13 +32,18 @@ __all__ = [
     "MANIFEST_NAME",
     "SIGNATURES_NAME",
     "Activation",
+    "BundleRules",
     "BundleWatch",
     "BundledPolicy",
     "Fetched",
+    "Fetcher",
     "KeyPair",
     "Manifest",
+    "Rollback",
     "VerifiedBundle",
+    "bounded_problems",
     "build_bundle",
+    "check_order",
     "fetch",
     "generate_key_pair",
     "key_id",

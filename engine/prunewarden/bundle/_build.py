@@ -11,6 +11,7 @@ policy's shadow (its candidate) is loaded the same way, with the same lock file.
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import hashlib
 import os
 from collections.abc import Mapping, Sequence
@@ -24,6 +25,7 @@ from prunewarden.bundle._manifest import (
     BundledPolicy,
     Manifest,
     check_revision,
+    check_sequence,
     parse_manifest,
 )
 from prunewarden.bundle._signing import sign
@@ -42,18 +44,23 @@ def build_bundle(  # noqa: PLR0913 - each a documented option
     base_dirs: tuple[str | os.PathLike[str], ...] = (),
     built_at: str | None = None,
     shadows: Mapping[str, str | os.PathLike[str]] | None = None,
+    sequence: int | None = None,
 ) -> bytes:
     """The unsigned bundle of ``policies`` (the first is the default a server runs), with
     every file they extend and the lock file (``lock``, or ``policy.lock`` beside the first
     policy; ``False``: none), under ``revision``. ``shadows`` maps a policy's name to the file
-    of its candidate, decided beside it by a server running it. Raises :class:`PolicyError` for
-    a policy that does not load, two policies of one name, a shadow of no policy, or a bad
-    revision."""
+    of its candidate, decided beside it by a server running it. ``sequence`` orders bundles
+    (a server refuses one lower than the one in force); default: ``built_at`` in milliseconds
+    since 1970, so that a later build has a larger one and a rebuild with the same
+    ``built_at`` the same bytes. Raises :class:`PolicyError` for a policy that does not load,
+    two policies of one name, a shadow of no policy, a bad revision or sequence."""
     if not policies:
         raise PolicyError([Problem("<bundle>", 0, 0, "$.policies", "no policy to bundle")])
     why = check_revision(revision)
     if why is not None:
         raise PolicyError([Problem("<bundle>", 0, 0, "$.revision", f"{revision!r}: {why}")])
+    built_at = built_at or utc_now()
+    sequence = _sequence(sequence, built_at)
     lock_path = find(policies[0], lock)
     loaded = [
         load_policy(Path(path), lock=lock_path or False, base_dirs=base_dirs) for path in policies
@@ -76,12 +83,30 @@ def build_bundle(  # noqa: PLR0913 - each a documented option
     )
     manifest = Manifest(
         revision,
-        built_at or utc_now(),
+        built_at,
         {name: hashlib.sha256(data).hexdigest() for name, data in contents.items()},
         entries,
         lock_path.resolve().relative_to(root).as_posix() if lock_path is not None else None,
+        sequence,
     )
     return pack({**contents, MANIFEST_NAME: manifest.encode()})
+
+
+def _sequence(sequence: int | None, built_at: str) -> int:
+    """``sequence``, or ``built_at`` in milliseconds since 1970."""
+    if sequence is None:
+        try:
+            moment = dt.datetime.fromisoformat(built_at)
+        except ValueError:
+            message = f"{built_at!r} is not a timestamp: give the sequence (--sequence N)"
+            raise PolicyError([Problem("<bundle>", 0, 0, "$.built_at", message)]) from None
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=dt.UTC)
+        sequence = int(moment.timestamp() * 1000)
+    why = check_sequence(sequence)
+    if why is not None:
+        raise PolicyError([Problem("<bundle>", 0, 0, "$.sequence", f"{sequence!r}: {why}")])
+    return sequence
 
 
 def sign_bundle(bundle: bytes, private_pem: bytes, where: str = "<bundle>") -> bytes:

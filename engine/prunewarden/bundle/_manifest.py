@@ -25,9 +25,11 @@ from prunewarden.errors import Problem
 
 MANIFEST_NAME = "manifest.json"
 SIGNATURES_NAME = "signatures.json"
-MANIFEST_VERSION = 2  # the newest this reader knows and writes
-_VERSIONS = (1, MANIFEST_VERSION)  # every version this reader reads
+MANIFEST_VERSION = 3  # the newest this reader knows and writes
+_VERSIONS = (1, 2, MANIFEST_VERSION)  # every version this reader reads
 _SHADOW_VERSION = 2  # the first version with a policy's ``shadow``
+SEQUENCE_VERSION = 3  # the first version with a ``sequence``
+MAX_SEQUENCE = 2**63 - 1  # what every JSON reader and a signed 64-bit integer hold
 
 _SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
 _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
@@ -70,15 +72,19 @@ class Manifest:
     files: Mapping[str, str]
     policies: tuple[BundledPolicy, ...]
     lock: str | None
+    sequence: int | None = None  # None: a manifest of version 1 or 2, which had none
 
     @property
     def manifest_version(self) -> int:
-        """2 when a policy names a shadow, else 1 (the form every reader knows)."""
+        """3 with a sequence (every bundle built now); a manifest read without one keeps its
+        form: 2 when a policy names a shadow, else 1."""
+        if self.sequence is not None:
+            return SEQUENCE_VERSION
         shadows = any(policy.shadow is not None for policy in self.policies)
         return _SHADOW_VERSION if shadows else 1
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        document: dict[str, Any] = {
             "manifest_version": self.manifest_version,
             "revision": self.revision,
             "built_at": self.built_at,
@@ -86,6 +92,9 @@ class Manifest:
             "files": dict(sorted(self.files.items())),
             "policies": [policy.to_dict() for policy in self.policies],
         }
+        if self.sequence is not None:
+            document["sequence"] = self.sequence
+        return document
 
     def encode(self) -> bytes:
         return encode_canonical(self.to_dict())
@@ -104,6 +113,17 @@ def check_revision(revision: str) -> str | None:
     return "a revision is 1 to 128 letters, digits or ._:+- and starts with a letter or digit"
 
 
+def check_sequence(sequence: object) -> str | None:
+    """Why ``sequence`` cannot order a bundle, or None."""
+    if (
+        isinstance(sequence, int)
+        and not isinstance(sequence, bool)
+        and 0 <= sequence <= MAX_SEQUENCE
+    ):
+        return None
+    return f"a sequence is an integer from 0 to {MAX_SEQUENCE}"
+
+
 def parse_manifest(data: bytes, where: str) -> tuple[Manifest | None, list[Problem]]:
     """The manifest in ``data``, or None and every problem found (``where`` names the file)."""
     try:
@@ -115,7 +135,12 @@ def parse_manifest(data: bytes, where: str) -> tuple[Manifest | None, list[Probl
         return None, problems
     policies = tuple(_entry(p) for p in document["policies"])
     manifest = Manifest(
-        document["revision"], document["built_at"], document["files"], policies, document["lock"]
+        document["revision"],
+        document["built_at"],
+        document["files"],
+        policies,
+        document["lock"],
+        document.get("sequence"),
     )
     return manifest, []
 
@@ -140,7 +165,7 @@ def _shape_problems(document: Any, where: str) -> Iterator[Problem]:  # noqa: C9
         return
     manifest_version = document.get("manifest_version")
     if manifest_version not in _VERSIONS or isinstance(manifest_version, bool):
-        known = " and ".join(str(v) for v in _VERSIONS)
+        known = ", ".join(str(v) for v in _VERSIONS[:-1]) + f" and {_VERSIONS[-1]}"
         yield problem("$.manifest_version", f"{manifest_version!r}: this reader knows {known}")
         return
     revision = document.get("revision")
@@ -148,6 +173,12 @@ def _shape_problems(document: Any, where: str) -> Iterator[Problem]:  # noqa: C9
         yield problem("$.revision", f"{revision!r}: {check_revision('')}")
     if not isinstance(document.get("built_at"), str):
         yield problem("$.built_at", "not a timestamp string")
+    sequence = document.get("sequence")
+    if manifest_version < SEQUENCE_VERSION:
+        if "sequence" in document:
+            yield problem("$.sequence", f"needs manifest_version {SEQUENCE_VERSION}")
+    elif check_sequence(sequence) is not None:
+        yield problem("$.sequence", f"{sequence!r}: {check_sequence(sequence)}")
     files = document.get("files")
     if not isinstance(files, dict) or not files:
         yield problem("$.files", "not an object of paths to SHA-256 digests")

@@ -69,6 +69,13 @@ def add_bundle_command(commands: Any) -> None:
         metavar="TIMESTAMP",
         help="the manifest's built_at (default: now; fix it for byte-identical rebuilds)",
     )
+    build.add_argument(
+        "--sequence",
+        type=int,
+        metavar="N",
+        help="the manifest's sequence, which orders bundles: a server refuses one lower than "
+        "the one in force (default: built_at in milliseconds since 1970)",
+    )
     sign = verb("sign", "sign a bundle's manifest with an Ed25519 private key (PEM)")
     sign.add_argument("bundle", metavar="BUNDLE", help="the bundle to sign")
     sign.add_argument("--key", required=True, metavar="PEM", help="the private key")
@@ -94,6 +101,7 @@ def _build(args: argparse.Namespace, stdout: IO[str], _stderr: IO[str]) -> int:
         base_dirs=base_dirs(args),
         built_at=args.built_at,
         shadows=_shadows(args.shadow),
+        sequence=args.sequence,
     )
     _write(args.out, data)
     stdout.write(f"{args.out}: revision {args.revision}, {len(args.policies)} policies\n")
@@ -126,7 +134,7 @@ def _verify(args: argparse.Namespace, stdout: IO[str], _stderr: IO[str]) -> int:
         return ExitCode.OK
     stdout.write(
         f"{args.bundle}: verified: revision {manifest.revision}, built {manifest.built_at}, "
-        f"signed by {signer}\n"
+        f"{_sequence_text(manifest.sequence)}signed by {signer}\n"
     )
     for policy in manifest.policies:
         stdout.write(f"  {policy.name}@{policy.version} {policy.digest} ({policy.path})\n")
@@ -184,3 +192,7 @@ def _write(path: str, data: bytes, *, private: bool = False) -> None:
 
 
 _VERBS: dict[str, Any] = {"build": _build, "sign": _sign, "verify": _verify, "keygen": _keygen}
+
+
+def _sequence_text(sequence: int | None) -> str:
+    return "no sequence, " if sequence is None else f"sequence {sequence}, "

@@ -19,7 +19,7 @@ from typing import IO, Any
 from prunewarden.cli._collect_kafka import collect_from_kafka
 from prunewarden.cli._common import UsageError
 from prunewarden.errors import ExitCode
-from prunewarden.shipping import Collector
+from prunewarden.shipping import Collector, read_collect_tokens
 
 TOKEN_ENV = "PRUNEWARDEN_COLLECT_TOKEN"  # noqa: S105 - the name of the variable, not a token
 
@@ -48,6 +48,12 @@ def add_collect(command: Any, key_env: str) -> None:
         "required beyond loopback)",
     )
     collect.add_argument(
+        "--tokens",
+        metavar="FILE",
+        help="YAML file of bearer tokens each bound to the replica it may ship as "
+        "(collect-tokens.v1): a token for one replica cannot extend another's chain",
+    )
+    collect.add_argument(
         "--key-env",
         metavar="NAME",
         default=key_env,
@@ -68,16 +74,20 @@ def run_collect(
         return collect_from_kafka(args, stdout, stderr)
     host, port = _address(args.listen)
     token = _token(args.token_file)
-    if token is None and not _is_loopback(host):
+    tokens = read_collect_tokens(args.tokens) if args.tokens is not None else None
+    if token is None and tokens is None and not _is_loopback(host):
         msg = (
             f"prunewarden audit collect: refusing to listen on {host} without a token: pass "
-            f"--token-file or set {TOKEN_ENV} (or listen on loopback)"
+            f"--tokens, --token-file or set {TOKEN_ENV} (or listen on loopback)"
         )
         raise UsageError(msg)
     key_text = os.environ.get(args.key_env, "")
     try:
         collector = Collector(
-            Path(args.out), token=token, key=key_text.encode("utf-8") if key_text else None
+            Path(args.out),
+            token=token,
+            tokens=tokens,
+            key=key_text.encode("utf-8") if key_text else None,
         )
         server = collector.serve(host, port)
     except OSError as exc:

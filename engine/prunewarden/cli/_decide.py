@@ -36,6 +36,7 @@ SCHEMAS = (
     "trace",
     "session-state",
     "tenants",
+    "collect-tokens",
 )
 
 

@@ -19,6 +19,7 @@ from typing import IO, Any
 from prunewarden._files import read_regular
 from prunewarden.cli._audit import ENV_KEY
 from prunewarden.cli._common import UsageError, load_embedder
+from prunewarden.cli._serve_bundle import add_bundle_rules, bundle_rules
 from prunewarden.errors import AuditError, ExitCode
 from prunewarden.limits import (
     BODY_SECONDS,
@@ -70,11 +71,18 @@ def add_serve(commands: Any) -> None:
     serve.add_argument(
         "--bundle-policy", metavar="NAME", help="the bundle's policy to run (default: its first)"
     )
+    add_bundle_rules(serve)
     serve.add_argument(
         "--tenants",
         metavar="FILE",
         help="several policies, chosen per request by its labels (tenants.v1 YAML; with "
         "--bundle, the tenants name policies of the bundle; docs/fleet.md)",
+    )
+    serve.add_argument(
+        "--trusted-labels-header",
+        metavar="NAME",
+        help="read a request's labels from this header alone, which a proxy in front sets; a "
+        "Prunewarden-Labels header or a document's labels is then refused (400)",
     )
     serve.add_argument(
         "--audit-log",
@@ -274,6 +282,7 @@ def run_serve(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int
             bundle=args.bundle,
             bundle_key=bundle_key,
             bundle_policy=args.bundle_policy,
+            bundle_rules=bundle_rules(args),
             embedder=load_embedder(args),
             status_url=args.status_url,
             status_interval=args.status_interval,
@@ -282,6 +291,7 @@ def run_serve(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int
             ship_buffer_records=args.ship_buffer_records,
             ship_buffer_bytes=args.ship_buffer_bytes,
             tenants=tenants,
+            trusted_labels_header=args.trusted_labels_header,
         )
     except ValueError:
         raise UsageError(

@@ -52,7 +52,12 @@ from prunewarden.server._openapi import openapi_document
 from prunewarden.server._problems import PROBLEM_MEDIA_TYPE, ProblemDocument, invalid_input
 from prunewarden.server._service import Answer, DecisionService, ServiceProblemError
 from prunewarden.server._sessions import SessionService
-from prunewarden.server._tenant_config import LABELS_HEADER, parse_labels_header
+from prunewarden.server._tenant_config import (
+    HEADER_FILE,
+    LABELS_HEADER,
+    LabelsError,
+    parse_labels_header,
+)
 from prunewarden.server._turns import SessionTurns, run_in_thread
 from prunewarden.session import save_deadline
 
@@ -118,6 +123,7 @@ class _Endpoints:
         self.sessions = sessions
         sessions.on_limit = server_metrics.reached
         service.binding = sessions.bound_tenant
+        service.trusted_labels_header = config.trusted_labels_header
         server_metrics.count_live(lambda: sessions.live_count)
         self.openapi = openapi_document()
         # The bundled schemas by the file name their $id ends with (input.v1.schema.json).
@@ -147,7 +153,7 @@ class _Endpoints:
             Route("/metrics", self.metrics, methods=["GET"]),
             Route(
                 "/v1/policy",
-                wrap(lambda r, _b: service.policy_document(_labels(r)), reads_body=False),
+                wrap(lambda r, _b: service.policy_document(self.labels(r)), reads_body=False),
                 methods=["GET"],
             ),
             Route(
@@ -285,11 +291,15 @@ class _Endpoints:
             body,
             _query_session_id(request),
             explain=_query_explain(request),
-            labels=_labels(request),
+            labels=self.labels(request),
         )
 
     def plan(self, request: Request, body: bytes) -> Answer:
-        return self.service.plan(body, explain=_query_explain(request), labels=_labels(request))
+        return self.service.plan(body, explain=_query_explain(request), labels=self.labels(request))
+
+    def labels(self, request: Request) -> dict[str, str] | None:
+        """The request's header labels, from the header the configuration trusts."""
+        return _labels(request, self.config.trusted_labels_header)
 
     def health(self, _request: Request, _body: bytes) -> Answer:
         identity = self.service.engine.policy.identity
@@ -318,7 +328,7 @@ class _Endpoints:
 
         def handle(request: Request, body: bytes) -> Answer:
             options: dict[str, Any] = {"explain": _query_explain(request)} if explains else {}
-            options["labels"] = _labels(request)
+            options["labels"] = self.labels(request)
             with save_deadline(request.scope.get(DEADLINE_SCOPE_KEY)):
                 answer: Answer = call(request.scope["prunewarden.session_id"], body, **options)
             return answer
@@ -365,10 +375,21 @@ def _query_session_id(request: Request) -> str | None:
     return found
 
 
-def _labels(request: Request) -> dict[str, str] | None:
-    """The labels of the ``Prunewarden-Labels`` header (None: no header, or an empty one)."""
-    value = request.headers.get(LABELS_HEADER)
-    return (parse_labels_header(value) or None) if value is not None else None
+def _labels(request: Request, trusted: str | None = None) -> dict[str, str] | None:
+    """The labels of the ``Prunewarden-Labels`` header (None: no header, or an empty one), or
+    with ``trusted`` of that header alone, which only a proxy in front sets (a request that
+    also sends ``Prunewarden-Labels`` is refused: its caller may not choose). A header given
+    on two lines is refused (400) rather than one line preferred (a proxy and a caller may each
+    have added one)."""
+    name = trusted or LABELS_HEADER
+    if trusted is not None and request.headers.getlist(LABELS_HEADER):
+        message = f"labels come from the proxy's {trusted} header here: leave {LABELS_HEADER} out"
+        raise LabelsError([Problem(HEADER_FILE, 1, 1, "$.labels", message)])
+    values = request.headers.getlist(name)
+    if len(values) > 1:
+        message = f"given on {len(values)} header lines: send one {name} header"
+        raise LabelsError([Problem(f"<header {name}>", len(values), 1, "$.labels", message)])
+    return (parse_labels_header(values[0], name) or None) if values else None
 
 
 def _query_explain(request: Request) -> bool:

@@ -22,8 +22,17 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from prunewarden._status import ReloadOutcome, ReloadStatus
-from prunewarden.audit import log_policy_reload_failed
-from prunewarden.bundle import VerifiedBundle, fetch, verify_bundle
+from prunewarden.audit import log_policy_reload_failed, log_policy_rollback
+from prunewarden.bundle import (
+    BundleRules,
+    Fetched,
+    Fetcher,
+    Rollback,
+    VerifiedBundle,
+    bounded_problems,
+    check_order,
+    verify_bundle,
+)
 from prunewarden.decision import utc_now
 from prunewarden.engine import Engine, EngineCalls
 from prunewarden.errors import BundleError, Problem
@@ -48,9 +57,12 @@ class BundleTenants:
         specs: Sequence[TenantSpec],
         *,
         interval: float,
+        rules: BundleRules | None = None,
         **options: Any,
     ) -> None:
-        self.location = location
+        self.rules = rules or BundleRules()
+        self._fetcher = Fetcher(location, deadline=self.rules.timeout)
+        self.location = self._fetcher.location  # without userinfo and query
         self.interval = interval
         self._key = public_pem
         self._specs = tuple(specs)
@@ -60,13 +72,18 @@ class BundleTenants:
         self._etag: str | None = None
         self._content: str | None = None
         self._refused: tuple[str, BundleError] | None = None
+        # The revision and sequence in force, and those of the bundle being verified.
+        self._order: tuple[str, int | None] | None = None
+        self._next: tuple[tuple[str, int | None], Rollback | None] | None = None
         self._reported: tuple[str, ...] = ()
         self._reloading = threading.Lock()
         self._hooks: list[Callable[[ReloadResult], object]] = []
-        fetched = fetch(location, None)
-        if fetched is None:  # a first fetch has no tag to be "not modified" against
-            raise BundleError([Problem(location, 0, 0, "$", "no bundle was served")])
-        self.engines: Mapping[str, Engine] = self._engines(fetched.data, None)
+        try:
+            fetched = self._first_fetch()
+            self.engines: Mapping[str, Engine] = self._engines(fetched.data, None)
+            self._order = self._next[0] if self._next is not None else None
+        except BundleError as exc:
+            raise BundleError(bounded_problems(exc.problems, self.location)) from None
         self._etag = fetched.etag
         self._content = hashlib.sha256(fetched.data).hexdigest()
         self._since = utc_now()
@@ -78,6 +95,12 @@ class BundleTenants:
                 target=self._watch, name="prunewarden-bundle", daemon=True
             )
             self._thread.start()
+
+    def _first_fetch(self) -> Fetched:
+        fetched = self._fetcher.fetch(None)
+        if fetched is None:  # a first fetch has no tag to be "not modified" against
+            raise BundleError([Problem(self.location, 0, 0, "$", "no bundle was served")])
+        return fetched
 
     def tenant(self, name: str) -> BundleTenant:
         """The policy holder of the tenant ``name``."""
@@ -108,7 +131,8 @@ class BundleTenants:
             try:
                 swapped = self._fetch(current)
             except BundleError as exc:
-                problems = tuple(str(problem) for problem in exc.problems)
+                bounded = bounded_problems(exc.problems, self.location)
+                problems = tuple(str(problem) for problem in bounded)
             except Exception as exc:  # noqa: BLE001 - the bundle in force outlives any fetch
                 problems = (f"{self.location}: $: the bundle could not be loaded ({exc!r})",)
             else:
@@ -121,15 +145,17 @@ class BundleTenants:
             return self._noted(ReloadResult(False, first.identity, problems))
 
     def close(self) -> None:
-        """Stop polling; every tenant keeps deciding on the revision in force."""
+        """Stop polling (a fetch in flight is ended at once); every tenant keeps deciding on
+        the revision in force."""
         self._stop.set()
+        self._fetcher.close()
         thread, self._thread = self._thread, None
         if thread is not None:
             thread.join()
 
     def _fetch(self, current: Mapping[str, Engine]) -> Policy | None:
         """A new revision swapped in (the first tenant's policy under it), or None."""
-        fetched = fetch(self.location, self._etag)
+        fetched = self._fetcher.fetch(self._etag)
         if fetched is None:
             return None
         content = hashlib.sha256(fetched.data).hexdigest()
@@ -144,6 +170,10 @@ class BundleTenants:
             self._refused = (content, exc)
             raise
         self._etag, self._content, self._refused = fetched.etag, content, None
+        if self._next is not None:
+            self._order, rollback = self._next
+            if rollback is not None:
+                self._record_rollback(rollback, engines[self._specs[0].name].policy)
         # The swap: one assignment, every tenant at once.
         self.engines = engines
         self._since = utc_now()
@@ -156,6 +186,8 @@ class BundleTenants:
             bundle = verify_bundle(data, self._key, self.location)
         except ValueError as exc:  # the key given, not the bundle
             raise BundleError([Problem(self.location, 0, 0, "$", f"the key: {exc}")]) from None
+        rollback = check_order(bundle.manifest, self._order, self.rules, self.location)
+        self._next = ((bundle.manifest.revision, bundle.manifest.sequence), rollback)
         problems: list[Problem] = []
         chosen: dict[str, tuple[Policy, Policy | None]] = {}
         for spec in self._specs:
@@ -203,6 +235,14 @@ class BundleTenants:
             if self._records is not None:
                 log_policy_reload_failed(self._records, self.location, problems, kept.identity)
             _diagnostics.warning("policy_reload_failed: %s: %s", self.location, "; ".join(problems))
+
+    def _record_rollback(self, rollback: Rollback, policy: Policy) -> None:
+        """``policy_rollback`` (an older bundle allowed), before any decision under it."""
+        if self._records is None:
+            return
+        previous, current = rollback.sides()
+        with contextlib.suppress(Exception):
+            log_policy_rollback(self._records, self.location, previous, current, policy.identity)
 
     def _noted(self, result: ReloadResult) -> ReloadResult:
         outcome: ReloadOutcome = (

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import ipaddress
 import os
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from prunewarden.bundle import BundleRules
 from prunewarden.errors import PrunewardenError
 from prunewarden.limits import (
     BODY_SECONDS,
@@ -105,6 +107,9 @@ def read_token(token_file: str | None, environ: dict[str, str] | None = None) ->
     return value or None
 
 
+_HEADER_NAME = re.compile(r"[A-Za-z0-9!#$%&'*+.^_`|~-]{1,128}")
+
+
 @dataclass(frozen=True, slots=True)
 class ServerConfig:
     """Everything :func:`~prunewarden.server.create_app` and the runner need.
@@ -122,7 +127,8 @@ class ServerConfig:
     ``bundle``: a signed bundle (path or HTTP(S) URL) to take the policy from instead of
     ``policy`` (None), with ``bundle_key`` the Ed25519 public key (PEM bytes) and
     ``bundle_policy`` the policy in it (None: its first; docs/fleet.md), run with the shadow
-    the bundle's manifest names for it.
+    the bundle's manifest names for it; ``bundle_rules``: a fetch's total deadline, the lowest
+    sequence run and whether a rollback is allowed (:class:`~prunewarden.bundle.BundleRules`).
     ``ship``: URLs the audit log is shipped to (docs/fleet.md), as ``ship_replica`` (None: the
     host name), with at most ``ship_buffer_records`` records and ``ship_buffer_bytes`` bytes
     read and not yet acknowledged per destination.
@@ -133,7 +139,9 @@ class ServerConfig:
     seconds and after each activation and new failure (None: nowhere; docs/fleet.md).
     ``tenants``: several policies chosen per request by labels (``serve --tenants``, read by
     :func:`~prunewarden.server.read_tenants`), instead of ``policy``; with ``bundle``, the
-    tenants name policies of the bundle (docs/fleet.md).
+    tenants name policies of the bundle (docs/fleet.md). ``trusted_labels_header``: the header
+    a proxy in front sets, from which alone a request's labels are read (None: the caller's
+    ``Prunewarden-Labels`` and the document's ``labels``).
     """
 
     policy: str | None
@@ -160,6 +168,7 @@ class ServerConfig:
     bundle: str | None = None
     bundle_key: bytes | None = None
     bundle_policy: str | None = None
+    bundle_rules: BundleRules = field(default_factory=BundleRules)
     embedder: Embedder | None = None
     status_url: str | None = None
     status_interval: float = 10.0
@@ -168,6 +177,7 @@ class ServerConfig:
     ship_buffer_records: int = DEFAULT_BUFFER_RECORDS
     ship_buffer_bytes: int = DEFAULT_BUFFER_BYTES
     tenants: TenantsConfig | None = None
+    trusted_labels_header: str | None = None
 
     def __post_init__(self) -> None:
         if self.tenants is not None:
@@ -182,6 +192,10 @@ class ServerConfig:
             raise ServerConfigError(msg)
         if self.status_url is not None and not self.status_url.startswith(("http://", "https://")):
             msg = f"--status-url {self.status_url!r}: expected an http:// or https:// URL"
+            raise ServerConfigError(msg)
+        header = self.trusted_labels_header
+        if header is not None and not _HEADER_NAME.fullmatch(header):
+            msg = f"--trusted-labels-header {header!r}: not an HTTP header name"
             raise ServerConfigError(msg)
         if self.status_interval <= 0:
             msg = f"--status-interval {self.status_interval:g}: must be positive"

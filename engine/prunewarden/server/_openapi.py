@@ -17,7 +17,12 @@ from typing import Any
 
 from prunewarden._schemas import plan_schema
 from prunewarden.server._fleet import BUNDLE_DETAIL, status_schema, tenants_detail
-from prunewarden.server._tenants import LABELS_PARAMETER, policies_schema, tenant_schema
+from prunewarden.server._tenants import (
+    LABELS_PARAMETER,
+    policies_schema,
+    ready_tenant_schema,
+    tenant_schema,
+)
 
 SCHEMA_BASE = "https://prunewarden.dev/schemas/"
 _INPUT = SCHEMA_BASE + "input.v1.schema.json"
@@ -375,7 +380,7 @@ def _components() -> dict[str, Any]:
                     "policy": _identity(),
                     "bundle": BUNDLE_DETAIL,
                     "default_tenant": {"type": "string"},
-                    "tenants": tenants_detail(_ref("Tenant")),
+                    "tenants": tenants_detail(_ref("ReadyTenant")),
                 },
             },
             "Status": status_schema(_identity(), _ref("Tenant")),
@@ -405,6 +410,7 @@ def _components() -> dict[str, Any]:
                 },
             },
             "Tenant": tenant_schema(_identity()),
+            "ReadyTenant": ready_tenant_schema(_identity()),
             "Policies": policies_schema(_ref("Tenant")),
             "Problem": {
                 "type": "object",

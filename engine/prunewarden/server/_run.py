@@ -215,6 +215,7 @@ def _tenants(config: ServerConfig, audit: AuditLog, store: ServerStore, **option
             bundle=config.bundle,
             bundle_key=config.bundle_key,
             bundle_policy=config.bundle_policy,
+            bundle_rules=config.bundle_rules,
             shadow=config.shadow,
             lock=config.lock,
             interval=config.reload_interval,
@@ -227,7 +228,12 @@ def _tenants(config: ServerConfig, audit: AuditLog, store: ServerStore, **option
     # a stateless call naming its id whatever tenant that call chooses.
     registry = SessionRegistry(store)
     return open_tenants(
-        config.tenants, bundle, interval=config.reload_interval, sessions=registry, **common
+        config.tenants,
+        bundle,
+        interval=config.reload_interval,
+        bundle_rules=config.bundle_rules,
+        sessions=registry,
+        **common,
     )
 
 

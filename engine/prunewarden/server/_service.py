@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from prunewarden._identity import PolicyIdentity
+from prunewarden._source import locate
 from prunewarden.audit import AuditLog
 from prunewarden.decision import Decision
 from prunewarden.errors import AuditError, InputError, PrunewardenError
@@ -71,6 +72,9 @@ class DecisionService:
         # The tenant a session id is bound to (the app asks its session service): a stateless
         # call naming a session is decided under the session's tenant, or refused another.
         self.binding: Callable[[str], str | None] = lambda _session_id: None
+        # With a trusted labels header (serve --trusted-labels-header), a document's own
+        # labels cannot choose its tenant: they are refused.
+        self.trusted_labels_header: str | None = None
 
     @property
     def engine(self) -> PolicyHolder:
@@ -128,6 +132,10 @@ class DecisionService:
     ) -> tuple[Tenant, dict[str, str] | None]:
         """The tenant a request's labels choose (the session's, for a call naming one), and
         those labels (None: it carries none)."""
+        if self.trusted_labels_header is not None and isinstance(data, dict) and "labels" in data:
+            message = f"labels come from the proxy's {self.trusted_labels_header} header here"
+            problem = locate(text, "<request>").problem(("labels",), message, at_key=True)
+            raise ServiceProblemError(invalid_input([problem]))
         chosen = guarded(lambda: merged_labels(header, data, text))
         bound = self.binding(session_id) if session_id is not None else None
         if session_id is not None and bound is not None:
@@ -169,7 +177,7 @@ class DecisionService:
             checks["audit_log"] = False
             checks["audit_error"] = str(exc)
         ready = all(value is True for key, value in checks.items() if key != "audit_error")
-        document = {
+        document: dict[str, Any] = {
             "status": "ready" if ready else "not ready",
             "checks": checks,
             "policy": self.engine.policy.identity.to_dict(),
@@ -180,7 +188,11 @@ class DecisionService:
             document["bundle"] = bundle
         # Likewise a tenant whose reload failed decides on its last good policy: told here.
         document["default_tenant"] = self.tenants.default.name
-        document["tenants"] = self.tenants.document()["tenants"]
+        # Open without the token: names and health, not which labels route to whom.
+        document["tenants"] = [
+            {key: value for key, value in tenant.items() if key != "selector"}
+            for tenant in self.tenants.document()["tenants"]
+        ]
         return ready, document
 
     def status_document(self) -> Answer:

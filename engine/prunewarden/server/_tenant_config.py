@@ -114,9 +114,11 @@ class LabelsError(InputError):
     the document give two values."""
 
 
-def parse_labels_header(value: str) -> dict[str, str]:
+def parse_labels_header(value: str, name: str = LABELS_HEADER) -> dict[str, str]:
     """``k=v,k2=v2`` as labels (spaces around items and ``=`` ignored; empty: none);
-    :class:`LabelsError` locating each malformed item in the header (line 1, its column)."""
+    :class:`LabelsError` locating each malformed item in the header ``name`` (line 1, its
+    column)."""
+    where = f"<header {name}>"
     labels: dict[str, str] = {}
     problems: list[Problem] = []
     offset = 0
@@ -128,12 +130,12 @@ def parse_labels_header(value: str) -> dict[str, str]:
         key, sep, label = (part.strip() for part in item.partition("="))
         problem = _header_problem(key, sep, label, labels)
         if problem is not None:
-            problems.append(Problem(HEADER_FILE, 1, column, f"$.labels.{key or ''}", problem))
+            problems.append(Problem(where, 1, column, f"$.labels.{key or ''}", problem))
             continue
         labels[key] = label
     if len(labels) > MAX_LABELS:
         message = f"{len(labels)} labels, more than the limit of {MAX_LABELS}"
-        problems.append(Problem(HEADER_FILE, 1, 1, "$.labels", message))
+        problems.append(Problem(where, 1, 1, "$.labels", message))
     if problems:
         raise LabelsError(problems)
     return labels

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from prunewarden._status import ReloadStatus
+from prunewarden.bundle import BundleRules
 from prunewarden.decision import Decision
 from prunewarden.engine import Engine
 from prunewarden.planner import Plan
@@ -225,6 +226,7 @@ def open_tenants(
     bundle: tuple[str, bytes] | None,
     *,
     interval: float,
+    bundle_rules: BundleRules | None = None,
     **options: Any,
 ) -> Tenants:
     """The tenants of ``config``, their policies loaded (the first load of each must succeed:
@@ -234,7 +236,9 @@ def open_tenants(
     audit log, the shared session registry, hooks...)."""
     if bundle is not None:
         location, key = bundle
-        watch = BundleTenants(location, key, config.tenants, interval=interval, **options)
+        watch = BundleTenants(
+            location, key, config.tenants, interval=interval, rules=bundle_rules, **options
+        )
         tenants = [Tenant(spec, watch.tenant(spec.name)) for spec in config.tenants]
         return Tenants(tenants, config.default, bound=True)
     opened: list[Tenant] = []
@@ -287,6 +291,15 @@ def tenant_schema(identity: dict[str, Any]) -> dict[str, Any]:
             "problems": {"type": "array", "items": {"type": "string"}},
         },
     }
+
+
+def ready_tenant_schema(identity: dict[str, Any]) -> dict[str, Any]:
+    """A tenant as ``/readyz`` lists it, without the token: as :func:`tenant_schema`, without
+    its selector (which labels route a request is for callers holding the token)."""
+    schema = tenant_schema(identity)
+    schema["required"] = [name for name in schema["required"] if name != "selector"]
+    schema["properties"] = {k: v for k, v in schema["properties"].items() if k != "selector"}
+    return schema
 
 
 def policies_schema(tenant: dict[str, Any]) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from prunewarden.shipping._shipper import (
     SinkStatus,
 )
 from prunewarden.shipping._sinks import ShipError, Sink, destination_name
+from prunewarden.shipping._tokens import TokensError, read_collect_tokens
 
 __all__ = [
     "DEFAULT_BUFFER_BYTES",
@@ -29,6 +30,8 @@ __all__ = [
     "ShipError",
     "Sink",
     "SinkStatus",
+    "TokensError",
     "destination_name",
     "open_sink",
+    "read_collect_tokens",
 ]

@@ -3,9 +3,11 @@
 ``POST /v1/logs`` takes a batch of records (JSON lines, gzip-compressed or not) from the replica
 its ``Prunewarden-Replica`` header names, into ``DIR/REPLICA.jsonl`` (:mod:`._receiving` checks
 the chain), and answers ``{"accepted", "duplicates", "dropped", "head"}`` once it is synced, or
-an RFC 9457 problem document: 400 ``invalid-batch``, 401 ``unauthorized``, 409 ``chain-gap``,
-413 ``batch-too-large``, 415 ``unsupported-media-type``, 422 ``forged-record``. ``GET
-/v1/replicas`` lists each replica's head and counts.
+an RFC 9457 problem document: 400 ``invalid-batch``, 401 ``unauthorized``, 403
+``forbidden-replica`` (a token bound to another replica), 409 ``chain-gap``, 413
+``batch-too-large``, 415 ``unsupported-media-type``, 422 ``forged-record``. ``GET /v1/replicas``
+lists each replica's head and counts. The body is checked line by line as it is read and
+decompressed (:mod:`._batch_body`).
 
 The standard library's threading HTTP server: the collector needs no extra, and one replica's
 batches are taken in turn (a lock per replica) while other replicas' go on.
@@ -17,13 +19,13 @@ import hmac
 import json
 import logging
 import threading
-import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 from prunewarden.limits import MAX_SHIP_BATCH_BYTES
+from prunewarden.shipping._batch_body import batch_lines
 from prunewarden.shipping._receiving import REPLICA_NAME, BatchRefused, ReplicaChain
 from prunewarden.shipping._sinks import REPLICA_HEADER
 
@@ -32,6 +34,7 @@ _diagnostics = logging.getLogger("prunewarden.shipping")
 _TITLES = {
     400: "The batch is not valid",
     401: "A valid bearer token is required",
+    403: "The token may not ship as this replica",
     404: "No such resource",
     409: "The batch does not continue the replica's chain",
     413: "The batch is larger than the limit",
@@ -42,6 +45,7 @@ _TITLES = {
 _STATUS = {
     "invalid-batch": 400,
     "unauthorized": 401,
+    "forbidden-replica": 403,
     "not-found": 404,
     "chain-gap": 409,
     "batch-too-large": 413,
@@ -53,22 +57,26 @@ _STATUS = {
 
 class Collector:
     """Receives batches into ``directory`` (created if missing); ``token``: the bearer token a
-    sender must present (None: none); ``key``: the HMAC key to check keyed records with (None:
-    their links are checked, their seals are left to ``audit verify`` with the key);
-    ``before_accept``: called with the replica's name before a batch is checked (tests hold a
-    receiver there to make it slow)."""
+    sender must present, as any replica (None: none); ``tokens``: tokens each bound to the one
+    replica it may ship as (:func:`~prunewarden.shipping.read_collect_tokens`), instead of or
+    beside ``token``; ``key``: the HMAC key to check keyed records with (None: their links are
+    checked, their seals are left to ``audit verify`` with the key; with it, an unkeyed record
+    is refused as a forgery); ``before_accept``: called with the replica's name before a batch
+    is checked (tests hold a receiver there to make it slow)."""
 
     def __init__(
         self,
         directory: Path,
         *,
         token: str | None = None,
+        tokens: Mapping[str, str] | None = None,
         key: bytes | None = None,
         before_accept: Callable[[str], None] | None = None,
     ) -> None:
         self.directory = directory
         directory.mkdir(parents=True, exist_ok=True)
         self.token = token
+        self.tokens = {f"Bearer {t}".encode(): name for t, name in (tokens or {}).items()}
         self.key = key
         self.before_accept = before_accept
         self._replicas: dict[str, ReplicaChain] = {}
@@ -130,17 +138,19 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path.split("?")[0] != "/v1/replicas":
             self._problem("not-found", f"GET {self.path}: the collector serves GET /v1/replicas")
             return
-        if self._authorized():
+        if self._sender() is not None:
             self._json(200, self.collector.replicas())
 
     def do_POST(self) -> None:
         if self.path.split("?")[0] != "/v1/logs":
             self._problem("not-found", f"POST {self.path}: batches go to POST /v1/logs")
             return
-        if not self._authorized():
+        sender = self._sender()
+        if sender is None:
             return
         try:
             replica, body = self._batch()
+            _refuse_another_replica(sender, replica)
             if self.collector.before_accept is not None:
                 self.collector.before_accept(replica)
             accepted = self.collector.replica(replica).accept(body)
@@ -160,17 +170,22 @@ class _Handler(BaseHTTPRequestHandler):
             },
         )
 
-    def _authorized(self) -> bool:
-        token = self.collector.token
-        if token is None:
-            return True
-        given = self.headers.get("Authorization", "")
-        if hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
-            return True
+    def _sender(self) -> str | None:
+        """Who the request's token says the sender is: the replica its token is bound to,
+        ``""`` for any replica (the shared token, or none asked), or None (answered 401)."""
+        token, bound = self.collector.token, self.collector.tokens
+        if token is None and not bound:
+            return ""
+        given = self.headers.get("Authorization", "").encode()
+        if token is not None and hmac.compare_digest(given, f"Bearer {token}".encode()):
+            return ""
+        replica = bound.get(given)  # a lookup by the token's bytes: its hash, not a scan
+        if replica is not None:
+            return replica
         self._problem("unauthorized", "a valid bearer token is required")
-        return False
+        return None
 
-    def _batch(self) -> tuple[str, bytes]:
+    def _batch(self) -> tuple[str, Iterator[bytes]]:
         replica = self.headers.get(REPLICA_HEADER, "")
         if not REPLICA_NAME.fullmatch(replica):
             detail = f"the {REPLICA_HEADER} header must name the replica ([A-Za-z0-9._-], 1-128)"
@@ -183,13 +198,10 @@ class _Handler(BaseHTTPRequestHandler):
             raise BatchRefused("invalid-batch", "a Content-Length is required")
         if int(length) > MAX_SHIP_BATCH_BYTES:
             raise BatchRefused("batch-too-large", f"{length} bytes; at most {MAX_SHIP_BATCH_BYTES}")
-        body = self.rfile.read(int(length))
         encoding = self.headers.get("Content-Encoding", "identity").strip().lower()
-        if encoding == "gzip":
-            body = _gunzip(body)
-        elif encoding != "identity":
+        if encoding not in {"gzip", "identity"}:
             raise BatchRefused("unsupported-media-type", f"Content-Encoding {encoding!r}")
-        return replica, body
+        return replica, batch_lines(self.rfile, int(length), encoding)
 
     def _problem(self, kind: str, detail: str) -> None:
         status = _STATUS[kind]
@@ -212,17 +224,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(content)
 
 
-def _gunzip(body: bytes) -> bytes:
-    """``body`` decompressed, at most :data:`MAX_SHIP_BATCH_BYTES` of it."""
-    inflate = zlib.decompressobj(wbits=31)
-    try:
-        out = inflate.decompress(body, MAX_SHIP_BATCH_BYTES)
-    except zlib.error as exc:
-        raise BatchRefused("invalid-batch", f"the body is not gzip: {exc}") from None
-    if inflate.unconsumed_tail:
-        raise BatchRefused(
-            "batch-too-large", f"more than {MAX_SHIP_BATCH_BYTES} bytes decompressed"
-        )
-    if not inflate.eof:
-        raise BatchRefused("invalid-batch", "the gzip body is cut short")
-    return out
+def _refuse_another_replica(sender: str, replica: str) -> None:
+    """A token bound to replica ``sender`` may ship as that replica only."""
+    if sender and sender != replica:
+        detail = f"this token ships as replica {sender!r}, not {replica!r}"
+        raise BatchRefused("forbidden-replica", detail)

@@ -1,15 +1,21 @@
 """The receiving side's chain: one file per replica, taking a batch only where it continues.
 
-A batch is checked whole before a byte of it is written: each line must be a sealed record
-whose body hashes to what it claims (a keyed record is checked when the collector has the key),
-and each record new to this replica must follow the last one here (``prev_hash``), or be a
+A batch is checked whole before a byte of it is written, line by line as it arrives (the first
+bad line refuses it, before the rest is read): each line must be a sealed record whose body
+hashes to what it claims (a keyed record is checked when the collector has the key; with a key,
+or after a keyed record, an unkeyed one is a forgery, as :class:`~prunewarden.AuditLog` refuses
+to append one), and each record new to this replica must follow the last one here
+(``prev_hash``), or be a
 ``records_dropped`` record naming the range from the last one here to its own ``prev_hash`` (a
 shipper's buffer overflowed: the chain goes on across the range, blind there). A record already
 here (its hash is its id) is a duplicate, shipped again after a restart, and is dropped.
 Anything else is refused: a gap, a record out of order, a forgery.
 
 A ``log_rotated`` record rotates the replica's file as the shipping log did, so that the files
-verify as they would there (``audit verify DIR/REPLICA.jsonl*``).
+verify as they would there (``audit verify DIR/REPLICA.jsonl*``). Bytes after the last newline
+of the replica's file were never acknowledged (a collector killed while writing): they are cut
+away when the file is first read and before each append, so the batch sent again lands on whole
+records.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import os
 import re
 import threading
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -76,8 +83,19 @@ class ReplicaChain:
         self.duplicates = 0
         self._recent: deque[str] = deque(maxlen=SHIP_DEDUP_RECORDS)
         self._known: set[str] = set()
+        if self.path.exists():
+            fd = os.open(self.path, os.O_RDWR | os.O_CLOEXEC)
+            try:
+                cut_unended_tail(fd)
+            finally:
+                os.close(fd)
         for path in rotated_files(self.path):
             self._learn(path)
+
+    @property
+    def keyed(self) -> bool:
+        """Whether the chain here ends at a keyed record: what follows must be keyed too."""
+        return is_keyed(self.head)
 
     def _learn(self, path: Path) -> None:
         with path.open("rb") as handle:
@@ -96,8 +114,10 @@ class ReplicaChain:
         self._recent.append(digest)
         self._known.add(digest)
 
-    def accept(self, body: bytes) -> Accepted:
-        """Check the batch ``body`` (JSON lines) whole, then append what is new, synced.
+    def accept(self, body: bytes | Iterable[bytes]) -> Accepted:
+        """Check the batch ``body`` whole, then append what is new, synced. ``body``: JSON
+        lines, or the lines one at a time each with its newline (as they are decompressed:
+        an iterator raising :class:`BatchRefused` stops the batch there).
 
         Raises :class:`BatchRefused` (nothing written) or :class:`OSError` (what was written
         before the failure is kept and known, so the batch sent again continues it).
@@ -111,16 +131,24 @@ class ReplicaChain:
             self.dropped += dropped
             return Accepted(self.records - before, duplicates, dropped, self.head)
 
-    def _check(self, body: bytes) -> tuple[list[_Line], int]:
-        if body and not body.endswith(b"\n"):
-            raise BatchRefused("invalid-batch", "the batch does not end with a newline")
+    def _check(self, body: bytes | Iterable[bytes]) -> tuple[list[_Line], int]:
+        if isinstance(body, bytes):
+            body = body.splitlines(keepends=True)
         head, new, duplicates = self.head, [], 0
         batch_hashes: set[str] = set()
-        for number, raw in enumerate(body.splitlines(), start=1):
-            line = self._sealed(number, raw)
+        for number, ended in enumerate(body, start=1):
+            if not ended.endswith(b"\n"):
+                raise BatchRefused("invalid-batch", "the batch does not end with a newline")
+            line = self._sealed(number, ended[:-1])
             if line.hash in self._known or line.hash in batch_hashes:
                 duplicates += 1
                 continue
+            if not is_keyed(line.hash) and (self.key is not None or is_keyed(head)):
+                detail = (
+                    f"line {number}: record {line.hash} is not keyed, but the records of replica "
+                    f"{self.name} must be (the collector has a key, or the chain here is keyed)"
+                )
+                raise BatchRefused("forged-record", detail)
             line = self._linked(number, line, head)
             new.append(line)
             batch_hashes.add(line.hash)
@@ -141,7 +169,7 @@ class ReplicaChain:
             raise BatchRefused("forged-record", detail)
         prev, kind = record.get("prev_hash"), record.get("kind")
         return _Line(
-            raw + b"\n",
+            raw,
             claimed,
             prev if isinstance(prev, str) else "",
             kind if isinstance(kind, str) else "",
@@ -156,7 +184,7 @@ class ReplicaChain:
         if line.kind == RECORDS_DROPPED:
             # Read from the record itself (not the shipper's word): the range must run
             # from the head here to the record's own prev_hash.
-            record = parse_record(line.data.rstrip(b"\n")) or {}
+            record = parse_record(line.data) or {}
             dropped = dropped_of(record)
             count = dropped.get("count")
             if dropped.get("after") == head and dropped.get("last") == line.prev_hash:
@@ -197,13 +225,13 @@ class ReplicaChain:
     def _append(self, lines: list[_Line]) -> None:
         if not lines:
             return
-        data = b"".join(line.data for line in lines)
-        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
+        flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
         fd = os.open(self.path, flags, 0o644)
         try:
-            size = os.fstat(fd).st_size
+            size = cut_unended_tail(fd)
             try:
-                write_all(fd, data)
+                for line in lines:  # one line at a time: no second copy of the batch
+                    write_all(fd, line.data + b"\n")
                 os.fsync(fd)  # acknowledged means kept: the shipper moves its cursor on our answer
             except OSError:
                 # A disk that filled up mid-batch: take the part back, so that the batch sent
@@ -216,9 +244,31 @@ class ReplicaChain:
 
     def _rotate(self, header: bytes) -> None:
         archived = self.path.with_name(f"{self.path.name}.{next_sequence(self.path):06d}")
-        fd = replace_with_new_file(self.path, archived, header)
+        fd = replace_with_new_file(self.path, archived, header + b"\n")
         try:
             os.fsync(fd)
         finally:
             os.close(fd)
         sync_dir(self.path.parent)
+
+
+_TAIL_CHUNK = 64 * 1024
+
+
+def cut_unended_tail(fd: int) -> int:
+    """Cut the bytes after the last newline of the file open (for reading and writing) as
+    ``fd``: a write a killed collector never finished, which no sender was told it holds.
+    Returns the size the file has then."""
+    size = os.fstat(fd).st_size
+    end = size
+    while end > 0:
+        start = max(0, end - _TAIL_CHUNK)
+        found = os.pread(fd, end - start, start).rfind(b"\n")
+        if found >= 0:
+            end = start + found + 1
+            break
+        end = start
+    if end != size:
+        os.ftruncate(fd, end)
+        os.fsync(fd)
+    return end

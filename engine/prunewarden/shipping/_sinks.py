@@ -17,6 +17,7 @@ import urllib.parse
 from collections.abc import Sequence
 from typing import Protocol
 
+from prunewarden._locations import shown_location
 from prunewarden.errors import PrunewardenError
 from prunewarden.shipping._reading import Shipped
 
@@ -26,6 +27,9 @@ MEDIA_TYPE = "application/x-ndjson"
 # The bearer token an HTTP sink presents, when the receiver asks for one.
 TOKEN_ENV = "PRUNEWARDEN_SHIP_TOKEN"  # noqa: S105 - the name of the variable, not a token
 REQUEST_SECONDS = 10.0
+# What is read of a receiver's answer: an acknowledgement or a problem document is small, and a
+# receiver that answers without end must not hold the shipper's memory or its thread.
+ANSWER_BYTES = 64 * 1024
 # Statuses worth trying again: the receiver is overloaded, restarting, or timed out.
 _RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
 
@@ -56,11 +60,7 @@ def destination_name(url: str) -> str:
     if parts.scheme == "kafka":  # several brokers, HOST:PORT,HOST:PORT, none a URL's host
         netloc = parts.netloc.rpartition("@")[2]
         return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "", ""))
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    netloc = host if parts.port is None else f"{host}:{parts.port}"
-    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+    return shown_location(url)
 
 
 class HttpSink:
@@ -97,7 +97,10 @@ class HttpSink:
         try:
             connection.request("POST", self._target, body, headers)
             response = connection.getresponse()
-            answer = response.read()
+            try:
+                answer = response.read(ANSWER_BYTES)
+            finally:
+                response.close()
         except (OSError, http.client.HTTPException) as exc:
             reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
             raise ShipError(f"{self.name}: {reason}") from None
