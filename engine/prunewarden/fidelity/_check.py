@@ -15,11 +15,14 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Literal
 
 from prunewarden.decision import Reason
 from prunewarden.fidelity._facts import FACT_KINDS, Facts, extract_facts
 from prunewarden.fidelity._meaning import Embedder, meaning_reasons
+from prunewarden.fidelity._negation import Polarities, added_negations, polarities
+from prunewarden.fidelity._numbers import NUMBER_WORDS, magnitude, spelled_numbers
 
 Method = Literal["facts", "embedding", "both"]
 Scope = Literal["protected", "all"]
@@ -57,6 +60,7 @@ Pair = tuple[str, str]  # (id, text)
 # Distinct parent texts whose facts are kept (a window's worth, and then some).
 PARENT_CACHE_SIZE = 1024
 _PARENTS: OrderedDict[bytes, Facts] = OrderedDict()
+_POLARITIES: OrderedDict[bytes, Polarities] = OrderedDict()
 _PARENTS_LOCK = threading.Lock()
 
 
@@ -142,9 +146,24 @@ def check_fidelity(
     if settings.method != "embedding":
         theirs = extract_facts(child_text)
         words = _words(theirs)
-        for parent_id, text in parents:
-            mine = parent_facts(text)
+        read = [parent_facts(text) for _, text in parents]
+        added = [0] * len(parents)
+        if "negation" in kinds and theirs.by_kind.get("negation"):
+            added = added_negations(
+                [functools.partial(parent_polarities, text) for _, text in parents],
+                frozenset().union(*(mine.by_kind.get("negation", ()) for mine in read)),
+                theirs.by_kind["negation"],
+            )
+        for (parent_id, _), mine, more in zip(parents, read, added, strict=True):
             parent = _compare(parent_id, mine, theirs, words, kinds)
+            if more:  # negations the summary added to what this parent affirms
+                lost = {*parent.lost, "negation"}
+                parent = ParentFidelity(
+                    parent_id,
+                    parent.facts + more,
+                    parent.kept,
+                    tuple(kind for kind in FACT_KINDS if kind in lost),
+                )
             report_list.append(parent)
             reasons_list.extend(_reasons(parent, child_id, settings.min_kept_share))
     if settings.method != "facts":
@@ -175,10 +194,28 @@ def parent_facts(text: str) -> Facts:
     return facts
 
 
+def parent_polarities(text: str) -> Polarities:
+    """What each span of a parent affirms and negates (to see a negation a summary adds), kept
+    as :func:`parent_facts` keeps facts: by digest, for the last :data:`PARENT_CACHE_SIZE`."""
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+    with _PARENTS_LOCK:
+        found = _POLARITIES.get(digest)
+        if found is not None:
+            _POLARITIES.move_to_end(digest)
+            return found
+    found = polarities(text)
+    with _PARENTS_LOCK:
+        _POLARITIES[digest] = found
+        if len(_POLARITIES) > PARENT_CACHE_SIZE:
+            _POLARITIES.popitem(last=False)
+    return found
+
+
 def clear_parent_facts() -> None:
     """Forget every parent's facts (what a benchmark of a parent's first check needs)."""
     with _PARENTS_LOCK:
         _PARENTS.clear()
+        _POLARITIES.clear()
 
 
 def is_error_text(text: str, patterns: tuple[str, ...] = DEFAULT_ERROR_PATTERNS) -> bool:
@@ -192,51 +229,46 @@ def compile_patterns(patterns: tuple[str, ...]) -> tuple[re.Pattern[str], ...]:
     return tuple(re.compile(p, re.IGNORECASE) for p in patterns)
 
 
-# A number a summary spells out keeps the parent's digits ("three retries" keeps "3 retries").
-_NUMBER_WORDS = {
-    word: str(value)
-    for value, word in enumerate(
-        [
-            "zero",
-            "one",
-            "two",
-            "three",
-            "four",
-            "five",
-            "six",
-            "seven",
-            "eight",
-            "nine",
-            "ten",
-            "eleven",
-            "twelve",
-            "thirteen",
-            "fourteen",
-            "fifteen",
-            "sixteen",
-            "seventeen",
-            "eighteen",
-            "nineteen",
-            "twenty",
-        ]
-    )
-} | {"thirty": "30", "forty": "40", "fifty": "50", "hundred": "100", "thousand": "1000"}
-
+_BOUNDS = frozenset("<>")
 _TOKEN = re.compile(r"[\w@/~-][\w.@/~:-]*[\w/]|\w")
 
 
-def _words(facts: Facts) -> frozenset[str]:
-    return frozenset(_TOKEN.findall(facts.text))
+def _words(facts: Facts) -> tuple[str, ...]:
+    return tuple(_TOKEN.findall(facts.text))
+
+
+class _Numbers:
+    """A summary's numbers as a parent's number facts are looked up in: literally, by their
+    value alone (a bare ``500`` keeps ``500 ms``), or by magnitude (``0.5 s`` keeps it too)."""
+
+    def __init__(self, theirs: Facts, tokens: tuple[str, ...], words: frozenset[str]) -> None:
+        numbers = theirs.by_kind.get("number", frozenset())
+        spelled = not words.isdisjoint(NUMBER_WORDS) or any(
+            word.partition("-")[0] in NUMBER_WORDS for word in words if "-" in word
+        )
+        if spelled:  # a number a summary spells out keeps the digits
+            numbers = numbers | spelled_numbers(tokens)
+        self.numbers = numbers
+        self.bases = {value.partition(" ")[0] for value in numbers if value[:1] not in _BOUNDS}
+        self._magnitudes: set[tuple[str, str, Fraction]] | None = None  # read when first needed
+
+    def keep(self, value: str) -> bool:
+        number, _, unit = value.partition(" ")
+        if value in self.numbers or (
+            number[:1] not in _BOUNDS and (number in self.numbers if unit else number in self.bases)
+        ):
+            return True
+        if self._magnitudes is None:
+            self._magnitudes = {m for m in map(magnitude, self.numbers) if m is not None}
+        return magnitude(value) in self._magnitudes
 
 
 def _compare(
-    parent_id: str, mine: Facts, theirs: Facts, words: frozenset[str], kinds: frozenset[str]
+    parent_id: str, mine: Facts, theirs: Facts, tokens: tuple[str, ...], kinds: frozenset[str]
 ) -> ParentFidelity:
+    words = frozenset(tokens)
     literal = frozenset().union(*(v for k, v in theirs.by_kind.items() if k != "negation"))
-    numbers = theirs.by_kind.get("number", frozenset())
-    spelled = {_NUMBER_WORDS[word] for word in words & _NUMBER_WORDS.keys()}
-    bases = {value.partition(" ")[0] for value in numbers} | spelled
-    numbers = numbers | spelled
+    numbers = _Numbers(theirs, tokens, words)
     facts = kept = 0
     lost: set[str] = set()
     for kind, values in mine.by_kind.items():
@@ -246,10 +278,9 @@ def _compare(
             facts += 1
             if kind == "negation":
                 governed = set(value.split(" "))
-                ok = any(governed <= clause for clause in theirs.negated)
+                ok = any(governed <= span for span in theirs.negated)
             elif kind == "number":
-                number, _, unit = value.partition(" ")
-                ok = value in numbers or (number in numbers if unit else number in bases)
+                ok = numbers.keep(value)
             else:
                 ok = (
                     value in literal
