@@ -13,7 +13,7 @@ import hashlib
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Literal
@@ -24,7 +24,10 @@ from prunewarden.fidelity._meaning import Embedder, meaning_reasons
 from prunewarden.fidelity._negation import Polarities, added_negations, polarities
 from prunewarden.fidelity._numbers import NUMBER_WORDS, magnitude, spelled_numbers
 
-Method = Literal["facts", "embedding", "both"]
+Method = Literal["facts", "embedding", "both", "judge"]
+# The harness's own entailment check (``method: judge``): whether ``child_text`` still says
+# everything ``parent_text`` says. It sees both texts; its answer must be a bool.
+Judge = Callable[[str, str], bool]
 Scope = Literal["protected", "all"]
 FidelityMode = Literal["enforce", "audit", "off"]
 
@@ -123,11 +126,13 @@ def check_fidelity(
     settings: FidelitySettings,
     *,
     embedder: Embedder | None = None,
+    judge: Judge | None = None,
 ) -> FidelityResult:
     """Check ``child`` (id, text) against ``parents`` (id, text each) with the facts method
     (``settings.method`` ``facts`` or ``both``). The meaning method (``embedding``, ``both``)
-    needs ``embedder``; without one it raises :class:`LookupError`, which a guard turns into a
-    refusal. Raises nothing else on any str input."""
+    needs ``embedder``, the judge method (``judge``) ``judge``; without it, it raises
+    :class:`LookupError`, which a guard turns into a refusal. Raises nothing else on any str
+    input but what the judge raises (a judge answering other than a bool: :class:`TypeError`)."""
     child_id, child_text = child
     kinds = settings.kinds
     if is_error_text(child_text, settings.error_patterns):
@@ -141,6 +146,8 @@ def check_fidelity(
             for p in report
         )
         return FidelityResult(child_id, report, reasons, is_error=True)
+    if settings.method == "judge":
+        return _judged(parents, child, judge)
     reasons_list: list[Reason] = []
     report_list: list[ParentFidelity] = []
     if settings.method != "embedding":
@@ -172,6 +179,36 @@ def check_fidelity(
             raise LookupError(msg)
         reasons_list.extend(meaning_reasons(parents, child, settings.embedding_floor, embedder))
     return FidelityResult(child_id, tuple(report_list), tuple(reasons_list))
+
+
+def _judged(parents: Sequence[Pair], child: Pair, judge: Judge | None) -> FidelityResult:
+    """The judge method: the harness's ``judge`` asked of each parent; a parent it does not see
+    entailed is ``meaning_drift``, recorded with ``method: judge``."""
+    if judge is None:
+        msg = "fidelity method judge needs a judge and none was given"
+        raise LookupError(msg)
+    child_id, child_text = child
+    reasons = []
+    for parent_id, text in parents:
+        entailed = judge(text, child_text)
+        if not isinstance(entailed, bool):
+            msg = f"the fidelity judge answered {type(entailed).__name__}, not a bool"
+            raise TypeError(msg)
+        if not entailed:
+            reasons.append(
+                Reason(
+                    "meaning_drift",
+                    f"summary {child_id} does not say what {parent_id} said, as the judge reads "
+                    "them",
+                    {
+                        "parent": parent_id,
+                        "child": child_id,
+                        "lost": ["meaning"],
+                        "method": "judge",
+                    },
+                )
+            )
+    return FidelityResult(child_id, (), tuple(reasons))
 
 
 def parent_facts(text: str) -> Facts:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from prunewarden._values import replace_value
 from prunewarden.decision import Action, Reason, Verdict
-from prunewarden.fidelity import Embedder, FidelitySettings
+from prunewarden.fidelity import Embedder, FidelitySettings, Judge
 from prunewarden.guards import _fidelity as fidelity
 from prunewarden.guards._counterfactual import (
     Change,
@@ -54,6 +54,7 @@ class TransitionGuardSettings:
     authorize: Authorize
     fidelity: FidelitySettings = field(default_factory=lambda: FidelitySettings(mode="off"))
     embedder: Embedder | None = None
+    judge: Judge | None = None  # the harness's entailment check, for method judge
 
     @property
     def mode(self) -> str:
@@ -64,7 +65,11 @@ def evaluate(settings: TransitionGuardSettings, request: TransitionRequest) -> V
     edit = request.edit
     findings = list(_findings(settings, request))
     found = fidelity.judge(
-        settings.fidelity, request, pinned_test(settings.transition, request), settings.embedder
+        settings.fidelity,
+        request,
+        pinned_test(settings.transition, request),
+        settings.embedder,
+        settings.judge,
     )
     variables = {"fidelity": found.variables()}
     binding = settings.fidelity.mode == "enforce"
