@@ -83,10 +83,16 @@ class TestRelabelled:
         )
         assert decision.codes == ("transition_clean",)
 
-    def test_a_canary_relabelled_is_still_pinned(self, engine: Engine) -> None:
-        """A canary is pinned by its id, which the relabelled segment keeps."""
+    def test_a_pin_its_id_holds_does_not_excuse_a_relabel(self, engine: Engine) -> None:
+        """A canary is pinned by id here, but the next window, read elsewhere, would not be."""
         decision = _verify(engine, [RULE], [{**RULE, "kind": "turn"}], canaries=["c1"])
-        assert decision.codes == ("transition_clean",)
+        assert decision.codes == ("pinned_removed",)
+
+    def test_a_session_that_saw_the_pin_still_refuses_the_relabel(self, engine: Engine) -> None:
+        session = engine.session("s")
+        assert not session.verify([RULE, TURN], [RULE, TURN]).blocks
+        decision = session.verify([RULE, TURN], [{**RULE, "kind": "turn"}, TURN])
+        assert decision.codes == ("pinned_removed",)
 
     def test_a_halted_session_refuses_a_relabel(self, engine: Engine) -> None:
         decision = _halted(engine).verify([RULE, TURN], [{**RULE, "kind": "turn"}, TURN])

@@ -137,7 +137,7 @@ def _findings(s: TransitionGuardSettings, r: TransitionRequest) -> Iterator[Reas
     before = {segment.id: segment for segment in r.before}
     settings = s.transition
     pinned = pinned_test(settings, r)
-    unpinned, emptied = pins_lost(r, pinned)
+    unpinned, emptied = pins_lost(settings, r, pinned)
     unrecorded = [
         seg.id
         for seg in r.before
