@@ -21,7 +21,7 @@ from typing import Literal
 from prunewarden.decision import Reason
 from prunewarden.fidelity._facts import FACT_KINDS, Facts, extract_facts
 from prunewarden.fidelity._meaning import Embedder, meaning_reasons
-from prunewarden.fidelity._negation import Polarities, added_negations, polarities
+from prunewarden.fidelity._negation import added_negations
 from prunewarden.fidelity._numbers import NUMBER_WORDS, magnitude, spelled_numbers
 
 Method = Literal["facts", "embedding", "both", "judge"]
@@ -63,7 +63,6 @@ Pair = tuple[str, str]  # (id, text)
 # Distinct parent texts whose facts are kept (a window's worth, and then some).
 PARENT_CACHE_SIZE = 1024
 _PARENTS: OrderedDict[bytes, Facts] = OrderedDict()
-_POLARITIES: OrderedDict[bytes, Polarities] = OrderedDict()
 _PARENTS_LOCK = threading.Lock()
 
 
@@ -157,7 +156,7 @@ def check_fidelity(
         added = [0] * len(parents)
         if "negation" in kinds and theirs.by_kind.get("negation"):
             added = added_negations(
-                [functools.partial(parent_polarities, text) for _, text in parents],
+                [text for _, text in parents],
                 frozenset().union(*(mine.by_kind.get("negation", ()) for mine in read)),
                 theirs.by_kind["negation"],
             )
@@ -231,28 +230,10 @@ def parent_facts(text: str) -> Facts:
     return facts
 
 
-def parent_polarities(text: str) -> Polarities:
-    """What each span of a parent affirms and negates (to see a negation a summary adds), kept
-    as :func:`parent_facts` keeps facts: by digest, for the last :data:`PARENT_CACHE_SIZE`."""
-    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
-    with _PARENTS_LOCK:
-        found = _POLARITIES.get(digest)
-        if found is not None:
-            _POLARITIES.move_to_end(digest)
-            return found
-    found = polarities(text)
-    with _PARENTS_LOCK:
-        _POLARITIES[digest] = found
-        if len(_POLARITIES) > PARENT_CACHE_SIZE:
-            _POLARITIES.popitem(last=False)
-    return found
-
-
 def clear_parent_facts() -> None:
     """Forget every parent's facts (what a benchmark of a parent's first check needs)."""
     with _PARENTS_LOCK:
         _PARENTS.clear()
-        _POLARITIES.clear()
 
 
 def is_error_text(text: str, patterns: tuple[str, ...] = DEFAULT_ERROR_PATTERNS) -> bool:

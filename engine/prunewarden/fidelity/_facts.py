@@ -145,6 +145,8 @@ _LITERALS = re.compile(
 )
 # What a candidate starts with when a comparator may bound it: a number, or a comparator glued.
 _BOUNDED = frozenset("0123456789$\u20ac+-<>\u2264\u2265")
+_GLUED = frozenset("<>\u2264\u2265")
+_BOUND_ENDS = frozenset("tnorweTNORWE=<>\u2264\u2265")
 # The number after a comparator (``at most 3 retries``), as the alternation reads numbers.
 _NUMBER_AT = re.compile(
     rf"[$\u20ac]?[-+]?\d[\d,]*(?:\.\d+)?(?![\w.]\d)(?:[\ \t]?(?:{_UNIT_ALTERNATION})\b|%)?",
@@ -228,9 +230,14 @@ def _bounds(padded: str, candidates: list[re.Match[str]]) -> Iterator[str]:
     """The bounded numbers among the candidates (``<= 3`` for ``at most 3``), each comparator
     read from the few characters before its number."""
     for match in candidates:
-        if match.group(1)[0] not in _BOUNDED:
+        at = match.start(1)
+        # a comparator's last word ends in one of these letters (most, than, to, under, below,
+        # above), or a symbol is glued to the number
+        first = padded[at]
+        after_word = at < 2 or padded[at - 2] in _BOUND_ENDS
+        if first not in _GLUED and not (first in _BOUNDED and after_word):
             continue
-        bound = bound_before(padded, match.start(1))
+        bound = bound_before(padded, at)
         number = _NUMBER_AT.match(padded, bound[1]) if bound is not None else None
         if bound is not None and number is not None:
             yield f"{bound[0]} {_normalized('number', number.group(0))}"

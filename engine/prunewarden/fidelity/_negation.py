@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 # A negation governs at most this many content words, up to the next comma: enough for "emit
@@ -159,16 +159,6 @@ def _clause_start(lowered: str, floor: int, at: int) -> int:
         window *= 4
 
 
-def every_clause(lowered: str) -> list[list[Span]]:
-    """The spans of every clause of a prepared text (what a text affirms needs them all)."""
-    clauses, start = [], 0
-    for match in CLAUSE_END.finditer(lowered):
-        clauses.append(read_clause(lowered, start, match.end()))
-        start = match.end()
-    clauses.append(read_clause(lowered, start, len(lowered)))
-    return clauses
-
-
 # Each word that is not a content word, by what it does (a later role overrides an earlier).
 _NEGATES, _INVERTS, _BRIDGES_RUN, _BE, _ENDS, _PLACES, _SKIPPED = range(7)
 _ROLES: dict[str, int] = {}
@@ -277,27 +267,43 @@ def stem(word: str) -> str:
 Polarities = tuple[tuple[frozenset[str], frozenset[str]], ...]  # per span: (affirmed, negated)
 
 
-def polarities(text: str) -> Polarities:
-    """Per span of ``text``, the words it affirms and the words it negates."""
-    return tuple(
-        (span.polar(negated=False), span.polar(negated=True))
-        for spans in every_clause(prepare(text, [m.span() for m in QUOTED.finditer(text)]))
-        for span in spans
-    )
+def polarities(text: str, governed: frozenset[str]) -> Polarities:
+    """Per span of the clauses of ``text`` that may hold every word of ``governed``, the words
+    it affirms and the words it negates. Only the clauses around each occurrence of the rarest
+    looking word (its stem but the last letter, as a substring) are read, so a long parent
+    costs its few matching clauses, not its length."""
+    lowered = prepare(text, [m.span() for m in QUOTED.finditer(text)])
+    anchor = max(governed, key=len)
+    needle = anchor[:-1] if len(anchor) > 3 else anchor
+    found: Polarities = ()
+    read_from = 0
+    at = lowered.find(needle)
+    while at >= 0:
+        if at >= read_from:
+            start = _clause_start(lowered, read_from, at)
+            following = CLAUSE_END.search(lowered, at)
+            read_from = following.end() if following is not None else len(lowered)
+            found += tuple(
+                (span.polar(negated=False), span.polar(negated=True))
+                for span in read_clause(lowered, start, read_from)
+            )
+        at = lowered.find(needle, max(at + 1, read_from))
+    return found
 
 
 def added_negations(
-    parents: Sequence[Callable[[], Polarities]],
-    parent_negations: frozenset[str],
-    negations: frozenset[str],
+    parents: Sequence[str], parent_negations: frozenset[str], negations: frozenset[str]
 ) -> list[int]:
-    """Per parent, how many of a summary's ``negations`` deny what that parent affirms: every
-    word the negation governs stands in one span of the parent, affirmed, and no span of any
-    parent negates them all. ``parents`` give each parent's polarities, read only when some
-    negation of the summary is none of the parents' own (``parent_negations``)."""
-    new = [frozenset(n.split(" ")) for n in negations if n not in parent_negations]
-    if not new:
-        return [0] * len(parents)
-    spans = [read() for read in parents]
-    new = [g for g in new if not any(g <= negated for one in spans for _, negated in one)]
-    return [sum(1 for g in new if any(g <= affirmed for affirmed, _ in one)) for one in spans]
+    """Per parent text, how many of a summary's ``negations`` deny what that parent affirms:
+    every word the negation governs stands in one span of the parent, affirmed, and no span of
+    any parent negates them all. Parents are read only for a negation of the summary that is
+    none of the parents' own (``parent_negations``)."""
+    counts = [0] * len(parents)
+    for negation in negations - parent_negations:
+        governed = frozenset(negation.split(" "))
+        spans = [polarities(text, governed) for text in parents]
+        if any(governed <= negated for one in spans for _, negated in one):
+            continue  # a parent negates it: the summary's negation is that parent's
+        for i, one in enumerate(spans):
+            counts[i] += any(governed <= affirmed for affirmed, _ in one)
+    return counts
