@@ -257,25 +257,37 @@ def _words(facts: Facts) -> tuple[str, ...]:
 
 class _Numbers:
     """A summary's numbers as a parent's number facts are looked up in: literally, by their
-    value alone (a bare ``500`` keeps ``500 ms``), or by magnitude (``0.5 s`` keeps it too)."""
+    value alone (a bare ``500`` keeps ``500 ms``), spelled out, or by magnitude (``0.5 s`` keeps
+    ``500 ms``); the spelled and the magnitudes are read only when a literal lookup misses."""
 
     def __init__(self, theirs: Facts, tokens: tuple[str, ...], words: frozenset[str]) -> None:
-        numbers = theirs.by_kind.get("number", frozenset())
-        spelled = not words.isdisjoint(NUMBER_WORDS) or any(
-            word.partition("-")[0] in NUMBER_WORDS for word in words if "-" in word
-        )
-        if spelled:  # a number a summary spells out keeps the digits
-            numbers = numbers | spelled_numbers(tokens)
+        self._tokens, self._words = tokens, words
+        self._fill(theirs.by_kind.get("number", frozenset()))
+        self._spelled = False
+        self._magnitudes: set[tuple[str, str, Fraction]] | None = None
+
+    def _fill(self, numbers: frozenset[str]) -> None:
         self.numbers = numbers
         self.bases = {value.partition(" ")[0] for value in numbers if value[:1] not in _BOUNDS}
-        self._magnitudes: set[tuple[str, str, Fraction]] | None = None  # read when first needed
+
+    def _literal(self, value: str) -> bool:
+        number, _, unit = value.partition(" ")
+        return value in self.numbers or (
+            number[:1] not in _BOUNDS and (number in self.numbers if unit else number in self.bases)
+        )
 
     def keep(self, value: str) -> bool:
-        number, _, unit = value.partition(" ")
-        if value in self.numbers or (
-            number[:1] not in _BOUNDS and (number in self.numbers if unit else number in self.bases)
-        ):
+        if self._literal(value):
             return True
+        if not self._spelled:  # a number a summary spells out keeps the digits
+            self._spelled = True
+            words = self._words
+            if not words.isdisjoint(NUMBER_WORDS) or any(
+                word.partition("-")[0] in NUMBER_WORDS for word in words if "-" in word
+            ):
+                self._fill(self.numbers | spelled_numbers(self._tokens))
+                if self._literal(value):
+                    return True
         if self._magnitudes is None:
             self._magnitudes = {m for m in map(magnitude, self.numbers) if m is not None}
         return magnitude(value) in self._magnitudes
