@@ -324,7 +324,7 @@ PAGES: dict[str, PageRun] = {
         between={
             # The trim drops the task: refused; the repaired trim starts with the prompt and
             # task. Then the reader's Anthropic program: its history and client.
-            3: _source("""
+            4: _source("""
                 print(decision.outcome, decision.codes, [m.id for m in trimmed][:3],
                       [m.id for m in messages][:3])
                 from anthropic_context_editing import history as anthropic_history

@@ -182,7 +182,7 @@ class TestParaphrase:
             ("The job runs at 2:30 pm.", "Job: 14:30."),
             (
                 "Do not touch vendor/ at all.",
-                "Leave vendor alone: never touch it, vendor is frozen.",
+                "Leave vendor alone: never touch vendor, it is frozen.",
             ),
             (
                 "Do not modify files under vendor/ or third_party/.",

@@ -40,7 +40,7 @@ class TestCusumState:
         """After one squeezed cycle the state keeps S at the cap and a run of that cycle."""
         state = json.loads(json.dumps(squeezed_state(cusum_policy())))
         assert list(validator("session-state").iter_errors(state)) == []
-        assert state["state_version"] == 3
+        assert state["state_version"] == 4
         assert state["cusum"]["sum"] == pytest.approx(0.45)
         assert [step["cycle"] for step in state["cusum"]["run"]] == [3, 4]
         assert state["cusum"]["basis"].startswith("sha256:")
@@ -66,7 +66,7 @@ class TestCusumState:
         """A session-state.v2 document (before the cusum track) restores with S = 0."""
         policy = cusum_policy()
         state = squeezed_state(policy)
-        del state["cusum"]
+        del state["cusum"], state["seen_pinned"]
         state["state_version"] = 2
         assert list(validator("session-state", version=2).iter_errors(state)) == []
         restored = Engine(policy).session("s", state=state)

@@ -114,7 +114,7 @@ class TestCusumCountsFromTheFirstFullWindow:
         """A session-state.v2 document, written before the cusum test, reads with its sum at 0
         and no run, whatever policy it is restored under."""
         state = Engine.default().session("s").state()
-        del state["cusum"]
+        del state["cusum"], state["seen_pinned"]
         state["state_version"] = 2
         restored = Engine.default().session("s", state=state)
         assert restored.state()["cusum"] == {"basis": None, "sum": 0.0, "run": []}

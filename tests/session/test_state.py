@@ -1,11 +1,11 @@
-"""Session state snapshots: session-state.v3, restoring, carrying over, baselines for life."""
+"""Session state snapshots: session-state.v4, restoring, carrying over, baselines for life."""
 
 from __future__ import annotations
 
 import io
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 import structlog
@@ -44,7 +44,7 @@ def state_problems(state: dict[str, Any]) -> list[str]:
 
 class TestSnapshot:
     def test_state_validates_and_is_plain_json(self, engine: Engine) -> None:
-        """state() is JSON-serializable and valid session-state.v3, naming the policy."""
+        """state() is JSON-serializable and valid session-state.v4, naming the policy."""
         session = halted_session(engine)
         session.observe_turn(0.5, 900)
         state = json.loads(json.dumps(session.state()))
@@ -62,7 +62,7 @@ class TestSnapshot:
         assert run(["schema", "session-state"], out, err) == 0
         printed = json.loads(out.getvalue())
         Draft202012Validator.check_schema(printed)
-        assert printed["$id"].endswith("session-state.v3.schema.json")
+        assert printed["$id"].endswith("session-state.v4.schema.json")
 
 
 class TestRestore:
@@ -192,3 +192,49 @@ class TestBaselineForLife:
         restored = Engine.default().session("s", state=json.loads(json.dumps(session.state())))
         codes = [restored.observe_cycle(s, p).codes[0] for s, p in self.HISTORY[2:]]
         assert codes[-1] == "collapse_detected"
+
+
+class TestSeenPinned:
+    """A session remembers what it has seen pinned in a transition, as it remembers canaries,
+    so that two edits cannot do what one may not."""
+
+    RULE: ClassVar = {"id": "c1", "kind": "constraint", "text": "Never emit local time."}
+    TURN: ClassVar = {"id": "t1", "kind": "turn", "text": "Read export.py."}
+
+    def test_a_pin_seen_survives_a_relabel_between_two_edits(self, engine: Engine) -> None:
+        """The segment arrives relabelled in the next edit's before: still pinned by id."""
+        session = engine.session("s")
+        assert not session.verify([self.RULE, self.TURN], [self.RULE, self.TURN]).blocks
+        relabelled = {**self.RULE, "kind": "turn"}
+        decision = session.verify([relabelled, self.TURN], [self.TURN], tombstones=[])
+        assert "pinned_removed" in decision.codes
+        assert session.state()["seen_pinned"] == ["c1"]
+
+    def test_a_fresh_session_would_have_allowed_it(self, engine: Engine) -> None:
+        """What the memory adds: without it, the relabelled segment is an ordinary turn."""
+        relabelled = {**self.RULE, "kind": "turn"}
+        decision = engine.session("fresh").verify(
+            [relabelled, self.TURN], [self.TURN], tombstones=["c1"]
+        )
+        assert not decision.blocks
+        refused = engine.session("seen")
+        refused.verify([self.RULE], [self.RULE])
+        again = refused.verify([relabelled, self.TURN], [self.TURN])
+        assert again.codes[0] == "pinned_removed"
+
+    def test_the_memory_outlives_a_restore(self, engine: Engine) -> None:
+        session = engine.session("s")
+        session.verify([self.RULE], [self.RULE])
+        state = session.state()
+        assert state_problems(state) == []
+        restored = engine.session("s", state=state)
+        decision = restored.verify([{**self.RULE, "kind": "turn"}], [])
+        assert decision.codes[0] == "pinned_removed"
+
+    def test_a_version_3_state_is_read_with_none_seen(self, engine: Engine) -> None:
+        state = engine.session("s").state()
+        state["state_version"] = 3
+        del state["seen_pinned"]
+        assert list(validator("session-state", version=3).iter_errors(state)) == []
+        restored = engine.session("s", state=state)
+        assert restored.state()["seen_pinned"] == []

@@ -29,7 +29,7 @@ from prunewarden.decision import Decision, Verdict
 from prunewarden.engine._hooks import DecisionHook, DecisionHooks
 from prunewarden.engine._passes import PassCalls
 from prunewarden.errors import REFUSALS, SessionIntegrityError
-from prunewarden.fidelity import Embedder
+from prunewarden.fidelity import Embedder, Judge
 from prunewarden.inputs import (
     Check,
     Request,
@@ -86,7 +86,10 @@ class Engine(PassCalls):
 
     ``embedder`` (a :class:`prunewarden.fidelity.Embedder`) is what the fidelity check's meaning
     method (``spec.fidelity.method`` ``embedding`` or ``both``) embeds sentences with; without
-    one, that method refuses every summary it checks (docs/fidelity.md).
+    one, that method refuses every summary it checks (docs/fidelity.md). ``judge`` (a
+    :data:`prunewarden.fidelity.Judge`, ``judge(parent_text, child_text) -> bool``) is the
+    harness's own entailment check that ``method: judge`` asks instead of the facts; without one,
+    that method refuses likewise.
 
     With ``shadow``, a candidate policy decides every request too; what it decided is recorded
     beside the decision and never changes it (see :mod:`prunewarden.pipeline`).
@@ -110,14 +113,16 @@ class Engine(PassCalls):
         sessions: SessionRegistry | None = None,
         cel: str | None = None,
         embedder: Embedder | None = None,
+        judge: Judge | None = None,
     ) -> None:
         self.policy = policy
         # The CEL backend of the rules; asked for and missing, it is an error here, never a
         # silent fall back to the other one.
         self.cel = check_backend(cel)
         self.embedder = embedder
+        self.judge = judge
         self._pipelines = compile_policy(
-            policy, rule_cache_size=rule_cache_size, cel=self.cel, embedder=embedder
+            policy, rule_cache_size=rule_cache_size, cel=self.cel, embedder=embedder, judge=judge
         )
         self._logger = logger
         self._hooks = DecisionHooks(on_decision, call_hooks(on_call))
@@ -136,7 +141,13 @@ class Engine(PassCalls):
         self.shadow = (
             None
             if shadow is None
-            else Shadow(shadow, rule_cache_size=rule_cache_size, cel=self.cel, embedder=embedder)
+            else Shadow(
+                shadow,
+                rule_cache_size=rule_cache_size,
+                cel=self.cel,
+                embedder=embedder,
+                judge=judge,
+            )
         )
         if audit is not None and shadow is not None:
             audit.add_policy(shadow)

@@ -13,6 +13,9 @@ The public API (stable; ``docs/fidelity.md`` documents it):
   ``method`` ``embedding`` or ``both``, ``meaning_drift`` (needs ``embedder``; without one it
   raises ``LookupError``). Each reason's ``detail`` has ``parent``, ``child`` and ``lost``
   (kinds), never text.
+- ``Judge``: the judge method's hook (``method: judge``), ``judge(parent_text, child_text) ->
+  bool``: the harness's own entailment check, asked once per parent; a parent it does not see
+  entailed is ``meaning_drift`` with ``detail.method: judge``.
 - ``Embedder``: the meaning method's hook, ``embed(texts: Sequence[str]) ->
   list[list[float]]``, called once per check with every sentence
   (:class:`prunewarden.scoring.embed.MiniLMEmbedder` is the bundled one, extra ``embed``).
@@ -32,6 +35,7 @@ from prunewarden.fidelity._check import (
     DEFAULT_ERROR_PATTERNS,
     FidelityResult,
     FidelitySettings,
+    Judge,
     ParentFidelity,
     check_fidelity,
     is_error_text,
@@ -46,6 +50,7 @@ __all__ = [
     "Facts",
     "FidelityResult",
     "FidelitySettings",
+    "Judge",
     "ParentFidelity",
     "check_fidelity",
     "extract_facts",

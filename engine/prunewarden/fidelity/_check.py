@@ -13,15 +13,21 @@ import hashlib
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Literal
 
 from prunewarden.decision import Reason
 from prunewarden.fidelity._facts import FACT_KINDS, Facts, extract_facts
 from prunewarden.fidelity._meaning import Embedder, meaning_reasons
+from prunewarden.fidelity._negation import added_negations
+from prunewarden.fidelity._numbers import NUMBER_WORDS, magnitude, spelled_numbers
 
-Method = Literal["facts", "embedding", "both"]
+Method = Literal["facts", "embedding", "both", "judge"]
+# The harness's own entailment check (``method: judge``): whether ``child_text`` still says
+# everything ``parent_text`` says. It sees both texts; its answer must be a bool.
+Judge = Callable[[str, str], bool]
 Scope = Literal["protected", "all"]
 FidelityMode = Literal["enforce", "audit", "off"]
 
@@ -119,11 +125,13 @@ def check_fidelity(
     settings: FidelitySettings,
     *,
     embedder: Embedder | None = None,
+    judge: Judge | None = None,
 ) -> FidelityResult:
     """Check ``child`` (id, text) against ``parents`` (id, text each) with the facts method
     (``settings.method`` ``facts`` or ``both``). The meaning method (``embedding``, ``both``)
-    needs ``embedder``; without one it raises :class:`LookupError`, which a guard turns into a
-    refusal. Raises nothing else on any str input."""
+    needs ``embedder``, the judge method (``judge``) ``judge``; without it, it raises
+    :class:`LookupError`, which a guard turns into a refusal. Raises nothing else on any str
+    input but what the judge raises (a judge answering other than a bool: :class:`TypeError`)."""
     child_id, child_text = child
     kinds = settings.kinds
     if is_error_text(child_text, settings.error_patterns):
@@ -137,14 +145,31 @@ def check_fidelity(
             for p in report
         )
         return FidelityResult(child_id, report, reasons, is_error=True)
+    if settings.method == "judge":
+        return _judged(parents, child, judge)
     reasons_list: list[Reason] = []
     report_list: list[ParentFidelity] = []
     if settings.method != "embedding":
         theirs = extract_facts(child_text)
         words = _words(theirs)
-        for parent_id, text in parents:
-            mine = parent_facts(text)
+        read = [parent_facts(text) for _, text in parents]
+        added = [0] * len(parents)
+        if "negation" in kinds and theirs.by_kind.get("negation"):
+            added = added_negations(
+                [text for _, text in parents],
+                frozenset().union(*(mine.by_kind.get("negation", ()) for mine in read)),
+                theirs.by_kind["negation"],
+            )
+        for (parent_id, _), mine, more in zip(parents, read, added, strict=True):
             parent = _compare(parent_id, mine, theirs, words, kinds)
+            if more:  # negations the summary added to what this parent affirms
+                lost = {*parent.lost, "negation"}
+                parent = ParentFidelity(
+                    parent_id,
+                    parent.facts + more,
+                    parent.kept,
+                    tuple(kind for kind in FACT_KINDS if kind in lost),
+                )
             report_list.append(parent)
             reasons_list.extend(_reasons(parent, child_id, settings.min_kept_share))
     if settings.method != "facts":
@@ -153,6 +178,36 @@ def check_fidelity(
             raise LookupError(msg)
         reasons_list.extend(meaning_reasons(parents, child, settings.embedding_floor, embedder))
     return FidelityResult(child_id, tuple(report_list), tuple(reasons_list))
+
+
+def _judged(parents: Sequence[Pair], child: Pair, judge: Judge | None) -> FidelityResult:
+    """The judge method: the harness's ``judge`` asked of each parent; a parent it does not see
+    entailed is ``meaning_drift``, recorded with ``method: judge``."""
+    if judge is None:
+        msg = "fidelity method judge needs a judge and none was given"
+        raise LookupError(msg)
+    child_id, child_text = child
+    reasons = []
+    for parent_id, text in parents:
+        entailed = judge(text, child_text)
+        if not isinstance(entailed, bool):
+            msg = f"the fidelity judge answered {type(entailed).__name__}, not a bool"
+            raise TypeError(msg)
+        if not entailed:
+            reasons.append(
+                Reason(
+                    "meaning_drift",
+                    f"summary {child_id} does not say what {parent_id} said, as the judge reads "
+                    "them",
+                    {
+                        "parent": parent_id,
+                        "child": child_id,
+                        "lost": ["meaning"],
+                        "method": "judge",
+                    },
+                )
+            )
+    return FidelityResult(child_id, (), tuple(reasons))
 
 
 def parent_facts(text: str) -> Facts:
@@ -192,51 +247,58 @@ def compile_patterns(patterns: tuple[str, ...]) -> tuple[re.Pattern[str], ...]:
     return tuple(re.compile(p, re.IGNORECASE) for p in patterns)
 
 
-# A number a summary spells out keeps the parent's digits ("three retries" keeps "3 retries").
-_NUMBER_WORDS = {
-    word: str(value)
-    for value, word in enumerate(
-        [
-            "zero",
-            "one",
-            "two",
-            "three",
-            "four",
-            "five",
-            "six",
-            "seven",
-            "eight",
-            "nine",
-            "ten",
-            "eleven",
-            "twelve",
-            "thirteen",
-            "fourteen",
-            "fifteen",
-            "sixteen",
-            "seventeen",
-            "eighteen",
-            "nineteen",
-            "twenty",
-        ]
-    )
-} | {"thirty": "30", "forty": "40", "fifty": "50", "hundred": "100", "thousand": "1000"}
-
+_BOUNDS = frozenset("<>")
 _TOKEN = re.compile(r"[\w@/~-][\w.@/~:-]*[\w/]|\w")
 
 
-def _words(facts: Facts) -> frozenset[str]:
-    return frozenset(_TOKEN.findall(facts.text))
+def _words(facts: Facts) -> tuple[str, ...]:
+    return tuple(_TOKEN.findall(facts.text))
+
+
+class _Numbers:
+    """A summary's numbers as a parent's number facts are looked up in: literally, by their
+    value alone (a bare ``500`` keeps ``500 ms``), spelled out, or by magnitude (``0.5 s`` keeps
+    ``500 ms``); the spelled and the magnitudes are read only when a literal lookup misses."""
+
+    def __init__(self, theirs: Facts, tokens: tuple[str, ...], words: frozenset[str]) -> None:
+        self._tokens, self._words = tokens, words
+        self._fill(theirs.by_kind.get("number", frozenset()))
+        self._spelled = False
+        self._magnitudes: set[tuple[str, str, Fraction]] | None = None
+
+    def _fill(self, numbers: frozenset[str]) -> None:
+        self.numbers = numbers
+        self.bases = {value.partition(" ")[0] for value in numbers if value[:1] not in _BOUNDS}
+
+    def _literal(self, value: str) -> bool:
+        number, _, unit = value.partition(" ")
+        return value in self.numbers or (
+            number[:1] not in _BOUNDS and (number in self.numbers if unit else number in self.bases)
+        )
+
+    def keep(self, value: str) -> bool:
+        if self._literal(value):
+            return True
+        if not self._spelled:  # a number a summary spells out keeps the digits
+            self._spelled = True
+            words = self._words
+            if not words.isdisjoint(NUMBER_WORDS) or any(
+                word.partition("-")[0] in NUMBER_WORDS for word in words if "-" in word
+            ):
+                self._fill(self.numbers | spelled_numbers(self._tokens))
+                if self._literal(value):
+                    return True
+        if self._magnitudes is None:
+            self._magnitudes = {m for m in map(magnitude, self.numbers) if m is not None}
+        return magnitude(value) in self._magnitudes
 
 
 def _compare(
-    parent_id: str, mine: Facts, theirs: Facts, words: frozenset[str], kinds: frozenset[str]
+    parent_id: str, mine: Facts, theirs: Facts, tokens: tuple[str, ...], kinds: frozenset[str]
 ) -> ParentFidelity:
+    words = frozenset(tokens)
     literal = frozenset().union(*(v for k, v in theirs.by_kind.items() if k != "negation"))
-    numbers = theirs.by_kind.get("number", frozenset())
-    spelled = {_NUMBER_WORDS[word] for word in words & _NUMBER_WORDS.keys()}
-    bases = {value.partition(" ")[0] for value in numbers} | spelled
-    numbers = numbers | spelled
+    numbers = _Numbers(theirs, tokens, words)
     facts = kept = 0
     lost: set[str] = set()
     for kind, values in mine.by_kind.items():
@@ -246,10 +308,9 @@ def _compare(
             facts += 1
             if kind == "negation":
                 governed = set(value.split(" "))
-                ok = any(governed <= clause for clause in theirs.negated)
+                ok = any(governed <= span for span in theirs.negated)
             elif kind == "number":
-                number, _, unit = value.partition(" ")
-                ok = value in numbers or (number in numbers if unit else number in bases)
+                ok = numbers.keep(value)
             else:
                 ok = (
                     value in literal

@@ -12,11 +12,13 @@ millisecond for a 2,000-token parent.
 
 from __future__ import annotations
 
-import bisect
 import functools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+
+from prunewarden.fidelity._negation import QUOTED, negated_clauses, prepare
+from prunewarden.fidelity._numbers import UNITS, ascii_text, bound_before
 
 # The fact kinds, in the order reasons list them.
 FACT_KINDS = (
@@ -31,20 +33,7 @@ FACT_KINDS = (
     "negation",
 )
 
-_UNITS = {
-    "ms": "ms", "msec": "ms", "millisecond": "ms", "milliseconds": "ms",
-    "s": "s", "sec": "s", "secs": "s", "second": "s", "seconds": "s",
-    "m": "min", "min": "min", "mins": "min", "minute": "min", "minutes": "min",
-    "h": "h", "hr": "h", "hrs": "h", "hour": "h", "hours": "h",
-    "d": "d", "day": "d", "days": "d", "week": "wk", "weeks": "wk", "wk": "wk",
-    "%": "%", "percent": "%", "pct": "%",
-    "b": "b", "byte": "b", "bytes": "b",
-    "kb": "kb", "kib": "kib", "mb": "mb", "mib": "mib", "gb": "gb", "gib": "gib",
-    "tb": "tb", "k": "k", "x": "x",
-    "token": "tok", "tokens": "tok", "tok": "tok",
-    "usd": "usd", "eur": "eur", "$": "usd", "€": "eur",
-    "rps": "rps", "qps": "qps", "req": "req", "requests": "req",
-}  # fmt: skip
+_UNITS = UNITS
 
 
 def _word_set(words: str) -> frozenset[str]:
@@ -154,49 +143,25 @@ _LITERALS = re.compile(
     """,
     re.VERBOSE | re.IGNORECASE,
 )
+# What a candidate starts with when a comparator may bound it: a number, or a comparator glued.
+_BOUNDED = frozenset("0123456789$\u20ac+-<>\u2264\u2265")
+_GLUED = frozenset("<>\u2264\u2265")
+_BOUND_ENDS = frozenset("tnorweTNORWE=<>\u2264\u2265")
+# The number after a comparator (``at most 3 retries``), as the alternation reads numbers.
+_NUMBER_AT = re.compile(
+    rf"[$\u20ac]?[-+]?\d[\d,]*(?:\.\d+)?(?![\w.]\d)(?:[\ \t]?(?:{_UNIT_ALTERNATION})\b|%)?",
+    re.IGNORECASE,
+)
 _CODE = re.compile(r"`([^`\n]{1,400})`")
-# The single-quote branch starts with its quote (so the scan can skip to quote characters) and
-# then looks back: an apostrophe inside a word ("don't") opens nothing.
-_QUOTED = re.compile(
-    r"\"([^\"\n]{1,400})\"|\u201c([^\u201d\n]{1,400})\u201d|'(?<!\w')([^'\n]{1,400})'(?!\w)"
-)
+_QUOTED = QUOTED
 _ORDINAL = re.compile(r"(?<=\d)(?:st|nd|rd|th)\b")
-# Starts with its character set, so that the scan skips to punctuation (a branch would not).
-_CLAUSE_MARKS = (". ", "; ", ": ", "! ", "? ", ".\t", "\n")
-_CLAUSE_END = re.compile(r"[.;:!?\n](?:(?<=\n)|(?=\s|$))")
-# Searched in the lowered text (with a leading space, and \u2019 read as '), each anchored on
-# its first character, so that the regex engine skips ahead without trying a match in most
-# places: a word negator after the character that starts its word, a contraction ("don't")
-# by its own letters.
-_NEGATOR = re.compile(
-    r"[\s(\"'*_\[](n(?:othing|obody|owhere|one|ot|o|ever|either|or)|cannot|without|avoid"
-    r"|forbid(?:den)?|prohibit(?:ed)?|disallow(?:ed)?)\b"
-)
-_CONTRACTION = re.compile(r"n't\b")
-_NEGATOR_WORDS = _word_set(
-    "nothing nobody nowhere none not no never neither nor cannot without avoid forbid forbidden "
-    "prohibit prohibited disallow disallowed"
-)
-_WORD = re.compile(r"[\w/.-]*\w/?")
-# Capitalized words of shouted prose that are not acronyms.
+# Shouted words of prose that are not acronyms.
 _PROSE_CAPITALS = _word_set(
     "a all always an and any are as at be but by do does for from if important in is it must "
     "never no not note of on only or please should so the then this to use warning we when "
     "will with you ok this that these those what why how yes stop do not dont done see here "
     "there new now"
 )
-_STOPWORDS = _word_set(
-    "a an the and or but of to in on at by for from with as is are was were be been being it "
-    "its this that these those any all some ever must should shall may might will would can "
-    "could do does did done have has had so such then than there here their they them we you "
-    "i he she our your please just also very only more less under over into onto within inside "
-    "outside across through about above below after before between during per via up down out "
-    "off again instead"
-)
-# A negation governs at most this many content words, up to the next comma: enough for "emit
-# local time", few enough that a summary compressing the rest of the clause does not lose it
-# (what detects a lost negation is the negator gone, not the words).
-_GOVERNED_WORDS = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,7 +170,7 @@ class Facts:
     its values (a negation's value is the governed words, stemmed, joined by spaces);
     ``text`` is the whole text normalized, for facts a summary may keep without quoting (a
     parent's is not needed: :func:`check_fidelity` leaves it empty); ``negated`` holds, per
-    negated clause, the stemmed words of that clause."""
+    span that negates something (:mod:`._negation`), the stemmed words it negates."""
 
     by_kind: dict[str, frozenset[str]]
     text: str
@@ -219,8 +184,11 @@ def extract_facts(text: str, *, whole_text: bool = True) -> Facts:
     """The facts of ``text`` (see :class:`Facts`); deterministic, never raises on any str.
     ``whole_text=False`` leaves ``Facts.text`` and ``Facts.negated`` empty (what a parent
     needs: its facts only), which is cheaper."""
+    text = ascii_text(text)
     found: dict[str, set[str]] = {}
-    candidates = "\n".join(_CANDIDATES.findall(" " + text))
+    padded = " " + text
+    found_candidates = list(_CANDIDATES.finditer(padded))
+    candidates = "\n".join(match.group(1) for match in found_candidates)
     # Each distinct (kind, literal) is normalized once, here and across calls: texts of one
     # conversation repeat the same ports, paths and names.
     for kind, raw in {(str(m.lastgroup), m.group(0)) for m in _LITERALS.finditer(candidates)}:
@@ -229,15 +197,50 @@ def extract_facts(text: str, *, whole_text: bool = True) -> Facts:
             found.setdefault(kind, set()).add(value)
     for match in _CODE.finditer(text):
         found.setdefault("code", set()).add(normalize_text(match.group(1)))
-    for match in _QUOTED.finditer(text):
+    quotations = list(_QUOTED.finditer(text))
+    for match in quotations:
         quoted = normalize_text(match.group(1) or match.group(2) or match.group(3) or "")
         if quoted:
             found.setdefault("quoted", set()).add(quoted)
-    negations, negated = _negations(text, with_clauses=whole_text)
+    bounds = set(_bounds(padded, found_candidates))
+    if bounds:
+        found.setdefault("number", set()).update(bounds)
+    negations, negated = _negations(text, quotations, whole_text=whole_text)
     if negations:
         found["negation"] = negations
     by_kind = {kind: frozenset(values) for kind, values in found.items() if values}
     return Facts(by_kind, normalize_text(text) if whole_text else "", tuple(negated))
+
+
+def _negations(
+    text: str, quotations: list[re.Match[str]], *, whole_text: bool
+) -> tuple[set[str], list[frozenset[str]]]:
+    """What the text's negations govern, and (``whole_text``) the words each span negates."""
+    negations: set[str] = set()
+    negated: list[frozenset[str]] = []
+    for spans in negated_clauses(prepare(text, [match.span() for match in quotations])):
+        for span in spans:
+            negations.update(span.negations)
+            if whole_text and any(span.negated):
+                negated.append(span.polar(negated=True))
+    return negations, negated
+
+
+def _bounds(padded: str, candidates: list[re.Match[str]]) -> Iterator[str]:
+    """The bounded numbers among the candidates (``<= 3`` for ``at most 3``), each comparator
+    read from the few characters before its number."""
+    for match in candidates:
+        at = match.start(1)
+        # a comparator's last word ends in one of these letters (most, than, to, under, below,
+        # above), or a symbol is glued to the number
+        first = padded[at]
+        after_word = at < 2 or padded[at - 2] in _BOUND_ENDS
+        if first not in _GLUED and not (first in _BOUNDED and after_word):
+            continue
+        bound = bound_before(padded, at)
+        number = _NUMBER_AT.match(padded, bound[1]) if bound is not None else None
+        if bound is not None and number is not None:
+            yield f"{bound[0]} {_normalized('number', number.group(0))}"
 
 
 def normalize_text(text: str) -> str:
@@ -304,97 +307,3 @@ _NORMALIZE: dict[str, Callable[[str], str]] = {
     "path": lambda raw: raw.rstrip(".").rstrip("/").lower() or "/",
     "flag": str.lower,
 }
-
-
-def _negations(text: str, *, with_clauses: bool = True) -> tuple[set[str], list[frozenset[str]]]:
-    """What each negator governs (its clause's next content words, stemmed, up to a comma), and
-    the stemmed words of every negated clause, the unit a summary's negation is compared in
-    (with ``with_clauses=False``, none: a parent's negations are only looked for, not looked in).
-
-    Linear in the text however many negators it holds: each clause's words are read once, with
-    their offsets; the negators are taken in order, so a clause boundary is searched for only
-    between one negator and the next, and a negator inside the previous one's clause reuses it."""
-    lowered = " " + text.lower().replace("\u2019", "'")
-    negators = [m.span(1) for m in _NEGATOR.finditer(lowered)]
-    negators += [m.span() for m in _CONTRACTION.finditer(lowered)]
-    if not negators:
-        return set(), []
-    if not with_clauses:
-        governing = (_governed(lowered, after) for _, after in negators)
-        return {governed for governed in governing if governed}, []
-    governed: set[str] = set()
-    clauses: dict[int, tuple[list[int], list[str]]] = {}
-    start, end, searched = 0, -1, 0
-    for at, after in sorted(negators):
-        if after > end:  # past the previous clause: find this one's bounds
-            found = max(lowered.rfind(mark, searched, at) for mark in _CLAUSE_MARKS)
-            if found >= 0:
-                start = found + (1 if lowered[found] == "\n" else 2)
-            following = _CLAUSE_END.search(lowered, after)
-            end = following.end() if following is not None else len(lowered)
-        searched = at
-        if start not in clauses:
-            clauses[start] = _content_words(lowered, start, end)
-        offsets, words = clauses[start]
-        first = bisect.bisect_left(offsets, after)
-        window = slice(first, first + _GOVERNED_WORDS)
-        picked = []
-        for offset, word in zip(offsets[window], words[window], strict=True):
-            if offset >= end or lowered.find(",", after, offset) >= 0:
-                break
-            picked.append(word)
-        if picked:
-            governed.add(" ".join(picked))
-    return governed, [frozenset(words) for _, words in clauses.values()]
-
-
-def _governed(lowered: str, after: int) -> str:
-    """What the negator ending at ``after`` governs: the next content words of its clause,
-    stemmed, up to a comma; read forward only, not the whole clause."""
-    following = _CLAUSE_END.search(lowered, after)
-    end = following.end() if following is not None else len(lowered)
-    comma = lowered.find(",", after, end)
-    picked: list[str] = []
-    for match in _WORD.finditer(lowered, after, end if comma < 0 else comma):
-        word = match.group(0)
-        if word in _STOPWORDS or word in _NEGATOR_WORDS:
-            continue
-        picked.append(stem(word.rstrip("/") or word))
-        if len(picked) == _GOVERNED_WORDS:
-            break
-    return " ".join(picked)
-
-
-def _content_words(text: str, start: int, end: int) -> tuple[list[int], list[str]]:
-    """The content words of ``text[start:end]`` (no stop word, no negator), stemmed, and their
-    offsets in ``text``, in order."""
-    offsets, words = [], []
-    for match in _WORD.finditer(text, start, end):
-        word = match.group(0)
-        if word in _STOPWORDS or word in _NEGATOR_WORDS:
-            continue
-        offsets.append(match.start())
-        words.append(stem(word.rstrip("/") or word))
-    return offsets, words
-
-
-@functools.lru_cache(maxsize=8192)
-def stem(word: str) -> str:
-    """A crude, deterministic stem: enough that ``emitted`` meets ``emit``, ``timestamps``
-    ``timestamp``, ``modified`` ``modify`` and ``directly`` ``direct``; a paraphrase with other
-    words is the embedding method's to judge."""
-    if word.endswith("/") or not word.isalpha():
-        return word
-    for suffix in ("ing", "ed", "es", "s"):
-        if word.endswith(suffix) and len(word) - len(suffix) >= 2 and not word.endswith("ss"):
-            word = word[: -len(suffix)]
-            break
-    if word.endswith("ly") and len(word) >= 6:  # "directly" meets "direct"; "apply" stays
-        word = word[:-2]
-    if word.endswith("i") and len(word) > 2:  # "modified", "modifies" meet "modify"
-        word = word[:-1] + "y"
-    if word.endswith("e") and len(word) > 2:  # "use" and "used" meet at "us"
-        word = word[:-1]
-    if len(word) > 2 and word[-1] == word[-2] and word[-1] not in "aeiou":
-        word = word[:-1]
-    return word

@@ -31,6 +31,7 @@ from prunewarden.fidelity import (
     Embedder,
     FidelityResult,
     FidelitySettings,
+    Judge,
     check_fidelity,
     is_error_text,
     sentence_similarities,
@@ -73,6 +74,7 @@ def judge(
     request: TransitionRequest,
     pinned: Callable[[TransitionSegment], bool],
     embedder: Embedder | None = None,
+    entailment: Judge | None = None,
 ) -> FidelityFindings:
     """Check every child of the edit against the parents it replaces."""
     if settings.mode == "off":
@@ -105,6 +107,7 @@ def judge(
             (child.id, child.segment.text),
             settings,
             embedder=embedder,
+            judge=entailment,
         )
         results.append(result)
     return _findings(results, checked, before)
@@ -167,7 +170,9 @@ def explain(
     parent_text = next(s.segment.text for s in request.before if s.id == parent)
     child_text = next(s.segment.text for s in request.after if s.id == child)
     if reason.code == "meaning_drift":
-        if embedder is None:  # the finding needed one: unreachable without it
+        if (
+            embedder is None or reason.detail.get("method") == "judge"
+        ):  # the finding needed one: unreachable without it
             return explained(reason, [back], sentence)
         [(_, best)] = sentence_similarities([(parent, parent_text)], child_text, embedder)
         lowest = min(best)

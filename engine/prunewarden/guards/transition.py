@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from prunewarden._values import replace_value
 from prunewarden.decision import Action, Reason, Verdict
-from prunewarden.fidelity import Embedder, FidelitySettings
+from prunewarden.fidelity import Embedder, FidelitySettings, Judge
 from prunewarden.guards import _fidelity as fidelity
 from prunewarden.guards._counterfactual import (
     Change,
@@ -33,6 +33,7 @@ from prunewarden.guards._counterfactual import (
     explained,
     together,
 )
+from prunewarden.guards._pins import pinned_test, pins_lost
 from prunewarden.inputs import EvictionRequest, ScoreRange, TransitionRequest, TransitionSegment
 from prunewarden.policy import EvictionSettings, TransitionSettings
 
@@ -53,6 +54,7 @@ class TransitionGuardSettings:
     authorize: Authorize
     fidelity: FidelitySettings = field(default_factory=lambda: FidelitySettings(mode="off"))
     embedder: Embedder | None = None
+    judge: Judge | None = None  # the harness's entailment check, for method judge
 
     @property
     def mode(self) -> str:
@@ -63,7 +65,11 @@ def evaluate(settings: TransitionGuardSettings, request: TransitionRequest) -> V
     edit = request.edit
     findings = list(_findings(settings, request))
     found = fidelity.judge(
-        settings.fidelity, request, _pinned(settings.transition, request), settings.embedder
+        settings.fidelity,
+        request,
+        pinned_test(settings.transition, request),
+        settings.embedder,
+        settings.judge,
     )
     variables = {"fidelity": found.variables()}
     binding = settings.fidelity.mode == "enforce"
@@ -95,8 +101,11 @@ def evaluate(settings: TransitionGuardSettings, request: TransitionRequest) -> V
     if orphans:
         parents = sorted({p for r in orphans for p in r.detail["parents"]})
         actions.append(Action("write_tombstone", tuple(parents)))
-    if binding and found.keep_verbatim:
-        actions.append(Action("keep_verbatim", found.keep_verbatim))
+    present = {segment.id for segment in request.after}
+    verbatim = dict.fromkeys(found.keep_verbatim if binding else ())
+    verbatim.update(dict.fromkeys(i for i in _in_order(request, restore) if i in present))
+    if verbatim:  # a pinned segment relabelled or emptied: its copy of before, in its place
+        actions.append(Action("keep_verbatim", tuple(verbatim)))
     return Verdict(True, [*findings, *advisory], actions, variables=variables)
 
 
@@ -130,14 +139,23 @@ def _findings(s: TransitionGuardSettings, r: TransitionRequest) -> Iterator[Reas
     gone = set(edit.removed) | set(edit.folded)
     before = {segment.id: segment for segment in r.before}
     settings = s.transition
-    pinned = _pinned(settings, r)
-    departed = [segment for segment in r.before if segment.id in gone]
-    unrecorded = [seg.id for seg in departed if pinned(seg) and seg.id not in edit.tombstoned]
+    pinned = pinned_test(settings, r)
+    unpinned, emptied = pins_lost(settings, r, pinned)
+    unrecorded = [
+        seg.id
+        for seg in r.before
+        if seg.id not in edit.tombstoned
+        and ((seg.id in gone and pinned(seg)) or seg.id in unpinned)
+    ]
     if unrecorded:
+        still = [i for i in unrecorded if i in unpinned]
+        how = (
+            f" ({len(still)} still in it, relabelled or emptied: {_names(still)})" if still else ""
+        )
         yield Reason(
             "pinned_removed",
             f"{len(unrecorded)} pinned segment(s) left the window without a tombstone naming "
-            f"them: {_names(unrecorded)}",
+            f"them{how}: {_names(unrecorded)}",
             {"ids": unrecorded},
         )
     yield from _group_split(r, gone)
@@ -153,8 +171,10 @@ def _findings(s: TransitionGuardSettings, r: TransitionRequest) -> Iterator[Reas
     yield from _orphans(r, before)
     yield from _bindings(r)
     yield from _invalidation(r)
-    if r.halt is not None and gone:
-        ids = [segment.id for segment in departed]
+    if r.halt is not None and (gone or unpinned or emptied):
+        ids = [
+            seg.id for seg in r.before if seg.id in gone or seg.id in unpinned or seg.id in emptied
+        ]
         yield Reason(
             "pruning_halted",
             f"the collapse guard halted pruning at cycle {r.halt.get('cycle')}; the edit removed "
@@ -163,23 +183,6 @@ def _findings(s: TransitionGuardSettings, r: TransitionRequest) -> Iterator[Reas
         )
     if settings.require_scores:
         yield from _unscored(s, r, before)
-
-
-def _pinned(
-    settings: TransitionSettings, r: TransitionRequest
-) -> Callable[[TransitionSegment], bool]:
-    """Whether a segment of ``before`` is pinned: a pinned kind, ``non_recoverable``, a canary
-    or a rule pin."""
-
-    def pinned(segment: TransitionSegment) -> bool:
-        return (
-            segment.segment.kind in settings.pinned_kinds
-            or segment.segment.non_recoverable
-            or segment.id in r.canaries
-            or segment.id in r.pinned
-        )
-
-    return pinned
 
 
 def _group_split(r: TransitionRequest, gone: set[str]) -> Iterator[Reason]:
@@ -301,6 +304,10 @@ def _unscored(
             f"{_names(refused)}",
             {"ids": refused, "eviction": reasons},
         )
+
+
+def _in_order(r: TransitionRequest, ids: set[str]) -> list[str]:
+    return [segment.id for segment in r.before if segment.id in ids]
 
 
 def _whole_groups(r: TransitionRequest, restore: set[str]) -> tuple[str, ...]:

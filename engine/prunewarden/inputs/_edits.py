@@ -3,8 +3,10 @@
 Ids say which segment is which; the text says whether it changed. A segment whose id survives
 is *kept* only when the SHA-256 of its text is unchanged, whatever the editor claims, so a
 rewrite that kept its id and its old score is seen as a rewrite. A segment whose id is gone is
-*folded* when a segment of ``after`` names it in ``derived_from`` (its content lives on in a
-summary), else *removed*. A new id of ``after`` is a *summary* when it derives from something,
+*folded* when a segment the edit made (a summary or a rewrite, not a tombstone) names it in
+``derived_from`` (its content lives on in it), else *removed*: a kept segment's
+``derived_from`` folds nothing, so the removal is judged as one (tombstones, fidelity). A new
+id of ``after`` is a *summary* when it derives from something,
 else *added* (a tombstone segment is added: it records, it does not summarize).
 
 Linear in the size of both windows: one pass over each, set lookups only.
@@ -27,8 +29,17 @@ def derive_edit(
 ) -> Edit:
     """What the edit from ``before`` to ``after`` did to each segment of both windows."""
     now = {segment.id: segment for segment in after}
-    before_ids = {segment.id for segment in before}
-    named_parents = {parent for segment in after for parent in segment.derived_from}
+    was = {segment.id: segment for segment in before}
+    before_ids = was.keys()
+    # Only a segment the edit made (a summary, or a rewrite) can hold a parent: a derived_from
+    # on a kept segment or on a tombstone is the editor's word, and folds nothing.
+    named_parents = {
+        parent
+        for segment in after
+        if segment.segment.kind != TOMBSTONE_KIND
+        and (segment.id not in was or not _same_text(was[segment.id], segment))
+        for parent in segment.derived_from
+    }
     kept: list[str] = []
     rewritten: list[str] = []
     folded: list[str] = []

@@ -14,7 +14,7 @@ import prunewarden.rules
 from prunewarden._identity import PolicyIdentity, PolicySource
 from prunewarden._values import replace_value
 from prunewarden.decision import Action, Decision, Reason, Stamp, Verdict
-from prunewarden.fidelity import Embedder
+from prunewarden.fidelity import Embedder, Judge
 from prunewarden.guards import GUARDS, Guard, TransitionGuardSettings, staleness
 from prunewarden.inputs import CHECKS, Check, Request, ScoreRange
 from prunewarden.inputs._columns import StalenessColumns
@@ -169,16 +169,18 @@ def compile_policy(
     rule_cache_size: int = DEFAULT_CACHE_SIZE,
     cel: str | None = None,
     embedder: Embedder | None = None,
+    judge: Judge | None = None,
 ) -> dict[Check, Pipeline]:
     """One pipeline per check, bound to the policy's settings, rules and identity; ``cel``
     names the CEL backend that evaluates the rules; ``embedder`` is what the fidelity check's
-    meaning method embeds with (None: none, and that method refuses)."""
+    meaning method embeds with, ``judge`` what its judge method asks (None: none, and that method
+    refuses)."""
     params = policy.document["spec"].get("params", {})
     return {
         check: Pipeline(
             check=check,
             mode=getattr(policy.spec, check).mode,
-            settings=_settings(policy, check, embedder),
+            settings=_settings(policy, check, embedder, judge),
             guard=GUARDS[check],
             policy=policy.identity,
             # Through the package (its names resolve on use): the CEL runtime loads with the
@@ -211,7 +213,9 @@ def judged_scores(policy: Policy) -> ScoreRange:
     return policy.spec.scores
 
 
-def _settings(policy: Policy, check: Check, embedder: Embedder | None = None) -> Any:
+def _settings(
+    policy: Policy, check: Check, embedder: Embedder | None = None, judge: Judge | None = None
+) -> Any:
     """What a check's guard is given: its section of the policy; the transition guard also gets
     the eviction section and guard, which ``require_scores`` asks (guards never import one
     another, so the pipeline binds them), and ``spec.fidelity``."""
@@ -222,5 +226,6 @@ def _settings(policy: Policy, check: Check, embedder: Embedder | None = None) ->
             GUARDS["eviction"].evaluate,
             policy.spec.fidelity,
             embedder,
+            judge,
         )
     return getattr(policy.spec, check)

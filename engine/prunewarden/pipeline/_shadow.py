@@ -17,7 +17,7 @@ from typing import Any
 
 from prunewarden.decision import ShadowResult
 from prunewarden.errors import InputError
-from prunewarden.fidelity import Embedder
+from prunewarden.fidelity import Embedder, Judge
 from prunewarden.inputs import Check, Request, ScoreRange, parse_request
 from prunewarden.pipeline._compile import compile_policy
 from prunewarden.policy import Policy
@@ -34,10 +34,11 @@ class Shadow:
         rule_cache_size: int = DEFAULT_CACHE_SIZE,
         cel: str | None = None,
         embedder: Embedder | None = None,
+        judge: Judge | None = None,
     ) -> None:
         self.policy = policy
         self._pipelines = compile_policy(
-            policy, rule_cache_size=rule_cache_size, cel=cel, embedder=embedder
+            policy, rule_cache_size=rule_cache_size, cel=cel, embedder=embedder, judge=judge
         )
 
     def evaluate(  # noqa: PLR0913 - the request as the active policy parsed it, and its source

@@ -352,7 +352,7 @@ def _components() -> dict[str, Any]:
                 "properties": {
                     "session_id": {"type": "string"},
                     "halted": {"type": "boolean"},
-                    "state": {"$ref": SCHEMA_BASE + "session-state.v3.schema.json"},
+                    "state": {"$ref": SCHEMA_BASE + "session-state.v4.schema.json"},
                     "policy": _identity(),
                     "tenant": {"type": "string", "description": "With tenants: the session's"},
                 },

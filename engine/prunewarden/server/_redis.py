@@ -1,6 +1,6 @@
 """Session states in Redis, for several server replicas behind one address.
 
-One key per session (``prunewarden:session:{<id>}``) holding its ``session-state.v3`` document
+One key per session (``prunewarden:session:{<id>}``) holding its ``session-state.v4`` document
 after its integrity seal (:mod:`prunewarden.session._seal`), written whole with the idle TTL as
 its expiry, and read by ``GETEX``, which renews the TTL: Redis forgets an idle session by
 itself, on every replica at once. The id in braces is the key's hash tag: a session's state and

@@ -216,7 +216,7 @@ class SessionService(SessionHolding):
         return decision_answer(decision)
 
     def state(self, session_id: str, _body: bytes, *, labels: Labels = None) -> Answer:
-        """``GET /v1/sessions/{id}``: the session's ``session-state.v3`` document; 404 when the
+        """``GET /v1/sessions/{id}``: the session's ``session-state.v4`` document; 404 when the
         server holds none."""
         check_id(session_id)
         with self._held(session_id):

@@ -12,7 +12,7 @@ holds one policy holder per tenant of the file:
   made after it ever mix two revisions.
 
 Sessions are bound to the tenant that opened them: the binding is saved with the session's state
-(``session-state.v3``'s ``tenant``, written by :class:`BoundStore`), so it outlives a restart and
+(``session-state.v4``'s ``tenant``, written by :class:`BoundStore`), so it outlives a restart and
 holds on every replica sharing a Redis.
 """
 

@@ -105,7 +105,7 @@ class SessionCore:
             self._history = replace(self._history, rule_pins=updated)
 
     def state(self) -> dict[str, Any]:
-        """A JSON-serializable snapshot (``session-state.v3``) that
+        """A JSON-serializable snapshot (``session-state.v4``) that
         ``Engine.session(id, state=...)`` restores."""
         with self._lock:
             return state_document(self._history, self.policy.identity, self.session_id, self.labels)

@@ -37,7 +37,12 @@ from prunewarden.pipeline import ColumnarEviction
 from prunewarden.planner import PassInputs, PassLog, Plan, plan_pass
 from prunewarden.session._core import SessionCore
 from prunewarden.session._state import Halt, advance_cusum, remember_baseline
-from prunewarden.session._transitions import follow_after, with_session, without_halt
+from prunewarden.session._transitions import (
+    follow_after,
+    seen_pinned,
+    with_session,
+    without_halt,
+)
 
 
 class Session(SessionCore):
@@ -299,7 +304,8 @@ class Session(SessionCore):
         assert isinstance(parsed, TransitionRequest)  # noqa: S101 - a transition document
         request, gate = without_halt(with_session(parsed, self._history), self.gate("transition"))
         decision = self.decide("transition", request, document, gate, explain=explain)
-        followed = follow_after(self._history, request, decision)
+        seen = seen_pinned(self._history, request, self.policy.spec.transition.pinned_kinds)
+        followed = follow_after(seen, request, decision)
         if followed is not self._history:
             self._history = followed
             self._save()

@@ -1,8 +1,9 @@
-"""A session's history as one immutable value, and as the document ``session-state.v3``.
+"""A session's history as one immutable value, and as the document ``session-state.v4``.
 
 A :class:`History` is everything a session keeps between calls: the last few snapshots and
 turns (sized by the policy's windows), each canary's baseline, the spreads of the first cycles,
-the segments a custom rule pinned, the cusum spread test's sum and run, and the halt in force.
+the segments a custom rule pinned, the cusum spread test's sum and run, the halt in force, and
+the ids it has seen pinned in a transition (which stay pinned, whatever a later edit claims).
 The session swaps in a new value on every change, so a snapshot of it (``Session.state()``) is
 always whole, and a store can write exactly what a decision saw.
 
@@ -13,7 +14,8 @@ lifts it. Rule pins always are: each was authorized by a rule of the policy that
 new policy's rules decide those segments afresh.
 
 Version 1 documents (written before rule pins were kept) are still read, with no pins; version 2
-documents (before the cusum spread test), with its sum at 0 and no run.
+documents (before the cusum spread test), with its sum at 0 and no run; version 3 documents
+(before transitions' pins were kept), with none seen.
 """
 
 from __future__ import annotations
@@ -33,8 +35,8 @@ from prunewarden.limits import MAX_ENTRIES
 from prunewarden.policy import Calibration, Policy
 from prunewarden.scoring import text_sha256
 
-STATE_VERSION = 3
-READABLE_VERSIONS = (1, 2, 3)
+STATE_VERSION = 4
+READABLE_VERSIONS = (1, 2, 3, 4)
 STATE_FILENAME = "<session-state>"
 PARTS = ("snapshots", "baseline", "early_spreads", "turns", "halt")
 
@@ -104,6 +106,17 @@ class History:
     # The cusum spread test's sum and run, valid under the settings ``cusum_basis`` names.
     cusum: CusumTrack = field(default_factory=CusumTrack)
     cusum_basis: str | None = None
+    # Every id seen pinned in a transition's before (a pinned kind, non_recoverable), oldest
+    # first: pinned by id from then on, so relabelling it between two edits unpins nothing.
+    seen_pinned: tuple[str, ...] = ()
+
+    def with_seen_pinned(self, ids: Iterable[str], limit: int = MAX_ENTRIES) -> History:
+        """This history having seen ``ids`` pinned; past ``limit``, the earliest are forgotten."""
+        known = set(self.seen_pinned)
+        new = [i for i in dict.fromkeys(ids) if i not in known]
+        if not new:
+            return self
+        return replace(self, seen_pinned=(*self.seen_pinned, *new)[-limit:])
 
 
 def cusum_basis(policy: Policy) -> str | None:
@@ -181,7 +194,7 @@ def advance_cusum(
 def state_document(
     history: History, policy: PolicyIdentity, session_id: str | None, labels: Mapping[str, str]
 ) -> dict[str, Any]:
-    """The ``session-state.v3`` document of a history (JSON values only)."""
+    """The ``session-state.v4`` document of a history (JSON values only)."""
     return {
         "state_version": STATE_VERSION,
         "session_id": session_id,
@@ -213,6 +226,7 @@ def state_document(
             "sum": history.cusum.total,
             "run": [_step_document(step) for step in history.cusum.run],
         },
+        "seen_pinned": list(history.seen_pinned),
     }
 
 
@@ -237,7 +251,7 @@ class RestoredState:
 
 
 def read_state(document: Any, filename: str = STATE_FILENAME) -> RestoredState:
-    """Validate a ``session-state`` document (version 1, 2 or 3) and type it, or raise
+    """Validate a ``session-state`` document (version 1 to 4) and type it, or raise
     :class:`SessionStateError` with every problem located."""
     parsed = Parsed(document, filename)
     version = document.get("state_version") if isinstance(document, Mapping) else None
@@ -282,6 +296,7 @@ def read_state(document: Any, filename: str = STATE_FILENAME) -> RestoredState:
             ),
         ),
         cusum_basis=cusum["basis"],
+        seen_pinned=tuple(document.get("seen_pinned", ())),
     )
     return RestoredState(
         history,

@@ -1,7 +1,7 @@
 """Where session states outlive the process: the :class:`SessionStore` interface, and its
 embedded default on SQLite.
 
-A session with a store writes its whole state (``session-state.v3``) on every change, inside the
+A session with a store writes its whole state (``session-state.v4``) on every change, inside the
 call that made it and before that call returns: a process killed right after a decision was
 reported cannot come back without the halt that decision reported. One row per session, replaced
 whole in one transaction, so a reader never sees half a state. Each row carries the seal of its
@@ -82,7 +82,7 @@ def check_deadline() -> None:
 
 @runtime_checkable
 class SessionStore(Protocol):
-    """Keeps one ``session-state.v3`` document per session id.
+    """Keeps one ``session-state.v4`` document per session id.
 
     ``save`` must not return before the state is durable (a process killed right after may not
     lose it); ``load`` returns the last state saved, or None. Both may raise: a session whose

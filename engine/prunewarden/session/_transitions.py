@@ -8,6 +8,7 @@ or folds something), not a gate that stands in for the guard.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
@@ -23,9 +24,10 @@ def halt_detail(halt: Halt) -> dict[str, Any]:
 
 
 def with_session(request: TransitionRequest, history: History) -> TransitionRequest:
-    """``request`` with the session's canaries (every id it has seen pinned) and rule pins (of
-    the segments whose text is still the pinned text) pinned, and its halt."""
-    canaries = set(history.baseline)
+    """``request`` with the session's canaries (every id it has seen pinned, in a cycle or in a
+    transition) and rule pins (of the segments whose text is still the pinned text) pinned, and
+    its halt."""
+    canaries = set(history.baseline) | set(history.seen_pinned)
     if history.snapshots:
         canaries.update(history.snapshots[-1].pinned)
     pins = history.rule_pins
@@ -44,6 +46,17 @@ def without_halt(
     detail = gate.reasons[0].detail
     halt = {"collapse_decision": detail.get("collapse_decision"), "cycle": detail.get("cycle")}
     return replace_value(request, halt=halt), None
+
+
+def seen_pinned(
+    history: History, request: TransitionRequest, pinned_kinds: Iterable[str]
+) -> History:
+    """The history having seen what ``request``'s before pins by its content (a pinned kind,
+    ``non_recoverable``): remembered whatever the decision, as seeing is not applying."""
+    kinds = frozenset(pinned_kinds)
+    return history.with_seen_pinned(
+        s.id for s in request.before if s.segment.kind in kinds or s.segment.non_recoverable
+    )
 
 
 def follow_after(history: History, request: TransitionRequest, decision: Decision) -> History:
