@@ -221,7 +221,7 @@ export class Session {
     return this.change("transitions", body);
   }
 
-  /** `GET`: the session's state (session-state.v3) and whether it is halted. */
+  /** `GET`: the session's state (session-state.v4) and whether it is halted. */
   state(): Promise<SessionState> {
     return this.client.send({ method: "GET", path: this.path, idempotent: true });
   }

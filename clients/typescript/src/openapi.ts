@@ -303,7 +303,7 @@ export interface components {
         SessionState: {
             session_id: string;
             halted: boolean;
-            state: components["schemas"]["session-state.v3"];
+            state: components["schemas"]["session-state.v4"];
             /** @description The policy that authorized the decision. */
             policy: {
                 name: string;
@@ -382,7 +382,7 @@ export interface components {
             };
             default_tenant?: string;
             /** @description Every tenant, in the order its selector is tried, with its policy, shadow and health (a server without --tenants: one, `default`) */
-            tenants?: components["schemas"]["Tenant"][];
+            tenants?: components["schemas"]["ReadyTenant"][];
         };
         Status: {
             /** @description false while the last reload of any tenant failed */
@@ -519,6 +519,41 @@ export interface components {
                     [key: string]: string;
                 };
             };
+            /** @description The policy that authorized the decision. */
+            policy: {
+                name: string;
+                version: string;
+                digest: string;
+                /** @description The revision of the signed policy bundle the policy came from (docs/fleet.md); absent when the policy was read from its own files. */
+                bundle_revision?: string;
+                /** @description The files the policy was resolved from, the policy's own first, then each policy it extends: path (builtin:<name> for a bundled policy) and the SHA-256 (hex) of the bytes read. */
+                sources?: {
+                    path: string;
+                    sha256: string;
+                }[];
+            };
+            bundle_revision: string | null;
+            shadow: null | {
+                name: string;
+                version: string;
+                digest: string;
+                /** @description The revision of the signed policy bundle the policy came from (docs/fleet.md); absent when the policy was read from its own files. */
+                bundle_revision?: string;
+                /** @description The files the policy was resolved from, the policy's own first, then each policy it extends: path (builtin:<name> for a bundled policy) and the SHA-256 (hex) of the bytes read. */
+                sources?: {
+                    path: string;
+                    sha256: string;
+                }[];
+            };
+            /** @description false while its last reload failed */
+            healthy?: boolean;
+            /** @enum {unknown} */
+            last_reload?: "reloaded" | "unchanged" | "failed" | null;
+            problems?: string[];
+        };
+        ReadyTenant: {
+            name: string;
+            default: boolean;
             /** @description The policy that authorized the decision. */
             policy: {
                 name: string;
@@ -980,15 +1015,15 @@ export interface components {
             group?: components["schemas"]["input.v1.id"];
         };
         /**
-         * prunewarden session state v3
+         * prunewarden session state v4
          * @description A snapshot of one Session (Session.state()): everything it keeps between calls, so that Engine.session(id, state=...) or a SessionStore can restore it after a restart. Scores are raw (as observed); beyond this schema, they must lie within the restoring policy's spec.scores range, and cycles and turns must increase. See docs/sessions.md.
          */
-        "session-state.v3": {
+        "session-state.v4": {
             /**
-             * @description Version of this format. A reader refuses versions it does not know; prunewarden reads versions 1 (no rule pins), 2 (no cusum track) and 3.
+             * @description Version of this format. A reader refuses versions it does not know; prunewarden reads versions 1 (no rule pins), 2 (no cusum track), 3 (no pins seen in transitions) and 4.
              * @constant
              */
-            state_version: 3;
+            state_version: 4;
             session_id: string | null;
             /** @description The labels every record of the session carries. */
             labels: {
@@ -1056,6 +1091,8 @@ export interface components {
                     increment: number;
                 }[];
             };
+            /** @description The ids the session has seen pinned in a transition's before (a pinned kind or non_recoverable), oldest first: they stay pinned by id in later transitions, whatever kind or non_recoverable the segment then claims (docs/transitions.md#sessions-halts-and-pins). */
+            seen_pinned: string[];
         };
     };
     responses: never;
