@@ -277,6 +277,9 @@ class _Recorder:
         self.inner = inner
         self.calls: list[dict[str, Any]] = []
 
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)  # what the guard reads of its session
+
     def verify(self, before: Any, after: Any, **options: Any) -> Decision:
         self.calls.append({"before": before, "after": after, **options})
         decision: Decision = self.inner.verify(before, after, **options)
@@ -307,6 +310,7 @@ def session_edit_document(name: str, edit: SessionEdit) -> dict[str, Any]:
         "before": call["before"],
         "after": call["after"],
         "applied_by": call["applied_by"],
+        **({"tombstones": list(call["tombstones"])} if call.get("tombstones") else {}),
     }
 
 
