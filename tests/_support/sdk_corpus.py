@@ -257,7 +257,7 @@ SESSION_EDITS: dict[str, SessionEdit] = {
     "agents-clear-session-refused": SessionEdit(
         "clear",
         description="clear_session drops the system prompt and the task with nothing recording "
-        "them: refused, the whole history restored.",
+        "them: refused, the two restored (the decision records the rest).",
     ),
     "agents-trim-keeps-an-orphaned-output": SessionEdit(
         "trim",
