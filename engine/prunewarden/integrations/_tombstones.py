@@ -90,13 +90,22 @@ def tombstone_position(
     return len(after)
 
 
-def warn_restored(session: Session, what: str, decision: Decision, restored: Sequence[str]) -> None:
-    """The warning a guard logs when it put back what an edit must not drop."""
+def warn_restored(
+    session: Session,
+    what: str,
+    decision: Decision,
+    restored: Sequence[str],
+    *,
+    done: str = "put back",
+) -> None:
+    """The warning a guard logs when it put back what an edit must not drop (``done``: what
+    became of it, when the guard cannot put it back itself)."""
     _log.warning(
-        "session %s: %s refused (%s); put back %s (decision %s)",
+        "session %s: %s refused (%s); %s %s (decision %s)",
         session.session_id,
         what,
         ", ".join(decision.codes),
+        done,
         ", ".join(restored) if restored else "nothing",
         decision.decision_id,
     )

@@ -31,6 +31,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from prunewarden.decision import Decision
 from prunewarden.errors import InputError, Problem
+from prunewarden.integrations._tombstones import warn_restored
 from prunewarden.policy import Policy
 from prunewarden.scoring import text_sha256
 from prunewarden.session import Session
@@ -373,8 +374,10 @@ def judge_applied_edits(  # noqa: PLR0913 - the request, the response and the ad
     canaries: Iterable[str] = (),
 ) -> ContextEditOutcome:
     """The server's context editing of ``request`` (reported by ``response``) judged as a
-    transition of ``session``. A refused edit's ``restore`` names what should not have been
-    cleared: send the next request with :func:`compile_context_management`'s parameters."""
+    transition of ``session``. A cleared block that may go is recorded (its placeholder is its
+    tombstone); a refused edit's ``restore`` names what should not have been cleared, and a
+    warning on the ``prunewarden.integrations`` logger names it and the decision id: send the
+    next request with :func:`compile_context_management`'s parameters."""
     window = applied_window(
         request,
         response,
@@ -389,6 +392,8 @@ def judge_applied_edits(  # noqa: PLR0913 - the request, the response and the ad
         tombstones=window.tombstones,
         applied_by=APPLIED_BY,
     )
+    if decision.blocks:
+        warn_restored(session, APPLIED_BY, decision, decision.restore, done="to restore")
     return ContextEditOutcome(window, decision)
 
 
