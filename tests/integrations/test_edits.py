@@ -168,6 +168,25 @@ class TestEditGuard:
         assert transition["tombstoned"] == [f"m{i:02d}" for i in range(2, 15)]
 
 
+class TestPolicyClassifier:
+    def test_an_instruction_the_classifier_names_a_constraint_is_kept(self) -> None:
+        """A later user message saying "never" is a constraint by the policy's classifier
+        (spec.classify defaults), pinned: a trim that drops it has it put back, the messages
+        around it trimmed with the tombstone."""
+        guard = EditGuard(Engine.default().session("edits-classify"))
+        messages = _messages()
+        rule = HumanMessage("Never round amounts; keep the cents.", id="m16")
+        history = [*messages[:3], rule, *messages[3:]]
+        trimmed = [messages[0], messages[1], *messages[8:]]
+        outcome = guard.judge(history, trimmed)
+        assert outcome.restored == ("m16",)
+        assert rule in outcome.messages
+        assert outcome.tombstone is not None
+        # With the classifier off (every message its role's kind), it would have gone.
+        plain = EditGuard(Engine.default().session("edits-plain"), classify=lambda _m: None)
+        assert rule not in plain.judge(history, trimmed).messages
+
+
 class TestExample:
     def test_the_demo_repairs_a_real_trim(self) -> None:
         """examples/agents/guarded_trim.py (make demo-agents), under the default policy, keeps

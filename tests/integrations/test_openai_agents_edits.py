@@ -141,6 +141,25 @@ class TestGuardedSession:
         assert asyncio.run(scenario()) == len(ITEMS)
 
 
+class TestPolicyClassifier:
+    def test_a_function_output_a_policy_rule_names_a_constraint_is_kept(self) -> None:
+        """spec.classify: the ferries tool's outputs are constraints; a trim dropping the whole
+        call has the output put back with its call (its group), not recorded by a tombstone."""
+        policy = parse_policy(
+            "apiVersion: prunewarden/v1\nkind: Policy\nmetadata: {name: c, version: 1.0.0}\n"
+            "spec:\n  classify:\n    rules:\n"
+            "      - {match: {role: tool, tool: ferries}, kind: constraint}\n",
+            "c",
+        )
+
+        async def scenario() -> list[Any]:
+            session = GuardedSession(SQLiteSession("edits-classify"), Engine(policy))
+            await _filled(session)
+            return await session.replace_items([ITEMS[0], ITEMS[1], *ITEMS[4:]])
+
+        assert asyncio.run(scenario()) == ITEMS
+
+
 class TestExample:
     def test_the_demo_refuses_a_pop_and_repairs_a_trim(self) -> None:
         """examples/agents/guarded_agents_session.py (make demo-agents): the pop that would

@@ -72,6 +72,12 @@ COMMANDS: dict[str, Command] = {
         "add_explain",
         "run_explain",
     ),
+    "classify": Command(
+        "_classify",
+        "print the kind the policy's classifier (spec.classify) gives each segment, and why",
+        "add_classify",
+        "run_classify",
+    ),
     "audit": Command(
         "_audit",
         "verify, query and report on decision audit logs",

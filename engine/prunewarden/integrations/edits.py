@@ -42,6 +42,7 @@ from prunewarden.integrations.langgraph import (
     Pin,
     message_segments,
     message_text,
+    policy_classifier,
     tombstone_message,
 )
 from prunewarden.scoring import text_sha256
@@ -96,8 +97,9 @@ class EditGuard:
     ) -> EditOutcome:
         """The messages to use after ``before`` became ``after``: ``after`` with the guard's
         tombstone when the edit is allowed, else repaired (or :class:`UnsafeTransitionError`)."""
-        old = message_segments(before, classify=self._classify, pin=self._pin)
-        edited, new = list(after), self._matched(before, old, after)
+        classify = self._classify or policy_classifier(self.session.policy)
+        old = message_segments(before, classify=classify, pin=self._pin)
+        edited, new = list(after), self._matched(before, old, after, classify)
         recorded = removals_to_record(self.session, old, new)
         tombstone = None
         if recorded:
@@ -137,12 +139,13 @@ class EditGuard:
         before: Sequence[BaseMessage],
         old: list[dict[str, Any]],
         after: Sequence[BaseMessage],
+        classify: Classifier,
     ) -> list[dict[str, Any]]:
         """The segments of ``after``: a message of ``before`` (the same object, or the same
         ``id`` and text) is its segment of before; anything else is new."""
         by_object = {id(message): segment for message, segment in zip(before, old, strict=True)}
         by_id = {segment["id"]: segment for segment in old}
-        fresh = message_segments(after, classify=self._classify, pin=self._pin, keep_last=0)
+        fresh = message_segments(after, classify=classify, pin=self._pin, keep_last=0)
         new = []
         for position, (message, segment) in enumerate(zip(after, fresh, strict=True)):
             same = by_object.get(id(message)) or (

@@ -46,6 +46,7 @@ from prunewarden.integrations.langgraph import (
     PruningHook,
     message_segments,
     message_text,
+    policy_classifier,
 )
 from prunewarden.scoring import text_sha256
 from prunewarden.session import Session
@@ -54,7 +55,7 @@ _log = logging.getLogger("prunewarden.integrations")
 
 #: The refusals a summary survives once the messages named by ``restore`` are put back beside it:
 #: what it may not fold, and the parents whose facts or negations it lost.
-REPAIRABLE = frozenset(
+_REPAIRABLE = frozenset(
     {"pinned_removed", "group_split", "no_tombstone", "fact_lost", "negation_lost"}
 )
 
@@ -154,7 +155,8 @@ class GuardedSummarizationMiddleware(SummarizationMiddleware[Any, Any]):
         folded = [str(m.id) for m in messages if m.id not in kept]
         if summary.id is None:
             summary.id = f"summary-of-{folded[0]}-and-{len(folded) - 1}-more"
-        before = message_segments(messages, classify=self.classify, pin=self.pin)
+        classify = self.classify or policy_classifier(self.session.policy)
+        before = message_segments(messages, classify=classify, pin=self.pin)
         by_id = {segment["id"]: segment for segment in before}
         decision = self.session.verify(
             before,
@@ -165,7 +167,7 @@ class GuardedSummarizationMiddleware(SummarizationMiddleware[Any, Any]):
         self.last_decision = decision
         if not decision.blocks:
             return update
-        if decision.restore and REPAIRABLE.issuperset(decision.codes):
+        if decision.restore and _REPAIRABLE.issuperset(decision.codes):
             # The summary stands; only what it must not replace (a pinned message it could
             # not fold, a parent whose facts it lost) is put back verbatim, in its place.
             after = [self._summary_segment(summary, folded), *(by_id[str(m.id)] for m in preserved)]

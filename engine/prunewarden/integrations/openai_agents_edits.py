@@ -41,6 +41,7 @@ from prunewarden.integrations.openai_agents import (
     Item,
     Pin,
     item_segments,
+    policy_classifier,
     tombstone_item,
 )
 
@@ -159,7 +160,8 @@ class GuardedSession(AgentsSession):
         return False, repaired
 
     def _segments(self, items: list[Item]) -> list[dict[str, Any]]:
-        segments = item_segments(items, classify=self.classify, pin=self.pin)
+        classify = self.classify or policy_classifier(self.guard.policy, items)
+        segments = item_segments(items, classify=classify, pin=self.pin)
         # The newest item is pinned for a pruning pass (it is what the model answers); an edit
         # may drop it (an undo), so here only its kind, flags and pins count.
         if segments and not segments[-1]["metadata"]["canary"]:
