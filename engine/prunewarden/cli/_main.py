@@ -78,6 +78,18 @@ COMMANDS: dict[str, Command] = {
         "add_classify",
         "run_classify",
     ),
+    "hook": Command(
+        "_hook",
+        "run as a coding agent's compaction hook (claude-code): record, judge, restore",
+        "add_hook",
+        "run_hook",
+    ),
+    "hooks": Command(
+        "_hook",
+        "install the compaction hooks into a coding agent's settings (install claude-code)",
+        "add_hooks",
+        "run_hooks",
+    ),
     "audit": Command(
         "_audit",
         "verify, query and report on decision audit logs",
