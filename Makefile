@@ -137,6 +137,7 @@ bench: $(VENV)/.installed-test typescript-example
 	$(BIN)/python -m benchmarks.ts_client --requests 2000 --repeats 5
 	$(BIN)/python benchmarks/start_time.py
 	$(BIN)/python -m benchmarks.fidelity
+	$(BIN)/python benchmarks/hook_claude_code.py --messages 2000 --repeat 5
 	$(BIN)/python -m benchmarks.targets
 
 # The fuzz tests with fifty times the examples of make test (several minutes).
