@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -238,3 +239,26 @@ class TestInstall:
             "SessionStart",
         ]
         assert not (tmp_path / ".claude").exists()
+
+
+class TestExample:
+    def test_the_demo_refuses_the_lossy_compaction_and_allows_the_faithful_one(
+        self, tmp_path: Path
+    ) -> None:
+        """examples/agents/claude_code_compaction.py (make demo-agents), then audit verify."""
+        script = Path(__file__).resolve().parents[2] / "examples" / "agents"
+        done = subprocess.run(
+            [sys.executable, str(script / "claude_code_compaction.py"), str(tmp_path)],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=120,
+        )
+        assert done.stdout.splitlines() == [
+            "lossy compaction: refused; the next context starts with",
+            "  [prunewarden: the compaction lost what must stay (negation_lost)]",
+            f"  {TASK}",
+            "faithful compaction: allowed, nothing added",
+        ]
+        assert done.stderr == ""
+        assert verify(tmp_path / "audit.jsonl") == ExitCode.OK
