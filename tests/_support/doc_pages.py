@@ -344,7 +344,8 @@ PAGES: dict[str, PageRun] = {
                   sent["context_management"] == request["context_management"])
         """),
         expected=(
-            "deny ('pinned_removed',) ['m00', 'm01', 'm38'] ['m00', 'm01', 'prunewarden-tombstone-90c83657b9dc']\n"
+            "deny ('pinned_removed',) ['m00', 'm01', 'm38'] "
+            "['m00', 'm01', 'prunewarden-tombstone-90c83657b9dc']\n"
             "allow 5 ['context-management-2025-06-27'] True\n"
         ),
     ),
