@@ -24,6 +24,7 @@ MODULES = (
     "prunewarden.health",
     "prunewarden.integrations.anthropic",
     "prunewarden.integrations.claude_code",
+    "prunewarden.integrations.codex",
     "prunewarden.integrations.edits",
     "prunewarden.integrations.langchain",
     "prunewarden.integrations.langgraph",

@@ -1,6 +1,6 @@
-"""``prunewarden hook claude-code`` and ``prunewarden hooks install claude-code``.
+"""``prunewarden hook claude-code|codex`` and ``prunewarden hooks install claude-code|codex``.
 
-One command for every hook event Claude Code runs it for, its JSON on standard input
+One command for every hook event the agent runs it for, its JSON on standard input
 (docs/compaction.md): ``PreCompact`` records the window about to be compacted in a state file
 beside the audit log, keyed by session; ``PostCompact`` (whose input holds ``compact_summary``)
 or ``SessionStart`` with ``source: compact`` (the summary read from the transcript) judges the
@@ -24,14 +24,26 @@ from prunewarden.audit import AuditLog
 from prunewarden.cli._common import EXIT_CODES
 from prunewarden.engine import Engine
 from prunewarden.errors import ExitCode, PrunewardenError
-from prunewarden.integrations import claude_code
+from prunewarden.integrations import claude_code, codex
 from prunewarden.policy import Policy, load_builtin_policy, load_policy
 
-HOOK_HELP = "run as a coding agent's compaction hook (claude-code): record, judge, restore"
-HOOKS_HELP = "install the compaction hooks into a coding agent's settings (install claude-code)"
+HOOK_HELP = "run as a coding agent's compaction hook (claude-code, codex): record, judge, restore"
+HOOKS_HELP = (
+    "install the compaction hooks into a coding agent's settings (install claude-code|codex)"
+)
 #: The events the installed entries run for, and each one's matcher.
 EVENTS = (("PreCompact", ""), ("PostCompact", ""), ("SessionStart", "compact"))
 STATE_SUFFIX = ".compaction.json"
+#: Where each agent keeps its hooks, under the project or the home folder.
+SETTINGS = {
+    "claude-code": Path(".claude") / "settings.json",
+    "codex": Path(".codex") / "hooks.json",
+}
+#: How each agent's transcript is read, and what its compactions record as their editor.
+READERS = {
+    "claude-code": (claude_code.read_transcript, claude_code.APPLIED_BY),
+    "codex": (codex.read_rollout, codex.APPLIED_BY),
+}
 
 
 class HookError(PrunewardenError):
@@ -46,31 +58,41 @@ def add_hook(commands: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     agents = hook.add_subparsers(dest="agent", required=True, metavar="AGENT")
-    claude = agents.add_parser(
-        "claude-code", help="Claude Code's PreCompact, PostCompact, SessionStart"
-    )
-    claude.add_argument("--policy", metavar="FILE", help="policy YAML (default: the bundled one)")
-    claude.add_argument(
-        "--audit-log",
-        metavar="FILE",
-        help="the audit log (default: .prunewarden/audit.jsonl under the hook's cwd)",
-    )
-    claude.add_argument(
-        "--on-error",
-        choices=["block", "warn"],
-        help="after an error: exit 2 (block) or 0 (warn); default block for a manual "
-        "compaction, warn for an automatic one",
-    )
+    for agent, events in (
+        ("claude-code", "Claude Code's PreCompact, PostCompact, SessionStart"),
+        ("codex", "Codex's PreCompact, PostCompact, SessionStart"),
+    ):
+        parser = agents.add_parser(agent, help=events)
+        parser.add_argument(
+            "--policy", metavar="FILE", help="policy YAML (default: the bundled one)"
+        )
+        parser.add_argument(
+            "--audit-log",
+            metavar="FILE",
+            help="the audit log (default: .prunewarden/audit.jsonl under the hook's cwd)",
+        )
+        parser.add_argument(
+            "--on-error",
+            choices=["block", "warn"],
+            help="after an error: exit 2 (block) or 0 (warn); default block for a manual "
+            "compaction, warn for an automatic one",
+        )
 
 
 def add_hooks(commands: Any) -> None:
     hooks = commands.add_parser("hooks", help=HOOKS_HELP)
     actions = hooks.add_subparsers(dest="action", required=True, metavar="ACTION")
     install = actions.add_parser("install", help="merge the hook entries into the settings")
-    install.add_argument("agent", choices=["claude-code"], help="the coding agent")
+    install.add_argument("agent", choices=sorted(SETTINGS), help="the coding agent")
     where = install.add_mutually_exclusive_group()
-    where.add_argument("--project", action="store_true", help="./.claude/settings.json (default)")
-    where.add_argument("--user", action="store_true", help="~/.claude/settings.json")
+    where.add_argument(
+        "--project",
+        action="store_true",
+        help="./.claude/settings.json, ./.codex/hooks.json (default)",
+    )
+    where.add_argument(
+        "--user", action="store_true", help="~/.claude/settings.json, ~/.codex/hooks.json"
+    )
     install.add_argument("--print", action="store_true", help="print the entries instead")
     install.add_argument("--policy", metavar="FILE", help="the policy the hook runs with")
     install.add_argument("--audit-log", metavar="FILE", help="the audit log the hook writes")
@@ -80,7 +102,7 @@ def run_hook(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
     data: dict[str, Any] = {}
     try:
         data = _hook_input(sys.stdin.read())
-        return _run_claude_code(args, data, stdout)
+        return _run_agent(args, data, stdout)
     except (PrunewardenError, OSError, ValueError, KeyError, TypeError) as exc:
         return _failed(args, data, stderr, str(exc) or type(exc).__name__)
     except Exception as exc:  # noqa: BLE001 - a hook never shows a traceback; fail as told
@@ -90,7 +112,7 @@ def run_hook(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
 def _failed(args: argparse.Namespace, data: dict[str, Any], stderr: IO[str], message: str) -> int:
     event = data.get("hook_event_name", "hook")
     mode = args.on_error or ("block" if data.get("trigger") == "manual" else "warn")
-    stderr.write(f"prunewarden hook claude-code: {event}: {message} (on error: {mode})\n")
+    stderr.write(f"prunewarden hook {args.agent}: {event}: {message} (on error: {mode})\n")
     return ExitCode.USAGE if mode == "block" else ExitCode.OK
 
 
@@ -118,7 +140,7 @@ def _audit_path(args: argparse.Namespace, data: dict[str, Any]) -> Path:
     return Path(str(data.get("cwd") or ".")) / ".prunewarden" / "audit.jsonl"
 
 
-def _run_claude_code(args: argparse.Namespace, data: dict[str, Any], stdout: IO[str]) -> int:
+def _run_agent(args: argparse.Namespace, data: dict[str, Any], stdout: IO[str]) -> int:
     event, session = data["hook_event_name"], data["session_id"]
     if event not in {"PreCompact", "PostCompact", "SessionStart"}:
         return ExitCode.OK
@@ -128,8 +150,9 @@ def _run_claude_code(args: argparse.Namespace, data: dict[str, Any], stdout: IO[
     audit_path = _audit_path(args, data)
     state_path = audit_path.with_name(audit_path.name + STATE_SUFFIX)
     state = _read_state(state_path)
+    read, applied_by = READERS[args.agent]
     if event == "PreCompact":
-        transcript = claude_code.read_transcript(_transcript(data))
+        transcript = read(_transcript(data))
         window = claude_code.transcript_window(transcript, policy)
         state[session] = {
             "trigger": data.get("trigger", "auto"),
@@ -142,7 +165,21 @@ def _run_claude_code(args: argparse.Namespace, data: dict[str, Any], stdout: IO[
     if not isinstance(entry, dict):
         raise HookError(f"no window was recorded at PreCompact for session {session}")
     if entry.get("judged") is None:
-        entry["judged"] = _judge(data, entry, policy, audit_path)
+        summary = data.get("compact_summary")
+        if not isinstance(summary, str):
+            summary = read(_transcript(data)).summary
+        if summary is None:
+            raise HookError(
+                "no compaction summary: neither compact_summary nor one in the transcript"
+            )
+        entry["judged"] = _judge(
+            data,
+            entry,
+            summary=summary,
+            policy=policy,
+            audit_path=audit_path,
+            applied_by=applied_by,
+        )
         _write_state(state_path, state)
     context = str(entry["judged"]["context"])
     if event == "SessionStart" and context:
@@ -160,17 +197,16 @@ def _transcript(data: dict[str, Any]) -> str:
     return path
 
 
-def _judge(
-    data: dict[str, Any], entry: dict[str, Any], policy: Policy, audit_path: Path
+def _judge(  # noqa: PLR0913 - the hook's input, its recorded window and where to record
+    data: dict[str, Any],
+    entry: dict[str, Any],
+    *,
+    summary: str,
+    policy: Policy,
+    audit_path: Path,
+    applied_by: str,
 ) -> dict[str, Any]:
     """The compaction judged (one record) and the context its repair adds."""
-    summary = data.get("compact_summary")
-    if not isinstance(summary, str):
-        summary = claude_code.read_transcript(_transcript(data)).summary
-    if summary is None:
-        raise HookError(
-            "no compaction summary: neither compact_summary nor an isCompactSummary record"
-        )
     before = entry["window"]
     after, tombstones = claude_code.compaction_transition(before, summary, policy)
     audit_path.parent.mkdir(parents=True, exist_ok=True)
@@ -182,7 +218,7 @@ def _judge(
             before,
             after,
             tombstones=tombstones,
-            applied_by=f"{claude_code.APPLIED_BY}:{entry.get('trigger', 'auto')}",
+            applied_by=f"{applied_by}:{entry.get('trigger', 'auto')}",
         )
     finally:
         audit.close()
@@ -209,7 +245,7 @@ def _write_state(path: Path, state: dict[str, Any]) -> None:
 
 def run_hooks(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
     del stderr
-    command = "prunewarden hook claude-code"
+    command = f"prunewarden hook {args.agent}"
     if args.policy:
         command += f" --policy {shlex.quote(str(Path(args.policy).resolve()))}"
     if args.audit_log:
@@ -217,7 +253,7 @@ def run_hooks(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int
     if args.print:
         stdout.write(json.dumps(merged_settings({}, command), indent=2) + "\n")
         return ExitCode.OK
-    path = (Path.home() if args.user else Path.cwd()) / ".claude" / "settings.json"
+    path = (Path.home() if args.user else Path.cwd()) / SETTINGS[args.agent]
     settings = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
     if not isinstance(settings, dict):
         raise HookError(f"{path}: the settings are not a JSON object")
@@ -227,6 +263,8 @@ def run_hooks(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int
         stdout.write(f"{path}: the prunewarden compaction hooks installed\n")
     else:
         stdout.write(f"{path}: the prunewarden compaction hooks were already installed\n")
+    if args.agent == "codex":
+        stdout.write("Codex runs hooks with features.hooks = true in its config.toml\n")
     return ExitCode.OK
 
 

@@ -80,13 +80,13 @@ COMMANDS: dict[str, Command] = {
     ),
     "hook": Command(
         "_hook",
-        "run as a coding agent's compaction hook (claude-code): record, judge, restore",
+        "run as a coding agent's compaction hook (claude-code, codex): record, judge, restore",
         "add_hook",
         "run_hook",
     ),
     "hooks": Command(
         "_hook",
-        "install the compaction hooks into a coding agent's settings (install claude-code)",
+        "install the compaction hooks into a coding agent's settings (install claude-code|codex)",
         "add_hooks",
         "run_hooks",
     ),
