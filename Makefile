@@ -54,7 +54,7 @@ demo-agents: $(VENV)/.installed-test
 	@$(BIN)/python examples/agents/guarded_summary.py
 	@echo "==> examples/agents/memory_tool.py: a memory tool's edits judged: a pinned memory's delete refused, a tombstoned one made; then audit verify"
 	@out=$$(mktemp -d) && $(BIN)/python examples/agents/memory_tool.py $$out && $(BIN)/prunewarden audit verify $$out/audit.jsonl && rm -rf $$out
-	@echo "==> examples/agents/claude_code_compaction.py: a recorded Claude Code session compacted twice through prunewarden hook: the lossy summary refused and its constraint put back, the faithful one allowed; then audit verify"
+	@echo "==> examples/agents/claude_code_compaction.py: recorded Claude Code and Codex sessions compacted through prunewarden hook: each lossy summary refused and its constraint put back, each faithful one allowed; then audit verify"
 	@out=$$(mktemp -d) && $(BIN)/python examples/agents/claude_code_compaction.py $$out && $(BIN)/prunewarden audit verify $$out/audit.jsonl && rm -rf $$out
 
 test: lint typecheck layers typescript pytest

@@ -255,10 +255,14 @@ class TestExample:
             timeout=120,
         )
         assert done.stdout.splitlines() == [
-            "lossy compaction: refused; the next context starts with",
-            "  [prunewarden: the compaction lost what must stay (negation_lost)]",
-            f"  {TASK}",
-            "faithful compaction: allowed, nothing added",
+            line
+            for agent in ("claude-code", "codex")
+            for line in (
+                f"{agent}: lossy compaction: refused; the next context starts with",
+                "  [prunewarden: the compaction lost what must stay (negation_lost)]",
+                f"  {TASK}",
+                f"{agent}: faithful compaction: allowed, nothing added",
+            )
         ]
         assert done.stderr == ""
         assert verify(tmp_path / "audit.jsonl") == ExitCode.OK
