@@ -173,6 +173,30 @@ class TestClaudeCodeHook:
         (record,) = records(audit)
         assert next(r["code"] for r in record["reasons"]) == "pinned_removed"
 
+    def test_the_project_file_names_the_policy_and_the_log(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Without --policy and --audit-log, .prunewarden.yaml in the hook's cwd names them."""
+        (tmp_path / "guard").mkdir()
+        (tmp_path / "guard" / "policy.yaml").write_text(POLICY, encoding="utf-8")
+        (tmp_path / ".prunewarden.yaml").write_text(
+            "policy: guard/policy.yaml\naudit_log: logs/audit.jsonl\n", encoding="utf-8"
+        )
+        transcript = tmp_path / "s-1.jsonl"
+        write_transcript(transcript)
+        base = {"session_id": "s-1", "transcript_path": str(transcript), "cwd": str(tmp_path)}
+        assert (
+            hook(monkeypatch, {**base, "hook_event_name": "PreCompact", "trigger": "auto"})[0] == 0
+        )
+        compact(transcript, LOSSY)
+        code, out, _ = hook(
+            monkeypatch, {**base, "hook_event_name": "SessionStart", "source": "compact"}
+        )
+        assert code == ExitCode.OK
+        assert TASK in json.loads(out)["hookSpecificOutput"]["additionalContext"]
+        (decision,) = records(tmp_path / "logs" / "audit.jsonl")
+        assert "negation_lost" in [r["code"] for r in decision["reasons"]]
+
     def test_an_error_is_one_line_and_follows_on_error(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:

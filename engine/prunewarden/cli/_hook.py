@@ -20,6 +20,8 @@ import sys
 from pathlib import Path
 from typing import IO, Any
 
+import yaml
+
 from prunewarden.audit import AuditLog
 from prunewarden.cli._common import EXIT_CODES
 from prunewarden.engine import Engine
@@ -34,6 +36,8 @@ HOOKS_HELP = (
 #: The events the installed entries run for, and each one's matcher.
 EVENTS = (("PreCompact", ""), ("PostCompact", ""), ("SessionStart", "compact"))
 STATE_SUFFIX = ".compaction.json"
+#: The project file naming the hook's policy and audit log, in the hook's ``cwd``.
+PROJECT_FILE = ".prunewarden.yaml"
 #: Where each agent keeps its hooks, under the project or the home folder.
 SETTINGS = {
     "claude-code": Path(".claude") / "settings.json",
@@ -130,13 +134,31 @@ def _hook_input(text: str) -> dict[str, Any]:
     return data
 
 
-def _policy(args: argparse.Namespace) -> Policy:
-    return load_policy(args.policy) if args.policy else load_builtin_policy()
+def _project(data: dict[str, Any]) -> dict[str, Path]:
+    """What the project's ``.prunewarden.yaml`` (in the hook's ``cwd``) names: ``policy`` and
+    ``audit_log``, each a path relative to the file."""
+    path = Path(str(data.get("cwd") or ".")) / PROJECT_FILE
+    if not path.is_file():
+        return {}
+    found = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    if not isinstance(found, dict) or not set(found) <= {"policy", "audit_log"}:
+        raise HookError(f"{path}: expected a mapping of policy and audit_log")
+    if not all(isinstance(value, str) for value in found.values()):
+        raise HookError(f"{path}: policy and audit_log are paths")
+    return {key: path.parent / value for key, value in found.items()}
 
 
-def _audit_path(args: argparse.Namespace, data: dict[str, Any]) -> Path:
+def _policy(args: argparse.Namespace, project: dict[str, Path]) -> Policy:
+    if args.policy:
+        return load_policy(args.policy)
+    return load_policy(project["policy"]) if "policy" in project else load_builtin_policy()
+
+
+def _audit_path(args: argparse.Namespace, data: dict[str, Any], project: dict[str, Path]) -> Path:
     if args.audit_log:
         return Path(args.audit_log)
+    if "audit_log" in project:
+        return project["audit_log"]
     return Path(str(data.get("cwd") or ".")) / ".prunewarden" / "audit.jsonl"
 
 
@@ -146,8 +168,9 @@ def _run_agent(args: argparse.Namespace, data: dict[str, Any], stdout: IO[str]) 
         return ExitCode.OK
     if event == "SessionStart" and data.get("source") != "compact":
         return ExitCode.OK
-    policy = _policy(args)
-    audit_path = _audit_path(args, data)
+    project = _project(data)
+    policy = _policy(args, project)
+    audit_path = _audit_path(args, data, project)
     state_path = audit_path.with_name(audit_path.name + STATE_SUFFIX)
     state = _read_state(state_path)
     read, applied_by = READERS[args.agent]
