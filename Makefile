@@ -54,6 +54,8 @@ demo-agents: $(VENV)/.installed-test
 	@$(BIN)/python examples/agents/guarded_summary.py
 	@echo "==> examples/agents/memory_tool.py: a memory tool's edits judged: a pinned memory's delete refused, a tombstoned one made; then audit verify"
 	@out=$$(mktemp -d) && $(BIN)/python examples/agents/memory_tool.py $$out && $(BIN)/prunewarden audit verify $$out/audit.jsonl && rm -rf $$out
+	@echo "==> examples/agents/claude_code_compaction.py: recorded Claude Code and Codex sessions compacted through prunewarden hook: each lossy summary refused and its constraint put back, each faithful one allowed; then audit verify"
+	@out=$$(mktemp -d) && $(BIN)/python examples/agents/claude_code_compaction.py $$out && $(BIN)/prunewarden audit verify $$out/audit.jsonl && rm -rf $$out
 
 test: lint typecheck layers typescript pytest
 
@@ -137,6 +139,7 @@ bench: $(VENV)/.installed-test typescript-example
 	$(BIN)/python -m benchmarks.ts_client --requests 2000 --repeats 5
 	$(BIN)/python benchmarks/start_time.py
 	$(BIN)/python -m benchmarks.fidelity
+	$(BIN)/python benchmarks/hook_claude_code.py --messages 2000 --repeat 5
 	$(BIN)/python -m benchmarks.targets
 
 # The fuzz tests with fifty times the examples of make test (several minutes).

@@ -55,6 +55,7 @@ TRANSCRIPTS = [
     ("docs/policy-check.md", "prunewarden policy check --against policies/default.yaml"),
     ("docs/policy-check.md", "prunewarden policy check --witnesses witnesses"),
     ("docs/rules.md", "prunewarden policy show examples/policies/content-pins.yaml"),
+    ("docs/compaction.md", "prunewarden classify examples/classify/window.json"),
 ]
 
 # What a transcript's page did before it, run first and not shown: (page, command) -> script.

@@ -23,6 +23,8 @@ MODULES = (
     "prunewarden.client",
     "prunewarden.health",
     "prunewarden.integrations.anthropic",
+    "prunewarden.integrations.claude_code",
+    "prunewarden.integrations.codex",
     "prunewarden.integrations.edits",
     "prunewarden.integrations.langchain",
     "prunewarden.integrations.langgraph",

@@ -1,10 +1,12 @@
 """The OpenAI Agents SDK's own session edits, judged: pop_item and a trim under a GuardedSession.
 
 A travel planner's history (the system prompt, the task, two function calls and their outputs)
-lives in an in-memory ``SQLiteSession`` wrapped by ``GuardedSession``. An undo (``pop_item``)
+lives in an in-memory ``SQLiteSession`` wrapped by ``GuardedSession``, under the default policy
+(the guard records what an edit may drop). An undo (``pop_item``)
 would take the newest function output away from its call, which a provider refuses: the guard
 refuses it and nothing is popped. A trim written through ``replace_items`` drops the task and
-keeps an output without its call: the guard writes the history repaired instead. Run it with
+keeps an output without its call: the guard writes the history repaired instead (both put back,
+so nothing is left for its tombstone to record). Run it with
 ``make demo-agents`` (needs ``prunewarden[openai-agents]``).
 """
 
@@ -14,7 +16,7 @@ import asyncio
 from typing import Any
 
 from agents import SQLiteSession
-from prunewarden import Decision, Engine, parse_policy
+from prunewarden import Decision, Engine
 from prunewarden.integrations.openai_agents_edits import GuardedSession
 
 ITEMS: list[Any] = [
@@ -27,15 +29,6 @@ ITEMS: list[Any] = [
     {"type": "function_call", "call_id": "c2", "name": "ferries", "arguments": '{"day": 2}'},
     {"type": "function_call_output", "call_id": "c2", "output": "16:00 and 19:15"},
 ]
-
-# Pops and trims write no tombstones: this harness accepts that, and keeps what is pinned.
-POLICY = """
-apiVersion: prunewarden/v1
-kind: Policy
-metadata: {name: guarded-session, version: 1.0.0}
-spec:
-  transition: {require_tombstones: false}
-"""
 
 
 def label(item: Any) -> str:
@@ -52,7 +45,7 @@ def show(decision: Decision | None) -> None:
 
 
 async def main() -> None:
-    engine = Engine(parse_policy(POLICY, "guarded-session"))
+    engine = Engine.default()
     session = GuardedSession(SQLiteSession("guarded-session"), engine)
     await session.add_items(list(ITEMS))
 

@@ -1,5 +1,6 @@
 """LangChain's SummarizationMiddleware, guarded: a summary that drops the task's negation is
-refused and the history stays whole; a faithful one replaces what it folds. Offline: a scripted
+refused, and it is written with the task put back verbatim beside it (only what it lost comes
+back); a faithful one replaces what it folds. Offline: a scripted
 chat model answers, and a scripted summarizer writes the summaries (the seed's failure: "never
 emit local time" paraphrased until the negation is gone). Run it with ``make demo-agents``
 (needs ``prunewarden[langgraph]``).
@@ -74,6 +75,8 @@ def run(kind: str) -> None:
     for reason in decision.reasons:
         print(f"  {reason.code}: {reason.message}")
         print(f"    detail: {reason.detail}")
+    if decision.restore:
+        print(f"  put back verbatim: {', '.join(decision.restore)}")
     messages = state["messages"]
     summarized = any(m.additional_kwargs.get("lc_source") == "summarization" for m in messages)
     print(f"  history: {len(messages)} messages, {'summarized' if summarized else 'whole'}")

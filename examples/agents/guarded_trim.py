@@ -2,9 +2,10 @@
 
 A recorded conversation (``conversations.py``) becomes a chat history with tool calls; a plain
 last-tokens trim drops the user's task and starts the window at a tool result whose call it
-dropped (a provider would refuse it). Under a policy that accepts untombstoned trims, the guard
-refuses this one for what it dropped, prints why, and hands back the history with the task and
-the tool call put back. Run it with ``make demo-agents`` (needs ``prunewarden[langgraph]``).
+dropped (a provider would refuse it). Under the default policy the guard writes the tombstone the
+trim lacks for the messages it may drop, refuses the trim for the two it may not (the task, and
+the call whose result it kept), prints why, and hands back the trimmed history with those two
+put back and its tombstone. Run it with ``make demo-agents`` (needs ``prunewarden[langgraph]``).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from langchain_core.messages import (
     trim_messages,
 )
 from langchain_core.messages.utils import count_tokens_approximately
-from prunewarden import Engine, parse_policy
+from prunewarden import Engine
 from prunewarden.integrations.edits import EditGuard
 
 
@@ -41,19 +42,9 @@ def history(lines: list[str]) -> list[BaseMessage]:
     return messages
 
 
-# Trimming writes no tombstones: this harness accepts that, and keeps what is pinned.
-POLICY = """
-apiVersion: prunewarden/v1
-kind: Policy
-metadata: {name: guarded-trim, version: 1.0.0}
-spec:
-  transition: {require_tombstones: false}
-"""
-
-
 def main() -> None:
     messages = history(CONVERSATIONS["household-budget"])
-    session = Engine(parse_policy(POLICY, "guarded-trim")).session("guarded-trim")
+    session = Engine.default().session("guarded-trim")
     guard = EditGuard(session, applied_by="langchain_core.messages.trim_messages")
     trimmed = trim_messages(
         messages,
@@ -70,6 +61,8 @@ def main() -> None:
         print(f"  {reason.code}: {reason.message}")
     print(f"  restore: {', '.join(decision.restore)}")
     print(f"repaired: {[m.id for m in outcome.messages]}")
+    if outcome.tombstone is not None:
+        print(f"  tombstone: {outcome.tombstone.content}")
 
 
 if __name__ == "__main__":

@@ -308,17 +308,20 @@ PAGES: dict[str, PageRun] = {
     ),
     "docs/transitions.md": PageRun(
         # The reader's history: the recorded conversations of examples/agents, over 2,000
-        # tokens; a harness that writes no tombstones (examples/agents/guarded_trim.py).
+        # tokens; a harness that writes no tombstones.
         prelude=_source("""
             import sys
             sys.path.insert(0, "examples/agents")
             from conversations import CONVERSATIONS
-            from guarded_trim import POLICY, history
+            from guarded_trim import history
             from prunewarden import Engine, parse_policy
             from _support.doc_pages import example, to_segments
             before = example("transition-trim-dropped-task")["before"]
             after = example("transition-trim-dropped-task")["after"]
             messages = history([line for lines in CONVERSATIONS.values() for line in lines])
+            POLICY = ("apiVersion: prunewarden/v1\\nkind: Policy\\n"
+                      "metadata: {name: guarded-trim, version: 1.0.0}\\n"
+                      "spec: {transition: {require_tombstones: false}}\\n")
             session = Engine(parse_policy(POLICY, "guarded-trim")).session("guarded-trim")
         """),
         between={
@@ -341,7 +344,8 @@ PAGES: dict[str, PageRun] = {
                   sent["context_management"] == request["context_management"])
         """),
         expected=(
-            "deny ('pinned_removed',) ['m00', 'm01', 'm38'] ['m00', 'm01', 'm38']\n"
+            "deny ('pinned_removed',) ['m00', 'm01', 'm38'] "
+            "['m00', 'm01', 'prunewarden-tombstone-90c83657b9dc']\n"
             "allow 5 ['context-management-2025-06-27'] True\n"
         ),
     ),

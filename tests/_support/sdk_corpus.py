@@ -257,7 +257,7 @@ SESSION_EDITS: dict[str, SessionEdit] = {
     "agents-clear-session-refused": SessionEdit(
         "clear",
         description="clear_session drops the system prompt and the task with nothing recording "
-        "them: refused, the whole history restored.",
+        "them: refused, the two restored (the decision records the rest).",
     ),
     "agents-trim-keeps-an-orphaned-output": SessionEdit(
         "trim",
@@ -276,6 +276,9 @@ class _Recorder:
     def __init__(self, inner: Any) -> None:
         self.inner = inner
         self.calls: list[dict[str, Any]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)  # what the guard reads of its session
 
     def verify(self, before: Any, after: Any, **options: Any) -> Decision:
         self.calls.append({"before": before, "after": after, **options})
@@ -307,6 +310,7 @@ def session_edit_document(name: str, edit: SessionEdit) -> dict[str, Any]:
         "before": call["before"],
         "after": call["after"],
         "applied_by": call["applied_by"],
+        **({"tombstones": list(call["tombstones"])} if call.get("tombstones") else {}),
     }
 
 

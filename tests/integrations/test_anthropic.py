@@ -3,6 +3,7 @@ into ``context_management``; against the real SDK's types, offline."""
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 from pathlib import Path
@@ -218,18 +219,28 @@ class TestJudgeAppliedEdits:
         outcome = judge_applied_edits(session, _request(CLEAR_KEEP_3), applied(tool_uses=8))
         assert (outcome.refused, outcome.decision.codes) == (False, ("transition_clean",))
 
-    def test_clearing_a_pinned_kind_is_refused_with_a_restore(self) -> None:
-        """read_notes results as constraints: their clearing is pinned_removed, restored."""
+    def test_clearing_a_pinned_kind_is_refused_with_a_restore(
+        self, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """read_notes results as constraints: their clearing is pinned_removed, restored; a
+        warning names what to restore and the decision."""
         session = Engine.default().session("anthropic-pinned")
-        outcome = judge_applied_edits(
-            session,
-            _request(CLEAR_KEEP_3),
-            applied(tool_uses=8),
-            tool_kinds={"read_notes": "constraint"},
-        )
+        with caplog.at_level(logging.WARNING, logger="prunewarden.integrations"):
+            outcome = judge_applied_edits(
+                session,
+                _request(CLEAR_KEEP_3),
+                applied(tool_uses=8),
+                tool_kinds={"read_notes": "constraint"},
+            )
         pinned = [s["id"] for s in outcome.window.before if s["kind"] == "constraint"]
         assert outcome.decision.codes == ("pinned_removed", "no_tombstone")
         assert outcome.decision.restore == tuple(pinned[:3])
+        (warning,) = caplog.records
+        assert warning.getMessage() == (
+            "session anthropic-pinned: anthropic.context_management refused (pinned_removed, "
+            f"no_tombstone); to restore {', '.join(pinned[:3])} "
+            f"(decision {outcome.decision.decision_id})"
+        )
 
 
 class TestCompileContextManagement:

@@ -1,9 +1,11 @@
 """LangChain's SummarizationMiddleware guarded: a summary that loses what a protected message
-said is refused and the originals stay; a faithful one replaces them (real langchain, offline)."""
+said is refused and what it lost is put back beside it; a faithful one replaces them (real
+langchain, offline)."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import subprocess
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -107,11 +109,15 @@ class TestGuardedSummaries:
         assert "summarization" in messages[0].additional_kwargs.get("lc_source", "")
         assert TASK not in [m.content for m in messages]
 
-    def test_the_seed_constraint_without_its_negation_is_refused(self) -> None:
+    def test_the_seed_constraint_without_its_negation_is_refused(
+        self, caplog: pytest.LogCaptureFixture
+    ) -> None:
         """'never emit local time' summarized as 'emit local time': negation_lost, naming the
-        task message and the summary; every original message stays in the history."""
+        task message and the summary; the summary is written with only the task put back
+        verbatim, and a warning names it and the decision."""
         agent = Agent(LOSSY)
-        messages = agent.run()
+        with caplog.at_level(logging.WARNING, logger="prunewarden.integrations"):
+            messages = agent.run()
         decision = agent.middleware.last_decision
         assert decision is not None
         assert decision.blocks
@@ -121,18 +127,24 @@ class TestGuardedSummaries:
         assert reason.detail["parent"] == str(task.id)
         assert reason.detail["child"].startswith("summary-of-")
         assert reason.detail["lost"] == ["negation"]
-        assert [m.type for m in messages[:2]] == ["human", "ai"]
-        assert len(messages) == 8
-        assert not any(m.additional_kwargs.get("lc_source") for m in messages)
+        # The summary stands; the task it lost the negation of is put back verbatim first.
+        assert messages[0].content == TASK
+        assert messages[1].additional_kwargs.get("lc_source") == "summarization"
+        assert len(messages) == 5
+        (warning,) = caplog.records
+        assert warning.getMessage().endswith(
+            f"refused (negation_lost); put back {task.id} (decision {decision.decision_id})"
+        )
 
     def test_an_agent_run_with_ainvoke_is_guarded_too(self) -> None:
-        """Through abefore_model: the lost negation is refused and the history stays whole."""
+        """Through abefore_model: the lost negation is refused and the task put back."""
         agent = Agent(LOSSY)
         messages = asyncio.run(agent.arun())
         decision = agent.middleware.last_decision
         assert decision is not None
         assert decision.codes == ("negation_lost",)
-        assert len(messages) == 8
+        assert [m.content for m in messages].count(TASK) == 1
+        assert len(messages) == 5
 
     @pytest.mark.parametrize("summary", [REFUSAL, "   "], ids=["refusal", "blank"])
     def test_a_refusal_or_nothing_is_not_a_summary(self, summary: str) -> None:
@@ -160,7 +172,8 @@ class TestExample:
             "    detail: {'parent': 'task', 'child': 'summary-of-task-and-4-more', "
             "'lost': ['negation']}"
         )
-        assert lines[3] == "  history: 8 messages, whole"
-        assert lines[4] == "faithful summary: allow (transition_clean)"
+        assert lines[3] == "  put back verbatim: task"
+        assert lines[4] == "  history: 5 messages, summarized"
+        assert lines[5] == "faithful summary: allow (transition_clean)"
         assert lines[-1] == "  history: 4 messages, summarized"
         assert done.stderr == ""

@@ -4,6 +4,7 @@ transitions on a real SQLiteSession, offline."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import subprocess
 import sys
 from pathlib import Path
@@ -33,6 +34,9 @@ ITEMS: list[dict[str, Any]] = [
 ]
 
 
+TOMBSTONE_TEXT = "[prunewarden: 2 earlier messages removed: 1 tool, 1 tool_call]"
+
+
 def _session(name: str, **options: Any) -> GuardedSession:
     engine = Engine(parse_policy(POLICY, "agents-edits"))
     return GuardedSession(SQLiteSession(name), engine, **options)
@@ -58,16 +62,56 @@ class TestGuardedSession:
         assert codes == ("pinned_removed", "group_split")
         assert written == ITEMS
 
-    def test_an_allowed_trim_is_written_as_given(self) -> None:
-        """Dropping a whole call and its output, keeping the pins, stands."""
+    def test_an_allowed_trim_is_written_with_the_guards_tombstone(self) -> None:
+        """Dropping a whole call and its output, keeping the pins, stands, the guard's
+        tombstone in their place."""
+        tombstone = {"role": "assistant", "content": TOMBSTONE_TEXT}
 
         async def scenario() -> list[Any]:
             session = await _filled(_session("edits-ok"))
             kept = [ITEMS[0], ITEMS[1], *ITEMS[4:]]
-            assert await session.replace_items(kept) == kept
+            assert await session.replace_items(kept) == [*ITEMS[:2], tombstone, *ITEMS[4:]]
             return await session.get_items()
 
-        assert asyncio.run(scenario()) == [ITEMS[0], ITEMS[1], *ITEMS[4:]]
+        assert asyncio.run(scenario()) == [*ITEMS[:2], tombstone, *ITEMS[4:]]
+
+    def test_under_the_default_policy_a_trim_trims_and_only_what_must_stay_comes_back(
+        self, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """Tombstones required: a trim dropping the task, the call (keeping its output) and the
+        answer after it is written with the task and the call put back, the answer recorded by
+        the guard's tombstone; a warning names what came back and the decision."""
+
+        async def scenario() -> tuple[list[Any], Any]:
+            engine = Engine.default()
+            session = await _filled(GuardedSession(SQLiteSession("edits-default"), engine))
+            written = await session.replace_items([ITEMS[0], ITEMS[3], ITEMS[5]])
+            return written, session.last_decision
+
+        with caplog.at_level(logging.WARNING, logger="prunewarden.integrations"):
+            written, decision = asyncio.run(scenario())
+        answer = {
+            "role": "assistant",
+            "content": "[prunewarden: 1 earlier messages removed: 1 assistant]",
+        }
+        assert decision.codes == ("pinned_removed", "group_split", "no_tombstone")
+        assert written == [*ITEMS[:4], answer, ITEMS[5]]
+        (warning,) = caplog.records
+        assert warning.getMessage().endswith(f"(decision {decision.decision_id})")
+        assert "put back item-" in warning.getMessage()
+
+    def test_under_the_default_policy_a_pop_is_recorded_by_its_decision(self) -> None:
+        """A pop of the newest item (nothing pinned, no call split) stands with tombstones
+        required: the decision records what the caller deleted."""
+
+        async def scenario() -> tuple[Any, Any]:
+            session = GuardedSession(SQLiteSession("edits-pop-default"), Engine.default())
+            await session.add_items([*ITEMS, {"role": "assistant", "content": "Noted."}])
+            return await session.pop_item(), session.last_decision
+
+        popped, decision = asyncio.run(scenario())
+        assert popped == {"role": "assistant", "content": "Noted."}
+        assert decision.codes == ("transition_clean",)
 
     def test_pop_is_an_edit_and_clear_is_refused(self) -> None:
         """pop_item drops the newest item (no pin on it for an edit); clearing would drop the
@@ -97,6 +141,25 @@ class TestGuardedSession:
         assert asyncio.run(scenario()) == len(ITEMS)
 
 
+class TestPolicyClassifier:
+    def test_a_function_output_a_policy_rule_names_a_constraint_is_kept(self) -> None:
+        """spec.classify: the ferries tool's outputs are constraints; a trim dropping the whole
+        call has the output put back with its call (its group), not recorded by a tombstone."""
+        policy = parse_policy(
+            "apiVersion: prunewarden/v1\nkind: Policy\nmetadata: {name: c, version: 1.0.0}\n"
+            "spec:\n  classify:\n    rules:\n"
+            "      - {match: {role: tool, tool: ferries}, kind: constraint}\n",
+            "c",
+        )
+
+        async def scenario() -> list[Any]:
+            session = GuardedSession(SQLiteSession("edits-classify"), Engine(policy))
+            await _filled(session)
+            return await session.replace_items([ITEMS[0], ITEMS[1], *ITEMS[4:]])
+
+        assert asyncio.run(scenario()) == ITEMS
+
+
 class TestExample:
     def test_the_demo_refuses_a_pop_and_repairs_a_trim(self) -> None:
         """examples/agents/guarded_agents_session.py (make demo-agents): the pop that would
@@ -114,7 +177,7 @@ class TestExample:
         assert lines[0] == "pop_item -> None"
         assert lines[1] == "  transition: deny (group_split)"
         assert lines[3] == "  history: 8 items, unchanged"
-        assert lines[5] == "  transition: deny (pinned_removed, group_split)"
+        assert lines[5] == "  transition: deny (pinned_removed, group_split, no_tombstone)"
         assert lines[-1] == (
             "  written: ['system', 'user', 'function_call:c1', 'function_call_output:c1', "
             "'assistant', 'user', 'function_call:c2', 'function_call_output:c2']"

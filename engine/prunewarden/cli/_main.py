@@ -72,6 +72,24 @@ COMMANDS: dict[str, Command] = {
         "add_explain",
         "run_explain",
     ),
+    "classify": Command(
+        "_classify",
+        "print the kind the policy's classifier (spec.classify) gives each segment, and why",
+        "add_classify",
+        "run_classify",
+    ),
+    "hook": Command(
+        "_hook",
+        "run as a coding agent's compaction hook (claude-code, codex): record, judge, restore",
+        "add_hook",
+        "run_hook",
+    ),
+    "hooks": Command(
+        "_hook",
+        "install the compaction hooks into a coding agent's settings (install claude-code|codex)",
+        "add_hooks",
+        "run_hooks",
+    ),
     "audit": Command(
         "_audit",
         "verify, query and report on decision audit logs",

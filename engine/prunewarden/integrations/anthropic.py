@@ -31,7 +31,9 @@ from pydantic import TypeAdapter, ValidationError
 
 from prunewarden.decision import Decision
 from prunewarden.errors import InputError, Problem
-from prunewarden.policy import Policy
+from prunewarden.integrations._tombstones import warn_restored
+from prunewarden.policy import Policy, classifier
+from prunewarden.rules import SegmentClassifier
 from prunewarden.scoring import text_sha256
 from prunewarden.session import Session
 
@@ -123,17 +125,20 @@ def _request_blocks(messages: Iterable[Any], system: Any = None) -> list[_Block]
     return blocks
 
 
-def message_segments(
+def message_segments(  # noqa: PLR0913 - the request, then what gives blocks their kinds and pins
     messages: Iterable[Any],
     *,
     system: Any = None,
     tool_kinds: Mapping[str, str] | None = None,
     pinned_tools: Iterable[str] = (),
     canaries: Iterable[str] = (),
+    classify: SegmentClassifier | None = None,
 ) -> list[dict[str, Any]]:
     """The window segments of a request (see the module's docstring). ``tool_kinds`` maps a
-    tool's name to the kind its results take (a kind the policy may pin)."""
-    return _segments(_request_blocks(messages, system), tool_kinds, pinned_tools, canaries)
+    tool's name to the kind its results take (a kind the policy may pin); ``classify`` (a
+    policy's classifier, :func:`prunewarden.policy.classifier`) gives the other blocks theirs."""
+    blocks = _request_blocks(messages, system)
+    return _segments(blocks, tool_kinds, pinned_tools, canaries, classify)
 
 
 def _segments(
@@ -141,6 +146,7 @@ def _segments(
     tool_kinds: Mapping[str, str] | None,
     pinned_tools: Iterable[str],
     canaries: Iterable[str],
+    classify: SegmentClassifier | None = None,
 ) -> list[dict[str, Any]]:
     pinned_names, canary_ids = set(pinned_tools), set(canaries)
     first_user = next((b.turn for b in blocks if b.block.get("_role") == "user"), None)
@@ -149,6 +155,9 @@ def _segments(
     for b in blocks:
         kind = _kind(b, tool_kinds or {})
         text = block_text(b.block)
+        if classify is not None and kind in _ROLE_OF:
+            given = classify.classify(_ROLE_OF[kind], text, b.tool_name)
+            kind = given.kind if given is not None else kind
         digest = text_sha256(json.dumps(b.block, sort_keys=True, default=str))[:16]
         seen[digest] += 1
         own = f"block-{digest}" if seen[digest] == 1 else f"block-{digest}-{seen[digest]}"
@@ -168,6 +177,17 @@ def _segments(
             segment["group"] = f"thinking:{b.turn}"
         segments.append(segment)
     return segments
+
+
+# The kinds a block takes from its place, and the role a classifier reads for each; a kind a
+# tool's results were given (tool_kinds) and thinking blocks are not classified.
+_ROLE_OF = {
+    "system": "system",
+    "user": "user",
+    "assistant": "assistant",
+    "tool_call": "assistant",
+    "tool": "tool",
+}
 
 
 def _kind(b: _Block, tool_kinds: Mapping[str, str]) -> str:
@@ -215,6 +235,7 @@ def applied_window(  # noqa: PLR0913 - the request, the response and what pins s
     pinned_tools: Iterable[str] = (),
     canaries: Iterable[str] = (),
     pinned_kinds: Iterable[str] = (),
+    classify: SegmentClassifier | None = None,
 ) -> EditedWindow:
     """The request's window and the window the server edited it into, as ``response``
     reports the edit. ``request`` holds ``messages``, optionally ``system`` and
@@ -222,7 +243,7 @@ def applied_window(  # noqa: PLR0913 - the request, the response and what pins s
     dict of either). A cleared segment is recorded (a placeholder naming it, or a tombstone id)
     unless it is pinned: non-recoverable, a canary, a pinned tool's, or of ``pinned_kinds``."""
     blocks = _request_blocks(request.get("messages", ()), request.get("system"))
-    before = _segments(blocks, tool_kinds, pinned_tools, canaries)
+    before = _segments(blocks, tool_kinds, pinned_tools, canaries, classify)
     kinds = set(pinned_kinds)
     pinned = {s["id"] for s in before if s["non_recoverable"] or s["kind"] in kinds}
     edits = _requested_edits(request.get("context_management") or {})
@@ -373,8 +394,12 @@ def judge_applied_edits(  # noqa: PLR0913 - the request, the response and the ad
     canaries: Iterable[str] = (),
 ) -> ContextEditOutcome:
     """The server's context editing of ``request`` (reported by ``response``) judged as a
-    transition of ``session``. A refused edit's ``restore`` names what should not have been
-    cleared: send the next request with :func:`compile_context_management`'s parameters."""
+    transition of ``session``, its blocks given kinds by the policy's classifier
+    (``spec.classify``) where ``tool_kinds`` names none. A cleared block that may go is
+    recorded (its placeholder is its tombstone); a refused edit's ``restore`` names what should
+    not have been cleared, and a warning on the ``prunewarden.integrations`` logger names it
+    and the decision id: send the next request with :func:`compile_context_management`'s
+    parameters."""
     window = applied_window(
         request,
         response,
@@ -382,6 +407,7 @@ def judge_applied_edits(  # noqa: PLR0913 - the request, the response and the ad
         pinned_tools=pinned_tools,
         canaries=canaries,
         pinned_kinds=session.policy.spec.transition.pinned_kinds,
+        classify=classifier(session.policy),
     )
     decision = session.verify(
         window.before,
@@ -389,6 +415,8 @@ def judge_applied_edits(  # noqa: PLR0913 - the request, the response and the ad
         tombstones=window.tombstones,
         applied_by=APPLIED_BY,
     )
+    if decision.blocks:
+        warn_restored(session, APPLIED_BY, decision, decision.restore, done="to restore")
     return ContextEditOutcome(window, decision)
 
 

@@ -14,9 +14,11 @@ warning, since the call it was found on may have read more than the budget.
 summary judged before it replaces anything: the messages it would fold and the summary become a
 transition (``Session.verify``), the summary deriving from what it folds, so that the policy's
 fidelity check (``spec.fidelity``, docs/fidelity.md) reads the summary against its protected
-parents. A refused summary changes nothing: the originals stay in the state, the decision is
-recorded by the session and kept in ``last_decision``, and the next model call reads the full
-history.
+parents. A refused summary that putting messages back repairs (a lost fact or negation, a
+pinned message folded) is written with only those put back verbatim; any other refusal changes
+nothing, the originals stay in the state. The decision is recorded by the session and kept in
+``last_decision``; a warning on the ``prunewarden.integrations`` logger names what was put back
+(or kept) and the decision id.
 """
 
 from __future__ import annotations
@@ -33,8 +35,10 @@ from langchain.agents.middleware import (
 )
 from langchain_core.messages import AnyMessage, BaseMessage, RemoveMessage
 from langchain_core.messages.utils import count_tokens_approximately
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 from prunewarden.decision import Decision
+from prunewarden.integrations._tombstones import warn_restored
 from prunewarden.integrations.langgraph import (
     STATE_KEY,
     Classifier,
@@ -42,11 +46,18 @@ from prunewarden.integrations.langgraph import (
     PruningHook,
     message_segments,
     message_text,
+    policy_classifier,
 )
 from prunewarden.scoring import text_sha256
 from prunewarden.session import Session
 
 _log = logging.getLogger("prunewarden.integrations")
+
+#: The refusals a summary survives once the messages named by ``restore`` are put back beside it:
+#: what it may not fold, and the parents whose facts or negations it lost.
+_REPAIRABLE = frozenset(
+    {"pinned_removed", "group_split", "no_tombstone", "fact_lost", "negation_lost"}
+)
 
 
 class PrunedState(AgentState[Any]):
@@ -144,7 +155,8 @@ class GuardedSummarizationMiddleware(SummarizationMiddleware[Any, Any]):
         folded = [str(m.id) for m in messages if m.id not in kept]
         if summary.id is None:
             summary.id = f"summary-of-{folded[0]}-and-{len(folded) - 1}-more"
-        before = message_segments(messages, classify=self.classify, pin=self.pin)
+        classify = self.classify or policy_classifier(self.session.policy)
+        before = message_segments(messages, classify=classify, pin=self.pin)
         by_id = {segment["id"]: segment for segment in before}
         decision = self.session.verify(
             before,
@@ -153,16 +165,28 @@ class GuardedSummarizationMiddleware(SummarizationMiddleware[Any, Any]):
             applied_by=self.applied_by,
         )
         self.last_decision = decision
-        if decision.blocks:
-            _log.warning(
-                "session %s: summary %s refused (%s); the %d messages it would replace are kept",
-                self.session.session_id,
-                summary.id,
-                ", ".join(decision.codes),
-                len(folded),
-            )
-            return None
-        return update
+        if not decision.blocks:
+            return update
+        if decision.restore and _REPAIRABLE.issuperset(decision.codes):
+            # The summary stands; only what it must not replace (a pinned message it could
+            # not fold, a parent whose facts it lost) is put back verbatim, in its place.
+            after = [self._summary_segment(summary, folded), *(by_id[str(m.id)] for m in preserved)]
+            originals = {str(m.id): m for m in messages}
+            window = decision.repair(before, after)
+            written = {str(summary.id): summary, **{str(m.id): m for m in preserved}}
+            restored = [written.get(s["id"]) or originals[s["id"]] for s in window]
+            warn_restored(self.session, f"summary {summary.id}", decision, decision.restore)
+            return {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *restored]}
+        _log.warning(
+            "session %s: summary %s refused (%s); the %d messages it would replace are kept "
+            "(decision %s)",
+            self.session.session_id,
+            summary.id,
+            ", ".join(decision.codes),
+            len(folded),
+            decision.decision_id,
+        )
+        return None
 
     def _summary_segment(self, summary: BaseMessage, folded: list[str]) -> dict[str, Any]:
         """The summary as a segment deriving from what it folds; its text is what the

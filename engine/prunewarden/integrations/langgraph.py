@@ -56,6 +56,7 @@ from prunewarden.integrations._pass import (
     removed_counts,
     tombstone_text,
 )
+from prunewarden.policy import Policy, classifier
 from prunewarden.scoring import Scorer, text_sha256
 
 #: The ``name`` of the tombstone message, for people reading the history: a later pass knows
@@ -129,6 +130,25 @@ def message_segments(
             segment["group"] = group
         segments.append(segment)
     return segments
+
+
+def policy_classifier(policy: Policy) -> Classifier:
+    """The policy's ``spec.classify`` as a message classifier: a message's role (``system``,
+    ``user``, ``assistant``, ``tool``), its text and its tool (a tool message's name, or the
+    first call an assistant message makes)."""
+    rules = classifier(policy)
+
+    def classify(message: BaseMessage) -> str | None:
+        role = _KINDS.get(message.type)
+        if role is None:
+            return None
+        tool = message.name if isinstance(message, ToolMessage) else None
+        if isinstance(message, AIMessage) and message.tool_calls:
+            tool = str(message.tool_calls[0]["name"])
+        given = rules.classify(role, message_text(message), tool)
+        return None if given is None else given.kind
+
+    return classify
 
 
 def tombstone_message(removed: Mapping[str, int], message_id: str | None = None) -> AIMessage:
@@ -364,6 +384,7 @@ __all__ = [
     "TombstoneRecord",
     "message_segments",
     "message_text",
+    "policy_classifier",
     "removals",
     "tombstone_message",
 ]

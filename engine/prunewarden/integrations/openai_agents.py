@@ -34,6 +34,7 @@ from prunewarden.integrations._pass import (
     removed_counts,
     tombstone_text,
 )
+from prunewarden.policy import Policy, classifier
 from prunewarden.scoring import Scorer, text_sha256
 
 Item = Any  # agents.TResponseInputItem: a typed dict
@@ -100,6 +101,32 @@ def item_segments(
             segment["group"] = f"call:{item['call_id']}"
         segments.append(segment)
     return segments
+
+
+def policy_classifier(policy: Policy, items: Sequence[Mapping[str, Any]] = ()) -> Classifier:
+    """The policy's ``spec.classify`` as an item classifier: an item's role (``tool`` for a
+    function's output, ``assistant`` for its call), its text and its function's name (an
+    output's from the call in ``items`` it answers)."""
+    rules = classifier(policy)
+    names = {
+        str(item.get("call_id")): str(item.get("name"))
+        for item in items
+        if item.get("type") == "function_call"
+    }
+
+    def classify(item: Mapping[str, Any]) -> str | None:
+        kind = item.get("type")
+        tool: str | None = None
+        if kind == "function_call":
+            role, tool = "assistant", str(item.get("name"))
+        elif kind == "function_call_output":
+            role, tool = "tool", names.get(str(item.get("call_id")))
+        else:
+            role = str(item.get("role", ""))
+        given = rules.classify(role, item_text(item), tool)
+        return None if given is None else given.kind
+
+    return classify
 
 
 def tombstone_item(removed: Mapping[str, int]) -> dict[str, Any]:
@@ -234,6 +261,7 @@ __all__ = [
     "PrunedSession",
     "item_segments",
     "item_text",
+    "policy_classifier",
     "text_tokens",
     "tombstone_item",
 ]

@@ -6,10 +6,14 @@ compaction written through :meth:`GuardedSession.replace_items` — is first jud
 ``Session.verify`` on the history before and after it, its items mapped as the pruning adapter
 maps them (:func:`~prunewarden.integrations.openai_agents.item_segments`: ids from content, a
 function call and its output one eviction group, system and developer messages and the task
-pinned). A refused edit is repaired by default (``pop_item`` and ``clear_session`` then change
-nothing; ``replace_items`` writes the history with what it must not drop put back), or raises
-:class:`~prunewarden.UnsafeTransitionError` (``on_refusal="raise"``). ``last_decision`` holds
-the latest transition decision.
+pinned). The guard records what an edit removes that may go: ``replace_items`` writes its
+tombstone item (``[prunewarden: N earlier messages removed: ...]``) in the place of the unpinned
+items dropped; a ``pop_item`` or ``clear_session`` the caller asked for is recorded by its
+decision. A refused edit is repaired by default (``pop_item`` and ``clear_session`` then change
+nothing; ``replace_items`` writes the history with only what it must not drop put back, and the
+tombstone recounted), with a warning on the ``prunewarden.integrations`` logger naming what was
+put back and the decision id, or raises :class:`~prunewarden.UnsafeTransitionError`
+(``on_refusal="raise"``). ``last_decision`` holds the latest transition decision.
 """
 
 from __future__ import annotations
@@ -24,7 +28,22 @@ from agents.memory import SessionSettings
 from prunewarden.decision import Decision
 from prunewarden.engine import Engine
 from prunewarden.errors import UnsafeTransitionError
-from prunewarden.integrations.openai_agents import Classifier, Item, Pin, item_segments
+from prunewarden.integrations._tombstones import (
+    Segment,
+    removals_to_record,
+    removed_kinds,
+    tombstone_position,
+    tombstone_segment,
+    warn_restored,
+)
+from prunewarden.integrations.openai_agents import (
+    Classifier,
+    Item,
+    Pin,
+    item_segments,
+    policy_classifier,
+    tombstone_item,
+)
 
 OnRefusal = Literal["restore", "raise"]
 
@@ -64,48 +83,85 @@ class GuardedSession(AgentsSession):
             items = list(await self.inner.get_items())
             if not items:
                 return None
-            kept = await self._judged(items, items[:-1], "agents.Session.pop_item")
-            return await self.inner.pop_item() if kept is None else None
+            allowed, _ = await self._judged(items, items[:-1], "agents.Session.pop_item")
+            return await self.inner.pop_item() if allowed else None
 
     async def clear_session(self) -> None:
         """Clears the history when the edit is allowed; a refused clear changes nothing."""
         async with self._lock:
             items = list(await self.inner.get_items())
-            if await self._judged(items, [], "agents.Session.clear_session") is None:
+            allowed, _ = await self._judged(items, [], "agents.Session.clear_session")
+            if allowed:
                 await self.inner.clear_session()
 
     async def replace_items(
         self, items: Sequence[Item], *, applied_by: str | None = None
     ) -> list[Item]:
-        """Write ``items`` as the history (a trim, a compaction) if the edit is allowed, else
-        the history repaired; returns what was written."""
+        """Write ``items`` as the history (a trim, a compaction) with the guard's tombstone for
+        the unpinned items it drops if the edit is allowed, else the history repaired; returns
+        what was written."""
         async with self._lock:
             before = list(await self.inner.get_items())
-            repaired = await self._judged(before, list(items), applied_by or "replace_items")
-            written = list(items) if repaired is None else repaired
+            _, written = await self._judged(
+                before, list(items), applied_by or "replace_items", write_tombstone=True
+            )
             await self.inner.clear_session()
             await self.inner.add_items(written)
             return written
 
     async def _judged(
-        self, before: list[Item], after: list[Item], applied_by: str
-    ) -> list[Item] | None:
-        """None when the edit from ``before`` to ``after`` may stand, else the repaired items
-        (or :class:`UnsafeTransitionError`)."""
+        self,
+        before: list[Item],
+        after: list[Item],
+        applied_by: str,
+        *,
+        write_tombstone: bool = False,
+    ) -> tuple[bool, list[Item]]:
+        """Whether the edit from ``before`` to ``after`` may stand, and the items to write: the
+        edit's, with the guard's tombstone (``write_tombstone``), or repaired (or
+        :class:`UnsafeTransitionError`). A pop or a clear is recorded by its decision instead:
+        what the caller deletes is no silent loss."""
         old = self._segments(before)
         new = self._segments(after)
-        decision = await asyncio.to_thread(self.guard.verify, old, new, applied_by=applied_by)
+        recorded = removals_to_record(self.guard, old, new)
+        tombstone: Item | None = None
+        written = None
+        if recorded and write_tombstone:
+            tombstone = tombstone_item(removed_kinds(recorded))
+            segment = _tombstone_segment(tombstone, recorded, taken={s["id"] for s in old + new})
+            position = tombstone_position(old, new, recorded)
+            after.insert(position, tombstone)
+            new.insert(position, segment)
+            written = segment["id"]
+        decision = await asyncio.to_thread(
+            self.guard.verify,
+            old,
+            new,
+            tombstones=() if write_tombstone else [s["id"] for s in recorded],
+            applied_by=applied_by,
+        )
         self.last_decision = decision
         if not decision.blocks:
-            return None
+            return True, after
         if self.on_refusal == "raise":
             raise UnsafeTransitionError(decision)
         items = {s["id"]: item for item, s in zip(before, old, strict=True)}
         items.update((s["id"], item) for item, s in zip(after, new, strict=True))
-        return [items[segment["id"]] for segment in decision.repair(old, new)]
+        window = [s for s in decision.repair(old, new) if s["id"] != written]
+        repaired = [items[segment["id"]] for segment in window]
+        if tombstone is not None:
+            # Recounted for what stays removed, and placed again (never inside a call's group).
+            back = {segment["id"] for segment in window}
+            still = [s for s in recorded if s["id"] not in back]
+            if still:
+                fresh = tombstone_item(removed_kinds(still))
+                repaired.insert(tombstone_position(old, window, still), fresh)
+        warn_restored(self.guard, applied_by, decision, decision.restore)
+        return False, repaired
 
     def _segments(self, items: list[Item]) -> list[dict[str, Any]]:
-        segments = item_segments(items, classify=self.classify, pin=self.pin)
+        classify = self.classify or policy_classifier(self.guard.policy, items)
+        segments = item_segments(items, classify=classify, pin=self.pin)
         # The newest item is pinned for a pruning pass (it is what the model answers); an edit
         # may drop it (an undo), so here only its kind, flags and pins count.
         if segments and not segments[-1]["metadata"]["canary"]:
@@ -114,6 +170,19 @@ class GuardedSession(AgentsSession):
                 item.get("role") in {"system", "developer"} or last["kind"] == "tombstone"
             )
         return segments
+
+
+def _tombstone_segment(
+    tombstone: Item, recorded: Sequence[Segment], *, taken: set[str]
+) -> dict[str, Any]:
+    """The tombstone item's segment: its id from its content, as a later read names it, unless
+    an item of the same content already holds that id."""
+    (read,) = item_segments([tombstone])
+    segment_id, n = read["id"], 1
+    while segment_id in taken:
+        n += 1
+        segment_id = f"{read['id']}-tombstone-{n}"
+    return tombstone_segment(segment_id, read["text"], read["tokens"], recorded)
 
 
 __all__ = ["GuardedSession", "OnRefusal"]

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 from prunewarden._identity import PolicyIdentity, PolicySource
 from prunewarden.inputs import ScoreRange
+from prunewarden.policy._classify import classifier
 from prunewarden.policy._load import load_builtin_policy, load_policy, parse_policy
 from prunewarden.policy._lock import LOCK_FILENAME
 from prunewarden.policy._merge import Resolution
 from prunewarden.policy._model import (
     Calibration,
+    ClassifySettings,
     CollapseSettings,
     CusumSettings,
     EvictionSettings,
@@ -27,6 +29,7 @@ __all__ = [
     "BUILTIN",
     "LOCK_FILENAME",
     "Calibration",
+    "ClassifySettings",
     "CollapseSettings",
     "CusumSettings",
     "EvictionSettings",
@@ -40,6 +43,7 @@ __all__ = [
     "Spec",
     "StalenessSettings",
     "TransitionSettings",
+    "classifier",
     "load_builtin_policy",
     "load_policy",
     "parse_policy",

@@ -27,6 +27,7 @@ from prunewarden._schemas import apply_defaults
 from prunewarden.errors import PolicyError, Problem, describe_value
 from prunewarden.inputs import ScoreRange
 from prunewarden.limits import MAX_POLICY_BYTES
+from prunewarden.policy import _classify as classify
 from prunewarden.policy import _fidelity as fidelity
 from prunewarden.policy import _guardrails as guardrails
 from prunewarden.policy import _transition as transition
@@ -154,6 +155,7 @@ def _semantic_problems(data: dict[str, Any], problem: Any) -> list[Problem]:
         message = "a relative spread floor needs relative_to: {first_cycles: N}"
         found.append(problem(("spec", "collapse", "spread_floor_mode"), message))
     found += fidelity.pattern_problems(data, problem)
+    found += classify.pattern_problems(data, problem)
     return found
 
 
@@ -183,6 +185,7 @@ def _normalize(document: dict[str, Any]) -> dict[str, Any]:
     _drop_implicit(spec)
     transition.drop_implicit(spec)
     fidelity.drop_implicit(spec)
+    classify.drop_implicit(spec)
     normalize_rules(spec)
     guardrails.normalize(spec)
     return document
@@ -249,5 +252,6 @@ def _spec(spec: dict[str, Any]) -> Spec:
         staleness=StalenessSettings(**spec["staleness"]),
         transition=transition.transition_settings(spec),
         fidelity=fidelity.fidelity_settings(spec),
+        classify=classify.classify_settings(spec),
         calibration=None if fixed is None else Calibration(fixed["low"], fixed["high"]),
     )

@@ -15,6 +15,7 @@ from prunewarden._identity import PolicyIdentity, PolicySource
 from prunewarden._json import encode_canonical
 from prunewarden.fidelity import FidelitySettings
 from prunewarden.inputs._model import ScoreRange
+from prunewarden.rules._classify import DEFAULT_RULES, ClassifyRule
 from prunewarden.rules._model import Rule
 
 # Which lock file a load checks: None finds ``policy.lock`` next to the policy, False checks
@@ -136,6 +137,20 @@ class TransitionSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class ClassifySettings:
+    """``spec.classify``: the policy's own rules, then the defaults unless ``defaults`` is
+    false (prunewarden.policy._classify)."""
+
+    rules: tuple[ClassifyRule, ...] = ()
+    defaults: bool = True
+
+    @property
+    def ordered(self) -> tuple[ClassifyRule, ...]:
+        """Every rule in the order it is tried."""
+        return self.rules + (DEFAULT_RULES if self.defaults else ())
+
+
+@dataclass(frozen=True, slots=True)
 class Spec:
     scores: ScoreRange
     collapse: CollapseSettings
@@ -145,6 +160,8 @@ class Spec:
     calibration: Calibration | None = None  # spec.scores.calibration; None is none
     # spec.fidelity; an absent section is mode off (prunewarden.policy._fidelity)
     fidelity: FidelitySettings = FIDELITY_OFF
+    # spec.classify; an absent section is the default rules alone
+    classify: ClassifySettings = ClassifySettings()
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from prunewarden.rules._backend import BACKENDS, BackendUnavailableError, check_backend
     from prunewarden.rules._budget import Budget, Deadline
     from prunewarden.rules._checker import field_paths
+    from prunewarden.rules._classify import Classification, ClassifyRule, SegmentClassifier
     from prunewarden.rules._compiler import compile_expression
     from prunewarden.rules._cost import estimate_cost
     from prunewarden.rules._evaluation import EvaluationError, evaluate_bool
@@ -37,6 +38,9 @@ _MODULE_OF = {
     "Budget": "_budget",
     "Deadline": "_budget",
     "field_paths": "_checker",
+    "Classification": "_classify",
+    "ClassifyRule": "_classify",
+    "SegmentClassifier": "_classify",
     "compile_expression": "_compiler",
     "estimate_cost": "_cost",
     "EvaluationError": "_evaluation",
@@ -72,6 +76,8 @@ __all__ = [
     "DEFAULT_CACHE_SIZE",
     "BackendUnavailableError",
     "Budget",
+    "Classification",
+    "ClassifyRule",
     "Cost",
     "Deadline",
     "EvaluationError",
@@ -79,6 +85,7 @@ __all__ = [
     "ExpressionError",
     "Rule",
     "RuleSet",
+    "SegmentClassifier",
     "Shape",
     "check_backend",
     "compile_expression",
