@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import json
 import logging
 import time
@@ -47,6 +46,7 @@ from prunewarden._identity import PolicyIdentity
 from prunewarden.errors import InputError, Problem
 from prunewarden.limits import MAX_HEADER_DECISION_IDS, PENDING_BODY_REQUESTS
 from prunewarden.server._config import ServerConfig
+from prunewarden.server._credentials import CredentialError, Credentials
 from prunewarden.server._metrics import LATENCY, REQUESTS, ServerMetrics
 from prunewarden.server._openapi import openapi_document
 from prunewarden.server._problems import PROBLEM_MEDIA_TYPE, ProblemDocument, invalid_input
@@ -69,6 +69,7 @@ PROBE_THREADS = 2  # threads of their own for /readyz, which busy workers cannot
 
 # Probes answer without a token: they say only whether the server can decide.
 _OPEN_PATHS = frozenset({"/healthz", "/readyz"})
+CREDENTIAL_SCOPE_KEY = "prunewarden.credential"  # the tenant whose token the request presents
 
 Handler = Callable[[Request, bytes], Answer]
 # Where a handler runs: a worker thread, a session's turn (then a worker thread), the probes'
@@ -117,6 +118,8 @@ class _Endpoints:
         server_metrics: ServerMetrics,
     ) -> None:
         self.config = config
+        tenants = config.tenants.tenants if config.tenants is not None else ()
+        self.credentials = Credentials(config.token, tenants)
         self.decision_metrics = decision_metrics
         self.server_metrics = server_metrics
         self.service = service
@@ -153,7 +156,10 @@ class _Endpoints:
             Route("/metrics", self.metrics, methods=["GET"]),
             Route(
                 "/v1/policy",
-                wrap(lambda r, _b: service.policy_document(self.labels(r)), reads_body=False),
+                wrap(
+                    lambda r, _b: service.policy_document(self.labels(r), _credential(r)),
+                    reads_body=False,
+                ),
                 methods=["GET"],
             ),
             Route(
@@ -202,7 +208,7 @@ class _Endpoints:
         such."""
         config = self.config
         try:
-            _authorize(request, config.token)
+            self.authorize(request)
             session_id = _session_id(request) if where == "session" else None
             body = await self.read_body(request) if reads_body else b""
             # Past this, the call's session saves are refused (it must not save after the
@@ -292,10 +298,28 @@ class _Endpoints:
             _query_session_id(request),
             explain=_query_explain(request),
             labels=self.labels(request),
+            credential=_credential(request),
         )
 
     def plan(self, request: Request, body: bytes) -> Answer:
-        return self.service.plan(body, explain=_query_explain(request), labels=self.labels(request))
+        return self.service.plan(
+            body,
+            explain=_query_explain(request),
+            labels=self.labels(request),
+            credential=_credential(request),
+        )
+
+    def authorize(self, request: Request) -> None:
+        """The request's bearer token checked (:class:`Credentials`; probes need none), and the
+        tenant it makes the request kept in its scope."""
+        if request.url.path in _OPEN_PATHS:
+            return
+        authorization = request.headers.get("authorization")
+        try:
+            tenant = self.credentials.identify(authorization, request.url.path)
+        except CredentialError as exc:
+            raise ServiceProblemError(exc.problem) from None
+        request.scope[CREDENTIAL_SCOPE_KEY] = tenant
 
     def labels(self, request: Request) -> dict[str, str] | None:
         """The request's header labels, from the header the configuration trusts."""
@@ -329,6 +353,7 @@ class _Endpoints:
         def handle(request: Request, body: bytes) -> Answer:
             options: dict[str, Any] = {"explain": _query_explain(request)} if explains else {}
             options["labels"] = self.labels(request)
+            options["credential"] = _credential(request)
             with save_deadline(request.scope.get(DEADLINE_SCOPE_KEY)):
                 answer: Answer = call(request.scope["prunewarden.session_id"], body, **options)
             return answer
@@ -338,7 +363,7 @@ class _Endpoints:
     async def metrics(self, request: Request) -> Response:
         """``GET /metrics``: the Prometheus text format (behind the token like the data)."""
         try:
-            _authorize(request, self.config.token)
+            self.authorize(request)
         except ServiceProblemError as exc:
             return problem_response(exc.problem, {})
         text = generate_latest(REGISTRY)
@@ -426,17 +451,10 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     return problem_response(ProblemDocument(kind, f"{request.method} {request.url.path}"), {})
 
 
-def _authorize(request: Request, token: str | None) -> None:
-    """Constant-time comparison of the bearer token, when the server has one."""
-    if token is None or request.url.path in _OPEN_PATHS:
-        return
-    given = request.headers.get("authorization", "")
-    scheme, _, value = given.partition(" ")
-    expected = token.encode("utf-8")
-    if scheme.lower() != "bearer" or not hmac.compare_digest(value.encode("utf-8"), expected):
-        raise ServiceProblemError(
-            ProblemDocument("unauthorized", "send Authorization: Bearer <token>")
-        )
+def _credential(request: Request) -> str | None:
+    """The tenant whose token the request presented (None: the server's, or none)."""
+    tenant = request.scope.get(CREDENTIAL_SCOPE_KEY)
+    return tenant if isinstance(tenant, str) else None
 
 
 def _too_large(size: int, limit: int) -> ProblemDocument:
