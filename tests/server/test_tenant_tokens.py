@@ -6,6 +6,7 @@ process, with the server's own token beside the tenants'."""
 from __future__ import annotations
 
 import io
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -245,3 +246,21 @@ class TestTheFile:
                 token="a-token-0123456789abcdef",  # noqa: S106
                 tenants=read_tenants(path),
             )
+
+
+class TestTheDocs:
+    def test_fleet_md_shows_what_a_bad_tokens_file_prints(self, tmp_path: Path) -> None:
+        """docs/fleet.md's example file and the two lines it says it prints, one per fix."""
+        page = (Path(__file__).parents[2] / "docs" / "fleet.md").read_text(encoding="utf-8")
+        section = page.split("### Tenants with their own tokens", 1)[1]
+        found = re.search(r"```yaml\n([^`]*- short\n[^`]*)```\n\n```\n([^`]*)```", section)
+        assert found is not None
+        example, lines = found.group(1), found.group(2).splitlines()
+        path = tmp_path / "tenants.yaml"
+        printed = []
+        for text in (example, example.replace("- short", "- prod-token-0123456789abc")):
+            path.write_text(text, encoding="utf-8")
+            with pytest.raises(TenantsError) as caught:
+                read_tenants(path)
+            printed += [str(p).replace(str(path), "tenants.yaml") for p in caught.value.problems]
+        assert printed == lines
