@@ -264,3 +264,25 @@ class TestTheDocs:
                 read_tenants(path)
             printed += [str(p).replace(str(path), "tenants.yaml") for p in caught.value.problems]
         assert printed == lines
+
+
+class TestWithoutTheServersToken:
+    def test_tenant_tokens_alone(self, tmp_path: Path, tenants_file: Path) -> None:
+        """A server with no token of its own: a request without a token reaches staging, not
+        prod-eu (403); prod-eu's token reaches prod-eu; a token that is nobody's is 401, not
+        ignored."""
+        config = ServerConfig(
+            None, str(tmp_path / "audit.jsonl"), Listen(), tenants=read_tenants(tenants_file)
+        )
+        built = build_app(config)
+        try:
+            http = TestClient(built.app, base_url="http://127.0.0.1")
+            assert decided_by(http.post("/v1/evaluate", json=EVICTION)) == "staging"
+            assert http.post("/v1/evaluate", json=EVICTION, headers=PROD).status_code == 403
+            own = http.post("/v1/evaluate", json=EVICTION, headers=bearer(PROD_TOKEN))
+            assert decided_by(own) == "prod-eu"
+            nobodys = http.post("/v1/evaluate", json=EVICTION, headers=bearer("y" * 20))
+            assert nobodys.status_code == 401
+            assert http.get("/v1/policies", headers=bearer(PROD_TOKEN)).status_code == 200
+        finally:
+            built.close()
