@@ -155,11 +155,12 @@ class Tenants:
         own = self.get(credential) if credential is not None else None
         if own is None:
             return self.admit(self.select(labels), None)
-        if labels and self.select(labels) is not own:
+        chosen = self.select(labels) if labels else own
+        if chosen is not own:
             raise ForbiddenTenantError(
                 f"this request's token is tenant {own.name!r}'s and its labels choose "
-                f"{self.select(labels).name!r}: a token's tenant decides its requests (send "
-                f"labels choosing {own.name!r}, or none)"
+                f"{chosen.name!r}: a token's tenant decides its requests (send labels choosing "
+                f"{own.name!r}, or none)"
             )
         return own
 
