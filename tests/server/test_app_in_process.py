@@ -78,8 +78,10 @@ class _Scripted(DecisionService):
         self.release = threading.Event()
         self.policy_call: str = "answer"
 
-    def policy_document(self, labels: Mapping[str, str] | None = None) -> Answer:
-        del labels  # one answer, whatever the tenant
+    def policy_document(
+        self, labels: Mapping[str, str] | None = None, credential: str | None = None
+    ) -> Answer:
+        del labels, credential  # one answer, whatever the tenant
         if self.policy_call == "raise":
             msg = "boom"
             raise RuntimeError(msg)

@@ -374,10 +374,13 @@ class _ReloadingFirst(DecisionService):
         *,
         explain: bool = False,
         labels: Mapping[str, str] | None = None,
+        credential: str | None = None,
     ) -> Answer:
         self.policy.write_text(policy_text(SERVED_SPEC, name="served", version="2.0.0"))
         self.reloading.reload()
-        return super().evaluate(body, session_id, explain=explain, labels=labels)
+        return super().evaluate(
+            body, session_id, explain=explain, labels=labels, credential=credential
+        )
 
 
 class TestPolicyHeader:

@@ -21,14 +21,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import json
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
-from urllib.parse import parse_qsl, unquote_to_bytes
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -44,20 +42,21 @@ from starlette.routing import Route
 
 from prunewarden import _resources as resources
 from prunewarden._identity import PolicyIdentity
-from prunewarden.errors import InputError, Problem
+from prunewarden.errors import InputError
 from prunewarden.limits import MAX_HEADER_DECISION_IDS, PENDING_BODY_REQUESTS
 from prunewarden.server._config import ServerConfig
+from prunewarden.server._credentials import CredentialError, Credentials
 from prunewarden.server._metrics import LATENCY, REQUESTS, ServerMetrics
 from prunewarden.server._openapi import openapi_document
 from prunewarden.server._problems import PROBLEM_MEDIA_TYPE, ProblemDocument, invalid_input
+from prunewarden.server._request_parts import (
+    header_labels,
+    path_session_id,
+    query_explain,
+    query_session_id,
+)
 from prunewarden.server._service import Answer, DecisionService, ServiceProblemError
 from prunewarden.server._sessions import SessionService
-from prunewarden.server._tenant_config import (
-    HEADER_FILE,
-    LABELS_HEADER,
-    LabelsError,
-    parse_labels_header,
-)
 from prunewarden.server._turns import SessionTurns, run_in_thread
 from prunewarden.session import save_deadline
 
@@ -69,6 +68,7 @@ PROBE_THREADS = 2  # threads of their own for /readyz, which busy workers cannot
 
 # Probes answer without a token: they say only whether the server can decide.
 _OPEN_PATHS = frozenset({"/healthz", "/readyz"})
+CREDENTIAL_SCOPE_KEY = "prunewarden.credential"  # the tenant whose token the request presents
 
 Handler = Callable[[Request, bytes], Answer]
 # Where a handler runs: a worker thread, a session's turn (then a worker thread), the probes'
@@ -117,6 +117,8 @@ class _Endpoints:
         server_metrics: ServerMetrics,
     ) -> None:
         self.config = config
+        tenants = config.tenants.tenants if config.tenants is not None else ()
+        self.credentials = Credentials(config.token, tenants)
         self.decision_metrics = decision_metrics
         self.server_metrics = server_metrics
         self.service = service
@@ -153,7 +155,10 @@ class _Endpoints:
             Route("/metrics", self.metrics, methods=["GET"]),
             Route(
                 "/v1/policy",
-                wrap(lambda r, _b: service.policy_document(self.labels(r)), reads_body=False),
+                wrap(
+                    lambda r, _b: service.policy_document(self.labels(r), _credential(r)),
+                    reads_body=False,
+                ),
                 methods=["GET"],
             ),
             Route(
@@ -202,8 +207,8 @@ class _Endpoints:
         such."""
         config = self.config
         try:
-            _authorize(request, config.token)
-            session_id = _session_id(request) if where == "session" else None
+            self.authorize(request)
+            session_id = path_session_id(request) if where == "session" else None
             body = await self.read_body(request) if reads_body else b""
             # Past this, the call's session saves are refused (it must not save after the
             # caller was answered that it took too long).
@@ -289,17 +294,35 @@ class _Endpoints:
     def evaluate(self, request: Request, body: bytes) -> Answer:
         return self.service.evaluate(
             body,
-            _query_session_id(request),
-            explain=_query_explain(request),
+            query_session_id(request),
+            explain=query_explain(request),
             labels=self.labels(request),
+            credential=_credential(request),
         )
 
     def plan(self, request: Request, body: bytes) -> Answer:
-        return self.service.plan(body, explain=_query_explain(request), labels=self.labels(request))
+        return self.service.plan(
+            body,
+            explain=query_explain(request),
+            labels=self.labels(request),
+            credential=_credential(request),
+        )
+
+    def authorize(self, request: Request) -> None:
+        """The request's bearer token checked (:class:`Credentials`; probes need none), and the
+        tenant it makes the request kept in its scope."""
+        if request.url.path in _OPEN_PATHS:
+            return
+        authorization = request.headers.get("authorization")
+        try:
+            tenant = self.credentials.identify(authorization, request.url.path)
+        except CredentialError as exc:
+            raise ServiceProblemError(exc.problem) from None
+        request.scope[CREDENTIAL_SCOPE_KEY] = tenant
 
     def labels(self, request: Request) -> dict[str, str] | None:
         """The request's header labels, from the header the configuration trusts."""
-        return _labels(request, self.config.trusted_labels_header)
+        return header_labels(request, self.config.trusted_labels_header)
 
     def health(self, _request: Request, _body: bytes) -> Answer:
         identity = self.service.engine.policy.identity
@@ -327,8 +350,9 @@ class _Endpoints:
         explains = name in SessionService.EXPLAINED
 
         def handle(request: Request, body: bytes) -> Answer:
-            options: dict[str, Any] = {"explain": _query_explain(request)} if explains else {}
+            options: dict[str, Any] = {"explain": query_explain(request)} if explains else {}
             options["labels"] = self.labels(request)
+            options["credential"] = _credential(request)
             with save_deadline(request.scope.get(DEADLINE_SCOPE_KEY)):
                 answer: Answer = call(request.scope["prunewarden.session_id"], body, **options)
             return answer
@@ -338,7 +362,7 @@ class _Endpoints:
     async def metrics(self, request: Request) -> Response:
         """``GET /metrics``: the Prometheus text format (behind the token like the data)."""
         try:
-            _authorize(request, self.config.token)
+            self.authorize(request)
         except ServiceProblemError as exc:
             return problem_response(exc.problem, {})
         text = generate_latest(REGISTRY)
@@ -351,92 +375,16 @@ class _Endpoints:
         return Response(text, media_type=CONTENT_TYPE_LATEST)
 
 
-def _session_id(request: Request) -> str:
-    """The session id of the path, decoded as UTF-8 from the bytes the client sent: an id whose
-    escapes are not UTF-8 (``%FF``) is refused, not read with replacement characters (which
-    would make ``%FF`` and ``%FE`` one session)."""
-    raw = request.scope.get("raw_path")
-    if not isinstance(raw, bytes):
-        session_id: str = request.path_params["session_id"]
-        return session_id
-    escaped = raw.split(b"/")[3]  # /v1/sessions/{id}[/part]
-    return _utf8(unquote_to_bytes(escaped), "$.session_id")
-
-
-def _query_session_id(request: Request) -> str | None:
-    """``?session_id=`` decoded strictly as UTF-8 (as :func:`_session_id`)."""
-    query = request.scope.get("query_string", b"")
-    if b"session_id" not in query:
-        return None
-    found = None
-    for name, value in parse_qsl(query.decode("latin-1"), encoding="latin-1"):
-        if name == "session_id":
-            found = _utf8(value.encode("latin-1"), "$.session_id")
-    return found
-
-
-def _labels(request: Request, trusted: str | None = None) -> dict[str, str] | None:
-    """The labels of the ``Prunewarden-Labels`` header (None: no header, or an empty one), or
-    with ``trusted`` of that header alone, which only a proxy in front sets (a request that
-    also sends ``Prunewarden-Labels`` is refused: its caller may not choose). A header given
-    on two lines is refused (400) rather than one line preferred (a proxy and a caller may each
-    have added one)."""
-    name = trusted or LABELS_HEADER
-    if trusted is not None and request.headers.getlist(LABELS_HEADER):
-        message = f"labels come from the proxy's {trusted} header here: leave {LABELS_HEADER} out"
-        raise LabelsError([Problem(HEADER_FILE, 1, 1, "$.labels", message)])
-    values = request.headers.getlist(name)
-    if len(values) > 1:
-        message = f"given on {len(values)} header lines: send one {name} header"
-        raise LabelsError([Problem(f"<header {name}>", len(values), 1, "$.labels", message)])
-    return (parse_labels_header(values[0], name) or None) if values else None
-
-
-def _query_explain(request: Request) -> bool:
-    """``?explain=true`` (or ``false``, the default); any other value is refused (400)."""
-    query = request.scope.get("query_string", b"")
-    if b"explain" not in query:
-        return False
-    explain = False
-    for name, value in parse_qsl(query.decode("latin-1"), encoding="latin-1"):
-        if name != "explain":
-            continue
-        if value not in {"true", "false"}:
-            message = f"{value!r} is not one of 'true', 'false'"
-            raise ServiceProblemError(
-                invalid_input([Problem("<request>", 0, 0, "$.explain", message[:120])])
-            )
-        explain = value == "true"
-    return explain
-
-
-def _utf8(data: bytes, path: str) -> str:
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        message = f"the session id is not UTF-8 (byte {exc.start} after percent-decoding)"
-        raise ServiceProblemError(
-            invalid_input([Problem("<request>", 0, 0, path, message)])
-        ) from None
-
-
 async def _http_error(request: Request, exc: Exception) -> Response:
     status = exc.status_code if isinstance(exc, HTTPException) else 500
     kind = {404: "not-found", 405: "method-not-allowed"}.get(status, "internal-error")
     return problem_response(ProblemDocument(kind, f"{request.method} {request.url.path}"), {})
 
 
-def _authorize(request: Request, token: str | None) -> None:
-    """Constant-time comparison of the bearer token, when the server has one."""
-    if token is None or request.url.path in _OPEN_PATHS:
-        return
-    given = request.headers.get("authorization", "")
-    scheme, _, value = given.partition(" ")
-    expected = token.encode("utf-8")
-    if scheme.lower() != "bearer" or not hmac.compare_digest(value.encode("utf-8"), expected):
-        raise ServiceProblemError(
-            ProblemDocument("unauthorized", "send Authorization: Bearer <token>")
-        )
+def _credential(request: Request) -> str | None:
+    """The tenant whose token the request presented (None: the server's, or none)."""
+    tenant = request.scope.get(CREDENTIAL_SCOPE_KEY)
+    return tenant if isinstance(tenant, str) else None
 
 
 def _too_large(size: int, limit: int) -> ProblemDocument:

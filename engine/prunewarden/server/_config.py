@@ -249,6 +249,13 @@ class ServerConfig:
             raise ServerConfigError(msg)
         if self.bundle is not None and self.bundle_key is None:
             raise ServerConfigError("--bundle needs --bundle-key PUBKEY")
+        for spec in self.tenants.tenants if self.tenants is not None else ():
+            if self.token is not None and self.token in spec.tokens:
+                msg = (
+                    f"the server's token is also tenant {spec.name!r}'s (--tenants): give "
+                    "the server and each tenant a token of its own"
+                )
+                raise ServerConfigError(msg)
 
     @property
     def session_store_url(self) -> str:

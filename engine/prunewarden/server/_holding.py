@@ -50,6 +50,8 @@ _SESSION_FILE = "<session>"
 _T = TypeVar("_T")
 # The labels of a call's Prunewarden-Labels header (None: no header): they choose its tenant.
 Labels = Mapping[str, str] | None
+# The tenant whose token a call presents (None: the server's token, or none): it chooses too.
+Credential = str | None
 
 
 class ServerStore(Protocol):
@@ -169,18 +171,26 @@ class SessionHolding:
             problem = ProblemDocument("session-state-rejected", detail, exc.problems)
             raise ServiceProblemError(problem) from None
 
-    def _route(self, session_id: str, labels: Labels, *, deleting: bool = False) -> Tenant:
-        """The tenant of a call: the session's own (refused, HTTP 409, when ``labels`` choose
-        another), else the one ``labels`` choose. A stored state that cannot be read binds
-        nothing here: opening or reading it says what is wrong (and DELETE clears it).
+    def _route(
+        self,
+        session_id: str,
+        labels: Labels,
+        *,
+        deleting: bool = False,
+        credential: Credential = None,
+    ) -> Tenant:
+        """The tenant of a call: the session's own (refused, HTTP 409, when ``labels`` or the
+        token's tenant, ``credential``, choose another; HTTP 403 when it lists tokens and the
+        call presents none of them), else the one they choose. A stored state that cannot be
+        read binds nothing here: opening or reading it says what is wrong (and DELETE clears it).
         ``deleting``: a session bound to a tenant the server no longer holds may be deleted."""
         tenants = self.tenants
         if not tenants.bound:
             return tenants.default
         bound = self._bound(session_id)
         if bound is None or (tenants.get(bound) is None and deleting):
-            return tenants.select(labels)
-        return conflict_problem(lambda: tenants.of_session(session_id, bound, labels))
+            return conflict_problem(lambda: tenants.choose(labels, credential))
+        return conflict_problem(lambda: tenants.of_session(session_id, bound, labels, credential))
 
     def bound_tenant(self, session_id: str) -> str | None:
         """The tenant ``session_id`` is bound to, for a stateless call naming it (None: none,
@@ -293,6 +303,7 @@ class SessionHolding:
         text: str,
         *,
         check: Callable[[Policy], None] = lambda _policy: None,
+        credential: Credential = None,
     ) -> Any:
         """A call on the session, on its tenant's policy, once ``check`` passed the body; its
         problems are about the body (``prefix`` is where the session put the body in the
@@ -300,7 +311,7 @@ class SessionHolding:
         (HTTP 409)."""
         check_id(session_id)
         with self._held(session_id):
-            tenant = self._route(session_id, labels)
+            tenant = self._route(session_id, labels, credential=credential)
             check(tenant.holder.policy)
             try:
                 session = self._rejecting(

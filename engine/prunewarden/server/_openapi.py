@@ -75,6 +75,10 @@ def _problems(*statuses: int) -> dict[str, Any]:
     meaning = {
         400: "The body is not valid: every problem, located (`<request>:LINE:COL: $.path: ...`)",
         401: "No valid bearer token",
+        403: "The request's bearer token is a tenant's (the tenants file's `tokens`) and its "
+        "labels choose another tenant, or it chooses a tenant that lists tokens without "
+        "presenting one of them, or a tenant's token on a route showing every tenant "
+        "(`forbidden-tenant`)",
         404: "No such session",
         409: "The request conflicts with the session's state: a cycle or turn out of order, a "
         "stored state this policy cannot use, the session busy on another replica, a stored "
@@ -105,8 +109,8 @@ _SESSION_ID = {
     "schema": {"type": "string", "minLength": 1, "maxLength": 256, "pattern": "^[^/]+$"},
 }
 
-_DECIDING = (400, 401, 408, 413, 503)
-_SESSION_DECIDING = (400, 401, 408, 409, 413, 503)
+_DECIDING = (400, 401, 403, 408, 413, 503)
+_SESSION_DECIDING = (400, 401, 403, 408, 409, 413, 503)
 
 # ?explain=true on every endpoint that decides (docs/explain.md).
 _EXPLAIN = {
@@ -188,7 +192,10 @@ def _paths() -> dict[str, Any]:
                 "(of the tenant the labels choose)",
                 "tags": ["policy"],
                 "parameters": [LABELS_PARAMETER],
-                "responses": {"200": _ok("PolicyInForce", "The policy"), **_problems(400, 401)},
+                "responses": {
+                    "200": _ok("PolicyInForce", "The policy"),
+                    **_problems(400, 401, 403),
+                },
             }
         },
         "/v1/policies": {
@@ -197,7 +204,7 @@ def _paths() -> dict[str, Any]:
                 "summary": "Every tenant: its selector, its policy, bundle revision and shadow "
                 "(docs/fleet.md)",
                 "tags": ["policy"],
-                "responses": {"200": _ok("Policies", "The tenants"), **_problems(401)},
+                "responses": {"200": _ok("Policies", "The tenants"), **_problems(401, 403)},
             }
         },
         "/v1/status": {
@@ -206,7 +213,7 @@ def _paths() -> dict[str, Any]:
                 "summary": "The policy and bundle in force, the last activation and error, "
                 "decisions by outcome since start (docs/fleet.md)",
                 "tags": ["policy"],
-                "responses": {"200": _ok("Status", "The server's status"), **_problems(401)},
+                "responses": {"200": _ok("Status", "The server's status"), **_problems(401, 403)},
             }
         },
         "/v1/evaluate": {
@@ -296,7 +303,7 @@ def _paths() -> dict[str, Any]:
                 "parameters": [_SESSION_ID, LABELS_PARAMETER],
                 "responses": {
                     "200": _ok("SessionState", "The state"),
-                    **_problems(400, 401, 404, 409, 503),
+                    **_problems(400, 401, 403, 404, 409, 503),
                 },
             },
             "delete": {
@@ -306,7 +313,7 @@ def _paths() -> dict[str, Any]:
                 "parameters": [_SESSION_ID, LABELS_PARAMETER],
                 "responses": {
                     "200": _ok("SessionDeleted", "Done"),
-                    **_problems(400, 401, 409, 503),
+                    **_problems(400, 401, 403, 409, 503),
                 },
             },
         },

@@ -27,6 +27,7 @@ KINDS: dict[str, tuple[int, str]] = {
     "request-too-large": (413, "The request body is larger than the limit"),
     "unsupported-media-type": (415, "The request body must be JSON"),
     "unauthorized": (401, "A valid bearer token is required"),
+    "forbidden-tenant": (403, "The request's credential does not reach this tenant or route"),
     "not-found": (404, "No such resource"),
     "method-not-allowed": (405, "The method is not allowed on this resource"),
     "audit-unavailable": (503, "The decision could not be logged, so it is not returned"),

@@ -25,7 +25,13 @@ from prunewarden.server._documents import check_object, read_body
 from prunewarden.server._fleet import FleetStatus, bundle_detail
 from prunewarden.server._problems import ProblemDocument, invalid_input
 from prunewarden.server._tenant_config import merged_labels
-from prunewarden.server._tenants import PolicyHolder, Tenant, TenantConflictError, Tenants
+from prunewarden.server._tenants import (
+    ForbiddenTenantError,
+    PolicyHolder,
+    Tenant,
+    TenantConflictError,
+    Tenants,
+)
 
 AUDIT_UNAVAILABLE = "audit_unavailable"
 
@@ -90,12 +96,15 @@ class DecisionService:
         *,
         explain: bool = False,
         labels: Mapping[str, str] | None = None,
+        credential: str | None = None,
     ) -> Answer:
         """``POST /v1/evaluate``: one input document, one decision (``decision.v1``), by the
         tenant its labels (``labels``: the ``Prunewarden-Labels`` header's, and the document's)
-        choose; ``explain`` (``?explain=true``): with ``would_allow`` and rule traces."""
+        choose, or the tenant whose token it presents (``credential``); ``explain``
+        (``?explain=true``): with ``would_allow`` and rule traces."""
         data, text = read_body(body)
-        tenant, chosen = self._tenant(data, text, labels, session_id or _named_session(data))
+        named = session_id or _named_session(data)
+        tenant, chosen = self._tenant(data, text, labels, named, credential)
         decision = guarded(
             lambda: tenant.holder.evaluate(
                 data,
@@ -109,13 +118,18 @@ class DecisionService:
         return decision_answer(decision)
 
     def plan(
-        self, body: bytes, *, explain: bool = False, labels: Mapping[str, str] | None = None
+        self,
+        body: bytes,
+        *,
+        explain: bool = False,
+        labels: Mapping[str, str] | None = None,
+        credential: str | None = None,
     ) -> Answer:
         """``POST /v1/plan``: one pruning pass, every decision of it (``?explain=true``: each
-        explained), by the tenant its labels choose."""
+        explained), by the tenant its labels (or its token) choose."""
         data, text = read_body(body)
         check_object(data)
-        tenant, chosen = self._tenant(data, text, labels, _named_session(data))
+        tenant, chosen = self._tenant(data, text, labels, _named_session(data), credential)
         plan = guarded(
             lambda: tenant.holder.plan(
                 data, filename="<request>", text=text, labels=chosen, explain=explain
@@ -129,9 +143,10 @@ class DecisionService:
         text: str,
         header: Mapping[str, str] | None,
         session_id: str | None = None,
+        credential: str | None = None,
     ) -> tuple[Tenant, dict[str, str] | None]:
-        """The tenant a request's labels choose (the session's, for a call naming one), and
-        those labels (None: it carries none)."""
+        """The tenant a request's labels or token choose (the session's, for a call naming
+        one), and those labels (None: it carries none)."""
         if self.trusted_labels_header is not None and isinstance(data, dict) and "labels" in data:
             message = f"labels come from the proxy's {self.trusted_labels_header} header here"
             problem = locate(text, "<request>").problem(("labels",), message, at_key=True)
@@ -140,15 +155,20 @@ class DecisionService:
         bound = self.binding(session_id) if session_id is not None else None
         if session_id is not None and bound is not None:
             tenants = self.tenants
-            return conflict_problem(lambda: tenants.of_session(session_id, bound, chosen)), chosen
-        return self.tenants.select(chosen), chosen
+            routed = conflict_problem(
+                lambda: tenants.of_session(session_id, bound, chosen, credential)
+            )
+            return routed, chosen
+        return conflict_problem(lambda: self.tenants.choose(chosen, credential)), chosen
 
     # --- the policy and health ---------------------------------------------------------------
 
-    def policy_document(self, labels: Mapping[str, str] | None = None) -> Answer:
+    def policy_document(
+        self, labels: Mapping[str, str] | None = None, credential: str | None = None
+    ) -> Answer:
         """``GET /v1/policy``: the identity, digest, files and resolved document in force, of
-        the tenant ``labels`` choose (the default without)."""
-        tenant = self.tenants.select(labels)
+        the tenant ``labels`` (or the token, ``credential``) choose (the default without)."""
+        tenant = conflict_problem(lambda: self.tenants.choose(labels, credential))
         engine = tenant.holder.engine
         policy = engine.policy
         shadow = engine.shadow.policy.identity.to_dict() if engine.shadow is not None else None
@@ -208,11 +228,14 @@ def _named_session(data: Any) -> str | None:
 
 
 def conflict_problem(call: Callable[[], _T]) -> _T:
-    """Run ``call``; a session bound to another tenant becomes HTTP 409 ``tenant-conflict``."""
+    """Run ``call``; a session bound to another tenant becomes HTTP 409 ``tenant-conflict``,
+    a tenant the request's credential does not reach HTTP 403 ``forbidden-tenant``."""
     try:
         return call()
     except TenantConflictError as exc:
         raise ServiceProblemError(ProblemDocument("tenant-conflict", str(exc))) from None
+    except ForbiddenTenantError as exc:
+        raise ServiceProblemError(ProblemDocument("forbidden-tenant", str(exc))) from None
 
 
 def guarded(call: Callable[[], _T]) -> _T:

@@ -52,7 +52,7 @@ from prunewarden.server._documents import (
     read_body,
     refuse_supplied,
 )
-from prunewarden.server._holding import Labels, SessionHolding, check_id
+from prunewarden.server._holding import Credential, Labels, SessionHolding, check_id
 from prunewarden.server._problems import ProblemDocument, invalid_input
 from prunewarden.server._service import (
     Answer,
@@ -83,7 +83,13 @@ class SessionService(SessionHolding):
     # --- endpoints ---------------------------------------------------------------------------
 
     def observe_cycle(
-        self, session_id: str, body: bytes, *, explain: bool = False, labels: Labels = None
+        self,
+        session_id: str,
+        body: bytes,
+        *,
+        explain: bool = False,
+        labels: Labels = None,
+        credential: Credential = None,
     ) -> Answer:
         data, text = read_body(body)
         check_object(data)
@@ -97,10 +103,13 @@ class SessionService(SessionHolding):
             ),
             "$.history[0]",
             text,
+            credential=credential,
         )
         return decision_answer(decision)
 
-    def observe_turn(self, session_id: str, body: bytes, *, labels: Labels = None) -> Answer:
+    def observe_turn(
+        self, session_id: str, body: bytes, *, labels: Labels = None, credential: Credential = None
+    ) -> Answer:
         data, text = read_body(body)
         check_object(data)
         check_definition({"turn": 0, **data}, text, "turn")
@@ -119,11 +128,19 @@ class SessionService(SessionHolding):
                 policy=identity,
             )
 
-        answer: Answer = self._call(session_id, labels, observe, "$.turns[0]", text)
+        answer: Answer = self._call(
+            session_id, labels, observe, "$.turns[0]", text, credential=credential
+        )
         return answer
 
     def authorize(
-        self, session_id: str, body: bytes, *, explain: bool = False, labels: Labels = None
+        self,
+        session_id: str,
+        body: bytes,
+        *,
+        explain: bool = False,
+        labels: Labels = None,
+        credential: Credential = None,
     ) -> Answer:
         data, text = read_body(body)
         decision = self._call(
@@ -139,11 +156,18 @@ class SessionService(SessionHolding):
             "$",
             text,
             check=self._document(data, text, "eviction"),
+            credential=credential,
         )
         return decision_answer(decision)
 
     def prune(
-        self, session_id: str, body: bytes, *, explain: bool = False, labels: Labels = None
+        self,
+        session_id: str,
+        body: bytes,
+        *,
+        explain: bool = False,
+        labels: Labels = None,
+        credential: Credential = None,
     ) -> Answer:
         data, text = read_body(body)
         decision = self._call(
@@ -160,11 +184,18 @@ class SessionService(SessionHolding):
             "$",
             text,
             check=self._document(data, text, "staleness"),
+            credential=credential,
         )
         return decision_answer(decision)
 
     def plan(
-        self, session_id: str, body: bytes, *, explain: bool = False, labels: Labels = None
+        self,
+        session_id: str,
+        body: bytes,
+        *,
+        explain: bool = False,
+        labels: Labels = None,
+        credential: Credential = None,
     ) -> Answer:
         data, text = read_body(body)
 
@@ -188,11 +219,18 @@ class SessionService(SessionHolding):
             "$",
             text,
             check=check,
+            credential=credential,
         )
         return plan_answer(plan)
 
     def verify(
-        self, session_id: str, body: bytes, *, explain: bool = False, labels: Labels = None
+        self,
+        session_id: str,
+        body: bytes,
+        *,
+        explain: bool = False,
+        labels: Labels = None,
+        credential: Credential = None,
     ) -> Answer:
         """``POST /v1/sessions/{id}/transitions``: an edit of the window, judged with the
         session's halt, canaries and rule pins (``Session.verify``)."""
@@ -212,15 +250,18 @@ class SessionService(SessionHolding):
             "$",
             text,
             check=self._document(data, text, "transition"),
+            credential=credential,
         )
         return decision_answer(decision)
 
-    def state(self, session_id: str, _body: bytes, *, labels: Labels = None) -> Answer:
+    def state(
+        self, session_id: str, _body: bytes, *, labels: Labels = None, credential: Credential = None
+    ) -> Answer:
         """``GET /v1/sessions/{id}``: the session's ``session-state.v4`` document; 404 when the
         server holds none."""
         check_id(session_id)
         with self._held(session_id):
-            tenant = self._route(session_id, labels)
+            tenant = self._route(session_id, labels, credential=credential)
             live = self._live.get(session_id) if not self.shared else None
             document = (
                 live.state()
@@ -243,11 +284,13 @@ class SessionService(SessionHolding):
             answer["tenant"] = tenant.name
         return Answer(answer, policy=identity)
 
-    def delete(self, session_id: str, _body: bytes, *, labels: Labels = None) -> Answer:
+    def delete(
+        self, session_id: str, _body: bytes, *, labels: Labels = None, credential: Credential = None
+    ) -> Answer:
         """``DELETE /v1/sessions/{id}``: forget the session (its history and its halt)."""
         check_id(session_id)
         with self._held(session_id):
-            tenant = self._route(session_id, labels, deleting=True)
+            tenant = self._route(session_id, labels, deleting=True, credential=credential)
             found = self._forget(session_id)
         identity = tenant.holder.policy.identity
         return Answer(

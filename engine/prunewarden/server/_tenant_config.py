@@ -8,6 +8,11 @@ first tenant in file order whose selector matches decides, and a request no sele
 goes to the ``default`` tenant. File order, not "most specific", because the one who writes the
 file can then read which tenant wins without computing anything.
 
+A tenant that lists ``tokens`` is a trust boundary: it decides only requests presenting one of
+its bearer tokens, and a request presenting one is that tenant's (:mod:`._credentials`). A token
+is never shown: not in a problem about it (``$.tenants[0].tokens[1]: not a token ...``), nor in a
+``repr`` of the tenant.
+
 A request carries its labels in its document (``labels``) or in a ``Prunewarden-Labels: k=v,k2=v2``
 header. Both may be given; a label given in both with two values is refused rather than one
 silently preferred.
@@ -16,13 +21,14 @@ silently preferred.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from prunewarden._schemas import read_yaml_file
-from prunewarden._source import locate
+from prunewarden._source import Parsed, locate
 from prunewarden.errors import ExitCode, InputError, Problem, ProblemsError
 from prunewarden.limits import (
     MAX_LABEL_NAME_CHARS,
@@ -51,6 +57,7 @@ class TenantSpec:
     match_labels: Mapping[str, str] = field(default_factory=dict)
     shadow: str | None = None
     lock: str | None = None
+    tokens: tuple[str, ...] = field(default=(), repr=False)
 
     def matches(self, labels: Mapping[str, str]) -> bool:
         """Every label of the selector is among ``labels`` with its value (an empty selector
@@ -72,11 +79,17 @@ def read_tenants(path: str | os.PathLike[str], *, bundle: bool = False) -> Tenan
     ``bundle``, policies are named, not paths, and a tenant may not name a lock file."""
     shown = str(path)
     parsed, problems = read_yaml_file(path, "tenants")
+    problems = _unquoted(problems)
     if parsed is None or problems:
         raise TenantsError(problems)
     data: dict[str, Any] = parsed.data
+    folder = Path(shown).parent
     seen: set[str] = set()
+    owners: dict[str, str] = {}  # each token, and the tenant it is given to
+    tokens: dict[int, tuple[str, ...]] = {}
     for index, entry in enumerate(data["tenants"]):
+        tokens[index], found = _tenant_tokens(entry, index, folder, owners, parsed)
+        problems += found
         if entry["name"] in seen:
             message = f"{entry['name']!r}: two tenants of one name"
             problems.append(parsed.problem(("tenants", index, "name"), message))
@@ -89,12 +102,82 @@ def read_tenants(path: str | os.PathLike[str], *, bundle: bool = False) -> Tenan
         problems.append(parsed.problem(("default",), message))
     if problems:
         raise TenantsError(problems)
-    folder = Path(shown).parent
-    tenants = tuple(_spec(entry, folder, bundle=bundle) for entry in data["tenants"])
-    return TenantsConfig(tenants, data["default"], shown)
+    specs = (
+        _spec(entry, folder, tokens[index], bundle=bundle)
+        for index, entry in enumerate(data["tenants"])
+    )
+    return TenantsConfig(tuple(specs), data["default"], shown)
 
 
-def _spec(entry: Mapping[str, Any], folder: Path, *, bundle: bool) -> TenantSpec:
+# Where a schema problem would quote a token (a tenant's tokens, or one of them).
+_TOKEN_PATH = re.compile(r"\$\.tenants\[\d+\]\.tokens(\[\d+\])?")
+_MALFORMED = (
+    "not a token: give 16 to 512 printable ASCII characters, or {token_file: FILE} "
+    "(the value is not shown)"
+)
+_NOT_TOKENS = "expected a list of 1 to 8 tokens (the value is not shown)"
+
+
+def _unquoted(problems: list[Problem]) -> list[Problem]:
+    """The schema's problems, those about a token without the value (a token is a secret,
+    even a malformed one), one per place."""
+    kept: list[Problem] = []
+    for given in problems:
+        found = _TOKEN_PATH.fullmatch(given.path)
+        problem = given
+        if found is not None:
+            message = _MALFORMED if found.group(1) else _NOT_TOKENS
+            problem = Problem(given.file, given.line, given.column, given.path, message)
+            if problem in kept:
+                continue
+        kept.append(problem)
+    return kept
+
+
+def _tenant_tokens(
+    entry: Mapping[str, Any],
+    index: int,
+    folder: Path,
+    owners: dict[str, str],
+    parsed: Parsed,
+) -> tuple[tuple[str, ...], list[Problem]]:
+    """The tenant's tokens, those given by ``token_file`` read, and the problems: a token
+    given to two tenants, a file that holds none."""
+    found: list[str] = []
+    problems: list[Problem] = []
+    for number, item in enumerate(entry.get("tokens", ())):
+        where: tuple[str | int, ...] = ("tenants", index, "tokens", number)
+        if isinstance(item, Mapping):
+            where = (*where, "token_file")
+            token, problem = _read_token_file(folder / item["token_file"])
+            if problem is not None:
+                problems.append(parsed.problem(where, f"{item['token_file']}: {problem}"))
+                continue
+        else:
+            token = item
+        owner = owners.setdefault(token, entry["name"])
+        if owner != entry["name"]:
+            message = f"this token is also tenant {owner!r}'s: a token is one tenant's"
+            problems.append(parsed.problem(where, message))
+        found.append(token)
+    return tuple(found), problems
+
+
+def _read_token_file(path: Path) -> tuple[str, str | None]:
+    """The token on the file's first line, or why there is none (never quoting the file)."""
+    try:
+        lines = path.read_text(encoding="utf-8").strip().splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        return "", f"cannot read: {exc.strerror if isinstance(exc, OSError) else 'not UTF-8'}"
+    token = lines[0].strip() if lines else ""
+    if not 16 <= len(token) <= 512 or not all("!" <= char <= "~" for char in token):
+        return "", _MALFORMED.replace(", or {token_file: FILE}", " on its first line")
+    return token, None
+
+
+def _spec(
+    entry: Mapping[str, Any], folder: Path, tokens: tuple[str, ...], *, bundle: bool
+) -> TenantSpec:
     def where(value: str | None) -> str | None:
         if value is None or bundle:
             return value
@@ -106,6 +189,7 @@ def _spec(entry: Mapping[str, Any], folder: Path, *, bundle: bool) -> TenantSpec
         match_labels=dict(entry.get("selector", {}).get("matchLabels", {})),
         shadow=where(entry.get("shadow")),
         lock=where(entry.get("lock")),
+        tokens=tokens,
     )
 
 

@@ -14,6 +14,11 @@ holds one policy holder per tenant of the file:
 Sessions are bound to the tenant that opened them: the binding is saved with the session's state
 (``session-state.v4``'s ``tenant``, written by :class:`BoundStore`), so it outlives a restart and
 holds on every replica sharing a Redis.
+
+A tenant that lists tokens is a trust boundary (:meth:`Tenants.choose`): a request presenting
+one of its tokens is its request, labels choosing another tenant are refused
+(:class:`ForbiddenTenantError`, HTTP 403), and a request without one of its tokens never
+reaches it, whatever its labels.
 """
 
 from __future__ import annotations
@@ -143,15 +148,51 @@ class Tenants:
     def get(self, name: str) -> Tenant | None:
         return self._by_name.get(name)
 
-    def of_session(self, session_id: str, bound: str, labels: Mapping[str, str] | None) -> Tenant:
-        """The tenant of a call naming a session bound to ``bound``: that one, unless
-        ``labels`` choose another, or the server no longer holds it
-        (:class:`TenantConflictError`): a session is never moved to another policy."""
-        tenant = self.get(bound)
-        chosen = self.select(labels) if labels else None
-        if tenant is None or (chosen is not None and chosen is not tenant):
-            raise TenantConflictError(session_id, bound, (chosen or self.default).name)
+    def choose(self, labels: Mapping[str, str] | None, credential: str | None = None) -> Tenant:
+        """The tenant of a request: the one whose token it presents (``credential``), else the
+        one ``labels`` select. :class:`ForbiddenTenantError` when labels choose another tenant
+        than the credential's, or the tenant chosen lists tokens the request did not present."""
+        own = self.get(credential) if credential is not None else None
+        if own is None:
+            return self.admit(self.select(labels), None)
+        chosen = self.select(labels) if labels else own
+        if chosen is not own:
+            raise ForbiddenTenantError(
+                f"this request's token is tenant {own.name!r}'s and its labels choose "
+                f"{chosen.name!r}: a token's tenant decides its requests (send labels choosing "
+                f"{own.name!r}, or none)"
+            )
+        return own
+
+    @staticmethod
+    def admit(tenant: Tenant, credential: str | None) -> Tenant:
+        """``tenant``, unless it lists tokens and ``credential`` is not its
+        (:class:`ForbiddenTenantError`)."""
+        if tenant.spec.tokens and credential != tenant.name:
+            raise ForbiddenTenantError(
+                f"tenant {tenant.name!r} decides only requests presenting one of its own tokens "
+                "(Authorization: Bearer <token>)"
+            )
         return tenant
+
+    def of_session(
+        self,
+        session_id: str,
+        bound: str,
+        labels: Mapping[str, str] | None,
+        credential: str | None = None,
+    ) -> Tenant:
+        """The tenant of a call naming a session bound to ``bound``: that one, unless
+        ``labels`` or ``credential`` choose another, or the server no longer holds it
+        (:class:`TenantConflictError`): a session is never moved to another policy. A
+        session of a tenant that lists tokens is reached with one of them only
+        (:class:`ForbiddenTenantError`)."""
+        tenant = self.get(bound)
+        chosen = self.choose(labels, credential) if labels or credential is not None else None
+        if tenant is None or (chosen is not None and chosen is not tenant):
+            by = "token" if credential is not None else "labels"
+            raise TenantConflictError(session_id, bound, (chosen or self.default).name, by)
+        return self.admit(tenant, credential)
 
     def holders(self) -> Iterable[PolicyHolder]:
         return (tenant.holder for tenant in self.all)
@@ -171,15 +212,23 @@ class Tenants:
 class TenantConflictError(Exception):
     """A session's stored state is bound to another tenant than the one a call chose."""
 
-    def __init__(self, session_id: str, bound: str, chosen: str) -> None:
+    def __init__(self, session_id: str, bound: str, chosen: str, by: str = "labels") -> None:
         self.session_id = session_id
         self.bound = bound
         self.chosen = chosen
+        if by == "labels":
+            choice, advice = "labels choose", f"send labels choosing {bound!r}, none, or use"
+        else:
+            choice, advice = "token is tenant", "use"
         super().__init__(
-            f"session {session_id!r} is bound to tenant {bound!r}; this request's labels "
-            f"choose {chosen!r}: a session is never moved to another policy (send labels "
-            f"choosing {bound!r}, none, or use another session id)"
+            f"session {session_id!r} is bound to tenant {bound!r}; this request's {choice} "
+            f"{chosen!r}: a session is never moved to another policy ({advice} another "
+            "session id)"
         )
+
+
+class ForbiddenTenantError(Exception):
+    """A request its credential does not let reach the tenant it would be decided by."""
 
 
 class StateStore(Protocol):
