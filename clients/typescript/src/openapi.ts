@@ -1240,6 +1240,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description The request's bearer token is a tenant's (the tenants file's `tokens`) and its labels choose another tenant, or it chooses a tenant that lists tokens without presenting one of them, or a tenant's token on a route showing every tenant (`forbidden-tenant`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     policies: {
@@ -1275,6 +1284,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description The request's bearer token is a tenant's (the tenants file's `tokens`) and its labels choose another tenant, or it chooses a tenant that lists tokens without presenting one of them, or a tenant's token on a route showing every tenant (`forbidden-tenant`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     status: {
@@ -1303,6 +1321,15 @@ export interface operations {
             };
             /** @description No valid bearer token */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The request's bearer token is a tenant's (the tenants file's `tokens`) and its labels choose another tenant, or it chooses a tenant that lists tokens without presenting one of them, or a tenant's token on a route showing every tenant (`forbidden-tenant`) */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1360,6 +1387,15 @@ export interface operations {
             };
             /** @description No valid bearer token */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The request's bearer token is a tenant's (the tenants file's `tokens`) and its labels choose another tenant, or it chooses a tenant that lists tokens without presenting one of them, or a tenant's token on a route showing every tenant (`forbidden-tenant`) */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1442,6 +1478,15 @@ export interface operations {
             };
             /** @description No valid bearer token */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The request's bearer token is a tenant's (the tenants file's `tokens`) and its labels choose another tenant, or it chooses a tenant that lists tokens without presenting one of them, or a tenant's token on a route showing every tenant (`forbidden-tenant`) */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1534,6 +1579,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description The request's bearer token is a tenant's (the tenants file's `tokens`) and its labels choose another tenant, or it chooses a tenant that lists tokens without presenting one of them, or a tenant's token on a route showing every tenant (`forbidden-tenant`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description The body did not arrive within the body deadline; the connection is closed */
             408: {
                 headers: {
@@ -1618,6 +1672,15 @@ export interface operations {
             };
             /** @description No valid bearer token */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The request's bearer token is a tenant's (the tenants file's `tokens`) and its labels choose another tenant, or it chooses a tenant that lists tokens without presenting one of them, or a tenant's token on a route showing every tenant (`forbidden-tenant`) */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1719,6 +1782,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description The request's bearer token is a tenant's (the tenants file's `tokens`) and its labels choose another tenant, or it chooses a tenant that lists tokens without presenting one of them, or a tenant's token on a route showing every tenant (`forbidden-tenant`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description The body did not arrive within the body deadline; the connection is closed */
             408: {
                 headers: {
@@ -1806,6 +1878,15 @@ export interface operations {
             };
             /** @description No valid bearer token */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The request's bearer token is a tenant's (the tenants file's `tokens`) and its labels choose another tenant, or it chooses a tenant that lists tokens without presenting one of them, or a tenant's token on a route showing every tenant (`forbidden-tenant`) */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1907,6 +1988,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description The request's bearer token is a tenant's (the tenants file's `tokens`) and its labels choose another tenant, or it chooses a tenant that lists tokens without presenting one of them, or a tenant's token on a route showing every tenant (`forbidden-tenant`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description The body did not arrive within the body deadline; the connection is closed */
             408: {
                 headers: {
@@ -2001,6 +2091,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description The request's bearer token is a tenant's (the tenants file's `tokens`) and its labels choose another tenant, or it chooses a tenant that lists tokens without presenting one of them, or a tenant's token on a route showing every tenant (`forbidden-tenant`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description The body did not arrive within the body deadline; the connection is closed */
             408: {
                 headers: {
@@ -2087,6 +2186,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description The request's bearer token is a tenant's (the tenants file's `tokens`) and its labels choose another tenant, or it chooses a tenant that lists tokens without presenting one of them, or a tenant's token on a route showing every tenant (`forbidden-tenant`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description No such session */
             404: {
                 headers: {
@@ -2157,6 +2265,15 @@ export interface operations {
             };
             /** @description No valid bearer token */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The request's bearer token is a tenant's (the tenants file's `tokens`) and its labels choose another tenant, or it chooses a tenant that lists tokens without presenting one of them, or a tenant's token on a route showing every tenant (`forbidden-tenant`) */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
