@@ -4,35 +4,12 @@ schemas and bundled policies."""
 from __future__ import annotations
 
 import json
-import re
 import subprocess
-import sys
 import tomllib
-import venv
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-#: Wheels of the runtime dependencies, fetched once (pip download) and reused offline after.
-WHEEL_CACHE = ROOT / ".venv" / "wheel-cache"
-
-
-def distribution_name(requirement: str) -> str:
-    """The normalized distribution name a requirement (or a distribution's Name) starts with."""
-    name = re.split(r"[<>=!~ ;\[]", requirement.strip(), maxsplit=1)[0]
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
-def pip(*argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "pip", "--disable-pip-version-check", *argv],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+from _support.wheels import ROOT, build_wheel, distribution_name, install_wheel
 
 
 @pytest.fixture(scope="module")
@@ -41,25 +18,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     wheels alone (nothing of this environment is visible in it), so that a dependency the wheel
     forgets to declare fails here."""
     work = tmp_path_factory.mktemp("wheel")
-    dist = work / "dist"
-    built = pip("wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(dist), str(ROOT))
-    assert built.returncode == 0, built.stderr
-    (wheel,) = dist.glob("prunewarden-*.whl")
-    env_dir = work / "venv"
-    venv.EnvBuilder(with_pip=False).create(env_dir)
-    python = env_dir / "bin" / "python"
-    install = ("--python", str(python), "install", "-q", "--no-index")
-    offline = pip(*install, "--find-links", str(WHEEL_CACHE), str(wheel))
-    if offline.returncode != 0:  # the cache lacks a dependency: fetch them once, then install
-        fetched = pip(
-            "download", "-q", "--only-binary", ":all:", "-d", str(WHEEL_CACHE), str(wheel)
-        )
-        assert fetched.returncode == 0, fetched.stderr
-        for copy in WHEEL_CACHE.glob("prunewarden-*.whl"):  # pip download copies it too
-            copy.unlink()
-        offline = pip(*install, "--find-links", str(WHEEL_CACHE), str(wheel))
-    assert offline.returncode == 0, offline.stderr
-    return env_dir / "bin"
+    return install_wheel(build_wheel(work), work / "venv")
 
 
 @pytest.mark.slow
