@@ -4,6 +4,7 @@ is a usage error naming the extra (exit 2), never an internal error."""
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import importlib.util
 import io
@@ -11,7 +12,7 @@ import json
 import subprocess
 import sys
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -68,6 +69,13 @@ def _closure(requirements: list[str]) -> set[str]:
     return found
 
 
+@functools.cache
+def _distributions_of() -> Mapping[str, list[str]]:
+    """Top-level module -> the installed distributions providing it (read once: it walks every
+    distribution's file list)."""
+    return importlib.metadata.packages_distributions()
+
+
 def _providers(module: str) -> set[str]:
     """The installed distributions whose files hold ``module``."""
     spec = importlib.util.find_spec(module)
@@ -75,7 +83,7 @@ def _providers(module: str) -> set[str]:
     assert spec.origin is not None, module
     origin = Path(spec.origin).resolve()
     top = module.split(".", maxsplit=1)[0]
-    candidates = importlib.metadata.packages_distributions().get(top, [])
+    candidates = _distributions_of().get(top, [])
     return {
         distribution_name(name)
         for name in candidates
