@@ -190,13 +190,15 @@ class MemoryDirectory:
         try:
             descriptor = os.open(self.root, _FOLDER_FLAGS)
         except OSError as exc:
-            raise _not_a_folder(exc, MEMORY_ROOT) from exc
+            _refuse_not_a_folder(exc, MEMORY_ROOT)
+            raise
         try:
             for part in folders:
                 try:
                     child = _open_folder(part, descriptor, create=create)
                 except OSError as exc:
-                    raise _not_a_folder(exc, memory_path) from exc
+                    _refuse_not_a_folder(exc, memory_path)
+                    raise
                 os.close(descriptor)
                 descriptor = child
             yield descriptor
@@ -263,14 +265,14 @@ def _open_folder(name: str, parent: int, *, create: bool) -> int:
     return os.open(name, _FOLDER_FLAGS, dir_fd=parent)
 
 
-def _not_a_folder(error: OSError, memory_path: str) -> Exception:
-    """What a failed open of a folder on the way means for the memory path."""
+def _refuse_not_a_folder(error: OSError, memory_path: str) -> None:
+    """Raise what a failed open of a folder on the way means for the memory path, when it
+    means something: a link or a file where a folder was, or no folder at all."""
     if error.errno in _NOT_A_FOLDER:
         reason = "is reached through a symbolic link or a file where a folder was; refused"
-        return MemoryFileError(memory_path, reason)
+        raise MemoryFileError(memory_path, reason) from error
     if isinstance(error, FileNotFoundError):
-        return MemoryFileError(memory_path, "does not exist")
-    return error
+        raise MemoryFileError(memory_path, "does not exist") from error
 
 
 def _remove_entry(folder: int, name: str) -> None:
