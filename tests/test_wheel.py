@@ -9,7 +9,13 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from _support.wheels import ROOT, build_wheel, distribution_name, install_wheel
+from _support.wheels import (
+    ROOT,
+    build_wheel,
+    distribution_name,
+    install_wheel,
+    isolated_environment,
+)
 
 
 @pytest.fixture(scope="module")
@@ -38,6 +44,7 @@ class TestWheel:
             capture_output=True,
             text=True,
             cwd=tmp_path,
+            env=isolated_environment(),
         ).stdout.splitlines()
         assert all(str(installed.parent) in line for line in out)
         assert out[1].endswith("prunewarden/_data/schemas")
@@ -58,6 +65,7 @@ class TestWheel:
                 capture_output=True,
                 text=True,
                 check=True,
+                env=isolated_environment(),
             ).stdout
         )
         assert found["dev"] == []
@@ -85,6 +93,7 @@ class TestWheel:
             text=True,
             cwd=tmp_path,
             check=False,
+            env=isolated_environment(),
         )
         assert validate.returncode == 0, validate.stderr
         document = (ROOT / "examples" / "inputs" / "eviction-utc-constraint.json").read_text()
@@ -95,6 +104,7 @@ class TestWheel:
             text=True,
             cwd=tmp_path,
             check=False,
+            env=isolated_environment(),
         )
         assert evaluate.returncode == 1, evaluate.stderr
         decision = json.loads(evaluate.stdout)
@@ -106,6 +116,7 @@ class TestWheel:
             text=True,
             cwd=tmp_path,
             check=True,
+            env=isolated_environment(),
         )
         assert json.loads(schema.stdout)["title"] == "prunewarden decision v1"
         catalog = subprocess.run(
@@ -114,6 +125,7 @@ class TestWheel:
             text=True,
             cwd=tmp_path,
             check=True,
+            env=isolated_environment(),
         )
         assert json.loads(catalog.stdout) == json.loads(
             (ROOT / "schemas" / "catalog.json").read_text()
@@ -128,6 +140,7 @@ class TestWheel:
             text=True,
             cwd=tmp_path,
             check=False,
+            env=isolated_environment(),
         )
         assert (check.returncode, check.stderr) == (
             2,
@@ -150,6 +163,7 @@ class TestWheel:
             text=True,
             cwd=tmp_path,
             check=False,
+            env=isolated_environment(),
         )
         assert run.returncode == 0, run.stderr
         assert 'tests="1" failures="0" errors="0" skipped="0"' in run.stdout
