@@ -4,35 +4,18 @@ schemas and bundled policies."""
 from __future__ import annotations
 
 import json
-import re
 import subprocess
-import sys
 import tomllib
-import venv
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-#: Wheels of the runtime dependencies, fetched once (pip download) and reused offline after.
-WHEEL_CACHE = ROOT / ".venv" / "wheel-cache"
-
-
-def distribution_name(requirement: str) -> str:
-    """The normalized distribution name a requirement (or a distribution's Name) starts with."""
-    name = re.split(r"[<>=!~ ;\[]", requirement.strip(), maxsplit=1)[0]
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
-def pip(*argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "pip", "--disable-pip-version-check", *argv],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+from _support.wheels import (
+    ROOT,
+    build_wheel,
+    distribution_name,
+    install_wheel,
+    isolated_environment,
+)
 
 
 @pytest.fixture(scope="module")
@@ -41,25 +24,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     wheels alone (nothing of this environment is visible in it), so that a dependency the wheel
     forgets to declare fails here."""
     work = tmp_path_factory.mktemp("wheel")
-    dist = work / "dist"
-    built = pip("wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(dist), str(ROOT))
-    assert built.returncode == 0, built.stderr
-    (wheel,) = dist.glob("prunewarden-*.whl")
-    env_dir = work / "venv"
-    venv.EnvBuilder(with_pip=False).create(env_dir)
-    python = env_dir / "bin" / "python"
-    install = ("--python", str(python), "install", "-q", "--no-index")
-    offline = pip(*install, "--find-links", str(WHEEL_CACHE), str(wheel))
-    if offline.returncode != 0:  # the cache lacks a dependency: fetch them once, then install
-        fetched = pip(
-            "download", "-q", "--only-binary", ":all:", "-d", str(WHEEL_CACHE), str(wheel)
-        )
-        assert fetched.returncode == 0, fetched.stderr
-        for copy in WHEEL_CACHE.glob("prunewarden-*.whl"):  # pip download copies it too
-            copy.unlink()
-        offline = pip(*install, "--find-links", str(WHEEL_CACHE), str(wheel))
-    assert offline.returncode == 0, offline.stderr
-    return env_dir / "bin"
+    return install_wheel(build_wheel(work), work / "venv")
 
 
 @pytest.mark.slow
@@ -79,6 +44,7 @@ class TestWheel:
             capture_output=True,
             text=True,
             cwd=tmp_path,
+            env=isolated_environment(),
         ).stdout.splitlines()
         assert all(str(installed.parent) in line for line in out)
         assert out[1].endswith("prunewarden/_data/schemas")
@@ -99,6 +65,7 @@ class TestWheel:
                 capture_output=True,
                 text=True,
                 check=True,
+                env=isolated_environment(),
             ).stdout
         )
         assert found["dev"] == []
@@ -126,6 +93,7 @@ class TestWheel:
             text=True,
             cwd=tmp_path,
             check=False,
+            env=isolated_environment(),
         )
         assert validate.returncode == 0, validate.stderr
         document = (ROOT / "examples" / "inputs" / "eviction-utc-constraint.json").read_text()
@@ -136,6 +104,7 @@ class TestWheel:
             text=True,
             cwd=tmp_path,
             check=False,
+            env=isolated_environment(),
         )
         assert evaluate.returncode == 1, evaluate.stderr
         decision = json.loads(evaluate.stdout)
@@ -147,6 +116,7 @@ class TestWheel:
             text=True,
             cwd=tmp_path,
             check=True,
+            env=isolated_environment(),
         )
         assert json.loads(schema.stdout)["title"] == "prunewarden decision v1"
         catalog = subprocess.run(
@@ -155,6 +125,7 @@ class TestWheel:
             text=True,
             cwd=tmp_path,
             check=True,
+            env=isolated_environment(),
         )
         assert json.loads(catalog.stdout) == json.loads(
             (ROOT / "schemas" / "catalog.json").read_text()
@@ -169,6 +140,7 @@ class TestWheel:
             text=True,
             cwd=tmp_path,
             check=False,
+            env=isolated_environment(),
         )
         assert (check.returncode, check.stderr) == (
             2,
@@ -191,6 +163,7 @@ class TestWheel:
             text=True,
             cwd=tmp_path,
             check=False,
+            env=isolated_environment(),
         )
         assert run.returncode == 0, run.stderr
         assert 'tests="1" failures="0" errors="0" skipped="0"' in run.stdout

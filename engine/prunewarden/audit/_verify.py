@@ -24,6 +24,8 @@ from typing import Any
 
 from prunewarden.audit import _record
 from prunewarden.audit._chain import GENESIS, is_keyed, parse_record, record_hash, unseal
+from prunewarden.audit._columns import COLUMNS_VERSION
+from prunewarden.audit._columns_check import columns_problem
 from prunewarden.audit._reading import iter_lines
 from prunewarden.audit._rotation import order_files, rotation_base
 
@@ -299,6 +301,14 @@ class _FileCheck:
                     f"decision under policy {digest}, which no earlier record of this file "
                     "activates",
                 )
+            if kind == _record.PRUNING_PASS and version == COLUMNS_VERSION:
+                self._columns(number, record)
+
+    def _columns(self, number: int, record: dict[str, Any]) -> None:
+        """A version 3 pass must say one thing: columns that agree (``_columns_check``)."""
+        problem = columns_problem(record)
+        if problem is not None:
+            self._fail(number, f"pass {record.get('pass_id')!r} contradicts itself: {problem}")
 
 
 def _sealed(line: bytes) -> tuple[dict[str, Any], bytes, str] | None:

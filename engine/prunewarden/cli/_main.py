@@ -241,7 +241,7 @@ def _cel_backend(backend: str | None) -> Iterator[None]:
             os.environ[_CEL_VARIABLE] = previous
 
 
-def run(argv: list[str] | None, stdout: IO[str], stderr: IO[str]) -> int:
+def run(argv: list[str] | None, stdout: IO[str], stderr: IO[str]) -> int:  # noqa: PLR0911 - an exit code per failure
     """Run the command line ``argv``; return the exit code."""
     try:
         # First which command (--version, --help and usage errors end here), then its arguments.
@@ -261,6 +261,9 @@ def run(argv: list[str] | None, stdout: IO[str], stderr: IO[str]) -> int:
     except PrunewardenError as exc:
         stderr.write(f"{exc}\n")
         return exc.exit_code
+    except BackendUnavailableError as exc:  # PRUNEWARDEN_CEL=native, or a half-installed extra
+        stderr.write(f"prunewarden: {exc}\n")
+        return ExitCode.USAGE
     except Exception as exc:  # noqa: BLE001 - never a traceback to the user
         stderr.write(f"prunewarden: internal error: {type(exc).__name__}: {exc}\n")
         return ExitCode.INTERNAL

@@ -67,18 +67,37 @@ def recorded_paths(text: str) -> list[str] | None:
 
 
 def kind_of(path: str, text: str, kinds: Mapping[str, str]) -> str:
-    """A memory's kind: ``tombstone`` under ``/memories/tombstones/``; else the first pattern of
-    ``kinds`` matching its path (the operator's word, which the model cannot change); else its
-    front matter's ``kind``; else ``memory``."""
+    """A memory's kind: ``tombstone`` under ``/memories/tombstones/`` and nowhere else; else the
+    first pattern of ``kinds`` matching its path (the operator's word, which the model cannot
+    change); else its front matter's ``kind``; else ``memory``. A front matter claiming
+    ``kind: tombstone`` elsewhere is the model's word: such a memory is judged as what it is (a
+    tombstone segment is no summary, so a rewrite claiming to be one would skip the fidelity
+    check)."""
     if path.startswith(TOMBSTONES):
         return TOMBSTONE_KIND
     for pattern, kind in kinds.items():
         if fnmatch.fnmatchcase(path, pattern):
             return kind
     declared = front_matter(text).get("kind")
-    if isinstance(declared, str) and 0 < len(declared) <= _MAX_KIND_CHARS:
+    if (
+        isinstance(declared, str)
+        and 0 < len(declared) <= _MAX_KIND_CHARS
+        and declared != TOMBSTONE_KIND
+    ):
         return declared
     return DEFAULT_KIND
+
+
+def check_kinds(kinds: Mapping[str, str]) -> None:
+    """Refuse (``ValueError``) a ``kinds`` pattern whose kind is ``tombstone``: a tombstone is a
+    file under ``/memories/tombstones/``, nothing else."""
+    named = sorted(pattern for pattern, kind in kinds.items() if kind == TOMBSTONE_KIND)
+    if named:
+        message = (
+            f"kinds {named}: {TOMBSTONE_KIND!r} is not a kind to give; the tombstones are the "
+            f"files under {TOMBSTONES}"
+        )
+        raise ValueError(message)
 
 
 def tombstone_example(paths: list[str]) -> str:

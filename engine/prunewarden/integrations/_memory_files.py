@@ -5,16 +5,22 @@ to a regular file under one directory. Nothing here follows a symbolic link: a l
 directory could lead out of it or alias a pinned memory under another name, so a path through
 one is refused and a directory holding one is not read at all. Hidden names (a leading dot) are
 neither written nor read: they are where the atomic writes keep their temporary files.
+
+Every read and every change reaches its file from a descriptor of the directory, one folder at a
+time, each opened relative to the one before it with ``O_NOFOLLOW``: a folder swapped for a link
+after an edit was judged (by another process, between the judgment and the write) fails the open,
+so nothing is ever read or written outside the directory through it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
+import secrets
 import stat
-import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -29,6 +35,11 @@ DEFAULT_MAX_FILES: Final = MAX_MEMORY_FILES
 _TEMP_PREFIX: Final = ".prunewarden-"
 _DIRECTORY_MODE: Final = 0o700
 _FILE_MODE: Final = 0o600
+_NOFOLLOW: Final = getattr(os, "O_NOFOLLOW", 0)
+_FOLDER_FLAGS: Final = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _NOFOLLOW
+# What an open with O_NOFOLLOW gives for a link (ELOOP; EMLINK on FreeBSD), and O_DIRECTORY for
+# a file where a folder was.
+_NOT_A_FOLDER: Final = frozenset({errno.ELOOP, errno.EMLINK, errno.ENOTDIR})
 
 
 class MemoryFileError(PrunewardenError):
@@ -91,9 +102,11 @@ class MemoryDirectory:
 
     def read(self, memory_path: str, place: Path) -> str:
         """A memory's text, read without following a link and no further than the size limit."""
-        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+        flags = os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0)
+        *folders, name = self._parts_of(place)
         try:
-            descriptor = os.open(place, flags)
+            with self._folder(memory_path, folders) as folder:
+                descriptor = os.open(name, flags, dir_fd=folder)
         except FileNotFoundError as exc:
             raise MemoryFileError(memory_path, "does not exist") from exc
         except OSError as exc:
@@ -121,53 +134,83 @@ class MemoryDirectory:
 
     def write(self, place: Path, text: str) -> None:
         """Write ``text`` to ``place`` atomically: a temporary file beside it, flushed to disk,
-        then renamed over it, so a crash leaves the old memory or the new one, never half."""
-        self._make_parents(place)
-        descriptor, temporary = tempfile.mkstemp(prefix=_TEMP_PREFIX, dir=place.parent)
-        try:
-            with os.fdopen(descriptor, "wb") as stream:
-                stream.write(text.encode("utf-8"))
-                stream.flush()
-                os.fsync(stream.fileno())
-            Path(temporary).chmod(_FILE_MODE)
-            Path(temporary).replace(place)
-        except BaseException:
-            Path(temporary).unlink(missing_ok=True)
-            raise
-        _sync_directory(place.parent)
+        then renamed over it, so a crash leaves the old memory or the new one, never half. The
+        folders on the way are made where missing, none followed if it is a link."""
+        *folders, name = self._parts_of(place)
+        with self._folder(_shown([*folders, name]), folders, create=True) as folder:
+            temporary = f"{_TEMP_PREFIX}{secrets.token_hex(8)}"
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW
+            descriptor = os.open(temporary, flags, _FILE_MODE, dir_fd=folder)
+            try:
+                with os.fdopen(descriptor, "wb") as stream:
+                    stream.write(text.encode("utf-8"))
+                    stream.flush()
+                    os.fsync(stream.fileno())
+                os.replace(temporary, name, src_dir_fd=folder, dst_dir_fd=folder)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(temporary, dir_fd=folder)
+                raise
+            _sync(folder)
 
     def remove(self, place: Path) -> None:
-        """Remove a memory or a folder of memories (a snapshot has refused any link in it)."""
-        if stat.S_ISDIR(os.lstat(place).st_mode):
-            for child in sorted(place.iterdir(), reverse=True):
-                self.remove(child)
-            place.rmdir()
-        else:
-            place.unlink()
-        _sync_directory(place.parent)
+        """Remove a memory or a folder of memories, each entry by its folder's descriptor: a
+        link found on the way is removed itself, never followed."""
+        *folders, name = self._parts_of(place)
+        with self._folder(_shown([*folders, name]), folders) as folder:
+            _remove_entry(folder, name)
+            _sync(folder)
 
     def move(self, old: Path, new: Path) -> None:
         """Rename a memory or a folder; refuses to replace what exists at ``new``."""
-        self._make_parents(new)
-        if os.path.lexists(new):
-            raise MemoryFileError(new.name, "exists; rename does not replace")
-        old.rename(new)
-        # A rename keeps the file's mtime; the memory arrives at its new path now, so a
-        # tombstone written for an earlier memory there does not stand for it.
-        moved = [new] if not new.is_dir() else [p for p in new.rglob("*") if p.is_file()]
-        for place in moved:
-            os.utime(place, follow_symlinks=False)
-        _sync_directory(old.parent)
-        _sync_directory(new.parent)
+        *old_folders, old_name = self._parts_of(old)
+        *new_folders, new_name = self._parts_of(new)
+        shown = _shown([*new_folders, new_name])
+        with (
+            self._folder(shown, new_folders, create=True) as target,
+            self._folder(_shown([*old_folders, old_name]), old_folders) as source,
+        ):
+            with contextlib.suppress(FileNotFoundError):
+                os.stat(new_name, dir_fd=target, follow_symlinks=False)
+                raise MemoryFileError(shown, "exists; rename does not replace")
+            os.rename(old_name, new_name, src_dir_fd=source, dst_dir_fd=target)
+            # A rename keeps the file's mtime; the memory arrives at its new path now, so a
+            # tombstone written for an earlier memory there does not stand for it.
+            _touch_entry(target, new_name)
+            _sync(source)
+            _sync(target)
 
-    def _make_parents(self, place: Path) -> None:
-        missing = []
-        parent = place.parent
-        while not parent.exists() and parent != self.root:
-            missing.append(parent)
-            parent = parent.parent
-        for directory in reversed(missing):
-            directory.mkdir(mode=_DIRECTORY_MODE)
+    @contextlib.contextmanager
+    def _folder(
+        self, memory_path: str, folders: Sequence[str], *, create: bool = False
+    ) -> Iterator[int]:
+        """A descriptor of the folder ``folders`` names under the root, each opened relative to
+        the one before with ``O_NOFOLLOW`` (and made first where missing, with ``create``). A
+        link or a file on the way is a :class:`MemoryFileError` naming ``memory_path``."""
+        try:
+            descriptor = os.open(self.root, _FOLDER_FLAGS)
+        except OSError as exc:
+            _refuse_not_a_folder(exc, MEMORY_ROOT)
+            raise
+        try:
+            for part in folders:
+                try:
+                    child = _open_folder(part, descriptor, create=create)
+                except OSError as exc:
+                    _refuse_not_a_folder(exc, memory_path)
+                    raise
+                os.close(descriptor)
+                descriptor = child
+            yield descriptor
+        finally:
+            os.close(descriptor)
+
+    def _parts_of(self, place: Path) -> list[str]:
+        """The names from the root to ``place`` (one of :meth:`locate`'s places)."""
+        parts = list(place.relative_to(self.root).parts)
+        if not parts:
+            raise MemoryFileError(MEMORY_ROOT, "is the memory directory itself")
+        return parts
 
     def _walk(self) -> Iterator[tuple[str, Path]]:
         pending = [(MEMORY_ROOT, self.root)]
@@ -207,11 +250,58 @@ def _parts(memory_path: str) -> list[str]:
     return parts
 
 
-def _sync_directory(directory: Path) -> None:
-    """Make a rename or removal in ``directory`` durable (where the platform allows it)."""
-    with contextlib.suppress(OSError):
-        descriptor = os.open(directory, os.O_RDONLY)
+def _shown(parts: Sequence[str]) -> str:
+    return "/".join([MEMORY_ROOT, *parts])
+
+
+def _open_folder(name: str, parent: int, *, create: bool) -> int:
+    try:
+        return os.open(name, _FOLDER_FLAGS, dir_fd=parent)
+    except FileNotFoundError:
+        if not create:
+            raise
+    with contextlib.suppress(FileExistsError):  # made meanwhile: opened as any other
+        os.mkdir(name, _DIRECTORY_MODE, dir_fd=parent)
+    return os.open(name, _FOLDER_FLAGS, dir_fd=parent)
+
+
+def _refuse_not_a_folder(error: OSError, memory_path: str) -> None:
+    """Raise what a failed open of a folder on the way means for the memory path, when it
+    means something: a link or a file where a folder was, or no folder at all."""
+    if error.errno in _NOT_A_FOLDER:
+        reason = "is reached through a symbolic link or a file where a folder was; refused"
+        raise MemoryFileError(memory_path, reason) from error
+    if isinstance(error, FileNotFoundError):
+        raise MemoryFileError(memory_path, "does not exist") from error
+
+
+def _remove_entry(folder: int, name: str) -> None:
+    if stat.S_ISDIR(os.stat(name, dir_fd=folder, follow_symlinks=False).st_mode):
+        child = os.open(name, _FOLDER_FLAGS, dir_fd=folder)
         try:
-            os.fsync(descriptor)
+            for entry in sorted(os.listdir(child), reverse=True):  # noqa: PTH208 - by descriptor
+                _remove_entry(child, entry)
         finally:
-            os.close(descriptor)
+            os.close(child)
+        os.rmdir(name, dir_fd=folder)
+    else:
+        os.unlink(name, dir_fd=folder)
+
+
+def _touch_entry(folder: int, name: str) -> None:
+    """Set the mtime of a file, or of every file in a folder, to now; links are not followed."""
+    if stat.S_ISDIR(os.stat(name, dir_fd=folder, follow_symlinks=False).st_mode):
+        child = os.open(name, _FOLDER_FLAGS, dir_fd=folder)
+        try:
+            for entry in os.listdir(child):  # noqa: PTH208 - by descriptor
+                _touch_entry(child, entry)
+        finally:
+            os.close(child)
+    else:
+        os.utime(name, dir_fd=folder, follow_symlinks=False)
+
+
+def _sync(folder: int) -> None:
+    """Make a rename or removal in ``folder`` durable (where the platform allows it)."""
+    with contextlib.suppress(OSError):
+        os.fsync(folder)

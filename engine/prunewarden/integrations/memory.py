@@ -46,8 +46,11 @@ from prunewarden.decision import Decision
 from prunewarden.engine import Engine
 from prunewarden.errors import AuditError
 from prunewarden.integrations._memory_edits import (
+    DEFAULT_KIND,
+    TOMBSTONE_KIND,
     TOMBSTONES,
     Change,
+    check_kinds,
     kind_of,
     plan_create,
     plan_delete,
@@ -100,6 +103,7 @@ class GuardedMemoryTool(BetaAbstractMemoryTool):
         cache_control: BetaCacheControlEphemeralParam | None = None,
     ) -> None:
         super().__init__(cache_control=cache_control)
+        check_kinds(kinds or {})
         if engine.audit is None:
             msg = "a governed memory tool needs an engine with an audit log: it proves each edit"
             raise AuditError(msg)
@@ -221,9 +225,13 @@ class GuardedMemoryTool(BetaAbstractMemoryTool):
                 segment["derived_from"] = [origin]
             elif path in files and files[path] != text and kinds[path] in pinned:
                 # A pinned memory rewritten is a new segment derived from the old one: judged as
-                # a fold (a tombstone must record it) and by any fidelity check of derivations.
+                # a fold (a tombstone must record it) and by any fidelity check of derivations,
+                # always: a segment of kind tombstone derives nothing (it is no summary), so the
+                # rewrite of a pinned tombstone (a policy pinning that kind) is judged as a memory.
                 segment["id"] = f"{path}@{file_digest(text)[:12]}"
                 segment["derived_from"] = [path]
+                if segment["kind"] == TOMBSTONE_KIND:
+                    segment["kind"] = DEFAULT_KIND
             after.append(segment)
         return {
             "check": "transition",

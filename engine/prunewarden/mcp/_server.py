@@ -22,7 +22,6 @@ import anyio
 import uvicorn
 from mcp.server import Server
 from mcp.server.context import ServerRequestContext
-from mcp.server.stdio import stdio_server
 from mcp_types import (
     CallToolRequestParams,
     CallToolResult,
@@ -36,6 +35,7 @@ from mcp_types import (
 from prunewarden.__about__ import __version__
 from prunewarden.errors import PrunewardenError
 from prunewarden.mcp._resources import read_resource, resources
+from prunewarden.mcp._stdio import serve_stdio
 from prunewarden.mcp._tools import Caller, Deciding, call_tool, tools
 
 ENDPOINT = "/mcp"
@@ -99,13 +99,9 @@ def create_server(engine: Deciding, caller: Caller | None = None) -> Server[Any]
 
 
 def run_stdio(server: Server[Any]) -> None:
-    """Serve one client over this process's standard input and output until it closes them."""
-    anyio.run(_serve_stdio, server)
-
-
-async def _serve_stdio(server: Server[Any]) -> None:
-    async with stdio_server() as (read_stream, write_stream):
-        await server.run(read_stream, write_stream, server.create_initialization_options())
+    """Serve one client over this process's standard input and output until it closes them;
+    a line that is not a JSON-RPC message is answered with a JSON-RPC error (``_stdio``)."""
+    anyio.run(serve_stdio, server)
 
 
 def parse_listen(address: str) -> tuple[str, int]:

@@ -18,7 +18,6 @@ belongs.
 
 from __future__ import annotations
 
-import importlib
 import json
 import re
 import threading
@@ -28,7 +27,7 @@ from typing import Any
 
 import lark
 
-from prunewarden.rules._backend import BackendUnavailableError, cel_module
+from prunewarden.rules._backend import BackendUnavailableError, cel_module, runtime_module
 from prunewarden.rules._expression import Expression, ExpressionProblem, Shape, json_type
 from prunewarden.rules._functions import ENGINE_FUNCTIONS
 
@@ -219,9 +218,10 @@ def checker_available() -> bool:
 
 
 def _protobuf(name: str) -> Any:
-    """``google.protobuf.<name>``, which comes with cel-expr-python: imported here, the first
-    time a checking environment is built, never with the package."""
-    return importlib.import_module(f"google.protobuf.{name}")
+    """``google.protobuf.<name>``, which the ``cel-native`` extra brings: imported with the
+    backend (``cel_module``), the first time a checking environment is built, never with the
+    package."""
+    return runtime_module(f"google.protobuf.{name}")
 
 
 def _nullable(shape: Shape) -> bool:

@@ -1,0 +1,68 @@
+"""The project's wheel, built offline and installed in a fresh venv with only what it declares
+(and an extra's requirements when one is asked for): nothing of the development environment
+is visible in it, so a dependency the wheel or an extra forgets to declare fails there."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+#: Wheels of the runtime dependencies, fetched once (pip download) and reused offline after.
+WHEEL_CACHE = ROOT / ".venv" / "wheel-cache"
+
+
+def distribution_name(requirement: str) -> str:
+    """The normalized distribution name a requirement (or a distribution's Name) starts with."""
+    name = re.split(r"[<>=!~ ;\[]", requirement.strip(), maxsplit=1)[0]
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def isolated_environment() -> dict[str, str]:
+    """This process's environment without ``PYTHONPATH``: a source tree on it would be what a
+    fresh venv imports (and what pip finds installed there) instead of the wheel."""
+    return {name: value for name, value in os.environ.items() if name != "PYTHONPATH"}
+
+
+def pip(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pip", "--disable-pip-version-check", *argv],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=isolated_environment(),
+    )
+
+
+def build_wheel(work: Path) -> Path:
+    """The project's wheel, built into ``work/dist`` without build isolation (offline)."""
+    dist = work / "dist"
+    built = pip("wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(dist), str(ROOT))
+    assert built.returncode == 0, built.stderr
+    (wheel,) = dist.glob("prunewarden-*.whl")
+    return wheel
+
+
+def install_wheel(wheel: Path, env_dir: Path, extras: str = "") -> Path:
+    """A fresh venv at ``env_dir`` (no system site-packages) holding ``wheel`` with ``extras``
+    (``"cel-native"``) and only what they declare, installed from :data:`WHEEL_CACHE` without an
+    index; the cache is filled once (pip download) when it lacks a requirement. The venv's
+    ``bin``."""
+    venv.EnvBuilder(with_pip=False).create(env_dir)
+    python = env_dir / "bin" / "python"
+    target = f"{wheel}[{extras}]" if extras else str(wheel)
+    install = ("--python", str(python), "install", "-q", "--no-index")
+    offline = pip(*install, "--find-links", str(WHEEL_CACHE), target)
+    if offline.returncode != 0:  # the cache lacks a dependency: fetch them once, then install
+        fetched = pip("download", "-q", "--only-binary", ":all:", "-d", str(WHEEL_CACHE), target)
+        assert fetched.returncode == 0, fetched.stderr
+        for copy in WHEEL_CACHE.glob("prunewarden-*.whl"):  # pip download copies it too
+            copy.unlink()
+        offline = pip(*install, "--find-links", str(WHEEL_CACHE), target)
+    assert offline.returncode == 0, offline.stderr
+    return env_dir / "bin"
