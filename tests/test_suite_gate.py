@@ -1,0 +1,98 @@
+"""The suite's own rules (docs/testing.md): Hypothesis derandomized by default, random only
+under the fuzz profile, and one test over the time limit failing the run by its name."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import settings
+
+TESTS = Path(__file__).resolve().parent
+
+TIMED = """
+import time
+import pytest
+
+def test_quick():
+    pass
+
+def test_dawdles():
+    time.sleep(0.6)
+
+@pytest.mark.slow
+def test_dawdles_but_is_slow():
+    time.sleep(0.6)
+"""
+
+
+def run_pytest(tmp_path: Path, *options: str) -> subprocess.CompletedProcess[str]:
+    """A pytest run of TIMED in ``tmp_path`` with the time-limit plugin of this suite."""
+    (tmp_path / "test_timed.py").write_text(TIMED, encoding="utf-8")
+    (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers = slow: long\n", encoding="utf-8")
+    path = os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])
+    # Only this plugin: the installed ones (Hypothesis, xdist, schemathesis) cost seconds to load.
+    env = {**os.environ, "PYTHONPATH": path, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "_support.time_limit",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            *options,
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        timeout=120,
+    )
+
+
+class TestHypothesisProfiles:
+    def test_make_test_runs_derandomized_without_a_database(
+        self, request: pytest.FixtureRequest
+    ) -> None:
+        """The ci profile, loaded unless --hypothesis-profile names another: the same examples
+        on every run, nothing replayed from an earlier run, a failure's blob printed."""
+        ci = settings.get_profile("ci")
+        assert (ci.derandomize, ci.database, ci.print_blob, ci.deadline) == (
+            True,
+            None,
+            True,
+            None,
+        )
+        chosen = request.config.getoption("--hypothesis-profile") or "ci"
+        assert settings.get_profile(chosen) == settings.default
+
+    def test_make_fuzz_explores_at_fifty_times_the_examples(self) -> None:
+        """The fuzz profile draws at random (seeded by --hypothesis-seed) with
+        PRUNEWARDEN_FUZZ_SCALE times Hypothesis' 100 examples."""
+        fuzz = settings.get_profile("fuzz")
+        scale = int(os.environ.get("PRUNEWARDEN_FUZZ_SCALE", "1"))
+        assert (fuzz.derandomize, fuzz.database, fuzz.max_examples) == (False, None, 100 * scale)
+
+
+class TestTimeLimit:
+    def test_a_test_over_the_limit_fails_the_run_by_name(self, tmp_path: Path) -> None:
+        """With a 0.3 s limit, the 0.6 s test fails, named with its time; the quick one and
+        the slow-marked one pass."""
+        done = run_pytest(tmp_path, "-o", "test_time_limit=0.3")
+        assert done.returncode == 1, done.stdout
+        assert "1 failed, 2 passed" in done.stdout
+        assert "test_timed.py::test_dawdles passed but took" in done.stdout
+        assert "over the 0.3 s a test may take" in done.stdout
+
+    def test_no_limit_when_it_is_zero(self, tmp_path: Path) -> None:
+        """make fuzz sets the limit to 0: nothing is timed."""
+        done = run_pytest(tmp_path, "-o", "test_time_limit=0")
+        assert done.returncode == 0, done.stdout
+        assert "3 passed" in done.stdout
