@@ -62,7 +62,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return env_dir / "bin"
 
 
-@pytest.mark.slow
+@pytest.mark.spawns
 class TestWheel:
     def test_package_comes_from_the_wheel(self, installed: Path, tmp_path: Path) -> None:
         """The fresh venv imports prunewarden from its own site-packages, with data inside."""

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.spawns
 
 ROOT = Path(__file__).resolve().parents[2]
 # What `pip install .` of the project needs from its source tree.
