@@ -1,7 +1,9 @@
 """A real redis-server on a loopback port, for the tests of Redis session stores.
 
 Started by the test (no persistence, bound to 127.0.0.1), ready once it answers PING (polled
-with a bounded timeout), always terminated. Where the binary is absent, the tests using it are
+with a bounded timeout) and says it is the process started (``INFO server``: another test's
+redis-server on a port that was free a moment ago is not taken for it; a port taken meanwhile
+is given up for another), always terminated. Where the binary is absent, the tests using it are
 skipped with a message saying so (``.ci/run`` installs Debian's redis-server).
 """
 
@@ -26,12 +28,26 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-@contextmanager
-def running_redis() -> Iterator[str]:
-    """The URL of a fresh redis-server; skips the test where there is none."""
-    if REDIS_SERVER is None:
-        pytest.skip(SKIP_REASON)
-    port = _free_port()
+ATTEMPTS = 5
+
+
+def _answers(port: int, pid: int) -> bool:
+    """Whether the redis-server on ``port`` is process ``pid`` and answers."""
+    with suppress(OSError), socket.create_connection(("127.0.0.1", port), 1) as conn:
+        conn.sendall(b"INFO server\r\n")
+        reply = b""
+        while b"process_id:" not in reply or not reply.endswith(b"\r\n"):
+            chunk = conn.recv(4096)
+            if not chunk:
+                break
+            reply += chunk
+        return f"process_id:{pid}\r\n".encode() in reply
+    return False
+
+
+def _start(port: int) -> subprocess.Popen[bytes] | None:
+    """redis-server on ``port``, once it answers; None if it exited (the port was taken)."""
+    assert REDIS_SERVER is not None
     process = subprocess.Popen(
         [
             REDIS_SERVER,
@@ -49,23 +65,38 @@ def running_redis() -> Iterator[str]:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if _answers(port, process.pid):
+            return process
+        if process.poll() is not None:
+            return None
+        time.sleep(0.02)
+    _stop(process)
+    pytest.fail("redis-server did not answer PING")
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    process.terminate()
     try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            with suppress(OSError), socket.create_connection(("127.0.0.1", port), 1) as conn:
-                conn.sendall(b"PING\r\n")
-                if conn.recv(16).startswith(b"+PONG"):
-                    break
-            if process.poll() is not None:
-                pytest.fail("redis-server exited at start")
-            time.sleep(0.02)
-        else:
-            pytest.fail("redis-server did not answer PING")
+        process.wait(10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(10)
+
+
+@contextmanager
+def running_redis() -> Iterator[str]:
+    """The URL of a fresh redis-server; skips the test where there is none."""
+    if REDIS_SERVER is None:
+        pytest.skip(SKIP_REASON)
+    for _ in range(ATTEMPTS):
+        port = _free_port()
+        if (process := _start(port)) is not None:
+            break
+    else:
+        pytest.fail(f"redis-server exited at start {ATTEMPTS} times")
+    try:
         yield f"redis://127.0.0.1:{port}/0"
     finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
+        _stop(process)
