@@ -12,6 +12,7 @@ import pytest
 from hypothesis import settings
 
 TESTS = Path(__file__).resolve().parent
+DURATIONS = TESTS.parent / "tools" / "durations.py"
 
 TIMED = """
 import time
@@ -96,3 +97,35 @@ class TestTimeLimit:
         done = run_pytest(tmp_path, "-o", "test_time_limit=0")
         assert done.returncode == 0, done.stdout
         assert "3 passed" in done.stdout
+
+
+REPORT = """<?xml version="1.0" encoding="utf-8"?>
+<testsuites><testsuite name="pytest">
+<testcase classname="tests.server.test_http.TestRoutes" name="test_a" time="1.5" />
+<testcase classname="tests.server.test_tenants" name="test_b" time="0.5" />
+<testcase classname="tests.test_docs_python.TestPages" name="test_c" time="3.0" />
+<testcase classname="tests.test_json" name="test_d" time="1.0" />
+<testcase classname="tests.test_json" name="test_e" time="9.0"><skipped /></testcase>
+</testsuite></testsuites>
+"""
+
+
+class TestDurationsByFolder:
+    def test_the_table_sums_each_folder_and_leaves_out_skipped_tests(self, tmp_path: Path) -> None:
+        """tools/durations.py: a row per folder of tests/, the docs tests in their own row,
+        the most expensive first, the skipped test not counted."""
+        report = tmp_path / "report.xml"
+        report.write_text(REPORT, encoding="utf-8")
+        done = subprocess.run(
+            [sys.executable, str(DURATIONS), str(report)],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=60,
+        )
+        assert done.stdout.splitlines()[2:] == [
+            "| `tests/test_docs*.py` | 1 | 3 | 50% |",
+            "| `tests/server/` | 2 | 2 | 33% |",
+            "| `tests/*.py (the rest)` | 1 | 1 | 17% |",
+            "| all | 4 | 6 | 100% |",
+        ]
