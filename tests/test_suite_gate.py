@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from _support.time_limit import limit_under_load
 from hypothesis import settings
 
 TESTS = Path(__file__).resolve().parent
@@ -86,11 +87,19 @@ class TestTimeLimit:
     def test_a_test_over_the_limit_fails_the_run_by_name(self, tmp_path: Path) -> None:
         """With a 0.3 s limit, the 0.6 s test fails, named with its time; the quick one and
         the slow-marked one pass."""
-        done = run_pytest(tmp_path, "-o", "test_time_limit=0.3")
+        done = run_pytest(
+            tmp_path, "-o", "test_time_limit=0.3", "-o", "test_time_limit_scales_with_load=false"
+        )
         assert done.returncode == 1, done.stdout
         assert "1 failed, 2 passed" in done.stdout
         assert "test_timed.py::test_dawdles passed but took" in done.stdout
-        assert "over the 0.3 s a test may take" in done.stdout
+        assert "over the 0.3 s a test may take (load average" in done.stdout
+
+    def test_the_limit_grows_with_the_load_per_core(self) -> None:
+        """30 s up to one runnable process per core; five per core, five times as long."""
+        assert limit_under_load(30, load=1.5, cores=2) == 30
+        assert limit_under_load(30, load=2.0, cores=2) == 30
+        assert limit_under_load(30, load=10.0, cores=2) == 150
 
     def test_no_limit_when_it_is_zero(self, tmp_path: Path) -> None:
         """make fuzz sets the limit to 0: nothing is timed."""
