@@ -105,9 +105,12 @@ typescript: $(VENV)/.installed-test $(TS)/node_modules/.package-lock.json
 	@cd $(TS) && npm run --silent format:check
 	@cd $(TS) && PRUNEWARDEN="$(CURDIR)/$(BIN)/prunewarden" npm test --silent
 
+# Two workers (pytest-xdist); the tests of a file, or of one xdist_group, share a worker. Tests
+# marked slow are left to make fuzz (pyproject.toml); one test over 30 s fails the run; the 15
+# slowest are listed last (docs/testing.md).
 pytest: $(VENV)/.installed-test typescript-example
-	@echo "==> pytest: the whole suite, with its progress (minutes; see the README)"
-	@$(BIN)/python -m pytest
+	@echo "==> pytest: the whole suite on two workers, its 15 slowest tests last (about 4 minutes; see the README)"
+	@$(BIN)/python -m pytest -n 2 --dist loadgroup --durations=15
 
 # The engine against plain reference checks: a table on stdout, JSON in benchmarks/results/.
 # BENCH_ARGS passes options through (python -m benchmarks --help), e.g. BENCH_ARGS=--quick.
@@ -142,9 +145,22 @@ bench: $(VENV)/.installed-test typescript-example
 	$(BIN)/python benchmarks/hook_claude_code.py --messages 2000 --repeat 5
 	$(BIN)/python -m benchmarks.targets
 
-# The fuzz tests with fifty times the examples of make test (several minutes).
-fuzz: $(VENV)/.installed-test
-	PRUNEWARDEN_FUZZ_SCALE=$${PRUNEWARDEN_FUZZ_SCALE:-50} $(BIN)/python -m pytest tests/test_fuzz.py tests/rules/test_backends.py tests/rules/test_backends_grammar.py -p no:cacheprovider
+# Random exploration (docs/testing.md): the property tests that read PRUNEWARDEN_FUZZ_SCALE with
+# fifty times their examples, then every test marked slow, under the fuzz Hypothesis profile and
+# one seed, printed first and again after a failure (FUZZ_SEED=N runs a seed again). No time
+# limit per test here. Tens of minutes.
+FUZZ_TESTS = $(shell grep -rl --include='test_*.py' PRUNEWARDEN_FUZZ_SCALE tests | sort)
+FUZZ_PYTEST = $(BIN)/python -m pytest -n 2 --dist loadgroup --durations=15 -o test_time_limit=0 \
+	--hypothesis-profile=fuzz --hypothesis-seed=$$seed
+
+fuzz: $(VENV)/.installed-test typescript-example
+	@seed=$${FUZZ_SEED:-$$($(PYTHON) -c 'import secrets; print(secrets.randbelow(2**32))')}; \
+	export PRUNEWARDEN_FUZZ_SCALE=$${PRUNEWARDEN_FUZZ_SCALE:-50}; \
+	echo "==> make fuzz: Hypothesis seed $$seed, PRUNEWARDEN_FUZZ_SCALE=$$PRUNEWARDEN_FUZZ_SCALE (again: make fuzz FUZZ_SEED=$$seed)"; \
+	echo "==> the properties of $(words $(FUZZ_TESTS)) files at $$PRUNEWARDEN_FUZZ_SCALE times their examples"; \
+	$(FUZZ_PYTEST) $(FUZZ_TESTS) && \
+	echo "==> every test marked slow" && \
+	$(FUZZ_PYTEST) -m slow
 
 # The mutation gate (docs/testing.md): first the survivors kept as regressions (each patch must
 # fail its area's tests), then every mutant of the safety-critical modules against the tests of

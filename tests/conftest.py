@@ -3,6 +3,7 @@ policy file and a real ``prunewarden serve`` for the server tests."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -10,16 +11,64 @@ from typing import Any
 import pytest
 import yaml
 from _support.server import Server, running_server
+from _support.time_limit import pytest_addoption, pytest_runtest_makereport
 from hypothesis import HealthCheck, settings
 from prunewarden import Engine, Policy, parse_policy
 
-# Property tests check behaviour, not speed: no per-example wall-clock deadline (200 ms by
-# default) and no too-slow health check, which a loaded 2-core CI machine can trip. A test that
-# states its own settings keeps them (the fuzz tests keep a deadline far above their cost).
+__all__ = ["pytest_addoption", "pytest_runtest_makereport"]  # the 30 s limit of one test
+
+# Hypothesis profiles (docs/testing.md). Property tests check behaviour, not speed: no
+# per-example wall-clock deadline and no too-slow health check, which a loaded 2-core machine
+# can trip; a test that states its own settings keeps them.
+#  - ci, the default: derandomized, so a commit passes or fails the same way on every run and
+#    machine; no example database (nothing saved by an earlier run is replayed); a failure prints
+#    its reproduction blob.
+#  - fuzz (make fuzz: --hypothesis-profile=fuzz --hypothesis-seed=N): random exploration seeded
+#    by N, which the run prints, with PRUNEWARDEN_FUZZ_SCALE times Hypothesis' 100 examples.
+FUZZ_SCALE = int(os.environ.get("PRUNEWARDEN_FUZZ_SCALE", "1"))
+_QUIET_ON_A_LOADED_MACHINE = [HealthCheck.too_slow]
 settings.register_profile(
-    "prunewarden", deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    "ci",
+    derandomize=True,
+    database=None,
+    print_blob=True,
+    deadline=None,
+    suppress_health_check=_QUIET_ON_A_LOADED_MACHINE,
 )
-settings.load_profile("prunewarden")
+settings.register_profile(
+    "fuzz",
+    derandomize=False,
+    database=None,
+    print_blob=True,
+    deadline=None,
+    max_examples=100 * FUZZ_SCALE,
+    suppress_health_check=_QUIET_ON_A_LOADED_MACHINE,
+)
+settings.load_profile("ci")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under pytest-xdist's ``--dist loadgroup`` (make test), the tests of a file run on one
+    worker, so a server or venv a module's fixture starts is started once; an explicit
+    ``xdist_group`` mark groups tests sharing a port, a file or a server across files."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            module = item.nodeid.split("::", 1)[0]
+            item.add_marker(pytest.mark.xdist_group(module.removeprefix("tests/")))
+
+
+def pytest_terminal_summary(
+    terminalreporter: pytest.TerminalReporter, exitstatus: int, config: pytest.Config
+) -> None:
+    """A failed random run (make fuzz) ends with the seed that reproduces it."""
+    seed = config.getoption("--hypothesis-seed")
+    if seed is not None and exitstatus != 0:
+        terminalreporter.write_line(
+            f"Hypothesis seed of this run: {seed} (again: make fuzz FUZZ_SEED={seed}; "
+            "docs/testing.md turns a counterexample into an @example regression)"
+        )
+
 
 PolicyFactory = Callable[..., Policy]
 EngineFactory = Callable[..., Engine]

@@ -143,7 +143,7 @@ def workdir(tmp_path: Path) -> Path:
     return tmp_path
 
 
-@pytest.mark.slow
+@pytest.mark.spawns
 def test_demo_page_shows_what_the_demo_prints(workdir: Path) -> None:
     """docs/demo.md shows what examples/demo.sh prints, as make demo runs it."""
     (expected,) = blocks("docs/demo.md")
@@ -151,7 +151,7 @@ def test_demo_page_shows_what_the_demo_prints(workdir: Path) -> None:
     assert mask(actual, workdir) == mask(expected, workdir), "re-run make demo into docs/demo.md"
 
 
-@pytest.mark.slow
+@pytest.mark.spawns
 @pytest.mark.parametrize(("page", "command"), TRANSCRIPTS)
 def test_transcript_shows_what_its_commands_print(page: str, command: str, workdir: Path) -> None:
     """A block starting with ``$ COMMAND`` shows what its commands print."""

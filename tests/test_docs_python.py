@@ -93,7 +93,7 @@ class TestPythonBlocks:
         unaccounted = [] if page in PAGES else [body.splitlines()[0] for body in runnable(page)]
         assert unaccounted == []
 
-    @pytest.mark.slow
+    @pytest.mark.spawns
     @pytest.mark.parametrize("page", sorted(PAGES))
     def test_the_blocks_of_the_page_run_as_written(self, page: str, tmp_path: Path) -> None:
         """The page's blocks run in order without an error or a stray line of output, and

@@ -71,7 +71,7 @@ class TestIntegrationsPage:
         assert unaccounted == []
         assert [lang for lang, _, _ in blocks(PAGE) if lang == "python"] == ["python"] * 2
 
-    @pytest.mark.slow
+    @pytest.mark.spawns
     def test_the_langchain_snippet_runs_as_written(self) -> None:
         """The LangChain snippet builds an agent that prunes within its budget: three turns
         with a tool call each, nothing printed, nothing frozen."""
@@ -91,7 +91,7 @@ class TestIntegrationsPage:
         done = run_python(prelude + python_block("PruningHook(") + driver, ROOT)
         assert (done.returncode, done.stderr, done.stdout) == (0, "", "False False True\n")
 
-    @pytest.mark.slow
+    @pytest.mark.spawns
     def test_the_agents_sdk_snippet_runs_as_written(self, tmp_path: Path) -> None:
         """The Agents SDK snippet runs a turn through the wrapped session and prints nothing:
         no "OPENAI_API_KEY is not set", tracing is off."""
@@ -107,7 +107,7 @@ class TestIntegrationsPage:
         assert (done.returncode, done.stderr, done.stdout) == (0, "", "Noted. 2\n")
         assert (tmp_path / "conversations.db").is_file()
 
-    @pytest.mark.slow
+    @pytest.mark.spawns
     @pytest.mark.parametrize("script", ["langgraph_agent.py", "openai_agents_session.py"])
     def test_the_examples_of_make_demo_agents_run(self, script: str) -> None:
         """What make demo-agents runs: ten turns within the budget, ending with the tombstone,
@@ -133,7 +133,7 @@ class TestIntegrationsPage:
 
 
 class TestServerPage:
-    @pytest.mark.slow
+    @pytest.mark.spawns
     def test_the_python_client_snippet_prints_what_it_says(self, server: Server) -> None:
         """docs/server.md's client snippet, run against a real server at its address: the
         eviction of a tombstoned segment is allowed, as its comment shows."""

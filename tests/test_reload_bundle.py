@@ -227,8 +227,10 @@ class TestFaults:
         assert engine.status().healthy
         assert engine.engine is before
 
+    # One round of swaps in make test; the soak of 4 rounds is slow (make fuzz).
+    @pytest.mark.parametrize("rounds", [1, pytest.param(4, marks=pytest.mark.slow)])
     def test_no_decision_is_mixed_between_revisions(
-        self, engine: ReloadingEngine, served: BundleServer, bundles: Bundles
+        self, rounds: int, *, engine: ReloadingEngine, served: BundleServer, bundles: Bundles
     ) -> None:
         """Decisions made while revisions and faults alternate each match one revision whole:
         r1 allows at 1.0.0, r2 denies at 1.1.0."""
@@ -244,7 +246,8 @@ class TestFaults:
         worker = threading.Thread(target=decide)
         worker.start()
         try:
-            for body, fault in [(bundles.r2, None), (bundles.r1, "500"), (bundles.r1, None)] * 4:
+            swaps = [(bundles.r2, None), (bundles.r1, "500"), (bundles.r1, None)]
+            for body, fault in swaps * rounds:
                 served.serve(body, fault)  # type: ignore[arg-type]
                 engine.reload()
         finally:

@@ -135,8 +135,10 @@ class TestShadowFromBundle:
         found = [json.loads(line) for line in stream.getvalue().splitlines()]
         assert [r["kind"] for r in found].count("policy_reload_failed") == 1
 
+    # One round of swaps in make test; the soak of 4 rounds is slow (make fuzz).
+    @pytest.mark.parametrize("rounds", [1, pytest.param(4, marks=pytest.mark.slow)])
     def test_policy_and_shadow_are_never_mixed_between_revisions(
-        self, engine: ReloadingEngine, served: BundleServer, revisions: Revisions
+        self, rounds: int, *, engine: ReloadingEngine, served: BundleServer, revisions: Revisions
     ) -> None:
         """Decisions made while r1, r2 and r3 alternate each name one revision for the
         policy and its shadow alike."""
@@ -152,7 +154,7 @@ class TestShadowFromBundle:
         worker = threading.Thread(target=decide)
         worker.start()
         try:
-            for body in [revisions.r2, revisions.r3, revisions.r1] * 4:
+            for body in [revisions.r2, revisions.r3, revisions.r1] * rounds:
                 served.serve(body)
                 engine.reload()
         finally:

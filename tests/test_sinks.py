@@ -46,7 +46,7 @@ def capture(logger: Any) -> list[dict[str, Any]]:
 
 
 class TestSilentByDefault:
-    @pytest.mark.slow
+    @pytest.mark.spawns
     def test_a_thousand_decisions_print_nothing(self) -> None:
         """Import, an engine, a session and 1,000 decisions write nothing to stdout or
         stderr when no sink was chosen."""

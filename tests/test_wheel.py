@@ -27,7 +27,12 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return install_wheel(build_wheel(work), work / "venv")
 
 
-@pytest.mark.slow
+# pip builds the wheel in the source tree (build/, *.egg-info), which the pre-commit tests copy:
+# one worker runs both (pytest-xdist, docs/testing.md).
+pytestmark = pytest.mark.xdist_group("source-tree")
+
+
+@pytest.mark.spawns
 class TestWheel:
     def test_package_comes_from_the_wheel(self, installed: Path, tmp_path: Path) -> None:
         """The fresh venv imports prunewarden from its own site-packages, with data inside."""

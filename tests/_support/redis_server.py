@@ -2,7 +2,9 @@
 Redis Cluster of several.
 
 Started by the test (no persistence, bound to 127.0.0.1), ready once it answers PING (polled
-with a bounded timeout), always terminated. Where the binary is absent, the tests using it are
+with a bounded timeout) and says it is the process started (``INFO server``: another test's
+redis-server on a port that was free a moment ago is not taken for it; a port taken meanwhile
+is given up for another), always terminated. Where the binary is absent, the tests using it are
 skipped with a message saying so (``.ci/run`` installs Debian's redis-server, which brings
 redis-cli).
 """
@@ -21,6 +23,7 @@ import pytest
 REDIS_SERVER = shutil.which("redis-server")
 REDIS_CLI = shutil.which("redis-cli")
 SKIP_REASON = "redis-server is not on PATH (apt-get install redis-server; .ci/run does)"
+ATTEMPTS = 5
 
 
 def free_port() -> int:
@@ -29,8 +32,22 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def start_server(port: int, *options: str) -> subprocess.Popen[bytes]:
-    """A redis-server on ``port``, once it answers PING."""
+def _answers(port: int, pid: int) -> bool:
+    """Whether the redis-server on ``port`` is process ``pid`` and answers."""
+    with suppress(OSError), socket.create_connection(("127.0.0.1", port), 1) as conn:
+        conn.sendall(b"INFO server\r\n")
+        reply = b""
+        while b"process_id:" not in reply or not reply.endswith(b"\r\n"):
+            chunk = conn.recv(4096)
+            if not chunk:
+                break
+            reply += chunk
+        return f"process_id:{pid}\r\n".encode() in reply
+    return False
+
+
+def _try_start(port: int, *options: str) -> subprocess.Popen[bytes] | None:
+    """redis-server on ``port``, once it answers; None if it exited (the port was taken)."""
     assert REDIS_SERVER is not None
     process = subprocess.Popen(
         [
@@ -52,16 +69,22 @@ def start_server(port: int, *options: str) -> subprocess.Popen[bytes]:
     )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        with suppress(OSError), socket.create_connection(("127.0.0.1", port), 1) as conn:
-            conn.sendall(b"PING\r\n")
-            if conn.recv(16).startswith(b"+PONG"):
-                return process
+        if _answers(port, process.pid):
+            return process
         if process.poll() is not None:
-            stop_server(process)
-            pytest.fail("redis-server exited at start")
+            return None
         time.sleep(0.02)
     stop_server(process)
     pytest.fail("redis-server did not answer PING")
+
+
+def start_server(port: int, *options: str) -> subprocess.Popen[bytes]:
+    """A redis-server on ``port`` (a port the caller must have: a cluster node restarted on
+    its own), once it answers."""
+    process = _try_start(port, *options)
+    if process is None:
+        pytest.fail(f"redis-server exited at start on port {port}")
+    return process
 
 
 def stop_server(process: subprocess.Popen[bytes]) -> None:
@@ -78,8 +101,12 @@ def running_redis() -> Iterator[str]:
     """The URL of a fresh redis-server; skips the test where there is none."""
     if REDIS_SERVER is None:
         pytest.skip(SKIP_REASON)
-    port = free_port()
-    process = start_server(port)
+    for _ in range(ATTEMPTS):
+        port = free_port()
+        if (process := _try_start(port)) is not None:
+            break
+    else:
+        pytest.fail(f"redis-server exited at start {ATTEMPTS} times")
     try:
         yield f"redis://127.0.0.1:{port}/0"
     finally:

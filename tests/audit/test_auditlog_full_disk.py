@@ -25,7 +25,7 @@ OTHER_KEY = "o" * 32
 REFUSED = ["audit_unavailable"]
 ALLOWED = ["authorized"]
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.spawns
 
 
 def run_writer(

@@ -24,7 +24,7 @@ from prunewarden.audit._verify import verify_files
 
 WRITER = Path(__file__).resolve().parents[1] / "_support" / "auditwriter.py"
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.spawns
 
 
 def eviction(segment_id: str) -> dict[str, Any]:

@@ -536,7 +536,7 @@ print(json.dumps({
 """
 
 
-@pytest.mark.slow
+@pytest.mark.spawns
 class TestWithoutFileLocks:
     def test_stream_sink_works_and_file_sink_refuses_clearly(self, tmp_path: Path) -> None:
         """Where fcntl and resource are missing (Windows), prunewarden imports and logs to a

@@ -20,7 +20,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-pytestmark = pytest.mark.slow
+# pip builds the project in its source tree (build/, *.egg-info) while this copies it: one worker
+# runs both (pytest-xdist, docs/testing.md).
+pytestmark = [pytest.mark.spawns, pytest.mark.xdist_group("source-tree")]
 
 ROOT = Path(__file__).resolve().parents[2]
 # What `pip install .` of the project needs from its source tree.

@@ -216,7 +216,7 @@ class TestReplayCommand:
         assert json.loads(out)["$id"].endswith("/trace.v1.schema.json")
 
 
-@pytest.mark.slow
+@pytest.mark.spawns
 class TestParallel:
     @pytest.mark.parametrize("policy", [DEFAULT, CONTENT_PINS], ids=["default", "rules"])
     def test_jobs_give_the_same_decisions_as_serial(self, tmp_path: Path, policy: str) -> None:

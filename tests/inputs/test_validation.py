@@ -74,7 +74,11 @@ def assert_columns_agree(document: Any, scores: ScoreRange) -> None:
         assert read == exact(document, scores)
 
 
-AGREE = settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# The agreement properties: 100 examples each in make test (30 for windows, ten times the cost
+# of a document); their slow twins (TestAgreementAtFullBudget) draw 600, under make fuzz.
+AGREE = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+AGREE_PLANS = settings(AGREE, max_examples=30)
+AGREE_FULL = settings(AGREE, max_examples=600)
 
 
 def exact_plan(document: Any, scores: ScoreRange) -> PlanRequest | None:
@@ -97,19 +101,19 @@ def fast_plan(document: Any, scores: ScoreRange) -> PlanRequest | None:
 
 
 class TestPlanAgreement:
-    @AGREE
+    @AGREE_PLANS
     @given(document=plan_documents(), scores=ranges)
     def test_valid_plans(self, document: dict[str, Any], scores: ScoreRange) -> None:
         """On generated windows, both paths accept or refuse alike and build equal requests."""
         assert fast_plan(document, scores) == exact_plan(document, scores)
 
-    @AGREE
+    @AGREE_PLANS
     @given(document=mutated(json_values | edge_values, plan_documents()), scores=ranges)
     def test_mutated_plans(self, document: Any, scores: ScoreRange) -> None:
         """With one value, key or item of a window changed, both paths still agree exactly."""
         assert fast_plan(document, scores) == exact_plan(document, scores)
 
-    @settings(max_examples=150, deadline=None)
+    @AGREE_PLANS
     @given(document=mutated(non_finite, plan_documents()), scores=ranges)
     def test_non_finite_numbers_in_plans(self, document: Any, scores: ScoreRange) -> None:
         """NaN and infinities in a window are refused by both paths."""
@@ -182,6 +186,42 @@ class TestAgreement:
         spans = [{"span_id": "a", "text": "", "score": None, "text_sha256": digest}]
         document = {"check": "staleness", "spans": spans, "keep_top_k": 1}
         assert fast(document, RANGES[0]) == exact(document, RANGES[0])
+
+
+@pytest.mark.slow
+class TestAgreementAtFullBudget:
+    """The agreement properties above at their full budgets: 600 examples each, 150 for
+    non-finite numbers in windows (make fuzz)."""
+
+    @AGREE_FULL
+    @given(document=plan_documents(), scores=ranges)
+    def test_valid_plans(self, document: dict[str, Any], scores: ScoreRange) -> None:
+        assert fast_plan(document, scores) == exact_plan(document, scores)
+
+    @AGREE_FULL
+    @given(document=mutated(json_values | edge_values, plan_documents()), scores=ranges)
+    def test_mutated_plans(self, document: Any, scores: ScoreRange) -> None:
+        assert fast_plan(document, scores) == exact_plan(document, scores)
+
+    @settings(max_examples=150, deadline=None)
+    @given(document=mutated(non_finite, plan_documents()), scores=ranges)
+    def test_non_finite_numbers_in_plans(self, document: Any, scores: ScoreRange) -> None:
+        assert fast_plan(document, scores) == exact_plan(document, scores)
+
+    @AGREE_FULL
+    @given(document=valid_documents, scores=ranges)
+    def test_valid_documents(self, document: dict[str, Any], scores: ScoreRange) -> None:
+        assert fast(document, scores) == exact(document, scores)
+
+    @AGREE_FULL
+    @given(document=mutated(json_values | edge_values), scores=ranges)
+    def test_mutated_documents(self, document: Any, scores: ScoreRange) -> None:
+        assert fast(document, scores) == exact(document, scores)
+
+    @AGREE_FULL
+    @given(document=valid_documents | mutated(json_values | edge_values), scores=ranges)
+    def test_columns_agree(self, document: Any, scores: ScoreRange) -> None:
+        assert_columns_agree(document, scores)
 
 
 DELETE = object()
@@ -463,3 +503,19 @@ class TestEncodedDigest:
         assert encoded is None
         assert (check, request) == exact(document, RANGES[0])
         assert input_digest(document).startswith("sha256:")
+
+
+@pytest.mark.slow
+class TestDigestsAtFullBudget:
+    """The digest property of TestEncodedDigest at 600 examples (make fuzz)."""
+
+    @AGREE_FULL
+    @given(document=valid_documents, scores=ranges)
+    def test_generated_documents_digest_alike(
+        self, document: dict[str, Any], scores: ScoreRange
+    ) -> None:
+        try:
+            _, _, encoded = parse_request_encoded(document, scores)
+        except InputError:
+            return
+        assert input_digest(document, encoded) == input_digest(document)

@@ -18,7 +18,7 @@ from _support.mcp_session import Scripted, SessionBehaviour, scripted_session
 from _support.server import STOP_SECONDS, _await_address
 from mcp import Client
 
-pytestmark = pytest.mark.slow  # spawns the server
+pytestmark = pytest.mark.spawns  # spawns the server
 
 
 class Running:

@@ -18,7 +18,7 @@ from _support.mcp_session import (
 )
 from mcp import Client, StdioServerParameters
 
-pytestmark = pytest.mark.slow  # spawns the server
+pytestmark = pytest.mark.spawns  # spawns the server
 
 
 @pytest.fixture(scope="module")

@@ -210,7 +210,7 @@ class TestCommand:
         assert run(["mcp", "--audit-log", "-"], out, err) == 2
         assert "--audit-log -" in err.getvalue()
 
-    @pytest.mark.slow
+    @pytest.mark.spawns
     def test_stdio_stops_when_the_client_closes_its_input(self, tmp_path: Path) -> None:
         """Over stdio the server exits 0 once its input closes, having written nothing but the
         protocol to standard output (its own line goes to standard error)."""

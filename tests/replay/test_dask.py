@@ -15,7 +15,7 @@ from _support.fleet import generated_traces
 from distributed import Client, LocalCluster
 from prunewarden.cli._main import run
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.spawns
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted(str(path) for path in (ROOT / "examples" / "traces").glob("*.jsonl"))

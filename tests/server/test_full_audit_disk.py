@@ -31,7 +31,7 @@ ALLOWED = {
 PAGE = 4096
 KEY = "k" * 32
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.spawns
 
 
 def window(count: int) -> dict[str, Any]:

@@ -161,7 +161,7 @@ class TestUnsavedState:
         assert store.saved["s"]["cycles_seen"] == 1
 
 
-@pytest.mark.slow
+@pytest.mark.spawns
 class TestKilledProcess:
     def test_a_halt_survives_kill_9(self, tmp_path: Path) -> None:
         """A process holding a halted session is killed with SIGKILL right after reporting
