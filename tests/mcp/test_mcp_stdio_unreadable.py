@@ -97,7 +97,7 @@ def _error(answer: Any) -> tuple[Any, int]:
     return answer.id, answer.error.code
 
 
-@pytest.mark.slow  # spawns the server
+@pytest.mark.spawns  # spawns the server
 class TestUnreadableLines:
     def test_each_unreadable_line_is_answered_and_the_next_served(self, server: _Server) -> None:
         """Not JSON: -32700 with id null; JSON that is no JSON-RPC message: -32600 with its id;

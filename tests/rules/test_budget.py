@@ -27,7 +27,7 @@ from prunewarden.rules._variables import variable_shapes
 HEADER = "apiVersion: prunewarden/v1\nkind: Policy\nmetadata: {name: budget, version: 1.0.0}\n"
 # Far above what the refusals take (milliseconds), far below what the work they refuse took
 # (seconds to minutes): a loaded two-core machine stays well inside.
-WALL_BOUND_SECONDS = 3.0
+CPU_BOUND_SECONDS = 3.0
 SLOW_PATTERN = "[ab]*a[ab]{1000}c"  # sends RE2 from its DFA to its NFA on long a/b text
 
 
@@ -67,9 +67,11 @@ def random_ab(size: int) -> str:
 
 
 def timed(e: Engine, doc: dict[str, Any]) -> tuple[Decision, float]:
-    started = time.monotonic()
+    """The decision and the CPU time this process spent on it: a bound on CPU time holds on a
+    loaded machine, where wall time would measure the other processes too."""
+    started = time.process_time()
     decision = e.evaluate(doc)
-    return decision, time.monotonic() - started
+    return decision, time.process_time() - started
 
 
 class TestMatches:
@@ -83,7 +85,7 @@ class TestMatches:
         error = decision.reasons[0].detail["error"]
         assert error.startswith("matches() on 1000000 characters could take")
         assert f"MAX_MATCH_STEPS ({MAX_MATCH_STEPS})" in error
-        assert seconds < WALL_BOUND_SECONDS
+        assert seconds < CPU_BOUND_SECONDS
 
     def test_a_pattern_from_the_input_is_priced_too(self) -> None:
         """A pattern taken from the segment's metadata is bounded like one from params."""
@@ -92,7 +94,7 @@ class TestMatches:
         decision, seconds = timed(e, doc)
         assert decision.codes[0] == "rule_error:hostile"
         assert "MAX_MATCH_STEPS" in decision.reasons[0].detail["error"]
-        assert seconds < WALL_BOUND_SECONDS
+        assert seconds < CPU_BOUND_SECONDS
 
     def test_a_search_is_priced_by_the_bytes_re2_reads(self) -> None:
         """RE2 reads UTF-8: 6000 three-byte characters cost 18000 bytes of steps, over the
@@ -167,7 +169,7 @@ class TestEngineFunctions:
         assert decision.outcome == "deny"
         assert decision.codes[0] == "rule_error:hostile"
         assert decision.reasons[0].detail["error"] == "timed out (timeout_ms: 100)"
-        assert seconds < WALL_BOUND_SECONDS
+        assert seconds < CPU_BOUND_SECONDS
 
     def test_contains_any_still_finds_a_phrase(self) -> None:
         """Within its budget contains_any answers as before, ignoring case."""
@@ -212,7 +214,7 @@ class TestDecisionBudget:
         errors = [r.detail["error"] for r in decision.reasons if r.code.startswith("rule_error")]
         assert decision.outcome == "deny"
         assert errors == ["timed out (the decision's rules spent their 50 ms)"] * 3
-        assert seconds < WALL_BOUND_SECONDS
+        assert seconds < CPU_BOUND_SECONDS
 
     def test_a_rule_deadline_inside_a_spent_budget_is_expired(self) -> None:
         """A rule's own deadline counts as spent when its decision's budget is."""
