@@ -112,6 +112,7 @@ pytest: $(VENV)/.installed-test typescript-example
 # Then the workloads measured as whole runs: the rule cache, trace replay (500 turns x 200
 # segments: time, and peak RSS against a ten times longer trace), audit-log throughput (and 4
 # writer processes appending), one pruning pass from 1k to 100k segments (the time per segment
+# must not grow), audit sql over one pass record of 10k to 100k verdicts (the time per verdict
 # must not grow), a fleet's 2,000 traces serially, with --jobs 2 and on a 2-worker Dask
 # LocalCluster (the extras of the test install: dask, fsspec, pyarrow), prunewarden serve under 8
 # concurrent clients on loopback against in-process Session.authorize, sequential evictions
@@ -132,6 +133,7 @@ bench: $(VENV)/.installed-test typescript-example
 	$(BIN)/python benchmarks/bench_auditlog.py --records 100000 --writes 2000 --writers 4
 	$(BIN)/python benchmarks/pass_scale.py --repeat 3
 	$(BIN)/python -m benchmarks.transition_scale --repeat 3
+	$(BIN)/python -m benchmarks.sql_scale --repeat 3
 	$(BIN)/python benchmarks/fleet_scale.py --traces 2000 --workers 2
 	$(BIN)/python benchmarks/bench_server.py --clients 8 --requests 8000
 	$(BIN)/python -m benchmarks.ts_client --requests 2000 --repeats 5
