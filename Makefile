@@ -149,9 +149,22 @@ fuzz: $(VENV)/.installed-test
 # fail its area's tests), then every mutant of the safety-critical modules against the tests of
 # their area, two at a time (MUTATION_ARGS passes options: --module M, --jobs N, --json FILE).
 # Too slow for every make test (tens of minutes): run it weekly and before a release.
+# CHANGED=1: only the modules this branch changed since it left $(MUTATION_BASE) (git merge-base,
+# the working tree included), their regressions and their mutants: before each merge.
+MUTATION_BASE ?= main
 mutation: $(VENV)/.installed-test
+ifeq ($(CHANGED),1)
+	@modules="$$($(BIN)/python -m mutation --changed --base $(MUTATION_BASE) --print-modules)" \
+		|| exit $$?; \
+	if [ -z "$$modules" ]; then exit 0; fi; \
+	echo "==> the modules of the gate this branch changed:" $$modules; \
+	MUTATION_MODULES="$$modules" $(BIN)/python -m pytest tests/mutation/survivors.py \
+		-p no:cacheprovider -q && \
+	$(BIN)/python -m mutation --changed --base $(MUTATION_BASE) $(MUTATION_ARGS)
+else
 	$(BIN)/python -m pytest tests/mutation/survivors.py -p no:cacheprovider -q
 	$(BIN)/python -m mutation $(MUTATION_ARGS)
+endif
 
 clean:
 	rm -rf $(VENV) build dist .demo *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis
