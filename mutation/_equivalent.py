@@ -189,6 +189,15 @@ EQUIVALENT: tuple[Equivalent, ...] = (
     ),
     Equivalent(
         _EVICTION,
+        "depends and not candidates.isdisjoint(depends)",
+        "depends and not candidates.isdisjoint(depends) -> (depends or not candidates.isdisjoint"
+        "(depends)) (swap-and-or)",
+        "a shortcut only (both columnar checks): with no dependencies `or` is False as `and` is; "
+        "with some, it goes on to collect the pending ones among the candidates, and finds none "
+        "exactly where isdisjoint said so",
+    ),
+    Equivalent(
+        _EVICTION,
         "lo is None or hi is None",
         "lo is None or hi is None -> (lo is None and hi is None) (swap-and-or)",
         "neither end is ever None: score \u00b1 delta misses the stable interval by a rounding "
