@@ -134,7 +134,11 @@ AREAS: dict[str, Stages] = {
         (EXACT_AUDIT, REPORT, "tests/audit/test_canonical_forms.py"),
         AUDIT,
     ),
-    "prunewarden/audit/_verify.py": ((EXACT_AUDIT, REPORT), (*AUDIT, V3_RECORDS)),
+    # A receiver's copy is verified across a range its shipper dropped (records_dropped).
+    "prunewarden/audit/_verify.py": (
+        (EXACT_AUDIT, REPORT, "tests/audit/test_records_dropped.py"),
+        (*AUDIT, V3_RECORDS, "tests/shipping/test_collector.py"),
+    ),
     # Version 3 pass records: written over columns, read back as decisions.
     "prunewarden/audit/_columns.py": (
         (V3_RECORDS, "tests/audit/test_record.py"),
