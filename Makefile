@@ -117,6 +117,7 @@ pytest: $(VENV)/.installed-test typescript-example
 # Then the workloads measured as whole runs: the rule cache, trace replay (500 turns x 200
 # segments: time, and peak RSS against a ten times longer trace), audit-log throughput (and 4
 # writer processes appending), one pruning pass from 1k to 100k segments (the time per segment
+# must not grow), audit sql over one pass record of 10k to 100k verdicts (the time per verdict
 # must not grow), a fleet's 2,000 traces serially, with --jobs 2 and on a 2-worker Dask
 # LocalCluster (the extras of the test install: dask, fsspec, pyarrow), prunewarden serve under 8
 # concurrent clients on loopback against in-process Session.authorize, sequential evictions
@@ -137,6 +138,7 @@ bench: $(VENV)/.installed-test typescript-example
 	$(BIN)/python benchmarks/bench_auditlog.py --records 100000 --writes 2000 --writers 4
 	$(BIN)/python benchmarks/pass_scale.py --repeat 3
 	$(BIN)/python -m benchmarks.transition_scale --repeat 3
+	$(BIN)/python -m benchmarks.sql_scale --repeat 3
 	$(BIN)/python benchmarks/fleet_scale.py --traces 2000 --workers 2
 	$(BIN)/python benchmarks/bench_server.py --clients 8 --requests 8000
 	$(BIN)/python -m benchmarks.ts_client --requests 2000 --repeats 5
@@ -166,9 +168,22 @@ fuzz: $(VENV)/.installed-test typescript-example
 # fail its area's tests), then every mutant of the safety-critical modules against the tests of
 # their area, two at a time (MUTATION_ARGS passes options: --module M, --jobs N, --json FILE).
 # Too slow for every make test (tens of minutes): run it weekly and before a release.
+# CHANGED=1: only the modules this branch changed since it left $(MUTATION_BASE) (git merge-base,
+# the working tree included), their regressions and their mutants: before each merge.
+MUTATION_BASE ?= main
 mutation: $(VENV)/.installed-test
+ifeq ($(CHANGED),1)
+	@modules="$$($(BIN)/python -m mutation --changed --base $(MUTATION_BASE) --print-modules)" \
+		|| exit $$?; \
+	if [ -z "$$modules" ]; then exit 0; fi; \
+	echo "==> the modules of the gate this branch changed:" $$modules; \
+	MUTATION_MODULES="$$modules" $(BIN)/python -m pytest tests/mutation/survivors.py \
+		-p no:cacheprovider -q && \
+	$(BIN)/python -m mutation --changed --base $(MUTATION_BASE) $(MUTATION_ARGS)
+else
 	$(BIN)/python -m pytest tests/mutation/survivors.py -p no:cacheprovider -q
 	$(BIN)/python -m mutation $(MUTATION_ARGS)
+endif
 
 clean:
 	rm -rf $(VENV) build dist .demo *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis

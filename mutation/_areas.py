@@ -38,6 +38,23 @@ APP = "tests/server/test_app_in_process.py"
 CONFIG = "tests/server/test_config_rules.py"
 SESSIONS_APP = "tests/server/test_sessions_in_process.py"
 EXPLAIN_ROUTE = "tests/server/test_explain_route.py"
+# The columnar paths (an eviction pass and a plan decided over columns, staleness over columns).
+PASS_COLUMNS = ("tests/engine/test_columnar_passes.py", "tests/engine/test_pass_columns.py")
+PLAN_COLUMNS = "tests/engine/test_columnar_plans.py"
+HOOKS = "tests/engine/test_decision_hooks.py"
+STALENESS_COLUMNS = "tests/inputs/test_columns.py"
+V3_RECORDS = "tests/audit/test_pass_records.py"
+PLANNER = "tests/test_planner.py"
+SHIPPING = ("tests/shipping/test_shipper.py", "tests/shipping/test_reading.py")
+TENANTS = ("tests/server/test_tenants.py", "tests/server/test_tenant_sessions.py")
+BUNDLES = ("tests/bundle/test_bundle.py", "tests/bundle/test_bundle_shadow.py")
+MEMORY = ("tests/integrations/test_memory.py", "tests/integrations/test_memory_audit.py")
+FIDELITY = (
+    "tests/fidelity",
+    "tests/guards/test_transition_fidelity.py",
+    "tests/guards/test_transition_meaning.py",
+)
+TRANSITION = ("tests/guards/test_transition.py", "tests/guards/test_transition_corpus.py")
 
 # Module (under engine/) -> its stages of tests.
 AREAS: dict[str, Stages] = {
@@ -52,13 +69,35 @@ AREAS: dict[str, Stages] = {
         GUARDS,
     ),
     "prunewarden/guards/eviction.py": (
-        (EXACT_GUARDS, REASONS, EXPLAINED, "tests/guards/test_eviction.py"),
-        GUARDS,
+        (EXACT_GUARDS, REASONS, EXPLAINED, "tests/guards/test_eviction.py", *PASS_COLUMNS),
+        (*GUARDS, PLAN_COLUMNS),
     ),
     "prunewarden/guards/staleness.py": (
-        (EXACT_GUARDS, REASONS, EXPLAINED, "tests/guards/test_staleness.py"),
+        (EXACT_GUARDS, REASONS, EXPLAINED, "tests/guards/test_staleness.py", STALENESS_COLUMNS),
         GUARDS,
     ),
+    "prunewarden/guards/transition.py": (TRANSITION, (*GUARDS, *FIDELITY)),
+    "prunewarden/guards/_fidelity.py": (FIDELITY, (*TRANSITION, *GUARDS)),
+    "prunewarden/fidelity/_check.py": (FIDELITY, TRANSITION),
+    "prunewarden/fidelity/_facts.py": (FIDELITY, TRANSITION),
+    "prunewarden/fidelity/_meaning.py": (FIDELITY, TRANSITION),
+    # What a pass or a staleness document must be to be decided over columns.
+    "prunewarden/inputs/_columns.py": (
+        (STALENESS_COLUMNS, "tests/inputs/test_passes.py", *PASS_COLUMNS),
+        ("tests/inputs", PLAN_COLUMNS),
+    ),
+    "prunewarden/inputs/_validation.py": (
+        ("tests/inputs/test_transitions.py", "tests/inputs/test_documents.py", STALENESS_COLUMNS),
+        ("tests/inputs", *TRANSITION),
+    ),
+    "prunewarden/pipeline/_columns.py": ((*PASS_COLUMNS, HOOKS), (PLAN_COLUMNS, *PIPELINE)),
+    "prunewarden/engine/_passes.py": ((*PASS_COLUMNS, HOOKS), (PLAN_COLUMNS, "tests/engine")),
+    "prunewarden/engine/_engine.py": (
+        ("tests/pipeline/test_shadow.py", STALENESS_COLUMNS, *PASS_COLUMNS),
+        ("tests/engine", "tests/pipeline"),
+    ),
+    "prunewarden/planner/_log.py": ((PLANNER, PLAN_COLUMNS), ("tests/engine", HALTS)),
+    "prunewarden/planner/_selection.py": ((PLANNER, PLAN_COLUMNS), ("tests/engine", HALTS)),
     "prunewarden/pipeline/_compile.py": (
         ("tests/pipeline/test_calibration_record.py", "tests/test_faults.py"),
         PIPELINE,
@@ -95,7 +134,46 @@ AREAS: dict[str, Stages] = {
         (EXACT_AUDIT, REPORT, "tests/audit/test_canonical_forms.py"),
         AUDIT,
     ),
-    "prunewarden/audit/_verify.py": ((EXACT_AUDIT, REPORT), AUDIT),
+    # A receiver's copy is verified across a range its shipper dropped (records_dropped).
+    "prunewarden/audit/_verify.py": (
+        (EXACT_AUDIT, REPORT, "tests/audit/test_records_dropped.py"),
+        (*AUDIT, V3_RECORDS, "tests/shipping/test_collector.py"),
+    ),
+    # Version 3 pass records: written over columns, read back as decisions.
+    "prunewarden/audit/_columns.py": (
+        (V3_RECORDS, "tests/audit/test_record.py"),
+        (*AUDIT, *PASS_COLUMNS, PLAN_COLUMNS),
+    ),
+    "prunewarden/audit/_pass.py": (
+        (V3_RECORDS, "tests/audit/test_record.py"),
+        (*AUDIT, *PASS_COLUMNS, PLAN_COLUMNS),
+    ),
+    "prunewarden/_json.py": (
+        ("tests/test_json.py", "tests/audit/test_canonical_forms.py"),
+        (STALENESS_COLUMNS, *AUDIT),
+    ),
+    "prunewarden/shipping/_shipper.py": (SHIPPING, ("tests/shipping/test_collector.py",)),
+    "prunewarden/shipping/_cursor.py": (SHIPPING, ("tests/shipping/test_collector.py",)),
+    "prunewarden/shipping/_reading.py": (SHIPPING, ("tests/shipping/test_collector.py",)),
+    "prunewarden/shipping/_receiving.py": (("tests/shipping/test_collector.py",), SHIPPING),
+    "prunewarden/shipping/_collect.py": (("tests/shipping/test_collector.py",), SHIPPING),
+    "prunewarden/server/_tenants.py": (TENANTS, ("tests/server/test_tenant_status.py",)),
+    "prunewarden/server/_tenant_config.py": (TENANTS, ("tests/server/test_tenant_status.py",)),
+    "prunewarden/bundle/_verify.py": (BUNDLES, ("tests/test_reload_bundle.py",)),
+    "prunewarden/bundle/_manifest.py": (BUNDLES, ("tests/test_reload_bundle.py",)),
+    "prunewarden/bundle/_signing.py": (BUNDLES, ("tests/test_reload_bundle.py",)),
+    "prunewarden/integrations/memory.py": (
+        MEMORY,
+        ("tests/integrations/test_memory_properties.py",),
+    ),
+    "prunewarden/integrations/_memory_edits.py": (
+        MEMORY,
+        ("tests/integrations/test_memory_properties.py",),
+    ),
+    "prunewarden/integrations/_memory_files.py": (
+        MEMORY,
+        ("tests/integrations/test_memory_properties.py",),
+    ),
     "prunewarden/session/_session.py": (
         (
             HALTS,

@@ -57,6 +57,7 @@ _GUARDRAILS = "prunewarden/policy/_guardrails.py"
 _HOLDING = "prunewarden/server/_holding.py"
 _LOCK = "prunewarden/policy/_lock.py"
 _SESSION = "prunewarden/session/_session.py"
+_VERIFY = "prunewarden/audit/_verify.py"
 _SESSIONS = "prunewarden/server/_sessions.py"
 _STALENESS = "prunewarden/guards/staleness.py"
 _STATE = "prunewarden/session/_state.py"
@@ -186,6 +187,21 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         "track.total < threshold -> track.total <= threshold (boundary-compare)",
         "only the message of spread_healthy differs, and only for a sum exactly at the threshold "
         "after a cycle that did not add to it: the sum of logs never lands on it exactly",
+    ),
+    Equivalent(
+        _VERIFY,
+        "return False",
+        "return False -> return None (return-none)",
+        "_across_gap's one caller reads it as a condition: None is as false as False",
+    ),
+    Equivalent(
+        _EVICTION,
+        "depends and not candidates.isdisjoint(depends)",
+        "depends and not candidates.isdisjoint(depends) -> (depends or not candidates.isdisjoint"
+        "(depends)) (swap-and-or)",
+        "a shortcut only (both columnar checks): with no dependencies `or` is False as `and` is; "
+        "with some, it goes on to collect the pending ones among the candidates, and finds none "
+        "exactly where isdisjoint said so",
     ),
     Equivalent(
         _EVICTION,

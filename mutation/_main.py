@@ -12,9 +12,10 @@ from dataclasses import replace
 from pathlib import Path
 
 from mutation._areas import AREAS, Stages
+from mutation._changed import ChangedError, changed_modules
 from mutation._equivalent import listed
 from mutation._operators import Mutant, mutants
-from mutation._runner import ENGINE, Job, Result, preload, run_jobs, slots
+from mutation._runner import ENGINE, ROOT, Job, Result, preload, run_jobs, slots
 
 TARGET = 95.0  # percent of a module's mutants its area's tests must kill
 # A mutant's run may take this many times the area's clean run (plus a margin) before it is
@@ -26,12 +27,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m mutation", description=__doc__)
     parser.add_argument("--module", action="append", choices=sorted(AREAS), help="repeatable")
     parser.add_argument("--jobs", type=int, default=2, help="mutants run at a time (default 2)")
+    parser.add_argument(
+        "--changed",
+        action="store_true",
+        help="only the modules this branch changed since it left --base (its working tree too)",
+    )
+    parser.add_argument("--base", default="main", help="the branch --changed compares with")
     parser.add_argument("--list", action="store_true", help="print the mutants, run nothing")
+    parser.add_argument(
+        "--print-modules", action="store_true", help="print the modules chosen, run nothing"
+    )
     parser.add_argument("--json", type=Path, help="write every result to this file")
     parser.add_argument("--keep", help="make the copies in this folder and keep them")
     parser.add_argument("--target", type=float, default=TARGET, help="percent killed per module")
     args = parser.parse_args(argv)
     modules = args.module or sorted(AREAS)
+    if args.changed:
+        try:
+            modules = changed_modules(ROOT, args.base, modules)
+        except ChangedError as exc:
+            print(f"python -m mutation --changed: {exc}", file=sys.stderr)
+            return 2
+        if not modules:
+            print(f"no module of the gate changed since {args.base}", file=sys.stderr)
+            return 0
+    if args.print_modules:
+        print("\n".join(modules))
+        return 0
     sources = {m: (ENGINE / m).read_text(encoding="utf-8") for m in modules}
     found = {m: mutants(m, sources[m]) for m in modules}
     lines = {m: sources[m].splitlines() for m in modules}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import io
 import json
@@ -254,6 +255,22 @@ class TestPassInputs:
         plan = self.plan(engine, inputs, WINDOW)
         assert decided == ["staleness", "eviction"]
         assert all(d.explanation is not None for d in plan.decisions)
+
+    def test_an_explained_pass_decides_no_eviction_over_columns(self, engine: Engine) -> None:
+        """PassInputs(explain=True) with the engine's columns: the columns give no
+        would_allow, so every eviction still goes to the decide step, explained (a refused one
+        says what would allow it)."""
+        assert engine._columnar is not None
+        inputs, decided = self.inputs(engine, {}, explain=True)
+        inputs = dataclasses.replace(inputs, columnar=engine._columnar)
+        window = [*WINDOW, seg("u", 0.0625, perturbed_score=0.9)]
+        plan = self.plan(engine, inputs, window)
+        evictions = [d for d in plan.decisions if d.check == "eviction"]
+        assert decided.count("eviction") == len(evictions) == 2
+        assert all(d.explanation is not None for d in plan.decisions)
+        (refused,) = [d for d in plan.decisions if d.check == "eviction" and d.blocks]
+        assert refused.codes == ("unstable_score",)
+        assert "would_allow" in refused.reasons[0].detail
 
     def test_rule_pins_go_to_the_caller_and_come_back(self, make_policy: PolicyFactory) -> None:
         """A segment a rule pins is handed to pin_by_rule, and pinned_by_rule keeps it pinned

@@ -55,6 +55,34 @@ class TestRotationHeaders:
         assert verify_files([write_log(tmp_path / "audit.jsonl")]).ok
 
 
+class TestPassRecordsNeedTheirPolicy:
+    @pytest.mark.parametrize("version", [2, 3])
+    def test_a_pass_under_a_policy_never_activated_fails(
+        self, tmp_path: Path, version: int
+    ) -> None:
+        """A pass record (version 3: columns; 2: a verdict each) naming a policy digest that no
+        earlier record of its file activates fails verification, as a decision record does."""
+        path = tmp_path / "audit.jsonl"
+        item = {key: EVICTION[key] for key in ("segment", "score", "perturbed_score")}
+        with AuditLog(path) as audit:
+            # A shadow policy sends the pass down the general path: a version 2 record.
+            shadow = Engine.default().policy if version == 2 else None
+            Engine.default(audit=audit, shadow=shadow).authorize_evictions([item])
+        *before, last = path.read_bytes().splitlines(keepends=True)
+        record = {k: v for k, v in json.loads(last).items() if k not in ("hash", "prev_hash")}
+        assert (record["kind"], record["record_version"]) == ("pass", version)
+        assert verify_files([path]).ok
+        unknown = "sha256:" + "0" * 64
+        record["policy"] = {**record["policy"], "digest": unknown}
+        line, _ = seal(record, json.loads(before[-1])["hash"], None)
+        path.write_bytes(b"".join([*before, line]))
+        result = verify_files([path])
+        assert not result.ok
+        assert fatal(result) == [
+            f"decision under policy {unknown}, which no earlier record of this file activates"
+        ]
+
+
 class TestKeyedHashes:
     def test_keyed_hashes_are_compared_in_constant_time(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from _support.shipping import decide
 from prunewarden import AuditLog, Engine
-from prunewarden.audit import verify_files
+from prunewarden.audit import seal, verify_files
 from prunewarden.audit._file_state import Tail
 from prunewarden.audit._record import records_dropped_record
 from prunewarden.errors import AuditError
@@ -78,3 +78,72 @@ class TestActivationsAfterADroppedRange:
         assert kinds[-4:] == ["records_dropped", "policy_activated", "decision", "decision"]
         result = verify_files([log])
         assert result.ok, [str(finding) for finding in result.findings]
+
+
+class TestVerifyingTheWritersFile:
+    def test_the_writers_own_file_is_no_copy_with_a_gap(self, tmp_path: Path) -> None:
+        """In the file it was written to, a records_dropped record links to the record before
+        it: verify counts no record missing from that file and notes no blind range."""
+        log = tmp_path / "audit.jsonl"
+        with AuditLog(log) as audit:
+            decide(Engine.default(audit=audit), 2, "a")
+            audit.write_at_tail(marker)
+        result = verify_files([log])
+        assert result.ok, [str(finding) for finding in result.findings]
+        assert [report.dropped for report in result.files] == [0]
+        assert not [f for f in result.findings if "not shipped" in f.message]
+
+    def test_a_marker_linked_to_nothing_breaks_the_chain(self, tmp_path: Path) -> None:
+        """A records_dropped record whose prev_hash is neither the record before it nor the end
+        of a range after it is a broken chain, like any other record."""
+        log = tmp_path / "audit.jsonl"
+        with AuditLog(log) as audit:
+            decide(Engine.default(audit=audit), 2, "a")
+        nowhere = "sha256:" + "9" * 64
+        record = records_dropped_record(
+            "http://x/v1/logs", 2, "sha256:" + "1" * 64, nowhere, "sha256:" + "3" * 64
+        )
+        line, _ = seal(record, nowhere, None)
+        log.write_bytes(log.read_bytes() + line)
+        result = verify_files([log])
+        assert not result.ok
+        assert next(f.message for f in result.findings if f.fatal).startswith("chain broken")
+
+    def test_a_decision_after_the_marker_needs_its_policy_activated_again(
+        self, tmp_path: Path
+    ) -> None:
+        """Writers activate their policies again after a records_dropped record (a receiver
+        may have missed the activations): a decision after it under no new activation fails."""
+        log = tmp_path / "audit.jsonl"
+        with AuditLog(log) as audit:
+            decide(Engine.default(audit=audit), 2, "a")
+            audit.write_at_tail(marker)
+        *_, decision, last = records(log)
+        body = {k: v for k, v in decision.items() if k not in ("hash", "prev_hash")}
+        line, _ = seal(body, str(last["hash"]), None)
+        log.write_bytes(log.read_bytes() + line)
+        result = verify_files([log])
+        assert not result.ok
+        (message,) = [f.message for f in result.findings if f.fatal]
+        assert message.endswith("which no earlier record of this file activates")
+
+
+class TestVerifyingACopy:
+    def test_a_count_that_is_no_number_counts_none(self, tmp_path: Path) -> None:
+        """A receiver's copy missing a range: the records_dropped record's count is added to
+        what the copy is missing only when it is a number."""
+        log = tmp_path / "audit.jsonl"
+        with AuditLog(log) as audit:
+            decide(Engine.default(audit=audit), 3, "a")
+        lines = log.read_bytes().splitlines(keepends=True)
+        hashes = [str(json.loads(line)["hash"]) for line in lines]
+        record = records_dropped_record("http://x/v1/logs", 2, hashes[1], hashes[2], hashes[3])
+        for count, missing in ((2, 2), ("two", 0)):
+            line, _ = seal(
+                {**record, "dropped": {**record["dropped"], "count": count}}, hashes[3], None
+            )
+            copy = tmp_path / f"copy-{missing}.jsonl"
+            copy.write_bytes(b"".join([*lines[:2], line]))
+            result = verify_files([copy])
+            assert result.ok, [str(finding) for finding in result.findings]
+            assert [report.dropped for report in result.files] == [missing]

@@ -221,3 +221,21 @@ class TestInvalidPasses:
             problems.append([str(p) for p in raised.value.problems])
         assert problems[0] == problems[1]
         assert problems[0]
+
+    def test_a_segment_named_twice_among_given_candidates_is_refused(self, tmp_path: Path) -> None:
+        """A pass naming one segment twice, with candidates that name it once (so the candidate
+        list is well formed), is refused with the general path's located InputError; nothing is
+        decided, evicted or logged."""
+        items, _ = benchmark_pass(3)
+        items.append(dict(items[0]))
+        candidates = [item["segment"]["id"] for item in items[:3]]
+        problems = []
+        path = tmp_path / "audit.jsonl"
+        with AuditLog(path) as audit:
+            for engine in (Engine.default(audit=audit), general(Engine.default(audit=audit))):
+                with pytest.raises(InputError) as raised:
+                    engine.authorize_pass(items, candidates)
+                problems.append([str(p) for p in raised.value.problems])
+        assert problems[0] == problems[1]
+        assert "$.evictions[3].segment.id: duplicate segment id" in problems[0][0]
+        assert not path.exists() or "pass" not in {r["kind"] for r in records(path)}

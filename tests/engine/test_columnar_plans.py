@@ -383,6 +383,22 @@ class TestSessionsAndRefusals:
         assert_same(columns, typed)
         assert all(d.explanation is not None for d in columns.decisions)
 
+    def test_an_explained_refusal_says_what_would_allow_it(self) -> None:
+        """An explained plan whose eviction is refused (an unstable score) gives each refusing
+        reason its would_allow, as the general path does."""
+        window = [
+            segment("a", 0.1, tombstone_written=True),
+            segment("b", 0.2, tombstone_written=True, perturbed_score=0.9),
+            segment("c", 0.8, tombstone_written=True),
+        ]
+        document = {"segments": window, "keep_top_k": 1}
+        policy = POLICIES["default"]
+        columns = Engine(policy).plan(document, explain=True)
+        assert_same(columns, general(Engine(policy)).plan(document, explain=True))
+        refused = [d for d in columns.decisions if d.check == "eviction" and d.blocks]
+        assert [d.codes for d in refused] == [("unstable_score",)]
+        assert all("would_allow" in r.detail for d in refused for r in d.reasons)
+
     def test_a_plan_that_cannot_be_logged_is_refused_alike(self) -> None:
         """An audit log that fails when the plan is written: nothing evicted, every decision
         refused with audit_unavailable, the same both ways."""

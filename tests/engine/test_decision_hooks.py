@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from prunewarden import AuditLog, Decision, Engine
+from prunewarden.audit import decision_rows
 from prunewarden.engine import BatchDecisionHook
 
 SEGMENT = {"id": "t3", "kind": "turn", "tombstone_written": True}
@@ -130,6 +131,21 @@ class TestBatchPath:
         assert batch == decisions
         assert {d.codes for d in batch} == {("audit_unavailable",)}
         assert record["kind"] == "pass"
+
+    def test_the_record_of_a_refused_pass_names_its_reason(self) -> None:
+        """The record handed with a pass refused for its log (over columns: version 3) gives
+        each decision the refusal's reason: its readers find audit_unavailable, as the
+        decisions say."""
+        stream = io.StringIO()
+        hook = Recorder()
+        engine = Engine.default(audit=AuditLog(stream), on_decision=hook)
+        stream.close()
+        decisions = engine.authorize_evictions(window(3))
+        ((_, record),) = hook.batches
+        assert record["record_version"] == 3
+        rows = decision_rows(record)
+        assert [[r["code"] for r in row["reasons"]] for row in rows] == [["audit_unavailable"]] * 3
+        assert [row["outcome"] for row in rows] == [d.outcome for d in decisions] == ["deny"] * 3
 
     def test_call_hooks_get_the_whole_pass_once(self) -> None:
         """The pass's call holds each of its decisions once, in order, beside a batch hook."""

@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 from prunewarden import Decision, Engine, InputError, RefusedError, UntrustedEvictionError
+from prunewarden.guards.eviction import PassCheck
+from prunewarden.inputs import eviction_request
 
 EngineFactory = Callable[..., Engine]
 
@@ -380,3 +382,52 @@ class TestInputErrors:
         with pytest.raises(InputError) as raised:
             engine.authorize_eviction({"id": "turn-1"}, 0.5, 0.5)
         assert self.paths(raised) == ["$.segment"]
+
+
+def _item(kind: str = "turn", score: float = 0.5, **fields: Any) -> dict[str, Any]:
+    """An item of a pass: ``perturbed`` (default the score) and segment fields."""
+    perturbed = fields.pop("perturbed", score)
+    seg = {"id": "s", "kind": kind, "tombstone_written": True, **fields}
+    return {"segment": seg, "score": score, "perturbed_score": perturbed}
+
+
+# Each condition of the guard alone, and the items the columns leave to the typed path.
+COLUMN_ITEMS = {
+    "authorized": _item(),
+    "pinned-kind": _item("constraint"),
+    "non-recoverable": _item(non_recoverable=True),
+    "pinned-and-non-recoverable": _item("constraint", non_recoverable=True),
+    "waits-on-a-candidate": _item(score_dependencies=["other", "s", "kept"]),
+    "depends-on-itself": _item(score_dependencies=["s"]),
+    "perturbation-missing": _item(perturbed=None),
+    "unstable": _item(score=0.1, perturbed=0.9),
+    "no-tombstone": _item(tombstone_written=False),
+    "everything": _item(
+        "constraint", perturbed=None, tombstone_written=False, score_dependencies=["other"]
+    ),
+    "metadata": _item(metadata={"k": "v"}),
+    "score-out-of-range": _item(score=1.5),
+    "perturbed-out-of-range": _item(perturbed=-0.5),
+}
+
+
+class TestColumnsOfOneSegment:
+    @pytest.mark.parametrize("name", list(COLUMN_ITEMS))
+    def test_a_planned_segment_is_checked_as_a_pass_item_is(self, name: str) -> None:
+        """PassCheck.decide_segment (a plan's segment, typed) finds the bitmask and pending
+        dependencies PassCheck.decide finds for the same item of a pass, and leaves to the
+        typed path (None) what decide leaves to it."""
+        policy = Engine.default().policy
+        check = PassCheck.bind(policy.spec.eviction, policy.spec.scores)
+        item = COLUMN_ITEMS[name]
+        candidates = frozenset({"s", "other"})
+        columns = check.decide([item], candidates)
+        request = eviction_request(item, candidates)
+        found = check.decide_segment(
+            request.segment, request.score, request.perturbed_score, candidates
+        )
+        if columns is None:
+            assert found is None
+        else:
+            assert found == (columns.masks[0], columns.dependencies.get(0, []))
+            assert found[0] != 0

@@ -138,6 +138,24 @@ class TestRepair:
         assert raised.value.decision.codes == ("no_tombstone",)
 
 
+class TestOrphans:
+    def test_a_rewrite_deriving_from_a_parent_in_neither_window_is_an_orphan(
+        self, engine: Engine
+    ) -> None:
+        """A kept id whose text changed (a rewrite) naming a parent that is in neither window
+        and that no tombstone records is orphaned_parent, as a summary would be: the parent
+        is to be recorded (write_tombstone)."""
+        before = [SYSTEM, TASK]
+        rewritten = {**TASK, "text": "Port the exporter to UTC.", "derived_from": ["ghost"]}
+        decision = engine.evaluate(_transition(before, [SYSTEM, rewritten]))
+        assert "orphaned_parent" in decision.codes
+        (orphan,) = [r for r in decision.reasons if r.code == "orphaned_parent"]
+        assert orphan.detail == {"ids": ["task"], "parents": ["ghost"]}
+        assert ("write_tombstone", ("ghost",)) in [(a.action, a.ids) for a in decision.actions]
+        recorded = engine.evaluate(_transition(before, [SYSTEM, rewritten], tombstones=["ghost"]))
+        assert "orphaned_parent" not in recorded.codes
+
+
 class TestRecord:
     def test_one_chained_record_naming_ids_never_text(self, tmp_path: Path) -> None:
         """One decision record per transition, in the chain; the subject holds ids and counts."""

@@ -168,9 +168,9 @@ class TestRecords:
 def _mutations() -> list[tuple[str, Any]]:
     """Documents the exact path refuses, one problem each."""
 
-    def with_span(**fields: Any) -> dict[str, Any]:
+    def with_span(at: int = 0, **fields: Any) -> dict[str, Any]:
         doc = document()
-        doc["spans"][0].update(fields)
+        doc["spans"][at].update(fields)
         return doc
 
     def without(key: str) -> dict[str, Any]:
@@ -188,6 +188,8 @@ def _mutations() -> list[tuple[str, Any]]:
         ("duplicate-id", with_span(span_id="b")),
         ("score-out-of-range", with_span(score=1.5)),
         ("score-nan", with_span(score=float("nan"))),
+        # min() and max() step over a NaN that is not first: the range alone does not see it.
+        ("later-score-nan", with_span(at=1, score=float("nan"))),
         ("score-bool", with_span(score=True)),
         ("score-string", with_span(score="0.5")),
         ("hash-upper-case", with_span(text_sha256=sha("alpha").upper())),
@@ -209,6 +211,15 @@ def _mutations() -> list[tuple[str, Any]]:
             ),
         ),
         ("turns-mean-out", document(turns=[{"turn": 1, "mean_relevance": 2.0, "tokens": 1}])),
+        (
+            "later-turn-mean-nan",
+            document(
+                turns=[
+                    {"turn": 1, "mean_relevance": 0.5, "tokens": 1},
+                    {"turn": 2, "mean_relevance": float("nan"), "tokens": 1},
+                ]
+            ),
+        ),
         ("tombstones-duplicate", document(tombstones=["x", "x"])),
         ("budget-negative", document(recompute_budget=-1)),
         ("spans-not-list", document(spans={"a": 1})),

@@ -114,6 +114,16 @@ class TestRefused:
             ("$.before[0].tombstone_for", message),
         ]
 
+    def test_tombstone_for_on_a_summary_in_after_is_refused(self) -> None:
+        """A summary of after naming removed ids in tombstone_for (and nothing wrong in before)
+        is refused: only a tombstone records removals, or a summary would vouch for them."""
+        document = _transition(
+            [_segment("a"), _segment("b")],
+            [_segment("s", kind="summary", derived_from=["a"], tombstone_for=["b"])],
+        )
+        message = "tombstone_for belongs on a segment of kind 'tombstone' in after"
+        assert _problems(document) == [("$.after[0].tombstone_for", message)]
+
     def test_a_derivation_cycle_is_refused_with_its_path(self) -> None:
         """a derives from b and b from a: a cycle, named in order."""
         after = [_segment("a", derived_from=["b"]), _segment("b", derived_from=["a"])]

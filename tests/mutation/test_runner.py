@@ -4,12 +4,17 @@ of areas, the regression patches still applying, and one known mutant killed."""
 from __future__ import annotations
 
 import functools
+import io
+import subprocess
+from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pytest
-from survivors import REGRESSIONS, ROOT, Regression, area_fails
+from survivors import REGRESSIONS, ROOT, Regression, area_fails, chosen
 
+from mutation import _main
 from mutation._areas import AREAS
+from mutation._changed import ChangedError, changed_modules
 from mutation._equivalent import EQUIVALENT, Equivalent
 from mutation._operators import Mutant, mutants
 
@@ -90,3 +95,87 @@ class TestRegressions:
         the tree, fails a test of its area."""
         (tombstones,) = [r for r in REGRESSIONS if r.name == "tool-output-without-tombstone"]
         assert area_fails(tombstones, tmp_path) == 1
+
+
+EVICTION, STALENESS, COLLAPSE = (
+    f"prunewarden/guards/{name}.py" for name in ("eviction", "staleness", "collapse")
+)
+
+
+def git(root: Path, *argv: str) -> None:
+    subprocess.run(["git", *argv], cwd=root, check=True, capture_output=True)
+
+
+def write(root: Path, path: str, text: str) -> None:
+    (root / path).parent.mkdir(parents=True, exist_ok=True)
+    (root / path).write_text(text, encoding="utf-8")
+
+
+@pytest.fixture
+def branch(tmp_path: Path) -> Path:
+    """A repository whose branch ``work`` left ``main`` and then changed the eviction guard
+    (committed), a doc (committed) and the staleness guard (not committed); ``main`` has since
+    changed the collapse guard."""
+    git(tmp_path, "init", "-q", "-b", "main")
+    git(tmp_path, "config", "user.email", "gate@example.org")
+    git(tmp_path, "config", "user.name", "gate")
+    for module in (EVICTION, STALENESS, COLLAPSE):
+        write(tmp_path, f"engine/{module}", "X = 1\n")
+    write(tmp_path, "docs/guards.md", "# guards\n")
+    git(tmp_path, "add", "-A")
+    git(tmp_path, "commit", "-q", "-m", "start")
+    git(tmp_path, "checkout", "-q", "-b", "work")
+    write(tmp_path, f"engine/{EVICTION}", "X = 2\n")
+    write(tmp_path, "docs/guards.md", "# the guards\n")
+    git(tmp_path, "commit", "-q", "-am", "work")
+    git(tmp_path, "checkout", "-q", "main")
+    write(tmp_path, f"engine/{COLLAPSE}", "X = 3\n")
+    git(tmp_path, "commit", "-q", "-am", "main moves on")
+    git(tmp_path, "checkout", "-q", "work")
+    write(tmp_path, f"engine/{STALENESS}", "X = 4\n")
+    return tmp_path
+
+
+class TestChangedModules:
+    def test_the_modules_a_branch_changed_since_it_left_main(self, branch: Path) -> None:
+        """Committed and uncommitted changes of the branch count, in the gate's order; main's
+        own later changes and files that are not modules of the gate do not."""
+        modules = sorted(AREAS)
+        assert changed_modules(branch, "main", modules) == [EVICTION, STALENESS]
+        assert changed_modules(branch, "main", [STALENESS]) == [STALENESS]
+
+    def test_nothing_changed_is_no_module(self, branch: Path) -> None:
+        git(branch, "checkout", "-q", "--", ".")
+        git(branch, "checkout", "-q", "main")
+        assert changed_modules(branch, "main", sorted(AREAS)) == []
+
+    def test_an_unknown_base_is_named(self, branch: Path) -> None:
+        with pytest.raises(ChangedError, match=r"^git merge-base HEAD trunk: fatal: "):
+            changed_modules(branch, "trunk", sorted(AREAS))
+
+    def test_the_command_prints_the_modules_it_would_run(
+        self, branch: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """``--changed --print-modules`` lists the modules, one a line (what make passes on);
+        with none changed it says so and runs nothing; a bad base exits 2."""
+        monkeypatch.setattr(_main, "ROOT", branch)
+        out, err = io.StringIO(), io.StringIO()
+        with redirect_stdout(out), redirect_stderr(err):
+            assert _main.main(["--changed", "--print-modules"]) == 0
+            assert _main.main(["--changed", "--base", "trunk", "--print-modules"]) == 2
+            git(branch, "checkout", "-q", "--", ".")
+            git(branch, "checkout", "-q", "main")
+            assert _main.main(["--changed"]) == 0
+        assert out.getvalue() == f"{EVICTION}\n{STALENESS}\n"
+        bad_base = "git merge-base HEAD trunk: fatal: Not a valid object name trunk"
+        assert err.getvalue().splitlines() == [
+            f"python -m mutation --changed: {bad_base}",
+            "no module of the gate changed since main",
+        ]
+
+    def test_make_runs_the_regressions_of_the_changed_modules_only(self) -> None:
+        """MUTATION_MODULES (what make CHANGED=1 sets) keeps the regressions of those modules."""
+        kept = chosen(REGRESSIONS, f"{EVICTION} {STALENESS}")
+        assert {r.module for r in kept} == {EVICTION, STALENESS}
+        assert chosen(REGRESSIONS, None) == REGRESSIONS
+        assert chosen(REGRESSIONS, "") == []

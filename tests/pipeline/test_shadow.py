@@ -122,6 +122,24 @@ class TestDecision:
         assert found.shadow is not None
         assert found.shadow.outcome == found.outcome
 
+    def test_the_candidate_decides_staleness_the_columns_would_take(self) -> None:
+        """A staleness document the columns decide alone (a plain guard, no rules) is decided
+        by the candidate too once a shadow policy is set: here one that audits what the
+        active policy enforces, its verdict beside the active decision."""
+        document = example("staleness-healthy.json")
+        plain = Engine.default(logger=structlog.testing.CapturingLogger())
+        assert plain._staleness_columns
+        audited = parse_policy(HEAD.format(name="audited") + "spec:\n  staleness: {mode: audit}\n")
+        engine = Engine(plain.policy, shadow=audited, logger=structlog.testing.CapturingLogger())
+        decision = engine.evaluate(document)
+        assert (decision.outcome, decision.codes) == (
+            plain.evaluate(document).outcome,
+            plain.evaluate(document).codes,
+        )
+        assert decision.shadow is not None
+        assert (decision.shadow.outcome, decision.shadow.enforced) == (decision.outcome, False)
+        assert decision.shadow.policy.name == "audited"
+
 
 class TestRecord:
     def test_the_record_carries_the_candidates_verdict(self, active: Any, candidate: Any) -> None:
