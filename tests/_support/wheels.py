@@ -6,12 +6,17 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import venv
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+
+#: What building the project's wheel reads from its source tree.
+PROJECT_FILES = ("pyproject.toml", "README.md")
+PROJECT_FOLDERS = ("engine", "schemas", "policies")
 
 #: Wheels of the runtime dependencies, fetched once (pip download) and reused offline after.
 WHEEL_CACHE = ROOT / ".venv" / "wheel-cache"
@@ -40,9 +45,19 @@ def pip(*argv: str) -> subprocess.CompletedProcess[str]:
 
 
 def build_wheel(work: Path) -> Path:
-    """The project's wheel, built into ``work/dist`` without build isolation (offline)."""
+    """The project's wheel, built into ``work/dist`` without build isolation (offline), from a
+    copy of the source tree in ``work/source``: setuptools writes ``build/`` and ``*.egg-info``
+    where it builds, so a build in the checkout would race any other test reading it."""
+    source = work / "source"
+    for name in PROJECT_FILES:
+        source.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / name, source / name)
+    for name in PROJECT_FOLDERS:
+        shutil.copytree(
+            ROOT / name, source / name, ignore=shutil.ignore_patterns("*.egg-info", "__pycache__")
+        )
     dist = work / "dist"
-    built = pip("wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(dist), str(ROOT))
+    built = pip("wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(dist), str(source))
     assert built.returncode == 0, built.stderr
     (wheel,) = dist.glob("prunewarden-*.whl")
     return wheel
