@@ -14,12 +14,15 @@ program is large, so that one search costs at most :data:`~prunewarden.limits.MA
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Final
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Final
 
-import re2
+if TYPE_CHECKING:  # read by the layer contracts; imported on first use below
+    import re2
 
 from prunewarden.limits import MAX_MATCH_MEMORY_BYTES, MAX_MATCH_PATTERN_CHARS, MAX_MATCH_STEPS
 
@@ -77,19 +80,23 @@ class Classification:
     rule: str
 
 
-def _options() -> Any:
-    options = re2.Options()
+@lru_cache(maxsize=1)
+def _re2() -> tuple[ModuleType, re2.Options]:
+    """RE2 and the options every classifier pattern compiles with, on first use: a policy read
+    or a decision made without a classifier pattern to match does not load RE2, which
+    ``import prunewarden``'s start-up budget leaves out (tests/test_startup.py), as
+    :mod:`prunewarden.rules` defers cel-python."""
+    engine = importlib.import_module("re2")
+    options = engine.Options()
     options.max_mem = MAX_MATCH_MEMORY_BYTES
     options.log_errors = False  # RE2 would print the pattern on stderr
-    return options
-
-
-_OPTIONS = _options()
+    return engine, options
 
 
 @lru_cache(maxsize=256)
 def _compiled(pattern: str) -> Any:
-    return re2.compile(pattern, _OPTIONS)
+    engine, options = _re2()
+    return engine.compile(pattern, options)
 
 
 def pattern_problem(pattern: str) -> str | None:
@@ -98,7 +105,7 @@ def pattern_problem(pattern: str) -> str | None:
         return f"a pattern holds at most {MAX_MATCH_PATTERN_CHARS} characters"
     try:
         _compiled(pattern)
-    except re2.error:
+    except _re2()[0].error:
         return "not a valid RE2 pattern within the memory limit (RE2 has no backreferences)"
     return None
 
