@@ -103,6 +103,11 @@ MAX_SEGMENTS: Final = 100_000
 MAX_LABELS: Final = 64
 #: Tenants (policies chosen per request by labels) of one server's ``--tenants`` file.
 MAX_TENANTS: Final = 64
+#: Tokens one tenant of a ``--tenants`` file lists (``tokens:``), and the characters of one.
+MAX_TENANT_TOKENS: Final = 8
+MAX_TOKEN_CHARS: Final = 512
+#: Rules of a policy's ``spec.classify`` (the kinds given to segments that arrive without one).
+MAX_CLASSIFY_RULES: Final = 256
 #: Entries in a segment's free-form ``metadata`` (read only by rules).
 MAX_METADATA_ENTRIES: Final = 256
 #: Spans in one prune request.
@@ -255,6 +260,9 @@ SCHEMA_LIMITS: Final[dict[tuple[str, str], int]] = {
     ("tenants", "/$defs/tenant/properties/policy/maxLength"): MAX_EXTENDS_CHARS,
     ("tenants", "/$defs/tenant/properties/shadow/maxLength"): MAX_EXTENDS_CHARS,
     ("tenants", "/$defs/tenant/properties/lock/maxLength"): MAX_EXTENDS_CHARS,
+    ("tenants", "/$defs/tenant/properties/tokens/maxItems"): MAX_TENANT_TOKENS,
+    ("tenants", "/$defs/token/oneOf/0/maxLength"): MAX_TOKEN_CHARS,
+    ("tenants", "/$defs/token/oneOf/1/properties/token_file/maxLength"): MAX_EXTENDS_CHARS,
     ("trace", "/$defs/note/maxLength"): MAX_NOTE_CHARS,
     ("trace", "/$defs/session/properties/labels/maxProperties"): MAX_LABELS,
     ("trace", "/$defs/prune/properties/spans/maxItems"): MAX_SPANS,
@@ -334,4 +342,19 @@ SCHEMA_LIMITS: Final[dict[tuple[str, str], int]] = {
         "policy",
         "/properties/spec/properties/fidelity/properties/error_patterns/items/maxLength",
     ): MAX_ERROR_PATTERN_CHARS,
+    ("policy", "/properties/spec/properties/classify/properties/rules/maxItems"): (
+        MAX_CLASSIFY_RULES
+    ),
+    (
+        "policy",
+        "/properties/spec/properties/classify/properties/rules/items/properties/match/properties/pattern/maxLength",
+    ): MAX_MATCH_PATTERN_CHARS,
+    (
+        "policy",
+        "/properties/spec/properties/classify/properties/rules/items/properties/match/properties/tool/maxLength",
+    ): MAX_ID_CHARS,
+    (
+        "policy",
+        "/properties/spec/properties/classify/properties/rules/items/properties/kind/maxLength",
+    ): MAX_KIND_CHARS,
 }
