@@ -216,6 +216,13 @@ AREAS: dict[str, Stages] = {
     ),
     # The server's other tests start real servers: a survivor would cost half a minute each.
     "prunewarden/server/_app.py": ((APP, ACCESS, EXPLAIN_ROUTE), (SESSIONS_APP,)),
+    # The credentials and the parts of a request, split from the app: the same tests reach them,
+    # and the tenant tokens' own.
+    "prunewarden/server/_credentials.py": (
+        (ACCESS, APP, "tests/server/test_tenant_tokens.py"),
+        (SESSIONS_APP,),
+    ),
+    "prunewarden/server/_request_parts.py": ((APP, ACCESS, EXPLAIN_ROUTE), (SESSIONS_APP,)),
     "prunewarden/server/_config.py": ((CONFIG, "tests/server/test_listen.py", ACCESS),),
     "prunewarden/server/_sessions.py": ((SESSIONS_APP, ACCESS, EXPLAIN_ROUTE), (APP,)),
     # The holding of sessions, split from the endpoints: the same tests reach it.

@@ -90,10 +90,10 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         "no answer holds a NaN or an infinity: its numbers are validated or finite",
     ),
     Equivalent(
-        _APP,
+        "prunewarden/server/_request_parts.py",
         "return False",
         "return False -> return None (return-none)",
-        "_query_explain without explain in the query: None is falsy, and every caller tests the "
+        "query_explain without explain in the query: None is falsy, and every caller tests the "
         "truth of explain",
     ),
     # server/_config.py
@@ -209,32 +209,6 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         "lo is None or hi is None -> (lo is None and hi is None) (swap-and-or)",
         "neither end is ever None: score \u00b1 delta misses the stable interval by a rounding "
         "error at most, and the search moves up to 64 floats toward the score, which is in it",
-    ),
-    Equivalent(
-        _COLLAPSE,
-        "early <= 0",
-        "early <= 0 -> early < 0 (boundary-compare)",
-        "unreachable with an early spread of 0: the relative floor is then 0, no spread is below "
-        "0, and only a refusal on signal A is explained",
-    ),
-    Equivalent(
-        _COLLAPSE,
-        "return None, said  # not reached: a floor of 0",
-        "return None, said -> return None (return-none)",
-        "the early spread is never 0 when signal A refused (see early <= 0): unreachable",
-    ),
-    Equivalent(
-        _COLLAPSE,
-        "floor is None or floor < 0",
-        "floor is None or floor < 0 -> (floor is None and floor < 0) (swap-and-or)",
-        "the floor searched down from the widest recent spread (>= 0) is found within an ulp or "
-        "two, at >= 0: neither check is ever true, alone or together",
-    ),
-    Equivalent(
-        _COLLAPSE,
-        "return None, said  # not reached: the widest",
-        "return None, said -> return None (return-none)",
-        "unreachable, as above",
     ),
     Equivalent(
         _STALENESS,

@@ -45,15 +45,15 @@ class Regression:
 REGRESSIONS = [
     Regression(
         "any-auth-scheme",
-        "prunewarden/server/_app.py",
-        'if scheme.lower() != "bearer" or not hmac.compare_digest(',
-        "if not hmac.compare_digest(",
+        "prunewarden/server/_credentials.py",
+        'if scheme.lower() != "bearer" or not (server or tenant is not None):',
+        "if not (server or tenant is not None):",
         "only Authorization: Bearer <token> is accepted (docs/server.md#access)",
     ),
     Regression(
         "metrics-without-token",
         "prunewarden/server/_app.py",
-        "        try:\n            _authorize(request, self.config.token)\n"
+        "        try:\n            self.authorize(request)\n"
         "        except ServiceProblemError as exc:\n"
         "            return problem_response(exc.problem, {})\n"
         "        text = generate_latest(REGISTRY)",
@@ -202,9 +202,9 @@ REGRESSIONS = [
     ),
     Regression(
         "token-compared-with-equals",
-        "prunewarden/server/_app.py",
-        'not hmac.compare_digest(value.encode("utf-8"), expected)',
-        'value.encode("utf-8") != expected',
+        "prunewarden/server/_credentials.py",
+        "hmac.compare_digest(given, self._server)",
+        "given == self._server",
         "the token is compared in constant time",
     ),
     Regression(
