@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import pytest
 from _support.server import Server, policy_text, running_server
+from _support.shipping import receiver as shipping_receiver
 from _support.status_receiver import PATIENCE, Receiver, status_receiver
 from jsonschema import Draft202012Validator
 from prunewarden import ReloadingEngine
@@ -110,6 +111,19 @@ class TestStatusPush:
         assert problem is not None
         assert "cannot push" in problem
         assert push.detail()["failed"] == 1
+
+    def test_the_audit_collector_takes_no_status_document(
+        self, tmp_path: Path, engine: ReloadingEngine, fleet: FleetStatus
+    ) -> None:
+        """``audit collect`` is no receiver of status pushes (docs/fleet.md): a push to it is
+        a failed push, its 404 counted, and it writes nothing."""
+        with shipping_receiver(tmp_path / "out") as collector:
+            url = collector.url.removesuffix("/v1/logs") + "/v1/status"
+            push = pushing(url, engine, fleet)
+            problem = push.push()
+        assert problem == f"{url}: HTTP 404 Not Found"
+        assert push.detail()["failed"] == 1
+        assert list((tmp_path / "out").iterdir()) == []
 
     def test_a_receiver_that_does_not_answer_delays_no_decision(
         self, receiver: Receiver, engine: ReloadingEngine, fleet: FleetStatus

@@ -151,7 +151,8 @@ class TestStatusCommand:
         code, out, _ = cli("status", server.url)
         assert code == 1
         assert "  unhealthy  tenants prod-eu prod-eu@1.0.0 (unhealthy), staging" in out
-        assert out.rstrip("\n").endswith(f"  last reload failed: {prod['problems'][0]}")
+        assert out.splitlines()[0].endswith(f"  last reload failed: {prod['problems'][0]}")
+        assert out.splitlines()[1] == "1 server: 0 healthy, 1 unhealthy"
 
     def test_a_line_counts_what_each_destination_shipped(
         self, tmp_path: Path, tenants_file: Path

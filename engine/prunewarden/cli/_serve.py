@@ -191,8 +191,9 @@ def add_serve(commands: Any) -> None:
     serve.add_argument(
         "--status-url",
         metavar="URL",
-        help="POST the /v1/status document to this http(s) URL periodically and after each "
-        "activation and new failure; a failed push never delays a decision (docs/fleet.md)",
+        help="POST the /v1/status document to this http(s) URL, an endpoint of your own "
+        "(audit collect takes none), periodically and after each activation and new failure; "
+        "a failed push never delays a decision (docs/fleet.md)",
     )
     serve.add_argument(
         "--status-interval",

@@ -1,18 +1,23 @@
 """``prunewarden status URL...``: ``GET /v1/status`` of each server of a fleet, one line each
-(docs/fleet.md).
+and a summary line (docs/fleet.md).
 
-HTTP goes through the standard library, so the command needs no extra. Servers are asked one
-after the other, each within ``--timeout``; one that does not answer is a line saying why, and
-the others are still asked.
+HTTP goes through the standard library, so the command needs no extra. Every server is asked at
+once, each in a daemon thread of its own, and each within ``--timeout``: the command answers
+when the last has answered or its deadline has passed, so a fleet takes as long as its slowest
+server, bounded by the deadline, not the sum. One that does not answer is a line saying why.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
+import threading
+import time
 import urllib.error
 import urllib.request
+from collections import Counter
 from pathlib import Path
 from typing import IO, Any
 
@@ -20,10 +25,13 @@ from prunewarden.cli._common import UsageError
 from prunewarden.errors import ExitCode
 
 TOKEN_ENV = "PRUNEWARDEN_TOKEN"  # noqa: S105 - the name of the variable, not a token
+# What became of each server, as the summary line counts them, in its order.
+OUTCOMES = ("healthy", "unhealthy", "failed", "unreachable", "timed out")
 STATUS_EXIT_CODES = """\
 exit codes:
   0   every server answered and is healthy (its last reload or bundle fetch succeeded)
-  1   a server did not answer, or answered that its last reload or fetch failed
+  1   a server did not answer (unreachable, timed out), answered an error (failed), or
+      answered that its last reload or fetch failed (unhealthy)
   2   usage error: an address that is not http(s)://, a token file that cannot be read
 """
 
@@ -40,7 +48,13 @@ def add_status(commands: Any) -> None:
     status.add_argument(
         "--token-file", metavar="FILE", help=f"the bearer token (else ${TOKEN_ENV})"
     )
-    status.add_argument("--timeout", type=float, default=5.0, metavar="SECONDS")
+    status.add_argument(
+        "--timeout",
+        type=_positive,
+        default=5.0,
+        metavar="SECONDS",
+        help="the deadline of each server, all asked at once (default 5)",
+    )
     status.add_argument("--format", choices=["text", "json"], default="text")
 
 
@@ -49,13 +63,54 @@ def run_status(args: argparse.Namespace, stdout: IO[str], _stderr: IO[str]) -> i
         if not url.startswith(("http://", "https://")):
             raise UsageError(f"prunewarden status: {url!r} is not an http(s):// address")
     token = _token(args.token_file)
-    answers = [_ask(url.rstrip("/"), token, args.timeout) for url in args.urls]
+    answers = ask_all([url.rstrip("/") for url in args.urls], token, args.timeout)
     if args.format == "json":
         stdout.write(json.dumps(answers, indent=2) + "\n")
     else:
         stdout.writelines(_line(answer) + "\n" for answer in answers)
-    healthy = all(a["status"] is not None and a["status"]["healthy"] for a in answers)
+        stdout.write(summary(answers) + "\n")
+    healthy = all(answer["outcome"] == "healthy" for answer in answers)
     return ExitCode.OK if healthy else ExitCode.REFUSED
+
+
+def summary(answers: list[dict[str, Any]]) -> str:
+    """``3 servers: 2 healthy, 1 unreachable``: healthy always, the other outcomes when any."""
+    counts = Counter(answer["outcome"] for answer in answers)
+    told = [f"{counts[o]} {o}" for o in OUTCOMES if o == "healthy" or counts[o]]
+    noun = "server" if len(answers) == 1 else "servers"
+    return f"{len(answers)} {noun}: {', '.join(told)}"
+
+
+def ask_all(urls: list[str], token: str | None, timeout: float) -> list[dict[str, Any]]:
+    """Every server's answer (:func:`_ask`), in the order of ``urls``, all asked at once; one
+    not done within ``timeout`` of the start is ``timed out`` (its thread, a daemon, is left
+    to its socket's own timeout)."""
+    answers: list[dict[str, Any] | None] = [None] * len(urls)
+    done = [threading.Event() for _ in urls]
+
+    def ask(index: int) -> None:
+        answers[index] = _ask(urls[index], token, timeout)
+        done[index].set()
+
+    deadline = time.monotonic() + timeout
+    for index in range(len(urls)):
+        threading.Thread(target=ask, args=(index,), daemon=True, name="prunewarden-status").start()
+    for event in done:
+        event.wait(max(0.0, deadline - time.monotonic()))
+    return [
+        answer if event.is_set() and answer is not None else _timed_out(url, timeout)
+        for url, answer, event in zip(urls, answers, done, strict=True)
+    ]
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 0 < value < math.inf:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
+    return value
 
 
 def _token(token_file: str | None) -> str | None:
@@ -68,20 +123,31 @@ def _token(token_file: str | None) -> str | None:
 
 
 def _ask(url: str, token: str | None, timeout: float) -> dict[str, Any]:
-    """``{"url", "status", "error"}``: the status document, or why there is none."""
+    """``{"url", "outcome", "status", "error"}``: the status document, or why there is none."""
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     request = urllib.request.Request(url + "/v1/status", headers=headers)  # noqa: S310 - http(s) only
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - as above
             document = json.loads(response.read())
     except urllib.error.HTTPError as exc:
-        return {"url": url, "status": None, "error": f"HTTP {exc.code} {exc.reason}"}
+        return _failed(url, "failed", f"HTTP {exc.code} {exc.reason}")
     except (OSError, ValueError) as exc:
         reason = getattr(exc, "reason", None) or exc
-        return {"url": url, "status": None, "error": f"no answer: {reason}"}
+        if isinstance(reason, TimeoutError):
+            return _timed_out(url, timeout)
+        return _failed(url, "unreachable", f"no answer: {reason}")
     if not isinstance(document, dict) or "healthy" not in document:
-        return {"url": url, "status": None, "error": "not a prunewarden status document"}
-    return {"url": url, "status": document, "error": None}
+        return _failed(url, "failed", "not a prunewarden status document")
+    outcome = "healthy" if document["healthy"] is True else "unhealthy"
+    return {"url": url, "outcome": outcome, "status": document, "error": None}
+
+
+def _failed(url: str, outcome: str, error: str) -> dict[str, Any]:
+    return {"url": url, "outcome": outcome, "status": None, "error": error}
+
+
+def _timed_out(url: str, timeout: float) -> dict[str, Any]:
+    return _failed(url, "timed out", f"no answer: timed out after {timeout:g} s")
 
 
 def _line(answer: dict[str, Any]) -> str:

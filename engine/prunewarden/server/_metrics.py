@@ -10,6 +10,7 @@ docs/limits.md ("The server").
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -104,3 +105,48 @@ class ShippingMetrics(Collector):
         yield shipped
         yield dropped
         yield buffered
+
+
+DIGEST_PREFIX = len("sha256:") + 12  # a policy digest as a label: enough to tell versions apart
+
+
+class StatusMetrics(Collector):
+    """The status document (``GET /v1/status``) as metrics, read at each scrape: the policy
+    each tenant holds (``prunewarden_tenant_policy_info``, 1, labelled by tenant, policy name,
+    version, digest prefix and bundle revision) and its health (``prunewarden_tenant_healthy``,
+    0 or 1), and the server's (``prunewarden_server_healthy``). The tenants are those the
+    server holds (its tenants file), never a request's, so the label values stay bounded."""
+
+    def __init__(self, document: Callable[[], dict[str, Any]]) -> None:
+        self._document = document
+
+    def collect(self) -> Iterator[Metric]:
+        status = self._document()
+        policy = GaugeMetricFamily(
+            "prunewarden_tenant_policy_info",
+            "The policy each tenant holds: 1 for the one in force",
+            labels=["tenant", "policy", "version", "digest", "bundle_revision"],
+        )
+        healthy = GaugeMetricFamily(
+            "prunewarden_tenant_healthy",
+            "1 while the tenant's last reload (or bundle fetch) succeeded, else 0",
+            labels=["tenant"],
+        )
+        for tenant in status["tenants"]:
+            held = tenant["policy"]
+            labels = [
+                tenant["name"],
+                held["name"],
+                held["version"],
+                held["digest"][:DIGEST_PREFIX],
+                tenant.get("bundle_revision") or "",
+            ]
+            policy.add_metric(labels, 1)
+            healthy.add_metric([tenant["name"]], 1 if tenant["healthy"] else 0)
+        yield policy
+        yield healthy
+        yield GaugeMetricFamily(
+            "prunewarden_server_healthy",
+            "1 while every tenant is healthy (the status document's healthy), else 0",
+            value=1 if status["healthy"] else 0,
+        )

@@ -41,7 +41,7 @@ from prunewarden.server._config import Listen, ServerConfig, ServerConfigError
 from prunewarden.server._connections import ConnectionLimits, guarded_protocol
 from prunewarden.server._fleet import FleetStatus
 from prunewarden.server._holding import ServerStore
-from prunewarden.server._metrics import ServerMetrics, ShippingMetrics
+from prunewarden.server._metrics import ServerMetrics, ShippingMetrics, StatusMetrics
 from prunewarden.server._problems import ProblemDocument
 from prunewarden.server._push import StatusPush
 from prunewarden.server._redis import RedisSessionStore
@@ -115,6 +115,7 @@ def build_app(config: ServerConfig) -> Built:
         tenants, store, ttl=config.session_ttl, max_live=config.max_live_sessions
     )
     server_metrics = ServerMetrics(registry)
+    registry.register(StatusMetrics(lambda: fleet.document(tenants)))
     limits = ConnectionLimits(
         max_connections=config.max_connections,
         header_seconds=config.header_seconds,
