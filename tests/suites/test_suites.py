@@ -106,7 +106,13 @@ class TestShippedSuites:
         guard_codes.discard("group_member_refused")  # the planner's, for a group: not a guard's
         guard_codes.discard("unscored_removal")  # needs transition.require_scores; none sets it
         # The fidelity codes need spec.fidelity; no shipped policy sets it.
-        guard_codes -= {"fact_lost", "negation_lost", "meaning_drift", "summary_is_error"}
+        guard_codes -= {
+            "fact_lost",
+            "negation_lost",
+            "meaning_drift",
+            "summary_is_error",
+            "summary_opaque",
+        }
         code, out, _ = cli("test", *map(str, SHIPPED), "--format", "json")
         assert code == 0
         for entry in json.loads(out)["coverage"]:
@@ -993,6 +999,7 @@ class TestCoverage:
             "negation_lost",
             "meaning_drift",
             "summary_is_error",
+            "summary_opaque",
         }
 
     def test_threshold_fails_below_and_names_the_gaps(self, tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ The public API (stable; ``docs/fidelity.md`` documents it):
 - ``sentences(text)``, ``sentence_similarities(parents, child_text, embedder)``: how the meaning
   method splits texts, and per parent each sentence's best cosine to a child sentence (what
   ``prunewarden calibrate --fidelity`` fits ``embedding_floor`` to).
+- ``OPAQUE_KIND``: the kind of a summary whose text cannot be read (``spec.fidelity.opaque``).
 - ``is_error_text(text, patterns)``, ``DEFAULT_ERROR_PATTERNS``: what ``summary_is_error``
   matches (empty or whitespace, provider errors, stack traces, refusals).
 
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 from prunewarden.fidelity._check import (
     DEFAULT_ERROR_PATTERNS,
+    OPAQUE_KIND,
     FidelityResult,
     FidelitySettings,
     Judge,
@@ -46,6 +48,7 @@ from prunewarden.fidelity._meaning import Embedder, sentence_similarities, sente
 __all__ = [
     "DEFAULT_ERROR_PATTERNS",
     "FACT_KINDS",
+    "OPAQUE_KIND",
     "Embedder",
     "Facts",
     "FidelityResult",

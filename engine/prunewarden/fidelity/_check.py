@@ -30,6 +30,10 @@ Method = Literal["facts", "embedding", "both", "judge"]
 Judge = Callable[[str, str], bool]
 Scope = Literal["protected", "all"]
 FidelityMode = Literal["enforce", "audit", "off"]
+#: How a summary whose text cannot be read (an encrypted compaction item) is judged.
+Opaque = Literal["keep_pinned", "refuse", "allow"]
+#: The kind of a summary whose text cannot be read: nothing can tell what it kept.
+OPAQUE_KIND = "opaque_summary"
 
 # Anchored at the start: a summary that *is* an error or a refusal, not one that mentions one.
 DEFAULT_ERROR_PATTERNS = (
@@ -77,6 +81,7 @@ class FidelitySettings:
     min_kept_share: float = 1.0
     embedding_floor: float = 0.5
     error_patterns: tuple[str, ...] = DEFAULT_ERROR_PATTERNS
+    opaque: Opaque = "keep_pinned"
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,9 @@ Each refusing code has its explainer here, beside the conditions it inverts (see
 of them; ``fact_lost`` is also allowed at ``min_kept_share`` no more than the share kept, or with
 the lost kinds not counted, ``negation_lost`` with negations not counted, ``meaning_drift`` at
 an ``embedding_floor`` no more than the parent's least similar sentence's best cosine; no policy
-value makes an error or a refusal a summary.
+value makes an error or a refusal a summary; ``summary_opaque`` (a summary whose text cannot be
+read, kind ``opaque_summary``, judged by ``spec.fidelity.opaque``) is also allowed at ``opaque:
+allow``.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from typing import Any
 
 from prunewarden.decision import Reason
 from prunewarden.fidelity import (
+    OPAQUE_KIND,
     Embedder,
     FidelityResult,
     FidelitySettings,
@@ -66,7 +69,7 @@ class FidelityFindings:
 
 NOTHING = FidelityFindings()
 # The refusing codes of this check, each explained by :func:`explain`.
-CODES = ("fact_lost", "negation_lost", "meaning_drift", "summary_is_error")
+CODES = ("fact_lost", "negation_lost", "meaning_drift", "summary_is_error", "summary_opaque")
 
 
 def judge(
@@ -95,6 +98,12 @@ def judge(
             if p != child.id and p in before and p not in present
         ]
         protected = [p for p in parents if settings.scope == "all" or pinned(p) or _summarizes(p)]
+        if child.segment.kind == OPAQUE_KIND:
+            if settings.opaque != "allow" and parents:
+                checked.append(child.id)
+                unread = parents if settings.opaque == "refuse" else protected
+                results.append(_opaque(child.id, [p.id for p in unread]))
+            continue
         if not protected and not (child.derived_from and parents):
             continue
         if not protected:  # unprotected parents: only an error as summary is refused
@@ -111,6 +120,19 @@ def judge(
         )
         results.append(result)
     return _findings(results, checked, before)
+
+
+def _opaque(child: str, parents: list[str]) -> FidelityResult:
+    """An opaque summary replacing ``parents``: nothing can tell what it kept of them."""
+    reasons = tuple(
+        Reason(
+            "summary_opaque",
+            f"summary {child} cannot be read, so nothing tells what it kept of {parent}",
+            {"parent": parent, "child": child, "lost": []},
+        )
+        for parent in parents
+    )
+    return FidelityResult(child, (), reasons)
 
 
 def _summarizes(segment: TransitionSegment) -> bool:
@@ -159,6 +181,12 @@ def explain(
             [back],
             f"summary {child} is empty, an error message or a refusal: no policy value allows "
             f"it; {sentence}",
+        )
+    if reason.code == "summary_opaque":
+        return explained(
+            reason,
+            [back, change("spec.fidelity.opaque", "==", "allow")],
+            f"summary {child} cannot be read: {sentence}, or at opaque allow",
         )
     if reason.code == "negation_lost":
         return explained(

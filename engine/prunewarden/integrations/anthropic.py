@@ -9,32 +9,53 @@ and judges the edit with ``Session.verify``; :func:`compile_context_management` 
 ``context_management`` parameter that cannot clear what the policy pins. A placeholder records
 that a tool result was cleared, so it is the tombstone of an unpinned one; it does not say what
 a pinned one held, so clearing a pinned result is ``pinned_removed`` (docs/transitions.md).
+A compaction block (``compact_20260112``, the ``compaction`` parameter) is judged by
+:func:`judge_compaction` against the messages it replaces, and the policy's pins are compiled
+into its ``instructions`` (docs/compaction.md).
 """
 
 from __future__ import annotations
 
-import json
-from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, cast
 
-from anthropic import BaseModel as SDKModel
 from anthropic.types.beta import (
     BetaClearThinking20251015EditParam,
     BetaClearThinking20251015EditResponse,
     BetaClearToolUses20250919EditParam,
     BetaClearToolUses20250919EditResponse,
+    BetaCompact20260112EditParam,
     BetaContextManagementConfigParam,
 )
 from pydantic import TypeAdapter, ValidationError
 
 from prunewarden.decision import Decision
 from prunewarden.errors import InputError, Problem
+from prunewarden.integrations._anthropic_blocks import (
+    THINKING,
+    Block,
+    block_text,
+    message_segments,
+    plain,
+    request_blocks,
+    window_segments,
+)
+from prunewarden.integrations._anthropic_compaction import (
+    APPLIED_BY_COMPACTION,
+    COMPACT,
+    SUMMARIZE_PROMPT,
+    CompactionOutcome,
+    compaction_block,
+    compaction_instructions,
+    compaction_window,
+    compile_compact_edit,
+    compile_compaction,
+    judge_compaction,
+)
 from prunewarden.integrations._tombstones import warn_restored
 from prunewarden.policy import Policy, classifier
 from prunewarden.rules import SegmentClassifier
-from prunewarden.scoring import text_sha256
 from prunewarden.session import Session
 
 CLEAR_TOOL_USES: Final = "clear_tool_uses_20250919"
@@ -43,7 +64,6 @@ PLACEHOLDER = "[cleared by context editing]"
 APPLIED_BY = "anthropic.context_management"
 DEFAULT_KEEP_TOOL_USES = 3  # the server's default keep: {type: tool_uses, value: 3}
 DEFAULT_KEEP_THINKING_TURNS = 1  # the server's default: the last assistant turn's thinking
-_THINKING = {"thinking", "redacted_thinking"}
 _EDITS: dict[str, TypeAdapter[Any]] = {
     CLEAR_TOOL_USES: TypeAdapter(BetaClearToolUses20250919EditParam),
     CLEAR_THINKING: TypeAdapter(BetaClearThinking20251015EditParam),
@@ -52,155 +72,6 @@ _APPLIED: dict[str, TypeAdapter[Any]] = {
     CLEAR_TOOL_USES: TypeAdapter(BetaClearToolUses20250919EditResponse),
     CLEAR_THINKING: TypeAdapter(BetaClearThinking20251015EditResponse),
 }
-
-
-def _plain(value: Any) -> Any:
-    """``value`` with every SDK model in it as the dict the API would receive."""
-    if isinstance(value, SDKModel):
-        return value.model_dump(mode="json", exclude_none=True)
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, Iterable) and not isinstance(value, str | bytes):
-        return [_plain(v) for v in value]
-    return value
-
-
-def _blocks(content: Any) -> list[dict[str, Any]]:
-    if isinstance(content, str):
-        return [{"type": "text", "text": content}]
-    return [_plain(block) for block in content]
-
-
-def _result_text(block: Mapping[str, Any]) -> str:
-    content = block.get("content", "")
-    if isinstance(content, str):
-        return content
-    return "\n".join(str(part.get("text", "")) for part in content if isinstance(part, Mapping))
-
-
-_TEXTS: dict[str, Callable[[Mapping[str, Any]], str]] = {
-    "text": lambda block: str(block.get("text", "")),
-    "tool_use": lambda block: (
-        f"{block.get('name', '')}({json.dumps(block.get('input', {}), sort_keys=True)})"
-    ),
-    "tool_result": _result_text,
-    "thinking": lambda block: str(block.get("thinking", "")),
-    "redacted_thinking": lambda block: str(block.get("data", "")),
-}
-
-
-def block_text(block: Mapping[str, Any]) -> str:
-    """The text a block carries: a text's text, a call's name and input, a result's content,
-    a thinking block's thinking (a redacted one's data); any other block as JSON."""
-    read = _TEXTS.get(str(block.get("type")))
-    return read(block) if read else json.dumps(block, sort_keys=True, default=str)
-
-
-@dataclass(frozen=True, slots=True)
-class _Block:
-    """One content block of a request: where it is, and what a tool block is about."""
-
-    turn: int  # the message's index; -1 for the system prompt
-    block: dict[str, Any]
-    tool_use_id: str | None = None
-    tool_name: str | None = None
-
-
-def _request_blocks(messages: Iterable[Any], system: Any = None) -> list[_Block]:
-    """The blocks of a request, in order, the system prompt first; a tool result knows the
-    name of the tool whose use it answers."""
-    blocks = [_Block(-1, b) for b in (_blocks(system) if system else [])]
-    names: dict[str, str] = {}
-    for turn, message in enumerate(_plain(list(messages))):
-        for block in _blocks(message.get("content", "")):
-            block["_role"] = message.get("role")
-            use_id = block.get("id") if block.get("type") == "tool_use" else None
-            use_id = use_id or (
-                block.get("tool_use_id") if block.get("type") == "tool_result" else None
-            )
-            if block.get("type") == "tool_use" and use_id:
-                names[use_id] = str(block.get("name", ""))
-            name = names.get(use_id) if use_id else None
-            blocks.append(_Block(turn, block, use_id, name))
-    return blocks
-
-
-def message_segments(  # noqa: PLR0913 - the request, then what gives blocks their kinds and pins
-    messages: Iterable[Any],
-    *,
-    system: Any = None,
-    tool_kinds: Mapping[str, str] | None = None,
-    pinned_tools: Iterable[str] = (),
-    canaries: Iterable[str] = (),
-    classify: SegmentClassifier | None = None,
-) -> list[dict[str, Any]]:
-    """The window segments of a request (see the module's docstring). ``tool_kinds`` maps a
-    tool's name to the kind its results take (a kind the policy may pin); ``classify`` (a
-    policy's classifier, :func:`prunewarden.policy.classifier`) gives the other blocks theirs."""
-    blocks = _request_blocks(messages, system)
-    return _segments(blocks, tool_kinds, pinned_tools, canaries, classify)
-
-
-def _segments(
-    blocks: list[_Block],
-    tool_kinds: Mapping[str, str] | None,
-    pinned_tools: Iterable[str],
-    canaries: Iterable[str],
-    classify: SegmentClassifier | None = None,
-) -> list[dict[str, Any]]:
-    pinned_names, canary_ids = set(pinned_tools), set(canaries)
-    first_user = next((b.turn for b in blocks if b.block.get("_role") == "user"), None)
-    seen: Counter[str] = Counter()
-    segments = []
-    for b in blocks:
-        kind = _kind(b, tool_kinds or {})
-        text = block_text(b.block)
-        if classify is not None and kind in _ROLE_OF:
-            given = classify.classify(_ROLE_OF[kind], text, b.tool_name)
-            kind = given.kind if given is not None else kind
-        digest = text_sha256(json.dumps(b.block, sort_keys=True, default=str))[:16]
-        seen[digest] += 1
-        own = f"block-{digest}" if seen[digest] == 1 else f"block-{digest}-{seen[digest]}"
-        canary = own in canary_ids or (b.tool_name in pinned_names and kind != "tool_call")
-        segment: dict[str, Any] = {
-            "id": own,
-            "kind": kind,
-            "text": text,
-            "tokens": len(text) // 4 + 4,
-            "text_sha256": text_sha256(text),
-            "non_recoverable": b.turn in {-1, first_user} or canary,
-            "metadata": {"canary": canary, "turn": b.turn},
-        }
-        if b.tool_use_id:
-            segment["group"] = f"tool_use:{b.tool_use_id}"
-        elif b.block.get("type") in _THINKING:
-            segment["group"] = f"thinking:{b.turn}"
-        segments.append(segment)
-    return segments
-
-
-# The kinds a block takes from its place, and the role a classifier reads for each; a kind a
-# tool's results were given (tool_kinds) and thinking blocks are not classified.
-_ROLE_OF = {
-    "system": "system",
-    "user": "user",
-    "assistant": "assistant",
-    "tool_call": "assistant",
-    "tool": "tool",
-}
-
-
-def _kind(b: _Block, tool_kinds: Mapping[str, str]) -> str:
-    kind = b.block.get("type")
-    if b.turn == -1:
-        return "system"
-    if kind == "tool_use":
-        return "tool_call"
-    if kind == "tool_result":
-        return tool_kinds.get(b.tool_name or "", "tool")
-    if kind in _THINKING:
-        return "thinking"
-    return str(b.block.get("_role") or "user")
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,8 +113,8 @@ def applied_window(  # noqa: PLR0913 - the request, the response and what pins s
     ``context_management``; ``response`` is the message (or its ``context_management``, or a
     dict of either). A cleared segment is recorded (a placeholder naming it, or a tombstone id)
     unless it is pinned: non-recoverable, a canary, a pinned tool's, or of ``pinned_kinds``."""
-    blocks = _request_blocks(request.get("messages", ()), request.get("system"))
-    before = _segments(blocks, tool_kinds, pinned_tools, canaries, classify)
+    blocks = request_blocks(request.get("messages", ()), request.get("system"))
+    before = window_segments(blocks, tool_kinds, pinned_tools, canaries, classify)
     kinds = set(pinned_kinds)
     pinned = {s["id"] for s in before if s["non_recoverable"] or s["kind"] in kinds}
     edits = _requested_edits(request.get("context_management") or {})
@@ -277,7 +148,7 @@ def applied_window(  # noqa: PLR0913 - the request, the response and what pins s
 def _applied_edits(response: Any) -> list[dict[str, Any]]:
     """The response's applied edits, each checked against the SDK's model of its kind; a kind
     this module cannot rebuild is refused, never skipped."""
-    found = _plain(response)
+    found = plain(response)
     if isinstance(found, Mapping) and "applied_edits" not in found:
         found = found.get("context_management") or {}
     edits = []
@@ -297,7 +168,7 @@ def _requested_edits(config: Any) -> dict[str, dict[str, Any]]:
     """The request's edits this module rebuilds, by type, each checked against the SDK's type
     of its kind (an edit of another kind, such as compaction, is not rebuilt)."""
     found = {}
-    for i, edit in enumerate(_plain(config).get("edits", [])):
+    for i, edit in enumerate(plain(config).get("edits", [])):
         adapter = _EDITS.get(str(edit.get("type")))
         if adapter is not None:
             found[edit["type"]] = _validated(adapter, edit, f"$.context_management.edits[{i}]")
@@ -308,7 +179,7 @@ def _validated(adapter: TypeAdapter[Any], value: Any, path: str) -> Any:
     """``value`` as plain data once the SDK's type accepts it, else a located InputError."""
     try:
         # Iterables the SDK's types accept are checked as they are read: read them here.
-        return _plain(adapter.validate_python(_plain(value)))
+        return plain(adapter.validate_python(plain(value)))
     except ValidationError as error:
         problems = [
             Problem(path=path + "".join(_step(part) for part in e["loc"]), message=e["msg"])
@@ -322,7 +193,7 @@ def _step(part: str | int) -> str:
 
 
 def _clear_tool_uses(
-    blocks: list[_Block],
+    blocks: list[Block],
     after: list[dict[str, Any]],
     edit: Mapping[str, Any],
     count: int,
@@ -359,10 +230,10 @@ def _clear_tool_uses(
 
 
 def _clear_thinking(
-    blocks: list[_Block], after: list[dict[str, Any]], edit: Mapping[str, Any], count: int
+    blocks: list[Block], after: list[dict[str, Any]], edit: Mapping[str, Any], count: int
 ) -> list[str]:
     """Drop the thinking blocks of the ``count`` oldest turns the edit may clear."""
-    turns = sorted({b.turn for b in blocks if b.block.get("type") in _THINKING})
+    turns = sorted({b.turn for b in blocks if b.block.get("type") in THINKING})
     keep = edit.get("keep", {"value": DEFAULT_KEEP_THINKING_TURNS})
     kept = len(turns) if keep == "all" or keep.get("type") == "all" else int(keep["value"])
     clearable = turns[: max(len(turns) - kept, 0)]
@@ -371,7 +242,7 @@ def _clear_thinking(
     gone = set(clearable[:count])
     removed = []
     for position, b in enumerate(blocks):
-        if b.block.get("type") in _THINKING and b.turn in gone:
+        if b.block.get("type") in THINKING and b.turn in gone:
             removed.append(after[position]["id"])
             after[position] = {}
     return removed
@@ -428,19 +299,22 @@ def compile_context_management(  # noqa: PLR0913 - the policy and what it pins
     pinned_tools: Iterable[str] = (),
     canaries: Iterable[str] = (),
     edit: BetaClearToolUses20250919EditParam | None = None,
+    compact: BetaCompact20260112EditParam | bool = False,
 ) -> BetaContextManagementConfigParam:
     """The ``context_management`` parameter for a request of ``messages`` under ``policy``:
     ``edit`` (or the server's defaults) with every tool whose results the policy pins in
     ``exclude_tools``, and ``keep`` raised to cover the oldest use whose result is a canary;
     thinking kept whole (``keep: "all"``) when the policy pins the ``thinking`` kind or a canary
-    is a thinking block."""
+    is a thinking block. ``compact`` (True, or the edit to start from) adds the
+    ``compact_20260112`` edit of :func:`compile_compact_edit`: the pinned blocks kept verbatim
+    in its ``instructions``, ``pause_after_compaction`` on."""
     pinned_kinds, canary_ids = policy.spec.transition.pinned_kinds, set(canaries)
     excluded = set(pinned_tools) | {n for n, k in (tool_kinds or {}).items() if k in pinned_kinds}
     clear: dict[str, Any] = dict(edit or {"type": CLEAR_TOOL_USES})
     excluded |= set(clear.get("exclude_tools") or ())
-    blocks = _request_blocks(messages)
+    blocks = request_blocks(messages)
     uses = [b.tool_use_id for b in blocks if b.block.get("type") == "tool_use"]
-    segments = _segments(blocks, tool_kinds, (), canary_ids)
+    segments = window_segments(blocks, tool_kinds, (), canary_ids)
     pinned_uses = [
         uses.index(b.tool_use_id)
         for b, s in zip(blocks, segments, strict=True)
@@ -457,19 +331,40 @@ def compile_context_management(  # noqa: PLR0913 - the policy and what it pins
     if "thinking" in pinned_kinds or pinned_thinking:
         thinking: BetaClearThinking20251015EditParam = {"type": CLEAR_THINKING, "keep": "all"}
         edits.insert(0, thinking)  # the API asks that clear_thinking come first
+    if compact:
+        edits.append(
+            compile_compact_edit(
+                policy,
+                messages=messages,
+                tool_kinds=tool_kinds,
+                pinned_tools=pinned_tools,
+                canaries=canaries,
+                edit=None if compact is True else compact,
+            )
+        )
     return {"edits": edits}
 
 
 __all__ = [
     "APPLIED_BY",
+    "APPLIED_BY_COMPACTION",
     "CLEAR_THINKING",
     "CLEAR_TOOL_USES",
+    "COMPACT",
     "PLACEHOLDER",
+    "SUMMARIZE_PROMPT",
+    "CompactionOutcome",
     "ContextEditOutcome",
     "EditedWindow",
     "applied_window",
     "block_text",
+    "compaction_block",
+    "compaction_instructions",
+    "compaction_window",
+    "compile_compact_edit",
+    "compile_compaction",
     "compile_context_management",
     "judge_applied_edits",
+    "judge_compaction",
     "message_segments",
 ]

@@ -14,6 +14,11 @@ nothing; ``replace_items`` writes the history with only what it must not drop pu
 tombstone recounted), with a warning on the ``prunewarden.integrations`` logger naming what was
 put back and the decision id, or raises :class:`~prunewarden.UnsafeTransitionError`
 (``on_refusal="raise"``). ``last_decision`` holds the latest transition decision.
+
+A compaction item the edit writes (the Responses API's ``type: compaction``, its content
+encrypted) is an opaque summary of every item it replaced, judged by ``spec.fidelity.opaque``;
+what must stay is re-appended after it, verbatim. ``OpenAIResponsesCompactionSession`` wrapping
+a guarded session writes its compactions through :meth:`GuardedSession.replace_items`.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from agents.memory import SessionSettings
 from prunewarden.decision import Decision
 from prunewarden.engine import Engine
 from prunewarden.errors import UnsafeTransitionError
+from prunewarden.fidelity import OPAQUE_KIND
 from prunewarden.integrations._tombstones import (
     Segment,
     removals_to_record,
@@ -46,6 +52,8 @@ from prunewarden.integrations.openai_agents import (
 )
 
 OnRefusal = Literal["restore", "raise"]
+#: What a compaction written by the SDK's ``OpenAIResponsesCompactionSession`` is recorded as.
+COMPACTION_SESSION = "agents.OpenAIResponsesCompactionSession"
 
 
 class GuardedSession(AgentsSession):
@@ -109,6 +117,12 @@ class GuardedSession(AgentsSession):
             await self.inner.add_items(written)
             return written
 
+    async def _atomic_replace_items(self, items: list[Item]) -> bool:
+        """What the SDK's ``OpenAIResponsesCompactionSession`` calls to write its compacted
+        history on the session it wraps (looked up on the type): judged as ``replace_items``."""
+        await self.replace_items(items, applied_by=COMPACTION_SESSION)
+        return True
+
     async def _judged(
         self,
         before: list[Item],
@@ -123,6 +137,7 @@ class GuardedSession(AgentsSession):
         what the caller deletes is no silent loss."""
         old = self._segments(before)
         new = self._segments(after)
+        compaction = _mark_compaction(old, new, after)
         recorded = removals_to_record(self.guard, old, new)
         tombstone: Item | None = None
         written = None
@@ -137,7 +152,10 @@ class GuardedSession(AgentsSession):
             self.guard.verify,
             old,
             new,
-            tombstones=() if write_tombstone else [s["id"] for s in recorded],
+            tombstones=[
+                *([] if write_tombstone else [s["id"] for s in recorded]),
+                *self._folded_into(compaction, new),
+            ],
             applied_by=applied_by,
         )
         self.last_decision = decision
@@ -148,6 +166,12 @@ class GuardedSession(AgentsSession):
         items = {s["id"]: item for item, s in zip(before, old, strict=True)}
         items.update((s["id"], item) for item, s in zip(after, new, strict=True))
         window = [s for s in decision.repair(old, new) if s["id"] != written]
+        if compaction is not None:  # what must stay goes after the compaction item, verbatim
+            made = {s["id"] for s in new}
+            restored = [s for s in window if s["id"] not in made]
+            window = [s for s in window if s["id"] in made]
+            at = next(i for i, s in enumerate(window) if s["id"] == compaction) + 1
+            window[at:at] = restored
         repaired = [items[segment["id"]] for segment in window]
         if tombstone is not None:
             # Recounted for what stays removed, and placed again (never inside a call's group).
@@ -158,6 +182,13 @@ class GuardedSession(AgentsSession):
                 repaired.insert(tombstone_position(old, window, still), fresh)
         warn_restored(self.guard, applied_by, decision, decision.restore)
         return False, repaired
+
+    def _folded_into(self, compaction: str | None, new: list[dict[str, Any]]) -> list[str]:
+        """What the compaction item replaced, recorded by it when ``spec.fidelity`` judges it
+        (``opaque``); without fidelity nothing does, and the pinned items come back."""
+        if compaction is None or self.guard.policy.spec.fidelity.mode == "off":
+            return []
+        return [i for s in new if s["id"] == compaction for i in s["derived_from"]]
 
     def _segments(self, items: list[Item]) -> list[dict[str, Any]]:
         classify = self.classify or policy_classifier(self.guard.policy, items)
@@ -170,6 +201,21 @@ class GuardedSession(AgentsSession):
                 item.get("role") in {"system", "developer"} or last["kind"] == "tombstone"
             )
         return segments
+
+
+def _mark_compaction(
+    old: list[dict[str, Any]], new: list[dict[str, Any]], after: Sequence[Item]
+) -> str | None:
+    """A compaction item the edit wrote (``type: compaction``, encrypted: nothing can read it)
+    becomes an opaque summary deriving from every item it replaced; returns its id."""
+    kept = {s["id"] for s in old}
+    for segment, item in zip(new, after, strict=True):
+        if item.get("type") == "compaction" and segment["id"] not in kept:
+            present = {s["id"] for s in new}
+            segment["kind"] = OPAQUE_KIND
+            segment["derived_from"] = [s["id"] for s in old if s["id"] not in present]
+            return str(segment["id"])
+    return None
 
 
 def _tombstone_segment(
@@ -185,4 +231,4 @@ def _tombstone_segment(
     return tombstone_segment(segment_id, read["text"], read["tokens"], recorded)
 
 
-__all__ = ["GuardedSession", "OnRefusal"]
+__all__ = ["COMPACTION_SESSION", "GuardedSession", "OnRefusal"]

@@ -4,11 +4,11 @@ section keeps every digest a policy had before the section existed.
 An absent section is ``mode: off``: fidelity is checked only by a policy that asks for it, and
 ``spec: {fidelity: {mode: enforce}}`` (or ``fidelity: {}``) is enough, every other field taking its
 implicit value: ``method: facts``, ``scope: protected``, every fact kind, ``min_kept_share: 1.0``,
-``embedding_floor: 0.5`` and the default error patterns. The canonical document (what the digest
-hashes) keeps the mode and only the fields that differ from their implicit value, and drops the
-section when its mode is ``off``: spelling the implicit values out changes nothing. As with
-``spec.transition``, the implicit values belong to the policy format (``policy.v1``), not to an
-engine release, so one digest means one behaviour.
+``embedding_floor: 0.5``, the default error patterns and ``opaque: keep_pinned``. The canonical
+document (what the digest hashes) keeps the mode and only the fields that differ from their
+implicit value, and drops the section when its mode is ``off``: spelling the implicit values out
+changes nothing. As with ``spec.transition``, the implicit values belong to the policy format
+(``policy.v1``), not to an engine release, so one digest means one behaviour.
 
 Guardrails and ``policy diff`` read the *effective* document (:func:`effective_document`), with
 the section filled in.
@@ -34,6 +34,7 @@ IMPLICIT: dict[str, Any] = {
     "min_kept_share": 1.0,
     "embedding_floor": 0.5,
     "error_patterns": list(DEFAULT_ERROR_PATTERNS),
+    "opaque": "keep_pinned",
 }
 
 
@@ -86,6 +87,7 @@ def fidelity_settings(spec: dict[str, Any]) -> FidelitySettings:
         min_kept_share=float(fields["min_kept_share"]),
         embedding_floor=float(fields["embedding_floor"]),
         error_patterns=tuple(fields["error_patterns"]),
+        opaque=fields["opaque"],
     )
 
 

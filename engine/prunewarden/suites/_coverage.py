@@ -87,6 +87,11 @@ def applicable_reasons(policy: Policy, words: Vocabulary | None = None) -> dict[
             ("fact_lost", "negation_lost", "summary_is_error"),
             None if spec.fidelity.mode != "off" else "spec.fidelity is off",
         ),
+        "summary_opaque": (
+            None
+            if spec.fidelity.mode != "off" and spec.fidelity.opaque != "allow"
+            else "spec.fidelity is off or its opaque is allow"
+        ),
         "meaning_drift": (
             None
             if spec.fidelity.mode != "off" and spec.fidelity.method != "facts"
