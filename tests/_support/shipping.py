@@ -81,7 +81,7 @@ def receiver(
         if gate is not None:
             assert gate.wait(WAIT_SECONDS), "the test never opened the gate"
 
-    collector = Collector(directory, before_accept=before, **options)
+    collector = Collector(directory, before_answer=before, **options)
     server = collector.serve("127.0.0.1", port)
     url = f"http://127.0.0.1:{server.server_address[1]}/v1/logs"
     holder.append(Receiver(collector, url))

@@ -61,8 +61,10 @@ class Collector:
     replica it may ship as (:func:`~prunewarden.shipping.read_collect_tokens`), instead of or
     beside ``token``; ``key``: the HMAC key to check keyed records with (None: their links are
     checked, their seals are left to ``audit verify`` with the key; with it, an unkeyed record
-    is refused as a forgery); ``before_accept``: called with the replica's name before a batch
-    is checked (tests hold a receiver there to make it slow)."""
+    is refused as a forgery); ``before_answer``: called with the replica's name once a batch is
+    written and before it is acknowledged (tests hold a receiver there: a slow receiver, or a
+    sender gone before its answer; the batch is read as it streams in, so a hold before it is
+    read would race the sender's last bytes)."""
 
     def __init__(
         self,
@@ -71,14 +73,14 @@ class Collector:
         token: str | None = None,
         tokens: Mapping[str, str] | None = None,
         key: bytes | None = None,
-        before_accept: Callable[[str], None] | None = None,
+        before_answer: Callable[[str], None] | None = None,
     ) -> None:
         self.directory = directory
         directory.mkdir(parents=True, exist_ok=True)
         self.token = token
         self.tokens = {f"Bearer {t}".encode(): name for t, name in (tokens or {}).items()}
         self.key = key
-        self.before_accept = before_accept
+        self.before_answer = before_answer
         self._replicas: dict[str, ReplicaChain] = {}
         self._lock = threading.Lock()
 
@@ -151,9 +153,9 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             replica, body = self._batch()
             _refuse_another_replica(sender, replica)
-            if self.collector.before_accept is not None:
-                self.collector.before_accept(replica)
             accepted = self.collector.replica(replica).accept(body)
+            if self.collector.before_answer is not None:
+                self.collector.before_answer(replica)
         except BatchRefused as exc:
             self._problem(exc.kind, exc.detail)
             return
