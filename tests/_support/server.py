@@ -169,6 +169,8 @@ def policy_text(spec: dict[str, object], *, name: str, version: str) -> str:
 
 
 def audit_decisions(path: Path) -> list[dict[str, Any]]:
-    """The decision records of an audit log."""
-    records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    """The decision records of an audit log, as far as its last complete line: a log read while
+    the server writes may end in part of a record."""
+    complete, _, _torn = path.read_bytes().rpartition(b"\n")
+    records = [json.loads(line) for line in complete.splitlines()]
     return [r for r in records if r.get("kind") == "decision"]
