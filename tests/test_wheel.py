@@ -27,8 +27,8 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return install_wheel(build_wheel(work), work / "venv")
 
 
-# pip builds the wheel in the source tree (build/, *.egg-info), which the pre-commit tests copy:
-# one worker runs both (pytest-xdist, docs/testing.md).
+# The wheel and the pre-commit tests each build the project from a copy of its source tree
+# (_support.wheels.copy_project), never in the checkout; one worker runs both (docs/testing.md).
 pytestmark = pytest.mark.xdist_group("source-tree")
 
 

@@ -18,6 +18,18 @@ ROOT = Path(__file__).resolve().parents[2]
 PROJECT_FILES = ("pyproject.toml", "README.md")
 PROJECT_FOLDERS = ("engine", "schemas", "policies")
 
+
+def copy_project(target: Path, extra_files: tuple[str, ...] = ()) -> None:
+    """The project's installable files (and ``extra_files``) copied into ``target``, without
+    what an install or a run left beside them (``*.egg-info``, byte code)."""
+    target.mkdir(parents=True, exist_ok=True)
+    for name in (*PROJECT_FILES, *extra_files):
+        shutil.copy2(ROOT / name, target / name)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
+    for name in PROJECT_FOLDERS:
+        shutil.copytree(ROOT / name, target / name, ignore=ignore)
+
+
 #: Wheels of the runtime dependencies, fetched once (pip download) and reused offline after.
 WHEEL_CACHE = ROOT / ".venv" / "wheel-cache"
 
@@ -49,13 +61,7 @@ def build_wheel(work: Path) -> Path:
     copy of the source tree in ``work/source``: setuptools writes ``build/`` and ``*.egg-info``
     where it builds, so a build in the checkout would race any other test reading it."""
     source = work / "source"
-    for name in PROJECT_FILES:
-        source.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(ROOT / name, source / name)
-    for name in PROJECT_FOLDERS:
-        shutil.copytree(
-            ROOT / name, source / name, ignore=shutil.ignore_patterns("*.egg-info", "__pycache__")
-        )
+    copy_project(source)
     dist = work / "dist"
     built = pip("wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(dist), str(source))
     assert built.returncode == 0, built.stderr

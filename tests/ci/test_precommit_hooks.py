@@ -11,7 +11,6 @@ the hook's exit status.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import sysconfig
@@ -19,15 +18,13 @@ from pathlib import Path
 
 import pytest
 import yaml
+from _support.wheels import copy_project
 
-# pip builds the project in its source tree (build/, *.egg-info) while this copies it: one worker
-# runs both (pytest-xdist, docs/testing.md).
+# The wheel and the pre-commit tests each build the project from a copy of its source tree
+# (_support.wheels.copy_project), never in the checkout; one worker runs both (docs/testing.md).
 pytestmark = [pytest.mark.spawns, pytest.mark.xdist_group("source-tree")]
 
 ROOT = Path(__file__).resolve().parents[2]
-# What `pip install .` of the project needs from its source tree.
-PROJECT_FILES = ("pyproject.toml", "README.md", ".pre-commit-hooks.yaml")
-PROJECT_FOLDERS = ("engine", "schemas", "policies")
 
 POLICY = """\
 # yaml-language-server: $schema=https://prunewarden.dev/schemas/policy.v1.schema.json
@@ -69,12 +66,7 @@ def git(cwd: Path, *args: str) -> str:
 
 def hook_repository(target: Path) -> str:
     """A git repository holding the project's installable files; returns its commit."""
-    target.mkdir()
-    for name in PROJECT_FILES:
-        shutil.copy2(ROOT / name, target / name)
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
-    for name in PROJECT_FOLDERS:
-        shutil.copytree(ROOT / name, target / name, ignore=ignore)
+    copy_project(target, (".pre-commit-hooks.yaml",))
     git(target, "init", "-q")
     git(target, "add", "-A")
     git(target, "commit", "-q", "-m", "hooks")
