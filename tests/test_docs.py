@@ -22,7 +22,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from prunewarden.cli._common import EXIT_CODE_MEANINGS, exit_codes_table
 from prunewarden.cli._main import COMMANDS, _parser
+from prunewarden.errors import ExitCode
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent  # .venv/bin under make test: it holds the prunewarden script
@@ -219,16 +221,16 @@ def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentP
 
 class TestCommandList:
     def command_lines(self) -> dict[str, str]:
-        """The README's list of commands: each command and what it says of it."""
-        (block,) = [b for b in blocks("README.md") if b.startswith("prunewarden validate ")]
+        """docs/cli.md's list of commands: each command and what it says of it."""
+        (block,) = [b for b in blocks("docs/cli.md") if b.startswith("prunewarden validate ")]
         return dict(line.removeprefix("prunewarden ").split(None, 1) for line in block.splitlines())
 
-    def test_the_readme_lists_every_command_in_help_order(self) -> None:
-        """README.md's list of commands is the commands of ``prunewarden --help``."""
+    def test_the_page_lists_every_command_in_help_order(self) -> None:
+        """docs/cli.md's list of commands is the commands of ``prunewarden --help``."""
         assert list(self.command_lines()) == list(COMMANDS)
 
-    def test_the_readme_names_every_subcommand(self) -> None:
-        """A command with subcommands (audit, policy) names each in the README's list."""
+    def test_the_page_names_every_subcommand(self) -> None:
+        """A command with subcommands (audit, policy) names each in docs/cli.md's list."""
         lines = self.command_lines()
         missing = [
             f"{command} {sub}"
@@ -238,6 +240,22 @@ class TestCommandList:
             if not re.search(rf"\b{re.escape(sub)}\b", lines[command])
         ]
         assert missing == []
+
+
+class TestExitCodes:
+    def test_every_exit_code_has_a_meaning(self) -> None:
+        """``EXIT_CODE_MEANINGS`` says what each code of ``ExitCode`` means, and nothing else."""
+        assert list(EXIT_CODE_MEANINGS) == sorted(ExitCode)
+
+    def test_the_page_shows_the_generated_table(self) -> None:
+        """docs/cli.md's table of exit codes is the one generated from ``EXIT_CODE_MEANINGS``
+        (paste ``exit_codes_table(EXIT_CODE_MEANINGS)`` when a meaning changes)."""
+        text = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+        start = text.index("| exit code | meaning |")
+        shown = text[start : text.index("\n\n", start) + 1]
+        assert shown == exit_codes_table(EXIT_CODE_MEANINGS)
+        rows = re.findall(r"^\| (\d+) \|", shown, re.MULTILINE)
+        assert [int(code) for code in rows] == [int(code) for code in sorted(ExitCode)]
 
 
 def test_python_snippets_import_what_exists() -> None:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import io
+import json
 import shutil
-import sys
+import tomllib
 from pathlib import Path
 
 import pytest
 from _support.blocking import call_guarded, make_fifo
+from prunewarden._extras import declared_extras
 from prunewarden.cli._main import run
 from prunewarden.health import diagnose
 
@@ -21,6 +23,31 @@ metadata: {name: prod, version: 1.0.0}
 spec:
   eviction: {stability_delta: 0.25}
 """
+
+
+FAKE_METADATA = """\
+Metadata-Version: 2.1
+Name: prunewarden
+Version: 0.1.0
+Provides-Extra: absent
+Provides-Extra: all
+Provides-Extra: here
+Requires-Dist: pyyaml>=6.0
+Requires-Dist: prunewarden-absent-dist>=1; extra == "absent"
+Requires-Dist: prunewarden[absent]; extra == "all"
+Requires-Dist: pyyaml; extra == "all"
+Requires-Dist: prunewarden-absent-dist; sys_platform == "no-such-platform" and extra == "here"
+Requires-Dist: pyyaml; extra == "here"
+"""
+
+
+def fake_metadata(site: Path) -> Path:
+    """A folder holding prunewarden's metadata with extras of its own, first on sys.path: what
+    doctor reads instead of the installed package's."""
+    info = site / "prunewarden-0.1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(FAKE_METADATA)
+    return site
 
 
 def cli(*argv: str) -> tuple[int, str, str]:
@@ -169,11 +196,52 @@ class TestDoctor:
         assert not (deployment / "new.jsonl").exists()
 
     def test_missing_extra_fails(self, deployment: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-        """A required extra that is not installed: exit 2, with how to install it."""
-        monkeypatch.setitem(sys.modules, "duckdb", None)
-        code, out, _ = doctor(deployment, "--extra", "sql")
+        """A required extra whose requirement is not installed, as the package's metadata
+        declares it: exit 2, naming the extra, how to install it and what is missing. An extra
+        naming another (``prunewarden[absent]``) needs that one's requirements too; one for
+        another platform is not required."""
+        monkeypatch.syspath_prepend(str(fake_metadata(deployment / "site")))
+        code, out, _ = doctor(deployment, "--extra", "all")
         assert code == 2
-        assert out.startswith("FAIL: extras not installed: sql (pip install 'prunewarden[sql]')")
+        assert out.startswith(
+            "FAIL: extras not installed: all (pip install 'prunewarden[all]'): "
+            "all needs prunewarden-absent-dist>=1; ok: policy"
+        )
+        assert doctor(deployment, "--extra", "here")[0] == 0
+
+    def test_an_unknown_extra_lists_the_extras(self, deployment: Path) -> None:
+        """An extra the package does not declare: exit 2, with the ones it does."""
+        code, out, _ = doctor(deployment, "--extra", "sqll")
+        assert code == 2
+        assert out.startswith("FAIL: extras unknown: sqll (the extras of prunewarden: ")
+        assert ", sql, " in out
+
+    def test_every_declared_extra_is_known(self, deployment: Path) -> None:
+        """doctor knows every extra of pyproject.toml (read from the installed metadata, under
+        its normalized name), installed here by the test extra."""
+        declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+            "optional-dependencies"
+        ]
+        assert set(declared_extras()) == set(declared)
+        names = [name for name in declared if name != "realdata"]  # make realdata's, not CI's
+        wanted = [part for name in names for part in ("--extra", name)]
+        code, out, _ = doctor(deployment, *wanted, "--extra", "Cel_Native")  # cel-native again
+        assert (code, out.startswith("ok: ")) == (0, True), out
+        assert out.endswith(f"; extras {', '.join(names)} installed\n")
+
+    def test_json_format_has_every_finding(self, deployment: Path) -> None:
+        """--format json: the verdict, the exit code and each finding, as one JSON document."""
+        code, out, _ = doctor(deployment, "--extra", "sqll", "--format", "json")
+        document = json.loads(out)
+        assert code == document["exit_code"] == 2
+        assert document["ok"] is False
+        checks = [(f["check"], f["ok"], f["exit_code"]) for f in document["findings"]]
+        assert checks == [
+            ("policy", True, 0),
+            ("audit", True, 0),
+            ("checkpoint", True, 0),
+            ("extras", False, 2),
+        ]
 
     def test_every_check_runs(self, deployment: Path) -> None:
         """Several problems are all named; the exit code is the first failing check's."""

@@ -14,13 +14,14 @@ this one was removed; ``prunewarden audit verify --expect "$(cat FILE)"`` reads 
 from __future__ import annotations
 
 import errno
-import importlib.util
 import os
 import stat
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from prunewarden._extras import declared_extras, missing_requirements, normalize
 from prunewarden._files import read_regular
 from prunewarden.audit import rotated_files, verify_files
 from prunewarden.errors import ExitCode, PolicyError
@@ -28,14 +29,6 @@ from prunewarden.policy import BUILTIN, LOCK_FILENAME, Policy, load_policy
 
 # A checkpoint holds one head hash and a newline; anything longer is not one.
 _CHECKPOINT_BYTES = 4096
-
-# Each extra, and the module that tells it is installed (found, not imported: nothing runs).
-EXTRAS = {
-    "plot": "matplotlib",
-    "prometheus": "prometheus_client",
-    "otel": "opentelemetry.trace",
-    "sql": "duckdb",
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +59,18 @@ class Diagnosis:
         failed = [finding for finding in self.findings if not finding.ok]
         return failed[0].exit_code if failed else ExitCode.OK
 
+    def to_dict(self) -> dict[str, Any]:
+        """What ``prunewarden doctor --format json`` prints: the verdict, the exit code and
+        each finding."""
+        return {
+            "ok": self.ok,
+            "exit_code": int(self.exit_code),
+            "findings": [
+                {"check": f.check, "ok": f.ok, "detail": f.detail, "exit_code": int(f.exit_code)}
+                for f in self.findings
+            ],
+        }
+
     def line(self) -> str:
         """One line: ``ok: ...`` or ``FAIL: <what failed>; ok: <what passed>``."""
         passed = "; ".join(str(f) for f in self.findings if f.ok)
@@ -91,7 +96,9 @@ def diagnose(  # noqa: PLR0913 - each a part of a deployment
         diagnosis.findings.append(_check_policy("shadow", shadow))
     if audit_log is not None:
         diagnosis.findings += _check_sink(audit_log, key, checkpoint)
-    diagnosis.findings.append(_check_extras(extras))
+    extras_finding = _check_extras(extras)
+    if extras_finding is not None:
+        diagnosis.findings.append(extras_finding)
     return diagnosis
 
 
@@ -224,21 +231,26 @@ def _write_checkpoint(checkpoint: str, head: str) -> Finding:
     return Finding("checkpoint", True, f"{checkpoint} at {head[:19]}")
 
 
-def _check_extras(wanted: Sequence[str]) -> Finding:
-    installed = [name for name, module in EXTRAS.items() if _found(module)]
-    missing = [name for name in wanted if name not in installed]
-    if missing:
-        names = ",".join(missing)
-        detail = f"not installed: {', '.join(missing)} (pip install 'prunewarden[{names}]')"
+def _check_extras(wanted: Sequence[str]) -> Finding | None:
+    """Whether each extra named is installed, as the package's metadata declares it; None
+    when none is named."""
+    if not wanted:
+        return None
+    declared = declared_extras()
+    names = list(dict.fromkeys(normalize(name) for name in wanted))
+    unknown = [name for name in names if name not in declared]
+    if unknown:
+        known = ", ".join(declared) if declared else "none: prunewarden's metadata is not installed"
+        detail = f"unknown: {', '.join(unknown)} (the extras of prunewarden: {known})"
         return Finding("extras", False, detail, ExitCode.USAGE)
-    return Finding("extras", True, ", ".join(installed) if installed else "none installed")
+    missing = {name: missing_requirements(name, declared) for name in names}
+    absent = [name for name in names if missing[name]]
+    if absent:
+        needs = "; ".join(f"{name} needs {', '.join(missing[name])}" for name in absent)
+        command = f"pip install 'prunewarden[{','.join(absent)}]'"
+        detail = f"not installed: {', '.join(absent)} ({command}): {needs}"
+        return Finding("extras", False, detail, ExitCode.USAGE)
+    return Finding("extras", True, f"{', '.join(names)} installed")
 
 
-def _found(module: str) -> bool:
-    try:
-        return importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):  # a parent package missing, or a module without a spec
-        return False
-
-
-__all__ = ["EXTRAS", "Diagnosis", "Finding", "diagnose"]
+__all__ = ["Diagnosis", "Finding", "diagnose"]

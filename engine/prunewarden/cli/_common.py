@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import textwrap
+from collections.abc import Mapping
 from typing import IO, TYPE_CHECKING, Any, NoReturn
 
 from prunewarden._optional import optional_module
@@ -14,16 +16,42 @@ from prunewarden.errors import ExitCode, Problem, PrunewardenError
 if TYPE_CHECKING:  # the command line starts without compiling the fidelity patterns
     from prunewarden.fidelity import Embedder
 
-EXIT_CODES = """\
-exit codes:
-  0   allowed, or every policy valid (a refusal in audit mode also exits 0)
-  1   refused: deny or halt by an enforcing guard (policy diff: the policies differ)
-  2   usage error, or a malformed input document
-  3   invalid policy, or a policy version reused for different content
-  4   test: a policy test case failed or broke, or coverage fell short
-  5   audit verify: a log failed verification; bundle verify: a bundle did
-  70  internal error (a bug: please report it)
-"""
+#: What each exit code means, across the commands (a command's ``--help`` says what its own mean
+#: for it): the source of the epilog of ``prunewarden --help`` and of docs/cli.md's table.
+EXIT_CODE_MEANINGS: dict[ExitCode, str] = {
+    ExitCode.OK: "allowed, or every policy valid (a refusal in `audit` mode also exits 0)",
+    ExitCode.REFUSED: "refused: `deny` or `halt` by an enforcing guard, or a frozen `plan`; "
+    "`policy diff`, `diff`: something differs; `policy check`: a finding at error severity; "
+    "`calibrate`: a collapsed trace no longer halts",
+    ExitCode.USAGE: "usage error, a malformed input document or trace, or a missing extra",
+    ExitCode.POLICY: "invalid policy or test suite, or a policy version reused for different "
+    "content",
+    ExitCode.FAILED: "`test`: a case failed, or coverage fell below `--coverage-threshold`",
+    ExitCode.UNVERIFIED: "`audit verify`: a log failed verification; `bundle verify`, "
+    "`serve --bundle`: a bundle failed verification (or, at start, could not be fetched)",
+    ExitCode.INTERNAL: "internal error (a bug: please report it)",
+}
+
+
+def exit_codes_epilog(meanings: Mapping[ExitCode, str], width: int = 80) -> str:
+    """An ``exit codes:`` epilog for ``--help``, one entry per code in ``meanings`` (wrapped to
+    ``width`` columns, without the Markdown backquotes of the docs)."""
+    lines = ["exit codes:"]
+    for code, meaning in sorted(meanings.items()):
+        text = meaning.replace("`", "")
+        lines += textwrap.wrap(
+            text, width, initial_indent=f"  {int(code):<4}", subsequent_indent=" " * 6
+        )
+    return "\n".join(lines) + "\n"
+
+
+def exit_codes_table(meanings: Mapping[ExitCode, str]) -> str:
+    """The Markdown table of ``meanings`` docs/cli.md shows (a test holds the two equal)."""
+    rows = [f"| {int(code)} | {meaning} |" for code, meaning in sorted(meanings.items())]
+    return "\n".join(["| exit code | meaning |", "|---|---|", *rows]) + "\n"
+
+
+EXIT_CODES = exit_codes_epilog(EXIT_CODE_MEANINGS)
 
 
 class UsageError(PrunewardenError):

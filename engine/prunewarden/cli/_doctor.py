@@ -7,19 +7,25 @@ the line on standard output, whatever it says, so a probe reads one stream and t
 from __future__ import annotations
 
 import argparse
+import json
 import os
 from typing import IO, Any
 
 from prunewarden.cli._audit import ENV_KEY
-from prunewarden.health import EXTRAS, diagnose
+from prunewarden.cli._common import exit_codes_epilog
+from prunewarden.errors import ExitCode
+from prunewarden.health import diagnose
 
-DOCTOR_EXIT_CODES = """\
-exit codes:
-  0   healthy: every check passed
-  2   the audit log or checkpoint cannot be written or read, or a required extra is missing
-  3   a policy does not load, or does not match its lock file
-  5   the audit log's chain fails verification, or lost the checkpoint's head
-"""
+DOCTOR_EXIT_CODES = exit_codes_epilog(
+    {
+        ExitCode.OK: "healthy: every check passed",
+        ExitCode.USAGE: "the audit log or checkpoint cannot be written or read, or a required "
+        "extra is missing",
+        ExitCode.POLICY: "a policy does not load, or does not match its lock file",
+        ExitCode.UNVERIFIED: "the audit log's chain fails verification, or lost the "
+        "checkpoint's head",
+    }
+)
 
 
 def add_doctor(commands: Any) -> None:
@@ -51,8 +57,15 @@ def add_doctor(commands: Any) -> None:
         "--extra",
         action="append",
         default=[],
-        choices=sorted(EXTRAS),
-        help="an extra the deployment needs installed (repeatable)",
+        metavar="NAME",
+        help="an extra the deployment needs installed, as the package's metadata declares "
+        "it (repeatable; an unknown name lists the extras)",
+    )
+    doctor.add_argument(
+        "--format",
+        choices=("text", "json"),
+        default="text",
+        help="text: the one line (default); json: the verdict, exit code and each finding",
     )
 
 
@@ -66,5 +79,8 @@ def run_doctor(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> in
         checkpoint=args.checkpoint,
         extras=args.extra,
     )
-    stdout.write(diagnosis.line() + "\n")
+    if args.format == "json":
+        stdout.write(json.dumps(diagnosis.to_dict()) + "\n")
+    else:
+        stdout.write(diagnosis.line() + "\n")
     return diagnosis.exit_code
