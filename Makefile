@@ -107,7 +107,7 @@ typescript: $(VENV)/.installed-test $(TS)/node_modules/.package-lock.json
 
 # Two workers (pytest-xdist); the tests of a file, or of one xdist_group, share a worker. Tests
 # marked slow are left to make fuzz (pyproject.toml); one test over 30 s fails the run; the 15
-# slowest are listed last (docs/testing.md).
+# slowest are listed last (docs/dev/testing.md).
 pytest: $(VENV)/.installed-test typescript-example
 	@echo "==> pytest: the whole suite on two workers, its 15 slowest tests last (about 4 minutes; see the README)"
 	@$(BIN)/python -m pytest -n 2 --dist loadgroup --durations=15
@@ -125,7 +125,7 @@ pytest: $(VENV)/.installed-test typescript-example
 # the rules' static cost estimates against their measured times (benchmarks/rules_cost.py),
 # start-up (the CPU time of import prunewarden and prunewarden --version, against python -c
 # pass), and last the hot-path
-# targets of docs/benchmarks.md, each measured in this run (benchmarks/targets.py; --runs 5
+# targets of docs/dev/benchmarks.md, each measured in this run (benchmarks/targets.py; --runs 5
 # gives their spread).
 # The test extra brings prometheus-client and the OpenTelemetry SDK for the observed pass.
 bench: $(VENV)/.installed-test typescript-example
@@ -147,7 +147,7 @@ bench: $(VENV)/.installed-test typescript-example
 	$(BIN)/python benchmarks/hook_claude_code.py --messages 2000 --repeat 5
 	$(BIN)/python -m benchmarks.targets
 
-# Random exploration (docs/testing.md): the property tests that read PRUNEWARDEN_FUZZ_SCALE with
+# Random exploration (docs/dev/testing.md): the property tests that read PRUNEWARDEN_FUZZ_SCALE with
 # fifty times their examples, then every test marked slow, under the fuzz Hypothesis profile and
 # one seed, printed first and again after a failure (FUZZ_SEED=N runs a seed again). No time
 # limit per test here. Tens of minutes.
@@ -164,7 +164,7 @@ fuzz: $(VENV)/.installed-test typescript-example
 	echo "==> every test marked slow" && \
 	$(FUZZ_PYTEST) -m slow
 
-# The mutation gate (docs/testing.md): first the survivors kept as regressions (each patch must
+# The mutation gate (docs/dev/testing.md): first the survivors kept as regressions (each patch must
 # fail its area's tests), then every mutant of the safety-critical modules against the tests of
 # their area, two at a time (MUTATION_ARGS passes options: --module M, --jobs N, --json FILE).
 # Too slow for every make test (tens of minutes): run it weekly and before a release.

@@ -27,7 +27,7 @@ One run measures, side by side on this machine:
   times a parent checked again and measures recall and false refusals).
 
 With ``--runs N`` the whole set runs N times and the table gives each target's median, lowest
-and highest value: what ``docs/benchmarks.md`` reports as the spread. ``--only TEXT`` keeps the
+and highest value: what ``docs/dev/benchmarks.md`` reports as the spread. ``--only TEXT`` keeps the
 targets whose name contains TEXT.
 """
 

@@ -1,5 +1,5 @@
 """``python -m mutation``: mutate the critical modules, print the score per module and the
-survivors (docs/testing.md)."""
+survivors (docs/dev/testing.md)."""
 
 from mutation._main import main
 

@@ -3,7 +3,7 @@
 A mutant listed here is still run. When it survives, it is counted apart (``equivalent``) and
 left out of its module's score, the classic mutation score: killed / (mutants - equivalent).
 When a test kills it, it counts as killed and the run names it, so that a listing that no longer
-holds is seen and removed. docs/testing.md gives each one with its reason at more length.
+holds is seen and removed. docs/dev/testing.md gives each one with its reason at more length.
 
 An entry names its mutant without a line number, which moves with every edit above it: the
 module, the text on the mutant's (first) line where its edit starts, and the edit as the runner

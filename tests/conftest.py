@@ -17,7 +17,7 @@ from prunewarden import Engine, Policy, parse_policy
 
 __all__ = ["pytest_addoption", "pytest_runtest_makereport"]  # the 30 s limit of one test
 
-# Hypothesis profiles (docs/testing.md). Property tests check behaviour, not speed: no
+# Hypothesis profiles (docs/dev/testing.md). Property tests check behaviour, not speed: no
 # per-example wall-clock deadline and no too-slow health check, which a loaded 2-core machine
 # can trip; a test that states its own settings keeps them.
 #  - ci, the default: derandomized, so a commit passes or fails the same way on every run and
@@ -66,7 +66,7 @@ def pytest_terminal_summary(
     if seed is not None and exitstatus != 0:
         terminalreporter.write_line(
             f"Hypothesis seed of this run: {seed} (again: make fuzz FUZZ_SEED={seed}; "
-            "docs/testing.md turns a counterexample into an @example regression)"
+            "docs/dev/testing.md turns a counterexample into an @example regression)"
         )
 
 

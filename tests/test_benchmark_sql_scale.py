@@ -1,7 +1,7 @@
 """benchmarks/sql_scale.py: ``audit sql`` over one pass record of growing size.
 
 Nothing here is timed (``make bench`` measures): a tiny run proves the benchmark builds the
-record it says and prints the table docs/benchmarks.md shows.
+record it says and prints the table docs/dev/benchmarks.md shows.
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from prunewarden.audit import decision_rows
 
 from benchmarks import sql_scale
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
+DOC = Path(__file__).resolve().parents[1] / "docs" / "dev" / "benchmarks.md"
 
 
 def documented_table() -> list[str]:
-    """The lines of the output block docs/benchmarks.md shows for the benchmark."""
+    """The lines of the output block docs/dev/benchmarks.md shows for the benchmark."""
     text = DOC.read_text(encoding="utf-8")
     after = text[text.index("`benchmarks/sql_scale.py` (in `make bench`)") :]
     return after.split("```\n", 2)[1].splitlines()
@@ -43,7 +43,7 @@ class TestSqlScale:
     def test_a_tiny_run_prints_the_documented_table(
         self, capsys: pytest.CaptureFixture[str]
     ) -> None:
-        """Two small sizes: the header docs/benchmarks.md shows, a row per size shaped like its
+        """Two small sizes: the header docs/dev/benchmarks.md shows, a row per size shaped like its
         rows, and the linear verdict; the 100,000-verdict target is reported only when run."""
         pytest.importorskip("duckdb")
         assert sql_scale.main(["--sizes", "30,60", "--repeat", "1"]) == 0

@@ -258,6 +258,46 @@ class TestExitCodes:
         assert [int(code) for code in rows] == [int(code) for code in sorted(ExitCode)]
 
 
+#: What runs each command of the README's ``sh`` blocks (comments dropped).
+README_COMMANDS = {
+    "pip install -e .": "tests/test_editable.py, in a fresh venv",
+    "make demo": "a dry run here; examples/demo.sh, which it runs, in test_demo_page_...",
+    "make test": "a dry run here; what it runs is the suite itself",
+}
+
+
+class TestReadmeCommands:
+    def readme_commands(self) -> list[str]:
+        text = (ROOT / "README.md").read_text(encoding="utf-8")
+        found = re.findall(r"^```sh\n(.*?)^```$", text, re.MULTILINE | re.DOTALL)
+        return [line.split("#")[0].strip() for block in found for line in block.splitlines()]
+
+    def test_every_command_of_the_readme_is_run(self) -> None:
+        """Each command of the README's sh blocks is one a test runs (README_COMMANDS); its
+        console blocks are transcripts (TestShellBlocks)."""
+        assert sorted(self.readme_commands()) == sorted(README_COMMANDS)
+
+    @pytest.mark.spawns
+    @pytest.mark.parametrize(("target", "runs"), [("demo", "examples/demo.sh"), ("test", "pytest")])
+    def test_the_make_targets_run_what_the_readme_says(
+        self, target: str, runs: str, tmp_path: Path
+    ) -> None:
+        """``make -n demo`` and ``make -n test`` (a dry run, into a venv that is not made)
+        install the package and run the demo's script or pytest."""
+        done = subprocess.run(
+            ["make", "-n", target, f"VENV={tmp_path / 'venv'}"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert (done.returncode, done.stderr) == (0, "")
+        assert "pip install -e '." in done.stdout
+        assert runs in done.stdout
+        assert not (tmp_path / "venv").exists()
+
+
 def test_python_snippets_import_what_exists() -> None:
     """Every module and name a Python block of the docs imports from prunewarden exists."""
     missing = []

@@ -1,4 +1,4 @@
-"""The suite's own rules (docs/testing.md): Hypothesis derandomized by default, random only
+"""The suite's own rules (docs/dev/testing.md): Hypothesis derandomized by default, random only
 under the fuzz profile, and one test over the time limit failing the run by its name."""
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 # The wheel and the pre-commit tests each build the project from a copy of its source tree
-# (_support.wheels.copy_project), never in the checkout; one worker runs both (docs/testing.md).
+# (_support.wheels.copy_project), never in the checkout; one worker runs both (docs/dev/testing.md).
 pytestmark = pytest.mark.xdist_group("source-tree")
 
 

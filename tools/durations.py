@@ -1,5 +1,5 @@
 """The time of a pytest run by folder of tests/, from its JUnit XML report: the table of
-docs/testing.md ("Where the time goes").
+docs/dev/testing.md ("Where the time goes").
 
     .venv/bin/python -m pytest -n 2 --dist loadgroup --junitxml=/tmp/suite.xml
     python tools/durations.py /tmp/suite.xml

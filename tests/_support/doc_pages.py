@@ -161,7 +161,11 @@ PAGES: dict[str, PageRun] = {
             print(len(agent.evicted), agent.evicted == agent.tombstones, agent.rescored,
                   agent.tokens() <= 4000, sorted(kinds))
         """),
-        expected="27 True [] True ['decision', 'pass', 'policy_activated']\n",
+        # The first decision's line (what its comment shows), then the loop's checks.
+        expected=(
+            "deny ('pinned', 'no_tombstone')\n"
+            "27 True [] True ['decision', 'pass', 'policy_activated']\n"
+        ),
     ),
     "docs/audit-log.md": PageRun(
         prelude=_INPUTS,

@@ -67,7 +67,7 @@ def pytest_runtest_makereport(
         report.outcome = "failed"
         report.longrepr = (
             f"{item.nodeid} passed but took {report.duration:.1f} s, over the {limit:g} s a "
-            f"test may take (load average {load:.1f} on {cores} cores; docs/testing.md: "
+            f"test may take (load average {load:.1f} on {cores} cores; docs/dev/testing.md: "
             "shorten it, or mark it slow for make fuzz)"
         )
     return report

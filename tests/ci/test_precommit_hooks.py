@@ -21,7 +21,7 @@ import yaml
 from _support.wheels import copy_project
 
 # The wheel and the pre-commit tests each build the project from a copy of its source tree
-# (_support.wheels.copy_project), never in the checkout; one worker runs both (docs/testing.md).
+# (_support.wheels.copy_project), never in the checkout; one worker runs both (docs/dev/testing.md).
 pytestmark = [pytest.mark.spawns, pytest.mark.xdist_group("source-tree")]
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,5 +1,5 @@
 """Mutants that once survived the suite, kept as a regression list: each, applied alone to a copy
-of the source tree, must make the tests of its area fail (docs/testing.md).
+of the source tree, must make the tests of its area fail (docs/dev/testing.md).
 
 Run by ``make mutation`` (``pytest tests/mutation/survivors.py``), not by ``make test``: each
 case runs its area's tests in a process of its own. ``test_runner.py`` checks in ``make test``
