@@ -13,8 +13,9 @@ _PACKAGE = Path(__file__).resolve().parent
 def data_dir(kind: str) -> Path:
     """The folder holding ``schemas`` or ``policies``.
 
-    A wheel carries them inside the package (``prunewarden/_data``); a source checkout and an
-    editable install read them from the top of the repository.
+    A wheel carries them inside the package (``prunewarden/_data``); in a source checkout
+    ``_data/schemas`` and ``_data/policies`` are links to the top of the repository, where
+    editors and reviewers find them (and a copy without the links reads them there too).
     """
     for candidate in (_PACKAGE / "_data" / kind, _PACKAGE.parent.parent / kind):
         if candidate.is_dir():

@@ -6,7 +6,9 @@ An agent that calls a shared decision point instead of embedding the engine chan
     session = client.session("agent-7")                      # was: engine.session("agent-7")
     decision = session.authorize({"id": "s1", "kind": "tool_output"}, 0.1, 0.12)
 
-Answers are the server's JSON documents (``decision.v1`` dicts, plans, states). A refused input
+Answers are the server's JSON documents, typed: a :class:`DecisionDocument` (``decision.v1``)
+from every call that decides, a :class:`PlanDocument` from a plan, and plain mappings for the
+rest (states, policies, readiness). A refused input
 raises :class:`~prunewarden.InputError` with the server's located problems, as the engine would;
 an answer the server could not log raises :class:`~prunewarden.AuditError`; any other problem
 document raises :class:`ServerError`. :class:`AsyncClient` has the same methods, awaited.
@@ -18,7 +20,7 @@ extra).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Iterable, Mapping
-from typing import Any, Generic, Self, TypeVar
+from typing import Any, Generic, Literal, NotRequired, Self, TypedDict, TypeVar, cast
 from urllib.parse import quote
 
 import httpx
@@ -35,7 +37,59 @@ UNIX_PREFIX = "unix:"
 DEFAULT_TIMEOUT = 30.0
 _UNIX_BASE = "http://prunewarden"  # the host part is not used on a unix socket
 
-_R = TypeVar("_R")  # what a call returns: the document, or an awaitable of it
+# What the calls return, in the sync client (the document) and the async one (an awaitable of
+# it): a decision, a plan, any other document.
+_D = TypeVar("_D")
+_P = TypeVar("_P")
+_R = TypeVar("_R")
+
+
+class ReasonDocument(TypedDict):
+    """One reason of a decision: its code, message and detail (``decision.v1``)."""
+
+    code: str
+    message: str
+    detail: dict[str, Any]
+
+
+class ActionDocument(TypedDict):
+    """One remediation of a decision, with the ids it applies to."""
+
+    action: str
+    ids: NotRequired[list[str]]
+
+
+class DecisionDocument(TypedDict):
+    """A decision as the server answers it: ``Decision.to_dict()``, schema ``decision.v1``."""
+
+    decision_id: str
+    check: str
+    outcome: Literal["allow", "deny", "halt"]
+    enforced: bool
+    reasons: list[ReasonDocument]
+    actions: list[ActionDocument]
+    policy: dict[str, Any]
+    evaluated_at: str
+    engine_version: str
+    kept: NotRequired[list[str]]
+    evicted: NotRequired[list[str]]
+    pass_id: NotRequired[str]
+    index: NotRequired[int]
+    explanation: NotRequired[dict[str, Any]]
+
+
+class PlanDocument(TypedDict):
+    """A pruning pass as the server answers it (``prunewarden plan``'s JSON)."""
+
+    evict: list[str]
+    tombstones: list[str]
+    pinned: list[str]
+    unscoreable: list[str]
+    recompute: list[str]
+    frozen: bool
+    target_met: bool
+    freed_tokens: int
+    decisions: list[DecisionDocument]
 
 
 class ServerError(PrunewardenError):
@@ -105,18 +159,28 @@ def _turn(mean_relevance: float, tokens: int, turn: int | None) -> dict[str, Any
     return body
 
 
-class _Calls(Generic[_R]):
-    """Every call of API v1 as (method, path, body), sent by the subclass (sync or async)."""
+class _Calls(Generic[_D, _P, _R]):
+    """Every call of API v1 as (method, path, body), sent by the subclass (sync or async) and
+    typed by what it answers: a decision (``_D``), a plan (``_P``) or another document."""
 
-    def _send(self, method: str, path: str, body: Any = None, **params: Any) -> _R:
+    def _send(self, method: str, path: str, body: Any = None, **params: Any) -> Any:
         raise NotImplementedError
+
+    def _decide(self, method: str, path: str, body: Any = None, **params: Any) -> _D:
+        return cast("_D", self._send(method, path, body, **params))
+
+    def _plan(self, method: str, path: str, body: Any = None, **params: Any) -> _P:
+        return cast("_P", self._send(method, path, body, **params))
+
+    def _read(self, method: str, path: str, body: Any = None, **params: Any) -> _R:
+        return cast("_R", self._send(method, path, body, **params))
 
     def evaluate(
         self, document: Mapping[str, Any], *, session_id: str | None = None, explain: bool = False
-    ) -> _R:
+    ) -> _D:
         """``POST /v1/evaluate``: the decision on one input document; ``explain``: with what
         would have allowed each refusal and the rule traces (``?explain=true``)."""
-        return self._send(
+        return self._decide(
             "POST",
             "/v1/evaluate",
             dict(document),
@@ -124,32 +188,33 @@ class _Calls(Generic[_R]):
             explain=_explain(explain),
         )
 
-    def plan(self, document: Mapping[str, Any], *, explain: bool = False) -> _R:
+    def plan(self, document: Mapping[str, Any], *, explain: bool = False) -> _P:
         """``POST /v1/plan``: one pruning pass; ``explain``: every decision of it explained."""
-        return self._send("POST", "/v1/plan", dict(document), explain=_explain(explain))
+        return self._plan("POST", "/v1/plan", dict(document), explain=_explain(explain))
 
     def policy(self) -> _R:
         """``GET /v1/policy``: the policy in force (of the tenant the client's labels choose)."""
-        return self._send("GET", "/v1/policy")
+        return self._read("GET", "/v1/policy")
 
     def policies(self) -> _R:
         """``GET /v1/policies``: every tenant, its selector and its policy."""
-        return self._send("GET", "/v1/policies")
+        return self._read("GET", "/v1/policies")
 
     def ready(self) -> _R:
         """``GET /readyz``; raises :class:`ServerError` (503) when not ready."""
-        return self._send("GET", "/readyz")
+        return self._read("GET", "/readyz")
 
 
-class _SessionCalls(Generic[_R]):
+class _SessionCalls(Generic[_D, _P, _R]):
     """The calls of one session, with the names and arguments of :class:`~prunewarden.Session`."""
 
-    def __init__(self, calls: _Calls[_R], session_id: str) -> None:
+    def __init__(self, calls: _Calls[_D, _P, _R], session_id: str) -> None:
         if not session_id or "/" in session_id:
             message = "a session id is not empty and holds no '/' (it is one segment of a path)"
             raise InputError([Problem("<arguments>", 0, 0, "$.session_id", message)])
         self.session_id = session_id
-        self._send = calls._send  # noqa: SLF001 - the session sends through its client
+        # The session sends through its client, typed as the client's calls are.
+        self._decide, self._plan, self._read = calls._decide, calls._plan, calls._read  # noqa: SLF001
         self._path = f"/v1/sessions/{quote(session_id, safe='')}"
 
     def observe_cycle(
@@ -159,15 +224,15 @@ class _SessionCalls(Generic[_R]):
         *,
         cycle: int | None = None,
         explain: bool = False,
-    ) -> _R:
+    ) -> _D:
         """One rewrite cycle's scores; the collapse decision (``cycle`` defaults to the next).
         ``explain``, on every call that decides: ``?explain=true`` (``Client.evaluate``'s)."""
         body = _cycle(scores, pinned, cycle)
-        return self._send("POST", f"{self._path}/cycles", body, explain=_explain(explain))
+        return self._decide("POST", f"{self._path}/cycles", body, explain=_explain(explain))
 
     def observe_turn(self, mean_relevance: float, tokens: int, *, turn: int | None = None) -> _R:
         """One turn's mean relevance and tokens (``turn`` defaults to the next)."""
-        return self._send("POST", f"{self._path}/turns", _turn(mean_relevance, tokens, turn))
+        return self._read("POST", f"{self._path}/turns", _turn(mean_relevance, tokens, turn))
 
     def authorize(
         self,
@@ -177,10 +242,10 @@ class _SessionCalls(Generic[_R]):
         eviction_candidates: Iterable[str] = (),
         *,
         explain: bool = False,
-    ) -> _R:
+    ) -> _D:
         """The eviction guard for one segment, refused while the session is halted."""
         body = eviction_document(segment, score, perturbed_score, eviction_candidates)
-        return self._send("POST", f"{self._path}/evictions", body, explain=_explain(explain))
+        return self._decide("POST", f"{self._path}/evictions", body, explain=_explain(explain))
 
     def prune(  # noqa: PLR0913 - mirrors Session.prune
         self,
@@ -191,12 +256,12 @@ class _SessionCalls(Generic[_R]):
         tombstones: Iterable[str] = (),
         recompute_budget: int | None = None,
         explain: bool = False,
-    ) -> _R:
+    ) -> _D:
         """The staleness guard, with the turns the server observed for the session."""
         body = staleness_document(
             spans, keep_top_k, turn=turn, tombstones=tombstones, recompute_budget=recompute_budget
         )
-        return self._send("POST", f"{self._path}/prunes", body, explain=_explain(explain))
+        return self._decide("POST", f"{self._path}/prunes", body, explain=_explain(explain))
 
     def verify(  # noqa: PLR0913 - mirrors Session.verify
         self,
@@ -208,7 +273,7 @@ class _SessionCalls(Generic[_R]):
         reported: Mapping[str, int] | None = None,
         canaries: Iterable[str] = (),
         explain: bool = False,
-    ) -> _R:
+    ) -> _D:
         """The transition guard on an edit of the window, with the session's halt and pins."""
         body = transition_document(
             before,
@@ -218,7 +283,7 @@ class _SessionCalls(Generic[_R]):
             reported=reported,
             canaries=canaries,
         )
-        return self._send("POST", f"{self._path}/transitions", body, explain=_explain(explain))
+        return self._decide("POST", f"{self._path}/transitions", body, explain=_explain(explain))
 
     def plan(  # noqa: PLR0913 - mirrors Session.plan
         self,
@@ -230,7 +295,7 @@ class _SessionCalls(Generic[_R]):
         tombstones: Iterable[str] = (),
         recompute_budget: int | None = None,
         explain: bool = False,
-    ) -> _R:
+    ) -> _P:
         """One pruning pass with the session's history."""
         body = plan_document(
             segments,
@@ -240,18 +305,18 @@ class _SessionCalls(Generic[_R]):
             tombstones=tombstones,
             recompute_budget=recompute_budget,
         )
-        return self._send("POST", f"{self._path}/plans", body, explain=_explain(explain))
+        return self._plan("POST", f"{self._path}/plans", body, explain=_explain(explain))
 
     def state(self) -> _R:
         """``GET /v1/sessions/{id}``: what the server keeps of the session."""
-        return self._send("GET", self._path)
+        return self._read("GET", self._path)
 
     def delete(self) -> _R:
         """``DELETE /v1/sessions/{id}``: forget the session (its history and its halt)."""
-        return self._send("DELETE", self._path)
+        return self._read("DELETE", self._path)
 
 
-class Client(_Calls[Any]):
+class Client(_Calls[DecisionDocument, PlanDocument, dict[str, Any]]):
     """A client of one server (``http://HOST:PORT`` or ``unix:PATH``); thread-safe."""
 
     def __init__(
@@ -291,11 +356,13 @@ class Client(_Calls[Any]):
         return response.json()
 
 
-class ClientSession(_SessionCalls[Any]):
+class ClientSession(_SessionCalls[DecisionDocument, PlanDocument, dict[str, Any]]):
     """A session held by the server, called synchronously."""
 
 
-class AsyncClient(_Calls[Awaitable[Any]]):
+class AsyncClient(
+    _Calls[Awaitable[DecisionDocument], Awaitable[PlanDocument], Awaitable[dict[str, Any]]]
+):
     """:class:`Client` for asyncio: the same methods, awaited."""
 
     def __init__(
@@ -332,7 +399,9 @@ class AsyncClient(_Calls[Awaitable[Any]]):
         return response.json()
 
 
-class AsyncClientSession(_SessionCalls[Awaitable[Any]]):
+class AsyncClientSession(
+    _SessionCalls[Awaitable[DecisionDocument], Awaitable[PlanDocument], Awaitable[dict[str, Any]]]
+):
     """A session held by the server, its calls awaited."""
 
 
@@ -347,9 +416,13 @@ def _params(params: Mapping[str, Any]) -> dict[str, Any]:
 
 __all__ = [
     "UNIX_PREFIX",
+    "ActionDocument",
     "AsyncClient",
     "AsyncClientSession",
     "Client",
     "ClientSession",
+    "DecisionDocument",
+    "PlanDocument",
+    "ReasonDocument",
     "ServerError",
 ]

@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 import venv
 from pathlib import Path
 
@@ -86,4 +87,32 @@ def install_wheel(wheel: Path, env_dir: Path, extras: str = "") -> Path:
             copy.unlink()
         offline = pip(*install, "--find-links", str(WHEEL_CACHE), target)
     assert offline.returncode == 0, offline.stderr
+    return env_dir / "bin"
+
+
+def install_editable(source: Path, env_dir: Path, extras: str = "") -> Path:
+    """A fresh venv at ``env_dir`` holding ``source`` installed as ``pip install -e`` does
+    (``extras`` as in :func:`install_wheel`), built without isolation by the setuptools of the
+    venv, every requirement from :data:`WHEEL_CACHE` (filled once, from what ``source``'s
+    pyproject.toml declares, when it lacks one). The venv's ``bin``."""
+    venv.EnvBuilder(with_pip=False).create(env_dir)
+    target = f"{source}[{extras}]" if extras else str(source)
+    python = str(env_dir / "bin" / "python")
+    install = ("--python", python, "install", "-q", "--no-index", "--find-links", str(WHEEL_CACHE))
+    project = tomllib.loads((source / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    wanted = [*project["dependencies"]]
+    for extra in filter(None, extras.split(",")):
+        wanted += project["optional-dependencies"][extra]
+    for step, needs in (
+        (("setuptools>=69",), ["setuptools>=69"]),
+        (("--no-build-isolation", "-e", target), wanted),
+    ):
+        done = pip(*install, *step)
+        if done.returncode != 0:  # the cache lacks a requirement: fetch them once, then install
+            fetched = pip(
+                "download", "-q", "--only-binary", ":all:", "-d", str(WHEEL_CACHE), *needs
+            )
+            assert fetched.returncode == 0, fetched.stderr
+            done = pip(*install, *step)
+        assert done.returncode == 0, done.stderr
     return env_dir / "bin"

@@ -5,12 +5,18 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from typing import Any
 
 import pytest
 from _support.server import Server
 from prunewarden import InputError
-from prunewarden.client import AsyncClient, Client, ServerError, decision_ids
+from prunewarden.client import (
+    AsyncClient,
+    Client,
+    DecisionDocument,
+    PlanDocument,
+    ServerError,
+    decision_ids,
+)
 
 SEGMENT = {"id": "s1", "kind": "tool_output", "tombstone_written": True}
 HEALTHY = [
@@ -163,7 +169,7 @@ class TestAsyncClient:
     def test_explain_is_passed_on_awaited(self, server: Server) -> None:
         """AsyncClient's session authorize and plan take explain as the sync client's."""
 
-        async def main() -> tuple[dict[str, Any], dict[str, Any]]:
+        async def main() -> tuple[DecisionDocument, PlanDocument]:
             async with AsyncClient(server.url) as client:
                 untombstoned = {**SEGMENT, "tombstone_written": False}
                 session = client.session("async-explain")

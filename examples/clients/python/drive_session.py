@@ -15,7 +15,7 @@ import sys
 from typing import Any
 
 from prunewarden import InputError
-from prunewarden.client import Client
+from prunewarden.client import Client, DecisionDocument
 
 SEGMENT = {"id": "tool-42", "kind": "tool_output", "tombstone_written": True}
 CYCLES = [
@@ -26,7 +26,7 @@ CYCLES = [
 ]
 
 
-def say(step: str, decision: dict[str, Any]) -> None:
+def say(step: str, decision: DecisionDocument) -> None:
     codes = ",".join(reason["code"] for reason in decision["reasons"]) or "-"
     print(f"{step}: {decision['check']} {decision['outcome']} {codes}")
 
