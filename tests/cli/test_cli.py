@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import io
 import json
 from pathlib import Path
@@ -9,7 +10,7 @@ from typing import Any
 
 import pytest
 from prunewarden.cli._common import EXIT_CODE_MEANINGS, exit_codes_epilog
-from prunewarden.cli._main import run
+from prunewarden.cli._main import COMMANDS, _parser, run
 from prunewarden.errors import ExitCode
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -229,6 +230,12 @@ class TestEvaluate:
         assert "cannot open audit log" in err
 
 
+def subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """The subcommands' parsers of ``parser`` (none when it has no subcommands)."""
+    found = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return dict(found[0].choices) if found else {}
+
+
 class TestMisc:
     @pytest.mark.parametrize("name", ["policy", "input", "decision"])
     def test_schema_prints_json(self, name: str) -> None:
@@ -254,6 +261,26 @@ class TestMisc:
         epilog = out.split("exit codes:")[1].splitlines()[1:]
         listed = [int(line.split()[0]) for line in epilog if not line.startswith("      ")]
         assert listed == sorted(int(code) for code in ExitCode)
+
+    def test_every_help_lists_exit_codes_of_the_enum(self) -> None:
+        """Each command's (and subcommand's) ``exit codes:`` epilog is generated: codes of
+        ``ExitCode`` only, ascending, each once."""
+        epilogs: dict[str, str] = {}
+        for name, command in COMMANDS.items():
+            add, _ = command.functions()
+            pending = [(name, subparsers(_parser(io.StringIO(), name, add))[name])]
+            while pending:
+                label, parser = pending.pop()
+                if parser.epilog and parser.epilog.startswith("exit codes:"):
+                    epilogs[label] = parser.epilog
+                pending += [(f"{label} {n}", p) for n, p in subparsers(parser).items()]
+        assert {"doctor", "test", "diff", "mcp", "policy diff", "bundle verify"} <= set(epilogs)
+        for label, epilog in epilogs.items():
+            codes = [
+                int(line.split()[0]) for line in epilog.splitlines()[1:] if line[2:3].isdigit()
+            ]
+            assert codes == sorted(set(codes)), label
+            assert set(codes) <= {int(code) for code in ExitCode}, label
 
     def test_usage_error_exits_two_without_traceback(self) -> None:
         """An unknown command is a one-line usage error."""

@@ -14,20 +14,23 @@ from typing import IO, Any
 
 from prunewarden._files import read_regular
 from prunewarden.bundle import build_bundle, generate_key_pair, key_id, sign_bundle, verify_bundle
-from prunewarden.cli._common import UsageError
+from prunewarden.cli._common import UsageError, exit_codes_epilog
 from prunewarden.cli._policy import base_dirs
 from prunewarden.errors import ExitCode
 from prunewarden.limits import MAX_BUNDLE_BYTES, MAX_POLICY_BYTES
 
-BUNDLE_EXIT_CODES = """\
-exit codes:
-  0   done; verify: signed by the key, every file as listed, every policy loads as listed
-  2   usage error: a file or key that cannot be read or written, a key of another kind
-  3   build, sign: a policy that does not load (or fails the lock file), a bundle unlike its
-      manifest
-  5   verify: the bundle failed verification (incomplete, unsigned, signed by another key, a
-      file unlike its manifest, a policy that does not load as listed)
-"""
+BUNDLE_EXIT_CODES = exit_codes_epilog(
+    {
+        ExitCode.OK: "done; verify: signed by the key, every file as listed, every policy loads as "
+        "listed",
+        ExitCode.USAGE: "usage error: a file or key that cannot be read or written, a key of "
+        "another kind",
+        ExitCode.POLICY: "build, sign: a policy that does not load (or fails the lock file), a "
+        "bundle unlike its manifest",
+        ExitCode.UNVERIFIED: "verify: the bundle failed verification (incomplete, unsigned, signed "
+        "by another key, a file unlike its manifest, a policy that does not load as listed)",
+    }
+)
 
 
 def add_bundle_command(commands: Any) -> None:

@@ -40,7 +40,11 @@ def exit_codes_epilog(meanings: Mapping[ExitCode, str], width: int = 80) -> str:
     for code, meaning in sorted(meanings.items()):
         text = meaning.replace("`", "")
         lines += textwrap.wrap(
-            text, width, initial_indent=f"  {int(code):<4}", subsequent_indent=" " * 6
+            text,
+            width,
+            initial_indent=f"  {int(code):<4}",
+            subsequent_indent=" " * 6,
+            break_on_hyphens=False,
         )
     return "\n".join(lines) + "\n"
 

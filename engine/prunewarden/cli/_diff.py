@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import IO, Any
 
 from prunewarden._identity import PolicyIdentity
-from prunewarden.cli._common import UsageError
+from prunewarden.cli._common import UsageError, exit_codes_epilog
 from prunewarden.cli._jobs import Runner, progress_for
 from prunewarden.cli._policy import base_dirs
 from prunewarden.cli._replay import (
@@ -30,6 +30,7 @@ from prunewarden.cli._replay import (
     short_identity,
 )
 from prunewarden.cli._revision import load_policy_at
+from prunewarden.errors import ExitCode
 from prunewarden.plots import write_diff_plots
 from prunewarden.replay import (
     DiffJob,
@@ -41,14 +42,16 @@ from prunewarden.replay import (
     run_diff_job,
 )
 
-DIFF_EXIT_CODES = """\
-exit codes:
-  0   no decision changes
-  1   some decision changes (listed)
-  2   usage error, or a malformed trace (it wins over 1: the comparison is incomplete)
-  3   invalid policy
-  70  internal error (a bug: please report it)
-"""
+DIFF_EXIT_CODES = exit_codes_epilog(
+    {
+        ExitCode.OK: "no decision changes",
+        ExitCode.REFUSED: "some decision changes (listed)",
+        ExitCode.USAGE: "usage error, or a malformed trace (it wins over 1: the comparison is "
+        "incomplete)",
+        ExitCode.POLICY: "invalid policy",
+        ExitCode.INTERNAL: "internal error (a bug: please report it)",
+    }
+)
 
 
 def add_diff(commands: Any) -> None:

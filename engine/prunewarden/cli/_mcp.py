@@ -20,7 +20,7 @@ from typing import IO, TYPE_CHECKING, Any
 from prunewarden.audit import DEFAULT_MASKS, FSYNC_MODES, AuditLog
 from prunewarden.cli import _policy
 from prunewarden.cli._audit import ENV_KEY, caller_fields
-from prunewarden.cli._common import UsageError, load_embedder
+from prunewarden.cli._common import UsageError, exit_codes_epilog, load_embedder
 from prunewarden.engine import Engine
 from prunewarden.errors import AuditError, ExitCode, PrunewardenError
 from prunewarden.reload import ReloadingEngine
@@ -28,15 +28,18 @@ from prunewarden.reload import ReloadingEngine
 if TYPE_CHECKING:
     from prunewarden.fidelity import Embedder
 
-MCP_EXIT_CODES = """\
-exit codes:
-  0   the client closed standard input (stdio), or SIGTERM or SIGINT stopped the server (http)
-  2   usage error: an address or the audit log cannot be used, or the mcp extra is missing
-  3   invalid policy
-  70  internal error (a bug: please report it)
-
-When $PRUNEWARDEN_AUDIT_KEY is set, the audit log is keyed with it, as with evaluate.
-"""
+_MCP_EXITS = {
+    ExitCode.OK: "the client closed standard input (stdio), or SIGTERM or SIGINT stopped the "
+    "server (http)",
+    ExitCode.USAGE: "usage error: an address or the audit log cannot be used, or the mcp extra is "
+    "missing",
+    ExitCode.POLICY: "invalid policy",
+    ExitCode.INTERNAL: "internal error (a bug: please report it)",
+}
+MCP_EXIT_CODES = (
+    exit_codes_epilog(_MCP_EXITS)
+    + "\nWhen $PRUNEWARDEN_AUDIT_KEY is set, the audit log is keyed with it, as with evaluate.\n"
+)
 DEFAULT_LISTEN = "127.0.0.1:8765"
 
 

@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import IO, Any
 
-from prunewarden.cli._common import UsageError
+from prunewarden.cli._common import UsageError, exit_codes_epilog
 from prunewarden.errors import ExitCode, PolicyError
 from prunewarden.policy import (
     LOCK_FILENAME,
@@ -30,14 +30,17 @@ from prunewarden.policy._diff import diff as diff_policies
 from prunewarden.policy._diff import render_text
 from prunewarden.policy._lock import update as update_lock
 
-POLICY_EXIT_CODES = """\
-exit codes:
-  0   done (diff: the policies are the same; check: no finding at error severity)
-  1   diff: the policies differ; check: a finding at error severity
-  2   usage error (check: z3-solver missing, pip install 'prunewarden[analyze]')
-  3   invalid policy, or a version reused for different content
-  4   check: no error, but a check was not reached within --timeout (a not-reached finding)
-"""
+POLICY_EXIT_CODES = exit_codes_epilog(
+    {
+        ExitCode.OK: "done (diff: the policies are the same; check: no finding at error severity)",
+        ExitCode.REFUSED: "diff: the policies differ; check: a finding at error severity",
+        ExitCode.USAGE: "usage error (check: z3-solver missing, pip install "
+        "'prunewarden[analyze]')",
+        ExitCode.POLICY: "invalid policy, or a version reused for different content",
+        ExitCode.FAILED: "check: no error, but a check was not reached within --timeout (a "
+        "not-reached finding)",
+    }
+)
 
 
 def add_policy_command(commands: Any) -> None:

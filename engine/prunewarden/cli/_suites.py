@@ -7,16 +7,19 @@ from pathlib import Path
 from typing import IO, Any
 
 from prunewarden import suites
-from prunewarden.cli._common import UsageError, report
+from prunewarden.cli._common import UsageError, exit_codes_epilog, report
 from prunewarden.cli._policy import base_dirs
+from prunewarden.errors import ExitCode
 
-TEST_EXIT_CODES = """\
-exit codes:
-  0   every selected case passed (and coverage met --coverage-threshold)
-  2   usage error: a PATH does not exist, no suite found, no case selected
-  3   a suite file or the policy it names is invalid (the other suites still run)
-  4   a case failed or broke, or a policy's coverage is below the threshold
-"""
+TEST_EXIT_CODES = exit_codes_epilog(
+    {
+        ExitCode.OK: "every selected case passed (and coverage met --coverage-threshold)",
+        ExitCode.USAGE: "usage error: a PATH does not exist, no suite found, no case selected",
+        ExitCode.POLICY: "a suite file or the policy it names is invalid (the other suites still "
+        "run)",
+        ExitCode.FAILED: "a case failed or broke, or a policy's coverage is below the threshold",
+    }
+)
 
 
 def add_test(commands: Any) -> None:
