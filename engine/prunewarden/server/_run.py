@@ -327,19 +327,9 @@ def run(
     if metrics_sock is not None:
         app = _with_metrics_listener(built, metrics_sock.getsockname()[:2])
         sockets.append(metrics_sock)
-    config = uvicorn.Config(
-        app,
-        http=guarded_protocol(built.limits),
-        log_config=None,
-        access_log=False,
-        server_header=False,
-        lifespan="on",
-        timeout_graceful_shutdown=GRACEFUL_SECONDS,
-        # uvicorn hands the number to loop.call_later, which takes any real number of seconds.
-        timeout_keep_alive=built.limits.keep_alive_seconds,  # type: ignore[arg-type]
-    )
+    config = uvicorn_config(app, built.limits)
     try:
-        _Server(config).run(sockets=sockets)
+        StoppingServer(config).run(sockets=sockets)
     finally:
         built.close()
         sock.close()
@@ -348,6 +338,38 @@ def run(
         if listen.unix_path is not None:
             with contextlib.suppress(OSError):
                 Path(listen.unix_path).unlink()
+
+
+def uvicorn_config(app: ASGIApp, limits: ConnectionLimits, lifespan: str = "on") -> uvicorn.Config:
+    """uvicorn as the project runs it: the connection limits of ``limits`` kept by the protocol,
+    silent (no log, no access log, no server header), a graceful stop of GRACEFUL_SECONDS."""
+    return uvicorn.Config(
+        app,
+        http=guarded_protocol(limits),
+        log_config=None,
+        access_log=False,
+        server_header=False,
+        lifespan=lifespan,  # type: ignore[arg-type]
+        timeout_graceful_shutdown=GRACEFUL_SECONDS,
+        # uvicorn hands the number to loop.call_later, which takes any real number of seconds.
+        timeout_keep_alive=limits.keep_alive_seconds,  # type: ignore[arg-type]
+    )
+
+
+class StoppingServer(uvicorn.Server):
+    """uvicorn, asked to stop by SIGTERM or SIGINT, returns instead of re-raising the signal
+    once it has stopped: the caller still has its socket file to remove and its exit code to
+    give (0: stopped as asked)."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        stopping = (signal.SIGINT, signal.SIGTERM)
+        previous = {sig: signal.signal(sig, self.handle_exit) for sig in stopping}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
 
 
 def _with_metrics_listener(built: Built, address: tuple[str, int]) -> ASGIApp:
@@ -397,22 +419,6 @@ class _Syncer:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join()
-
-
-class _Server(uvicorn.Server):
-    """uvicorn, asked to stop by SIGTERM or SIGINT, returns instead of re-raising the signal
-    once it has stopped: the caller still has its socket file to remove and its exit code to
-    give (0: stopped as asked)."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        stopping = (signal.SIGINT, signal.SIGTERM)
-        previous = {sig: signal.signal(sig, self.handle_exit) for sig in stopping}
-        try:
-            yield
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
 
 
 def _remove_stale_socket(path: Path) -> None:
