@@ -50,6 +50,7 @@ from prunewarden.server._sessions import SessionService
 from prunewarden.server._tenants import PolicyHolder, Tenants, open_tenants
 from prunewarden.session import SESSION_KEY_ENV, SessionRegistry, SqliteSessionStore
 from prunewarden.shipping import LogShipper, ShipError
+from prunewarden.shipping._sinks import TOKEN_ENV as SHIP_TOKEN_ENV
 
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://", "redis+cluster://", "rediss+cluster://")
 GRACEFUL_SECONDS = 10  # how long requests in flight may take to finish once asked to stop
@@ -173,7 +174,11 @@ def _status_push(config: ServerConfig, fleet: FleetStatus, tenants: Tenants) -> 
     if config.status_url is None:
         return None
     push = StatusPush(
-        config.status_url, lambda: fleet.document(tenants), interval=config.status_interval
+        config.status_url,
+        lambda: fleet.document(tenants),
+        interval=config.status_interval,
+        replica=config.ship_replica or socket.gethostname(),
+        token=os.environ.get(SHIP_TOKEN_ENV, "").strip() or None,
     )
     fleet.push = push
     for holder in tenants.holders():
