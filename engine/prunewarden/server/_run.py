@@ -13,6 +13,7 @@ synced yet: a server stopped this way loses nothing it answered.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import logging
 import os
 import signal
@@ -23,7 +24,8 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import Any, Protocol
 
 import uvicorn
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
@@ -80,9 +82,10 @@ class Built:
     status_push: StatusPush | None = None
 
 
-def build_app(config: ServerConfig) -> Built:
+def build_app(config: ServerConfig) -> Built:  # noqa: C901, PLR0915 - each part closed if a later one fails
     """The app for ``config``: the audit log opened (raises :class:`AuditError` when it cannot
     be written), the policy loaded (raises :class:`PolicyError`)."""
+    exporting = _status_exporting(config)  # before anything is opened: the extra may be missing
     audit = _open_audit(config)
     try:
         store = open_store(config.session_store_url, config.session_ttl)
@@ -115,6 +118,7 @@ def build_app(config: ServerConfig) -> Built:
     sessions = SessionService(
         tenants, store, ttl=config.session_ttl, max_live=config.max_live_sessions
     )
+    export = _status_export(exporting, config, fleet, tenants, sessions)
     server_metrics = ServerMetrics(registry)
     registry.register(StatusMetrics(lambda: fleet.document(tenants)))
     limits = ConnectionLimits(
@@ -134,6 +138,8 @@ def build_app(config: ServerConfig) -> Built:
         try:
             if push is not None:
                 push.stop()
+            if export is not None:
+                export.close()  # a last export of the status, while it still holds
             tenants.close()
             sessions.close()
             if syncer is not None:
@@ -184,6 +190,45 @@ def _status_push(config: ServerConfig, fleet: FleetStatus, tenants: Tenants) -> 
     for holder in tenants.holders():
         holder.add_reload_hook(push.observe)
     return push
+
+
+class _Closing(Protocol):
+    def close(self) -> None: ...
+
+
+def _status_exporting(config: ServerConfig) -> ModuleType | None:
+    """:mod:`._otlp_status` when ``--ship`` names an OTLP destination (None: none);
+    :class:`ServerConfigError` without the ``ship`` extra."""
+    if not any(url.startswith(("otlp+http://", "otlp+https://")) for url in config.ship):
+        return None
+    # The ship extra, imported on use (not to dodge a cycle: that module imports none of these).
+    try:
+        return importlib.import_module("prunewarden.server._otlp_status")
+    except ImportError as exc:
+        msg = "--ship otlp+http(s)://...: needs the ship extra: pip install 'prunewarden[ship]'"
+        raise ServerConfigError(f"{msg} ({exc})") from None
+
+
+def _status_export(
+    module: ModuleType | None,
+    config: ServerConfig,
+    fleet: FleetStatus,
+    tenants: Tenants,
+    sessions: SessionService,
+) -> _Closing | None:
+    """The status exported as OTLP metrics beside the first OTLP destination of ``--ship``
+    (:mod:`._otlp_status`), every ``--status-interval`` seconds (None: no OTLP destination)."""
+    if module is None:
+        return None
+    otlp = next(url for url in config.ship if url.startswith(("otlp+http://", "otlp+https://")))
+    export: _Closing = module.StatusExport(
+        module.metrics_endpoint(otlp),
+        lambda: fleet.document(tenants),
+        lambda: sessions.live_count,
+        replica=config.ship_replica or socket.gethostname(),
+        interval=config.status_interval,
+    )
+    return export
 
 
 def _start_shipping(
