@@ -256,12 +256,23 @@ def run(  # noqa: PLR0913 - the fleet's shape and the load's
                 for number, log in enumerate(logs)
             )
 
+        def shipped_count() -> int:
+            return sum(
+                destination["shipped"]
+                for url in urls
+                for destination in _get(url, "/v1/status")["log_shipping"]["destinations"]
+            )
+
         _await(caught_up, CATCH_UP_SECONDS, "every shipper to catch up")
-        shipped = sum(
-            destination["shipped"]
-            for url in urls
-            for destination in _get(url, "/v1/status")["log_shipping"]["destinations"]
-        )
+        # A batch is on the collector's disk a moment before its shipper reads the answer and
+        # counts it: the count is read once it has caught up too (or, past the wait, as it is).
+        with suppress(SystemExit):
+            _await(
+                lambda: shipped_count() == sum(_records(log) for log in logs),
+                CATCH_UP_SECONDS,
+                "every shipper to count what it shipped",
+            )
+        shipped = shipped_count()
         _await(
             lambda: _get(collector.url, "/v1/fleet")["reporting"] == replicas,
             CATCH_UP_SECONDS,

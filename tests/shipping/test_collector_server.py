@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import gzip
 import json
+import signal
 import socket
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+from _support.server import PRUNEWARDEN
 from _support.shipping import decide
 from prometheus_client.parser import text_string_to_metric_families
 from prunewarden import AuditLog, Engine
@@ -289,3 +292,17 @@ class TestRestart:
             again = post(second, b"".join(lines), "r-1", None).json()
         assert (again["duplicates"], again["accepted"]) == (5, len(lines) - 5)
         assert (tmp_path / "r-1.jsonl").read_bytes() == b"".join(lines)
+
+
+@pytest.mark.spawns
+def test_a_sigterm_right_after_the_listening_line_stops_it_cleanly(tmp_path: Path) -> None:
+    """The command says where it listens only once SIGTERM stops it cleanly: a SIGTERM sent at
+    once is exit 0 and "stopped", not a kill."""
+    command = [PRUNEWARDEN, "audit", "collect", "--listen", "127.0.0.1:0", "--out", str(tmp_path)]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert process.stdout is not None
+    assert "listening on http://127.0.0.1:" in process.stdout.readline()
+    process.send_signal(signal.SIGTERM)
+    stdout, stderr = process.communicate(timeout=60)
+    assert process.returncode == 0, stderr
+    assert stdout == "prunewarden audit collect: stopped\n"

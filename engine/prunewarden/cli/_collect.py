@@ -120,9 +120,14 @@ def run_collect(
         raise UsageError(f"prunewarden audit collect: {exc.strerror or exc}") from None
     except server_package.ServerConfigError as exc:
         raise UsageError(f"prunewarden audit collect: {exc}") from None
-    stdout.write(f"prunewarden audit collect: listening on {server.url}, writing to {args.out}\n")
-    stdout.flush()
-    server.run()
+
+    def announce() -> None:
+        stdout.write(
+            f"prunewarden audit collect: listening on {server.url}, writing to {args.out}\n"
+        )
+        stdout.flush()
+
+    server.run(announce)
     stdout.write("prunewarden audit collect: stopped\n")
     return ExitCode.OK
 

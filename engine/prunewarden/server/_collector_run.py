@@ -4,8 +4,10 @@ a thread of its own (a process that ships to itself, and the tests)."""
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
+from collections.abc import Callable
 from types import TracebackType
 from typing import Self
 
@@ -58,12 +60,21 @@ class CollectorServer:
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
 
-    def run(self) -> None:
-        """Serve in the foreground until SIGTERM or SIGINT (from the main thread)."""
-        self._server = StoppingServer(uvicorn_config(self.app, self.limits, lifespan="off"))
+    def run(self, announce: Callable[[], None] = lambda: None) -> None:
+        """Serve in the foreground until SIGTERM or SIGINT (from the main thread);
+        ``announce`` is called once either signal stops the server cleanly, before it serves
+        (a caller saying where it listens then is never killed by a prompt SIGTERM)."""
+        server = self._server = StoppingServer(
+            uvicorn_config(self.app, self.limits, lifespan="off")
+        )
+        stopping = (signal.SIGINT, signal.SIGTERM)
+        previous = {sig: signal.signal(sig, server.handle_exit) for sig in stopping}
         try:
-            self._server.run(sockets=[self._socket])
+            announce()
+            server.run(sockets=[self._socket])
         finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
             self._socket.close()
 
     def start(self) -> Self:
