@@ -12,6 +12,7 @@ import socket
 import subprocess
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -306,3 +307,14 @@ def test_a_sigterm_right_after_the_listening_line_stops_it_cleanly(tmp_path: Pat
     stdout, stderr = process.communicate(timeout=60)
     assert process.returncode == 0, stderr
     assert stdout == "prunewarden audit collect: stopped\n"
+
+
+def test_status_pushes_of_one_replica_at_once_each_land_whole(tmp_path: Path) -> None:
+    """Pushes of one replica arriving together are each kept whole: every one answered 200,
+    and the file left is one of them, not a mix."""
+    documents = [{**STATUS, "started_at": f"push-{n}"} for n in range(24)]
+    with CollectorServer(Collector(tmp_path, token=TOKEN)) as server, ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(lambda d: push(server, "race-1", d).status_code, documents))
+    assert answers == [200] * len(documents)
+    kept = json.loads((tmp_path / "status" / "race-1.json").read_text())
+    assert kept["status"] in documents

@@ -63,6 +63,7 @@ class Collector:
         self._replicas: dict[str, ReplicaChain] = {}
         self._statuses: dict[str, dict[str, Any]] = {}
         self._lock = threading.Lock()
+        self._status_writes = threading.Lock()  # one document written at a time (they are small)
         for path in sorted(directory.glob("*.jsonl")):
             if REPLICA_NAME.fullmatch(path.stem):
                 self.replica(path.stem)
@@ -113,19 +114,20 @@ class Collector:
         final = folder / f"{replica}.json"
         partial = folder / f".{replica}.json.partial"
         data = json.dumps(entry, sort_keys=True, ensure_ascii=False).encode("utf-8")
-        try:
-            with partial.open("wb") as handle:
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
-            partial.replace(final)
-        except OSError:
-            with contextlib.suppress(OSError):
-                partial.unlink()
-            raise
-        sync_dir(folder)
-        with self._lock:
-            self._statuses[replica] = entry
+        with self._status_writes:
+            try:
+                with partial.open("wb") as handle:
+                    handle.write(data)
+                    handle.flush()
+                    os.fsync(handle.fileno())
+                partial.replace(final)
+            except OSError:
+                with contextlib.suppress(OSError):
+                    partial.unlink()
+                raise
+            sync_dir(folder)
+            with self._lock:
+                self._statuses[replica] = entry
         return entry
 
     def fleet(self) -> dict[str, Any]:
