@@ -141,6 +141,7 @@ bench: $(VENV)/.installed-test typescript-example
 	$(BIN)/python -m benchmarks.sql_scale --repeat 3
 	$(BIN)/python benchmarks/fleet_scale.py --traces 2000 --workers 2
 	$(BIN)/python benchmarks/bench_server.py --clients 8 --requests 8000
+	$(BIN)/python -m benchmarks.serve_fleet --replicas 4 --sessions 64 --calls 25 --seconds 120
 	$(BIN)/python -m benchmarks.ts_client --requests 2000 --repeats 5
 	$(BIN)/python benchmarks/start_time.py
 	$(BIN)/python -m benchmarks.fidelity

@@ -156,7 +156,14 @@ AREAS: dict[str, Stages] = {
     "prunewarden/shipping/_cursor.py": (SHIPPING, ("tests/shipping/test_collector.py",)),
     "prunewarden/shipping/_reading.py": (SHIPPING, ("tests/shipping/test_collector.py",)),
     "prunewarden/shipping/_receiving.py": (("tests/shipping/test_collector.py",), SHIPPING),
-    "prunewarden/shipping/_collect.py": (("tests/shipping/test_collector.py",), SHIPPING),
+    "prunewarden/shipping/_collect.py": (
+        ("tests/shipping/test_collector.py", "tests/shipping/test_collector_server.py"),
+        SHIPPING,
+    ),
+    "prunewarden/server/_collector.py": (
+        ("tests/shipping/test_collector_server.py",),
+        ("tests/shipping/test_collector.py",),
+    ),
     "prunewarden/server/_tenants.py": (TENANTS, ("tests/server/test_tenant_status.py",)),
     "prunewarden/server/_tenant_config.py": (TENANTS, ("tests/server/test_tenant_status.py",)),
     "prunewarden/bundle/_verify.py": (BUNDLES, ("tests/test_reload_bundle.py",)),

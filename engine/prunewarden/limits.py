@@ -211,6 +211,11 @@ MAX_SHIP_BATCH_BYTES: Final = 256 * 1024 * 1024
 #: How many of a replica's latest record hashes ``audit collect`` remembers to tell a duplicate
 #: from a gap: more than a shipper's buffer sends again after a restart.
 SHIP_DEDUP_RECORDS: Final = 100_000
+#: Replicas ``audit collect``'s ``/metrics`` names as label values (the first ones by name); the
+#: counts of the others are summed under ``replica="_other"``.
+MAX_COLLECT_METRIC_REPLICAS: Final = 1000
+#: The largest status document ``audit collect`` keeps (``POST /v1/status``).
+MAX_STATUS_BYTES: Final = 1024 * 1024
 
 
 #: Where the schemas state a limit: (schema, JSON pointer to the keyword) -> value.

@@ -1,8 +1,9 @@
 """A real collector on loopback for the shipping tests, and the counts they compare.
 
-The collector is :class:`prunewarden.shipping.Collector` on the standard library's HTTP server
-in a thread; ``gate`` (when given) holds every batch before it is checked until the test opens
-it, so that a test makes a receiver slow (or hung) exactly when it needs one, without sleeps.
+The collector is :class:`prunewarden.shipping.Collector` served by
+:class:`prunewarden.server.CollectorServer` in a thread; ``gate`` (when given) holds every batch
+once it is written until the test opens it, so that a test makes a receiver slow (or hung)
+exactly when it needs one, without sleeps.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 
 from prunewarden import Engine
 from prunewarden.audit import rotated_files, verify_files
+from prunewarden.server import CollectorServer
 from prunewarden.shipping import Collector
 
 WAIT_SECONDS = 60.0  # generous: a loaded 2-core machine
@@ -82,19 +84,14 @@ def receiver(
             assert gate.wait(WAIT_SECONDS), "the test never opened the gate"
 
     collector = Collector(directory, before_answer=before, **options)
-    server = collector.serve("127.0.0.1", port)
-    url = f"http://127.0.0.1:{server.server_address[1]}/v1/logs"
-    holder.append(Receiver(collector, url))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    server = CollectorServer(collector, "127.0.0.1", port).start()
+    holder.append(Receiver(collector, f"{server.url}/v1/logs"))
     try:
         yield holder[0]
     finally:
         if gate is not None:
             gate.set()
-        server.shutdown()
-        thread.join()
-        server.server_close()
+        server.stop()
 
 
 def records_in(files: list[Path]) -> list[dict[str, Any]]:

@@ -112,18 +112,32 @@ class TestStatusPush:
         assert "cannot push" in problem
         assert push.detail()["failed"] == 1
 
-    def test_the_audit_collector_takes_no_status_document(
+    def test_the_audit_collector_keeps_the_status_per_replica(
         self, tmp_path: Path, engine: ReloadingEngine, fleet: FleetStatus
     ) -> None:
-        """``audit collect`` is no receiver of status pushes (docs/fleet.md): a push to it is
-        a failed push, its 404 counted, and it writes nothing."""
-        with shipping_receiver(tmp_path / "out") as collector:
+        """``audit collect`` takes the push (POST /v1/status) as the replica's, with the token
+        it is pushed with, keeps it in DIR/status/REPLICA.json and shows it at GET /v1/fleet."""
+        token = "fleet-token-0001"  # noqa: S105 - a test's token
+        with shipping_receiver(tmp_path / "out", token=token) as collector:
             url = collector.url.removesuffix("/v1/logs") + "/v1/status"
-            push = pushing(url, engine, fleet)
-            problem = push.push()
-        assert problem == f"{url}: HTTP 404 Not Found"
-        assert push.detail()["failed"] == 1
-        assert list((tmp_path / "out").iterdir()) == []
+            push = StatusPush(
+                url,
+                lambda: fleet.document(engine),
+                interval=600,
+                replica="eu-1",
+                token=token,
+            )
+            assert push.push() is None
+            assert StatusPush(url, lambda: fleet.document(engine), replica="eu-1").push() == (
+                f"{url}: HTTP 401 Unauthorized"
+            )
+            shown = httpx.get(
+                url.removesuffix("/status") + "/fleet",
+                headers={"Authorization": f"Bearer {token}"},
+            ).json()
+        assert push.detail()["pushed"] == 1
+        assert shown["replicas"]["eu-1"]["status"]["policy"]["version"] == "1.0.0"
+        assert (tmp_path / "out" / "status" / "eu-1.json").exists()
 
     def test_a_receiver_that_does_not_answer_delays_no_decision(
         self, receiver: Receiver, engine: ReloadingEngine, fleet: FleetStatus
@@ -197,6 +211,30 @@ def until_failed(client: httpx.Client) -> dict[str, Any]:
             return detail
         time.sleep(0.05)
     raise AssertionError(f"no failed push counted: {detail}")
+
+
+class TestServeToTheCollector:
+    def test_serve_pushes_its_status_to_audit_collect(self, tmp_path: Path) -> None:
+        """serve --status-url at audit collect's /v1/status, with --ship-replica and the ship
+        token: the collector's /v1/fleet shows the server's status under the replica's name."""
+        policy = tmp_path / "prod.yaml"
+        policy.write_text(policy_text({}, name="prod", version="1.0.0"), encoding="utf-8")
+        token = "fleet-token-0002"  # noqa: S105 - a test's token
+        with shipping_receiver(tmp_path / "out", token=token) as collector:
+            base = collector.url.removesuffix("/v1/logs")
+            options = ("--status-url", f"{base}/v1/status", "--ship-replica", "eu-7")
+            env = {"PRUNEWARDEN_SHIP_TOKEN": token}
+            with running_server(policy, tmp_path, *options, env=env) as server:
+                deadline = time.monotonic() + PATIENCE
+                while not (tmp_path / "out" / "status" / "eu-7.json").exists():
+                    assert time.monotonic() < deadline, "no status arrived"
+                    time.sleep(0.05)
+                headers = {"Authorization": f"Bearer {token}"}
+                fleet = httpx.get(f"{base}/v1/fleet", headers=headers).json()
+        entry = fleet["replicas"]["eu-7"]
+        assert entry["instance"] == server.url
+        assert entry["status"]["policy"]["version"] == "1.0.0"
+        assert fleet["healthy"] == 1
 
 
 class TestServeStatusUrl:

@@ -3,22 +3,24 @@
 :mod:`prunewarden.cli._collect_kafka`).
 
 Kept apart from :mod:`prunewarden.cli._audit`: the one audit command that serves rather than
-reads. It runs until SIGTERM or SIGINT (exit 0).
+reads. It runs until SIGTERM or SIGINT (exit 0). ``--listen`` serves on ``prunewarden serve``'s
+stack (:class:`prunewarden.server.CollectorServer`, the ``serve`` extra), imported only then.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import ipaddress
 import os
-import signal
-import threading
 from pathlib import Path
+from types import ModuleType
 from typing import IO, Any
 
 from prunewarden.cli._collect_kafka import collect_from_kafka
 from prunewarden.cli._common import UsageError
 from prunewarden.errors import ExitCode
+from prunewarden.limits import BODY_SECONDS, MAX_CONNECTIONS
 from prunewarden.shipping import Collector, read_collect_tokens
 
 TOKEN_ENV = "PRUNEWARDEN_COLLECT_TOKEN"  # noqa: S105 - the name of the variable, not a token
@@ -60,6 +62,21 @@ def add_collect(command: Any, key_env: str) -> None:
         help="environment variable holding the HMAC key keyed records are checked with "
         f"(default: {key_env}; unset: their links are checked, their seals by audit verify)",
     )
+    collect.add_argument(
+        "--max-connections",
+        type=int,
+        default=MAX_CONNECTIONS,
+        metavar="N",
+        help=f"connections open at once; one more is answered 503 (default: {MAX_CONNECTIONS})",
+    )
+    collect.add_argument(
+        "--body-timeout",
+        type=float,
+        default=BODY_SECONDS,
+        metavar="SECONDS",
+        help="seconds a sender may take to send a batch once its headers are in; past it 408 "
+        f"(default: {BODY_SECONDS:g})",
+    )
 
 
 def run_collect(
@@ -81,7 +98,10 @@ def run_collect(
             f"--tokens, --token-file or set {TOKEN_ENV} (or listen on loopback)"
         )
         raise UsageError(msg)
+    if args.max_connections < 1 or not args.body_timeout > 0:
+        raise UsageError("prunewarden audit collect: --max-connections and --body-timeout > 0")
     key_text = os.environ.get(args.key_env, "")
+    server_package = _server_package()
     try:
         collector = Collector(
             Path(args.out),
@@ -89,31 +109,38 @@ def run_collect(
             tokens=tokens,
             key=key_text.encode("utf-8") if key_text else None,
         )
-        server = collector.serve(host, port)
+        server = server_package.CollectorServer(
+            collector,
+            host,
+            port,
+            max_connections=args.max_connections,
+            body_seconds=args.body_timeout,
+        )
     except OSError as exc:
         raise UsageError(f"prunewarden audit collect: {exc.strerror or exc}") from None
-    stop = threading.Event()
-    previous = {
-        sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)
-    }
-    thread = threading.Thread(target=server.serve_forever, name="prunewarden-collect")
-    thread.start()
-    try:
-        shown = f"[{host}]" if ":" in host else host
+    except server_package.ServerConfigError as exc:
+        raise UsageError(f"prunewarden audit collect: {exc}") from None
+
+    def announce() -> None:
         stdout.write(
-            f"prunewarden audit collect: listening on http://{shown}:{server.server_address[1]}"
-            f", writing to {args.out}\n"
+            f"prunewarden audit collect: listening on {server.url}, writing to {args.out}\n"
         )
         stdout.flush()
-        stop.wait()
-    finally:
-        server.shutdown()
-        thread.join()
-        server.server_close()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+
+    server.run(announce)
     stdout.write("prunewarden audit collect: stopped\n")
     return ExitCode.OK
+
+
+def _server_package() -> ModuleType:
+    try:
+        return importlib.import_module("prunewarden.server")
+    except ImportError as exc:
+        message = (
+            "prunewarden audit collect --listen needs the serve extra: "
+            f"pip install 'prunewarden[serve]' ({exc})"
+        )
+        raise UsageError(message) from None
 
 
 def _address(text: str) -> tuple[str, int]:

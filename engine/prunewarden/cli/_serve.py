@@ -191,9 +191,10 @@ def add_serve(commands: Any) -> None:
     serve.add_argument(
         "--status-url",
         metavar="URL",
-        help="POST the /v1/status document to this http(s) URL, an endpoint of your own "
-        "(audit collect takes none), periodically and after each activation and new failure; "
-        "a failed push never delays a decision (docs/fleet.md)",
+        help="POST the /v1/status document to this http(s) URL (audit collect's "
+        "http://HOST:PORT/v1/status keeps it as the --ship-replica's, shown at /v1/fleet), "
+        "periodically and after each activation and new failure; a failed push never delays "
+        "a decision (docs/fleet.md)",
     )
     serve.add_argument(
         "--status-interval",
@@ -214,7 +215,7 @@ def add_serve(commands: Any) -> None:
     serve.add_argument(
         "--ship-replica",
         metavar="NAME",
-        help="the name this server ships as (default: the host name)",
+        help="the name this server ships (and pushes its status) as (default: the host name)",
     )
     serve.add_argument(
         "--ship-buffer-records",

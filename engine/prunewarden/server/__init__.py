@@ -10,6 +10,7 @@ messages, sessions held server-side. Needs the ``serve`` extra (``pip install
 from __future__ import annotations
 
 from prunewarden.server._app import create_app
+from prunewarden.server._collector_run import CollectorServer
 from prunewarden.server._config import (
     Listen,
     ServerConfig,
@@ -30,6 +31,7 @@ from prunewarden.server._tenant_config import (
 __all__ = [
     "LABELS_HEADER",
     "Built",
+    "CollectorServer",
     "Listen",
     "ServerConfig",
     "ServerConfigError",

@@ -17,7 +17,7 @@ of which one did. No token is ever logged, shown in a problem, or kept in a reco
 from __future__ import annotations
 
 import hmac
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from prunewarden.server._problems import ProblemDocument
 from prunewarden.server._tenant_config import TenantSpec
@@ -39,13 +39,29 @@ def unauthorized() -> CredentialError:
 
 
 class Credentials:
-    """The server's token and each tenant's, and which one a request presents."""
+    """The server's token and each tenant's, and which one a request presents. ``bound``:
+    more tokens, each naming who it makes a request (the collector's replica tokens, as a
+    tenant's make it that tenant's); ``anonymous``: whether a request without a token passes
+    when the only tokens are bound ones (a server's tenants that list no tokens decide it; a
+    collector's replicas do not); ``server_routes``: the routes a bound token may not reach
+    while there is a server's token."""
 
-    def __init__(self, token: str | None, tenants: Iterable[TenantSpec] = ()) -> None:
+    def __init__(
+        self,
+        token: str | None,
+        tenants: Iterable[TenantSpec] = (),
+        *,
+        bound: Mapping[str, str] | None = None,
+        anonymous: bool = True,
+        server_routes: frozenset[str] = SERVER_ROUTES,
+    ) -> None:
         self._server = token.encode("utf-8") if token is not None else None
         self._tenants = [
             (given.encode("utf-8"), spec.name) for spec in tenants for given in spec.tokens
         ]
+        self._tenants += [(given.encode("utf-8"), name) for given, name in (bound or {}).items()]
+        self._anonymous = anonymous
+        self._server_routes = server_routes
 
     def __repr__(self) -> str:  # never the tokens
         return f"Credentials(server={self._server is not None}, tenant_tokens={len(self._tenants)})"
@@ -58,14 +74,14 @@ class Credentials:
         if self._server is None and not self._tenants:
             return None  # a server without tokens asks for none, and reads none
         if authorization is None:
-            if self._server is not None:
+            if self._server is not None or not self._anonymous:
                 raise unauthorized()
             return None
         scheme, _, value = authorization.partition(" ")
         server, tenant = self._match(value.encode("utf-8"))
         if scheme.lower() != "bearer" or not (server or tenant is not None):
             raise unauthorized()
-        if tenant is not None and route in SERVER_ROUTES and self._server is not None:
+        if tenant is not None and route in self._server_routes and self._server is not None:
             detail = (
                 f"a tenant's token reaches its own tenant's decisions, sessions and policy; "
                 f"{route} shows every tenant and takes the server's token"

@@ -10,8 +10,10 @@ pile up while one is in flight collapse into the next one (the document is built
 sent, so it is never stale by more than one push).
 
 The body is the status document as ``GET /v1/status`` answers it, as JSON; the
-``Prunewarden-Instance`` header names the server's own address, so that one receiver can tell
-a fleet's servers apart. HTTP goes through the standard library (``urllib``).
+``Prunewarden-Instance`` header names the server's own address and ``Prunewarden-Replica`` the
+name it ships as, so that one receiver (``audit collect``'s ``POST /v1/status``) can tell a
+fleet's servers apart; with a token (``$PRUNEWARDEN_SHIP_TOKEN``, the one its log is shipped
+with) it is presented as a bearer token. HTTP goes through the standard library (``urllib``).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from typing import Any
 
 from prunewarden.decision import utc_now
 from prunewarden.reload import ReloadResult
+from prunewarden.shipping._sinks import REPLICA_HEADER
 
 DEFAULT_INTERVAL = 10.0  # seconds between two pushes when nothing happens
 PUSH_SECONDS = 5.0  # how long one push may take to connect, and between two reads
@@ -60,17 +63,23 @@ _diagnostics = logging.getLogger("prunewarden.server")
 
 
 class StatusPush:
-    """Pushes ``document()`` to ``url`` (see the module's docstring); :meth:`start` once the
-    server's address is known, :meth:`stop` at shutdown; :meth:`observe` is a reload hook."""
+    """Pushes ``document()`` to ``url`` (see the module's docstring) as ``replica`` (None: no
+    replica header), presenting ``token`` (None: none); :meth:`start` once the server's address
+    is known, :meth:`stop` at shutdown; :meth:`observe` is a reload hook."""
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 - where, what, how often, and as whom
         self,
         url: str,
         document: Callable[[], Mapping[str, Any]],
         interval: float = DEFAULT_INTERVAL,
         timeout: float = PUSH_SECONDS,
+        *,
+        replica: str | None = None,
+        token: str | None = None,
     ) -> None:
         self.url = url
+        self._replica = replica
+        self._token = token
         self.interval = interval
         self._document = document
         self._timeout = timeout
@@ -144,6 +153,10 @@ class StatusPush:
 
     def _post(self, body: bytes) -> str | None:
         headers = {"Content-Type": "application/json", INSTANCE_HEADER: self._instance}
+        if self._replica is not None:
+            headers[REPLICA_HEADER] = self._replica
+        if self._token is not None:
+            headers["Authorization"] = f"Bearer {self._token}"
         request = urllib.request.Request(self.url, data=body, headers=headers, method="POST")  # noqa: S310 - http(s) only: checked by ServerConfig
         try:
             with urllib.request.urlopen(request, timeout=self._timeout) as response:  # noqa: S310 - as above

@@ -13,6 +13,7 @@ synced yet: a server stopped this way loses nothing it answered.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import logging
 import os
 import signal
@@ -23,7 +24,8 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import Any, Protocol
 
 import uvicorn
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
@@ -50,6 +52,7 @@ from prunewarden.server._sessions import SessionService
 from prunewarden.server._tenants import PolicyHolder, Tenants, open_tenants
 from prunewarden.session import SESSION_KEY_ENV, SessionRegistry, SqliteSessionStore
 from prunewarden.shipping import LogShipper, ShipError
+from prunewarden.shipping._sinks import TOKEN_ENV as SHIP_TOKEN_ENV
 
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://", "redis+cluster://", "rediss+cluster://")
 GRACEFUL_SECONDS = 10  # how long requests in flight may take to finish once asked to stop
@@ -79,9 +82,10 @@ class Built:
     status_push: StatusPush | None = None
 
 
-def build_app(config: ServerConfig) -> Built:
+def build_app(config: ServerConfig) -> Built:  # noqa: C901, PLR0915 - each part closed if a later one fails
     """The app for ``config``: the audit log opened (raises :class:`AuditError` when it cannot
     be written), the policy loaded (raises :class:`PolicyError`)."""
+    exporting = _status_exporting(config)  # before anything is opened: the extra may be missing
     audit = _open_audit(config)
     try:
         store = open_store(config.session_store_url, config.session_ttl)
@@ -114,6 +118,7 @@ def build_app(config: ServerConfig) -> Built:
     sessions = SessionService(
         tenants, store, ttl=config.session_ttl, max_live=config.max_live_sessions
     )
+    export = _status_export(exporting, config, fleet, tenants, sessions)
     server_metrics = ServerMetrics(registry)
     registry.register(StatusMetrics(lambda: fleet.document(tenants)))
     limits = ConnectionLimits(
@@ -133,6 +138,8 @@ def build_app(config: ServerConfig) -> Built:
         try:
             if push is not None:
                 push.stop()
+            if export is not None:
+                export.close()  # a last export of the status, while it still holds
             tenants.close()
             sessions.close()
             if syncer is not None:
@@ -173,12 +180,55 @@ def _status_push(config: ServerConfig, fleet: FleetStatus, tenants: Tenants) -> 
     if config.status_url is None:
         return None
     push = StatusPush(
-        config.status_url, lambda: fleet.document(tenants), interval=config.status_interval
+        config.status_url,
+        lambda: fleet.document(tenants),
+        interval=config.status_interval,
+        replica=config.ship_replica or socket.gethostname(),
+        token=os.environ.get(SHIP_TOKEN_ENV, "").strip() or None,
     )
     fleet.push = push
     for holder in tenants.holders():
         holder.add_reload_hook(push.observe)
     return push
+
+
+class _Closing(Protocol):
+    def close(self) -> None: ...
+
+
+def _status_exporting(config: ServerConfig) -> ModuleType | None:
+    """:mod:`._otlp_status` when ``--ship`` names an OTLP destination (None: none);
+    :class:`ServerConfigError` without the ``ship`` extra."""
+    if not any(url.startswith(("otlp+http://", "otlp+https://")) for url in config.ship):
+        return None
+    # The ship extra, imported on use (not to dodge a cycle: that module imports none of these).
+    try:
+        return importlib.import_module("prunewarden.server._otlp_status")
+    except ImportError as exc:
+        msg = "--ship otlp+http(s)://...: needs the ship extra: pip install 'prunewarden[ship]'"
+        raise ServerConfigError(f"{msg} ({exc})") from None
+
+
+def _status_export(
+    module: ModuleType | None,
+    config: ServerConfig,
+    fleet: FleetStatus,
+    tenants: Tenants,
+    sessions: SessionService,
+) -> _Closing | None:
+    """The status exported as OTLP metrics beside the first OTLP destination of ``--ship``
+    (:mod:`._otlp_status`), every ``--status-interval`` seconds (None: no OTLP destination)."""
+    if module is None:
+        return None
+    otlp = next(url for url in config.ship if url.startswith(("otlp+http://", "otlp+https://")))
+    export: _Closing = module.StatusExport(
+        module.metrics_endpoint(otlp),
+        lambda: fleet.document(tenants),
+        lambda: sessions.live_count,
+        replica=config.ship_replica or socket.gethostname(),
+        interval=config.status_interval,
+    )
+    return export
 
 
 def _start_shipping(
@@ -327,19 +377,9 @@ def run(
     if metrics_sock is not None:
         app = _with_metrics_listener(built, metrics_sock.getsockname()[:2])
         sockets.append(metrics_sock)
-    config = uvicorn.Config(
-        app,
-        http=guarded_protocol(built.limits),
-        log_config=None,
-        access_log=False,
-        server_header=False,
-        lifespan="on",
-        timeout_graceful_shutdown=GRACEFUL_SECONDS,
-        # uvicorn hands the number to loop.call_later, which takes any real number of seconds.
-        timeout_keep_alive=built.limits.keep_alive_seconds,  # type: ignore[arg-type]
-    )
+    config = uvicorn_config(app, built.limits)
     try:
-        _Server(config).run(sockets=sockets)
+        StoppingServer(config).run(sockets=sockets)
     finally:
         built.close()
         sock.close()
@@ -348,6 +388,38 @@ def run(
         if listen.unix_path is not None:
             with contextlib.suppress(OSError):
                 Path(listen.unix_path).unlink()
+
+
+def uvicorn_config(app: ASGIApp, limits: ConnectionLimits, lifespan: str = "on") -> uvicorn.Config:
+    """uvicorn as the project runs it: the connection limits of ``limits`` kept by the protocol,
+    silent (no log, no access log, no server header), a graceful stop of GRACEFUL_SECONDS."""
+    return uvicorn.Config(
+        app,
+        http=guarded_protocol(limits),
+        log_config=None,
+        access_log=False,
+        server_header=False,
+        lifespan=lifespan,  # type: ignore[arg-type]
+        timeout_graceful_shutdown=GRACEFUL_SECONDS,
+        # uvicorn hands the number to loop.call_later, which takes any real number of seconds.
+        timeout_keep_alive=limits.keep_alive_seconds,  # type: ignore[arg-type]
+    )
+
+
+class StoppingServer(uvicorn.Server):
+    """uvicorn, asked to stop by SIGTERM or SIGINT, returns instead of re-raising the signal
+    once it has stopped: the caller still has its socket file to remove and its exit code to
+    give (0: stopped as asked)."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        stopping = (signal.SIGINT, signal.SIGTERM)
+        previous = {sig: signal.signal(sig, self.handle_exit) for sig in stopping}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
 
 
 def _with_metrics_listener(built: Built, address: tuple[str, int]) -> ASGIApp:
@@ -397,22 +469,6 @@ class _Syncer:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join()
-
-
-class _Server(uvicorn.Server):
-    """uvicorn, asked to stop by SIGTERM or SIGINT, returns instead of re-raising the signal
-    once it has stopped: the caller still has its socket file to remove and its exit code to
-    give (0: stopped as asked)."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        stopping = (signal.SIGINT, signal.SIGTERM)
-        previous = {sig: signal.signal(sig, self.handle_exit) for sig in stopping}
-        try:
-            yield
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
 
 
 def _remove_stale_socket(path: Path) -> None:

@@ -1,58 +1,37 @@
-"""``prunewarden audit collect``: the receiver of shipped decision logs, over HTTP.
+"""``prunewarden audit collect``: what the receiver of shipped decision logs holds, whatever
+carries the batches to it.
 
-``POST /v1/logs`` takes a batch of records (JSON lines, gzip-compressed or not) from the replica
-its ``Prunewarden-Replica`` header names, into ``DIR/REPLICA.jsonl`` (:mod:`._receiving` checks
-the chain), and answers ``{"accepted", "duplicates", "dropped", "head"}`` once it is synced, or
-an RFC 9457 problem document: 400 ``invalid-batch``, 401 ``unauthorized``, 403
-``forbidden-replica`` (a token bound to another replica), 409 ``chain-gap``, 413
-``batch-too-large``, 415 ``unsupported-media-type``, 422 ``forged-record``. ``GET /v1/replicas``
-lists each replica's head and counts. The body is checked line by line as it is read and
-decompressed (:mod:`._batch_body`).
+A batch of records from one replica goes into ``DIR/REPLICA.jsonl`` (:mod:`._receiving` checks
+the chain) and is answered ``{"accepted", "duplicates", "dropped", "head"}`` once it is synced,
+or refused (:class:`~prunewarden.shipping._receiving.BatchRefused`, its kind the problem the
+sender gets). One replica's batches are taken in turn (a lock per replica) while other replicas'
+go on.
 
-The standard library's threading HTTP server: the collector needs no extra, and one replica's
-batches are taken in turn (a lock per replica) while other replicas' go on.
+Everything is read back from the files at start: each replica found in ``DIR`` has its head,
+its count and its latest record hashes (the dedup window) before the first batch arrives, so a
+collector started again drops what a shipper sends twice across its restart, and lists every
+replica it holds. A server's status document (``serve --status-url``) is kept per replica in
+``DIR/status/REPLICA.json``, replaced whole (written beside it, synced, renamed over it).
+
+The HTTP side is :class:`prunewarden.server.CollectorServer` (the ``serve`` extra: the same
+Starlette and uvicorn stack as ``prunewarden serve``, with its connection limits).
 """
 
 from __future__ import annotations
 
-import hmac
+import contextlib
 import json
-import logging
+import os
 import threading
-from collections.abc import Callable, Iterator, Mapping
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from prunewarden.limits import MAX_SHIP_BATCH_BYTES
-from prunewarden.shipping._batch_body import batch_lines
-from prunewarden.shipping._receiving import REPLICA_NAME, BatchRefused, ReplicaChain
-from prunewarden.shipping._sinks import REPLICA_HEADER
+from prunewarden.audit._rotation import sync_dir
+from prunewarden.decision import utc_now
+from prunewarden.shipping._receiving import REPLICA_NAME, Accepted, ReplicaChain
 
-PROBLEM_BASE = "https://prunewarden.dev/problems/"
-_diagnostics = logging.getLogger("prunewarden.shipping")
-_TITLES = {
-    400: "The batch is not valid",
-    401: "A valid bearer token is required",
-    403: "The token may not ship as this replica",
-    404: "No such resource",
-    409: "The batch does not continue the replica's chain",
-    413: "The batch is larger than the limit",
-    415: "The batch must be JSON lines, gzip-compressed or not",
-    422: "A record's hash does not match its content",
-    500: "Internal error",
-}
-_STATUS = {
-    "invalid-batch": 400,
-    "unauthorized": 401,
-    "forbidden-replica": 403,
-    "not-found": 404,
-    "chain-gap": 409,
-    "batch-too-large": 413,
-    "unsupported-media-type": 415,
-    "forged-record": 422,
-    "internal-error": 500,
-}
+STATUS_FOLDER = "status"  # DIR/status/REPLICA.json: each replica's last status document
 
 
 class Collector:
@@ -78,22 +57,41 @@ class Collector:
         self.directory = directory
         directory.mkdir(parents=True, exist_ok=True)
         self.token = token
-        self.tokens = {f"Bearer {t}".encode(): name for t, name in (tokens or {}).items()}
+        self.tokens: Mapping[str, str] = dict(tokens or {})
         self.key = key
         self.before_answer = before_answer
         self._replicas: dict[str, ReplicaChain] = {}
+        self._statuses: dict[str, dict[str, Any]] = {}
         self._lock = threading.Lock()
+        self._status_writes = threading.Lock()  # one document written at a time (they are small)
+        for path in sorted(directory.glob("*.jsonl")):
+            if REPLICA_NAME.fullmatch(path.stem):
+                self.replica(path.stem)
+        self._read_statuses()
 
     def replica(self, name: str) -> ReplicaChain:
+        """The chain of replica ``name`` (read from its files the first time)."""
         with self._lock:
             chain = self._replicas.get(name)
             if chain is None:
                 chain = self._replicas[name] = ReplicaChain(self.directory, name, self.key)
             return chain
 
-    def replicas(self) -> dict[str, Any]:
+    def chains(self) -> list[ReplicaChain]:
+        """Every replica's chain, by name."""
         with self._lock:
-            chains = list(self._replicas.values())
+            return [self._replicas[name] for name in sorted(self._replicas)]
+
+    def accept(self, replica: str, body: bytes | Iterable[bytes]) -> Accepted:
+        """Take the batch ``body`` of ``replica`` (:meth:`ReplicaChain.accept`), then call
+        ``before_answer``. Raises :class:`BatchRefused` or :class:`OSError`."""
+        accepted = self.replica(replica).accept(body)
+        if self.before_answer is not None:
+            self.before_answer(replica)
+        return accepted
+
+    def replicas(self) -> dict[str, Any]:
+        """``GET /v1/replicas``: each replica's head and counts."""
         return {
             chain.name: {
                 "head": chain.head,
@@ -101,133 +99,57 @@ class Collector:
                 "dropped": chain.dropped,
                 "duplicates": chain.duplicates,
             }
-            for chain in chains
+            for chain in self.chains()
         }
 
-    def serve(self, host: str, port: int) -> ThreadingHTTPServer:
-        """A server bound to ``host:port`` (0: any free port), not yet serving: call its
-        ``serve_forever`` (and ``shutdown`` from another thread). Raises :class:`OSError`."""
-        collector = self
+    # --- status documents ----------------------------------------------------------------------
 
-        class Handler(_Handler):
-            pass
+    def keep_status(self, replica: str, instance: str, document: dict[str, Any]) -> dict[str, Any]:
+        """Keep ``document`` (a server's ``/v1/status``, pushed by ``instance``) as replica
+        ``replica``'s, on disk before it is answered; returns the entry ``GET /v1/fleet`` shows.
+        Raises :class:`OSError` (the previous one is kept)."""
+        entry = {"received_at": utc_now(), "instance": instance, "status": document}
+        folder = self.directory / STATUS_FOLDER
+        folder.mkdir(exist_ok=True)
+        final = folder / f"{replica}.json"
+        partial = folder / f".{replica}.json.partial"
+        data = json.dumps(entry, sort_keys=True, ensure_ascii=False).encode("utf-8")
+        with self._status_writes:
+            try:
+                with partial.open("wb") as handle:
+                    handle.write(data)
+                    handle.flush()
+                    os.fsync(handle.fileno())
+                partial.replace(final)
+            except OSError:
+                with contextlib.suppress(OSError):
+                    partial.unlink()
+                raise
+            sync_dir(folder)
+            with self._lock:
+                self._statuses[replica] = entry
+        return entry
 
-        Handler.collector = collector
-        return _Server((host, port), Handler)
+    def fleet(self) -> dict[str, Any]:
+        """``GET /v1/fleet``: each replica's last status document, when it came and from where,
+        and a summary (replicas reporting, how many are healthy)."""
+        with self._lock:
+            entries = {name: self._statuses[name] for name in sorted(self._statuses)}
+        healthy = sum(1 for entry in entries.values() if entry["status"].get("healthy") is True)
+        return {"replicas": entries, "reporting": len(entries), "healthy": healthy}
 
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def handle_error(self, _request: Any, client_address: Any) -> None:
-        """A sender that went away before its answer (it timed out, or was killed): the batch
-        is kept and the sender sends it again; reported to the ``prunewarden`` logger, not
-        printed (a library is silent)."""
-        _diagnostics.debug("a sender at %s went away before its answer", client_address)
-
-
-class _Handler(BaseHTTPRequestHandler):
-    collector: Collector
-    protocol_version = "HTTP/1.1"
-    timeout = 60  # seconds a sender may take to send a batch, or leave the answer unread
-    server_version = "prunewarden-collect"
-    sys_version = ""
-
-    def log_message(self, *_args: Any) -> None:
-        return  # silent: the collector's files are its record
-
-    def do_GET(self) -> None:
-        if self.path.split("?")[0] != "/v1/replicas":
-            self._problem("not-found", f"GET {self.path}: the collector serves GET /v1/replicas")
+    def _read_statuses(self) -> None:
+        """The documents kept before this start; one that cannot be read is left out (the next
+        push replaces it)."""
+        folder = self.directory / STATUS_FOLDER
+        if not folder.is_dir():
             return
-        if self._sender() is not None:
-            self._json(200, self.collector.replicas())
-
-    def do_POST(self) -> None:
-        if self.path.split("?")[0] != "/v1/logs":
-            self._problem("not-found", f"POST {self.path}: batches go to POST /v1/logs")
-            return
-        sender = self._sender()
-        if sender is None:
-            return
-        try:
-            replica, body = self._batch()
-            _refuse_another_replica(sender, replica)
-            accepted = self.collector.replica(replica).accept(body)
-            if self.collector.before_answer is not None:
-                self.collector.before_answer(replica)
-        except BatchRefused as exc:
-            self._problem(exc.kind, exc.detail)
-            return
-        except OSError as exc:
-            self._problem("internal-error", f"cannot write the batch: {exc.strerror}")
-            return
-        self._json(
-            200,
-            {
-                "accepted": accepted.accepted,
-                "duplicates": accepted.duplicates,
-                "dropped": accepted.dropped,
-                "head": accepted.head,
-            },
-        )
-
-    def _sender(self) -> str | None:
-        """Who the request's token says the sender is: the replica its token is bound to,
-        ``""`` for any replica (the shared token, or none asked), or None (answered 401)."""
-        token, bound = self.collector.token, self.collector.tokens
-        if token is None and not bound:
-            return ""
-        given = self.headers.get("Authorization", "").encode()
-        if token is not None and hmac.compare_digest(given, f"Bearer {token}".encode()):
-            return ""
-        replica = bound.get(given)  # a lookup by the token's bytes: its hash, not a scan
-        if replica is not None:
-            return replica
-        self._problem("unauthorized", "a valid bearer token is required")
-        return None
-
-    def _batch(self) -> tuple[str, Iterator[bytes]]:
-        replica = self.headers.get(REPLICA_HEADER, "")
-        if not REPLICA_NAME.fullmatch(replica):
-            detail = f"the {REPLICA_HEADER} header must name the replica ([A-Za-z0-9._-], 1-128)"
-            raise BatchRefused("invalid-batch", detail)
-        media = self.headers.get("Content-Type", "").split(";")[0].strip()
-        if media not in {"application/x-ndjson", "application/jsonl", "application/json-seq"}:
-            raise BatchRefused("unsupported-media-type", f"Content-Type {media!r}")
-        length = self.headers.get("Content-Length", "")
-        if not length.isdigit():
-            raise BatchRefused("invalid-batch", "a Content-Length is required")
-        if int(length) > MAX_SHIP_BATCH_BYTES:
-            raise BatchRefused("batch-too-large", f"{length} bytes; at most {MAX_SHIP_BATCH_BYTES}")
-        encoding = self.headers.get("Content-Encoding", "identity").strip().lower()
-        if encoding not in {"gzip", "identity"}:
-            raise BatchRefused("unsupported-media-type", f"Content-Encoding {encoding!r}")
-        return replica, batch_lines(self.rfile, int(length), encoding)
-
-    def _problem(self, kind: str, detail: str) -> None:
-        status = _STATUS[kind]
-        document = {
-            "type": PROBLEM_BASE + kind,
-            "title": _TITLES[status],
-            "status": status,
-            "detail": detail,
-        }
-        # A refused body may be unread: the connection is not used again.
-        self.close_connection = True
-        self._json(status, document, "application/problem+json")
-
-    def _json(self, status: int, document: Any, media: str = "application/json") -> None:
-        content = json.dumps(document, sort_keys=True).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", media)
-        self.send_header("Content-Length", str(len(content)))
-        self.end_headers()
-        self.wfile.write(content)
-
-
-def _refuse_another_replica(sender: str, replica: str) -> None:
-    """A token bound to replica ``sender`` may ship as that replica only."""
-    if sender and sender != replica:
-        detail = f"this token ships as replica {sender!r}, not {replica!r}"
-        raise BatchRefused("forbidden-replica", detail)
+        for path in sorted(folder.glob("*.json")):
+            if not REPLICA_NAME.fullmatch(path.stem):
+                continue
+            try:
+                entry = json.loads(path.read_bytes())
+            except (OSError, ValueError):
+                continue
+            if isinstance(entry, dict) and isinstance(entry.get("status"), dict):
+                self._statuses[path.stem] = entry

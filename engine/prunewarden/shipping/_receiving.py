@@ -78,9 +78,12 @@ class ReplicaChain:
         self.lock = threading.Lock()
         self.head = GENESIS
         self.records = 0
-        # Since this collector started: records a gap bridged, and duplicates dropped.
+        # Since this collector started: records a gap bridged, duplicates dropped, and the
+        # batches and records taken.
         self.dropped = 0
         self.duplicates = 0
+        self.batches = 0
+        self.accepted = 0
         self._recent: deque[str] = deque(maxlen=SHIP_DEDUP_RECORDS)
         self._known: set[str] = set()
         if self.path.exists():
@@ -129,6 +132,8 @@ class ReplicaChain:
             self._write(lines)
             dropped = sum(line.gap for line in lines)
             self.dropped += dropped
+            self.batches += 1
+            self.accepted += self.records - before
             return Accepted(self.records - before, duplicates, dropped, self.head)
 
     def _check(self, body: bytes | Iterable[bytes]) -> tuple[list[_Line], int]:
