@@ -115,7 +115,16 @@ class AuditLog:
         self._chain = Chain()
         # Why the last write failed (None: it did not); cleared by the next write that succeeds.
         self._failure: str | None = None
-        self.logger = _record.sink_logger(_Writer(self))
+        self._logger: Any = None
+
+    @property
+    def logger(self) -> Any:
+        """The structlog logger writing to this log, built on first use: structlog (and the
+        asyncio it imports) load only for a caller that logs through it, not for one that only
+        writes records (a hook run)."""
+        if self._logger is None:
+            self._logger = _record.sink_logger(_Writer(self))
+        return self._logger
 
     def __repr__(self) -> str:
         where = str(self.path) if self.path is not None else "<stream>"
