@@ -115,16 +115,7 @@ class AuditLog:
         self._chain = Chain()
         # Why the last write failed (None: it did not); cleared by the next write that succeeds.
         self._failure: str | None = None
-        self._logger: Any = None
-
-    @property
-    def logger(self) -> Any:
-        """The structlog logger writing to this log, built on first use: structlog (and the
-        asyncio it imports) load only for a caller that logs through it, not for one that only
-        writes records (a hook run)."""
-        if self._logger is None:
-            self._logger = _record.sink_logger(_Writer(self))
-        return self._logger
+        self.logger = RecordLogger(self)
 
     def __repr__(self) -> str:
         where = str(self.path) if self.path is not None else "<stream>"
@@ -484,13 +475,22 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-class _Writer:
-    """The logger at the end of the structlog chain: its methods receive the record's fields."""
+class RecordLogger:
+    """An :class:`AuditLog`'s logger: ``info(kind, **fields)`` (or any level) writes the record
+    ``fields`` with its ``kind``, and ``bind(**context)`` gives a logger adding ``context`` to
+    each. It is what a structlog logger with the one processor ``event_to_kind`` did, without
+    importing structlog (and the asyncio it loads) into every program writing an audit log."""
 
-    def __init__(self, sink: AuditLog) -> None:
+    __slots__ = ("_context", "_sink")
+
+    def __init__(self, sink: AuditLog, context: dict[str, Any] | None = None) -> None:
         self._sink = sink
+        self._context = context or {}
 
-    def msg(self, **record: Any) -> None:
-        self._sink.write(record)
+    def msg(self, event: str, **fields: Any) -> None:
+        self._sink.write({**self._context, **fields, "kind": event})
 
     info = warning = error = critical = debug = msg
+
+    def bind(self, **context: Any) -> RecordLogger:
+        return RecordLogger(self._sink, {**self._context, **context})
