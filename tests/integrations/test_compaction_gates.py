@@ -257,3 +257,32 @@ class TestErrorsAreRecorded:
         assert again["reasons"][0]["detail"]["decision"] == judged["decision_id"]
         assert again["reasons"][0]["detail"]["restored"] != []
         assert load_builtin_policy().digest == recorded["policy"]["digest"]
+
+
+class TestWhereTheStoreIs:
+    def test_the_project_file_names_the_session_store(
+        self, tmp_path: Path, project: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """``session_store:`` in .prunewarden.yaml, as ``--session-store`` would."""
+        (tmp_path / "state").mkdir()
+        with SqliteSessionStore(tmp_path / "state" / "sessions.db") as store:
+            engine = Engine.from_file(policy_file(tmp_path, BLOCK_MANUAL), store=store)
+            halt(engine.session("s-1"))
+        (tmp_path / ".prunewarden.yaml").write_text(
+            "policy: policy.yaml\naudit_log: audit.jsonl\nsession_store: state/sessions.db\n",
+            encoding="utf-8",
+        )
+        assert hook(monkeypatch, "claude-code", pre(project, "manual"))[0] == ExitCode.USAGE
+        (record,) = records(project["audit"])
+        assert record["reasons"][0]["detail"]["by"] == "block_manual"
+
+    def test_install_passes_the_session_store_on(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.chdir(tmp_path)
+        out = io.StringIO()
+        argv = ["hooks", "install", "claude-code", "--print", "--session-store", "s.db"]
+        assert run(argv, out, io.StringIO()) == ExitCode.OK
+        (entry,) = json.loads(out.getvalue())["hooks"]["PreCompact"]
+        command = entry["hooks"][0]["command"]
+        assert command == f"prunewarden hook claude-code --session-store {tmp_path / 's.db'}"

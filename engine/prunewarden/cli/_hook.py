@@ -44,6 +44,9 @@ def add_hooks(commands: Any) -> None:
     install.add_argument("--print", action="store_true", help="print the entries instead")
     install.add_argument("--policy", metavar="FILE", help="the policy the hook runs with")
     install.add_argument("--audit-log", metavar="FILE", help="the audit log the hook writes")
+    install.add_argument(
+        "--session-store", metavar="FILE", help="the session store compaction.block_manual reads"
+    )
 
 
 def run_hooks(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
@@ -53,6 +56,8 @@ def run_hooks(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int
         command += f" --policy {shlex.quote(str(Path(args.policy).resolve()))}"
     if args.audit_log:
         command += f" --audit-log {shlex.quote(str(Path(args.audit_log).resolve()))}"
+    if args.session_store:
+        command += f" --session-store {shlex.quote(str(Path(args.session_store).resolve()))}"
     if args.print:
         stdout.write(json.dumps(merged_settings({}, command), indent=2) + "\n")
         return ExitCode.OK
