@@ -58,8 +58,10 @@ TRANSCRIPTS = [
     ("docs/compaction.md", "prunewarden classify examples/classify/window.json"),
     (
         "docs/compaction.md",
-        "prunewarden hook claude-code --preview examples/compaction/session.jsonl"
-        " --policy examples/compaction/fidelity.yaml",
+        (
+            "prunewarden hook claude-code --preview examples/compaction/session.jsonl"
+            " --policy examples/compaction/fidelity.yaml"
+        ),
     ),
 ]
 
