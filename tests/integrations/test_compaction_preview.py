@@ -9,6 +9,7 @@ import io
 import json
 from pathlib import Path
 
+from _support.coding_agents import rollout_line, write_rollout, write_transcript
 from prunewarden import load_builtin_policy
 from prunewarden.cli._main import run
 from prunewarden.errors import ExitCode
@@ -86,6 +87,35 @@ class TestHookPreview:
         assert document["parents"][1]["facts"]["negation"]["lost"] == ["emit local tim"]
         decision = json.dumps(document["decision"])
         assert "never emit local time" not in decision  # the decision carries no text
+
+
+class TestPreviewOfOtherTranscripts:
+    def test_a_codex_rollout_is_previewed_the_same_way(self, tmp_path: Path) -> None:
+        rollout = tmp_path / "r.jsonl"
+        write_rollout(rollout)
+        lossy = (
+            "Fixing the CSV exporter; timestamps are UTC, emit local time. Never commit to main."
+        )
+        with rollout.open("a", encoding="utf-8") as stream:
+            stream.write(rollout_line("compacted", {"message": lossy}) + "\n")
+        code, out = cli("hook", "codex", "--preview", str(rollout), "--policy", str(FIDELITY))
+        assert code == ExitCode.REFUSED
+        assert "  negation    -         -         emit local tim" in out.splitlines()
+
+    def test_a_transcript_without_a_compaction_or_a_file_is_a_located_error(
+        self, tmp_path: Path
+    ) -> None:
+        plain = tmp_path / "plain.jsonl"
+        write_transcript(plain)
+        err = io.StringIO()
+        code = run(["hook", "claude-code", "--preview", str(plain)], io.StringIO(), err)
+        assert code == ExitCode.USAGE
+        assert err.getvalue() == f"{plain}: $: the transcript holds no compaction\n"
+        err = io.StringIO()
+        missing = str(tmp_path / "absent.jsonl")
+        code = run(["hook", "claude-code", "--preview", missing], io.StringIO(), err)
+        assert code == ExitCode.USAGE
+        assert err.getvalue() == f"{missing}: $: cannot read: No such file or directory\n"
 
 
 class TestExplainPreview:

@@ -12,7 +12,7 @@ from typing import IO, Any
 import yaml
 
 from prunewarden.engine import Engine
-from prunewarden.errors import ExitCode, PrunewardenError
+from prunewarden.errors import ExitCode, InputError, Problem, PrunewardenError
 from prunewarden.inputs import transition_document
 from prunewarden.integrations import claude_code, codex
 from prunewarden.integrations.claude_code import Transcript
@@ -126,9 +126,14 @@ def preview(args: argparse.Namespace, policy: Policy, stdout: IO[str]) -> int:
     ended against the summary after it) with nothing recorded, and show what it kept of each
     pinned parent."""
     read, applied_by = READERS[args.agent]
-    transcript = read(args.preview)
+    try:
+        transcript = read(args.preview)
+    except OSError as exc:
+        problem = Problem(args.preview, 0, 0, "$", f"cannot read: {exc.strerror or exc}")
+        raise InputError([problem]) from None
     if transcript.summary is None:
-        raise HookInputError(f"{args.preview}: the transcript holds no compaction")
+        problem = Problem(args.preview, 0, 0, "$", "the transcript holds no compaction")
+        raise InputError([problem])
     before = claude_code.transcript_window(Transcript(transcript.replaced, None), policy)
     after, tombstones = claude_code.compaction_transition(before, transcript.summary, policy)
     document = transition_document(
