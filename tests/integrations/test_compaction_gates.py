@@ -185,6 +185,19 @@ class TestErrorsAreRecorded:
         assert record["enforced"] is False  # recorded as a refusal that did not bind
         assert record["reasons"][0]["detail"]["on_error"] == "warn"
 
+    def test_a_condition_that_fails_is_an_error_not_an_allow(
+        self, tmp_path: Path, project: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """block_when failing at run time (an index past the window) is recorded as the hook's
+        error; a manual compaction's error blocks."""
+        failing = BLOCK_MANUAL.replace("{block_manual: true}", "{block_when: window[1000].pinned}")
+        options = ("--policy", policy_file(tmp_path, failing), "--audit-log", str(project["audit"]))
+        code, _, err = hook(monkeypatch, "claude-code", pre(project, "manual"), *options)
+        assert code == ExitCode.USAGE
+        assert "compaction.block_when failed" in err
+        record = self._error_record(project["audit"])
+        assert record["enforced"] is True
+
     def test_the_policy_may_block_on_an_automatic_compaction_s_error(
         self, tmp_path: Path, project: dict[str, Any], monkeypatch: pytest.MonkeyPatch
     ) -> None:

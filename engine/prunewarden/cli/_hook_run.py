@@ -144,7 +144,13 @@ class _Run:
         transcript = self.read(files.transcript_path(self.data))
         window = claude_code.transcript_window(transcript, policy)
         self.segments = len(window)
-        variables = compaction_gate.gate_variables(window, policy, self.data, self.args.agent)
+        variables = compaction_gate.gate_variables(
+            window,
+            policy,
+            self.data,
+            self.args.agent,
+            window=policy.spec.compaction.block_when is not None,
+        )
         reason = compaction_gate.blocking_reason(policy, variables, self._halt(policy))
         enforced = policy.spec.transition.mode == "enforce"
         if reason is not None:

@@ -41,17 +41,19 @@ def gate_variables(
     policy: Policy,
     hook_input: Mapping[str, Any],
     agent: str,
+    *,
+    window: bool = True,
 ) -> dict[str, Any]:
     """What ``block_when`` reads: ``compaction`` (the trigger and the window's counts) and
     ``window`` (each segment; ``facts`` only for the pinned ones, whose facts a summary must
-    keep)."""
+    keep). ``window=False`` leaves the list empty (no condition reads it): the counts alone."""
     keep = pinned(segments, policy)
-    window = []
-    for segment in segments:
+    listed: list[dict[str, Any]] = []
+    for segment in segments if window else ():
         is_pinned = str(segment["id"]) in keep
         text = str(segment.get("text", ""))
         facts = extract_facts(text, whole_text=False).by_kind if is_pinned else {}
-        window.append(
+        listed.append(
             {
                 "id": str(segment["id"]),
                 "kind": str(segment["kind"]),
@@ -67,11 +69,11 @@ def gate_variables(
         "agent": agent,
         "session_id": str(hook_input.get("session_id", "")),
         "custom_instructions": str(hook_input.get("custom_instructions") or ""),
-        "segments": len(window),
+        "segments": len(segments),
         "pinned": len(keep),
         "tokens": sum(int(segment.get("tokens", 0)) for segment in segments),
     }
-    return {"compaction": compaction, "window": window}
+    return {"compaction": compaction, "window": listed}
 
 
 def blocking_reason(
