@@ -190,7 +190,9 @@ class TestErrorsAreRecorded:
     ) -> None:
         """block_when failing at run time (an index past the window) is recorded as the hook's
         error; a manual compaction's error blocks."""
-        failing = BLOCK_MANUAL.replace("{block_manual: true}", "{block_when: window[1000].pinned}")
+        failing = BLOCK_MANUAL.replace(
+            "{block_manual: true}", "{block_when: 'window[1000].pinned'}"
+        )
         options = ("--policy", policy_file(tmp_path, failing), "--audit-log", str(project["audit"]))
         code, _, err = hook(monkeypatch, "claude-code", pre(project, "manual"), *options)
         assert code == ExitCode.USAGE
