@@ -58,6 +58,13 @@ TRANSCRIPTS = [
     ("docs/policy-check.md", "prunewarden policy check --witnesses witnesses"),
     ("docs/rules.md", "prunewarden policy show examples/policies/content-pins.yaml"),
     ("docs/compaction.md", "prunewarden classify examples/classify/window.json"),
+    (
+        "docs/compaction.md",
+        (
+            "prunewarden hook claude-code --preview examples/compaction/session.jsonl"
+            " --policy examples/compaction/fidelity.yaml"
+        ),
+    ),
 ]
 
 # What a transcript's page did before it, run first and not shown: (page, command) -> script.

@@ -25,6 +25,8 @@ MODULES = (
     "prunewarden.integrations.anthropic",
     "prunewarden.integrations.claude_code",
     "prunewarden.integrations.codex",
+    "prunewarden.integrations.compaction_gate",
+    "prunewarden.integrations.compaction_preview",
     "prunewarden.integrations.edits",
     "prunewarden.integrations.langchain",
     "prunewarden.integrations.langgraph",

@@ -14,6 +14,7 @@ import io
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import prunewarden
 import pytest
@@ -42,6 +43,9 @@ print(json.dumps(sorted(
     name for name in loaded if name in distributions and "prunewarden" not in distributions[name]
 )))
 """
+
+
+EXAMPLE_POLICY = Path(__file__).resolve().parent.parent / "examples/compaction/fidelity.yaml"
 
 
 def loaded_by(script: str) -> list[str]:
@@ -85,6 +89,24 @@ class TestImport:
         )
         cel_and_logging = {"celpy", "lark", "pendulum", "re2", "rich", "structlog"}
         assert cel_and_logging & set(loaded_by(script)) == set()
+
+    def test_a_valid_policy_and_an_audit_log_load_neither_jsonschema_nor_structlog(
+        self, tmp_path: Path
+    ) -> None:
+        """Loading a valid policy file, writing a record to an audit log and deciding with it:
+        the validator that locates problems waits for a policy that has one, and an audit log
+        writes its records without structlog."""
+        script = (
+            "import prunewarden; from prunewarden.policy import load_policy; "
+            f"policy = load_policy({str(EXAMPLE_POLICY)!r}); "
+            f"log = prunewarden.AuditLog({str(tmp_path / 'audit.jsonl')!r}); "
+            "log.add_policy(policy); log.write({'kind': 'note'}); "
+            "segment = {'id': 't3', 'kind': 'turn', 'tombstone_written': True}; "
+            "prunewarden.Engine(policy, audit=log).evaluate({'check': 'eviction', "
+            "'segment': segment, 'score': 0.1, 'perturbed_score': 0.1}); log.close()"
+        )
+        loaded = set(loaded_by(script))
+        assert {"jsonschema", "referencing", "structlog"} & loaded == set()
 
     def test_a_policy_with_rules_loads_cel(self) -> None:
         """The CEL runtime loads when a policy with rules is parsed: the deferral only waits."""

@@ -117,8 +117,37 @@ def _bundled() -> Registry:
 def schema_problems(name: str, parsed: Parsed, definition: str | None = None) -> list[Problem]:
     """Every way ``parsed.data`` fails the schema ``name`` (or its ``$defs`` entry
     ``definition``), each pointing at the culprit; at most
-    :data:`~prunewarden.limits.MAX_PROBLEMS` of them."""
+    :data:`~prunewarden.limits.MAX_PROBLEMS` of them.
+
+    The compiled validator answers first: a valid document (most of them) is not walked again,
+    so python-jsonschema loads only to locate the problems of one that is not. Both read the
+    same schema; a value the compiled one cannot read is walked as if invalid."""
+    is_valid = _compiled(name, definition)
+    if is_valid is not None and is_valid(parsed.data):
+        return []
     return problems_of(validator(name, definition).iter_errors(parsed.data), parsed)
+
+
+@cache
+def _compiled(name: str, definition: str | None) -> IsValid | None:
+    """The compiled yes or no for a bundled schema, where jsonschema-rs reads it alone (its
+    references local); None where only python-jsonschema can."""
+    schema = schema_of(name, definition)
+    if jsonschema_rs is None or _refers_out(schema):
+        return None
+    return compile_schema(schema)
+
+
+def _refers_out(value: Any) -> bool:
+    """Whether ``value`` (a schema) holds a ``$ref`` to another document."""
+    if isinstance(value, dict):
+        ref = value.get("$ref")
+        if isinstance(ref, str) and not ref.startswith("#"):
+            return True
+        return any(_refers_out(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_refers_out(v) for v in value)
+    return False
 
 
 def read_yaml_file(path: str | os.PathLike[str], name: str) -> tuple[Parsed | None, list[Problem]]:

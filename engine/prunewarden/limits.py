@@ -362,4 +362,10 @@ SCHEMA_LIMITS: Final[dict[tuple[str, str], int]] = {
         "policy",
         "/properties/spec/properties/classify/properties/rules/items/properties/kind/maxLength",
     ): MAX_KIND_CHARS,
+    ("policy", "/properties/spec/properties/compaction/properties/block_when/maxLength"): (
+        MAX_EXPRESSION_CHARS
+    ),
+    ("policy", "/properties/spec/properties/compaction/properties/block_message/maxLength"): (
+        MAX_RULE_MESSAGE_CHARS
+    ),
 }

@@ -12,13 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _support.coding_agents import TASK, compact, records, write_transcript
 from prunewarden.cli._main import run
 from prunewarden.errors import ExitCode
 
-TASK = (
-    "Fix the CSV exporter in src/report/export.py. "
-    "All timestamps must be UTC; never emit local time."
-)
 LOSSY = (
     "The user wants the CSV exporter fixed; timestamps are UTC, emit local time. "
     "Line 88 reads the clock. Project rule: never commit to main."
@@ -34,67 +31,6 @@ metadata: {name: compaction, version: 1.0.0}
 spec:
   fidelity: {mode: enforce}
 """
-
-
-def _record(uuid: str, parent: str | None, kind: str, content: Any, **extra: Any) -> dict[str, Any]:
-    role = "assistant" if kind == "assistant" else "user"
-    return {
-        "type": kind,
-        "uuid": uuid,
-        "parentUuid": parent,
-        "sessionId": "s-1",
-        "message": {"role": role, "content": content},
-        **extra,
-    }
-
-
-def write_transcript(path: Path) -> None:
-    """A short session: CLAUDE.md (a meta record), the task, a tool call and its result."""
-    records = [
-        _record("u0", None, "user", "Project rule: never commit to main.", isMeta=True),
-        _record("u1", "u0", "user", TASK),
-        _record(
-            "a1",
-            "u1",
-            "assistant",
-            [
-                {
-                    "type": "tool_use",
-                    "id": "toolu_1",
-                    "name": "Read",
-                    "input": {"file_path": "src/report/export.py"},
-                }
-            ],
-        ),
-        _record(
-            "u2",
-            "a1",
-            "user",
-            [
-                {
-                    "type": "tool_result",
-                    "tool_use_id": "toolu_1",
-                    "content": "88: stamp = datetime.now()",
-                }
-            ],
-        ),
-        _record("a2", "u2", "assistant", [{"type": "text", "text": "Line 88 reads local time."}]),
-    ]
-    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
-
-
-def compact(path: Path, summary: str) -> None:
-    """What Claude Code appends when it compacts: the boundary, then the summary record."""
-    boundary = {
-        "type": "system",
-        "subtype": "compact_boundary",
-        "uuid": "b1",
-        "parentUuid": "a2",
-        "compactMetadata": {"trigger": "auto", "preTokens": 1200},
-    }
-    summary_record = _record("s1", "b1", "user", summary, isCompactSummary=True)
-    with path.open("a", encoding="utf-8") as stream:
-        stream.write(json.dumps(boundary) + "\n" + json.dumps(summary_record) + "\n")
 
 
 def hook(monkeypatch: pytest.MonkeyPatch, payload: Any, *options: str) -> tuple[int, str, str]:
@@ -122,10 +58,12 @@ def session(
     return out, audit
 
 
-def records(audit: Path) -> list[dict[str, Any]]:
-    """The log's decision records (it opens with the record of the policy loaded)."""
-    lines = [json.loads(line) for line in audit.read_text(encoding="utf-8").splitlines()]
-    return [record for record in lines if record["kind"] == "decision"]
+def judged(audit: Path) -> dict[str, Any]:
+    """The compaction's decision: one record per hook run, PreCompact's first."""
+    recorded, decision = records(audit)
+    assert recorded["reasons"][0]["code"] == "compaction_recorded"
+    assert recorded["outcome"] == "allow"
+    return decision
 
 
 def verify(audit: Path) -> int:
@@ -143,7 +81,7 @@ class TestClaudeCodeHook:
         out, audit = session(tmp_path, monkeypatch, LOSSY, "--policy", str(policy))
         output = json.loads(out)["hookSpecificOutput"]
         assert output["hookEventName"] == "SessionStart"
-        (decision,) = records(audit)
+        decision = judged(audit)
         assert decision["outcome"] == "deny"
         assert "negation_lost" in [r["code"] for r in decision["reasons"]]
         notice, restored = output["additionalContext"].split("\n\n", 1)
@@ -158,7 +96,7 @@ class TestClaudeCodeHook:
         policy.write_text(POLICY, encoding="utf-8")
         out, audit = session(tmp_path, monkeypatch, FAITHFUL, "--policy", str(policy))
         assert out == ""
-        (record,) = records(audit)
+        record = judged(audit)
         assert record["outcome"] == "allow"
         assert verify(audit) == ExitCode.OK
 
@@ -170,7 +108,7 @@ class TestClaudeCodeHook:
         out, audit = session(tmp_path, monkeypatch, FAITHFUL)
         context = json.loads(out)["hookSpecificOutput"]["additionalContext"]
         assert context.split("\n\n")[1:] == ["Project rule: never commit to main.", TASK]
-        (record,) = records(audit)
+        record = judged(audit)
         assert next(r["code"] for r in record["reasons"]) == "pinned_removed"
 
     def test_the_project_file_names_the_policy_and_the_log(
@@ -194,7 +132,7 @@ class TestClaudeCodeHook:
         )
         assert code == ExitCode.OK
         assert TASK in json.loads(out)["hookSpecificOutput"]["additionalContext"]
-        (decision,) = records(tmp_path / "logs" / "audit.jsonl")
+        decision = judged(tmp_path / "logs" / "audit.jsonl")
         assert "negation_lost" in [r["code"] for r in decision["reasons"]]
 
     def test_an_error_is_one_line_and_follows_on_error(
@@ -202,6 +140,7 @@ class TestClaudeCodeHook:
     ) -> None:
         """Garbage input: no traceback; an automatic compaction warns (exit 0), a manual one
         (or --on-error block) blocks (exit 2)."""
+        monkeypatch.chdir(tmp_path)  # input that is no JSON names no cwd: the log goes here
         code, out, err = hook(monkeypatch, "{not json")
         assert (code, out) == (ExitCode.OK, "")
         assert err.startswith("prunewarden hook claude-code: hook: the hook input is not JSON")

@@ -12,13 +12,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _support.coding_agents import CODEX_TASK as TASK
+from _support.coding_agents import rollout_line as _line
+from _support.coding_agents import rollout_message as _message
+from _support.coding_agents import write_rollout
 from prunewarden import load_builtin_policy
 from prunewarden.cli._main import run
 from prunewarden.errors import ExitCode, InputError
 from prunewarden.integrations.claude_code import transcript_window
 from prunewarden.integrations.codex import read_rollout
 
-TASK = "Fix the CSV exporter. All timestamps must be UTC; never emit local time."
 POLICY = """\
 apiVersion: prunewarden/v1
 kind: Policy
@@ -26,42 +29,6 @@ metadata: {name: compaction, version: 1.0.0}
 spec:
   fidelity: {mode: enforce}
 """
-
-
-def _line(kind: str, payload: dict[str, Any]) -> str:
-    return json.dumps({"timestamp": "2026-12-07T10:00:00Z", "type": kind, "payload": payload})
-
-
-def _message(role: str, text: str) -> str:
-    block = "output_text" if role == "assistant" else "input_text"
-    return _line(
-        "response_item",
-        {"type": "message", "role": role, "content": [{"type": block, "text": text}]},
-    )
-
-
-def write_rollout(path: Path) -> None:
-    lines = [
-        _line("session_meta", {"id": "c-1", "cwd": "/repo"}),
-        _message("developer", "Never commit to main."),
-        _message("user", "<environment_context>cwd: /repo</environment_context>"),
-        _message("user", TASK),
-        _line(
-            "response_item",
-            {
-                "type": "function_call",
-                "name": "shell",
-                "arguments": '{"cmd": ["cat", "export.py"]}',
-                "call_id": "call_1",
-            },
-        ),
-        _line(
-            "response_item",
-            {"type": "function_call_output", "call_id": "call_1", "output": "88: datetime.now()"},
-        ),
-        _message("assistant", "Line 88 reads local time."),
-    ]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
 def compact(path: Path, summary: str) -> None:
@@ -113,6 +80,16 @@ def decisions(audit: Path) -> list[dict[str, Any]]:
     return [record for record in lines if record["kind"] == "decision"]
 
 
+def judged(audit: Path) -> dict[str, Any]:
+    """The compaction's decision: one record per hook run (PreCompact recorded the window,
+    PostCompact judged, SessionStart gave the repair again)."""
+    recorded, decision, again = decisions(audit)
+    assert recorded["reasons"][0]["code"] == "compaction_recorded"
+    assert again["reasons"][0]["code"] == "compaction_restored"
+    assert again["reasons"][0]["detail"]["decision"] == decision["decision_id"]
+    return decision
+
+
 class TestRollout:
     def test_the_window_reads_the_history_items(self, tmp_path: Path) -> None:
         """The developer message and the task pinned, the environment message left out, a call
@@ -149,7 +126,7 @@ class TestCodexHook:
         )
         out, audit = compaction(tmp_path, monkeypatch, lossy)
         context = json.loads(out)["hookSpecificOutput"]["additionalContext"]
-        (decision,) = decisions(audit)
+        decision = judged(audit)
         assert decision["outcome"] == "deny"
         assert decision["decision_id"] in context.split("\n\n")[0]
         assert context.split("\n\n")[1:] == [TASK]
@@ -164,7 +141,7 @@ class TestCodexHook:
         )
         out, audit = compaction(tmp_path, monkeypatch, faithful)
         assert out == ""
-        (decision,) = decisions(audit)
+        decision = judged(audit)
         assert decision["outcome"] == "allow"
 
 

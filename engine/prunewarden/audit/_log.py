@@ -115,7 +115,7 @@ class AuditLog:
         self._chain = Chain()
         # Why the last write failed (None: it did not); cleared by the next write that succeeds.
         self._failure: str | None = None
-        self.logger = _record.sink_logger(_Writer(self))
+        self.logger = RecordLogger(self)
 
     def __repr__(self) -> str:
         where = str(self.path) if self.path is not None else "<stream>"
@@ -475,13 +475,22 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-class _Writer:
-    """The logger at the end of the structlog chain: its methods receive the record's fields."""
+class RecordLogger:
+    """An :class:`AuditLog`'s logger: ``info(kind, **fields)`` (or any level) writes the record
+    ``fields`` with its ``kind``, and ``bind(**context)`` gives a logger adding ``context`` to
+    each. It is what a structlog logger with the one processor ``event_to_kind`` did, without
+    importing structlog (and the asyncio it loads) into every program writing an audit log."""
 
-    def __init__(self, sink: AuditLog) -> None:
+    __slots__ = ("_context", "_sink")
+
+    def __init__(self, sink: AuditLog, context: dict[str, Any] | None = None) -> None:
         self._sink = sink
+        self._context = context or {}
 
-    def msg(self, **record: Any) -> None:
-        self._sink.write(record)
+    def msg(self, event: str, **fields: Any) -> None:
+        self._sink.write({**self._context, **fields, "kind": event})
 
     info = warning = error = critical = debug = msg
+
+    def bind(self, **context: Any) -> RecordLogger:
+        return RecordLogger(self._sink, {**self._context, **context})

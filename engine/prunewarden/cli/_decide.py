@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import functools
 import io
 import json
 import sys
@@ -19,9 +18,10 @@ from prunewarden.cli._printable import printable
 from prunewarden.decision import Decision
 from prunewarden.engine import Engine
 from prunewarden.errors import ExitCode, InputError, PolicyError, Problem
+from prunewarden.integrations.compaction_preview import parent_previews, render_previews
 from prunewarden.limits import MAX_INPUT_CHARS
 from prunewarden.planner import Plan
-from prunewarden.policy import load_policy
+from prunewarden.policy import Policy, load_policy
 
 _T = TypeVar("_T")
 
@@ -85,6 +85,12 @@ def add_explain(commands: Any) -> None:
         document="input JSON document",
         json_output="the explained decision document",
     )
+    explain.add_argument(
+        "--preview",
+        action="store_true",
+        help="for a transition, JSON output as {decision, parents}: per pinned parent the edit "
+        "replaced, its facts kept, restated and lost (the text output always shows them)",
+    )
 
 
 def add_schema(commands: Any) -> None:
@@ -126,11 +132,27 @@ def run_evaluate(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> 
 
 
 def run_explain(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
-    decision, out = _on_input(
-        args, stdout, stderr, functools.partial(Engine.evaluate, explain=True)
-    )
-    _emit(out, args.format, render_explained(decision), decision.to_dict())
+    def explained(engine: Engine, document: Any, **options: Any) -> tuple[Decision, Any, Policy]:
+        return engine.evaluate(document, explain=True, **options), document, engine.policy
+
+    (decision, document, policy), out = _on_input(args, stdout, stderr, explained)
+    text, output = render_explained(decision), decision.to_dict()
+    if decision.check == "transition" and isinstance(document, dict):
+        # Beside the decision, never in it: the decision carries no text.
+        parents = parent_previews(
+            _segments(document, "before"), _segments(document, "after"), policy
+        )
+        text += "\nPinned parents: the facts the edit kept, restated and lost\n"
+        text += render_previews(parents)
+        if args.preview:
+            output = {"decision": output, "parents": parents}
+    _emit(out, args.format, text, output)
     return ExitCode.REFUSED if decision.blocks else ExitCode.OK
+
+
+def _segments(document: dict[str, Any], window: str) -> list[dict[str, Any]]:
+    segments = document.get(window)
+    return [s for s in segments if isinstance(s, dict)] if isinstance(segments, list) else []
 
 
 def _add_input_options(parser: argparse.ArgumentParser, *, document: str, json_output: str) -> None:

@@ -79,7 +79,7 @@ COMMANDS: dict[str, Command] = {
         "run_classify",
     ),
     "hook": Command(
-        "_hook",
+        "_hook_run",
         "run as a coding agent's compaction hook (claude-code, codex): record, judge, restore",
         "add_hook",
         "run_hook",

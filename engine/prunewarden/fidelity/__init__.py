@@ -40,6 +40,7 @@ from prunewarden.fidelity._check import (
     Judge,
     ParentFidelity,
     check_fidelity,
+    fact_ledger,
     is_error_text,
 )
 from prunewarden.fidelity._facts import FACT_KINDS, Facts, extract_facts
@@ -57,6 +58,7 @@ __all__ = [
     "ParentFidelity",
     "check_fidelity",
     "extract_facts",
+    "fact_ledger",
     "is_error_text",
     "sentence_similarities",
     "sentences",

@@ -298,12 +298,36 @@ class _Numbers:
         return magnitude(value) in self._magnitudes
 
 
+class ChildFacts:
+    """A child's facts as a parent's facts are looked up in: :meth:`keeps` is the facts
+    method's one test of one fact (shared by the check and by :func:`fact_ledger`)."""
+
+    def __init__(self, theirs: Facts, tokens: tuple[str, ...]) -> None:
+        self.theirs = theirs
+        self.words = frozenset(tokens)
+        self.literal = frozenset().union(*(v for k, v in theirs.by_kind.items() if k != "negation"))
+        self.numbers = _Numbers(theirs, tokens, self.words)
+
+    def keeps(self, kind: str, value: str) -> bool:
+        """Whether the child still says the parent's fact ``value`` of ``kind``."""
+        if kind == "negation":
+            governed = set(value.split(" "))
+            return any(governed <= span for span in self.theirs.negated)
+        if kind == "number":
+            return self.numbers.keep(value)
+        words = self.words
+        return (
+            value in self.literal
+            or value in words
+            or (" " in value and value in self.theirs.text)
+            or (kind == "flag" and value.lstrip("-") in words)
+        )
+
+
 def _compare(
     parent_id: str, mine: Facts, theirs: Facts, tokens: tuple[str, ...], kinds: frozenset[str]
 ) -> ParentFidelity:
-    words = frozenset(tokens)
-    literal = frozenset().union(*(v for k, v in theirs.by_kind.items() if k != "negation"))
-    numbers = _Numbers(theirs, tokens, words)
+    child = ChildFacts(theirs, tokens)
     facts = kept = 0
     lost: set[str] = set()
     for kind, values in mine.by_kind.items():
@@ -311,23 +335,38 @@ def _compare(
             continue
         for value in values:
             facts += 1
-            if kind == "negation":
-                governed = set(value.split(" "))
-                ok = any(governed <= span for span in theirs.negated)
-            elif kind == "number":
-                ok = numbers.keep(value)
-            else:
-                ok = (
-                    value in literal
-                    or value in words
-                    or (" " in value and value in theirs.text)
-                    or (kind == "flag" and value.lstrip("-") in words)
-                )
-            if ok:
+            if child.keeps(kind, value):
                 kept += 1
             else:
                 lost.add(kind)
     return ParentFidelity(parent_id, facts, kept, tuple(k for k in FACT_KINDS if k in lost))
+
+
+def fact_ledger(
+    parent_text: str, child_text: str, kinds: frozenset[str] = frozenset(FACT_KINDS)
+) -> dict[str, dict[str, list[str]]]:
+    """Each fact of ``parent_text`` (by kind, in :data:`FACT_KINDS` order) as ``child_text``
+    keeps it: ``kept`` (the same normalized fact, of the same kind), ``restated`` (kept another
+    way: a number in other units or spelled out, a negation in other words, a fact read in the
+    child's text) or ``lost``; the facts method's own test decides kept from lost."""
+    theirs = extract_facts(child_text)
+    child = ChildFacts(theirs, _words(theirs))
+    mine = parent_facts(parent_text)
+    ledger: dict[str, dict[str, list[str]]] = {}
+    for kind in FACT_KINDS:
+        values = mine.by_kind.get(kind)
+        if kind not in kinds or not values:
+            continue
+        row: dict[str, list[str]] = {"kept": [], "restated": [], "lost": []}
+        for value in sorted(values):
+            if not child.keeps(kind, value):
+                row["lost"].append(value)
+            elif value in theirs.by_kind.get(kind, ()):
+                row["kept"].append(value)
+            else:
+                row["restated"].append(value)
+        ledger[kind] = row
+    return ledger
 
 
 def _all_lost(parent_id: str, mine: Facts, kinds: frozenset[str]) -> ParentFidelity:

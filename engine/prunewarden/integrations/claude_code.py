@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -43,16 +43,19 @@ _ROLES = {"user": "user", "assistant": "assistant"}
 @dataclass(frozen=True, slots=True)
 class Transcript:
     """The records of the window in force (after the last compact boundary) and the summary
-    that began it, if any."""
+    that began it, if any; ``replaced``, the records of the window that compaction replaced
+    (what a preview judges the summary against)."""
 
     records: list[dict[str, Any]]
     summary: str | None
+    replaced: list[dict[str, Any]] = field(default_factory=list)
 
 
 def read_transcript(path: str | Path) -> Transcript:
     """The window in force of the transcript at ``path``; a line that is no JSON object is an
     :class:`InputError` naming the file and line."""
     records: list[dict[str, Any]] = []
+    replaced: list[dict[str, Any]] = []
     summary: str | None = None
     with Path(path).open(encoding="utf-8") as stream:
         text = stream.read(MAX_TRANSCRIPT_BYTES + 1)
@@ -69,14 +72,14 @@ def read_transcript(path: str | Path) -> Transcript:
         if not isinstance(record, dict):
             raise InputError([Problem(str(path), number, 1, "$", "expected a JSON object")])
         if record.get("type") == "system" and record.get("subtype") == "compact_boundary":
-            records, summary = [], None  # the window starts again here
+            replaced, records, summary = records, [], None  # the window starts again here
             continue
         if record.get("isCompactSummary"):
             summary = _text(record.get("message", {}).get("content", ""))
             continue
         if record.get("type") in _ROLES:
             records.append(record)
-    return Transcript(records, summary)
+    return Transcript(records, summary, replaced)
 
 
 def _text(content: Any) -> str:

@@ -39,6 +39,7 @@ def read_rollout(path: str | Path) -> Transcript:
     if len(text) > MAX_TRANSCRIPT_BYTES:
         raise InputError([Problem(str(path), 0, 0, "$", "rollout larger than its limit")])
     records: list[dict[str, Any]] = []
+    replaced: list[dict[str, Any]] = []
     summary: str | None = None
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
@@ -52,12 +53,13 @@ def read_rollout(path: str | Path) -> Transcript:
             raise InputError([Problem(str(path), number, 1, "$", "expected a rollout line")])
         payload = entry["payload"]
         if entry.get("type") == "compacted":
-            records, summary = [], str(payload.get("message", ""))
+            replaced, records = records, []
+            summary = str(payload.get("message", ""))
         elif entry.get("type") == "response_item":
             record = _record(payload, f"{Path(path).stem}:{number}")
             if record is not None:
                 records.append(record)
-    return Transcript(records, summary)
+    return Transcript(records, summary, replaced)
 
 
 def _record(item: dict[str, Any], uuid: str) -> dict[str, Any] | None:

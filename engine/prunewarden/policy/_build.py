@@ -28,6 +28,7 @@ from prunewarden.errors import PolicyError, Problem, describe_value
 from prunewarden.inputs import ScoreRange
 from prunewarden.limits import MAX_POLICY_BYTES
 from prunewarden.policy import _classify as classify
+from prunewarden.policy import _compaction as compaction
 from prunewarden.policy import _fidelity as fidelity
 from prunewarden.policy import _guardrails as guardrails
 from prunewarden.policy import _transition as transition
@@ -156,6 +157,7 @@ def _semantic_problems(data: dict[str, Any], problem: Any) -> list[Problem]:
         found.append(problem(("spec", "collapse", "spread_floor_mode"), message))
     found += fidelity.pattern_problems(data, problem)
     found += classify.pattern_problems(data, problem)
+    found += compaction.condition_problems(data, problem)
     return found
 
 
@@ -186,6 +188,7 @@ def _normalize(document: dict[str, Any]) -> dict[str, Any]:
     transition.drop_implicit(spec)
     fidelity.drop_implicit(spec)
     classify.drop_implicit(spec)
+    compaction.drop_implicit(spec)
     normalize_rules(spec)
     guardrails.normalize(spec)
     return document
@@ -253,5 +256,6 @@ def _spec(spec: dict[str, Any]) -> Spec:
         transition=transition.transition_settings(spec),
         fidelity=fidelity.fidelity_settings(spec),
         classify=classify.classify_settings(spec),
+        compaction=compaction.compaction_settings(spec),
         calibration=None if fixed is None else Calibration(fixed["low"], fixed["high"]),
     )

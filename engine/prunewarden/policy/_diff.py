@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from prunewarden._json import JsonPath
 from prunewarden._source import Origin
-from prunewarden.policy._classify import effective_document
+from prunewarden.policy._compaction import effective_document
 from prunewarden.policy._guardrails import MISSING, lookup
 from prunewarden.policy._merge import Resolution
 from prunewarden.policy._provenance import scalar
@@ -35,7 +35,16 @@ _SETS: dict[JsonPath, str] = {
     ("spec", "locked"): "locked",
 }
 _NAMED: dict[JsonPath, str] = {("spec", "rules"): "rule", ("spec", "validators"): "validator"}
-_GUARDS = ("scores", "collapse", "eviction", "staleness", "transition", "fidelity", "classify")
+_GUARDS = (
+    "scores",
+    "collapse",
+    "eviction",
+    "staleness",
+    "transition",
+    "fidelity",
+    "classify",
+    "compaction",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,8 +98,8 @@ def diff(a: Resolution, b: Resolution) -> list[Change]:
 class _Differ:
     def __init__(self, a: Resolution, b: Resolution) -> None:
         self.a, self.b = a, b
-        # Compared as the guards run them: spec.transition, .fidelity and .classify filled in
-        # where a field is implicit.
+        # Compared as the guards run them: spec.transition, .fidelity, .classify and
+        # .compaction filled in where a field is implicit.
         self.left = effective_document(a.policy.document)
         self.right = effective_document(b.policy.document)
         self.found: list[Change] = []

@@ -20,7 +20,7 @@ from prunewarden._source import Origin, Parsed, json_path
 from prunewarden.errors import Problem
 from prunewarden.policy import _guardrails as guardrails
 from prunewarden.policy._build import build_policy, normalize_document
-from prunewarden.policy._classify import effective_document
+from prunewarden.policy._compaction import effective_document
 from prunewarden.policy._model import Policy
 
 # Lists that accumulate along a chain instead of replacing.

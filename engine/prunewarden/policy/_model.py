@@ -16,6 +16,7 @@ from prunewarden._json import encode_canonical
 from prunewarden.fidelity import FidelitySettings
 from prunewarden.inputs._model import ScoreRange
 from prunewarden.rules._classify import DEFAULT_RULES, ClassifyRule
+from prunewarden.rules._expression import Expression
 from prunewarden.rules._model import Rule
 
 # Which lock file a load checks: None finds ``policy.lock`` next to the policy, False checks
@@ -150,6 +151,25 @@ class ClassifySettings:
         return self.rules + (DEFAULT_RULES if self.defaults else ())
 
 
+OnError = Literal["block", "warn"]
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionSettings:
+    """``spec.compaction``: what a coding agent's compaction hook blocks, and what it does after
+    an error of its own (prunewarden.policy._compaction)."""
+
+    block_manual: bool = False
+    block_when: Expression | None = None  # compiled when the policy loads
+    block_message: str | None = None
+    on_error_auto: OnError = "warn"
+    on_error_manual: OnError = "block"
+
+    def on_error(self, trigger: str) -> OnError:
+        """What an error does under ``trigger`` (``manual``, else automatic)."""
+        return self.on_error_manual if trigger == "manual" else self.on_error_auto
+
+
 @dataclass(frozen=True, slots=True)
 class Spec:
     scores: ScoreRange
@@ -162,6 +182,8 @@ class Spec:
     fidelity: FidelitySettings = FIDELITY_OFF
     # spec.classify; an absent section is the default rules alone
     classify: ClassifySettings = ClassifySettings()
+    # spec.compaction; an absent section blocks nothing and warns on an automatic compaction
+    compaction: CompactionSettings = CompactionSettings()
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,6 +28,10 @@ FAIL_CLOSED = {
     # Decided by a pruning pass over an eviction group, never by one eviction document.
     "group_member_refused": "pruning pass: another member of the segment's eviction group was "
     "refused",
+    # Written by a coding agent's compaction hook about its own run, never by a document.
+    "compaction_recorded": "compaction hook: PreCompact recorded the window",
+    "compaction_blocked": "compaction hook: PreCompact blocked by spec.compaction",
+    "compaction_restored": "compaction hook: a judged compaction's repair given again",
 }
 
 
