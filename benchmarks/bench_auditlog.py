@@ -36,7 +36,7 @@ from prunewarden.audit._record import (
     subject_of,
 )
 from prunewarden.audit._review import RecordFilter, Skipped, query, report
-from prunewarden.audit._sql import sql
+from prunewarden.review._sql import sql
 from prunewarden.audit._verify import verify_files
 from prunewarden.inputs._parse import parse_request
 

@@ -1,4 +1,6 @@
-"""Review audit logs: find decisions, count them, show the policy behind one (SQL: ``_sql``).
+"""Review audit logs: find decisions, count them, show the policy behind one.
+
+SQL over the logs: :mod:`prunewarden.review`.
 
 Everything streams: a log is read line by line and never held in memory, and a line is parsed
 only when the substrings a match needs occur in it (records are canonical JSON, so a field

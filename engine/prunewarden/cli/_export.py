@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import IO, Any
 
-from prunewarden.audit import export_parquet, sql_parquet
+from prunewarden.review import export_parquet, sql_parquet
 from prunewarden.cli._printable import printable
 from prunewarden.errors import ExitCode
 

@@ -135,7 +135,7 @@ def parquet_view_sql(directories: Iterable[str | os.PathLike[str]]) -> str:
 def sql_parquet(
     statement: str, directories: Iterable[str | os.PathLike[str]]
 ) -> tuple[list[str], list[str], Iterator[tuple[Any, ...]]]:
-    """:func:`~prunewarden.audit._sql.sql` over exported folders: ``statement`` runs over the
+    """:func:`~prunewarden.review._sql.sql` over exported folders: ``statement`` runs over the
     view ``decisions`` of their Parquet files. Column names, their types, and the rows."""
     try:
         import duckdb  # noqa: PLC0415 - optional: only this command needs it
