@@ -20,7 +20,8 @@ from prunewarden.audit import decision_rows, input_digest
 from prunewarden.cli._main import run
 from prunewarden.decision import Reason, Verdict
 from prunewarden.inputs import Check, Request, parse_plan
-from prunewarden.planner import PassInputs, PassLog, Plan, plan_pass
+from prunewarden.planner import PassInputs, Plan, plan_pass
+from prunewarden.planner._log import PassLog
 from structlog.testing import capture_logs
 
 EngineFactory = Callable[..., Engine]

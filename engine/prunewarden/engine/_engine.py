@@ -43,7 +43,8 @@ from prunewarden.inputs import (
 )
 from prunewarden.inputs._columns import staleness_columns
 from prunewarden.pipeline import ColumnarEviction, Shadow, columnar_eviction, compile_policy
-from prunewarden.planner import PassLog, Plan
+from prunewarden.planner import Plan
+from prunewarden.planner._log import PassLog
 from prunewarden.policy import Policy, load_builtin_policy, load_policy
 from prunewarden.rules import DEFAULT_CACHE_SIZE, check_backend
 from prunewarden.session import (

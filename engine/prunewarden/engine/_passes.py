@@ -34,7 +34,7 @@ from prunewarden.inputs import (
     well_formed_pass,
 )
 from prunewarden.pipeline import ColumnarEviction, PassResult
-from prunewarden.planner import PassLog
+from prunewarden.planner._log import PassLog
 from prunewarden.session import SessionRegistry
 
 _PASS = "evictions"  # noqa: S105 - a pass kind, not a password

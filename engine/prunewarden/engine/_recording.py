@@ -24,7 +24,8 @@ from prunewarden.engine._hooks import DecisionHooks, PassNotices
 from prunewarden.inputs import Check
 from prunewarden.inputs._columns import ReadStaleness
 from prunewarden.pipeline import Pipeline, Shadow
-from prunewarden.planner import PassLog, PassSink, Plan
+from prunewarden.planner import Plan
+from prunewarden.planner._log import PassLog, PassSink
 from prunewarden.policy import Policy
 
 _diagnostics = logging.getLogger("prunewarden")
