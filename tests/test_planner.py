@@ -261,9 +261,9 @@ class TestPassInputs:
         """PassInputs(explain=True) with the engine's columns: the columns give no
         would_allow, so every eviction still goes to the decide step, explained (a refused one
         says what would allow it)."""
-        assert engine._columnar is not None
+        assert engine.passes.columnar is not None
         inputs, decided = self.inputs(engine, {}, explain=True)
-        inputs = dataclasses.replace(inputs, columnar=engine._columnar)
+        inputs = dataclasses.replace(inputs, columnar=engine.passes.columnar)
         window = [*WINDOW, seg("u", 0.0625, perturbed_score=0.9)]
         plan = self.plan(engine, inputs, window)
         evictions = [d for d in plan.decisions if d.check == "eviction"]
