@@ -9,13 +9,12 @@ from __future__ import annotations
 
 from prunewarden.audit._chain import seal
 from prunewarden.audit._columns import columns_record
+from prunewarden.audit._fields import authorization_header, describe
 from prunewarden.audit._log import FSYNC_MODES, AuditLog, FsyncMode
 from prunewarden.audit._pass import decision_rows, pass_record, verdict_entry
 from prunewarden.audit._record import (
     DecisionContext,
-    authorization_header,
     decision_record,
-    describe,
     get_logger,
     input_digest,
     log_decision,

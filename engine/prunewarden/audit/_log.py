@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO, Any, Literal, Self
 
-from prunewarden.audit import _record
+from prunewarden.audit import _fields, _record
 from prunewarden.audit._batch import Sealed, seal_batch, with_activation
 from prunewarden.audit._chain import key_from_env
 from prunewarden.audit._file_state import Chain, FileState, Tail, file_identity
@@ -252,7 +252,7 @@ class AuditLog:
             record = build(Tail(self.path, state.identity, state.size, state.chain.last))
             if record is not None:
                 self._append(state, self._seal(state.chain, [record]), 1)
-                if _record.kind_of(record) == _record.RECORDS_DROPPED:
+                if _fields.kind_of(record) == _record.RECORDS_DROPPED:
                     # A receiver that missed the range missed the activations in it too: the
                     # policies are activated again after it, as at the top of a file.
                     state.chain.activated = set()
