@@ -88,13 +88,25 @@ def get_logger() -> Any:
     return structlog.get_logger(LOGGER_NAME)
 
 
+class _Writer:
+    """The logger at the end of the structlog chain: its methods receive the record's fields."""
+
+    def __init__(self, sink: Any) -> None:
+        self._sink = sink
+
+    def msg(self, **record: Any) -> None:
+        self._sink.write(record)
+
+    info = warning = error = critical = debug = msg
+
+
 def sink_logger(sink: Any) -> Any:
-    """A structlog logger handing each record to ``sink``'s methods as keyword arguments, the
-    event name as the record's ``kind``: the logger of an :class:`AuditLog`."""
+    """A structlog logger handing each record to ``sink.write`` as one dict, the event name as
+    the record's ``kind``: the logger of an :class:`AuditLog`."""
     import structlog  # noqa: PLC0415 - deferred for import cost (above get_logger)
 
     return structlog.wrap_logger(
-        sink,
+        _Writer(sink),
         processors=[event_to_kind],
         wrapper_class=structlog.BoundLogger,
         context_class=dict,
