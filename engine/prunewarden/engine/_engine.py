@@ -1,11 +1,9 @@
 """The engine's calls: one compiled policy, documents in, decisions out.
 
-Each call parses its document, decides it through the policy's pipelines (gated by a halted
-session, beside a shadow policy) and hands the decision to the engine's
-:class:`~prunewarden.engine._recording.DecisionRecorder`, which writes its record to the sink the
-caller chose; eviction passes go to its :class:`~prunewarden.engine._passes.PassRunner`. The
-engine builds both from its settings and holds them: ``Engine`` stays the one thing a caller
-builds.
+Each call parses its document and hands the request to the engine's parts, which it builds from
+its settings and holds (``Engine`` stays the one thing a caller builds): a ``Decider`` decides it
+(gated by a halted session, beside a shadow policy), a ``DecisionRecorder`` writes its record to
+the sink the caller chose, a ``PassRunner`` decides and records eviction passes.
 """
 
 from __future__ import annotations
@@ -143,19 +141,29 @@ class Engine:
         )
         if audit is not None and shadow is not None:
             audit.add_policy(shadow)
+        self._compose(DecisionHooks(on_decision, call_hooks(on_call)), logger, trace_context)
+        # A staleness document may be decided over its columns when nothing but the guard
+        # reads the request: no rule, no calibration, no shadow policy.
+        self._staleness_columns = self._pipelines["staleness"].plain and self.shadow is None
+
+    def _compose(
+        self, hooks: DecisionHooks, logger: Any, trace_context: TraceContext | None
+    ) -> None:
+        """Build the parts this engine holds, each handed what it needs."""
+        policy, pipelines = self.policy, self._pipelines
         # The one place records are written: its sinks, hooks and the policies they name.
         self.recorder = DecisionRecorder(
             policy,
-            self._pipelines,
-            audit=audit,
+            pipelines,
+            audit=self.audit,
             logger=logger,
-            hooks=DecisionHooks(on_decision, call_hooks(on_call)),
+            hooks=hooks,
             trace_context=trace_context,
-            shadow_policy=shadow,
+            shadow_policy=self.shadow.policy if self.shadow is not None else None,
             cel=self.cel,
         )
         # One request decided and logged: the step every call and every session decides with.
-        self.decider = Decider(policy, self._pipelines, self.shadow, self.sessions, self.recorder)
+        self.decider = Decider(policy, pipelines, self.shadow, self.sessions, self.recorder)
         # Eviction passes, with the policy's eviction settings bound once for passes decided
         # over columns (None: its passes take the general path; see engine._passes).
         self.passes = PassRunner(
@@ -163,7 +171,7 @@ class Engine:
             self.recorder,
             self.sessions,
             self.decider.decide,
-            columnar_eviction(self._pipelines, policy, shadow=shadow is not None),
+            columnar_eviction(pipelines, policy, shadow=self.shadow is not None),
         )
         self.session_binding = SessionBinding(
             policy,
@@ -172,9 +180,6 @@ class Engine:
             self.recorder.record_plan,
             self.passes.plan_columns,
         )
-        # A staleness document may be decided over its columns when nothing but the guard
-        # reads the request: no rule, no calibration, no shadow policy.
-        self._staleness_columns = self._pipelines["staleness"].plain and self.shadow is None
 
     @classmethod
     def default(cls, **kwargs: Any) -> Engine:
