@@ -36,9 +36,9 @@ from prunewarden.audit._record import (
     subject_of,
 )
 from prunewarden.audit._review import RecordFilter, Skipped, query, report
-from prunewarden.audit._sql import sql
 from prunewarden.audit._verify import verify_files
 from prunewarden.inputs._parse import parse_request
+from prunewarden.review._sql import sql
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "examples" / "inputs").glob("*.json"))

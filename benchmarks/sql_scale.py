@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from prunewarden import AuditLog, Engine
-from prunewarden.audit import seal, sql
+from prunewarden.audit import seal
+from prunewarden.review import sql
 
 SIZES = (10_000, 30_000, 100_000)
 LINEAR_FACTOR = 2.0

@@ -96,6 +96,10 @@ AREAS: dict[str, Stages] = {
         ("tests/pipeline/test_shadow.py", STALENESS_COLUMNS, *PASS_COLUMNS),
         ("tests/engine", "tests/pipeline"),
     ),
+    "prunewarden/engine/_deciding.py": (
+        ("tests/pipeline/test_shadow.py", STALENESS_COLUMNS, *PASS_COLUMNS),
+        ("tests/engine", "tests/pipeline"),
+    ),
     "prunewarden/planner/_log.py": ((PLANNER, PLAN_COLUMNS), ("tests/engine", HALTS)),
     "prunewarden/planner/_selection.py": ((PLANNER, PLAN_COLUMNS), ("tests/engine", HALTS)),
     "prunewarden/pipeline/_compile.py": (

@@ -16,11 +16,13 @@ API = ROOT / "docs" / "api.md"
 SECTION = re.compile(r"^## `(prunewarden(?:\.\w+)*)`\n(.*?)(?=^## |\Z)", re.MULTILINE | re.DOTALL)
 NAMES = re.compile(r"^Public names: (.*?)\.$", re.MULTILINE | re.DOTALL)
 
-#: Public modules that are not packages and export by ``__all__``; errors, decision and limits
-#: are public as a whole (docs/api.md says so).
+#: Public modules that are not packages and export by ``__all__``; limits is public as a whole
+#: (docs/api.md says so).
 MODULES = (
     "prunewarden.aio",
     "prunewarden.client",
+    "prunewarden.decision",
+    "prunewarden.errors",
     "prunewarden.health",
     "prunewarden.integrations.anthropic",
     "prunewarden.integrations.claude_code",

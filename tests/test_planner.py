@@ -20,7 +20,8 @@ from prunewarden.audit import decision_rows, input_digest
 from prunewarden.cli._main import run
 from prunewarden.decision import Reason, Verdict
 from prunewarden.inputs import Check, Request, parse_plan
-from prunewarden.planner import PassInputs, PassLog, Plan, plan_pass
+from prunewarden.planner import PassInputs, Plan, plan_pass
+from prunewarden.planner._log import PassLog
 from structlog.testing import capture_logs
 
 EngineFactory = Callable[..., Engine]
@@ -260,9 +261,9 @@ class TestPassInputs:
         """PassInputs(explain=True) with the engine's columns: the columns give no
         would_allow, so every eviction still goes to the decide step, explained (a refused one
         says what would allow it)."""
-        assert engine._columnar is not None
+        assert engine.passes.columnar is not None
         inputs, decided = self.inputs(engine, {}, explain=True)
-        inputs = dataclasses.replace(inputs, columnar=engine._columnar)
+        inputs = dataclasses.replace(inputs, columnar=engine.passes.columnar)
         window = [*WINDOW, seg("u", 0.0625, perturbed_score=0.9)]
         plan = self.plan(engine, inputs, window)
         evictions = [d for d in plan.decisions if d.check == "eviction"]

@@ -21,6 +21,18 @@ import msgspec
 from prunewarden.__about__ import __version__
 from prunewarden._identity import PolicyIdentity, PolicySource
 
+# The core API's names (docs/api.md); the stamps, ids and clock below serve the package itself.
+__all__ = [
+    "HALT_ACTIONS",
+    "Action",
+    "Decision",
+    "Outcome",
+    "Reason",
+    "ShadowResult",
+    "Verdict",
+    "disabled_reason",
+]
+
 Outcome = Literal["allow", "deny", "halt"]
 
 

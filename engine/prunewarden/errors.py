@@ -16,6 +16,27 @@ if TYPE_CHECKING:
 
     from prunewarden.decision import Decision
 
+# The core API's names (docs/api.md); REFUSALS and describe_value serve the package itself.
+__all__ = [
+    "AuditError",
+    "BundleError",
+    "ExitCode",
+    "InputError",
+    "PolicyError",
+    "Problem",
+    "ProblemsError",
+    "PrunewardenError",
+    "RefusedError",
+    "RelevanceCollapseError",
+    "SessionIntegrityError",
+    "SessionStateError",
+    "SessionStoreError",
+    "StaleScoreError",
+    "SuiteError",
+    "UnsafeTransitionError",
+    "UntrustedEvictionError",
+]
+
 
 class ExitCode(IntEnum):
     """The exit codes of every ``prunewarden`` command; each command's ``--help`` says what

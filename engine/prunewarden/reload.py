@@ -47,6 +47,8 @@ from prunewarden.policy._watch import (
     contents_digest,
     file_signature,
     lock_files,
+    pair_differs,
+    reused_version,
     unchanged_since_read,
 )
 from prunewarden.session import Session, SessionBinding, SessionRegistry, SessionStore
@@ -329,7 +331,7 @@ class ReloadingEngine(EngineCalls):
             self._seen = before
             self._pending = None
             policy = active or current.policy
-            changed = _pair_differs(policy, candidate, current.policy, self._candidate)
+            changed = pair_differs(policy, candidate, current.policy, self._candidate)
             if changed:
                 self._swap(policy, candidate, current.policy)
             return ReloadResult(changed, policy.identity, (*active_problems, *shadow_problems))
@@ -348,7 +350,7 @@ class ReloadingEngine(EngineCalls):
                 self._report(self.path, (), {}, current)
                 if activation is not None and activation.rollback is not None:
                     self._record_rollback(activation)
-                if activation is not None and _pair_differs(
+                if activation is not None and pair_differs(
                     activation.policy, activation.shadow, current, self._candidate
                 ):  # the policy and its shadow come from one verified bundle: one swap
                     self._swap(activation.policy, activation.shadow, current)
@@ -389,7 +391,7 @@ class ReloadingEngine(EngineCalls):
             return None, (f"{path}: $: the policy could not be loaded ({type(exc).__name__})",)
         if not unchanged_since_read(policy):
             raise _ChangedWhileReadingError
-        if in_force is not None and _reused_version(policy, in_force):
+        if in_force is not None and reused_version(policy, in_force):
             message = (
                 f"{path}: $: {policy.name}@{policy.version} is in force with another content "
                 f"({in_force.digest}; read: {policy.digest}): not reloaded; a new content needs "
@@ -443,28 +445,6 @@ class ReloadingEngine(EngineCalls):
             if top is not None:
                 files.update(lock_files(top, self._lock_option))
         return {name: file_signature(name) for name in sorted(files)}
-
-
-def _reused_version(new: Policy, old: Policy) -> bool:
-    """The same ``name@version`` as the policy in force, with another content: refused even
-    without a lock file."""
-    return (new.name, new.version) == (old.name, old.version) and new.digest != old.digest
-
-
-def _pair_differs(
-    new: Policy, candidate: Policy | None, old: Policy, old_candidate: Policy | None
-) -> bool:
-    """Whether a policy and its shadow differ from the pair in force (a shadow gained or lost
-    is a change)."""
-    if candidate is None or old_candidate is None:
-        return _differs(new, old) or candidate is not old_candidate
-    return _differs(new, old) or _differs(candidate, old_candidate)
-
-
-def _differs(new: Policy, old: Policy) -> bool:
-    """A new snapshot is worth swapping in when the content or any file's bytes changed (the
-    decisions name the files' hashes)."""
-    return new.digest != old.digest or new.sources != old.sources
 
 
 __all__ = ["ReloadResult", "ReloadingEngine"]

@@ -217,7 +217,7 @@ class TestLargePassRecordsInSql:
         """The record of the test above is one DuckDB's default object size refuses: without the
         longest line measured first, the whole log is an error."""
         pytest.importorskip("duckdb")
-        from prunewarden.audit import _sql  # noqa: PLC0415 - the module whose measure is undone
+        from prunewarden.review import _sql  # noqa: PLC0415 - the module whose measure is undone
 
         monkeypatch.setattr(_sql, "_object_bytes", lambda _files: _sql._DEFAULT_OBJECT_BYTES)
         path = self.log_with_pass_of(
@@ -290,7 +290,7 @@ class TestLargePassRecordsInSql:
         """A line past MAX_SQL_LINE_BYTES is not a record: the command names file and line
         (exit 2) rather than ask DuckDB for that much memory."""
         pytest.importorskip("duckdb")
-        from prunewarden.audit import _sql  # noqa: PLC0415 - the module whose limit is lowered
+        from prunewarden.review import _sql  # noqa: PLC0415 - the module whose limit is lowered
 
         monkeypatch.setattr(_sql, "MAX_SQL_LINE_BYTES", 2000)
         path = tmp_path / "audit.jsonl"

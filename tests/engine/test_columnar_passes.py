@@ -53,7 +53,7 @@ def fixed_stamps(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def general(engine: Engine) -> Engine:
     """The same engine with its passes sent down the general path."""
-    engine._columnar = None
+    engine.passes.columnar = None
     return engine
 
 

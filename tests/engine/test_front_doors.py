@@ -9,21 +9,19 @@ from typing import Any
 import pytest
 from prunewarden import Engine, ReloadingEngine, Session
 from prunewarden.aio import AsyncEngine, AsyncSession
+from prunewarden.engine import DecidingCalls
+from prunewarden.engine._calls import DECIDING_CALLS
 
-#: The calls that decide, which every front offers. Engine's other public methods build one
-#: (``default``, ``from_file``), let a front open sessions on it (``open_session``) or record a
-#: stored session state that failed its seal (``report_rejected_state``, for a session server).
-CALLS = (
-    "authorize_eviction",
-    "authorize_evictions",
-    "authorize_pass",
-    "detect_collapse",
-    "enforce",
-    "evaluate",
-    "plan",
-    "prune",
-    "session",
+#: The calls that decide, as ``DecidingCalls`` declares them, and ``session``: every front offers
+#: them. Engine's other public methods build one (``default``, ``from_file``), let a front open
+#: sessions on it (``open_session``) or record a stored session state that failed its seal
+#: (``report_rejected_state``, for a session server).
+DECLARED = tuple(
+    name
+    for name, value in vars(DecidingCalls).items()
+    if inspect.isfunction(value) and not name.startswith("_")
 )
+CALLS = (*DECLARED, "session")
 ENGINE_ONLY = {"default", "from_file", "open_session", "report_rejected_state"}
 FRONTS = (ReloadingEngine, AsyncEngine)
 
@@ -53,6 +51,19 @@ class TestMethodSets:
         """Engine's public methods are the deciding calls and its builders: a new call is listed
         here, so that the fronts are made to offer it too."""
         assert public_methods(Engine) == {*CALLS, *ENGINE_ONLY}
+
+    def test_the_protocol_declares_every_deciding_call(self) -> None:
+        """The calls ``DecidingCalls`` declares are the engine's deciding calls, in the order
+        ``DECIDING_CALLS`` names them."""
+        assert DECLARED == DECIDING_CALLS
+        assert set(DECLARED) == public_methods(Engine) - ENGINE_ONLY - {"session"}
+
+    @pytest.mark.parametrize("call", DECLARED)
+    def test_the_engine_takes_the_declared_arguments(self, call: str) -> None:
+        """Engine's calls are what the protocol declares: names, kinds, defaults, types."""
+        declared = getattr(DecidingCalls, call)
+        assert parameters(getattr(Engine, call)) == parameters(declared)
+        assert returns(getattr(Engine, call)) == returns(declared)
 
     @pytest.mark.parametrize("front", FRONTS, ids=lambda cls: cls.__name__)
     def test_every_front_offers_every_call(self, front: type) -> None:

@@ -1,5 +1,7 @@
 """The audit log: decision records, the hash chain, masks, the log file, verification and review.
 
+SQL over the logs and their Parquet export live in :mod:`prunewarden.review`.
+
 Imports the layers below it (policy, inputs, decision); nothing above it.
 """
 
@@ -7,14 +9,12 @@ from __future__ import annotations
 
 from prunewarden.audit._chain import seal
 from prunewarden.audit._columns import columns_record
-from prunewarden.audit._export import export_parquet, sql_parquet
+from prunewarden.audit._fields import authorization_header, describe
 from prunewarden.audit._log import FSYNC_MODES, AuditLog, FsyncMode
 from prunewarden.audit._pass import decision_rows, pass_record, verdict_entry
 from prunewarden.audit._record import (
     DecisionContext,
-    authorization_header,
     decision_record,
-    describe,
     get_logger,
     input_digest,
     log_decision,
@@ -39,7 +39,6 @@ from prunewarden.audit._review import (
     report,
 )
 from prunewarden.audit._rotation import rotated_files
-from prunewarden.audit._sql import json_value, sql
 from prunewarden.audit._verify import verify_files
 
 __all__ = [
@@ -57,12 +56,10 @@ __all__ = [
     "decision_record",
     "decision_rows",
     "describe",
-    "export_parquet",
     "find_authorization",
     "get_logger",
     "halt_episodes",
     "input_digest",
-    "json_value",
     "log_decision",
     "log_policy_reload_failed",
     "log_policy_reloaded",
@@ -75,8 +72,6 @@ __all__ = [
     "seal",
     "session_rebound_record",
     "session_state_rejected_record",
-    "sql",
-    "sql_parquet",
     "subject_of",
     "texts_of",
     "verdict_entry",

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from prunewarden.audit import _record
+from prunewarden.audit import _fields, _record
 from prunewarden.audit._chain import seal
 from prunewarden.audit._file_state import Chain
 from prunewarden.errors import AuditError
@@ -29,9 +29,9 @@ def with_activation(
     out: list[dict[str, Any]] = []
     activated: set[str] = set()
     for record in batch:
-        if _record.kind_of(record) in (_record.DECISION, _record.PRUNING_PASS):
+        if _fields.kind_of(record) in (_record.DECISION, _record.PRUNING_PASS):
             # The policy that decided, and a shadow policy beside it: both reconstructible.
-            needed = [_record.policy_digest_of(record), _record.shadow_digest_of(record)]
+            needed = [_fields.policy_digest_of(record), _fields.shadow_digest_of(record)]
             for digest in dict.fromkeys(needed):
                 if not digest or digest in chain.activated or digest in activated:
                     continue
@@ -53,6 +53,6 @@ def seal_batch(chain: Chain, records: list[dict[str, Any]], key: bytes | None) -
     for record in records:
         line, last = seal(record, last, key)
         lines.append(line)
-        if _record.kind_of(record) == _record.POLICY_ACTIVATED:
-            activated.add(_record.policy_digest_of(record))
+        if _fields.kind_of(record) == _record.POLICY_ACTIVATED:
+            activated.add(_fields.policy_digest_of(record))
     return b"".join(lines), last, activated

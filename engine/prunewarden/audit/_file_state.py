@@ -36,6 +36,26 @@ class FileState:
     synced_at: float = field(default_factory=time.monotonic)
     sync_due: bool = False
 
+    def note_written(
+        self, count: int, fsync: str, batch_records: int, batch_seconds: float
+    ) -> None:
+        """Count ``count`` records written and not yet synced; mark a sync due per ``fsync``
+        (``batch``: at most ``batch_records`` records or ``batch_seconds`` seconds unsynced)."""
+        self.unsynced += count
+        if count and (
+            fsync == "always"
+            or (
+                fsync == "batch"
+                and (
+                    self.unsynced >= batch_records
+                    or time.monotonic() - self.synced_at >= batch_seconds
+                )
+            )
+        ):
+            self.sync_due = True  # synced once the lock is let go (AuditLog._write_file)
+            self.unsynced = 0
+            self.synced_at = time.monotonic()
+
 
 @dataclass(frozen=True, slots=True)
 class Tail:

@@ -22,18 +22,16 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-import threading
 import time
-import weakref
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO, Any, Literal, Self
 
-from prunewarden.audit import _record
+from prunewarden.audit import _fields, _record
 from prunewarden.audit._batch import Sealed, seal_batch, with_activation
 from prunewarden.audit._chain import key_from_env
 from prunewarden.audit._file_state import Chain, FileState, Tail, file_identity
-from prunewarden.audit._locking import lock_exclusive, require_file_locks, unlock
+from prunewarden.audit._locking import ForkSafeLock, lock_exclusive, require_file_locks, unlock
 from prunewarden.audit._pipe import PipeWriter, is_stream_device
 from prunewarden.audit._redaction import masks_setting
 from prunewarden.audit._rotation import (
@@ -108,14 +106,13 @@ class AuditLog:
                 self.path = Path(target)
         else:
             self._stream = target
-        self._lock = threading.Lock()
-        _SINKS.add(self)
+        self._lock = ForkSafeLock()
         self._policies: dict[str, dict[str, Any]] = {}
         self._file: FileState | None = None
         self._chain = Chain()
         # Why the last write failed (None: it did not); cleared by the next write that succeeds.
         self._failure: str | None = None
-        self.logger = RecordLogger(self)
+        self.logger = _record.sink_logger(self)
 
     def __repr__(self) -> str:
         where = str(self.path) if self.path is not None else "<stream>"
@@ -252,7 +249,7 @@ class AuditLog:
             record = build(Tail(self.path, state.identity, state.size, state.chain.last))
             if record is not None:
                 self._append(state, self._seal(state.chain, [record]), 1)
-                if _record.kind_of(record) == _record.RECORDS_DROPPED:
+                if _fields.kind_of(record) == _record.RECORDS_DROPPED:
                     # A receiver that missed the range missed the activations in it too: the
                     # policies are activated again after it, as at the top of a file.
                     state.chain.activated = set()
@@ -391,7 +388,7 @@ class AuditLog:
         if data:
             write_all(state.fd, data)
         state.size, state.chain = size + len(data), recovery.chain
-        self._written(state, count)
+        state.note_written(count, self.fsync, BATCH_RECORDS, BATCH_SECONDS)
         return bool(data)
 
     def _rotate(self, state: FileState) -> FileState:
@@ -406,7 +403,7 @@ class AuditLog:
         fd = replace_with_new_file(path, archived, line)
         fresh = FileState(fd, state.pid, file_identity(os.fstat(fd)), size=len(line))
         fresh.chain.last = last
-        self._written(fresh, 1)
+        fresh.note_written(1, self.fsync, BATCH_RECORDS, BATCH_SECONDS)
         self._file = fresh
         try:
             if self.fsync != "never":
@@ -425,24 +422,7 @@ class AuditLog:
         write_all(state.fd, data)
         state.size += len(data)
         state.chain.advance(last, activated)
-        self._written(state, count)
-
-    def _written(self, state: FileState, count: int) -> None:
-        """Count ``count`` records written and not yet synced; mark a sync due per ``fsync``."""
-        state.unsynced += count
-        if count and (
-            self.fsync == "always"
-            or (
-                self.fsync == "batch"
-                and (
-                    state.unsynced >= BATCH_RECORDS
-                    or time.monotonic() - state.synced_at >= BATCH_SECONDS
-                )
-            )
-        ):
-            state.sync_due = True  # synced once the lock is let go (_write_file)
-            state.unsynced = 0
-            state.synced_at = time.monotonic()
+        state.note_written(count, self.fsync, BATCH_RECORDS, BATCH_SECONDS)
 
     # --- chaining ------------------------------------------------------------------------------
 
@@ -460,37 +440,3 @@ class AuditLog:
     def _error(self, exc: OSError) -> AuditError:
         reason = exc.strerror or type(exc).__name__
         return AuditError(f"cannot write audit log {self.name}: {reason}")
-
-
-# Every sink, so that a forked child gets fresh thread locks (one held by another thread of the
-# parent at fork time would never be released in the child).
-_SINKS: weakref.WeakSet[AuditLog] = weakref.WeakSet()
-
-
-def _after_fork_in_child() -> None:
-    for sink in list(_SINKS):
-        sink._lock = threading.Lock()  # noqa: SLF001 - the module's own class
-
-
-os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
-class RecordLogger:
-    """An :class:`AuditLog`'s logger: ``info(kind, **fields)`` (or any level) writes the record
-    ``fields`` with its ``kind``, and ``bind(**context)`` gives a logger adding ``context`` to
-    each. It is what a structlog logger with the one processor ``event_to_kind`` did, without
-    importing structlog (and the asyncio it loads) into every program writing an audit log."""
-
-    __slots__ = ("_context", "_sink")
-
-    def __init__(self, sink: AuditLog, context: dict[str, Any] | None = None) -> None:
-        self._sink = sink
-        self._context = context or {}
-
-    def msg(self, event: str, **fields: Any) -> None:
-        self._sink.write({**self._context, **fields, "kind": event})
-
-    info = warning = error = critical = debug = msg
-
-    def bind(self, **context: Any) -> RecordLogger:
-        return RecordLogger(self._sink, {**self._context, **context})

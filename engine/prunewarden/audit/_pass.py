@@ -18,11 +18,11 @@ from typing import Any
 
 from prunewarden.__about__ import __version__
 from prunewarden.audit._columns import COLUMNS_VERSION, column_rows
+from prunewarden.audit._fields import kind_of
 from prunewarden.audit._record import (
     DECISION,
     PRUNING_PASS,
     RECORD_VERSION,
-    kind_of,
     policy_fields,
 )
 from prunewarden.audit._redaction import erase

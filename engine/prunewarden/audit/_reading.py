@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from prunewarden.audit import _record
+from prunewarden.audit import _fields, _record
 from prunewarden.audit._chain import is_keyed, parse_record, unseal
 from prunewarden.limits import MAX_PARSED_LINE
 
@@ -76,9 +76,9 @@ def scan_appended(fd: int, start: int, end: int, last_hash: str) -> Scan:
     scan.tail, scan.tail_record = tail, tail_record
     if tail_record is not None and not scan.torn:
         scan.last_line = (lines_end, end)
-    if tail_record is not None and _record.kind_of(tail_record) == _record.POLICY_ACTIVATED:
-        scan.activated.add(_record.policy_digest_of(tail_record))
-    if tail_record is not None and _record.kind_of(tail_record) == _record.RECORDS_DROPPED:
+    if tail_record is not None and _fields.kind_of(tail_record) == _record.POLICY_ACTIVATED:
+        scan.activated.add(_fields.policy_digest_of(tail_record))
+    if tail_record is not None and _fields.kind_of(tail_record) == _record.RECORDS_DROPPED:
         scan.activated, scan.restarted = set(), True
     return scan
 
@@ -163,8 +163,8 @@ def _scan_buffer(
         line_end = buf.find(b"\n", at, end)
         line_end = end if line_end == -1 else line_end
         record = _parse_line(view, line_start, line_end)
-        if record is not None and _record.kind_of(record) == _record.POLICY_ACTIVATED:
-            activated.add(_record.policy_digest_of(record))
+        if record is not None and _fields.kind_of(record) == _record.POLICY_ACTIVATED:
+            activated.add(_fields.policy_digest_of(record))
         at = buf.find(_record.ACTIVATION_MARKER, line_end, end)
     # line_end: the newline ending a whole line (start - 1: none in the region).
     line_end = buf.rfind(b"\n", start, end)
@@ -178,7 +178,7 @@ def _scan_buffer(
             claimed = _long_record_hash(fd, origin + line_start, origin + line_end)
         else:
             record = _parse_line(view, line_start, line_end)
-            claimed = None if record is None else _record.hash_of(record)
+            claimed = None if record is None else _fields.hash_of(record)
         if claimed is not None:
             last_hash = claimed
             last_line = (origin + line_start, origin + line_end)
@@ -199,7 +199,7 @@ def _last_dropped(buf: bytes | mmap.mmap, view: memoryview, start: int, end: int
         line_end = buf.find(b"\n", at, end)
         line_end = end if line_end == -1 else line_end
         record = _parse_line(view, line_start, line_end)
-        if record is not None and _record.kind_of(record) == _record.RECORDS_DROPPED:
+        if record is not None and _fields.kind_of(record) == _record.RECORDS_DROPPED:
             return line_end
         at = buf.rfind(_record.DROPPED_MARKER, start, line_start)
     return None

@@ -11,6 +11,7 @@ one; a ``write_recovered`` record after the remains of an interrupted write; a `
 when a session moves to a reloaded policy.
 
 Records are chained: ``_chain`` seals a record into its line, adding ``prev_hash`` and ``hash``.
+Where each field is read back from a record is in ``_fields``.
 What keeps segment and span text out of a record is in ``_redaction``.
 
 Library code never configures structlog, and writes nowhere on its own: decisions go to the audit
@@ -27,9 +28,9 @@ from typing import Any
 
 from prunewarden.__about__ import __version__
 from prunewarden._identity import PolicyIdentity
-from prunewarden._json import canonical_digest, canonical_from, encode_canonical, sha256_digest
+from prunewarden._json import canonical_from, encode_canonical
 from prunewarden.audit._redaction import erase, logged_reasons
-from prunewarden.audit._transition import edit_fields, edit_ids
+from prunewarden.audit._transition import edit_fields
 from prunewarden.decision import Decision, utc_now
 from prunewarden.inputs import (
     CollapseRequest,
@@ -75,7 +76,7 @@ ACTIVATION_MARKER = b'"kind":"policy_activated"'
 DROPPED_MARKER = b'"kind":"records_dropped"'
 
 
-# structlog is imported where a logger is first made (here and in sink_logger), not with the
+# structlog is imported where a logger is first made (here), not with the
 # package: with it comes rich, when installed (its console renderer), together a large share of
 # ``import prunewarden``, and a program deciding with no logger never needs either
 # (docs/architecture.md, "Import cost"). Not to dodge a cycle: structlog imports nothing of ours.
@@ -87,18 +88,31 @@ def get_logger() -> Any:
     return structlog.get_logger(LOGGER_NAME)
 
 
-def sink_logger(sink: Any) -> Any:
-    """A structlog logger handing each record to ``sink``'s methods as keyword arguments, the
-    event name as the record's ``kind``: the logger of an :class:`AuditLog`."""
-    import structlog  # noqa: PLC0415 - deferred for import cost (above get_logger)
+class RecordLogger:
+    """An :class:`AuditLog`'s logger: ``info(kind, **fields)`` (or any level) writes the record
+    ``fields`` with its ``kind``, and ``bind(**context)`` gives a logger adding ``context`` to
+    each. It is what a structlog logger with the one processor ``event_to_kind`` did, without
+    importing structlog (and the asyncio it loads) into every program writing an audit log."""
 
-    return structlog.wrap_logger(
-        sink,
-        processors=[event_to_kind],
-        wrapper_class=structlog.BoundLogger,
-        context_class=dict,
-        cache_logger_on_first_use=False,
-    )
+    __slots__ = ("_context", "_sink")
+
+    def __init__(self, sink: Any, context: dict[str, Any] | None = None) -> None:
+        self._sink = sink
+        self._context = context or {}
+
+    def msg(self, event: str, **fields: Any) -> None:
+        self._sink.write({**self._context, **fields, "kind": event})
+
+    info = warning = error = critical = debug = msg
+
+    def bind(self, **context: Any) -> RecordLogger:
+        return RecordLogger(self._sink, {**self._context, **context})
+
+
+def sink_logger(sink: Any) -> RecordLogger:
+    """The logger of an :class:`AuditLog`: each record handed to ``sink.write`` as one dict, the
+    event name as the record's ``kind``."""
+    return RecordLogger(sink)
 
 
 # --- building records -------------------------------------------------------------------------
@@ -396,159 +410,3 @@ def event_to_kind(
     sink as keyword arguments."""
     event_dict["kind"] = event_dict.pop("event")
     return event_dict
-
-
-# --- reading fields ---------------------------------------------------------------------------
-
-
-def kind_of(record: Mapping[str, Any]) -> str:
-    return str(record.get("kind", ""))
-
-
-def hash_of(record: Mapping[str, Any]) -> str:
-    return str(record.get("hash", ""))
-
-
-def prev_hash_of(record: Mapping[str, Any]) -> str:
-    return str(record.get("prev_hash", ""))
-
-
-def policy_of(record: Mapping[str, Any]) -> dict[str, Any]:
-    policy = record.get("policy")
-    return policy if isinstance(policy, dict) else {}
-
-
-def policy_digest_of(record: Mapping[str, Any]) -> str:
-    return str(policy_of(record).get("digest", ""))
-
-
-def shadow_digest_of(record: Mapping[str, Any]) -> str:
-    """The digest of the shadow policy a decision record names, or ""."""
-    shadow = record.get("shadow")
-    policy = shadow.get("policy") if isinstance(shadow, dict) else None
-    return str(policy.get("digest", "")) if isinstance(policy, dict) else ""
-
-
-def document_of(record: Mapping[str, Any]) -> Any:
-    return record.get("document")
-
-
-def torn_of(record: Mapping[str, Any]) -> list[Any]:
-    torn = record.get("torn")
-    return torn if isinstance(torn, list) else []
-
-
-def dropped_of(record: Mapping[str, Any]) -> dict[str, Any]:
-    dropped = record.get("dropped")
-    return dropped if isinstance(dropped, dict) else {}
-
-
-def rotation_of(record: Mapping[str, Any]) -> dict[str, Any]:
-    rotation = record.get("rotation")
-    return rotation if isinstance(rotation, dict) else {}
-
-
-def reason_codes(record: Mapping[str, Any]) -> list[str]:
-    reasons = record.get("reasons")
-    if not isinstance(reasons, list):
-        return []
-    return [str(r.get("code")) for r in reasons if isinstance(r, dict)]
-
-
-def subject_ids(record: Mapping[str, Any]) -> list[str]:
-    """Every id a record is about: its segment, its spans, its cycle (as text)."""
-    subject = record.get("subject")
-    if not isinstance(subject, dict):
-        return []
-    ids: list[str] = []
-    if "cycle" in subject:
-        ids.append(str(subject["cycle"]))
-    segment = subject.get("segment")
-    if isinstance(segment, dict):
-        ids.append(str(segment.get("id")))
-    spans = subject.get("spans")
-    if isinstance(spans, list):
-        ids.extend(str(s.get("span_id")) for s in spans if isinstance(s, dict))
-    ids.extend(edit_ids(subject))
-    return ids
-
-
-def digest_matches_document(record: Mapping[str, Any]) -> bool:
-    """A ``policy_activated`` record's document hashes to the digest it names: by digest
-    version 1 in a ``record_version`` 1 record, by RFC 8785 (digest version 2) from 2 on."""
-    document = document_of(record)
-    if document is None:
-        return False
-    digest = sha256_digest if record.get("record_version") == 1 else canonical_digest
-    try:
-        return digest(document) == policy_digest_of(record)
-    except (TypeError, ValueError):
-        return False
-
-
-# Filters of ``audit query`` and ``audit report``: how to read each from a record, and a
-# substring every matching canonical line contains (a cheap test before parsing the line).
-FIELD_READERS: dict[str, Any] = {
-    "kind": kind_of,
-    "decision_id": lambda r: r.get("decision_id"),
-    "check": lambda r: r.get("check"),
-    "outcome": lambda r: r.get("outcome"),
-    "session_id": lambda r: r.get("session_id"),
-    "policy_name": lambda r: policy_of(r).get("name"),
-    "policy_version": lambda r: policy_of(r).get("version"),
-    "policy_digest": policy_digest_of,
-    "ts": lambda r: r.get("ts"),
-}
-
-
-def record_ts(record: Mapping[str, Any]) -> str:
-    return str(record.get("ts", ""))
-
-
-def authorization_header(decision: Mapping[str, Any], activation: Mapping[str, Any]) -> list[str]:
-    """Three lines saying which policy authorized a decision, for ``audit show-policy``, and a
-    fourth naming the CEL backend that evaluated its rules when the record names one."""
-    policy = policy_of(activation)
-    sources = policy.get("sources") or []
-    backend = decision.get("cel")
-    rules = [f"rules evaluated by the {backend} CEL backend"] if backend else []
-    return [
-        f"policy {policy.get('name')}@{policy.get('version')} {policy.get('digest')}",
-        (
-            f"authorized decision {decision.get('decision_id')} ({decision.get('check')} "
-            f"{decision.get('outcome')}) at {decision.get('ts')}"
-        ),
-        "sources: "
-        + (", ".join(f"{s.get('path')} (sha256 {s.get('sha256')})" for s in sources) or "-"),
-        *rules,
-    ]
-
-
-def report_key(record: Mapping[str, Any]) -> tuple[str, str, str, str, str]:
-    """What ``audit report`` counts by: policy name and version, check, outcome, primary
-    reason."""
-    policy = policy_of(record)
-    codes = reason_codes(record)
-    return (
-        str(policy.get("name")),
-        str(policy.get("version")),
-        str(record.get("check")),
-        str(record.get("outcome")),
-        codes[0] if codes else "",
-    )
-
-
-def describe(record: Mapping[str, Any]) -> dict[str, Any]:
-    """The columns ``audit query`` prints for a decision record."""
-    policy = policy_of(record)
-    return {
-        "ts": record.get("ts"),
-        "decision_id": record.get("decision_id"),
-        "check": record.get("check"),
-        "outcome": record.get("outcome"),
-        "enforced": record.get("enforced"),
-        "reasons": ",".join(reason_codes(record)),
-        "subject": ",".join(subject_ids(record)),
-        "policy": f"{policy.get('name')}@{policy.get('version')}",
-        "session_id": record.get("session_id"),
-    }

@@ -1,4 +1,6 @@
-"""Review audit logs: find decisions, count them, show the policy behind one (SQL: ``_sql``).
+"""Review audit logs: find decisions, count them, show the policy behind one.
+
+SQL over the logs: :mod:`prunewarden.review`.
 
 Everything streams: a log is read line by line and never held in memory, and a line is parsed
 only when the substrings a match needs occur in it (records are canonical JSON, so a field
@@ -17,7 +19,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from prunewarden.audit import _record
+from prunewarden.audit import _fields, _record
 from prunewarden.audit._chain import canonical_record, parse_record
 from prunewarden.audit._pass import decision_rows
 from prunewarden.audit._reading import iter_lines
@@ -138,15 +140,15 @@ class RecordFilter:
     def matches(self, record: dict[str, Any]) -> bool:
         """``record`` is a decision (a record, or one row of a pass: :func:`decision_rows`)
         that every given field matches."""
-        if _record.kind_of(record) != _record.DECISION:
+        if _fields.kind_of(record) != _record.DECISION:
             return False
         for name in self._FIELDS:
             wanted = getattr(self, name)
-            if wanted is not None and _record.FIELD_READERS[name](record) != wanted:
+            if wanted is not None and _fields.FIELD_READERS[name](record) != wanted:
                 return False
-        if self.reason is not None and self.reason not in _record.reason_codes(record):
+        if self.reason is not None and self.reason not in _fields.reason_codes(record):
             return False
-        if self.subject is not None and self.subject not in _record.subject_ids(record):
+        if self.subject is not None and self.subject not in _fields.subject_ids(record):
             return False
         return self._labelled(record) and self._in_time(record)
 
@@ -159,7 +161,7 @@ class RecordFilter:
     def _in_time(self, record: dict[str, Any]) -> bool:
         if self.since is None and self.until is None:
             return True
-        ts = _comparable_ts(_record.record_ts(record))
+        ts = _comparable_ts(_fields.record_ts(record))
         return (self.since is None or ts >= self.since) and (self.until is None or ts < self.until)
 
 
@@ -235,8 +237,8 @@ def report(
     and last time each was seen."""
     tallies: dict[ReportKey, Tally] = {}
     for _, record in query(paths, where, skipped):
-        tally = tallies.setdefault(_record.report_key(record), Tally())
-        ts = _record.record_ts(record)
+        tally = tallies.setdefault(_fields.report_key(record), Tally())
+        ts = _fields.record_ts(record)
         tally.count += 1
         tally.first = min(tally.first, ts) if tally.first else ts
         tally.last = max(tally.last, ts)
@@ -264,7 +266,7 @@ def halt_episodes(
         session = record.get("session_id")
         halted = record.get("outcome") == "halt"
         if halted:
-            ts = _record.record_ts(record)
+            ts = _fields.record_ts(record)
             tally = tallies.setdefault(
                 session, dict(zip(EPISODE_COLUMNS, (session, 0, 0, ts, ts), strict=True))
             )
@@ -287,7 +289,7 @@ class Authorization:
 
     @property
     def document(self) -> Any:
-        return _record.document_of(self.activation)
+        return _fields.document_of(self.activation)
 
 
 def find_authorization(
@@ -301,20 +303,20 @@ def find_authorization(
     for path, number, _, found_record in scan(
         paths, wanted, skipped, also=lambda line: _record.ACTIVATION_MARKER in line
     ):
-        kind = _record.kind_of(found_record)
+        kind = _fields.kind_of(found_record)
         if kind == _record.POLICY_ACTIVATED:
-            activations[_record.policy_digest_of(found_record)] = (path, number, found_record)
+            activations[_fields.policy_digest_of(found_record)] = (path, number, found_record)
             continue
         rows = [r for r in decision_rows(found_record) if r.get("decision_id") == decision_id]
         if rows:
             record = rows[0]
-            digest = _record.policy_digest_of(record)
+            digest = _fields.policy_digest_of(record)
             found = activations.get(digest)
             if found is None or found[0] != path:
                 msg = f"{path}:{number}: decision {decision_id} names policy {digest}, which no "
                 msg += "earlier record of its file activates (run: prunewarden audit verify)"
                 raise AuditError(msg)
-            if not _record.digest_matches_document(found[2]):
+            if not _fields.digest_matches_document(found[2]):
                 msg = f"{path}:{found[1]}: the activated policy does not hash to {digest}"
                 raise AuditError(msg)
             return Authorization(record, found[2], path, number, found[1])

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from prunewarden.audit import _record
+from prunewarden.audit import _fields
 from prunewarden.audit._chain import is_keyed
 from prunewarden.audit._file_state import Chain
 from prunewarden.audit._reading import scan_appended, seal_of
@@ -54,7 +54,7 @@ def learn_appended(fd: int, start: int, end: int, known: Chain) -> Recovery:
     recovery.unended = True
     if scan.tail_record is not None and not scan.torn:
         # Cut just before its newline: the record itself is whole, and ending it keeps it.
-        chain.last = _record.hash_of(scan.tail_record)
+        chain.last = _fields.hash_of(scan.tail_record)
     else:
         recovery.torn.append(scan.tail)
     return recovery

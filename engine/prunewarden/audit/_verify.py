@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from prunewarden.audit import _record
+from prunewarden.audit import _fields, _record
 from prunewarden.audit._chain import GENESIS, is_keyed, parse_record, record_hash, unseal
 from prunewarden.audit._columns import COLUMNS_VERSION
 from prunewarden.audit._columns_check import columns_problem
@@ -178,7 +178,7 @@ class _FileCheck:
         self._record(number, *sealed)
 
     def _record(self, number: int, record: dict[str, Any], body: bytes, claimed: str) -> None:
-        kind = _record.kind_of(record)
+        kind = _fields.kind_of(record)
         if self.torn:
             self._recovered(number, record)
         self._seal(number, body, claimed)
@@ -188,15 +188,15 @@ class _FileCheck:
         self.seen.add(claimed)
         self.report.records += 1
         self.report.head = claimed
-        ts = _record.record_ts(record)
+        ts = _fields.record_ts(record)
         self.report.first_ts = self.report.first_ts or ts
         self.report.last_ts = ts
 
     def _recovered(self, number: int, record: dict[str, Any]) -> None:
         expected = [_record.torn_fields(line) for _, line in self.torn]
         first = self.torn[0][0]
-        if _record.kind_of(record) != _record.WRITE_RECOVERED or (
-            _record.torn_of(record) != expected
+        if _fields.kind_of(record) != _record.WRITE_RECOVERED or (
+            _fields.torn_of(record) != expected
         ):
             self._fail(
                 first,
@@ -228,7 +228,7 @@ class _FileCheck:
             self._fail(number, f"hash mismatch: {reason}")
 
     def _link(self, number: int, record: dict[str, Any], kind: str) -> None:
-        prev = _record.prev_hash_of(record)
+        prev = _fields.prev_hash_of(record)
         if kind == _record.RECORDS_DROPPED and self._across_gap(number, record, prev):
             return
         if self.last is not None:
@@ -253,7 +253,7 @@ class _FileCheck:
     def _across_gap(self, number: int, record: dict[str, Any], prev: str) -> bool:
         """Whether a ``records_dropped`` record links to the record before it across the range
         it names (a receiver's copy: the range is missing), noted with what is missing."""
-        dropped = _record.dropped_of(record)
+        dropped = _fields.dropped_of(record)
         before = self.last or GENESIS
         if prev == before or dropped.get("after") != before or dropped.get("last") != prev:
             return False
@@ -267,7 +267,7 @@ class _FileCheck:
         return True
 
     def _continues(self, number: int, record: dict[str, Any], prev: str) -> None:
-        before = str(_record.rotation_of(record).get("previous_file", "?"))
+        before = str(_fields.rotation_of(record).get("previous_file", "?"))
         previous = self.previous
         if previous is None:
             self._note(number, f"continues {before}, which was not given: verified from here")
@@ -285,16 +285,16 @@ class _FileCheck:
         if kind not in _record.KINDS:
             self._fail(number, f"unknown record kind {kind!r}")
         if kind == _record.RECORDS_DROPPED:
-            if _record.dropped_of(record).get("last") != _record.prev_hash_of(record):
+            if _fields.dropped_of(record).get("last") != _fields.prev_hash_of(record):
                 self._fail(number, "records_dropped names a range that does not end before it")
             # Writers activate policies again after it (a receiver missed the range).
             self.activated.clear()
         elif kind == _record.POLICY_ACTIVATED:
-            if not _record.digest_matches_document(record):
+            if not _fields.digest_matches_document(record):
                 self._fail(number, "the activated policy document does not hash to its digest")
-            self.activated.add(_record.policy_digest_of(record))
+            self.activated.add(_fields.policy_digest_of(record))
         elif kind in (_record.DECISION, _record.PRUNING_PASS):
-            digest = _record.policy_digest_of(record)
+            digest = _fields.policy_digest_of(record)
             if digest not in self.activated:
                 self._fail(
                     number,
@@ -317,6 +317,6 @@ def _sealed(line: bytes) -> tuple[dict[str, Any], bytes, str] | None:
     if split is None:
         return None
     record = parse_record(line)
-    if record is None or _record.hash_of(record) != split[1]:
+    if record is None or _fields.hash_of(record) != split[1]:
         return None
     return record, *split

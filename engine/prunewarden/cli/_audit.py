@@ -31,12 +31,10 @@ from prunewarden.audit import (
     describe,
     find_authorization,
     halt_episodes,
-    json_value,
     parse_time,
     query,
     report,
     rotated_files,
-    sql,
     verify_files,
 )
 from prunewarden.cli._collect import add_collect, run_collect
@@ -44,6 +42,7 @@ from prunewarden.cli._export import add_export, exported_folders, run_export, sq
 from prunewarden.cli._printable import printable
 from prunewarden.errors import AuditError, ExitCode, InputError, Problem
 from prunewarden.plots import count_daily, figure_class, prepare_file, write_audit_plot
+from prunewarden.review import json_value, sql
 
 ENV_LOG = "PRUNEWARDEN_AUDIT_LOG"
 ENV_KEY = "PRUNEWARDEN_AUDIT_KEY"

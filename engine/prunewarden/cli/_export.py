@@ -11,9 +11,9 @@ import os
 from pathlib import Path
 from typing import IO, Any
 
-from prunewarden.audit import export_parquet, sql_parquet
 from prunewarden.cli._printable import printable
 from prunewarden.errors import ExitCode
+from prunewarden.review import export_parquet, sql_parquet
 
 
 def add_export(command: Any, key_env: str) -> None:

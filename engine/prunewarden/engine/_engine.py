@@ -1,39 +1,31 @@
 """The engine's calls: one compiled policy, documents in, decisions out.
 
-Each call parses its document, decides it through the policy's pipelines (gated by a halted
-session, beside a shadow policy) and hands the decision to :class:`DecisionRecorder`, which writes
-its record to the sink the caller chose; the two halves share one object so that ``Engine`` stays
-the one thing a caller builds.
+Each call parses its document and hands the request to the engine's parts, which it builds from
+its settings and holds (``Engine`` stays the one thing a caller builds): a ``Decider`` decides it
+(gated by a halted session, beside a shadow policy), a ``DecisionRecorder`` writes its record to
+the sink the caller chose, a ``PassRunner`` decides and records eviction passes.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from prunewarden._observation import CallHook, TraceContext, call_hooks, public_call
-from prunewarden._values import replace_value as replace
 from prunewarden.audit import (
     AuditLog,
-    DecisionContext,
-    input_digest,
     session_state_rejected_record,
-    subject_of,
-    texts_of,
 )
-from prunewarden.audit._input_digest import staleness_digest
-from prunewarden.decision import Decision, Verdict
+from prunewarden.decision import Decision
+from prunewarden.engine._deciding import Decider
 from prunewarden.engine._hooks import DecisionHook, DecisionHooks
-from prunewarden.engine._passes import PassCalls
+from prunewarden.engine._passes import PassRunner
+from prunewarden.engine._recording import DecisionRecorder
 from prunewarden.errors import REFUSALS, SessionIntegrityError
 from prunewarden.fidelity import Embedder, Judge
 from prunewarden.inputs import (
-    Check,
-    Request,
-    StalenessRequest,
     TransitionRequest,
     check_caller_fields,
     eviction_document,
@@ -42,8 +34,13 @@ from prunewarden.inputs import (
     staleness_document,
 )
 from prunewarden.inputs._columns import staleness_columns
-from prunewarden.pipeline import ColumnarEviction, Shadow, columnar_eviction, compile_policy
-from prunewarden.planner import PassLog, Plan
+from prunewarden.pipeline import (
+    PassResult,
+    Shadow,
+    columnar_eviction,
+    compile_policy,
+)
+from prunewarden.planner import Plan
 from prunewarden.policy import Policy, load_builtin_policy, load_policy
 from prunewarden.rules import DEFAULT_CACHE_SIZE, check_backend
 from prunewarden.session import (
@@ -52,13 +49,12 @@ from prunewarden.session import (
     SessionBinding,
     SessionRegistry,
     SessionStore,
-    without_halt,
 )
 
 _diagnostics = logging.getLogger("prunewarden")
 
 
-class Engine(PassCalls):
+class Engine:
     """Evaluates input documents against one policy and logs every decision it makes.
 
     Records go to ``audit`` (an :class:`AuditLog`: a chained, locked file or a stream) when one is
@@ -124,16 +120,10 @@ class Engine(PassCalls):
         self._pipelines = compile_policy(
             policy, rule_cache_size=rule_cache_size, cel=self.cel, embedder=embedder, judge=judge
         )
-        self._logger = logger
-        self._hooks = DecisionHooks(on_decision, call_hooks(on_call))
-        self._trace_context = trace_context
         # Live sessions and the store, shared with the engines that replace this one on reload.
         self.sessions = sessions if sessions is not None else SessionRegistry(store)
         if store is not None:
             self.sessions.store = store
-        self.session_binding = SessionBinding(
-            policy, self._decide, self._write_record, self._record_plan, self._plan_columns
-        )
         self.audit = audit
         if audit is not None:
             audit.add_policy(policy)
@@ -151,12 +141,45 @@ class Engine(PassCalls):
         )
         if audit is not None and shadow is not None:
             audit.add_policy(shadow)
-        # The policy's eviction settings bound once for passes decided over columns (None:
-        # its passes take the general path; see engine._passes).
-        self._columnar = columnar_eviction(self._pipelines, policy, shadow=shadow is not None)
+        self._compose(DecisionHooks(on_decision, call_hooks(on_call)), logger, trace_context)
         # A staleness document may be decided over its columns when nothing but the guard
         # reads the request: no rule, no calibration, no shadow policy.
         self._staleness_columns = self._pipelines["staleness"].plain and self.shadow is None
+
+    def _compose(
+        self, hooks: DecisionHooks, logger: Any, trace_context: TraceContext | None
+    ) -> None:
+        """Build the parts this engine holds, each handed what it needs."""
+        policy, pipelines = self.policy, self._pipelines
+        # The one place records are written: its sinks, hooks and the policies they name.
+        self.recorder = DecisionRecorder(
+            policy,
+            pipelines,
+            audit=self.audit,
+            logger=logger,
+            hooks=hooks,
+            trace_context=trace_context,
+            shadow_policy=self.shadow.policy if self.shadow is not None else None,
+            cel=self.cel,
+        )
+        # One request decided and logged: the step every call and every session decides with.
+        self.decider = Decider(policy, pipelines, self.shadow, self.sessions, self.recorder)
+        # Eviction passes, with the policy's eviction settings bound once for passes decided
+        # over columns (None: its passes take the general path; see engine._passes).
+        self.passes = PassRunner(
+            policy,
+            self.recorder,
+            self.sessions,
+            self.decider.decide,
+            columnar_eviction(pipelines, policy, shadow=self.shadow is not None),
+        )
+        self.session_binding = SessionBinding(
+            policy,
+            self.decider.decide,
+            self.recorder.write_record,
+            self.recorder.record_plan,
+            self.passes.plan_columns,
+        )
 
     @classmethod
     def default(cls, **kwargs: Any) -> Engine:
@@ -194,7 +217,7 @@ class Engine(PassCalls):
         if session_id is None and not explain and self._staleness_columns:
             read = staleness_columns(data, self.policy.spec.scores)
             if read is not None:
-                return self._decide_staleness(read, data, labels)
+                return self.decider.decide_staleness(read, data, labels)
         check, request, encoded = parse_request_encoded(
             data, self.policy.spec.scores, filename=filename, text=text
         )
@@ -204,7 +227,7 @@ class Engine(PassCalls):
         if labels is None and "labels" in data:
             # Every decision document may carry labels (validated: strings to strings).
             labels = dict(data["labels"])
-        return self._decide(
+        return self.decider.decide(
             check,
             request,
             data,
@@ -270,21 +293,12 @@ class Engine(PassCalls):
             session_id, [str(p) for p in error.problems], deleted=deleted
         )
         try:
-            self._write_record(record)
+            self.recorder.write_record(record)
         except Exception:  # noqa: BLE001 - the refusal stands; the failure is reported
             _diagnostics.exception("session_state_rejected could not be recorded")
 
     def _bound(self) -> SessionBinding:
         return self.session_binding
-
-    def _plan_columns(self, session_id: str | None, from_session: bool) -> ColumnarEviction | None:
-        """The eviction a plan may decide over columns: this policy's, unless a stateless call
-        naming a session is gated by that session's halt (its evictions are then refused by
-        the gate, decision by decision, as :meth:`_decide` refuses them)."""
-        columnar = self._columnar
-        if columnar is None or from_session or session_id is None:
-            return columnar
-        return columnar if self.sessions.gate(session_id, "eviction", None) is None else None
 
     @public_call("prunewarden.plan")
     def plan(  # noqa: PLR0913 - each option is keyword-only and independent
@@ -315,65 +329,6 @@ class Engine(PassCalls):
             stateless=True,
         )
         return session.plan_request(request, data, explain=explain)
-
-    def _decide(  # noqa: PLR0913 - everything a logged decision is made of
-        self,
-        check: Check,
-        request: Request,
-        data: Any,
-        *,
-        session_id: str | None = None,
-        labels: Mapping[str, str] | None = None,
-        gate: Verdict | None = None,
-        from_session: bool = False,
-        in_pass: PassLog | None = None,
-        encoded: bytes | None = None,
-        explain: bool = False,
-    ) -> Decision:
-        """Decide on a validated request and log it; ``gate`` refuses without running the guard
-        (pruning halted by an earlier collapse decision). A stateless call (not
-        ``from_session``) naming a session id is gated by that session's halt. A decision
-        ``in_pass`` is stamped with the pass's id and its index, and logged with the pass
-        (:class:`PassSink`). ``encoded``: the document as validation serialized it, for the
-        input digest (:func:`~prunewarden.inputs.parse_request_encoded`). ``explain``: see
-        :meth:`evaluate`."""
-        started = time.perf_counter_ns()
-        if gate is None and not from_session and session_id is not None and check != "collapse":
-            gate = self.sessions.gate(session_id, check, request)
-            if isinstance(request, TransitionRequest):
-                request, gate = without_halt(request, gate)
-        pipeline = self._pipelines[check]
-        stamp = in_pass.next_stamp() if in_pass is not None else None
-        if gate is None:
-            decision = pipeline.decide(request, stamp, explain=explain)
-        else:
-            decision = pipeline.to_decision(gate, stamp)
-        if self.shadow is not None:
-            # The candidate decides the request on its own (no gate: it keeps no session).
-            scores = self.policy.spec.scores
-            decision = replace(decision, shadow=self.shadow.evaluate(check, request, data, scores))
-        if in_pass is not None:
-            return in_pass.add(decision, request)
-        if self.audit is None and self._logger is None and not self._hooks:
-            return decision  # no sink chosen: no record to build
-        try:
-            if isinstance(request, StalenessRequest):
-                digest, digest_version = staleness_digest(data, request)
-            else:
-                digest, digest_version = input_digest(data, encoded), None
-            context = DecisionContext(
-                digest,
-                subject_of(request),
-                session_id,
-                labels or {},
-                data,
-                texts_of(request),
-                from_session,
-                digest_version,
-            )
-        except Exception as exc:  # noqa: BLE001 - a record that cannot be built cannot be logged
-            return self._refuse_unlogged(pipeline, decision, exc)
-        return self._log(pipeline, decision, context, started)
 
     @public_call("prunewarden.enforce")
     def enforce(
@@ -425,6 +380,48 @@ class Engine(PassCalls):
             session_id=session_id,
             labels=labels,
         )
+
+    @public_call("prunewarden.authorize_evictions")
+    def authorize_evictions(
+        self,
+        evictions: Iterable[Mapping[str, Any]],
+        eviction_candidates: Iterable[str] | None = None,
+        *,
+        session_id: str | None = None,
+        labels: Mapping[str, str] | None = None,
+    ) -> tuple[Decision, ...]:
+        """Eviction guard for a whole pruning pass: one decision per item
+        ``{"segment", "score", "perturbed_score"}``, in order, and one audit record for the
+        pass (its decisions are ``<pass_id>-<index>``). :meth:`authorize_pass`, every decision
+        built.
+
+        Every segment of the pass is an eviction candidate unless ``eviction_candidates`` says
+        otherwise. The pass is validated first, as a whole: a malformed item raises
+        :class:`InputError` (paths ``$.evictions[i]...``) before anything is decided or logged.
+        The record digests the pass document ``{"evictions": [...], "eviction_candidates":
+        [...]}``. When it cannot be written (and the audit log is required), every decision of
+        the pass is a refusal.
+        """
+        return tuple(
+            self.authorize_pass(
+                evictions, eviction_candidates, session_id=session_id, labels=labels
+            )
+        )
+
+    @public_call("prunewarden.authorize_pass")
+    def authorize_pass(
+        self,
+        evictions: Iterable[Mapping[str, Any]],
+        eviction_candidates: Iterable[str] | None = None,
+        *,
+        session_id: str | None = None,
+        labels: Mapping[str, str] | None = None,
+    ) -> PassResult:
+        """:meth:`authorize_evictions`, answered as columns: a :class:`PassResult` with
+        ``allowed``, ``evict_ids``, ``codes`` and ``pass_id``, whose ``result[i]`` is the
+        decision on item ``i`` (built when first read, equal to the one
+        :meth:`authorize_evictions` returns). Same validation, same refusals, one record."""
+        return self.passes.authorize_pass(evictions, eviction_candidates, session_id, labels)
 
     @public_call("prunewarden.prune")
     def prune(  # noqa: PLR0913 - mirrors the staleness document's optional fields

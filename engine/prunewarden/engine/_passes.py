@@ -18,14 +18,12 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from prunewarden._observation import public_call, stamp_record
+from prunewarden._observation import stamp_record
 from prunewarden.audit import columns_record, input_digest, log_decision
-from prunewarden.decision import Decision, PassStamps, Reason, Stamp
+from prunewarden.decision import PassStamps, Reason, Stamp
 from prunewarden.engine._recording import DecisionRecorder
 from prunewarden.guards.eviction import CODE_ACTIONS, CODES, PassColumns
 from prunewarden.inputs import (
-    Check,
-    Request,
     WellFormedPass,
     check_caller_fields,
     eviction_request,
@@ -34,70 +32,62 @@ from prunewarden.inputs import (
     well_formed_pass,
 )
 from prunewarden.pipeline import ColumnarEviction, PassResult
-from prunewarden.planner import PassLog
+from prunewarden.planner._log import PassLog
+from prunewarden.policy import Policy
 from prunewarden.session import SessionRegistry
+from prunewarden.session._binding import DecideRequest
 
 _PASS = "evictions"  # noqa: S105 - a pass kind, not a password
 
 
-class PassCalls(DecisionRecorder):
-    """The eviction-pass calls of an :class:`~prunewarden.engine.Engine`."""
+class PassRunner:
+    """The eviction passes of an :class:`~prunewarden.engine.Engine`: decided over columns where
+    its policy allows, else one decision at a time through the engine's ``decide`` step, and
+    recorded through its :class:`DecisionRecorder`."""
 
-    sessions: SessionRegistry
-    _columnar: ColumnarEviction | None  # None: this policy's passes take the general path
+    __slots__ = ("_columnar", "_decide", "policy", "recorder", "sessions")
 
-    def _decide(  # noqa: PLR0913 - Engine._decide, as a pass calls it
+    def __init__(
         self,
-        check: Check,
-        request: Request,
-        data: Any,
-        *,
-        session_id: str | None = None,
-        labels: Mapping[str, str] | None = None,
-        in_pass: PassLog | None = None,
-    ) -> Decision:
-        raise NotImplementedError  # Engine decides
+        policy: Policy,
+        recorder: DecisionRecorder,
+        sessions: SessionRegistry,
+        decide: DecideRequest,
+        columnar: ColumnarEviction | None,
+    ) -> None:
+        self.policy = policy
+        self.recorder = recorder
+        self.sessions = sessions
+        self._decide = decide
+        self._columnar = columnar  # None: this policy's passes take the general path
 
-    @public_call("prunewarden.authorize_evictions")
-    def authorize_evictions(
-        self,
-        evictions: Iterable[Mapping[str, Any]],
-        eviction_candidates: Iterable[str] | None = None,
-        *,
-        session_id: str | None = None,
-        labels: Mapping[str, str] | None = None,
-    ) -> tuple[Decision, ...]:
-        """Eviction guard for a whole pruning pass: one decision per item
-        ``{"segment", "score", "perturbed_score"}``, in order, and one audit record for the
-        pass (its decisions are ``<pass_id>-<index>``). :meth:`authorize_pass`, every decision
-        built.
+    @property
+    def columnar(self) -> ColumnarEviction | None:
+        """The policy's eviction settings bound for passes over columns; None: the general path."""
+        return self._columnar
 
-        Every segment of the pass is an eviction candidate unless ``eviction_candidates`` says
-        otherwise. The pass is validated first, as a whole: a malformed item raises
-        :class:`InputError` (paths ``$.evictions[i]...``) before anything is decided or logged.
-        The record digests the pass document ``{"evictions": [...], "eviction_candidates":
-        [...]}``. When it cannot be written (and the audit log is required), every decision of
-        the pass is a refusal.
-        """
-        return tuple(
-            self.authorize_pass(
-                evictions, eviction_candidates, session_id=session_id, labels=labels
-            )
-        )
+    @columnar.setter
+    def columnar(self, columnar: ColumnarEviction | None) -> None:
+        self._columnar = columnar
 
-    @public_call("prunewarden.authorize_pass")
+    def plan_columns(self, session_id: str | None, from_session: bool) -> ColumnarEviction | None:
+        """The eviction a plan may decide over columns: this policy's, unless a stateless call
+        naming a session is gated by that session's halt (its evictions are then refused by
+        the gate, decision by decision, as the engine's decide step refuses them)."""
+        columnar = self._columnar
+        if columnar is None or from_session or session_id is None:
+            return columnar
+        return columnar if self.sessions.gate(session_id, "eviction", None) is None else None
+
     def authorize_pass(
         self,
         evictions: Iterable[Mapping[str, Any]],
-        eviction_candidates: Iterable[str] | None = None,
-        *,
-        session_id: str | None = None,
-        labels: Mapping[str, str] | None = None,
+        eviction_candidates: Iterable[str] | None,
+        session_id: str | None,
+        labels: Mapping[str, str] | None,
     ) -> PassResult:
-        """:meth:`authorize_evictions`, answered as columns: a :class:`PassResult` with
-        ``allowed``, ``evict_ids``, ``codes`` and ``pass_id``, whose ``result[i]`` is the
-        decision on item ``i`` (built when first read, equal to the one
-        :meth:`authorize_evictions` returns). Same validation, same refusals, one record."""
+        """:meth:`Engine.authorize_pass`: the pass checked as a whole, then decided and
+        recorded, over columns or decision by decision."""
         check_caller_fields(session_id, labels)
         items, candidates = pass_lists(evictions, eviction_candidates)
         columnar = self._columnar
@@ -145,14 +135,15 @@ class PassCalls(DecisionRecorder):
                 in_pass=log,
             )
         ids = [item.request.segment.id for item in parsed.items]
-        notices = self._hooks.pass_notices() if self._hooks else None
-        decisions = self._pass_sink(notices).record(
+        hooks = self.recorder.hooks
+        notices = hooks.pass_notices() if hooks else None
+        decisions = self.recorder.pass_sink(notices).record(
             _PASS, log, parsed.document, session_id=session_id, labels=labels or {}
         )
         result = PassResult.of_decisions(decisions, ids)
         if notices is not None and notices.record is not None:
             result.record = notices.record
-            self._hooks.notify_columns(result, notices.record)
+            hooks.notify_columns(result, notices.record)
         return result
 
     def _record_columns(
@@ -164,9 +155,10 @@ class PassCalls(DecisionRecorder):
     ) -> PassResult:
         """Write the pass's one record (version 3) and hand the pass to the hooks; every
         decision refused when the record cannot be written to a required sink."""
-        audit = self.audit
-        sink = audit.logger if audit is not None else self._logger
-        if sink is None and not self._hooks:
+        recorder = self.recorder
+        audit = recorder.audit
+        sink = recorder.sink
+        if sink is None and not recorder.hooks:
             return result  # no sink chosen: no record to build
         try:
             record = self._columns_record(
@@ -176,12 +168,12 @@ class PassCalls(DecisionRecorder):
                 log_decision(sink, record)
         except Exception as exc:  # noqa: BLE001 - a sink that fails refuses, or is reported
             if audit is not None and not audit.required:
-                self._report_unwritten(result.pass_id, exc)
+                recorder.report_unwritten(result.pass_id, exc)
                 return result
             return self._refuse_columns(columnar, result, exc, fields)
         result.record = record
-        if self._hooks:
-            self._hooks.notify_columns(result, record)
+        if recorder.hooks:
+            recorder.hooks.notify_columns(result, record)
         return result
 
     def _refuse_columns(
@@ -200,9 +192,10 @@ class PassCalls(DecisionRecorder):
                 columnar, refused, (reason.code,), (None,), masks, {}, fields
             )
             refused.record = record
-            if self._hooks:
-                self._hooks.notify_columns(refused, record)
-            sink = self.audit.logger if self.audit is not None else self._logger
+            hooks = self.recorder.hooks
+            if hooks:
+                hooks.notify_columns(refused, record)
+            sink = self.recorder.sink
             if sink is not None:
                 log_decision(sink, record)
         return refused
@@ -234,10 +227,10 @@ class PassCalls(DecisionRecorder):
             policy=self.policy,
             session_id=fields.session_id,
             labels=fields.labels,
-            masks_of_input=self.audit.masks if self.audit is not None else None,
+            masks_of_input=self.recorder.audit.masks if self.recorder.audit is not None else None,
             document=fields.document,
         )
-        stamp_record(record, fields.started, self._trace_context)
+        stamp_record(record, fields.started, self.recorder.trace_context)
         return record
 
 

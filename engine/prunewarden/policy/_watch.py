@@ -59,3 +59,25 @@ def contents_digest(signatures: Mapping[str, Signature]) -> str:
             data = f"unreadable: {exc.strerror}".encode()
         digest.update(hashlib.sha256(name.encode("utf-8", "surrogatepass") + b"\0" + data).digest())
     return digest.hexdigest()
+
+
+def reused_version(new: Policy, old: Policy) -> bool:
+    """The same ``name@version`` as the policy in force, with another content: refused even
+    without a lock file."""
+    return (new.name, new.version) == (old.name, old.version) and new.digest != old.digest
+
+
+def pair_differs(
+    new: Policy, candidate: Policy | None, old: Policy, old_candidate: Policy | None
+) -> bool:
+    """Whether a policy and its shadow differ from the pair in force (a shadow gained or lost
+    is a change)."""
+    if candidate is None or old_candidate is None:
+        return differs(new, old) or candidate is not old_candidate
+    return differs(new, old) or differs(candidate, old_candidate)
+
+
+def differs(new: Policy, old: Policy) -> bool:
+    """A new snapshot is worth swapping in when the content or any file's bytes changed (the
+    decisions name the files' hashes)."""
+    return new.digest != old.digest or new.sources != old.sources

@@ -110,25 +110,7 @@ def _compile_rule(
         message = "give exactly one of message and message_expression"
         problems.append(parsed.problem(path, message))
     variables = {**variable_shapes(check), "params": _params_shape(params)}
-    compiled: dict[str, Expression] = {}
-    expressions: tuple[tuple[str, Result], ...] = (
-        ("when", "bool"),
-        ("message_expression", "string"),
-    )
-    for key, result in expressions:
-        source = raw.get(key)
-        if not isinstance(source, str) or not source.strip():
-            continue  # absent, or the schema reports it
-        try:
-            compiled[key] = compile_expression(
-                source.strip(), variables, result=result, constants={"params": params}
-            )
-        except ExpressionError as exc:
-            problems.extend(parsed.problem((*path, key), p.describe()) for p in exc.problems)
-            continue
-        if checker_available():
-            found = type_problems(compiled[key], variables)
-            problems.extend(parsed.problem((*path, key), p.describe()) for p in found)
+    compiled = _compile_expressions(raw, variables, params, parsed, path, problems)
     when, wording = compiled.get("when"), compiled.get("message_expression")
     if problems or when is None or (has_expression and wording is None):
         return None, problems
@@ -160,6 +142,38 @@ def _compile_rule(
         max_cost=max_cost,
     )
     return rule, problems
+
+
+def _compile_expressions(  # noqa: PLR0913, PLR0917 - the rule's parts, and where problems go
+    raw: dict[str, Any],
+    variables: dict[str, Any],
+    params: dict[str, Any],
+    parsed: Parsed,
+    path: JsonPath,
+    problems: list[Problem],
+) -> dict[str, Expression]:
+    """A rule's ``when`` and ``message_expression`` compiled (and type-checked where the checker
+    is installed); what fails is added to ``problems`` and left out."""
+    compiled: dict[str, Expression] = {}
+    expressions: tuple[tuple[str, Result], ...] = (
+        ("when", "bool"),
+        ("message_expression", "string"),
+    )
+    for key, result in expressions:
+        source = raw.get(key)
+        if not isinstance(source, str) or not source.strip():
+            continue  # absent, or the schema reports it
+        try:
+            compiled[key] = compile_expression(
+                source.strip(), variables, result=result, constants={"params": params}
+            )
+        except ExpressionError as exc:
+            problems.extend(parsed.problem((*path, key), p.describe()) for p in exc.problems)
+            continue
+        if checker_available():
+            found = type_problems(compiled[key], variables)
+            problems.extend(parsed.problem((*path, key), p.describe()) for p in found)
+    return compiled
 
 
 def _rule_cost(

@@ -15,31 +15,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from prunewarden._schemas import plan_schema
-from prunewarden.server._fleet import BUNDLE_DETAIL, status_schema, tenants_detail
+from prunewarden.server._openapi_components import components, ref
 from prunewarden.server._tenants import (
     LABELS_PARAMETER,
-    policies_schema,
-    ready_tenant_schema,
-    tenant_schema,
 )
 
-SCHEMA_BASE = "https://prunewarden.dev/schemas/"
-_INPUT = SCHEMA_BASE + "input.v1.schema.json"
-_DECISION = SCHEMA_BASE + "decision.v1.schema.json"
 _JSON = "application/json"
 _PROBLEM = "application/problem+json"
-
-
-def _ref(name: str) -> dict[str, str]:
-    return {"$ref": f"#/components/schemas/{name}"}
 
 
 def _json_body(name: str, description: str) -> dict[str, Any]:
     return {
         "required": True,
         "description": description,
-        "content": {_JSON: {"schema": _ref(name)}},
+        "content": {_JSON: {"schema": ref(name)}},
     }
 
 
@@ -67,7 +56,7 @@ def _ok(name: str, description: str) -> dict[str, Any]:
     return {
         "description": description,
         "headers": _HEADERS,
-        "content": {_JSON: {"schema": _ref(name)}},
+        "content": {_JSON: {"schema": ref(name)}},
     }
 
 
@@ -94,7 +83,7 @@ def _problems(*statuses: int) -> dict[str, Any]:
     return {
         str(status): {
             "description": meaning[status],
-            "content": {_PROBLEM: {"schema": _ref("Problem")}},
+            "content": {_PROBLEM: {"schema": ref("Problem")}},
         }
         for status in statuses
     }
@@ -320,136 +309,6 @@ def _paths() -> dict[str, Any]:
     }
 
 
-def _identity() -> dict[str, Any]:
-    return {"$ref": _DECISION + "#/properties/policy"}
-
-
-def _components() -> dict[str, Any]:
-    return {
-        "securitySchemes": {
-            "bearer": {
-                "type": "http",
-                "scheme": "bearer",
-                "description": "Asked when the server has a token (always beyond loopback)",
-            }
-        },
-        "schemas": {
-            "InputDocument": {"$ref": _INPUT},
-            "PlanDocument": {"$ref": _INPUT + "#/$defs/plan"},
-            "Snapshot": {"$ref": _INPUT + "#/$defs/snapshot"},
-            "Turn": {"$ref": _INPUT + "#/$defs/turn"},
-            "EvictionDocument": {"$ref": _INPUT + "#/$defs/eviction"},
-            "StalenessDocument": {"$ref": _INPUT + "#/$defs/staleness"},
-            "TransitionDocument": {"$ref": _INPUT + "#/$defs/transition"},
-            "Decision": {"$ref": _DECISION},
-            "Plan": plan_schema({"$ref": _DECISION}),
-            "TurnObserved": {
-                "type": "object",
-                "required": ["session_id", "turn", "halted", "policy"],
-                "properties": {
-                    "session_id": {"type": "string"},
-                    "turn": {"type": ["integer", "null"]},
-                    "halted": {"type": "boolean"},
-                    "policy": _identity(),
-                },
-            },
-            "SessionState": {
-                "type": "object",
-                "required": ["session_id", "halted", "state", "policy"],
-                "properties": {
-                    "session_id": {"type": "string"},
-                    "halted": {"type": "boolean"},
-                    "state": {"$ref": SCHEMA_BASE + "session-state.v4.schema.json"},
-                    "policy": _identity(),
-                    "tenant": {"type": "string", "description": "With tenants: the session's"},
-                },
-            },
-            "SessionDeleted": {
-                "type": "object",
-                "required": ["session_id", "deleted", "policy"],
-                "properties": {
-                    "session_id": {"type": "string"},
-                    "deleted": {"type": "boolean"},
-                    "policy": _identity(),
-                },
-            },
-            "Health": {
-                "type": "object",
-                "required": ["status", "policy"],
-                "properties": {"status": {"const": "ok"}, "policy": _identity()},
-            },
-            "Readiness": {
-                "type": "object",
-                "required": ["status", "checks", "policy"],
-                "properties": {
-                    "status": {"type": "string"},
-                    "checks": {"type": "object"},
-                    "policy": _identity(),
-                    "bundle": BUNDLE_DETAIL,
-                    "default_tenant": {"type": "string"},
-                    "tenants": tenants_detail(_ref("ReadyTenant")),
-                },
-            },
-            "Status": status_schema(_identity(), _ref("Tenant")),
-            "PolicyInForce": {
-                "type": "object",
-                "required": ["policy", "digest", "sources", "document", "shadow"],
-                "properties": {
-                    "policy": _identity(),
-                    "digest": {"type": "string", "pattern": "^sha256:[0-9a-f]{64}$"},
-                    "sources": {
-                        "type": "array",
-                        "items": {
-                            "type": "object",
-                            "required": ["path", "sha256"],
-                            "properties": {
-                                "path": {"type": "string"},
-                                "sha256": {"type": "string"},
-                            },
-                        },
-                    },
-                    "document": {
-                        "type": "object",
-                        "description": "The resolved policy.v1 document",
-                    },
-                    "shadow": {"oneOf": [{"type": "null"}, _identity()]},
-                    "tenant": {"type": "string", "description": "With tenants: whose policy"},
-                },
-            },
-            "Tenant": tenant_schema(_identity()),
-            "ReadyTenant": ready_tenant_schema(_identity()),
-            "Policies": policies_schema(_ref("Tenant")),
-            "Problem": {
-                "type": "object",
-                "description": "RFC 9457 problem details; `problems` holds the located problems "
-                "the CLI prints",
-                "required": ["type", "title", "status", "detail"],
-                "properties": {
-                    "type": {"type": "string", "format": "uri"},
-                    "title": {"type": "string"},
-                    "status": {"type": "integer"},
-                    "detail": {"type": "string"},
-                    "problems": {
-                        "type": "array",
-                        "items": {
-                            "type": "object",
-                            "required": ["file", "line", "column", "path", "message", "text"],
-                            "properties": {
-                                "file": {"type": "string"},
-                                "line": {"type": "integer"},
-                                "column": {"type": "integer"},
-                                "path": {"type": "string"},
-                                "message": {"type": "string"},
-                                "text": {"type": "string"},
-                            },
-                        },
-                    },
-                },
-            },
-        },
-    }
-
-
 def openapi_document() -> dict[str, Any]:
     """The OpenAPI 3.1 document ``GET /openapi.json`` serves."""
     return {
@@ -464,5 +323,5 @@ def openapi_document() -> dict[str, Any]:
         "jsonSchemaDialect": "https://json-schema.org/draft/2020-12/schema",
         "security": [{"bearer": []}],
         "paths": _paths(),
-        "components": _components(),
+        "components": components(),
     }

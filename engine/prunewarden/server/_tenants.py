@@ -29,9 +29,7 @@ from typing import Any, Protocol
 
 from prunewarden._status import ReloadStatus
 from prunewarden.bundle import BundleRules
-from prunewarden.decision import Decision
-from prunewarden.engine import Engine
-from prunewarden.planner import Plan
+from prunewarden.engine import DecidingCalls, Engine
 from prunewarden.policy import Policy
 from prunewarden.reload import ReloadingEngine, ReloadResult
 from prunewarden.server._bundle_tenants import BundleTenants
@@ -43,9 +41,10 @@ ReloadHook = Callable[[ReloadResult], object]
 TENANT_KEY = "tenant"  # where a stored session state names its tenant
 
 
-class PolicyHolder(Protocol):
+class PolicyHolder(DecidingCalls, Protocol):
     """What the server asks of a tenant's policy: a :class:`~prunewarden.ReloadingEngine`, or
-    a tenant of a bundle. Each decision runs on the snapshot in force when it begins."""
+    a tenant of a bundle: the deciding calls (each runs on the snapshot in force when it begins),
+    and what the server shows of the policy behind them."""
 
     @property
     def engine(self) -> Engine: ...
@@ -55,28 +54,6 @@ class PolicyHolder(Protocol):
 
     @property
     def bundle(self) -> str | None: ...
-
-    def evaluate(  # noqa: PLR0913 - Engine.evaluate's signature
-        self,
-        document: Mapping[str, Any],
-        *,
-        filename: str = "<input>",
-        text: str | None = None,
-        session_id: str | None = None,
-        labels: Mapping[str, str] | None = None,
-        explain: bool = False,
-    ) -> Decision: ...
-
-    def plan(  # noqa: PLR0913 - Engine.plan's signature
-        self,
-        document: Mapping[str, Any],
-        *,
-        filename: str = "<input>",
-        text: str | None = None,
-        session_id: str | None = None,
-        labels: Mapping[str, str] | None = None,
-        explain: bool = False,
-    ) -> Plan: ...
 
     def session(
         self,

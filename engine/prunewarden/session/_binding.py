@@ -13,7 +13,7 @@ from typing import Any, Protocol
 from prunewarden.decision import Decision, Verdict
 from prunewarden.inputs import Check, Request
 from prunewarden.pipeline import ColumnarEviction
-from prunewarden.planner import PassLog, RecordPass
+from prunewarden.planner._log import PassLog, RecordPass
 from prunewarden.policy import Policy
 
 

@@ -23,7 +23,7 @@ from prunewarden.audit import session_rebound_record
 from prunewarden.decision import Decision, Verdict
 from prunewarden.errors import Problem, SessionStateError, SessionStoreError
 from prunewarden.inputs import Check, Request, Snapshot, parse_request
-from prunewarden.planner import PassLog
+from prunewarden.planner._log import PassLog
 from prunewarden.policy import Policy
 from prunewarden.session._binding import Binder
 from prunewarden.session._registry import SessionRegistry

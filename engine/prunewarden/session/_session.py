@@ -34,7 +34,8 @@ from prunewarden.inputs import (
     transition_document,
 )
 from prunewarden.pipeline import ColumnarEviction
-from prunewarden.planner import PassInputs, PassLog, Plan, plan_pass
+from prunewarden.planner import PassInputs, Plan, plan_pass
+from prunewarden.planner._log import PassLog
 from prunewarden.session._core import SessionCore
 from prunewarden.session._state import Halt, advance_cusum, remember_baseline
 from prunewarden.session._transitions import (

@@ -31,7 +31,8 @@ from pathlib import Path
 
 from prunewarden.audit import rotated_files
 from prunewarden.audit._chain import GENESIS, is_keyed, parse_record, record_hash, unseal
-from prunewarden.audit._record import LOG_ROTATED, RECORDS_DROPPED, dropped_of
+from prunewarden.audit._fields import dropped_of
+from prunewarden.audit._record import LOG_ROTATED, RECORDS_DROPPED
 from prunewarden.audit._rotation import next_sequence, replace_with_new_file, sync_dir, write_all
 from prunewarden.limits import SHIP_DEDUP_RECORDS
 

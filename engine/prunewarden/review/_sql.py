@@ -1,8 +1,8 @@
 """``prunewarden audit sql``: the logs as DuckDB views, for questions the other review commands
 do not answer.
 
-Kept apart from the streaming review (:mod:`._review`) because it is the one part that needs the
-optional dependency duckdb and reads the logs through it, not line by line.
+Kept apart from the streaming review (:mod:`prunewarden.audit._review`) because it is the one
+part that needs the optional dependency duckdb and reads the logs through it, not line by line.
 
 DuckDB refuses a whole file when one JSON line is longer than its ``maximum_object_size`` (16 MiB
 by default), and a pass over 100,000 segments is a record of some 50 MB. The files are first read

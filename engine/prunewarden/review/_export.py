@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from prunewarden._parquet import write_partitioned
-from prunewarden.audit import _record
+from prunewarden.audit import _fields
 from prunewarden.audit._chain import parse_record
 from prunewarden.audit._pass import decision_rows
 from prunewarden.audit._reading import iter_lines
@@ -81,9 +81,9 @@ def _rows(files: Iterable[Path]) -> Iterator[dict[str, Any]]:
 
 
 def _row(record: Mapping[str, Any], file: str, line: int) -> dict[str, Any]:
-    codes = _record.reason_codes(record)
-    policy = _record.policy_of(record)
-    ts = _record.record_ts(record)
+    codes = _fields.reason_codes(record)
+    policy = _fields.policy_of(record)
+    ts = _fields.record_ts(record)
     return {
         "decision_id": record.get("decision_id"),
         "ts": ts,
@@ -135,7 +135,7 @@ def parquet_view_sql(directories: Iterable[str | os.PathLike[str]]) -> str:
 def sql_parquet(
     statement: str, directories: Iterable[str | os.PathLike[str]]
 ) -> tuple[list[str], list[str], Iterator[tuple[Any, ...]]]:
-    """:func:`~prunewarden.audit._sql.sql` over exported folders: ``statement`` runs over the
+    """:func:`~prunewarden.review._sql.sql` over exported folders: ``statement`` runs over the
     view ``decisions`` of their Parquet files. Column names, their types, and the rows."""
     try:
         import duckdb  # noqa: PLC0415 - optional: only this command needs it
