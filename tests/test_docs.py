@@ -56,6 +56,8 @@ TRANSCRIPTS = [
     ("docs/policy-check.md", "prunewarden policy check --witnesses witnesses"),
     ("docs/rules.md", "prunewarden policy show examples/policies/content-pins.yaml"),
     ("docs/compaction.md", "prunewarden classify examples/classify/window.json"),
+    ("docs/server.md", "prunewarden serve --print-config --config examples/server/serve.yaml"),
+    ("docs/server.md", "sed 's/maxConnections: 256/maxConnections: 0/; "),
 ]
 
 # What a transcript's page did before it, run first and not shown: (page, command) -> script.

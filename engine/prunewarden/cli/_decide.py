@@ -37,6 +37,7 @@ SCHEMAS = (
     "session-state",
     "tenants",
     "collect-tokens",
+    "server-config",
 )
 
 
