@@ -131,7 +131,7 @@ class TestDecisionRecords:
         assert (record["outcome"], record["enforced"]) == ("deny", enforced)
 
     def test_records_follow_the_schema(self, log_path: Path) -> None:
-        """Every record written for the examples validates against audit-record.v1."""
+        """Every record written for the examples validates against audit-record.v3."""
         with AuditLog(log_path, inputs=True) as audit:
             engine = Engine.default(audit=audit)
             for example in EXAMPLES:

@@ -1,11 +1,13 @@
 """The audit record format: the only place that names log fields.
 
-A record is one JSON object on one line, described by ``schemas/audit-record.v2.schema.json``
-(``record_version`` 2: sealed over RFC 8785 canonical JSON; logs of ``record_version`` 1, sealed
-over Python's sorted-keys JSON, still verify and read). Its ``kind`` says what happened: a
-``pass`` (one pruning pass and every decision in it, :mod:`._pass`); a
-``decision``; a ``policy_activated`` record holding the full
-canonical policy, written before the first decision under that policy's digest in each log file; a
+A record is one JSON object on one line, described by ``schemas/audit-record.v3.schema.json``
+(sealed over RFC 8785 canonical JSON; ``record_version`` 3 for a pass decided over columns, 2 for
+every other record). A record of ``record_version`` 1, written before the first release, is
+refused by every reader, naming its version (:func:`retired_version`).
+
+Its ``kind`` says what happened: a ``pass`` (one pruning pass and every decision in it,
+:mod:`._pass`); a ``decision``; a ``policy_activated`` record holding the full canonical policy,
+written before the first decision under that policy's digest in each log file; a
 ``policy_reload_failed``; a ``log_rotated`` header at the top of a file that continues a rotated
 one; a ``write_recovered`` record after the remains of an interrupted write; a ``session_rebound``
 when a session moves to a reloaded policy.
@@ -27,7 +29,7 @@ from typing import Any
 
 from prunewarden.__about__ import __version__
 from prunewarden._identity import PolicyIdentity
-from prunewarden._json import canonical_digest, canonical_from, encode_canonical, sha256_digest
+from prunewarden._json import canonical_digest, canonical_from, encode_canonical
 from prunewarden.audit._redaction import erase, logged_reasons
 from prunewarden.audit._transition import edit_fields, edit_ids
 from prunewarden.decision import Decision, utc_now
@@ -43,9 +45,11 @@ from prunewarden.policy import Policy
 
 LOGGER_NAME = "prunewarden"
 RECORD_VERSION = 2
-# Every version a reader knows: 1 sealed over canonical_json, 2 over RFC 8785, and 3 (a pass
-# decided over columns, audit._columns) sealed as 2 is.
-RECORD_VERSIONS = (1, 2, 3)
+# Every version a reader knows, both of audit-record.v3 and sealed over RFC 8785: 3 for a pass
+# decided over columns (audit._columns), 2 for every other record.
+RECORD_VERSIONS = (2, 3)
+# Written before the first release (sealed over Python's sorted-keys JSON) and no longer read.
+RETIRED_RECORD_VERSIONS = (1,)
 
 DECISION = "decision"
 PRUNING_PASS = "pass"  # noqa: S105 - a record kind, not a password
@@ -473,15 +477,26 @@ def subject_ids(record: Mapping[str, Any]) -> list[str]:
     return ids
 
 
+def retired_version(record: Mapping[str, Any]) -> str | None:
+    """Why a record of a version written before the first release is not read (None for any
+    other record): one line naming its version and what to do."""
+    version = record.get("record_version")
+    if type(version) is not int or version not in RETIRED_RECORD_VERSIONS:
+        return None
+    return (
+        f"record_version {version} was written before the first release and is no longer read "
+        f"(only {' and '.join(map(str, RECORD_VERSIONS))}): keep the log as it is, and start a "
+        "new one"
+    )
+
+
 def digest_matches_document(record: Mapping[str, Any]) -> bool:
-    """A ``policy_activated`` record's document hashes to the digest it names: by digest
-    version 1 in a ``record_version`` 1 record, by RFC 8785 (digest version 2) from 2 on."""
+    """A ``policy_activated`` record's document hashes to the digest it names (RFC 8785)."""
     document = document_of(record)
     if document is None:
         return False
-    digest = sha256_digest if record.get("record_version") == 1 else canonical_digest
     try:
-        return digest(document) == policy_digest_of(record)
+        return canonical_digest(document) == policy_digest_of(record)
     except (TypeError, ValueError):
         return False
 

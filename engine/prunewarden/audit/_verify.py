@@ -178,6 +178,9 @@ class _FileCheck:
         self._record(number, *sealed)
 
     def _record(self, number: int, record: dict[str, Any], body: bytes, claimed: str) -> None:
+        retired = _record.retired_version(record)
+        if retired is not None:
+            self._fail(number, retired)
         kind = _record.kind_of(record)
         if self.torn:
             self._recovered(number, record)
