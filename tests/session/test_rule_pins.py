@@ -75,7 +75,7 @@ def pinning(make_policy: PolicyFactory) -> Policy:
 class TestState:
     def test_state_holds_the_pin_bound_to_text_and_policy(self, pinning: Policy) -> None:
         """After a pass pins a segment, state() names it with the digest of its text and the
-        digest of the policy whose rule pinned it, and validates as session-state.v3."""
+        digest of the policy whose rule pinned it, and validates as session-state.v4."""
         session = Engine(pinning).session("s")
         session.plan(WINDOW, free_tokens=100)
         state = json.loads(json.dumps(session.state()))
