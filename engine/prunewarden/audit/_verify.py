@@ -81,6 +81,28 @@ class Verification:
     def ok(self) -> bool:
         return not any(finding.fatal for finding in self.findings)
 
+    def to_dict(self) -> dict[str, Any]:
+        """Whether every chain holds, each file as far as it verified, and every finding (as
+        ``audit verify --format json`` prints them)."""
+        files = [
+            {
+                "file": report.file,
+                "intact": report.intact,
+                "records": report.records,
+                "first_ts": report.first_ts,
+                "last_ts": report.last_ts,
+                "head": report.head,
+                "broken_at": report.broken_at,
+                "dropped": report.dropped,
+            }
+            for report in self.files
+        ]
+        findings = [
+            {"file": f.file, "line": f.line, "message": f.message, "fatal": f.fatal}
+            for f in self.findings
+        ]
+        return {"ok": self.ok, "files": files, "findings": findings}
+
 
 def verify_files(
     paths: Iterable[str | os.PathLike[str]],

@@ -4,6 +4,7 @@ problems are reported."""
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from typing import IO, TYPE_CHECKING, Any, NoReturn
@@ -56,6 +57,32 @@ class ExitError(Exception):
 def report(problems: tuple[Problem, ...], stderr: IO[str]) -> None:
     for problem in problems:
         stderr.write(f"{problem}\n")
+
+
+def add_format_option(parser: Any, what: str) -> None:
+    """``--format text|json``: ``json`` prints ``what`` as one JSON document on standard
+    output, problems included (nothing on standard error), with the same exit code."""
+    parser.add_argument(
+        "--format",
+        choices=["text", "json"],
+        default="text",
+        help=f"text: readable (default); json: {what} as one JSON document",
+    )
+
+
+def problem_document(problem: Problem) -> dict[str, Any]:
+    """A located problem as JSON fields."""
+    return {
+        "file": problem.file,
+        "line": problem.line,
+        "column": problem.column,
+        "path": problem.path,
+        "message": problem.message,
+    }
+
+
+def write_json(document: Any, stdout: IO[str]) -> None:
+    stdout.write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
 
 
 def add_base_dir_option(parser: Any) -> None:

@@ -14,7 +14,15 @@ from prunewarden import _resources as resources
 from prunewarden._files import open_regular
 from prunewarden._source import parse_json
 from prunewarden.cli import _audit, _policy
-from prunewarden.cli._common import EXIT_CODES, UsageError, load_embedder, report
+from prunewarden.cli._common import (
+    EXIT_CODES,
+    UsageError,
+    add_format_option,
+    load_embedder,
+    problem_document,
+    report,
+    write_json,
+)
 from prunewarden.cli._printable import printable
 from prunewarden.decision import Decision
 from prunewarden.engine import Engine
@@ -50,6 +58,7 @@ def add_validate(commands: Any) -> None:
     )
     validate.add_argument("files", nargs="+", metavar="FILE", help="policy YAML files")
     _policy.add_lock_option(validate)
+    add_format_option(validate, "each file's policy or problems")
 
 
 def add_evaluate(commands: Any) -> None:
@@ -105,16 +114,25 @@ def add_schema(commands: Any) -> None:
 
 def run_validate(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
     status = ExitCode.OK
+    files: list[dict[str, Any]] = []
     for name in args.files:
         try:
             policy = load_policy(
                 name, lock=_policy.lock_option(args), base_dirs=_policy.base_dirs(args)
             )
         except PolicyError as exc:
-            report(exc.problems, stderr)
+            if args.format == "text":
+                report(exc.problems, stderr)
+            problems = [problem_document(problem) for problem in exc.problems]
+            files.append({"file": name, "valid": False, "problems": problems})
             status = ExitCode.POLICY
             continue
-        stdout.write(f"{name}: valid ({policy.name}@{policy.version} {policy.digest})\n")
+        identity = {"name": policy.name, "version": policy.version, "digest": policy.digest}
+        files.append({"file": name, "valid": True, "policy": identity})
+        if args.format == "text":
+            stdout.write(f"{name}: valid ({policy.name}@{policy.version} {policy.digest})\n")
+    if args.format == "json":
+        write_json({"valid": status == ExitCode.OK, "files": files}, stdout)
     return status
 
 

@@ -14,8 +14,8 @@ import os
 from pathlib import Path
 from typing import IO, Any
 
-from prunewarden.cli._common import UsageError
-from prunewarden.errors import ExitCode, PolicyError
+from prunewarden.cli._common import UsageError, add_format_option, problem_document, write_json
+from prunewarden.errors import ExitCode, PolicyError, Problem
 from prunewarden.policy import (
     LOCK_FILENAME,
     LockOption,
@@ -92,6 +92,7 @@ def add_policy_command(commands: Any) -> None:
     )
     lock.add_argument("files", nargs="+", metavar="FILE", help="policy YAML files")
     add_lock_option(lock, help_text="lock file to update (default: policy.lock next to each FILE)")
+    add_format_option(lock, "each entry recorded or kept, and the problems")
 
 
 def add_check(verbs: Any) -> None:
@@ -230,29 +231,39 @@ def _lock(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
     """Lock every policy that resolves; report the others (exit 3) without losing the rest."""
     status = 0
     groups: dict[str, list[Resolution]] = {}
+    problems: list[Problem] = []
+    recorded: list[dict[str, Any]] = []
     for name in args.files:
         target = args.lock or str(Path(name).parent / LOCK_FILENAME)
         try:
             groups.setdefault(target, []).append(overlay.resolve_file(name, base_dirs(args)))
         except PolicyError as exc:
-            _report(exc, stderr)
+            problems += exc.problems if args.format == "json" else _report(exc, stderr)
             status = ExitCode.POLICY
     for target, resolutions in groups.items():
         try:
             entries = update_lock(target, resolutions)
         except PolicyError as exc:
-            _report(exc, stderr)
+            problems += exc.problems if args.format == "json" else _report(exc, stderr)
             status = ExitCode.POLICY
             continue
         for entry in entries:
             state = "added" if entry.added else "unchanged"
-            stdout.write(f"{target}: {entry.key} {entry.digest} ({state})\n")
+            recorded.append({"lock": target, "policy": entry.key, "digest": entry.digest})
+            recorded[-1]["state"] = state
+            if args.format == "text":
+                stdout.write(f"{target}: {entry.key} {entry.digest} ({state})\n")
+    if args.format == "json":
+        found = [problem_document(problem) for problem in problems]
+        write_json({"locked": status == 0, "entries": recorded, "problems": found}, stdout)
     return status
 
 
-def _report(error: PolicyError, stderr: IO[str]) -> None:
+def _report(error: PolicyError, stderr: IO[str]) -> tuple[Problem, ...]:
+    """Write ``error``'s problems; none are left to collect."""
     for problem in error.problems:
         stderr.write(f"{problem}\n")
+    return ()
 
 
 def _check(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:

@@ -1,0 +1,149 @@
+"""What a new user expects of every command: ``--format json`` where a command reports, and a
+progress line on standard error for a command that can run for long."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+from prunewarden import Engine
+from prunewarden.audit import AuditLog
+from prunewarden.cli._main import run
+
+ROOT = Path(__file__).resolve().parents[2]
+DEPLOYMENTS = ROOT / "examples" / "deployments"
+TRACES = ROOT / "examples" / "traces"
+INPUT = ROOT / "examples" / "inputs" / "collapse-healthy.json"
+
+
+def cli(*argv: str) -> tuple[int, str, str]:
+    stdout, stderr = io.StringIO(), io.StringIO()
+    code = run(list(argv), stdout, stderr)
+    return code, stdout.getvalue(), stderr.getvalue()
+
+
+def _json(*argv: str) -> tuple[int, Any]:
+    code, out, err = cli(*argv, "--format", "json")
+    assert err == ""
+    return code, json.loads(out)
+
+
+class TestValidateJson:
+    def test_valid_and_invalid_files_in_one_document(self) -> None:
+        """Each file's policy or its located problems, nothing on stderr, exit 3 as in text."""
+        good, bad = ROOT / "policies" / "default.yaml", DEPLOYMENTS / "replay.yaml"
+        code, document = _json("validate", str(good), str(bad))
+        assert code == 3
+        assert document["valid"] is False
+        first, second = document["files"]
+        assert (first["valid"], first["policy"]["name"]) == (True, "default")
+        assert first["policy"]["digest"].startswith("sha256:")
+        assert second["valid"] is False
+        problem = second["problems"][0]
+        assert (problem["file"], problem["path"]) == (str(bad), "$.spec.collapse.spread_floor")
+        assert problem["line"] > 0
+
+    def test_all_valid_exits_0(self) -> None:
+        code, document = _json("validate", str(ROOT / "policies" / "default.yaml"))
+        assert (code, document["valid"]) == (0, True)
+
+
+class TestAuditVerifyJson:
+    def test_an_intact_log(self, tmp_path: Path) -> None:
+        """ok, each file's records and head, no findings; exit 0."""
+        log = tmp_path / "audit.jsonl"
+        with AuditLog(log) as audit:
+            Engine.default(audit=audit).evaluate(json.loads(INPUT.read_text()))
+        code, document = _json("audit", "verify", str(log))
+        assert code == 0
+        assert document["ok"] is True
+        (file,) = document["files"]
+        assert (file["file"], file["intact"], file["broken_at"]) == (str(log), True, None)
+        assert file["head"].startswith("sha256:")
+        assert document["findings"] == []
+
+    def test_a_broken_log_exits_5_with_the_finding(self, tmp_path: Path) -> None:
+        """An edited record: ok false, the file broken at its line, the fatal finding."""
+        log = tmp_path / "audit.jsonl"
+        with AuditLog(log) as audit:
+            Engine.default(audit=audit).evaluate(json.loads(INPUT.read_text()))
+        lines = log.read_text().splitlines(keepends=True)
+        log.write_text(lines[0] + lines[1].replace('"allow"', '"deny"', 1))
+        code, document = _json("audit", "verify", str(log))
+        assert code == 5
+        assert document["ok"] is False
+        assert document["files"][0]["broken_at"] == 2
+        assert [f["fatal"] for f in document["findings"]] == [True]
+        assert document["findings"][0]["line"] == 2
+
+
+class TestPolicyLockJson:
+    def test_entries_added_and_kept(self, tmp_path: Path) -> None:
+        """Each entry with its lock file, digest and state; exit 0."""
+        folder = tmp_path / "deployments"
+        shutil.copytree(DEPLOYMENTS, folder)
+        code, document = _json("policy", "lock", str(folder / "staging.yaml"))
+        assert code == 0
+        assert document["locked"] is True
+        assert {entry["policy"]: entry["state"] for entry in document["entries"]} == {
+            "platform-base@2.0.0": "unchanged",
+            "staging@0.9.0": "unchanged",
+        }
+        assert document["problems"] == []
+
+    def test_a_reused_version_is_a_problem_in_the_document(self, tmp_path: Path) -> None:
+        """Changed content under a locked version: locked false, the problem located, exit 3."""
+        folder = tmp_path / "deployments"
+        shutil.copytree(DEPLOYMENTS, folder)
+        staging = folder / "staging.yaml"
+        staging.write_text(staging.read_text().replace("spread_floor: 0.12", "spread_floor: 0.13"))
+        code, document = _json("policy", "lock", str(staging))
+        assert code == 3
+        assert document["locked"] is False
+        assert "reused for different content" in document["problems"][0]["message"]
+
+
+class TestCalibrate:
+    ARGS = (
+        "calibrate",
+        "--healthy",
+        str(TRACES / "healthy-homogeneous.jsonl"),
+        str(TRACES / "healthy-session.jsonl"),
+        "--collapsed",
+        str(TRACES / "collapse-narrowing.jsonl"),
+        "--base",
+        "builtin:default",
+        "--date",
+        "2026-01-31",
+    )
+
+    def test_json_holds_the_fit_and_each_trace(self, tmp_path: Path) -> None:
+        """The base, the fitted policy and its file, the calibration and each trace's halts."""
+        out = tmp_path / "fit.yaml"
+        code, document = _json(*self.ARGS, "--out", str(out))
+        assert code == 0
+        assert document["base"]["name"] == document["fitted"]["name"] == "default"
+        assert document["fitted"]["file"] == str(out)
+        assert document["calibration"]["date"] == "2026-01-31"
+        roles = [row["role"] for row in document["traces"]]
+        assert roles == ["healthy", "healthy", "collapsed"]
+        assert document["traces"][2]["fitted_halt"]["cycle"] > 0
+        assert document["missed"] == []
+
+    def test_progress_names_each_stage(self, tmp_path: Path) -> None:
+        """--progress: a line on stderr as each stage begins, and the replays' progress."""
+        code, _, err = cli(*self.ARGS, "--out", str(tmp_path / "fit.yaml"), "--progress")
+        assert code == 0
+        lines = err.splitlines()
+        assert lines[0] == "calibrate: reading 3 trace(s)"
+        assert "calibrate: fitting to 2 healthy trace(s)" in lines
+        assert "calibrate: replaying 3 trace(s) under the base and the fit" in lines
+        assert lines[-1] == "calibrate: done"
+
+    def test_silent_when_stderr_is_not_a_terminal(self, tmp_path: Path) -> None:
+        """Without --progress, a log or a pipe gets no progress lines."""
+        code, _, err = cli(*self.ARGS, "--out", str(tmp_path / "fit.yaml"))
+        assert (code, err) == (0, "")
