@@ -3,13 +3,15 @@ progress line on standard error for a command that can run for long."""
 
 from __future__ import annotations
 
+import importlib
 import io
 import json
 import shutil
 from pathlib import Path
 from typing import Any
 
-from prunewarden import Engine
+import pytest
+from prunewarden import Engine, _optional
 from prunewarden.audit import AuditLog
 from prunewarden.cli._main import run
 
@@ -147,3 +149,51 @@ class TestCalibrate:
         """Without --progress, a log or a pipe gets no progress lines."""
         code, _, err = cli(*self.ARGS, "--out", str(tmp_path / "fit.yaml"))
         assert (code, err) == (0, "")
+
+
+class TestMissingExtra:
+    @pytest.fixture
+    def signed(self, tmp_path: Path) -> tuple[Path, Path]:
+        """A bundle signed with a new key, and the key's public half."""
+        private, public = tmp_path / "key.pem", tmp_path / "key.pub"
+        bundle = tmp_path / "b.tar.gz"
+        policy = str(ROOT / "policies" / "default.yaml")
+        assert cli("bundle", "keygen", "--private", str(private), "--public", str(public))[0] == 0
+        assert cli("bundle", "build", "--revision", "r1", "--out", str(bundle), policy)[0] == 0
+        assert cli("bundle", "sign", "--key", str(private), str(bundle))[0] == 0
+        return bundle, public
+
+    def test_bundle_verify_names_the_extra_and_exits_2(
+        self, signed: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """bundle verify without cryptography: exit 2 and the pip line, not an internal error."""
+        bundle, public = signed
+        _hide_cryptography(monkeypatch)
+        code, out, err = cli("bundle", "verify", "--key", str(public), str(bundle))
+        assert (code, out) == (2, "")
+        assert err == (
+            "prunewarden: signing and verifying bundles needs the bundle extra: "
+            "pip install 'prunewarden[bundle]'\n"
+        )
+
+    def test_bundle_keygen_too(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Every command reaching a missing extra exits 2, keygen included."""
+        _hide_cryptography(monkeypatch)
+        code, _, err = cli(
+            "bundle", "keygen", "--private", str(tmp_path / "k"), "--public", str(tmp_path / "p")
+        )
+        assert code == 2
+        assert "pip install 'prunewarden[bundle]'" in err
+        assert "internal error" not in err
+
+
+def _hide_cryptography(monkeypatch: pytest.MonkeyPatch) -> None:
+    """cryptography as if it were not installed: importing it fails."""
+    real = importlib.import_module
+
+    def import_module(name: str, package: str | None = None) -> Any:
+        if name.split(".", maxsplit=1)[0] == "cryptography":
+            raise ImportError(f"No module named {name!r}")
+        return real(name, package)
+
+    monkeypatch.setattr(_optional.importlib, "import_module", import_module)
