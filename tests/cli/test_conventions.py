@@ -197,3 +197,58 @@ def _hide_cryptography(monkeypatch: pytest.MonkeyPatch) -> None:
         return real(name, package)
 
     monkeypatch.setattr(_optional.importlib, "import_module", import_module)
+
+
+class TestStandardInput:
+    def test_validate_reads_a_policy_from_stdin(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """validate - : the policy on stdin, named <stdin> in what is printed."""
+        _stdin(monkeypatch, (ROOT / "policies" / "default.yaml").read_bytes())
+        code, out, _ = cli("validate", "-")
+        assert code == 0
+        assert out.startswith("<stdin>: valid (default@1.0.0 sha256:")
+
+    def test_a_bad_policy_on_stdin_is_located_there(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """A problem of a policy read from stdin: <stdin>:LINE:COL: $.path, exit 3."""
+        text = (ROOT / "policies" / "default.yaml").read_text()
+        _stdin(monkeypatch, text.replace("spread_floor: 0.08", "spread_floor: -1").encode())
+        code, _, err = cli("validate", "-")
+        assert code == 3
+        assert err.startswith("<stdin>:")
+        assert "$.spec.collapse.spread_floor: -1 is less than the minimum of 0" in err
+
+    def test_validate_holds_stdin_to_the_lock_given(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """validate --lock FILE - : changed content under a locked version is refused."""
+        text = (DEPLOYMENTS / "staging.yaml").read_text().replace("0.12", "0.13")
+        _stdin(monkeypatch, text.encode())
+        monkeypatch.chdir(DEPLOYMENTS)  # extends base.yaml, read from the working directory
+        code, _, err = cli("validate", "--lock", "policy.lock", "-")
+        assert code == 3
+        assert "version 0.9.0 reused for different content" in err
+
+    @pytest.mark.parametrize("fmt", ["text", "json"])
+    def test_audit_verify_reads_a_log_from_stdin(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fmt: str
+    ) -> None:
+        """audit verify - : the log on stdin verifies and is named <stdin>, not a spooled copy."""
+        log = tmp_path / "audit.jsonl"
+        with AuditLog(log) as audit:
+            Engine.default(audit=audit).evaluate(json.loads(INPUT.read_text()))
+        _stdin(monkeypatch, log.read_bytes())
+        code, out, err = cli("audit", "verify", "--format", fmt, "-")
+        assert (code, err) == (0, "")
+        if fmt == "text":
+            assert out.startswith("<stdin>: ok, 2 records")
+        else:
+            assert json.loads(out)["files"][0]["file"] == "<stdin>"
+
+    def test_a_cut_log_on_stdin_fails_naming_stdin(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """A partial record on stdin: exit 5, the finding names <stdin>."""
+        _stdin(monkeypatch, b'{"record_version": 2, "kind": "decision"')
+        code, out, err = cli("audit", "verify", "-")
+        assert code == 5
+        assert out == "<stdin>: FAILED at line 1 (0 records before it verify)\n"
+        assert err.startswith("<stdin>:1: partial last record")
+
+
+def _stdin(monkeypatch: pytest.MonkeyPatch, data: bytes) -> None:
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(data), encoding="utf-8"))

@@ -40,7 +40,7 @@ from prunewarden.audit import (
     verify_files,
 )
 from prunewarden.cli._collect import add_collect, run_collect
-from prunewarden.cli._common import add_format_option, write_json
+from prunewarden.cli._common import add_format_option, stdin_as_file, write_json
 from prunewarden.cli._export import add_export, exported_folders, run_export, sql_over_folders
 from prunewarden.cli._printable import printable
 from prunewarden.errors import AuditError, ExitCode, InputError, Problem
@@ -250,12 +250,14 @@ def _add_filters(parser: argparse.ArgumentParser) -> None:
 
 
 def run_audit(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
-    files = _files(args.files) if args.audit_command != "collect" else []
-    try:
-        return int(_AUDIT_COMMANDS[args.audit_command](args, files, stdout, stderr))
-    except OSError as exc:
-        name = exc.filename or "audit log"
-        raise AuditError(f"cannot read {name}: {exc.strerror}") from None
+    given = getattr(args, "files", [])
+    with stdin_as_file(given, stdout, stderr) as (names, out, err):
+        files = _files(names) if args.audit_command != "collect" else []
+        try:
+            return int(_AUDIT_COMMANDS[args.audit_command](args, files, out, err))
+        except OSError as exc:
+            name = exc.filename or "audit log"
+            raise AuditError(f"cannot read {name}: {exc.strerror}") from None
 
 
 def _files(given: list[str]) -> list[Path]:

@@ -4,10 +4,15 @@ problems are reported."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import shutil
 import sys
-from typing import IO, TYPE_CHECKING, Any, NoReturn
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, NoReturn, cast
 
 from prunewarden._optional import optional_module
 from prunewarden.errors import ExitCode, Problem, PrunewardenError
@@ -135,3 +140,42 @@ def load_embedder(args: argparse.Namespace) -> Embedder | None:
     except ImportError as exc:  # the extra is there, its tokenizer package is not
         raise UsageError(f"prunewarden: --embedder {name}: {exc}") from None
     return embedder
+
+
+STDIN_NAME = "<stdin>"
+
+
+@contextlib.contextmanager
+def stdin_as_file(
+    names: list[str], stdout: IO[str], stderr: IO[str]
+) -> Iterator[tuple[list[str], IO[str], IO[str]]]:
+    """``names`` with ``-`` standing for standard input, for a command that reads files by
+    name (an audit log, read more than once): standard input is copied to a private file that
+    is removed afterwards, and what the command writes names it ``<stdin>``, not that file."""
+    if "-" not in names:
+        yield names, stdout, stderr
+        return
+    with tempfile.TemporaryDirectory(prefix="prunewarden-") as folder:
+        spooled = Path(folder) / "stdin"
+        with spooled.open("wb") as copy:
+            shutil.copyfileobj(sys.stdin.buffer, copy)
+        renamed = [str(spooled) if name == "-" else name for name in names]
+        out, err = (cast("IO[str]", _Renaming(stream, str(spooled))) for stream in (stdout, stderr))
+        yield renamed, out, err
+
+
+class _Renaming:
+    """A text stream writing ``<stdin>`` wherever the spooled copy's path would appear."""
+
+    def __init__(self, stream: IO[str], path: str) -> None:
+        self.stream = stream
+        self.path = path
+
+    def write(self, text: str) -> int:
+        return self.stream.write(text.replace(self.path, STDIN_NAME))
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+    def isatty(self) -> bool:
+        return self.stream.isatty()

@@ -8,6 +8,7 @@ import io
 import json
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import IO, Any, TypeVar
 
 from prunewarden import _resources as resources
@@ -16,6 +17,7 @@ from prunewarden._source import parse_json
 from prunewarden.cli import _audit, _policy
 from prunewarden.cli._common import (
     EXIT_CODES,
+    STDIN_NAME,
     UsageError,
     add_format_option,
     load_embedder,
@@ -27,9 +29,11 @@ from prunewarden.cli._printable import printable
 from prunewarden.decision import Decision
 from prunewarden.engine import Engine
 from prunewarden.errors import ExitCode, InputError, PolicyError, Problem
-from prunewarden.limits import MAX_INPUT_CHARS
+from prunewarden.limits import MAX_INPUT_CHARS, MAX_POLICY_BYTES
 from prunewarden.planner import Plan
-from prunewarden.policy import load_policy
+from prunewarden.policy import Policy, load_policy
+from prunewarden.policy._lock import enforce as enforce_lock
+from prunewarden.policy._overlay import resolve_text
 
 _T = TypeVar("_T")
 
@@ -56,7 +60,13 @@ def add_validate(commands: Any) -> None:
         epilog=EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    validate.add_argument("files", nargs="+", metavar="FILE", help="policy YAML files")
+    validate.add_argument(
+        "files",
+        nargs="+",
+        metavar="FILE",
+        help="policy YAML files; - reads one from standard input (its extends relative to the "
+        "working directory; no lock file unless --lock names one)",
+    )
     _policy.add_lock_option(validate)
     add_format_option(validate, "each file's policy or problems")
 
@@ -115,11 +125,10 @@ def add_schema(commands: Any) -> None:
 def run_validate(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
     status = ExitCode.OK
     files: list[dict[str, Any]] = []
-    for name in args.files:
+    for given in args.files:
+        name = STDIN_NAME if given == "-" else given
         try:
-            policy = load_policy(
-                name, lock=_policy.lock_option(args), base_dirs=_policy.base_dirs(args)
-            )
+            policy = _validated(given, args)
         except PolicyError as exc:
             if args.format == "text":
                 report(exc.problems, stderr)
@@ -134,6 +143,17 @@ def run_validate(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> 
     if args.format == "json":
         write_json({"valid": status == ExitCode.OK, "files": files}, stdout)
     return status
+
+
+def _validated(name: str, args: argparse.Namespace) -> Policy:
+    """The policy file ``name`` loaded, or with ``-`` the policy on standard input."""
+    if name != "-":
+        return load_policy(name, lock=_policy.lock_option(args), base_dirs=_policy.base_dirs(args))
+    text = sys.stdin.read(MAX_POLICY_BYTES + 1)  # one byte over: the parser names the limit
+    resolution = resolve_text(text, STDIN_NAME, _policy.base_dirs(args))
+    if args.lock is not None:
+        enforce_lock(resolution, Path(args.lock))
+    return resolution.policy
 
 
 def run_evaluate(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
