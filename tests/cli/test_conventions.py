@@ -252,3 +252,20 @@ class TestStandardInput:
 
 def _stdin(monkeypatch: pytest.MonkeyPatch, data: bytes) -> None:
     monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(data), encoding="utf-8"))
+
+
+class TestTracesFromStandardInput:
+    def test_replay_reads_a_trace_from_stdin(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """replay - : the trace on stdin replays as the file does, named <stdin>."""
+        trace = TRACES / "collapse-narrowing.jsonl"
+        code, from_file, _ = cli("replay", str(trace))
+        _stdin(monkeypatch, trace.read_bytes())
+        assert cli("replay", "-") == (code, from_file.replace(str(trace), "<stdin>"), "")
+
+    def test_diff_reads_a_trace_from_stdin(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """diff - : the same changes as with the file."""
+        trace = TRACES / "collapse-narrowing.jsonl"
+        policies = ("--base", "builtin:default", "--candidate", str(DEPLOYMENTS / "prod-eu.yaml"))
+        code, from_file, _ = cli("diff", *policies, str(trace))
+        _stdin(monkeypatch, trace.read_bytes())
+        assert cli("diff", *policies, "-")[:2] == (code, from_file.replace(str(trace), "<stdin>"))
