@@ -269,3 +269,28 @@ class TestTracesFromStandardInput:
         code, from_file, _ = cli("diff", *policies, str(trace))
         _stdin(monkeypatch, trace.read_bytes())
         assert cli("diff", *policies, "-")[:2] == (code, from_file.replace(str(trace), "<stdin>"))
+
+
+class TestPolicyFromStandardInput:
+    def test_policy_show_reads_stdin(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """policy show - : the policy on stdin, each value located at <stdin>:LINE."""
+        monkeypatch.chdir(DEPLOYMENTS)  # its extends: base.yaml
+        _stdin(monkeypatch, (DEPLOYMENTS / "prod-eu.yaml").read_bytes())
+        code, out, _ = cli("policy", "show", "-")
+        assert code == 0
+        assert "apiVersion: prunewarden/v1" in out
+        assert "# <stdin>:5" in out
+
+    def test_policy_diff_against_stdin(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """policy diff FILE - : an edit piped in is compared with the file (exit 1)."""
+        monkeypatch.chdir(DEPLOYMENTS)
+        edited = (
+            (DEPLOYMENTS / "prod-eu.yaml")
+            .read_text()
+            .replace("consecutive_cycles: 3", "consecutive_cycles: 4")
+        )
+        _stdin(monkeypatch, edited.encode())
+        code, out, _ = cli("policy", "diff", "prod-eu.yaml", "-")
+        assert code == 1
+        assert "~ spec.collapse.consecutive_cycles: 3 -> 4" in out
+        assert "b: <stdin>:14" in out

@@ -11,11 +11,19 @@ import importlib
 import json
 import math
 import os
+import sys
 from pathlib import Path
 from typing import IO, Any
 
-from prunewarden.cli._common import UsageError, add_format_option, problem_document, write_json
+from prunewarden.cli._common import (
+    STDIN_NAME,
+    UsageError,
+    add_format_option,
+    problem_document,
+    write_json,
+)
 from prunewarden.errors import ExitCode, PolicyError, Problem
+from prunewarden.limits import MAX_POLICY_BYTES
 from prunewarden.policy import (
     LOCK_FILENAME,
     LockOption,
@@ -57,7 +65,9 @@ def add_policy_command(commands: Any) -> None:
         epilog=POLICY_EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    show.add_argument("file", metavar="FILE", help="policy YAML, or builtin:NAME")
+    show.add_argument(
+        "file", metavar="FILE", help="policy YAML, builtin:NAME, or - for standard input"
+    )
     show.add_argument(
         "--resolved",
         action="store_true",
@@ -75,7 +85,7 @@ def add_policy_command(commands: Any) -> None:
         epilog=POLICY_EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    diff.add_argument("a", metavar="A", help="policy YAML, or builtin:NAME")
+    diff.add_argument("a", metavar="A", help="policy YAML, builtin:NAME, or - (standard input)")
     diff.add_argument("b", metavar="B", help="policy YAML, or builtin:NAME")
     diff.add_argument(
         "--format",
@@ -194,7 +204,7 @@ def run_policy(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> in
 
 
 def _show(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:  # noqa: ARG001
-    resolution = overlay.resolve_file(args.file, base_dirs(args))
+    resolution = resolved(args.file, base_dirs(args))
     if args.format == "json":
         stdout.write(json.dumps(provenance.render_json(resolution), indent=2) + "\n")
     else:
@@ -204,7 +214,7 @@ def _show(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:  #
 
 def _diff(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:  # noqa: ARG001
     bases = base_dirs(args)
-    a, b = overlay.resolve_file(args.a, bases), overlay.resolve_file(args.b, bases)
+    a, b = resolved(args.a, bases), resolved(args.b, bases)
     changes = diff_policies(a, b)
     if args.format == "json":
         out = {
@@ -257,6 +267,14 @@ def _lock(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
         found = [problem_document(problem) for problem in problems]
         write_json({"locked": status == 0, "entries": recorded, "problems": found}, stdout)
     return status
+
+
+def resolved(name: str, bases: tuple[str, ...]) -> Resolution:
+    """The policy file ``name`` resolved, or with ``-`` the policy on standard input (located
+    as ``<stdin>``, its ``extends`` read from the working directory)."""
+    if name != "-":
+        return overlay.resolve_file(name, bases)
+    return overlay.resolve_text(sys.stdin.read(MAX_POLICY_BYTES + 1), STDIN_NAME, bases)
 
 
 def _report(error: PolicyError, stderr: IO[str]) -> tuple[Problem, ...]:
