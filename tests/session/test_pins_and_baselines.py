@@ -109,4 +109,3 @@ class TestCusumCountsFromTheFirstFullWindow:
         assert session.state()["cusum"]["run"] == []
         assert session.state()["cusum"]["sum"] == kept
         assert kept > 0.0
-
