@@ -331,6 +331,16 @@ class TestVersionOneLogs:
         assert b'"score":1.0' in second  # version 1's own spelling
         return path
 
+    def test_a_writer_does_not_chain_after_a_v1_record(self, v1_log: Path) -> None:
+        """An AuditLog opened on a record_version 1 log appends nothing: the decision is
+        refused (fail closed) and the log is as it was."""
+        before = v1_log.read_bytes()
+        with AuditLog(v1_log) as audit:
+            (decision,) = Engine.default(audit=audit).authorize_evictions([item("s1")])
+        assert decision.refused
+        assert "audit_unavailable" in decision.codes
+        assert v1_log.read_bytes() == before
+
     def test_verify_refuses_a_v1_log_naming_the_version(self, v1_log: Path) -> None:
         """audit verify fails a record_version 1 log (exit 5) at its first line, saying the
         version is no longer read and what to do."""
