@@ -13,9 +13,10 @@ COPY engine engine
 COPY schemas schemas
 COPY policies policies
 # The wheel carries the schemas and the bundled policy as package data; pip compiles every
-# module here, so nothing needs to write bytecode at run time.
+# module here, so nothing needs to write bytecode at run time. The extras are those of the paths
+# docs/ci.md documents for the image: serve, and bundle for signed bundles (serve --bundle).
 RUN python -m venv /opt/prunewarden \
-    && /opt/prunewarden/bin/pip install --no-cache-dir ".[serve]"
+    && /opt/prunewarden/bin/pip install --no-cache-dir ".[serve,bundle]"
 
 FROM ${PYTHON_IMAGE}
 LABEL org.opencontainers.image.title="prunewarden" \

@@ -65,6 +65,8 @@ TRANSCRIPTS = [
             " --policy examples/compaction/fidelity.yaml"
         ),
     ),
+    ("docs/server.md", "prunewarden serve --print-config --config examples/server/serve.yaml"),
+    ("docs/server.md", "sed 's/maxConnections: 256/maxConnections: 0/; "),
 ]
 
 # What a transcript's page did before it, run first and not shown: (page, command) -> script.

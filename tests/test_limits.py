@@ -68,7 +68,9 @@ class _Discard:
 
 
 class TestOnePlace:
-    @pytest.mark.parametrize("name", ["input", "policy", "rule-variables", "tenants", "trace"])
+    @pytest.mark.parametrize(
+        "name", ["input", "policy", "rule-variables", "server-config", "tenants", "trace"]
+    )
     def test_schema_limits_are_the_module_limits(self, name: str) -> None:
         """Every size keyword of the schema is listed in SCHEMA_LIMITS, with the same value."""
         in_schema = _keywords(schema(name))

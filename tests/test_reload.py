@@ -176,7 +176,8 @@ class TestReload:
         refused and the policy in force stays."""
         replace(files, VERSION_A.replace("0.25", "0.2"))  # new content, same version 1.0.0
         (files.parent / "policy.lock").write_text(
-            f"lockVersion: 1\npolicies:\n  prod@1.0.0: {digest_of(files, VERSION_A)}\n"
+            "lockVersion: 1\ndigestVersion: 2\n"
+            f"policies:\n  prod@1.0.0: {digest_of(files, VERSION_A)}\n"
         )
         result = engine.reload()
         assert not result.changed

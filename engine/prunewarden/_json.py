@@ -1,12 +1,10 @@
 """Canonical JSON and the digests computed over it, and the paths of a JSON value.
 
-Two canonical forms live here. :func:`encode_canonical` is RFC 8785, the JSON Canonicalization
-Scheme (JCS): keys sorted by UTF-16 code units, numbers written as ECMAScript writes them
-(``1`` not ``1.0``, ``5e-7`` not ``5e-07``), strings escaped as little as JSON allows. Any language
-with a JCS library can recompute a digest over it, so policy digests (digest version 2), input
-digests and record hashes from ``record_version`` 2 use it. :func:`canonical_json` is the form of
-digest version 1 and ``record_version`` 1 (Python's ``json`` with sorted keys): kept so that
-existing lock files and logs still verify.
+The canonical form is :func:`encode_canonical`, RFC 8785, the JSON Canonicalization Scheme
+(JCS): keys sorted by UTF-16 code units, numbers written as ECMAScript writes them (``1`` not
+``1.0``, ``5e-7`` not ``5e-07``), strings escaped as little as JSON allows. Any language with a
+JCS library can recompute a digest over it, so policy digests (digest version 2), input digests
+and record hashes use it.
 
 JCS runs on every decision, so it must be fast. orjson writes the same bytes as JCS for every
 string and for the numbers most documents hold; what it writes differently is detected on its
@@ -35,9 +33,10 @@ import orjson
 # A location in a JSON value: keys and list indexes from the root.
 JsonPath = tuple[str | int, ...]
 
-# The digest versions a policy digest may be computed under (recorded in lock files).
-LEGACY_DIGEST_VERSION = 1  # canonical_json: Python's json, sorted keys
-DIGEST_VERSION = 2  # encode_canonical: RFC 8785
+# The digest version of policy digests, recorded in lock files: 2, over RFC 8785. Version 1
+# (Python's json with sorted keys) was written before the first release and is no longer read.
+DIGEST_VERSION = 2
+RETIRED_DIGEST_VERSION = 1
 
 _ORJSON_OPTIONS = (
     orjson.OPT_SORT_KEYS
@@ -273,22 +272,6 @@ def format_number(number: float) -> str:  # noqa: PLR0911 - one return per ECMAS
     power = point - 1
     written = digits[0] + ("." + digits[1:] if count > 1 else "")
     return f"{sign}{written}e{'+' if power > 0 else '-'}{abs(power)}"
-
-
-# --- digest version 1 ----------------------------------------------------------------------------
-
-
-def canonical_json(value: Any) -> str:
-    """The canonical form of digest version 1 and ``record_version`` 1: sorted keys, no spaces,
-    UTF-8, no NaN, numbers as Python writes them."""
-    return json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    )
-
-
-def sha256_digest(value: Any) -> str:
-    """``sha256:`` over :func:`canonical_json` (digest version 1)."""
-    return "sha256:" + hashlib.sha256(canonical_json(value).encode("utf-8")).hexdigest()
 
 
 def paths(value: Any, path: JsonPath = ()) -> Iterator[JsonPath]:

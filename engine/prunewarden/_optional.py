@@ -14,9 +14,16 @@ import importlib
 from types import ModuleType
 
 
+class MissingExtraError(OSError):
+    """An optional dependency that is not installed; its message says which extra to install.
+    An :class:`OSError`, so that a caller reading a file treats it as one more unreadable
+    input; the command line answers any other as a usage error (exit 2), never exit 70."""
+
+
 def optional_module(module: str, needed: str) -> ModuleType:
-    """The optional dependency ``module``; :class:`OSError` saying ``needed`` when missing."""
+    """The optional dependency ``module``; :class:`MissingExtraError` saying ``needed`` when
+    missing."""
     try:
         return importlib.import_module(module)
     except ImportError:
-        raise OSError(errno.ENOENT, needed) from None
+        raise MissingExtraError(errno.ENOENT, needed) from None

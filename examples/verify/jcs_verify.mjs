@@ -122,16 +122,15 @@ export function columnsProblem(record) {
 }
 
 function verifyChain(path) {
-  // Records of record_version 2 and 3 (a pass as columns) are sealed over JCS; earlier lines are
-  // Python's own form and are skipped here (prunewarden audit verify checks them).
+  // Every record is sealed over JCS: record_version 3 for a pass as columns, 2 for the others.
+  // Any other version (1 was written before the first release) is refused, as audit verify does.
   const lines = readFileSync(path, "utf8").split("\n").filter((line) => line.length > 0);
   let previous = null;
   let checked = 0;
   for (const [index, line] of lines.entries()) {
     const record = JSON.parse(line);
     if (record.record_version !== 2 && record.record_version !== 3) {
-      previous = record.hash;
-      continue;
+      throw new Error(`line ${index + 1}: record_version ${JSON.stringify(record.record_version)} is not read (only 2 and 3)`);
     }
     const { hash, ...sealed } = record;
     if (previous !== null && sealed.prev_hash !== previous) {

@@ -20,13 +20,8 @@ class TestVersionOneCanonicalForm:
         with pytest.raises(ValueError, match="JSON compliant"):
             canonical_record({"x": float("nan")})
 
-    def test_a_version_one_record_is_sealed_in_its_own_form(self) -> None:
-        """A record of version 1 is hashed over version 1's form (escaped non-ASCII)."""
-        record = {"record_version": 1, "text": "caf\u00e9"}
-        assert sealed_form(record) == canonical_record(record)
-
-    def test_a_later_record_is_sealed_in_rfc_8785(self) -> None:
-        """A later record is hashed over RFC 8785: non-ASCII text as UTF-8, not escaped."""
+    def test_a_record_is_sealed_in_rfc_8785(self) -> None:
+        """A record is hashed over RFC 8785: non-ASCII text as UTF-8, not escaped."""
         record = {"record_version": 2, "text": "caf\u00e9"}
         assert sealed_form(record) == '{"record_version":2,"text":"caf\u00e9"}'.encode()
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import duckdb
 import pytest
-from prunewarden import AuditLog, Engine
+from prunewarden import Engine
 from prunewarden._parquet import ParquetError
 from prunewarden.audit import decision_rows, seal
 from prunewarden.audit._chain import GENESIS
@@ -130,37 +130,16 @@ class TestAuditExport:
 
 
 class TestVersions:
-    def test_a_v1_log_continued_in_v3_exports_every_decision(self, tmp_path: Path) -> None:
-        """A record_version 1 decision and a version 3 pass (columns) in one chain both become
-        rows, and DuckDB's counts are audit report's."""
-        log = tmp_path / "mixed.jsonl"
+    def test_a_v1_log_is_not_exported(self, tmp_path: Path) -> None:
+        """A log holding record_version 1 records fails the verification export runs first,
+        naming the version; no row is written."""
+        log = tmp_path / "old.jsonl"
         log.write_bytes(_v1_records())
-        segments = [
-            {"segment": {"id": f"s{i}", "kind": "turn", "text": "t", "tombstone_written": True},
-             "score": 0.1, "perturbed_score": 0.11 if i else None}
-            for i in range(3)
-        ]  # fmt: skip
-        with AuditLog(log) as audit:
-            Engine.default(audit=audit).authorize_evictions(segments)
         out = tmp_path / "parquet"
-        assert cli("audit", "export", "--parquet", str(out), str(log))[0] == 0
-        rows = parquet_rows(
-            out, "SELECT record_version, decision_id, outcome FROM decisions ORDER BY ALL"
-        )
-        assert sorted((version, outcome) for version, _, outcome in rows) == [
-            (1, "allow"), (3, "allow"), (3, "allow"), (3, "deny"),
-        ]  # fmt: skip
-        ids: dict[int, list[str]] = {version: [] for version, _, _ in rows}
-        for version, decision_id, _ in rows:
-            ids[version].append(decision_id)
-        assert ids[1] == ["0" * 32]
-        assert sorted(decision_id[-2:] for decision_id in ids[3]) == ["-0", "-1", "-2"]
-        code, report, _ = cli("audit", "report", str(log), "--format", "json")
-        assert code == 0
-        counted = Counter[str]()
-        for row in map(json.loads, report.splitlines()):
-            counted[row["outcome"]] += row["count"]
-        assert counted == Counter(outcome for _, _, outcome in rows)
+        code, printed, err = cli("audit", "export", "--parquet", str(out), str(log))
+        assert code == 5
+        assert "record_version 1 was written before the first release" in printed + err
+        assert not list(out.glob("**/*.parquet"))
 
 
 def _v1_records() -> bytes:

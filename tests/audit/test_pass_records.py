@@ -26,8 +26,6 @@ from prunewarden.cli._main import run
 ROOT = Path(__file__).resolve().parents[2]
 VERIFIER = ROOT / "examples" / "verify" / "jcs_verify.mjs"
 RECORD = Draft202012Validator(schema("audit-record"))
-RECORD_V2 = Draft202012Validator(schema("audit-record", 2))
-RECORD_V1 = Draft202012Validator(schema("audit-record", 1))
 
 
 def cli(*argv: str) -> tuple[int, str, str]:
@@ -60,7 +58,7 @@ def records(path: Path) -> list[dict[str, Any]]:
 class TestPassRecord:
     def test_one_record_per_pass_valid_under_v3(self, log: tuple[Path, Any]) -> None:
         """An eviction pass (record_version 3, columns) and a plan (2) are one pass record
-        each, valid under audit-record.v3; the version 2 records are valid under v2 too."""
+        each, valid under audit-record.v3."""
         path, _ = log
         written = records(path)
         assert [r["kind"] for r in written] == ["policy_activated", "pass", "pass"]
@@ -68,8 +66,6 @@ class TestPassRecord:
         assert [r["record_version"] for r in written] == [2, 3, 2]
         for record in written:
             assert list(RECORD.iter_errors(record)) == []
-        for record in (written[0], written[2]):
-            assert list(RECORD_V2.iter_errors(record)) == []
 
     def test_a_v3_pass_holds_the_columns(self, log: tuple[Path, Any]) -> None:
         """The eviction pass's record holds the segment ids, a reason bitmask per segment
@@ -329,27 +325,55 @@ class TestVersionOneLogs:
             "input_digest": "sha256:" + "1" * 64,
         }
         path = tmp_path / "v1.jsonl"
-        first, last = seal(activation, GENESIS, None)
-        second, _ = seal(decision, last, None)
+        first, last = _v1_sealed(activation, GENESIS)
+        second, _ = _v1_sealed(decision, last)
         path.write_bytes(first + second)
-        assert b'"score":1.0' in second  # version 1's own spelling, kept as written
-        assert second.startswith(canonical_record({**decision, "prev_hash": last})[:-1])
+        assert b'"score":1.0' in second  # version 1's own spelling
         return path
 
-    def test_a_v1_log_verifies_and_reads(self, v1_log: Path) -> None:
-        """verify, query and report read a record_version 1 log as before."""
-        assert cli("audit", "verify", str(v1_log))[0] == 0
-        code, out, _ = cli("audit", "query", "--subject", "s41", str(v1_log))
-        assert (code, out.count("authorized")) == (0, 1)
-        for record in records(v1_log):
-            assert list(RECORD_V1.iter_errors(record)) == []
-
-    def test_a_v1_log_continued_by_v2_and_v3_records_verifies(self, v1_log: Path) -> None:
-        """A v3 writer appends to a v1 log: the chain runs on across the versions."""
+    def test_a_writer_does_not_chain_after_a_v1_record(self, v1_log: Path) -> None:
+        """An AuditLog opened on a record_version 1 log appends nothing: the decision is
+        refused (fail closed) and the log is as it was."""
+        before = v1_log.read_bytes()
         with AuditLog(v1_log) as audit:
-            Engine.default(audit=audit).authorize_evictions([item("s1")])
-        assert [r["record_version"] for r in records(v1_log)] == [1, 1, 2, 3]
-        assert cli("audit", "verify", str(v1_log))[0] == 0
+            (decision,) = Engine.default(audit=audit).authorize_evictions([item("s1")])
+        assert decision.refused
+        assert "audit_unavailable" in decision.codes
+        assert v1_log.read_bytes() == before
+
+    def test_verify_refuses_a_v1_log_naming_the_version(self, v1_log: Path) -> None:
+        """audit verify fails a record_version 1 log (exit 5) at its first line, saying the
+        version is no longer read and what to do."""
+        code, out, err = cli("audit", "verify", str(v1_log))
+        assert code == 5
+        assert out == f"{v1_log}: FAILED at line 1 (0 records before it verify)\n"
+        assert f"{v1_log}:1: record_version 1 was written before the first release" in err
+        assert "start a new one" in err
+
+    @pytest.mark.parametrize(
+        ("command", "line"), [(("query", "--subject", "s41"), 2), (("report",), 1)]
+    )
+    def test_readers_refuse_a_v1_log_in_one_line(
+        self, v1_log: Path, command: tuple[str, ...], line: int
+    ) -> None:
+        """audit query and report stop at the first record_version 1 record they read
+        (exit 2), one line naming the file, the line and the version."""
+        code, out, err = cli("audit", *command, str(v1_log))
+        assert code == 2
+        assert "s41" not in out
+        assert err.splitlines() == [
+            (
+                f"{v1_log}:{line}: record_version 1 was written before the first release and is no "
+                "longer read (only 2 and 3): keep the log as it is, and start a new one"
+            )
+        ]
+
+
+def _v1_sealed(record: dict[str, Any], prev_hash: str) -> tuple[bytes, str]:
+    """A line as record_version 1 sealed it: over Python's sorted-keys ASCII JSON."""
+    body = canonical_record({**record, "prev_hash": prev_hash})
+    digest = "sha256:" + hashlib.sha256(body).hexdigest()
+    return body[:-1] + b',"hash":"' + digest.encode() + b'"}\n', digest
 
 
 def _v1_digest(record: dict[str, Any]) -> str:

@@ -26,7 +26,7 @@ from prunewarden import (
     load_policy,
     parse_policy,
 )
-from prunewarden._json import canonical_json, sha256_digest
+from prunewarden._json import canonical_digest, encode_canonical
 from prunewarden._resources import builtin_policy_path, schema
 from prunewarden.audit._record import log_policy_reload_failed
 from prunewarden.audit._verify import verify_files
@@ -131,7 +131,7 @@ class TestDecisionRecords:
         assert (record["outcome"], record["enforced"]) == ("deny", enforced)
 
     def test_records_follow_the_schema(self, log_path: Path) -> None:
-        """Every record written for the examples validates against audit-record.v1."""
+        """Every record written for the examples validates against audit-record.v3."""
         with AuditLog(log_path, inputs=True) as audit:
             engine = Engine.default(audit=audit)
             for example in EXAMPLES:
@@ -147,7 +147,7 @@ class TestDecisionRecords:
         reordered = dict(reversed(list(document.items())))
         with AuditLog(log_path) as audit:
             Engine.default(audit=audit).evaluate(reordered)
-        expected = hashlib.sha256(canonical_json(document).encode()).hexdigest()
+        expected = hashlib.sha256(encode_canonical(document)).hexdigest()
         assert records(log_path)[-1]["input_digest"] == f"sha256:{expected}"
 
     def test_session_and_labels_are_recorded(self, log_path: Path) -> None:
@@ -312,7 +312,7 @@ class TestPolicyActivation:
         activation, decision = records(log_path)
         digest = decision["policy"]["digest"]
         assert activation["policy"]["digest"] == digest
-        assert sha256_digest(activation["document"]) == digest
+        assert canonical_digest(activation["document"]) == digest
         rebuilt = parse_policy(yaml.safe_dump(activation["document"]), "<from-log>")
         assert rebuilt.digest == digest
         assert rebuilt.spec.collapse.spread_floor == 0.125

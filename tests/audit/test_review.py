@@ -18,7 +18,7 @@ import pytest
 import yaml
 from prunewarden import AuditLog, Decision, Engine, parse_policy
 from prunewarden import decision as decision_module
-from prunewarden._json import sha256_digest
+from prunewarden._json import canonical_digest
 from prunewarden.audit import EPISODE_COLUMNS, RecordFilter, Skipped, halt_episodes, parse_time
 from prunewarden.cli._main import run
 
@@ -314,7 +314,7 @@ class TestShowPolicy:
             "audit", "show-policy", first.decision_id, *scenario.args, "--format", "json"
         )
         assert code == 0
-        assert sha256_digest(json.loads(out)) == first.policy.digest
+        assert canonical_digest(json.loads(out)) == first.policy.digest
 
     def test_unknown_decision(self, scenario: Scenario) -> None:
         """An id that is not in the logs is a usage error."""

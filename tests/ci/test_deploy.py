@@ -11,6 +11,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -156,6 +157,17 @@ class TestDockerfile:
         assert re.findall(r"^USER (\S+)$", text, re.MULTILINE) == ["10001:10001"]
         assert f"--listen=unix:{SOCKET}" in text
         assert f"PRUNEWARDEN_URL=unix:{SOCKET}" in text
+
+    def test_the_image_carries_the_extras_of_its_documented_paths(self) -> None:
+        """serve, and bundle for serve --bundle (signed bundles), both extras of the package,
+        as docs/ci.md says."""
+        text = (ROOT / "Dockerfile").read_text()
+        (extras,) = re.findall(r'pip install --no-cache-dir "\.\[([a-z,-]+)\]"', text)
+        installed = extras.split(",")
+        assert {"serve", "bundle"} <= set(installed)
+        declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+        assert set(installed) <= set(declared["optional-dependencies"])
+        assert f"`prunewarden[{extras}]`" in (ROOT / "docs" / "ci.md").read_text()
 
 
 class TestManifestsAsWritten:

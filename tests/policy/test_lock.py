@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 import yaml
 from prunewarden import PolicyError, load_policy
-from prunewarden._json import sha256_digest
 from prunewarden.policy._lock import LOCK_FILENAME, find, read, render, update
 from prunewarden.policy._overlay import resolve_file
 
@@ -118,15 +117,18 @@ class TestEnforce:
         ("text", "message"),
         [
             (
-                f"lockVersion: 1\npolicies:\n  prod: sha256:{'0' * 64}\n",
-                "3:3: $.policies: 'prod' is not valid here: A policy's name@version",
+                f"lockVersion: 1\ndigestVersion: 2\npolicies:\n  prod: sha256:{'0' * 64}\n",
+                "4:3: $.policies: 'prod' is not valid here: A policy's name@version",
             ),
             (
-                "lockVersion: 1\npolicies:\n  prod@1.4.0: md5:00\n",
+                "lockVersion: 1\ndigestVersion: 2\npolicies:\n  prod@1.4.0: md5:00\n",
                 "$.policies.prod@1.4.0: 'md5:00' is not valid here",
             ),
-            ("lockVersion: 2\npolicies: {}\n", "$.lockVersion: 2 should be 1"),
-            ("lockVersion: 1\npolicies: {}\npolicies: {}\n", "duplicate key 'policies'"),
+            ("lockVersion: 2\ndigestVersion: 2\npolicies: {}\n", "$.lockVersion: 2 should be 1"),
+            (
+                "lockVersion: 1\ndigestVersion: 2\npolicies: {}\npolicies: {}\n",
+                "duplicate key 'policies'",
+            ),
         ],
     )
     def test_a_malformed_lock_file_is_located(self, chain: Path, text: str, message: str) -> None:
@@ -150,27 +152,20 @@ class TestUpdate:
         assert (loaded["lockVersion"], loaded["digestVersion"]) == (1, 2)
         assert loaded["policies"]["prod@1.4.0"] == load_policy(chain).digest
 
-    def test_a_version_1_lock_holds_version_1_digests(self, tmp_path: Path, chain: Path) -> None:
-        """A lock file without digestVersion (written before the switch to RFC 8785) is
-        checked against version 1 digests: unchanged content loads, changed content is
-        refused, and entries added to it are version 1 digests."""
+    @pytest.mark.parametrize("line", ["", "digestVersion: 1\n"])
+    def test_a_version_1_lock_is_refused_naming_the_version(
+        self, tmp_path: Path, chain: Path, line: str
+    ) -> None:
+        """A lock file without digestVersion, or of digest version 1 (written before the first
+        release), is refused with one located problem naming the version and what to do."""
         lock = tmp_path / LOCK_FILENAME
-        legacy = {
-            name: sha256_digest(load_policy(tmp_path / f"{name.split('@')[0]}.yaml").document)
-            for name in ("base@1.0.0", "prod@1.4.0")
-        }
-        lock.write_text(render(legacy, 1))
-        assert "digestVersion" not in lock.read_text()
-        assert load_policy(chain).digest != legacy["prod@1.4.0"]  # the digests did change
-        load_policy(chain)  # and the old lock still holds the same content
-        chain.write_text(
-            chain.read_text().replace("consecutive_cycles: 3", "consecutive_cycles: 4")
-        )
-        assert "reused for different content" in problems_of(chain)[0]
-        chain.write_text(chain.read_text().replace("1.4.0", "1.4.1"))
-        update(lock, [resolve_file(chain)])
-        assert read(lock).digest_version == 1
-        assert read(lock).entries["prod@1.4.1"] == sha256_digest(load_policy(chain).document)
+        lock.write_text(f"lockVersion: 1\n{line}policies:\n  prod@1.4.0: sha256:{'0' * 64}\n")
+        with pytest.raises(PolicyError) as info:
+            load_policy(chain)
+        (problem,) = info.value.problems
+        assert (problem.file, problem.path) == (str(lock), "$.digestVersion")
+        assert problem.message.startswith("digest version 1 (a lock file without a digestVersion")
+        assert "delete the file and run prunewarden policy lock" in problem.message
 
     def test_update_refuses_a_reused_version_and_writes_nothing(
         self, tmp_path: Path, chain: Path
@@ -240,16 +235,13 @@ class TestUpdate:
     def test_the_example_lock_holds_every_example(self) -> None:
         """examples/deployments/policy.lock is current: every loadable example is in it."""
         lock = read(DEPLOYMENTS / LOCK_FILENAME)
-        assert lock.digest_version == 1  # written before digests moved to RFC 8785
         for name in ("base", "prod-eu", "staging", "prod-eu-candidate"):
             loaded = load_policy(DEPLOYMENTS / f"{name}.yaml")
-            assert lock.entries[f"{loaded.name}@{loaded.version}"] == sha256_digest(loaded.document)
+            assert lock.entries[f"{loaded.name}@{loaded.version}"] == loaded.digest
 
 
 #: Shipped files that are meant to be refused at load (documented), so never locked.
 REFUSED = {DEPLOYMENTS / "replay.yaml"}
-#: The one shipped lock kept in digest version 1 (its entries predate RFC 8785 digests).
-VERSION_1_LOCKS = {DEPLOYMENTS}
 
 
 def is_policy(path: Path) -> bool:
@@ -286,17 +278,15 @@ class TestShippedLocks:
         assert policies
         for path in policies:
             loaded = load_policy(path, lock=False)
-            # A lock file keeps the digest version it was written in (version 1 without a line).
-            digest = loaded.digest if lock.digest_version == 2 else sha256_digest(loaded.document)
-            assert lock.entries.get(f"{loaded.name}@{loaded.version}") == digest, path.name
+            assert lock.entries.get(f"{loaded.name}@{loaded.version}") == loaded.digest, path.name
 
     @pytest.mark.parametrize(
         "folder",
-        [folder for folder in SHIPPED if folder not in VERSION_1_LOCKS],
+        SHIPPED,
         ids=lambda folder: folder.relative_to(ROOT).as_posix(),
     )
-    def test_new_locks_hold_version_2_digests(self, folder: Path) -> None:
-        """The locks written since digests moved to RFC 8785 say so (digestVersion: 2)."""
+    def test_shipped_locks_hold_version_2_digests(self, folder: Path) -> None:
+        """Every shipped lock says it holds RFC 8785 digests (digestVersion: 2)."""
         assert read(folder / LOCK_FILENAME).digest_version == 2
 
     def test_every_folder_of_shipped_policies_is_checked(self) -> None:

@@ -62,17 +62,6 @@ class TestCusumState:
         assert restored.state()["cusum"]["sum"] == 0.0
         assert restored.state()["cusum"]["run"] == []
 
-    def test_a_version_2_state_restores_with_the_sum_at_zero(self) -> None:
-        """A session-state.v2 document (before the cusum track) restores with S = 0."""
-        policy = cusum_policy()
-        state = squeezed_state(policy)
-        del state["cusum"], state["seen_pinned"]
-        state["state_version"] = 2
-        assert list(validator("session-state", version=2).iter_errors(state)) == []
-        restored = Engine(policy).session("s", state=state)
-        assert restored.state()["cusum"]["sum"] == 0.0
-        assert restored.state()["cycles_seen"] == len(SQUEEZE)
-
     def test_a_negative_sum_is_refused_with_its_path(self) -> None:
         """A state whose sum is below 0 is refused at $.cusum.sum."""
         state = squeezed_state(cusum_policy())

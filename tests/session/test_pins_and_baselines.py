@@ -109,12 +109,3 @@ class TestCusumCountsFromTheFirstFullWindow:
         assert session.state()["cusum"]["run"] == []
         assert session.state()["cusum"]["sum"] == kept
         assert kept > 0.0
-
-    def test_a_version_2_state_reads_with_the_sum_at_zero(self) -> None:
-        """A session-state.v2 document, written before the cusum test, reads with its sum at 0
-        and no run, whatever policy it is restored under."""
-        state = Engine.default().session("s").state()
-        del state["cusum"], state["seen_pinned"]
-        state["state_version"] = 2
-        restored = Engine.default().session("s", state=state)
-        assert restored.state()["cusum"] == {"basis": None, "sum": 0.0, "run": []}

@@ -75,7 +75,7 @@ def pinning(make_policy: PolicyFactory) -> Policy:
 class TestState:
     def test_state_holds_the_pin_bound_to_text_and_policy(self, pinning: Policy) -> None:
         """After a pass pins a segment, state() names it with the digest of its text and the
-        digest of the policy whose rule pinned it, and validates as session-state.v3."""
+        digest of the policy whose rule pinned it, and validates as session-state.v4."""
         session = Engine(pinning).session("s")
         session.plan(WINDOW, free_tokens=100)
         state = json.loads(json.dumps(session.state()))
@@ -96,20 +96,6 @@ class TestState:
         assert plan.pinned == ("n",)
         assert plan.evict == ("b",)
         assert eviction_decisions(heard) == [("allow", ("authorized",))]
-
-    def test_a_version_1_state_restores_with_no_pins(self, pinning: Policy) -> None:
-        """A session-state.v1 document (written before pins were kept) still restores; its
-        segments are decided afresh."""
-        session = Engine(pinning).session("s")
-        session.observe_cycle({"task": 0.9, "a": 0.1}, ["task"])
-        state = session.state()
-        del state["rule_pins"], state["cusum"], state["seen_pinned"]
-        state["state_version"] = 1
-        assert list(validator("session-state", version=1).iter_errors(state)) == []
-        restored = Engine(pinning).session("s", state=state)
-        assert restored.state()["cycles_seen"] == 1
-        plan = restored.plan(WINDOW, free_tokens=100)
-        assert [d.codes for d in plan.decisions if d.refused] == [("rule:pin-never",)]
 
     def test_an_unknown_version_is_refused(self, pinning: Policy) -> None:
         """A state version this reader does not know is refused at $.state_version."""

@@ -90,7 +90,7 @@ class TestRestore:
         assert {**ours, "halt": None} == {**theirs, "halt": None}
 
     def test_a_malformed_state_is_located(self, engine: Engine) -> None:
-        """A state that is not session-state.v1 raises SessionStateError naming the path."""
+        """A state that is not session-state.v4 raises SessionStateError naming the path."""
         state = halted_session(engine).state()
         state["snapshots"][0]["cycle"] = "three"
         with pytest.raises(SessionStateError) as raised:
@@ -231,10 +231,17 @@ class TestSeenPinned:
         decision = restored.verify([{**self.RULE, "kind": "turn"}], [])
         assert decision.codes[0] == "pinned_removed"
 
-    def test_a_version_3_state_is_read_with_none_seen(self, engine: Engine) -> None:
+    @pytest.mark.parametrize("version", [1, 2, 3])
+    def test_a_state_written_before_the_first_release_is_refused(
+        self, engine: Engine, version: int
+    ) -> None:
+        """A session-state of version 1 to 3 is refused with one problem naming its version
+        and what to do, not read with parts missing."""
         state = engine.session("s").state()
-        state["state_version"] = 3
-        del state["seen_pinned"]
-        assert list(validator("session-state", version=3).iter_errors(state)) == []
-        restored = engine.session("s", state=state)
-        assert restored.state()["seen_pinned"] == []
+        state["state_version"] = version
+        with pytest.raises(SessionStateError) as raised:
+            engine.session("s", state=state)
+        (problem,) = raised.value.problems
+        assert problem.path == "$.state_version"
+        assert problem.message.startswith(f"session-state version {version} was written before")
+        assert "delete the state" in problem.message

@@ -166,7 +166,7 @@ class TestKilledProcess:
     def test_a_halt_survives_kill_9(self, tmp_path: Path) -> None:
         """A process holding a halted session is killed with SIGKILL right after reporting
         the halt; the restarted process's first eviction is refused with pruning_halted, and
-        the restored state is valid session-state.v1."""
+        the restored state is valid session-state.v4."""
         database = str(tmp_path / "sessions.db")
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
         agent = subprocess.Popen(

@@ -1,8 +1,8 @@
 """The hash chain: how a record is sealed into a line, and how a line is split back.
 
 Records are chained: ``hash`` is SHA-256 (or HMAC-SHA-256, in keyed mode) over the record's
-canonical form without ``hash`` - RFC 8785 from ``record_version`` 2 (so that a verifier in any
-language can recompute it), sorted keys, no spaces and ASCII in version 1 - which includes
+canonical form without ``hash`` - RFC 8785, so that a verifier in any language can recompute it -
+which includes
 ``prev_hash``, the hash of the record before it. The line on disk is that canonical form with
 ``"hash"`` appended as its last member, so a verifier hashes the bytes it read instead of
 re-serializing them. The writer and the verifier both take these bytes from here, so that they
@@ -30,8 +30,8 @@ _HASH_TAIL = re.compile(rb',"hash":"((?:sha256|hmac-sha256):[0-9a-f]{64})"}$')
 
 
 def canonical_record(record: Mapping[str, Any]) -> bytes:
-    """The canonical form of ``record_version`` 1: sorted keys, no spaces, ASCII only (any text
-    survives, escaped), no NaN."""
+    """Sorted keys, no spaces, ASCII only (any text survives, escaped), no NaN: for a field of
+    printable ASCII, the bytes it has in a sealed line too (what ``audit query`` looks for)."""
     text = json.dumps(
         record, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False
     )
@@ -46,9 +46,7 @@ def record_hash(body: bytes, key: bytes | None) -> str:
 
 
 def sealed_form(record: Mapping[str, Any]) -> bytes:
-    """The bytes a record's hash covers: RFC 8785, or version 1's form for a version 1 record."""
-    if record.get("record_version") == 1:
-        return canonical_record(record)
+    """The bytes a record's hash covers: its RFC 8785 canonical form."""
     return encode_canonical(record)
 
 

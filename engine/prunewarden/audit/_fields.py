@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from prunewarden._json import canonical_digest, sha256_digest
+from prunewarden._json import canonical_digest
 from prunewarden.audit._transition import edit_ids
 
 
@@ -86,14 +86,12 @@ def subject_ids(record: Mapping[str, Any]) -> list[str]:
 
 
 def digest_matches_document(record: Mapping[str, Any]) -> bool:
-    """A ``policy_activated`` record's document hashes to the digest it names: by digest
-    version 1 in a ``record_version`` 1 record, by RFC 8785 (digest version 2) from 2 on."""
+    """A ``policy_activated`` record's document hashes to the digest it names (RFC 8785)."""
     document = document_of(record)
     if document is None:
         return False
-    digest = sha256_digest if record.get("record_version") == 1 else canonical_digest
     try:
-        return digest(document) == policy_digest_of(record)
+        return canonical_digest(document) == policy_digest_of(record)
     except (TypeError, ValueError):
         return False
 

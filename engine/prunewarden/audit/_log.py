@@ -41,7 +41,7 @@ from prunewarden.audit._rotation import (
     sync_file,
     write_all,
 )
-from prunewarden.audit._tail import learn_appended, probe_space, refuse_other_key
+from prunewarden.audit._tail import learn_appended, probe_space, refuse_other_key, refuse_retired
 from prunewarden.errors import AuditError
 from prunewarden.policy import Policy
 
@@ -375,8 +375,11 @@ class AuditLog:
             state.size, state.chain = 0, Chain()
         if size == state.size:
             return False
+        first = state.size == 0  # the file as found, not what another writer just appended
         recovery = learn_appended(state.fd, state.size, size, state.chain)
         refuse_other_key(state.fd, recovery, self.name, self._hmac_key, self._hmac_key_env)
+        if first:
+            refuse_retired(state.fd, recovery, self.name)
         data = b"\n" if recovery.unended else b""
         count = 0
         if recovery.torn:

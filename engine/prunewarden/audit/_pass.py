@@ -1,7 +1,7 @@
 """One audit record per pruning pass, and the decisions a reader finds in it.
 
 A pruning pass (``Engine.authorize_evictions``, ``Engine.plan``, ``Session.plan``) is one
-decision event: one ``pass`` record (``audit-record.v2``; a pass decided over columns writes
+decision event: one ``pass`` record (``audit-record.v3``; a pass decided over columns writes
 version 3, :mod:`._columns`) with the pass's id and time, the digest of its input document, the
 policy, and a compact verdict per decision in the order they were made (check, outcome,
 enforced, reason codes, actions, and the segment or cycle it is about). Logging a record per

@@ -1,11 +1,13 @@
 """The audit record format: the only place that names log fields.
 
-A record is one JSON object on one line, described by ``schemas/audit-record.v2.schema.json``
-(``record_version`` 2: sealed over RFC 8785 canonical JSON; logs of ``record_version`` 1, sealed
-over Python's sorted-keys JSON, still verify and read). Its ``kind`` says what happened: a
-``pass`` (one pruning pass and every decision in it, :mod:`._pass`); a
-``decision``; a ``policy_activated`` record holding the full
-canonical policy, written before the first decision under that policy's digest in each log file; a
+A record is one JSON object on one line, described by ``schemas/audit-record.v3.schema.json``
+(sealed over RFC 8785 canonical JSON; ``record_version`` 3 for a pass decided over columns, 2 for
+every other record). A record of ``record_version`` 1, written before the first release, is
+refused by every reader, naming its version (:func:`retired_version`).
+
+Its ``kind`` says what happened: a ``pass`` (one pruning pass and every decision in it,
+:mod:`._pass`); a ``decision``; a ``policy_activated`` record holding the full canonical policy,
+written before the first decision under that policy's digest in each log file; a
 ``policy_reload_failed``; a ``log_rotated`` header at the top of a file that continues a rotated
 one; a ``write_recovered`` record after the remains of an interrupted write; a ``session_rebound``
 when a session moves to a reloaded policy.
@@ -44,9 +46,11 @@ from prunewarden.policy import Policy
 
 LOGGER_NAME = "prunewarden"
 RECORD_VERSION = 2
-# Every version a reader knows: 1 sealed over canonical_json, 2 over RFC 8785, and 3 (a pass
-# decided over columns, audit._columns) sealed as 2 is.
-RECORD_VERSIONS = (1, 2, 3)
+# Every version a reader knows, both of audit-record.v3 and sealed over RFC 8785: 3 for a pass
+# decided over columns (audit._columns), 2 for every other record.
+RECORD_VERSIONS = (2, 3)
+# Written before the first release (sealed over Python's sorted-keys JSON) and no longer read.
+RETIRED_RECORD_VERSIONS = (1,)
 
 DECISION = "decision"
 PRUNING_PASS = "pass"  # noqa: S105 - a record kind, not a password
@@ -410,3 +414,16 @@ def event_to_kind(
     sink as keyword arguments."""
     event_dict["kind"] = event_dict.pop("event")
     return event_dict
+
+
+def retired_version(record: Mapping[str, Any]) -> str | None:
+    """Why a record of a version written before the first release is not read (None for any
+    other record): one line naming its version and what to do."""
+    version = record.get("record_version")
+    if type(version) is not int or version not in RETIRED_RECORD_VERSIONS:
+        return None
+    return (
+        f"record_version {version} was written before the first release and is no longer read "
+        f"(only {' and '.join(map(str, RECORD_VERSIONS))}): keep the log as it is, and start a "
+        "new one"
+    )

@@ -196,6 +196,9 @@ def scan(
                 if record is None:
                     skipped.add(path)
                     continue
+                retired = _record.retired_version(record)
+                if retired is not None:
+                    raise AuditError(f"{path}:{number}: {retired}")
                 yield path, number, line, record
 
 

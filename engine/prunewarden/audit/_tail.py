@@ -17,12 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from prunewarden.audit import _fields
-from prunewarden.audit._chain import is_keyed
+from prunewarden.audit import _fields, _record
+from prunewarden.audit._chain import is_keyed, parse_record
 from prunewarden.audit._file_state import Chain
 from prunewarden.audit._reading import scan_appended, seal_of
 from prunewarden.audit._rotation import write_all
 from prunewarden.errors import AuditError
+from prunewarden.limits import MAX_PARSED_LINE
 
 # How much a writer whose last write failed writes to a scratch file to learn whether the disk
 # takes writes again, when nothing torn is left for it to recover (a write refused whole): room
@@ -83,6 +84,19 @@ def refuse_other_key(
             f"sealed with another HMAC key than the one in {key_env}; records under this key "
             "would fail the log's verification"
         )
+        raise AuditError(msg)
+
+
+def refuse_retired(fd: int, recovery: Recovery, name: str) -> None:
+    """Raise :class:`AuditError` when the last record ``recovery`` found is of a version written
+    before the first release: records chained after it would make a log no reader takes."""
+    line = recovery.last_line
+    if line is None or line[1] - line[0] > MAX_PARSED_LINE:
+        return
+    record = parse_record(os.pread(fd, line[1] - line[0], line[0]))
+    retired = None if record is None else _record.retired_version(record)
+    if retired is not None:
+        msg = f"cannot write audit log {name}: line {line_number(fd, line[0])}: {retired}"
         raise AuditError(msg)
 
 

@@ -81,6 +81,28 @@ class Verification:
     def ok(self) -> bool:
         return not any(finding.fatal for finding in self.findings)
 
+    def to_dict(self) -> dict[str, Any]:
+        """Whether every chain holds, each file as far as it verified, and every finding (as
+        ``audit verify --format json`` prints them)."""
+        files = [
+            {
+                "file": report.file,
+                "intact": report.intact,
+                "records": report.records,
+                "first_ts": report.first_ts,
+                "last_ts": report.last_ts,
+                "head": report.head,
+                "broken_at": report.broken_at,
+                "dropped": report.dropped,
+            }
+            for report in self.files
+        ]
+        findings = [
+            {"file": f.file, "line": f.line, "message": f.message, "fatal": f.fatal}
+            for f in self.findings
+        ]
+        return {"ok": self.ok, "files": files, "findings": findings}
+
 
 def verify_files(
     paths: Iterable[str | os.PathLike[str]],
@@ -178,6 +200,9 @@ class _FileCheck:
         self._record(number, *sealed)
 
     def _record(self, number: int, record: dict[str, Any], body: bytes, claimed: str) -> None:
+        retired = _record.retired_version(record)
+        if retired is not None:
+            self._fail(number, retired)
         kind = _fields.kind_of(record)
         if self.torn:
             self._recovered(number, record)

@@ -38,6 +38,7 @@ from prunewarden.audit import (
     verify_files,
 )
 from prunewarden.cli._collect import add_collect, run_collect
+from prunewarden.cli._common import add_format_option, stdin_as_file, write_json
 from prunewarden.cli._export import add_export, exported_folders, run_export, sql_over_folders
 from prunewarden.cli._printable import printable
 from prunewarden.errors import AuditError, ExitCode, InputError, Problem
@@ -175,6 +176,7 @@ def add_audit_command(commands: Any) -> None:
         metavar="HASH",
         help="a head hash kept elsewhere that must occur in the chain (detects a cut-off end)",
     )
+    add_format_option(verify, "each file's records and head, and every finding")
 
     query = command("query", "list decisions matching every filter given")
     query.add_argument("files", nargs="*", metavar="FILE")
@@ -247,12 +249,14 @@ def _add_filters(parser: argparse.ArgumentParser) -> None:
 
 
 def run_audit(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
-    files = _files(args.files) if args.audit_command != "collect" else []
-    try:
-        return int(_AUDIT_COMMANDS[args.audit_command](args, files, stdout, stderr))
-    except OSError as exc:
-        name = exc.filename or "audit log"
-        raise AuditError(f"cannot read {name}: {exc.strerror}") from None
+    given = getattr(args, "files", [])
+    with stdin_as_file(given, stdout, stderr) as (names, out, err):
+        files = _files(names) if args.audit_command != "collect" else []
+        try:
+            return int(_AUDIT_COMMANDS[args.audit_command](args, files, out, err))
+        except OSError as exc:
+            name = exc.filename or "audit log"
+            raise AuditError(f"cannot read {name}: {exc.strerror}") from None
 
 
 def _files(given: list[str]) -> list[Path]:
@@ -273,6 +277,9 @@ def _verify(args: argparse.Namespace, files: list[Path], stdout: IO[str], stderr
     key_text = os.environ.get(args.key_env, "")
     key = key_text.encode("utf-8") if key_text else None
     result = verify_files(files, key=key, expect=args.expect)
+    if args.format == "json":
+        write_json(result.to_dict(), stdout)
+        return ExitCode.OK if result.ok else ExitCode.UNVERIFIED
     for finding in result.findings:
         (stderr if finding.fatal else stdout).write(f"{printable(str(finding))}\n")
     for summary in result.files:

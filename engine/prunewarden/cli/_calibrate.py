@@ -18,7 +18,9 @@ from pathlib import Path
 from typing import IO, Any
 
 from prunewarden.cli._calibrate_fidelity import calibrate_fidelity, check_fidelity_arguments
-from prunewarden.cli._jobs import Progress, Runner
+from prunewarden.cli._calibrate_report import Stages, add_report_options, fit_document, render
+from prunewarden.cli._common import write_json
+from prunewarden.cli._jobs import Runner, progress_for
 from prunewarden.cli._policy import base_dirs
 from prunewarden.cli._replay import add_executor_options, cluster_for
 from prunewarden.errors import ExitCode
@@ -151,6 +153,7 @@ def add_command(commands: Any) -> None:
         "--date", type=_date, metavar="YYYY-MM-DD", help="recorded date (default: today, UTC)"
     )
     add_executor_options(parser)
+    add_report_options(parser)
     parser.add_argument(
         "--plot",
         metavar="FILE",
@@ -162,12 +165,14 @@ def add_command(commands: Any) -> None:
 def run_calibrate(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
     base = load_policy(args.base, base_dirs=base_dirs(args))
     _check_arguments(args)
+    stages = Stages(stderr, on=args.progress)
     date = args.date or dt.datetime.now(dt.UTC).date().isoformat()
     _prepare_folder(args.out)  # the fit reads its base through the folder it is written to
     ref = extends_reference(args.base, args.out)
     if args.fidelity is not None:
         return _run_fidelity(args, base, (ref, date), stdout, stderr)
     _check_plots(args, base)  # before the fit: a missing extra fails fast
+    stages.say(f"reading {len(args.healthy) + len(args.collapsed)} trace(s)")
     healthy = [read_trace(path, base) for path in args.healthy]
     collapsed = [read_trace(path, base) for path in args.collapsed]
 
@@ -187,27 +192,48 @@ def run_calibrate(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) ->
             **more,
         )
 
+    if args.power:
+        stages.say(f"measuring power: {len(healthy)} fits, each trace held out in turn")
     record = _power(args, base, healthy, fit_on) if args.power else None
+    stages.say(f"fitting to {len(healthy)} healthy trace(s)")
     fitted = fit_on(healthy, power=record)
     _write(args.out, fitted.text)
     if args.power and fitted.cusum is None:  # the default output stays as it was
         _warn_canary_only(args, base, fitted, stderr)
     if base_outside(ref):
         stderr.write(_how_to_load(args, base, ref))
+    stages.say(f"replaying {len(healthy) + len(collapsed)} trace(s) under the base and the fit")
     compared = compare_per_trace(args, base, fitted.policy, [*healthy, *collapsed], stderr)
-    stdout.write(render(base, fitted, healthy, collapsed, args.out, compared=compared))
-    if record is not None:
-        stdout.write(render_power(record))
-        if args.power_plot is not None:
-            write_power_plot(record, fitted.policy.identity, args.power_plot)
-            stderr.write(f"power plot: written to {args.power_plot}\n")
-    if args.plot is not None:
-        write_calibration_plot(fitted, base.identity, healthy, collapsed, args.plot)
-        stderr.write(f"plot: written to {args.plot}\n")
+    stages.done()
+    _report(args, (base, fitted, record), (healthy, collapsed), compared, (stdout, stderr))
     missed = [d.trace for d in compared[len(healthy) :] if d.candidate_halt is None]
     for path in missed:
         stderr.write(f"{path}: known collapsed, but the fitted policy does not halt on it\n")
     return ExitCode.REFUSED if missed else ExitCode.OK
+
+
+def _report(
+    args: argparse.Namespace,
+    fits: tuple[Policy, Fit, dict[str, Any] | None],
+    traces: tuple[Sequence[TraceData], Sequence[TraceData]],
+    compared: Sequence[TraceDiff],
+    streams: tuple[IO[str], IO[str]],
+) -> None:
+    """The fit (with ``--power``, its power) as text or JSON, and the plots asked for."""
+    (base, fitted, record), (healthy, collapsed), (stdout, stderr) = fits, traces, streams
+    if args.format == "json":
+        document = fit_document(base, fitted, traces, args.out, compared)
+        write_json({**document, "power": record} if record is not None else document, stdout)
+    else:
+        stdout.write(render(base, fitted, healthy, collapsed, args.out, compared=compared))
+        if record is not None:
+            stdout.write(render_power(record))
+    if record is not None and args.power_plot is not None:
+        write_power_plot(record, fitted.policy.identity, args.power_plot)
+        stderr.write(f"power plot: written to {args.power_plot}\n")
+    if args.plot is not None:
+        write_calibration_plot(fitted, base.identity, healthy, collapsed, args.plot)
+        stderr.write(f"plot: written to {args.plot}\n")
 
 
 def _check_arguments(args: argparse.Namespace) -> None:
@@ -220,6 +246,10 @@ def _check_arguments(args: argparse.Namespace) -> None:
         raise CalibrationError("give either --healthy TRACE... or --fidelity PAIRS")
     if args.fidelity is not None:
         check_fidelity_arguments(args)
+        if args.format == "json":
+            raise CalibrationError(
+                "--format json reports a fit to traces: leave it out with --fidelity"
+            )
 
 
 def _run_fidelity(
@@ -319,76 +349,17 @@ def compare_per_trace(
     ``--executor`` and ``--scheduler`` say (the fit itself runs here)."""
     paths = [trace.path for trace in traces]
     jobs = [DiffJob(i, path, base, fitted, os.devnull) for i, path in enumerate(paths)]
-    quiet = Progress(stderr, "calibrate", paths, on=False)
-    runner = Runner(args.jobs, None, quiet, cluster_for(args))
-    results: list[TraceDiff] = runner.run(jobs, serial=run_diff_job, parallel=diff_in_worker)
+    progress = progress_for(args, stderr, "calibrate", paths)
+    runner = Runner(args.jobs, None, progress, cluster_for(args))
+    try:
+        results: list[TraceDiff] = runner.run(
+            jobs,
+            serial=lambda job: run_diff_job(job, None, progress.callback(job.index)),
+            parallel=diff_in_worker,
+        )
+    finally:
+        progress.close()
     return results
-
-
-def render(  # noqa: PLR0913 - the fit, its traces and what each decided
-    base: Policy,
-    fitted: Fit,
-    healthy: Sequence[TraceData],
-    collapsed: Sequence[TraceData],
-    out: str,
-    *,
-    compared: Sequence[TraceDiff],
-) -> str:
-    """The fit, then each trace's first halt under the base and the fitted policy."""
-    policy = fitted.policy
-    results = policy.document["metadata"]["calibration"]["results"]
-    lines = [
-        f"base    {base.name}@{base.version} {base.digest[:19]}",
-        f"fitted  {policy.name}@{policy.version} {policy.digest[:19]} -> {out}",
-        (
-            f"scale   raw {fitted.scale.low} -> 0, {fitted.scale.high} -> 1 "
-            f"(5th and 95th percentile of {len(healthy)} healthy trace(s))"
-        ),
-        _signal_line(fitted),
-        "",
-        f"{'':10}{'base':>12}{'fitted':>12}",
-        _row("healthy", results, "healthy"),
-    ]
-    if collapsed:
-        lines.append(_row("collapsed", results, "collapsed"))
-    lines += ["", "first halt per trace (base -> fitted):"]
-    found_per_trace = iter(compared)
-    for role, traces in (("healthy", healthy), ("collapsed", collapsed)):
-        for trace in traces:
-            found = next(found_per_trace)
-            lines.append(
-                f"  {role:9} {trace.path}: {_halt(found.base_halt)} -> "
-                f"{_halt(found.candidate_halt)} ({found.changed} decision(s) changed)"
-            )
-    return "\n".join(lines) + "\n"
-
-
-def _signal_line(fitted: Fit) -> str:
-    if fitted.cusum is None:
-        record = fitted.policy.document["metadata"]["calibration"]["spread_floor"]
-        alone = ", on spread evidence alone" if "from" in record else ""
-        return f"floor   {fitted.floor} (largest quiet floor {fitted.largest_quiet_floor}{alone})"
-    record = fitted.policy.document["metadata"]["calibration"]["cusum"]
-    return (
-        f"cusum   threshold {fitted.cusum.threshold} (largest halting threshold "
-        f"{record['largest_halting_threshold']} + margin {record['margin']}), "
-        f"prior ln-spread {fitted.cusum.prior_log_spread}, prior weight "
-        f"{fitted.cusum.prior_weight}, slack {fitted.cusum.slack}"
-    )
-
-
-def _row(label: str, results: dict[str, Any], role: str) -> str:
-    cells = [
-        f"{results[which][f'{role}_halted']}/{results[which][f'{role}_traces']} halt"
-        for which in ("base", "calibrated")
-    ]
-    return f"{label:10}{cells[0]:>12}{cells[1]:>12}"
-
-
-def _halt(halt: Any) -> str:
-    if halt is None:
-        return "no halt"
-    return f"halt at cycle {halt.cycle} ({halt.reason})"
 
 
 def _prepare_folder(out: str) -> None:

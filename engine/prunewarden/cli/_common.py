@@ -4,11 +4,16 @@ problems are reported."""
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import os
+import shutil
 import sys
+import tempfile
 import textwrap
-from collections.abc import Mapping
-from typing import IO, TYPE_CHECKING, Any, NoReturn
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, NoReturn, cast
 
 from prunewarden._optional import optional_module
 from prunewarden.errors import ExitCode, Problem, PrunewardenError
@@ -90,6 +95,32 @@ def report(problems: tuple[Problem, ...], stderr: IO[str]) -> None:
         stderr.write(f"{problem}\n")
 
 
+def add_format_option(parser: Any, what: str) -> None:
+    """``--format text|json``: ``json`` prints ``what`` as one JSON document on standard
+    output, problems included (nothing on standard error), with the same exit code."""
+    parser.add_argument(
+        "--format",
+        choices=["text", "json"],
+        default="text",
+        help=f"text: readable (default); json: {what} as one JSON document",
+    )
+
+
+def problem_document(problem: Problem) -> dict[str, Any]:
+    """A located problem as JSON fields."""
+    return {
+        "file": problem.file,
+        "line": problem.line,
+        "column": problem.column,
+        "path": problem.path,
+        "message": problem.message,
+    }
+
+
+def write_json(document: Any, stdout: IO[str]) -> None:
+    stdout.write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+
+
 def add_base_dir_option(parser: Any) -> None:
     """``prunewarden --base-dir DIR COMMAND ...``: a folder of shared bases ``extends`` may
     name, for every command."""
@@ -140,3 +171,42 @@ def load_embedder(args: argparse.Namespace) -> Embedder | None:
     except ImportError as exc:  # the extra is there, its tokenizer package is not
         raise UsageError(f"prunewarden: --embedder {name}: {exc}") from None
     return embedder
+
+
+STDIN_NAME = "<stdin>"
+
+
+@contextlib.contextmanager
+def stdin_as_file(
+    names: list[str], stdout: IO[str], stderr: IO[str]
+) -> Iterator[tuple[list[str], IO[str], IO[str]]]:
+    """``names`` with ``-`` standing for standard input, for a command that reads files by
+    name (an audit log, read more than once): standard input is copied to a private file that
+    is removed afterwards, and what the command writes names it ``<stdin>``, not that file."""
+    if "-" not in names:
+        yield names, stdout, stderr
+        return
+    with tempfile.TemporaryDirectory(prefix="prunewarden-") as folder:
+        spooled = Path(folder) / "stdin"
+        with spooled.open("wb") as copy:
+            shutil.copyfileobj(sys.stdin.buffer, copy)
+        renamed = [str(spooled) if name == "-" else name for name in names]
+        out, err = (cast("IO[str]", _Renaming(stream, str(spooled))) for stream in (stdout, stderr))
+        yield renamed, out, err
+
+
+class _Renaming:
+    """A text stream writing ``<stdin>`` wherever the spooled copy's path would appear."""
+
+    def __init__(self, stream: IO[str], path: str) -> None:
+        self.stream = stream
+        self.path = path
+
+    def write(self, text: str) -> int:
+        return self.stream.write(text.replace(self.path, STDIN_NAME))
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+    def isatty(self) -> bool:
+        return self.stream.isatty()

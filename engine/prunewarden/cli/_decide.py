@@ -7,21 +7,33 @@ import io
 import json
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import IO, Any, TypeVar
 
 from prunewarden import _resources as resources
 from prunewarden._files import open_regular
 from prunewarden._source import parse_json
 from prunewarden.cli import _audit, _policy
-from prunewarden.cli._common import EXIT_CODES, UsageError, load_embedder, report
+from prunewarden.cli._common import (
+    EXIT_CODES,
+    STDIN_NAME,
+    UsageError,
+    add_format_option,
+    load_embedder,
+    problem_document,
+    report,
+    write_json,
+)
 from prunewarden.cli._printable import printable
 from prunewarden.decision import Decision
 from prunewarden.engine import Engine
 from prunewarden.errors import ExitCode, InputError, PolicyError, Problem
 from prunewarden.integrations.compaction_preview import parent_previews, render_previews
-from prunewarden.limits import MAX_INPUT_CHARS
+from prunewarden.limits import MAX_INPUT_CHARS, MAX_POLICY_BYTES
 from prunewarden.planner import Plan
 from prunewarden.policy import Policy, load_policy
+from prunewarden.policy._lock import enforce as enforce_lock
+from prunewarden.policy._overlay import resolve_text
 
 _T = TypeVar("_T")
 
@@ -37,6 +49,7 @@ SCHEMAS = (
     "session-state",
     "tenants",
     "collect-tokens",
+    "server-config",
 )
 
 
@@ -47,8 +60,15 @@ def add_validate(commands: Any) -> None:
         epilog=EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    validate.add_argument("files", nargs="+", metavar="FILE", help="policy YAML files")
+    validate.add_argument(
+        "files",
+        nargs="+",
+        metavar="FILE",
+        help="policy YAML files; - reads one from standard input (its extends relative to the "
+        "working directory; no lock file unless --lock names one)",
+    )
     _policy.add_lock_option(validate)
+    add_format_option(validate, "each file's policy or problems")
 
 
 def add_evaluate(commands: Any) -> None:
@@ -110,17 +130,36 @@ def add_schema(commands: Any) -> None:
 
 def run_validate(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
     status = ExitCode.OK
-    for name in args.files:
+    files: list[dict[str, Any]] = []
+    for given in args.files:
+        name = STDIN_NAME if given == "-" else given
         try:
-            policy = load_policy(
-                name, lock=_policy.lock_option(args), base_dirs=_policy.base_dirs(args)
-            )
+            policy = _validated(given, args)
         except PolicyError as exc:
-            report(exc.problems, stderr)
+            if args.format == "text":
+                report(exc.problems, stderr)
+            problems = [problem_document(problem) for problem in exc.problems]
+            files.append({"file": name, "valid": False, "problems": problems})
             status = ExitCode.POLICY
             continue
-        stdout.write(f"{name}: valid ({policy.name}@{policy.version} {policy.digest})\n")
+        identity = {"name": policy.name, "version": policy.version, "digest": policy.digest}
+        files.append({"file": name, "valid": True, "policy": identity})
+        if args.format == "text":
+            stdout.write(f"{name}: valid ({policy.name}@{policy.version} {policy.digest})\n")
+    if args.format == "json":
+        write_json({"valid": status == ExitCode.OK, "files": files}, stdout)
     return status
+
+
+def _validated(name: str, args: argparse.Namespace) -> Policy:
+    """The policy file ``name`` loaded, or with ``-`` the policy on standard input."""
+    if name != "-":
+        return load_policy(name, lock=_policy.lock_option(args), base_dirs=_policy.base_dirs(args))
+    text = sys.stdin.read(MAX_POLICY_BYTES + 1)  # one byte over: the parser names the limit
+    resolution = resolve_text(text, STDIN_NAME, _policy.base_dirs(args))
+    if args.lock is not None:
+        enforce_lock(resolution, Path(args.lock))
+    return resolution.policy
 
 
 def run_evaluate(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:

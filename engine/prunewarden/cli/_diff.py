@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import IO, Any
 
 from prunewarden._identity import PolicyIdentity
-from prunewarden.cli._common import UsageError, exit_codes_epilog
+from prunewarden.cli._common import UsageError, exit_codes_epilog, stdin_as_file
 from prunewarden.cli._jobs import Runner, progress_for
 from prunewarden.cli._policy import base_dirs
 from prunewarden.cli._replay import (
@@ -90,6 +90,12 @@ def add_diff(commands: Any) -> None:
 
 
 def run_diff(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
+    """``diff``; a trace named ``-`` is read from standard input (named ``<stdin>``)."""
+    with stdin_as_file(args.traces, stdout, stderr) as (args.traces, out, err):
+        return _diff(args, out, err)
+
+
+def _diff(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
     traces = expand_traces(args.traces)
     cluster = cluster_for(args)
     bases = base_dirs(args)

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator
 from typing import IO, Any, NamedTuple, NoReturn
 
 from prunewarden.__about__ import __version__
+from prunewarden._optional import MissingExtraError
 from prunewarden.cli._common import (
     EXIT_CODES,
     ExitError,
@@ -263,6 +264,9 @@ def run(argv: list[str] | None, stdout: IO[str], stderr: IO[str]) -> int:  # noq
         return exc.exit_code
     except BackendUnavailableError as exc:  # PRUNEWARDEN_CEL=native, or a half-installed extra
         stderr.write(f"prunewarden: {exc}\n")
+        return ExitCode.USAGE
+    except MissingExtraError as exc:  # an extra the command needs is not installed
+        stderr.write(f"prunewarden: {exc.strerror}\n")
         return ExitCode.USAGE
     except Exception as exc:  # noqa: BLE001 - never a traceback to the user
         stderr.write(f"prunewarden: internal error: {type(exc).__name__}: {exc}\n")

@@ -11,11 +11,20 @@ import importlib
 import json
 import math
 import os
+import sys
 from pathlib import Path
 from typing import IO, Any
 
-from prunewarden.cli._common import UsageError, exit_codes_epilog
-from prunewarden.errors import ExitCode, PolicyError
+from prunewarden.cli._common import (
+    STDIN_NAME,
+    UsageError,
+    add_format_option,
+    exit_codes_epilog,
+    problem_document,
+    write_json,
+)
+from prunewarden.errors import ExitCode, PolicyError, Problem
+from prunewarden.limits import MAX_POLICY_BYTES
 from prunewarden.policy import (
     LOCK_FILENAME,
     LockOption,
@@ -60,7 +69,9 @@ def add_policy_command(commands: Any) -> None:
         epilog=POLICY_EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    show.add_argument("file", metavar="FILE", help="policy YAML, or builtin:NAME")
+    show.add_argument(
+        "file", metavar="FILE", help="policy YAML, builtin:NAME, or - for standard input"
+    )
     show.add_argument(
         "--resolved",
         action="store_true",
@@ -78,7 +89,7 @@ def add_policy_command(commands: Any) -> None:
         epilog=POLICY_EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    diff.add_argument("a", metavar="A", help="policy YAML, or builtin:NAME")
+    diff.add_argument("a", metavar="A", help="policy YAML, builtin:NAME, or - (standard input)")
     diff.add_argument("b", metavar="B", help="policy YAML, or builtin:NAME")
     diff.add_argument(
         "--format",
@@ -95,6 +106,7 @@ def add_policy_command(commands: Any) -> None:
     )
     lock.add_argument("files", nargs="+", metavar="FILE", help="policy YAML files")
     add_lock_option(lock, help_text="lock file to update (default: policy.lock next to each FILE)")
+    add_format_option(lock, "each entry recorded or kept, and the problems")
 
 
 def add_check(verbs: Any) -> None:
@@ -196,7 +208,7 @@ def run_policy(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> in
 
 
 def _show(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:  # noqa: ARG001
-    resolution = overlay.resolve_file(args.file, base_dirs(args))
+    resolution = resolved(args.file, base_dirs(args))
     if args.format == "json":
         stdout.write(json.dumps(provenance.render_json(resolution), indent=2) + "\n")
     else:
@@ -206,7 +218,7 @@ def _show(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:  #
 
 def _diff(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:  # noqa: ARG001
     bases = base_dirs(args)
-    a, b = overlay.resolve_file(args.a, bases), overlay.resolve_file(args.b, bases)
+    a, b = resolved(args.a, bases), resolved(args.b, bases)
     changes = diff_policies(a, b)
     if args.format == "json":
         out = {
@@ -233,29 +245,47 @@ def _lock(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
     """Lock every policy that resolves; report the others (exit 3) without losing the rest."""
     status = 0
     groups: dict[str, list[Resolution]] = {}
+    problems: list[Problem] = []
+    recorded: list[dict[str, Any]] = []
     for name in args.files:
         target = args.lock or str(Path(name).parent / LOCK_FILENAME)
         try:
             groups.setdefault(target, []).append(overlay.resolve_file(name, base_dirs(args)))
         except PolicyError as exc:
-            _report(exc, stderr)
+            problems += exc.problems if args.format == "json" else _report(exc, stderr)
             status = ExitCode.POLICY
     for target, resolutions in groups.items():
         try:
             entries = update_lock(target, resolutions)
         except PolicyError as exc:
-            _report(exc, stderr)
+            problems += exc.problems if args.format == "json" else _report(exc, stderr)
             status = ExitCode.POLICY
             continue
         for entry in entries:
             state = "added" if entry.added else "unchanged"
-            stdout.write(f"{target}: {entry.key} {entry.digest} ({state})\n")
+            recorded.append({"lock": target, "policy": entry.key, "digest": entry.digest})
+            recorded[-1]["state"] = state
+            if args.format == "text":
+                stdout.write(f"{target}: {entry.key} {entry.digest} ({state})\n")
+    if args.format == "json":
+        found = [problem_document(problem) for problem in problems]
+        write_json({"locked": status == 0, "entries": recorded, "problems": found}, stdout)
     return status
 
 
-def _report(error: PolicyError, stderr: IO[str]) -> None:
+def resolved(name: str, bases: tuple[str, ...]) -> Resolution:
+    """The policy file ``name`` resolved, or with ``-`` the policy on standard input (located
+    as ``<stdin>``, its ``extends`` read from the working directory)."""
+    if name != "-":
+        return overlay.resolve_file(name, bases)
+    return overlay.resolve_text(sys.stdin.read(MAX_POLICY_BYTES + 1), STDIN_NAME, bases)
+
+
+def _report(error: PolicyError, stderr: IO[str]) -> tuple[Problem, ...]:
+    """Write ``error``'s problems; none are left to collect."""
     for problem in error.problems:
         stderr.write(f"{problem}\n")
+    return ()
 
 
 def _check(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:

@@ -18,7 +18,7 @@ from typing import IO, Any, Protocol
 from prunewarden._identity import PolicyIdentity
 from prunewarden._parquet import pyarrow_modules
 from prunewarden.audit import FSYNC_MODES, AuditLog
-from prunewarden.cli._common import UsageError
+from prunewarden.cli._common import UsageError, stdin_as_file
 from prunewarden.cli._jobs import Runner, progress_for
 from prunewarden.cli._policy import base_dirs
 from prunewarden.errors import AuditError, ExitCode, Problem
@@ -160,6 +160,12 @@ def _positive(text: str) -> int:
 
 
 def run_replay(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
+    """``replay``; a trace named ``-`` is read from standard input (named ``<stdin>``)."""
+    with stdin_as_file(args.traces, stdout, stderr) as (args.traces, out, err):
+        return _replay(args, out, err)
+
+
+def _replay(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
     parquet = args.format == "parquet"
     if parquet and (args.decisions is None or args.decisions == "-"):
         raise UsageError("--format parquet writes the decisions to a folder: give --decisions DIR")

@@ -20,6 +20,13 @@ from prunewarden._files import read_regular
 from prunewarden.cli._audit import ENV_KEY
 from prunewarden.cli._common import UsageError, load_embedder
 from prunewarden.cli._serve_bundle import add_bundle_rules, bundle_rules
+from prunewarden.cli._serve_config import (
+    Effective,
+    add_config_options,
+    print_config,
+    resolve,
+    unset_defaults,
+)
 from prunewarden.errors import AuditError, ExitCode
 from prunewarden.limits import (
     BODY_SECONDS,
@@ -38,7 +45,8 @@ SERVE_EXIT_CODES = """\
 exit codes:
   0   stopped by SIGTERM or SIGINT, after the requests in flight were answered
   2   usage error: an address, a token file, a session store, the audit log cannot be used,
-      or a --tenants file that is not valid (each problem on a line: file:line:column: path)
+      or a --config, --set or --tenants that is not valid (each problem on a line:
+      file:line:column: path: message)
   3   invalid policy (with --tenants: any tenant's)
   5   --bundle: the first bundle cannot be fetched or fails verification
   70  internal error (a bug: please report it)
@@ -237,13 +245,37 @@ def add_serve(commands: Any) -> None:
         action="store_true",
         help="print the OpenAPI document the server serves, and exit",
     )
+    add_config_options(serve)
+    unset_defaults(serve)
 
 
 def run_serve(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
-    server = _server_package()
     if args.print_openapi:
-        stdout.write(json.dumps(server.openapi_document(), indent=2) + "\n")
+        stdout.write(json.dumps(_server_package().openapi_document(), indent=2) + "\n")
         return ExitCode.OK
+    effective = resolve(args)
+    if args.print_config:
+        print_config(effective, stdout)
+        return ExitCode.OK
+    effective.apply(args)
+    server = _server_package()
+    try:
+        return _serve(args, server, stdout, stderr)
+    except UsageError as exc:
+        raise UsageError(_explained(effective, str(exc))) from None
+
+
+_PREFIX = "prunewarden serve: "
+
+
+def _explained(effective: Effective, message: str) -> str:
+    """A usage error naming the config file's keys where the file gave the values."""
+    if not message.startswith(_PREFIX):
+        return effective.explain(message)
+    return _PREFIX + effective.explain(message.removeprefix(_PREFIX))
+
+
+def _serve(args: argparse.Namespace, server: ModuleType, stdout: IO[str], stderr: IO[str]) -> int:
     if args.tenants is None and (args.policy is None) == (args.bundle is None):
         raise UsageError("prunewarden serve: give --policy FILE or --bundle PATH|URL (one)")
     bundle_key = _bundle_key(args.bundle_key) if args.bundle is not None else None

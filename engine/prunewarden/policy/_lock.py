@@ -22,7 +22,7 @@ from pathlib import Path
 
 from prunewarden._identity import PolicyIdentity
 from prunewarden._json import DIGEST_VERSION as CANONICAL_DIGEST_VERSION
-from prunewarden._json import LEGACY_DIGEST_VERSION
+from prunewarden._json import RETIRED_DIGEST_VERSION
 from prunewarden._schemas import read_yaml_file
 from prunewarden._source import Parsed
 from prunewarden.errors import PolicyError, Problem
@@ -32,9 +32,9 @@ from prunewarden.policy._overlay import BUILTIN
 
 LOCK_FILENAME = "policy.lock"
 LOCK_VERSION = 1
-# The digests a lock file holds: version 2 (RFC 8785) in files written since, version 1
-# (Python's sorted-keys JSON) in files without a digestVersion line. A file keeps its version:
-# entries added to a version 1 file are version 1 digests.
+# The digests a lock file holds: version 2 (RFC 8785), named on its digestVersion line. A file
+# without the line, or of version 1, holds digests of Python's sorted-keys JSON, written before
+# the first release: it is refused, naming the version.
 DIGEST_VERSION = CANONICAL_DIGEST_VERSION
 
 _HEADER = """\
@@ -75,16 +75,25 @@ def read(path: str | os.PathLike[str]) -> PolicyLock:
     """Read a lock file (a regular file, no larger than a policy may be); raise
     :class:`PolicyError` if it cannot be read or is malformed."""
     parsed, problems = read_yaml_file(path, "policy-lock")
+    if parsed is not None and isinstance(parsed.data, dict):
+        version = parsed.data.get("digestVersion", RETIRED_DIGEST_VERSION)
+        if version == RETIRED_DIGEST_VERSION:
+            # One problem saying what the file is, in place of the schema's about the line.
+            problems = [p for p in problems if "digestVersion" not in f"{p.path} {p.message}"]
+            message = (
+                f"digest version {RETIRED_DIGEST_VERSION} (a lock file without a digestVersion "
+                f"line), written before the first release, is no longer read (only "
+                f"digestVersion: {DIGEST_VERSION}): delete the file and run prunewarden policy "
+                "lock on every deployed policy"
+            )
+            problems.append(parsed.problem(("digestVersion",), message))
     if parsed is None or problems:
         raise PolicyError(problems)
-    version = parsed.data.get("digestVersion", LEGACY_DIGEST_VERSION)
-    return PolicyLock(str(path), dict(parsed.data["policies"]), parsed, version)
+    return PolicyLock(str(path), dict(parsed.data["policies"]), parsed, DIGEST_VERSION)
 
 
-def _digests(resolution: Resolution, lock: PolicyLock) -> tuple[str, ...]:
-    """Each layer's digest in the version the lock file holds."""
-    if lock.digest_version == LEGACY_DIGEST_VERSION:
-        return resolution.legacy_digests
+def _digests(resolution: Resolution) -> tuple[str, ...]:
+    """Each layer's digest, as a lock file holds it (digest version 2)."""
     return tuple(identity.digest for identity in resolution.identities)
 
 
@@ -92,7 +101,7 @@ def problems(resolution: Resolution, lock: PolicyLock) -> list[Problem]:
     """Each policy of the chain whose ``name@version`` the lock holds to another digest, located
     at its ``metadata.version``."""
     found = []
-    layers = zip(resolution.layers, resolution.identities, _digests(resolution, lock), strict=True)
+    layers = zip(resolution.layers, resolution.identities, _digests(resolution), strict=True)
     for layer, identity, digest in layers:
         locked = lock.entries.get(key(identity))
         if locked is None or locked == digest:
@@ -134,7 +143,7 @@ def update(path: str | os.PathLike[str], resolutions: list[Resolution]) -> list[
     found: list[Problem] = []
     for resolution in resolutions:
         found += problems(resolution, PolicyLock(lock.path, entries, None, lock.digest_version))
-        digests = _digests(resolution, lock)
+        digests = _digests(resolution)
         for layer, identity, digest in zip(
             resolution.layers, resolution.identities, digests, strict=True
         ):
@@ -154,8 +163,7 @@ def update(path: str | os.PathLike[str], resolutions: list[Resolution]) -> list[
 def render(entries: dict[str, str], digest_version: int = DIGEST_VERSION) -> str:
     """The lock file's text: a header, then the entries by name and version."""
     lines = [_HEADER.rstrip("\n"), f"lockVersion: {LOCK_VERSION}"]
-    if digest_version != LEGACY_DIGEST_VERSION:
-        lines.append(f"digestVersion: {digest_version}")
+    lines.append(f"digestVersion: {digest_version}")
     lines.append("policies:")
     lines += [f"  {name}: {entries[name]}" for name in sorted(entries, key=_order)]
     if not entries:

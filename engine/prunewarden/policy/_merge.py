@@ -14,7 +14,7 @@ from pathlib import Path as FilePath
 from typing import Any
 
 from prunewarden._identity import PolicyIdentity, PolicySource
-from prunewarden._json import JsonPath, canonical_digest, paths, sha256_digest
+from prunewarden._json import JsonPath, canonical_digest, paths
 from prunewarden._schemas import schema_problems
 from prunewarden._source import Origin, Parsed, json_path
 from prunewarden.errors import Problem
@@ -71,8 +71,6 @@ class Resolution:
     identities: tuple[PolicyIdentity, ...]
     origins: Mapping[JsonPath, Origin]
     key_origins: Mapping[JsonPath, Origin]
-    # Each layer's digest by digest version 1, for lock files that hold those.
-    legacy_digests: tuple[str, ...] = ()
 
     def origin(self, path: JsonPath) -> Origin | None:
         """Where the value at ``path`` was set: its key's line when it has a key."""
@@ -130,10 +128,8 @@ def merge_chain(layers: list[Layer]) -> Resolution:
         )
         for document in documents
     )
-    # What lock files of digest version 1 hold (Python's sorted-keys JSON).
-    legacy = tuple(sha256_digest(document) for document in documents)
     origins, key_origins = _canonical_origins(merged, policy.document)
-    return Resolution(policy, tuple(layers), identities, origins, key_origins, legacy)
+    return Resolution(policy, tuple(layers), identities, origins, key_origins)
 
 
 class _Overlay:

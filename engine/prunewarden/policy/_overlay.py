@@ -73,7 +73,12 @@ def load_builtin(name: str) -> Policy:
 def parse(text: str, filename: str = "<policy>", base_dirs: BaseDirs = ()) -> Policy:
     """:func:`prunewarden.parse_policy`: a relative ``extends`` is read from ``filename``'s
     folder."""
-    return _resolution(_Target(filename, None, text), real_dirs(base_dirs)).policy
+    return resolve_text(text, filename, base_dirs).policy
+
+
+def resolve_text(text: str, filename: str = "<policy>", base_dirs: BaseDirs = ()) -> Resolution:
+    """Resolve policy YAML ``text`` as :func:`parse` does, keeping provenance."""
+    return _resolution(_Target(filename, None, text), real_dirs(base_dirs))
 
 
 def resolve_file(path: str | FilePath, base_dirs: BaseDirs = ()) -> Resolution:

@@ -13,9 +13,10 @@ drops the others. The halt is never dropped: only a later cycle that passes the 
 lifts it. Rule pins always are: each was authorized by a rule of the policy that made it, so the
 new policy's rules decide those segments afresh.
 
-Version 1 documents (written before rule pins were kept) are still read, with no pins; version 2
-documents (before the cusum spread test), with its sum at 0 and no run; version 3 documents
-(before transitions' pins were kept), with none seen.
+Only the current version is read: a document of a version written before the first release
+(1 to 3) is refused with one problem naming its version (:func:`read_state`). A field added to
+version 4 later is optional, read with ``document.get`` and its default where the state is
+typed, so a version 4 document written before it still reads.
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ from prunewarden.policy import Calibration, Policy
 from prunewarden.scoring import text_sha256
 
 STATE_VERSION = 4
-READABLE_VERSIONS = (1, 2, 3, 4)
+# Written before the first release, and no longer read.
+RETIRED_VERSIONS = (1, 2, 3)
 STATE_FILENAME = "<session-state>"
 PARTS = ("snapshots", "baseline", "early_spreads", "turns", "halt")
 
@@ -251,13 +253,19 @@ class RestoredState:
 
 
 def read_state(document: Any, filename: str = STATE_FILENAME) -> RestoredState:
-    """Validate a ``session-state`` document (version 1 to 4) and type it, or raise
-    :class:`SessionStateError` with every problem located."""
+    """Validate a ``session-state.v4`` document and type it, or raise
+    :class:`SessionStateError` with every problem located (one, naming the version, for a
+    version written before the first release)."""
     parsed = Parsed(document, filename)
     version = document.get("state_version") if isinstance(document, Mapping) else None
-    schema = _schemas.validator(
-        "session-state", version=version if version in READABLE_VERSIONS else None
-    )
+    if type(version) is int and version in RETIRED_VERSIONS:
+        message = (
+            f"session-state version {version} was written before the first release and is no "
+            f"longer read (only version {STATE_VERSION}): delete the state and start the session "
+            "afresh"
+        )
+        raise SessionStateError([Problem(filename, 0, 0, "$.state_version", message)])
+    schema = _schemas.validator("session-state")
     problems = _schemas.problems_of(schema.iter_errors(document), parsed)
     if not problems:
         problems = list(_order_problems(document, filename))
@@ -266,8 +274,8 @@ def read_state(document: Any, filename: str = STATE_FILENAME) -> RestoredState:
     spreads = document["early_spreads"]
     scale = spreads["scale"]
     halt = document["halt"]
-    pins = document.get("rule_pins") or {"policy": None, "segments": {}}
-    cusum = document.get("cusum") or {"basis": None, "sum": 0.0, "run": []}
+    pins = document["rule_pins"]
+    cusum = document["cusum"]
     history = History(
         snapshots=tuple(
             Snapshot(s["cycle"], dict(s["scores"]), tuple(s.get("pinned", ())))
@@ -296,7 +304,7 @@ def read_state(document: Any, filename: str = STATE_FILENAME) -> RestoredState:
             ),
         ),
         cusum_basis=cusum["basis"],
-        seen_pinned=tuple(document.get("seen_pinned", ())),
+        seen_pinned=tuple(document["seen_pinned"]),
     )
     return RestoredState(
         history,
