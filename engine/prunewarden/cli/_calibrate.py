@@ -238,7 +238,7 @@ def _refuse_degenerate(
     args: argparse.Namespace, fitted: Fit, healthy: Sequence[TraceData], stderr: IO[str]
 ) -> None:
     """A fit that disables a signal is not written, unless ``--accept-degenerate``."""
-    found = degenerate(fitted, healthy)
+    found = degenerate(fitted, healthy, args.horizon)
     if found is not None and not args.accept_degenerate:
         raise DegenerateFitError(f"{args.out}: {found.message()}")
     if found is not None:

@@ -37,11 +37,14 @@ class Degenerate:
         return {"why": self.why, "traces": [{"trace": p, "value": v} for p, v in self.traces]}
 
 
-def degenerate(fitted: Fit, healthy: Sequence[TraceData]) -> Degenerate | None:
-    """What makes ``fitted`` degenerate on ``healthy``, or None."""
+def degenerate(
+    fitted: Fit, healthy: Sequence[TraceData], horizon: int | None = None
+) -> Degenerate | None:
+    """What makes ``fitted`` degenerate on ``healthy`` (a cusum fit: on their first
+    ``horizon`` cycles, the session length it was fitted for), or None."""
     settings = fitted.policy.spec.collapse
     if fitted.cusum is not None:
-        return _threshold_below_peaks(fitted, healthy)
+        return _threshold_below_peaks(fitted, healthy, horizon)
     if settings.spread_floor_mode != "absolute":
         return None
     largest = [
@@ -59,7 +62,9 @@ def degenerate(fitted: Fit, healthy: Sequence[TraceData]) -> Degenerate | None:
     return Degenerate(why, tuple(largest))
 
 
-def _threshold_below_peaks(fitted: Fit, healthy: Sequence[TraceData]) -> Degenerate | None:
+def _threshold_below_peaks(
+    fitted: Fit, healthy: Sequence[TraceData], horizon: int | None
+) -> Degenerate | None:
     cusum = fitted.cusum
     if cusum is None:  # pragma: no cover - the caller checked
         return None
@@ -68,7 +73,7 @@ def _threshold_below_peaks(fitted: Fit, healthy: Sequence[TraceData]) -> Degener
     cycles = [
         [
             (i, pstdev([fitted.scale.apply(v) for v in c]), len(c) >= entries)
-            for i, c in enumerate(trace.cycles, 1)
+            for i, c in enumerate(trace.cycles[:horizon], 1)
         ]
         for trace in healthy
     ]
