@@ -44,7 +44,7 @@ SCORERS = {"buffer": 0, "recent-3": 3, "recent-1": 1}
 
 # The candidates: the reference (today's early one, or tracking at a rate), how many cycles the
 # canary must be inverted in, and the cycles a spread needs to be judged (4, or the buffer full).
-CANDIDATES = {
+CANDIDATES: dict[str, dict[str, Any]] = {
     "early": {"reference": {}, "canary_cycles": 1, "min_live_entries": 4},
     "early, canary 2": {"reference": {}, "canary_cycles": 2, "min_live_entries": 4},
     "early, full buffer": {"reference": {}, "canary_cycles": 1, "min_live_entries": 8},

@@ -19,6 +19,8 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from prunewarden import Engine, Policy, PolicyError, parse_policy
 from prunewarden._cusum import CusumParameters, replay, tracks
+from prunewarden.guards import GUARDS
+from prunewarden.inputs import CollapseRequest, Snapshot
 
 SCALE = int(os.environ.get("PRUNEWARDEN_FUZZ_SCALE", "1"))
 HELD, INVERTED = 0.55, 0.45
@@ -300,3 +302,24 @@ class TestNoSingleCycleHalts:
         assert halts(Engine(EARLY_POLICY), one_glitch) == [31]
         assert halts(Engine(policy(TRACKING)), one_glitch) == []
         assert halts(Engine(TRACKING_POLICY), one_glitch) == []
+
+
+class TestExplained:
+    def test_a_tracking_halt_offers_the_canary_and_no_slack(self) -> None:
+        """The tracking reference moves with the slack, so no slack is offered; raising the
+        last cycle's canary allows, checked by the guard itself."""
+        history = [cycle(i, 0.2) for i in range(1, 11)]
+        history += [cycle(i, 0.02, INVERTED) for i in range(11, 13)]
+        request = CollapseRequest(
+            tuple(Snapshot(c["cycle"], c["scores"], tuple(c["pinned"])) for c in history), None
+        )
+        settings = TRACKING_POLICY.spec.collapse
+        guard = GUARDS["collapse"]
+        verdict = guard.explain(settings, request, guard.evaluate(settings, request))
+        [reason] = verdict.reasons
+        assert reason.code == "collapse_detected"
+        offered = reason.detail["would_allow"]
+        assert [o["field"] for o in offered] == ["history[11].scores.c"]
+        raised = [{**s, "scores": {**s["scores"]}} for s in history]
+        raised[-1]["scores"]["c"] = offered[0]["value"]
+        assert Engine(TRACKING_POLICY).detect_collapse(raised).outcome == "allow"
