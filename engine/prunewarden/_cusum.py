@@ -10,6 +10,14 @@ of the session's first min(first_cycles, J_c - n) judgeable cycles E_c (cycles w
 spread 0) stays out of the reference, as it stays out of the sum. Signal A holds when S_c >= h
 and each of the last n increments was positive; the cap makes sure no single cycle can raise it.
 
+With ``reference.mode: tracking`` the reference follows the session's healthy drift: once the
+early reference is complete (|E_c| = first_cycles), each judged cycle that adds no evidence
+(u_c <= 0, so ln s_c >= ln R - k) moves it: ln R <- ln R + a * min(ln s_c - ln R, k), with a
+the ``rate``. A cycle that adds evidence leaves it where it was, so a squeeze is judged against
+the spread before it and a collapse is never followed; one cycle moves it by at most a * k.
+The tracked ln R and the number of cycles that moved it live in the track (and in a session's
+state).
+
 A session advances a :class:`CusumTrack` one cycle at a time and keeps it; a stateless document
 recomputes it over its history with :func:`replay`. Both go through :func:`advance`, so they agree.
 """
@@ -34,6 +42,12 @@ class CusumParameters:
     first_cycles: int
     prior_log_spread: float
     prior_weight: float
+    reference_mode: str = "early"  # or "tracking"
+    rate: float = 0.0  # the tracking reference's a
+
+    @property
+    def tracking(self) -> bool:
+        return self.reference_mode == "tracking"
 
     @property
     def early_cycles(self) -> int:
@@ -64,10 +78,14 @@ class Step:
 @dataclass(frozen=True, slots=True)
 class CusumTrack:
     """The sum S after the last judged cycle and the run: the last (at most n) steps since the
-    last reset (a cycle with too few entries resets it, and leaves S as it was)."""
+    last reset (a cycle with too few entries resets it, and leaves S as it was); under the
+    tracking reference, the tracked ln R (None until the early reference is complete) and how
+    many cycles moved it."""
 
     total: float = 0.0
     run: tuple[Step, ...] = ()
+    tracked: float | None = None
+    updates: int = 0
 
     def signal(self, parameters: CusumParameters) -> bool:
         """Signal A: S reached the threshold and each of the last n increments was positive."""
@@ -79,7 +97,7 @@ class CusumTrack:
         )
 
     def reset_run(self) -> CusumTrack:
-        return CusumTrack(self.total, ())
+        return CusumTrack(self.total, (), self.tracked, self.updates)
 
 
 def log_spread(spread: float) -> float:
@@ -110,12 +128,23 @@ def advance(
     reference: tuple[float, int],
 ) -> CusumTrack:
     """The track after one judged cycle of spread ``spread`` against ``reference`` (ln R_c and
-    |E_c|, from :func:`log_reference`)."""
-    log_ratio = reference[0] - log_spread(spread)
+    |E_c|, from :func:`log_reference`; under the tracking reference, the tracked ln R once
+    there is one)."""
+    tracking = parameters.tracking
+    own = log_spread(spread)
+    log_ref = track.tracked if tracking and track.tracked is not None else reference[0]
+    log_ratio = log_ref - own
     increment = log_ratio - parameters.slack
     total = max(0.0, track.total + min(increment, parameters.cap))
-    step = Step(cycle, reference[0], reference[1], log_ratio, increment)
-    return CusumTrack(total, (*track.run, step)[-parameters.consecutive_cycles :])
+    step = Step(cycle, log_ref, reference[1], log_ratio, increment)
+    run = (*track.run, step)[-parameters.consecutive_cycles :]
+    if not tracking or reference[1] < parameters.first_cycles:
+        return CusumTrack(total, run, track.tracked, track.updates)
+    if increment > 0:  # evidence of a squeeze: the reference stays where it was
+        return CusumTrack(total, run, log_ref, track.updates)
+    k = parameters.slack
+    moved = log_ref + parameters.rate * min(own - log_ref, k)  # own >= log_ref - k here
+    return CusumTrack(total, run, moved, track.updates + 1)
 
 
 def replay(
@@ -154,7 +183,8 @@ def references(
 ) -> list[float | None]:
     """For each cycle after the first n, as :func:`tracks` judges it: the ln R it is judged
     against, or None where it is not judgeable (the run resets). What does not depend on the
-    slack, so that :func:`signal_at` can try many."""
+    slack, so that :func:`signal_at` can try many: the early reference only (a tracking
+    reference moves with the sum, so with the slack)."""
     spreads = [spread for _, spread, judgeable in cycles if judgeable][: parameters.early_cycles]
     found: list[float | None] = []
     judged = 0

@@ -127,7 +127,7 @@ class TestDaskReplay:
         argv = (
             "calibrate", "--healthy", *healthy,
             "--collapsed", named["collapse-narrowing.jsonl"],
-            "--base", "builtin:default", "--date", "2026-11-30",
+            "--base", "builtin:default", "--date", "2026-11-30", "--accept-degenerate",
         )  # fmt: skip
         out = str(tmp_path / "fitted.yaml")
         serial = cli(*argv, "--out", out)

@@ -288,24 +288,41 @@ def steady_canary_traces(folder: Path, count: int) -> list[str]:
 
 
 class TestCanaryOnlyFloor:
-    def test_without_power_the_output_is_as_before(self, tmp_path: Path) -> None:
-        """The default calibrate prints no warning, even on a canary-only fit."""
+    def test_a_floor_above_every_healthy_spread_is_refused(self, tmp_path: Path) -> None:
+        """A canary that never inverts lets the fit put the floor above every spread: nothing
+        is written, exit 3, and every healthy trace is named with its largest spread."""
         healthy = steady_canary_traces(tmp_path / "traces", 2)
+        out = tmp_path / "fit.yaml"
+        code, stdout, stderr = cli(
+            "calibrate", "--healthy", *healthy, "--base", "builtin:default",
+            "--out", str(out), "--date", "2026-01-31",
+        )  # fmt: skip
+        assert code == 3
+        assert not out.exists()
+        assert stdout == ""
+        assert "is at or above every healthy spread" in stderr
+        assert "--accept-degenerate" in stderr
+        assert all(f"{path} (" in stderr for path in healthy)
+
+    def test_accept_degenerate_writes_it_and_says_why(self, tmp_path: Path) -> None:
+        healthy = steady_canary_traces(tmp_path / "traces", 2)
+        out = tmp_path / "fit.yaml"
         code, _, stderr = cli(
             "calibrate", "--healthy", *healthy, "--base", "builtin:default",
-            "--out", str(tmp_path / "fit.yaml"), "--date", "2026-01-31",
+            "--accept-degenerate", "--out", str(out), "--date", "2026-01-31",
         )  # fmt: skip
         assert code == 0
-        assert stderr == ""
+        assert out.exists()
+        assert stderr.startswith(f"warning: {out}: written with --accept-degenerate: ")
 
     def test_a_floor_above_every_healthy_spread_is_warned_about(self, tmp_path: Path) -> None:
-        """A canary that never inverts lets the fit put the floor above every spread: --power
-        warns, naming the traces; the fitted file is written as before."""
+        """Accepted, the same fit under --power also warns about the canary, naming the
+        traces; the fitted file is written."""
         healthy = steady_canary_traces(tmp_path / "traces", 3)
         out = tmp_path / "fit.yaml"
         code, _, stderr = cli(
             "calibrate", "--healthy", *healthy, "--base", "builtin:default", "--power",
-            "--out", str(out), "--date", "2026-01-31",
+            "--accept-degenerate", "--out", str(out), "--date", "2026-01-31",
         )  # fmt: skip
         assert code == 0
         assert out.exists()
@@ -367,7 +384,10 @@ class TestFloorFromSpread:
         """Without the option the floor record has no ``from``: the output is unchanged."""
         healthy = steady_canary_traces(tmp_path / "traces", 2)
         out = tmp_path / "fit.yaml"
-        cli("calibrate", "--healthy", *healthy, "--base", "builtin:default", "--out", str(out))
+        cli(
+            "calibrate", "--healthy", *healthy, "--base", "builtin:default",
+            "--accept-degenerate", "--out", str(out),
+        )  # fmt: skip
         assert set(calibration(out)["spread_floor"]) == {"fitted", "largest_quiet"}
 
     def test_it_is_refused_for_the_cusum_test(self, tmp_path: Path) -> None:

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import math
 import os
 import shlex
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from prunewarden.cli import _calibrate_args as option
 from prunewarden.cli._calibrate_fidelity import calibrate_fidelity, check_fidelity_arguments
 from prunewarden.cli._calibrate_report import Stages, add_report_options, fit_document, render
 from prunewarden.cli._common import write_json
@@ -42,6 +42,7 @@ from prunewarden.replay import (
     TraceDiff,
     base_outside,
     canary_only_traces,
+    degenerate,
     diff_in_worker,
     extends_reference,
     fit,
@@ -52,12 +53,20 @@ from prunewarden.replay import (
     run_diff_job,
 )
 
+
+class DegenerateFitError(CalibrationError):
+    """A fit that would disable a signal silently: nothing is written (exit 3)."""
+
+    exit_code = ExitCode.POLICY
+
+
 CALIBRATE_EXIT_CODES = """\
 exit codes:
   0   fitted and written; every known-collapsed trace halts under the fitted policy
   1   fitted and written, but some known-collapsed trace does not halt (named on stderr)
   2   usage error, or a malformed or unreadable trace or pairs file (nothing written)
-  3   invalid base policy, or a fitted policy the base refuses (a locked field)
+  3   invalid base policy, or a fitted policy the base refuses (a locked field), or a
+      degenerate fit (a signal disabled) without --accept-degenerate (nothing written)
 """
 
 
@@ -97,14 +106,14 @@ def add_command(commands: Any) -> None:
     )
     parser.add_argument(
         "--target-false-positive-rate",
-        type=_rate,
+        type=option.rate,
         default=DEFAULT_RATE,
         metavar="R",
         help="largest share of healthy traces the collapse guard may halt on (default 0.05)",
     )
     parser.add_argument(
         "--headroom",
-        type=_fraction,
+        type=option.fraction,
         default=DEFAULT_HEADROOM,
         metavar="F",
         help="the floor is F times the largest floor the healthy traces tolerate (default 0.5)",
@@ -124,11 +133,24 @@ def add_command(commands: Any) -> None:
     )
     parser.add_argument(
         "--cusum-margin",
-        type=_margin,
+        type=option.margin,
         default=DEFAULT_CUSUM_MARGIN,
         metavar="H",
         help="the cusum threshold is the largest at which a healthy trace raises signal A, "
         "plus H (ln units; default 0.5)",
+    )
+    parser.add_argument(
+        "--horizon",
+        type=option.cycles,
+        metavar="N",
+        help="with the cusum spread test: fit the threshold on each healthy trace's first N "
+        "cycles, the session length the false-halt bound is for (traces must reach N)",
+    )
+    parser.add_argument(
+        "--accept-degenerate",
+        action="store_true",
+        help="write a fit that disables a signal (a floor at or above every healthy spread, "
+        "a threshold below every healthy trace's peak sum) instead of refusing it",
     )
     parser.add_argument(
         "--power",
@@ -150,7 +172,7 @@ def add_command(commands: Any) -> None:
     )
     parser.add_argument("--out", required=True, metavar="NEW_POLICY", help="where to write")
     parser.add_argument(
-        "--date", type=_date, metavar="YYYY-MM-DD", help="recorded date (default: today, UTC)"
+        "--date", type=option.date, metavar="YYYY-MM-DD", help="recorded date (default: today, UTC)"
     )
     add_executor_options(parser)
     add_report_options(parser)
@@ -189,6 +211,7 @@ def run_calibrate(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) ->
             spread_test=args.spread_test,
             cusum_margin=args.cusum_margin,
             floor_from=args.floor_from,
+            horizon=args.horizon,
             **more,
         )
 
@@ -197,6 +220,7 @@ def run_calibrate(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) ->
     record = _power(args, base, healthy, fit_on) if args.power else None
     stages.say(f"fitting to {len(healthy)} healthy trace(s)")
     fitted = fit_on(healthy, power=record)
+    _refuse_degenerate(args, fitted, healthy, stderr)
     _write(args.out, fitted.text)
     if args.power and fitted.cusum is None:  # the default output stays as it was
         _warn_canary_only(args, base, fitted, stderr)
@@ -234,6 +258,17 @@ def _report(
     if args.plot is not None:
         write_calibration_plot(fitted, base.identity, healthy, collapsed, args.plot)
         stderr.write(f"plot: written to {args.plot}\n")
+
+
+def _refuse_degenerate(
+    args: argparse.Namespace, fitted: Fit, healthy: Sequence[TraceData], stderr: IO[str]
+) -> None:
+    """A fit that disables a signal is not written, unless ``--accept-degenerate``."""
+    found = degenerate(fitted, healthy, args.horizon)
+    if found is not None and not args.accept_degenerate:
+        raise DegenerateFitError(f"{args.out}: {found.message()}")
+    if found is not None:
+        stderr.write(f"warning: {args.out}: written with --accept-degenerate: {found.why}\n")
 
 
 def _check_arguments(args: argparse.Namespace) -> None:
@@ -381,41 +416,3 @@ def _write(path: str, text: str) -> None:
     except OSError as exc:
         scratch.unlink(missing_ok=True)
         raise CalibrationError(f"{path}: cannot write: {exc.strerror}") from None
-
-
-def _rate(text: str) -> float:
-    value = _number(text)
-    if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a rate in [0, 1]")
-    return value
-
-
-def _fraction(text: str) -> float:
-    value = _number(text)
-    if not 0.0 < value <= 1.0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a fraction in (0, 1]")
-    return value
-
-
-def _margin(text: str) -> float:
-    value = _number(text)
-    if not 0.0 <= value <= 100.0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a margin in [0, 100]")
-    return value
-
-
-def _number(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
-    return value
-
-
-def _date(text: str) -> str:
-    try:
-        return dt.date.fromisoformat(text).isoformat()
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a date (YYYY-MM-DD)") from None

@@ -120,6 +120,8 @@ def _cusum_alternative(
     recent = detail["increments"][-s.consecutive_cycles :]
     if detail.get("accumulated") != "history" or not recent or s.cusum is None:
         return None, said
+    if s.cusum.reference_mode == "tracking":  # the reference moves with the slack too
+        return None, said
     cusum, parameters, judged = s.cusum, cusum_parameters(s), _judged_spreads(s, r)
 
     def allows(slack: float) -> bool:  # the track replayed at this slack, without signal A
@@ -196,7 +198,7 @@ def _canary_raise(
     its cycle's spread, so a score that ends signal A can come before one that ends its
     inversion. Either condition holds at every higher score, so the guard's answer changes
     once; its edge is found to the exact float (None when no score of the range allows)."""
-    cusum = s.cusum is not None and r.cusum is None
+    cusum = s.cusum is not None and r.cusum is None and s.cusum.reference_mode == "early"
     # Over a history the cusum test replays every cycle: only the last one's spread moves.
     judged = _judged_spreads(s, r) if cusum else []
     last, inverted = r.history[-1], reason.detail["canaries"]

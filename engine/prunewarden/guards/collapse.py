@@ -56,6 +56,7 @@ def evaluate(settings: CollapseSettings, request: CollapseRequest) -> Verdict:
     for canary in last.pinned:
         live.pop(canary, None)
     median_live = median(live.values()) if live else None
+    detail_with = {**signal_detail, "median": median_live}
     inverted = [
         found
         for canary in last.pinned
@@ -65,26 +66,93 @@ def evaluate(settings: CollapseSettings, request: CollapseRequest) -> Verdict:
             )
         )
     ]
-    if not inverted:
-        return _verdict(
-            False,
-            Reason(
-                "canary_healthy",
-                f"{signal} but every pinned canary holds its rank and baseline: treated as a "
-                "homogeneous buffer",
-                {**signal_detail, "median": median_live},
-            ),
-        )
+    earlier = _earlier_inversions(settings, history, baseline, [c["id"] for c in inverted])
+    held = _held(inverted, earlier)
+    if not held:
+        return _verdict(False, _canary_healthy(settings, signal, inverted, earlier, detail_with))
+    inverted = held
     first = inverted[0]
+    detail = {**detail_with, "canary": first, "canaries": inverted}
+    if earlier is not None:
+        detail["canary_cycles"] = earlier["cycles"]
     return _verdict(
         True,
         Reason(
             "collapse_detected",
             f"{signal} for {len(recent)} cycle(s) and canary {first['id']!r} "
             f"inverted ({', '.join(first['signals'])}): the scorer has lost its reference frame",
-            {**signal_detail, "median": median_live, "canary": first, "canaries": inverted},
+            detail,
         ),
     )
+
+
+def _held(inverted: list[dict[str, Any]], earlier: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The inverted canaries that also were in each earlier cycle ``canary_cycles`` reads."""
+    if earlier is None:
+        return inverted
+    return [c for c in inverted if all(c["id"] in cycle for cycle in earlier["inverted"])]
+
+
+def _canary_healthy(
+    settings: CollapseSettings,
+    signal: str,
+    inverted: list[dict[str, Any]],
+    earlier: dict[str, Any] | None,
+    detail: dict[str, Any],
+) -> Reason:
+    """Signal A without signal B: no canary inverted, or none in each cycle it must be."""
+    if not inverted or earlier is None:
+        return Reason(
+            "canary_healthy",
+            f"{signal} but every pinned canary holds its rank and baseline: treated as a "
+            "homogeneous buffer",
+            detail,
+        )
+    return Reason(
+        "canary_healthy",
+        f"{signal} and canary {inverted[0]['id']!r} inverted, but no pinned canary inverted in "
+        f"each of the last {settings.canary_cycles} cycles: one cycle's low score is not a "
+        "collapse",
+        {**detail, "canary_cycles": earlier["cycles"]},
+    )
+
+
+def _earlier_inversions(
+    settings: CollapseSettings,
+    history: tuple[Snapshot, ...],
+    baseline: dict[str, float],
+    canaries: list[str],
+) -> dict[str, Any] | None:
+    """With ``canary_cycles`` above 1: which of ``canaries`` each of the cycles before the last
+    one it reads had inverted (against that cycle's own median), and those cycles' numbers with
+    the canaries inverted in each, for the detail. None with the default of 1."""
+    needed = settings.canary_cycles
+    if needed <= 1 or not canaries:
+        return None
+    before = history[-needed:-1]
+    found: list[set[str]] = []
+    cycles: list[dict[str, Any]] = []
+    for snapshot in before:
+        live = [v for k, v in snapshot.scores.items() if k not in snapshot.pinned]
+        median_then = median(live) if live else None
+        ids = {
+            canary
+            for canary in canaries
+            if canary in snapshot.scores
+            and canary in baseline
+            and inversion(
+                canary,
+                snapshot.scores[canary],
+                baseline[canary],
+                median_then,
+                settings.canary_margin,
+            )
+        }
+        found.append(ids)
+        cycles.append({"cycle": snapshot.cycle, "inverted": sorted(ids)})
+    if len(before) < needed - 1:  # a history shorter than the cycles read: none inverted there
+        found.append(set())
+    return {"inverted": found, "cycles": cycles}
 
 
 def _spread_signal(
@@ -191,6 +259,13 @@ def _cusum_detail(
         "slack": parameters.slack,
         "cap": parameters.cap,
     }
+    if parameters.tracking:
+        detail.update(
+            reference_mode="tracking",
+            reference_rate=parameters.rate,
+            reference_updates=track.updates,
+            reference_frozen=track.total > 0,
+        )
     return detail, track
 
 

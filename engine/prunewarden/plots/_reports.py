@@ -52,8 +52,10 @@ def write_calibration_plot(
         f"{base.name}@{base.version}"
     )
     axes = figure.subplots()
+    n = fitted.policy.spec.collapse.consecutive_cycles
     axes.set_title(
-        "score spread per cycle on the fitted scale: healthy traces must stay above the floor",
+        f"score spread per cycle on the fitted scale: signal A holds when {n} cycle(s) in a "
+        "row lie under the fitted floor",
         loc="left",
     )
     for role, traces, colour in (
@@ -74,9 +76,17 @@ def write_calibration_plot(
         fitted.largest_quiet_floor,
         color=FLOOR_COLOUR,
         linestyle=":",
-        label=f"largest quiet floor {fitted.largest_quiet_floor}",
+        label=f"largest quiet floor {fitted.largest_quiet_floor}: the highest floor the "
+        "healthy traces pass",
     )
-    axes.axhline(fitted.floor, color=FLOOR_COLOUR, label=f"fitted floor {fitted.floor}")
+    spreads = [pstdev([fitted.scale.apply(v) for v in c]) for t in healthy for c in t.cycles if c]
+    above_all = bool(spreads) and fitted.floor >= max(spreads)
+    meaning = (
+        "at or above every healthy spread: signal A always holds, the canary alone decides"
+        if above_all
+        else "under it for the run of cycles, signal A holds"
+    )
+    axes.axhline(fitted.floor, color=FLOOR_COLOUR, label=f"fitted floor {fitted.floor}: {meaning}")
     axes.axhspan(
         fitted.floor,
         fitted.largest_quiet_floor,

@@ -155,6 +155,15 @@ def _semantic_problems(data: dict[str, Any], problem: Any) -> list[Problem]:
     if collapse.get("spread_floor_mode") == "relative" and "relative_to" not in collapse:
         message = "a relative spread floor needs relative_to: {first_cycles: N}"
         found.append(problem(("spec", "collapse", "spread_floor_mode"), message))
+    canary_cycles = collapse.get("canary_cycles", 1)
+    window = collapse.get("consecutive_cycles", 2) + 1
+    numbers = isinstance(canary_cycles, int | float) and isinstance(window, int | float)
+    if numbers and canary_cycles > window:
+        message = (
+            f"{canary_cycles!r} is more cycles than the guard sees: at most "
+            f"consecutive_cycles + 1 ({window!r})"
+        )
+        found.append(problem(("spec", "collapse", "canary_cycles"), message))
     found += fidelity.pattern_problems(data, problem)
     found += classify.pattern_problems(data, problem)
     found += compaction.condition_problems(data, problem)
@@ -215,6 +224,10 @@ def _drop_implicit(spec: dict[str, Any]) -> None:
         collapse["cusum"] = _cusum_settings(collapse.get("cusum", {})).to_dict()
     elif "relative_to" in collapse:  # without it: a problem _semantic_problems reports
         collapse["relative_to"]["first_cycles"] = int(collapse["relative_to"]["first_cycles"])
+    if collapse.get("canary_cycles", 1) == 1:  # spelled out at its implicit value
+        collapse.pop("canary_cycles", None)
+    else:
+        collapse["canary_cycles"] = int(collapse["canary_cycles"])
     if "min_live_entries" in collapse:
         collapse["min_live_entries"] = int(collapse["min_live_entries"])
     if collapse.get("min_live_entries", 0) == 0:
@@ -235,6 +248,8 @@ def _cusum_settings(block: dict[str, Any]) -> CusumSettings:
         first_cycles=int(reference.get("first_cycles", default.first_cycles)),
         prior_log_spread=float(reference.get("prior_log_spread", default.prior_log_spread)),
         prior_weight=float(reference.get("prior_weight", default.prior_weight)),
+        reference_mode=reference.get("mode", default.reference_mode),
+        rate=float(reference.get("rate", default.rate)),
     )
 
 

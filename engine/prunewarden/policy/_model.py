@@ -56,18 +56,20 @@ class CusumSettings:
     first_cycles: int = 5  # reference.first_cycles
     prior_log_spread: float = -1.5  # reference.prior_log_spread (mu)
     prior_weight: float = 2.0  # reference.prior_weight (w), in cycles
+    reference_mode: Literal["early", "tracking"] = "early"  # reference.mode
+    rate: float = 0.1  # reference.rate (a): read only by the tracking reference
 
     def to_dict(self) -> dict[str, Any]:
-        """The ``cusum`` block of the resolved policy."""
-        return {
-            "slack": self.slack,
-            "threshold": self.threshold,
-            "reference": {
-                "first_cycles": self.first_cycles,
-                "prior_log_spread": self.prior_log_spread,
-                "prior_weight": self.prior_weight,
-            },
+        """The ``cusum`` block of the resolved policy (the early reference states neither its
+        mode nor a rate, so that a policy written before them digests as before)."""
+        reference: dict[str, Any] = {
+            "first_cycles": self.first_cycles,
+            "prior_log_spread": self.prior_log_spread,
+            "prior_weight": self.prior_weight,
         }
+        if self.reference_mode == "tracking":
+            reference.update(mode="tracking", rate=self.rate)
+        return {"slack": self.slack, "threshold": self.threshold, "reference": reference}
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +85,7 @@ class CollapseSettings:
     min_live_entries: int = 0
     on_too_few_entries: Literal["allow", "halt"] = "allow"
     cusum: CusumSettings | None = None  # only with the cusum mode
+    canary_cycles: int = 1  # signal B: a canary inverted in each of this many last cycles
 
     @property
     def early_cycles(self) -> int:
@@ -106,6 +109,8 @@ class CollapseSettings:
             cusum.first_cycles,
             cusum.prior_log_spread,
             cusum.prior_weight,
+            cusum.reference_mode,
+            cusum.rate if cusum.reference_mode == "tracking" else 0.0,
         )
 
 

@@ -6,6 +6,7 @@ diff of two policies, decisions as Parquet, and fitting a calibration to healthy
 from __future__ import annotations
 
 from prunewarden.replay._dask import DaskCluster, ExecutorError, run_on_dask
+from prunewarden.replay._degenerate import Degenerate, degenerate
 from prunewarden.replay._diff import (
     DiffJob,
     Group,
@@ -56,6 +57,7 @@ __all__ = [
     "AuditTarget",
     "CalibrationError",
     "DaskCluster",
+    "Degenerate",
     "DiffJob",
     "ExecutorError",
     "Fit",
@@ -76,6 +78,7 @@ __all__ = [
     "compare",
     "concatenate",
     "decision_rows",
+    "degenerate",
     "diff_in_worker",
     "diff_trace",
     "expand_traces",

@@ -163,6 +163,7 @@ def fit(  # noqa: PLR0913 - the fit's inputs, each a command-line option
     cusum_margin: float = DEFAULT_CUSUM_MARGIN,
     power: dict[str, Any] | None = None,
     floor_from: FloorFrom = "halts",
+    horizon: int | None = None,
 ) -> Fit:
     """Fit the scale and the floor (or, with the cusum spread test, named by ``spread_test`` or
     the base's mode, the cusum settings); the fitted policy's text and its compiled form.
@@ -178,8 +179,10 @@ def fit(  # noqa: PLR0913 - the fit's inputs, each a command-line option
     ):
         msg = "--floor-from spread fits an absolute floor, and the fit is not of one"
         raise CalibrationError(msg)
+    if horizon is not None:
+        _check_horizon(horizon, healthy, spread_test)
     if spread_test == "cusum":
-        cusum, record = fit_cusum(base, scale, [t.cycles for t in healthy], cusum_margin)
+        cusum, record = fit_cusum(base, scale, [t.cycles for t in healthy], cusum_margin, horizon)
         provisional = _policy(base, out, _document(base, base_ref, scale, 0.0, {}, cusum=cusum))
         metadata = _metadata(
             base,
@@ -250,6 +253,21 @@ def fit(  # noqa: PLR0913 - the fit's inputs, each a command-line option
     document = _document(base, base_ref, scale, floor, metadata)
     text = _text(document, base)
     return Fit(scale, floor, largest, _parse(text, base, out), text)
+
+
+def _check_horizon(horizon: int, healthy: Sequence[TraceData], spread_test: SpreadTest) -> None:
+    """A horizon is a bound on the cusum fit, and one the traces must reach to check it."""
+    if spread_test != "cusum":
+        raise CalibrationError(
+            "--horizon bounds the cusum threshold's fit: add --spread-test cusum"
+        )
+    longest = max((len(trace.cycles) for trace in healthy), default=0)
+    if longest < horizon:
+        message = (
+            f"--horizon {horizon}: the longest healthy trace has {longest} cycle(s), so the "
+            f"false-halt bound cannot be checked up to {horizon}; give traces at least that long"
+        )
+        raise CalibrationError(message)
 
 
 def _floor_record(floor: float, largest: float, floor_from: FloorFrom) -> dict[str, Any]:

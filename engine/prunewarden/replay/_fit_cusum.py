@@ -11,8 +11,11 @@ guard judges (at least ``min_live_entries`` entries):
 - h (``threshold``): the largest threshold, on a grid of :data:`THRESHOLD_STEP`, at which any
   healthy trace raises signal A (spread evidence alone, whatever its canary), plus the margin.
 
-The slack, ``reference.first_cycles``, ``consecutive_cycles`` and ``min_live_entries`` stay as
-the base has them (the cusum block's defaults when the base is not in cusum mode).
+The slack, ``reference.first_cycles``, ``reference.mode`` and ``rate``, ``consecutive_cycles``
+and ``min_live_entries`` stay as the base has them (the cusum block's defaults when the base is
+not in cusum mode). With a horizon of N cycles, h is fitted on each trace's first N cycles: the
+bound it gives holds for sessions up to N cycles long (a longer one has more chances to wobble),
+and the traces must reach N for it to be checked there.
 """
 
 from __future__ import annotations
@@ -38,9 +41,11 @@ def fit_cusum(
     scale: Calibration,
     healthy: Sequence[Sequence[Sequence[float]]],
     margin: float = DEFAULT_CUSUM_MARGIN,
+    horizon: int | None = None,
 ) -> tuple[CusumSettings, dict[str, Any]]:
     """The fitted cusum settings and what ``metadata.calibration.cusum`` records of the fit.
-    ``healthy`` holds each healthy trace's cycles' raw scores."""
+    ``healthy`` holds each healthy trace's cycles' raw scores; with ``horizon``, the threshold
+    is fitted on the first ``horizon`` cycles of each."""
     collapse = base.spec.collapse
     entries = collapse.min_live_entries
     start = collapse.cusum or CusumSettings()
@@ -65,6 +70,8 @@ def fit_cusum(
         ]
         for trace, raws in zip(spreads, healthy, strict=True)
     ]
+    if horizon is not None:
+        cycles = [trace[:horizon] for trace in cycles]
     largest = _largest_halting_threshold(reference, collapse.consecutive_cycles, cycles)
     fitted = replace(reference, threshold=_round(largest + margin))
     record = {
@@ -81,7 +88,33 @@ def fit_cusum(
         "first_cycles": fitted.first_cycles,
         "consecutive_cycles": collapse.consecutive_cycles,
     }
+    if fitted.reference_mode == "tracking":
+        record.update(reference_mode="tracking", rate=fitted.rate)
+    if horizon is not None:
+        record["horizon"] = horizon
+        record["traces_reaching_horizon"] = sum(len(trace) >= horizon for trace in cycles)
     return fitted, record
+
+
+def peaks(
+    settings: CusumSettings, n: int, cycles: Sequence[Sequence[tuple[int, float, bool]]]
+) -> list[float]:
+    """Each healthy trace's largest sum S under ``settings`` (as the guard caps it)."""
+    p = _parameters(settings, n, settings.threshold)
+    return [max((t.total for t in tracks(p, trace)), default=0.0) for trace in cycles]
+
+
+def _parameters(settings: CusumSettings, n: int, threshold: float) -> CusumParameters:
+    return CusumParameters(
+        n,
+        settings.slack,
+        threshold,
+        settings.first_cycles,
+        settings.prior_log_spread,
+        settings.prior_weight,
+        settings.reference_mode,
+        settings.rate if settings.reference_mode == "tracking" else 0.0,
+    )
 
 
 def _largest_halting_threshold(
@@ -91,14 +124,7 @@ def _largest_halting_threshold(
     threshold above the largest sum reached without the cap can, which bounds the grid."""
 
     def parameters(threshold: float) -> CusumParameters:
-        return CusumParameters(
-            n,
-            settings.slack,
-            threshold,
-            settings.first_cycles,
-            settings.prior_log_spread,
-            settings.prior_weight,
-        )
+        return _parameters(settings, n, threshold)
 
     uncapped = parameters(math.inf)
     bound = max((t.total for trace in cycles for t in tracks(uncapped, trace)), default=0.0)

@@ -24,6 +24,7 @@ from prunewarden.replay._run import SilentLogger
 from prunewarden.replay._trace import TraceReader
 
 FACTORS = (0.2, 0.35, 0.5, 0.7)
+LENGTHS = (10, 20, 50)  # session lengths the held-out false halts are reported for
 CANARY_BELOW = 1e-3  # how far below the median an injected canary sits
 METHOD = (
     "leave-one-out over the healthy traces; held-out copies with every score squeezed toward "
@@ -87,10 +88,15 @@ def power(
     fitted on every healthy trace but the ``i``-th."""
     caught: dict[str, dict[float, list[int | None]]] = {"base": {}, "fitted": {}}
     false_halts = {"base": 0, "fitted": 0}
+    by_length: dict[int, list[bool]] = {length: [] for length in LENGTHS}
     for index, cycles in enumerate(traces):
         fitted = fit_without(index)
-        false_halts["fitted"] += first_halt(fitted, cycles) is not None
+        halt = first_halt(fitted, cycles)
+        false_halts["fitted"] += halt is not None
         false_halts["base"] += first_halt(base, cycles) is not None
+        for length, halted in by_length.items():
+            if len(cycles) >= length:
+                halted.append(halt is not None and halt <= length)
         onset = onset_of(base, cycles)
         for factor in FACTORS:
             copy = squeezed(cycles, onset, factor)
@@ -110,6 +116,10 @@ def power(
         "false_halts": _rate(false_halts["fitted"], count),
         "false_halts_base": _rate(false_halts["base"], count),
         "held_out": count,
+        "false_halts_by_length": {
+            str(length): {"traces": len(halted), "rate": _rate(sum(halted), len(halted))}
+            for length, halted in by_length.items()
+        },
     }
 
 
@@ -164,6 +174,14 @@ def render_power(record: dict[str, Any]) -> str:
             f"  {factor:>8}{record['recall']['base'][i]:>8.0%}{record['recall']['fitted'][i]:>8.0%}"
             f"{'-' if delay is None else delay:>8}"
         )
+    lengths = record.get("false_halts_by_length", {})
+    if lengths:
+        cells = ", ".join(
+            f"{length}: {'-' if not found['traces'] else format(found['rate'], '.0%')} "
+            f"of {found['traces']}"
+            for length, found in lengths.items()
+        )
+        lines.append(f"  held-out healthy traces halted by cycle (fitted): {cells}")
     lines.append(
         "  (recall: share of held-out copies halted at or after the onset; delay: median cycles "
         "from the onset, fitted. The squeeze is synthetic and sudden: a gradual collapse is "

@@ -223,13 +223,23 @@ def state_document(
             "segments": dict(history.rule_pins.segments),
         },
         "halt": history.halt.to_dict() if history.halt is not None else None,
-        "cusum": {
-            "basis": history.cusum_basis,
-            "sum": history.cusum.total,
-            "run": [_step_document(step) for step in history.cusum.run],
-        },
+        "cusum": _cusum_document(history),
         "seen_pinned": list(history.seen_pinned),
     }
+
+
+def _cusum_document(history: History) -> dict[str, Any]:
+    """The cusum part of the state: with a tracking reference, its ln R and how many cycles
+    moved it (absent under the early reference, as in documents written before it)."""
+    track = history.cusum
+    document: dict[str, Any] = {
+        "basis": history.cusum_basis,
+        "sum": track.total,
+        "run": [_step_document(step) for step in track.run],
+    }
+    if track.tracked is not None:
+        document["reference"] = {"log_reference": track.tracked, "updates": track.updates}
+    return document
 
 
 def _step_document(step: Step) -> dict[str, Any]:
@@ -276,6 +286,7 @@ def read_state(document: Any, filename: str = STATE_FILENAME) -> RestoredState:
     halt = document["halt"]
     pins = document["rule_pins"]
     cusum = document["cusum"]
+    tracked = cusum.get("reference")
     history = History(
         snapshots=tuple(
             Snapshot(s["cycle"], dict(s["scores"]), tuple(s.get("pinned", ())))
@@ -302,6 +313,8 @@ def read_state(document: Any, filename: str = STATE_FILENAME) -> RestoredState:
                 )
                 for r in cusum["run"]
             ),
+            float(tracked["log_reference"]) if tracked is not None else None,
+            tracked["updates"] if tracked is not None else 0,
         ),
         cusum_basis=cusum["basis"],
         seen_pinned=tuple(document["seen_pinned"]),
