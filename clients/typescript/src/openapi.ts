@@ -673,7 +673,7 @@ export interface components {
             detail: Record<string, never>;
         };
         /** @description Stable reason codes. */
-        "decision.v1.reason_code": "insufficient_history" | "too_few_entries" | "spread_healthy" | "no_canary" | "canary_missing" | "canary_healthy" | "collapse_detected" | "authorized" | "pinned" | "unscoreable" | "perturbation_missing" | "unstable_score" | "no_tombstone" | "bound" | "unbound_score" | "hash_mismatch" | "poisoned_span" | "orphaned_parent" | "invalidation_gap" | "relevance_inflation" | "transition_clean" | "pinned_removed" | "group_split" | "unscored_removal" | "fact_lost" | "negation_lost" | "meaning_drift" | "summary_is_error" | "summary_opaque" | "check_disabled" | "internal_error" | "audit_unavailable" | "pruning_halted" | "group_member_refused" | "session_state_unavailable" | string;
+        "decision.v1.reason_code": "insufficient_history" | "too_few_entries" | "spread_healthy" | "no_canary" | "canary_missing" | "canary_healthy" | "collapse_detected" | "authorized" | "pinned" | "unscoreable" | "perturbation_missing" | "unstable_score" | "no_tombstone" | "bound" | "unbound_score" | "hash_mismatch" | "poisoned_span" | "orphaned_parent" | "invalidation_gap" | "relevance_inflation" | "transition_clean" | "pinned_removed" | "group_split" | "unscored_removal" | "fact_lost" | "negation_lost" | "meaning_drift" | "summary_is_error" | "summary_opaque" | "check_disabled" | "internal_error" | "audit_unavailable" | "pruning_halted" | "group_member_refused" | "session_state_unavailable" | "compaction_recorded" | "compaction_blocked" | "compaction_restored" | string;
         /** @description One rule as it was decided: the value of each sub-expression visited (strings as their length and SHA-256, lists and maps as their size), the params it read, and its cost in nodes evaluated. Traced by cel-python whatever the backend. */
         "decision.v1.rule_trace": {
             rule: string;
@@ -1020,7 +1020,7 @@ export interface components {
          */
         "session-state.v4": {
             /**
-             * @description Version of this format. A reader refuses versions it does not know; prunewarden reads versions 1 (no rule pins), 2 (no cusum track), 3 (no pins seen in transitions) and 4.
+             * @description Version of this format. Always 4: a reader refuses any other, and names versions 1 to 3 (written before the first release) as no longer read.
              * @constant
              */
             state_version: 4;
@@ -1082,6 +1082,13 @@ export interface components {
                 basis: string | null;
                 /** @description S after the last judged cycle (natural-log units). */
                 sum: number;
+                /** @description Optional: the tracking reference (cusum reference.mode: tracking) once the early reference is complete. Absent: the reference is the early one, recomputed from early_spreads. */
+                reference?: {
+                    /** @description ln of the reference the next judged cycle is compared with. */
+                    log_reference: number;
+                    /** @description How many judged cycles that added no evidence have moved it. */
+                    updates: number;
+                };
                 /** @description The last (at most consecutive_cycles) judged cycles since a cycle with too few entries reset the run, oldest first. */
                 run: {
                     cycle: number;
