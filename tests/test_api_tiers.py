@@ -32,7 +32,8 @@ CORE_MODULES_WITH_NAMES = (
 CORE_NAMES = frozenset({
     "Action", "AsyncEngine", "AsyncSession", "AuditError", "AuditLog", "BUILTIN",
     "BatchDecisionHook", "Binder", "BundleError", "Calibration", "ClassifySettings",
-    "CollapseSettings", "CusumSettings", "DeadlinePassedError", "DecidingCalls", "Decision",
+    "CollapseSettings", "CompactionSettings", "CusumSettings", "DeadlinePassedError",
+    "DecidingCalls", "Decision",
     "DecisionHook", "Engine", "EngineCalls", "EvictionSettings", "ExitCode", "Fitted",
     "HALT_ACTIONS", "Halt", "InputError", "LOCK_FILENAME", "LockOption", "Mode", "Outcome",
     "PassResult", "Perturbation", "Plan", "Policy", "PolicyError", "PolicyIdentity",

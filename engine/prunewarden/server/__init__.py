@@ -18,8 +18,9 @@ from prunewarden.server._config import (
     parse_listen,
     read_token,
 )
+from prunewarden.server._listening import bind, bound_url
 from prunewarden.server._openapi import openapi_document
-from prunewarden.server._run import Built, bind, bound_url, build_app, run
+from prunewarden.server._run import Built, build_app, run
 from prunewarden.server._tenant_config import (
     LABELS_HEADER,
     TenantsConfig,

@@ -1,6 +1,6 @@
-"""Running a collector: its app on uvicorn with ``serve``'s connection limits, on a socket bound
-here (:func:`._run.bind`), in the foreground until SIGTERM or SIGINT (``audit collect``), or in
-a thread of its own (a process that ships to itself, and the tests)."""
+"""Running a collector: its app on uvicorn with ``serve``'s connection limits, on a socket
+bound by :func:`._listening.bind`, in the foreground until SIGTERM or SIGINT (``audit collect``),
+or in a thread of its own (a process that ships to itself, and the tests)."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ from prunewarden.limits import BODY_SECONDS, HEADER_SECONDS, KEEP_ALIVE_SECONDS,
 from prunewarden.server._collector import CollectorApp
 from prunewarden.server._config import Listen
 from prunewarden.server._connections import ConnectionLimits
+from prunewarden.server._listening import StoppingServer, bind, bound_url, uvicorn_config
 from prunewarden.server._metrics import ServerMetrics
-from prunewarden.server._run import StoppingServer, bind, bound_url, uvicorn_config
 from prunewarden.shipping import Collector
 
 START_SECONDS = 30.0  # how long start() waits for uvicorn to listen

@@ -1,9 +1,5 @@
 """Starting and stopping a server: the engine, the audit log and the sessions behind one ASGI app
-on uvicorn, on a socket bound here.
-
-The socket is bound before uvicorn starts, for two reasons: a unix socket gets the permissions
-asked for from its first instant (uvicorn makes its own world-writable), and a TCP port 0 is
-known before the first request, so the caller can say where the server listens.
+on uvicorn, on a socket bound before it starts (:mod:`._listening`).
 
 Shutdown (SIGTERM or SIGINT) lets uvicorn finish the requests in flight, then stops the policy
 watcher, closes the sessions and closes the audit log, which syncs what ``fsync=batch`` had not
@@ -16,18 +12,15 @@ import contextlib
 import importlib
 import logging
 import os
-import signal
 import socket
 import sqlite3
-import stat
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Protocol
 
-import uvicorn
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
 from redis.exceptions import RedisError
 from starlette.applications import Starlette
@@ -40,9 +33,10 @@ from prunewarden.metrics import DecisionMetrics
 from prunewarden.reload import ReloadingEngine
 from prunewarden.server._app import create_app, problem_response
 from prunewarden.server._config import Listen, ServerConfig, ServerConfigError
-from prunewarden.server._connections import ConnectionLimits, guarded_protocol
+from prunewarden.server._connections import ConnectionLimits
 from prunewarden.server._fleet import FleetStatus
 from prunewarden.server._holding import ServerStore
+from prunewarden.server._listening import StoppingServer, bound_url, uvicorn_config
 from prunewarden.server._metrics import ServerMetrics, ShippingMetrics, StatusMetrics
 from prunewarden.server._problems import ProblemDocument
 from prunewarden.server._push import StatusPush
@@ -55,7 +49,6 @@ from prunewarden.shipping import LogShipper, ShipError
 from prunewarden.shipping._sinks import TOKEN_ENV as SHIP_TOKEN_ENV
 
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://", "redis+cluster://", "rediss+cluster://")
-GRACEFUL_SECONDS = 10  # how long requests in flight may take to finish once asked to stop
 # With --audit-fsync batch, the log is synced in the background this often (when records are
 # pending), so that a request almost never waits for a disk sync: at 2,000 decisions a second,
 # ten milliseconds is twenty records, far under the batch a writer would sync inline.
@@ -319,48 +312,6 @@ def open_store(url: str, ttl: float) -> ServerStore:
     raise ServerConfigError(f"--sessions {url!r}: {expected}")
 
 
-def bind(listen: Listen, socket_mode: int) -> socket.socket:
-    """A listening socket for ``listen``; a unix socket with ``socket_mode`` permissions."""
-    if listen.unix_path is None:
-        family = socket.AF_INET6 if ":" in listen.host else socket.AF_INET
-        # IPPROTO_TCP named: asyncio sets TCP_NODELAY only on sockets that say they are TCP, and
-        # without it a response written in two parts waits ~40 ms for a delayed ACK.
-        sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((listen.host, listen.port))
-        except OSError as exc:
-            sock.close()
-            raise ServerConfigError(f"cannot listen on {listen.url()}: {exc.strerror}") from None
-    else:
-        path = Path(listen.unix_path)
-        if not path.parent.is_dir():
-            msg = f"cannot listen on {listen.url()}: the directory {path.parent} does not exist"
-            raise ServerConfigError(msg)
-        _remove_stale_socket(path)
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        # Never world-accessible, not even between bind and chmod.
-        previous = os.umask(0o177)
-        try:
-            sock.bind(str(path))
-        except OSError as exc:
-            sock.close()
-            raise ServerConfigError(f"cannot listen on {listen.url()}: {exc.strerror}") from None
-        finally:
-            os.umask(previous)
-        path.chmod(socket_mode)
-    sock.listen(2048)
-    sock.setblocking(False)
-    return sock
-
-
-def bound_url(listen: Listen, sock: socket.socket) -> str:
-    """Where ``sock`` listens, as a client names it (the real port when 0 was asked)."""
-    if listen.unix_path is not None:
-        return listen.url()
-    return listen.url(port=sock.getsockname()[1])
-
-
 def run(
     built: Built,
     sock: socket.socket,
@@ -388,38 +339,6 @@ def run(
         if listen.unix_path is not None:
             with contextlib.suppress(OSError):
                 Path(listen.unix_path).unlink()
-
-
-def uvicorn_config(app: ASGIApp, limits: ConnectionLimits, lifespan: str = "on") -> uvicorn.Config:
-    """uvicorn as the project runs it: the connection limits of ``limits`` kept by the protocol,
-    silent (no log, no access log, no server header), a graceful stop of GRACEFUL_SECONDS."""
-    return uvicorn.Config(
-        app,
-        http=guarded_protocol(limits),
-        log_config=None,
-        access_log=False,
-        server_header=False,
-        lifespan=lifespan,  # type: ignore[arg-type]
-        timeout_graceful_shutdown=GRACEFUL_SECONDS,
-        # uvicorn hands the number to loop.call_later, which takes any real number of seconds.
-        timeout_keep_alive=limits.keep_alive_seconds,  # type: ignore[arg-type]
-    )
-
-
-class StoppingServer(uvicorn.Server):
-    """uvicorn, asked to stop by SIGTERM or SIGINT, returns instead of re-raising the signal
-    once it has stopped: the caller still has its socket file to remove and its exit code to
-    give (0: stopped as asked)."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        stopping = (signal.SIGINT, signal.SIGTERM)
-        previous = {sig: signal.signal(sig, self.handle_exit) for sig in stopping}
-        try:
-            yield
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
 
 
 def _with_metrics_listener(built: Built, address: tuple[str, int]) -> ASGIApp:
@@ -469,22 +388,3 @@ class _Syncer:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join()
-
-
-def _remove_stale_socket(path: Path) -> None:
-    """A socket file left by a server that died is removed; a live one is in use."""
-    try:
-        mode = path.stat().st_mode
-    except FileNotFoundError:
-        return
-    if not stat.S_ISSOCK(mode):
-        raise ServerConfigError(f"cannot listen on unix:{path}: the file exists, not a socket")
-    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        probe.connect(str(path))
-    except OSError:
-        path.unlink()
-        return
-    finally:
-        probe.close()
-    raise ServerConfigError(f"cannot listen on unix:{path}: another server is listening there")
