@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from prunewarden import Engine, _optional
+from prunewarden import Engine
 from prunewarden.audit import AuditLog
 from prunewarden.cli._main import run
 
@@ -120,6 +120,8 @@ class TestCalibrate:
         "builtin:default",
         "--date",
         "2026-01-31",
+        "--spread-test",  # a fit that disables no signal: nothing refused, nothing warned
+        "cusum",
     )
 
     def test_json_holds_the_fit_and_each_trace(self, tmp_path: Path) -> None:
@@ -196,7 +198,7 @@ def _hide_cryptography(monkeypatch: pytest.MonkeyPatch) -> None:
             raise ImportError(f"No module named {name!r}")
         return real(name, package)
 
-    monkeypatch.setattr(_optional.importlib, "import_module", import_module)
+    monkeypatch.setattr(importlib, "import_module", import_module)
 
 
 class TestStandardInput:

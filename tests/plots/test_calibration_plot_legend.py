@@ -8,13 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _support.plot_traces import cycle_trace
 from matplotlib.figure import Figure
 from prunewarden.plots import _reports
 from prunewarden.plots._reports import write_calibration_plot
 from prunewarden.policy import load_builtin_policy
 from prunewarden.replay import fit, read_trace
-
-from tests.plots.test_plots import cycle_trace
 
 
 def steady_trace(folder: Path, name: str, width: float) -> str:
