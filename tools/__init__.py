@@ -1,1 +1,1 @@
-"""Developer tools of the project: durations, structure, progress (run as scripts or imported by the tests)."""
+"""Developer tools of the project: durations, structure, progress (scripts the tests import)."""
