@@ -10,9 +10,9 @@ scheduler needs no suffix: a test's group is its file, or the explicit group of
 a mark this table does not know stops the run at collection, naming the file). A suffix, should
 pytest-xdist write one again, still wins.
 
-A group goes to one worker whole, in the order of ``LONGEST_FIRST`` (the files that take
-longest, docs/testing.md's table), then the rest by number of tests: a long file left to the
-end would keep one worker busy while the other waits.
+A group goes to one worker whole, in the order of ``LONGEST_FIRST`` (the files that cost most,
+measured), then the rest by number of tests: a long file left to the end would keep one worker
+busy while the other waits.
 """
 
 from __future__ import annotations
@@ -29,23 +29,24 @@ CROSS_FILE_GROUPS = {
     "tests/ci/test_precommit_hooks.py": "source-tree",
 }
 
-#: The groups that take longest, measured (docs/testing.md, "Where the time goes"), longest
-#: first; a group not named here follows them, the groups of more tests first.
+#: The groups that cost most, in CPU seconds on their worker (docs/testing.md, "Where the time
+#: goes"), costliest first; a group not named here follows them, the groups of more tests first.
 LONGEST_FIRST = (
     "tests/test_docs.py",
     "tests/test_docs_snippets.py",
     "source-tree",
-    "tests/test_benchmarks.py",
-    "tests/server/test_fleet_demo.py",
-    "tests/server/test_tenants.py",
+    "tests/replay/test_dask.py",
     "tests/test_docs_python.py",
-    "tests/server/test_durable_sessions.py",
+    "tests/server/test_tenants.py",
     "tests/test_fuzz.py",
-    "tests/server/test_full_audit_disk.py",
-    "tests/server/test_tenant_status.py",
-    "tests/test_cases.py",
-    "tests/server/test_access.py",
+    "tests/plots/test_plots.py",
+    "tests/server/test_openapi.py",
+    "tests/server/test_durable_sessions.py",
+    "tests/test_benchmarks.py",
     "tests/rules/test_backends.py",
+    "tests/mutation/test_runner.py",
+    "tests/server/test_fleet_demo.py",
+    "tests/audit/test_log_concurrency.py",
 )
 
 
