@@ -57,7 +57,13 @@ demo-agents: $(VENV)/.installed-test
 	@echo "==> examples/agents/claude_code_compaction.py: recorded Claude Code and Codex sessions compacted through prunewarden hook: each lossy summary refused and its constraint put back, each faithful one allowed; then audit verify"
 	@out=$$(mktemp -d) && $(BIN)/python examples/agents/claude_code_compaction.py $$out && $(BIN)/prunewarden audit verify $$out/audit.jsonl && rm -rf $$out
 
-test: lint typecheck layers typescript pytest
+# The checks before pytest run two at a time (mypy, the longest, beside ruff, import-linter and
+# the TypeScript package's tests), each one's output shown whole when it ends; then pytest, its
+# progress shown as it goes. A failing check fails make test and pytest does not start. The
+# installs come first, their progress shown as it goes too.
+test: $(VENV)/.installed-test
+	@$(MAKE) --no-print-directory -j2 --output-sync=target lint typecheck layers typescript
+	@$(MAKE) --no-print-directory pytest
 
 lint: $(VENV)/.installed-test
 	@echo "==> ruff check and ruff format --check (seconds)"
@@ -96,6 +102,8 @@ $(NODE_EX)/node_modules/.package-lock.json: $(NODE_EX)/package-lock.json $(TS)/p
 	@cd $(NODE_EX) && $(NPM_CI)
 
 typescript-example: $(TS)/dist/index.js $(NODE_EX)/node_modules/.package-lock.json
+
+test: $(TS)/node_modules/.package-lock.json  # npm ci's output, before the checks run two at a time
 
 # The package's own checks: prettier --check on its code (and the Node example's and benchmark's),
 # then tsc and node --test against a real prunewarden serve (loopback and a unix socket), the

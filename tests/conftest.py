@@ -16,6 +16,9 @@ from hypothesis import HealthCheck, settings
 from prunewarden import Engine, Policy, parse_policy
 
 __all__ = ["pytest_addoption", "pytest_runtest_makereport"]  # the 30 s limit of one test
+# Each test's CPU seconds in the JUnit report; make test's two workers given whole files, the
+# longest first (docs/dev/testing.md).
+pytest_plugins = ["_support.cpu_time", "_support.scheduling"]
 
 # Hypothesis profiles (docs/dev/testing.md). Property tests check behaviour, not speed: no
 # per-example wall-clock deadline and no too-slow health check, which a loaded 2-core machine
@@ -45,17 +48,6 @@ settings.register_profile(
     suppress_health_check=_QUIET_ON_A_LOADED_MACHINE,
 )
 settings.load_profile("ci")
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under pytest-xdist's ``--dist loadgroup`` (make test), the tests of a file run on one
-    worker, so a server or venv a module's fixture starts is started once; an explicit
-    ``xdist_group`` mark groups tests sharing a port, a file or a server across files."""
-    for item in items:
-        if item.get_closest_marker("xdist_group") is None:
-            module = item.nodeid.split("::", 1)[0]
-            item.add_marker(pytest.mark.xdist_group(module.removeprefix("tests/")))
 
 
 def pytest_terminal_summary(

@@ -1,14 +1,17 @@
 """The suite's own rules (docs/dev/testing.md): Hypothesis derandomized by default, random only
-under the fuzz profile, and one test over the time limit failing the run by its name."""
+under the fuzz profile, one test over the time limit failing the run by its name, a file's tests
+on one worker of make test, and each test's CPU seconds in the JUnit report."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from _support.scheduling import LONGEST_FIRST, group_of, misplaced, rank
 from _support.time_limit import limit_under_load
 from hypothesis import settings
 
@@ -138,3 +141,158 @@ class TestDurationsByFolder:
             "| `tests/*.py (the rest)` | 1 | 1 | 17% |",
             "| all | 4 | 6 | 100% |",
         ]
+
+
+# Four files, each with a fixture its module shares; each test writes where it ran.
+GROUPED = """
+import os
+import pytest
+
+@pytest.fixture(scope="module")
+def shared(request):
+    with open(os.environ["GROUPED_LOG"], "a") as log:
+        log.write(f"setup {request.module.__name__} {os.getpid()}\\n")
+
+@pytest.mark.parametrize("n", range(4))
+def test_one(shared, n):
+    with open(os.environ["GROUPED_LOG"], "a") as log:
+        log.write(f"test {__name__} {os.getpid()}\\n")
+"""
+
+
+class TestWorkersGetWholeFiles:
+    def test_a_module_fixture_is_made_once_on_one_worker(self, tmp_path: Path) -> None:
+        """Under make test's -n 2 --dist loadgroup, each file's tests run on one worker, its
+        module fixture set up once: pytest-xdist's own loadgroup, under pytest 9, split them
+        and made each fixture on both workers."""
+        for name in "abcd":
+            (tmp_path / f"test_{name}.py").write_text(GROUPED, encoding="utf-8")
+        log = tmp_path / "ran.log"
+        path = os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])
+        env = {
+            **os.environ,
+            "PYTHONPATH": path,
+            "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+            "GROUPED_LOG": str(log),
+        }
+        done = subprocess.run(
+            [sys.executable, "-m", "pytest", "-p", "xdist.plugin", "-p", "_support.scheduling",
+             "-p", "no:cacheprovider", "-q", "-n", "2", "--dist", "loadgroup"],
+            cwd=tmp_path, capture_output=True, text=True, env=env, check=False, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+        lines = [line.split() for line in log.read_text(encoding="utf-8").splitlines()]
+        setups = sorted(module for kind, module, _ in lines if kind == "setup")
+        assert setups == ["test_a", "test_b", "test_c", "test_d"]
+        workers = {module: {pid for _, m, pid in lines if m == module} for module in setups}
+        assert all(len(pids) == 1 for pids in workers.values()), workers
+        assert sum(kind == "test" for kind, _, _ in lines) == 16
+
+    def test_a_group_is_its_file_or_the_group_its_files_share(self) -> None:
+        """The wheel and pre-commit tests share the source tree: one group across two files;
+        a suffix written by pytest-xdist wins."""
+        assert group_of("tests/server/test_http.py::TestRoutes::test_a[x@y]") == (
+            "tests/server/test_http.py"
+        )
+        assert group_of("tests/test_wheel.py::TestWheel::test_a") == "source-tree"
+        assert group_of("tests/ci/test_precommit_hooks.py::test_b") == "source-tree"
+        assert group_of("tests/test_json.py::test_c@named") == "named"
+
+    def test_the_longest_files_are_handed_out_first(self) -> None:
+        """LONGEST_FIRST in its order, then the other files, more tests first."""
+        order = sorted(
+            [("tests/test_json.py", 50), ("tests/test_x.py", 90), (LONGEST_FIRST[1], 3),
+             (LONGEST_FIRST[0], 1)],
+            key=lambda unit: rank(*unit),
+        )  # fmt: skip
+        assert [group for group, _ in order] == [
+            LONGEST_FIRST[0],
+            LONGEST_FIRST[1],
+            "tests/test_x.py",
+            "tests/test_json.py",
+        ]
+
+    def test_a_group_mark_the_scheduler_does_not_know_is_an_error(
+        self, request: pytest.FixtureRequest
+    ) -> None:
+        """Every xdist_group mark of this run is honoured; one naming a group the scheduler
+        would not give its test is named, file and group."""
+        assert misplaced(request.session.items) == []
+        item = request.node
+        item.add_marker(pytest.mark.xdist_group("elsewhere"))
+        expected = (
+            "tests/test_suite_gate.py: xdist_group('elsewhere') is not in CROSS_FILE_GROUPS "
+            "(tests/_support/scheduling.py)"
+        )
+        assert misplaced([item]) == [expected]
+
+    def test_with_cpu_seconds_the_share_is_of_cpu(self, tmp_path: Path) -> None:
+        """A report with each test's cpu_seconds gets a CPU column; rows rank by it."""
+        report = tmp_path / "report.xml"
+        cpu = '<properties><property name="cpu_seconds" value="{}" /></properties>'
+        report.write_text(
+            '<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest">'
+            f'<testcase classname="tests.server.test_http" name="a" time="4.0">{cpu.format(1)}'
+            "</testcase>"
+            f'<testcase classname="tests.test_json" name="b" time="1.0">{cpu.format(3)}'
+            "</testcase></testsuite></testsuites>",
+            encoding="utf-8",
+        )
+        done = subprocess.run(
+            [sys.executable, str(DURATIONS), str(report)],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=60,
+        )
+        assert done.stdout.splitlines() == [
+            "| folder | tests | seconds | CPU seconds | share |",
+            "|---|---:|---:|---:|---:|",
+            "| `tests/*.py (the rest)` | 1 | 1 | 3 | 75% |",
+            "| `tests/server/` | 1 | 4 | 1 | 25% |",
+            "| all | 2 | 5 | 4 | 100% |",
+        ]
+
+
+SPENDING = """
+import subprocess
+import xml.etree.ElementTree as ET
+import sys
+import time
+
+SPIN = "import time\\nend = time.process_time() + 0.3\\nwhile time.process_time() < end: pass"
+
+def test_spins():
+    exec(SPIN)
+
+def test_waits_for_a_child_that_spins():
+    subprocess.run([sys.executable, "-c", SPIN], check=True)
+
+def test_sleeps():
+    time.sleep(0.3)
+"""
+
+
+class TestCpuSeconds:
+    def test_each_test_reports_its_cpu_and_its_childrens(self, tmp_path: Path) -> None:
+        """cpu_seconds counts the worker's CPU and that of the processes a test waited for;
+        a test that sleeps costs next to nothing."""
+        (tmp_path / "test_spending.py").write_text(SPENDING, encoding="utf-8")
+        path = os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])
+        env = {**os.environ, "PYTHONPATH": path, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+        done = subprocess.run(
+            [sys.executable, "-m", "pytest", "-p", "_support.cpu_time", "-p", "no:cacheprovider",
+             "-q", "--junitxml", str(tmp_path / "report.xml")],
+            cwd=tmp_path, capture_output=True, text=True, env=env, check=False, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+        root = ET.parse(tmp_path / "report.xml").getroot()  # noqa: S314 - pytest's own file
+        spent = {
+            case.get("name"): float(prop.get("value", "nan"))
+            for case in root.iter("testcase")
+            for prop in case.iter("property")
+            if prop.get("name") == "cpu_seconds"
+        }
+        assert spent["test_spins"] >= 0.3
+        assert spent["test_waits_for_a_child_that_spins"] >= 0.3
+        assert spent["test_sleeps"] < 0.1
