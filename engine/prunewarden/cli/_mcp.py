@@ -19,8 +19,8 @@ from typing import IO, TYPE_CHECKING, Any
 
 from prunewarden.audit import DEFAULT_MASKS, FSYNC_MODES, AuditLog
 from prunewarden.cli import _policy
-from prunewarden.cli._audit import ENV_KEY, caller_fields
 from prunewarden.cli._common import UsageError, exit_codes_epilog, load_embedder
+from prunewarden.cli._evaluate_audit import ENV_KEY, caller_fields
 from prunewarden.engine import Engine
 from prunewarden.errors import AuditError, ExitCode, PrunewardenError
 from prunewarden.reload import ReloadingEngine

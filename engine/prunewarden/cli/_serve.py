@@ -17,8 +17,8 @@ from types import ModuleType
 from typing import IO, Any
 
 from prunewarden._files import read_regular
-from prunewarden.cli._audit import ENV_KEY
 from prunewarden.cli._common import UsageError, load_embedder
+from prunewarden.cli._evaluate_audit import ENV_KEY
 from prunewarden.cli._serve_bundle import bundle_rules
 from prunewarden.cli._serve_config import (
     Effective,
