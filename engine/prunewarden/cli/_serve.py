@@ -29,9 +29,10 @@ from prunewarden.cli._serve_config import (
 )
 from prunewarden.cli._serve_options import (
     add_access_options,
+    add_connection_limits,
     add_fleet_reporting,
-    add_limits,
     add_policy_sources,
+    add_request_limits,
     add_stores,
 )
 from prunewarden.errors import AuditError, ExitCode
@@ -73,7 +74,8 @@ def add_serve(commands: Any) -> None:
     serve.add_argument("--shadow", metavar="FILE", help="candidate policy decided beside it")
     serve.add_argument("--lock", metavar="FILE", help="lock file (default: policy.lock beside)")
     add_access_options(serve)
-    add_limits(serve)
+    add_request_limits(serve)
+    add_connection_limits(serve)
     serve.add_argument(
         "--metrics-listen",
         metavar="HOST:PORT",

@@ -84,8 +84,8 @@ def add_access_options(serve: argparse.ArgumentParser) -> None:
     )
 
 
-def add_limits(serve: argparse.ArgumentParser) -> None:
-    """How large and how slow a request, and how many sessions and connections, are borne."""
+def add_request_limits(serve: argparse.ArgumentParser) -> None:
+    """How large and how long a request may be, and how long and how many sessions are kept."""
     serve.add_argument(
         "--max-request-bytes",
         type=int,
@@ -115,6 +115,10 @@ def add_limits(serve: argparse.ArgumentParser) -> None:
         help="sessions kept in memory; the least recently used go back to the store "
         f"(default: {MAX_LIVE_SESSIONS})",
     )
+
+
+def add_connection_limits(serve: argparse.ArgumentParser) -> None:
+    """How many connections at once, and how slow a client may be before it is let go."""
     serve.add_argument(
         "--max-connections",
         type=int,
