@@ -1,6 +1,6 @@
 """The options of ``prunewarden serve``, one function per group, in the order ``--help`` lists
-them: where the policy comes from, where records and sessions are kept, who may connect, the
-limits on requests and connections, and what the server reports to a fleet."""
+them: where the policy comes from, where records and sessions are kept, who may connect, the limits
+on requests, sessions and connections, and what the server reports to a fleet."""
 
 from __future__ import annotations
 
