@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 #: Functions whose code is over 50 lines: 26 when the count began (issue 43); lower it as
 #: they are split, never raise it.
-MAX_LONG_FUNCTIONS = 24
+MAX_LONG_FUNCTIONS = 12
 #: Of those, in the core and the runtime.
 MAX_LONG_CORE_FUNCTIONS = 6
 

@@ -277,6 +277,13 @@ class DecisionMetrics(Collector):
         yield from families
 
     def _families(self, *, empty: bool) -> Iterator[Metric]:
+        yield from self._decision_families(empty=empty)
+        yield from self._pass_families(empty=empty)
+        yield from self._session_families(empty=empty)
+        yield from self._engine_families(empty=empty)
+
+    def _decision_families(self, *, empty: bool) -> Iterator[Metric]:
+        """Decisions by their labels, and the time spent deciding them."""
         decisions = CounterMetricFamily(
             "prunewarden_decisions",
             "Decisions made, by policy version, check, outcome, primary reason and enforcement.",
@@ -287,6 +294,16 @@ class DecisionMetrics(Collector):
             "Time the engine spent deciding (guards, rules, shadow, the record), by check.",
             labels=["check"],
         )
+        if not empty:
+            for key, count in sorted(self._decisions.items()):
+                decisions.add_metric(list(key), count)
+            for check, timings in sorted(self._timings.items()):
+                duration.add_metric([check], _cumulative(timings), timings.total)
+        yield decisions
+        yield duration
+
+    def _pass_families(self, *, empty: bool) -> Iterator[Metric]:
+        """What pruning passes planned: segments evicted, tokens freed, passes frozen."""
         evicted = CounterMetricFamily(
             "prunewarden_pass_evicted_segments", "Segments pruning passes planned to evict."
         )
@@ -298,6 +315,17 @@ class DecisionMetrics(Collector):
             "Pruning passes frozen, by the reason of the refusing gate.",
             labels=["reason"],
         )
+        if not empty:
+            evicted.add_metric([], self._evicted)
+            freed.add_metric([], self._freed)
+            for reason, count in sorted(self._frozen.items()):
+                frozen.add_metric([reason], count)
+        yield evicted
+        yield freed
+        yield frozen
+
+    def _session_families(self, *, empty: bool) -> Iterator[Metric]:
+        """Sessions halted now, and the halts they entered."""
         halted = GaugeMetricFamily(
             "prunewarden_sessions_halted",
             "Sessions whose last collapse decision halted pruning (enforced).",
@@ -306,6 +334,15 @@ class DecisionMetrics(Collector):
             "prunewarden_halt_episodes",
             "Times a session entered a halt (a halting decision without a session is one).",
         )
+        if not empty:
+            halted.add_metric([], len(self._halted))
+            episodes.add_metric([], self._episodes)
+        yield halted
+        yield episodes
+
+    def _engine_families(self, *, empty: bool) -> Iterator[Metric]:
+        """The policy in force and its reloads; what the audit log, the rules and the shadow
+        failed or disagreed on."""
         info = GaugeMetricFamily(
             "prunewarden_policy_info",
             "The policy version in force per policy name (value 1).",
@@ -331,16 +368,6 @@ class DecisionMetrics(Collector):
             labels=["candidate_version"],
         )
         if not empty:
-            for key, count in sorted(self._decisions.items()):
-                decisions.add_metric(list(key), count)
-            for check, timings in sorted(self._timings.items()):
-                duration.add_metric([check], _cumulative(timings), timings.total)
-            evicted.add_metric([], self._evicted)
-            freed.add_metric([], self._freed)
-            for reason, count in sorted(self._frozen.items()):
-                frozen.add_metric([reason], count)
-            halted.add_metric([], len(self._halted))
-            episodes.add_metric([], self._episodes)
             for name, (version, digest) in sorted(self._in_force.items()):
                 info.add_metric([name, version, digest], 1)
             for result, count in self._reloads.items():
@@ -350,13 +377,6 @@ class DecisionMetrics(Collector):
                 rule_errors.add_metric([rule], count)
             for version, count in sorted(self._disagreements.items()):
                 disagreements.add_metric([version], count)
-        yield decisions
-        yield duration
-        yield evicted
-        yield freed
-        yield frozen
-        yield halted
-        yield episodes
         yield info
         yield reloads
         yield audit_failures

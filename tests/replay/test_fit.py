@@ -21,7 +21,8 @@ import pytest
 import yaml
 from prunewarden import Engine, PolicyError, load_builtin_policy, load_policy
 from prunewarden.cli._main import run
-from prunewarden.replay._fit import bump_minor, extends_reference, quantile
+from prunewarden.replay._fit import bump_minor, quantile
+from prunewarden.replay._fit_extends import extends_reference
 from prunewarden.replay._run import SilentLogger, replay_trace
 
 DEFAULT = Path(__file__).resolve().parents[2] / "policies" / "default.yaml"

@@ -1,30 +1,24 @@
-"""The audit log on the command line: where ``evaluate`` writes records, and ``prunewarden audit``.
+"""``prunewarden audit``: verify, query and report on decision audit logs.
 
-``evaluate`` writes records to ``--audit-log PATH``, else to the file named by
-``$PRUNEWARDEN_AUDIT_LOG``, else to standard error. ``--audit-log -`` writes them to standard
-output for a log shipper; the decision document then goes to standard error, so that standard
-output carries nothing but records.
+Where ``evaluate`` writes its records is :mod:`prunewarden.cli._evaluate_audit`; a command
+here reads the files it is given, else ``$PRUNEWARDEN_AUDIT_LOG`` and its rotated files.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import itertools
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
 import yaml
 
 from prunewarden.audit import (
-    DEFAULT_MASKS,
     EPISODE_COLUMNS,
-    FSYNC_MODES,
     REPORT_COLUMNS,
-    AuditLog,
     RecordFilter,
     Skipped,
     authorization_header,
@@ -39,98 +33,15 @@ from prunewarden.audit import (
 )
 from prunewarden.cli._collect import add_collect, run_collect
 from prunewarden.cli._common import add_format_option, stdin_as_file, write_json
+from prunewarden.cli._evaluate_audit import ENV_KEY, ENV_LOG
 from prunewarden.cli._export import add_export, exported_folders, run_export, sql_over_folders
 from prunewarden.cli._printable import printable
-from prunewarden.errors import AuditError, ExitCode, InputError, Problem
+from prunewarden.errors import AuditError, ExitCode
 from prunewarden.plots import count_daily, figure_class, prepare_file, write_audit_plot
 from prunewarden.review import json_value, sql
 
-ENV_LOG = "PRUNEWARDEN_AUDIT_LOG"
-ENV_KEY = "PRUNEWARDEN_AUDIT_KEY"
-
-
-def add_evaluate_options(parser: argparse.ArgumentParser) -> None:
-    """The audit options of ``evaluate``."""
-    parser.add_argument(
-        "--audit-log",
-        metavar="PATH",
-        help=(
-            f"append chained decision records (JSON lines) to PATH (default: ${ENV_LOG}, else "
-            "standard error); - writes them to standard output and the decision to standard error"
-        ),
-    )
-    parser.add_argument(
-        "--audit-fsync",
-        choices=FSYNC_MODES,
-        default="batch",
-        help="when records reach the disk: every record, in batches (default), or as the OS likes",
-    )
-    parser.add_argument(
-        "--audit-inputs",
-        action="store_true",
-        help="log the input document too, with " + " and ".join(DEFAULT_MASKS) + " erased",
-    )
-    parser.add_argument(
-        "--audit-mask",
-        action="append",
-        metavar="POINTER",
-        help="log the input document with this JSON pointer erased (repeatable; '*' matches "
-        "every member; replaces the default masks)",
-    )
-    parser.add_argument("--session-id", metavar="ID", help="session id to record with the decision")
-    parser.add_argument(
-        "--label",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="label to record with the decision (repeatable)",
-    )
-
-
-@contextlib.contextmanager
-def evaluation_audit(
-    args: argparse.Namespace, stdout: IO[str], stderr: IO[str]
-) -> Iterator[tuple[AuditLog, IO[str]]]:
-    """The audit sink ``evaluate`` writes to, and the stream its decision goes to."""
-    target = args.audit_log or os.environ.get(ENV_LOG) or None
-    inputs: Any = args.audit_mask or args.audit_inputs or None
-    settings: dict[str, Any] = {
-        "fsync": args.audit_fsync,
-        "inputs": inputs,
-        # Set but empty is a key that went missing, not a request for an unkeyed log.
-        "hmac_key_env": ENV_KEY if ENV_KEY in os.environ else None,
-    }
-    out = stdout
-    if target is None:
-        audit = AuditLog(stderr, **settings)
-    elif target == "-":
-        audit, out = AuditLog(stdout, **settings), stderr
-    else:
-        audit = AuditLog(target, **settings)
-        try:
-            audit.open()
-        except AuditError as exc:
-            raise AuditError(str(exc).replace("cannot write", "cannot open")) from None
-    try:
-        yield audit, out
-    finally:
-        audit.close()
-
-
-def caller_fields(args: argparse.Namespace) -> dict[str, Any]:
-    """``session_id`` and ``labels`` from ``--session-id`` and ``--label KEY=VALUE``."""
-    labels: dict[str, str] = {}
-    for label in args.label:
-        key, sep, value = label.partition("=")
-        if not sep or not key:
-            message = f"{label!r} is not KEY=VALUE"
-            raise InputError([Problem("<arguments>", 0, 0, "$.labels", message)])
-        labels[key] = value
-    return {"session_id": args.session_id, "labels": labels}
-
-
-# --- prunewarden audit ------------------------------------------------------------------------
-
+#: Adds a subcommand of ``audit``: its name, and the line its help and description say.
+Subcommand = Callable[[str, str], argparse.ArgumentParser]
 
 AUDIT_EXIT_CODES = """\
 exit codes:
@@ -161,6 +72,17 @@ def add_audit_command(commands: Any) -> None:
         )
         return parser
 
+    _add_verify(command)
+    _add_query(command)
+    _add_report(command)
+    _add_show_policy(command)
+    _add_sql(command)
+    add_export(command, ENV_KEY)
+    add_collect(command, ENV_KEY)
+
+
+def _add_verify(command: Subcommand) -> None:
+    """``audit verify``: the files, the key's variable, the head hashes expected."""
     verify = command("verify", "check the hash chain of audit logs; exit 5 if broken")
     verify.add_argument("files", nargs="*", metavar="FILE", help="log files (rotation order)")
     verify.add_argument(
@@ -178,12 +100,18 @@ def add_audit_command(commands: Any) -> None:
     )
     add_format_option(verify, "each file's records and head, and every finding")
 
+
+def _add_query(command: Subcommand) -> None:
+    """``audit query``: the files, the filters, the format and a limit."""
     query = command("query", "list decisions matching every filter given")
     query.add_argument("files", nargs="*", metavar="FILE")
     _add_filters(query)
     query.add_argument("--format", choices=["table", "json"], default="table")
     query.add_argument("--limit", type=int, metavar="N", help="stop after N decisions")
 
+
+def _add_report(command: Subcommand) -> None:
+    """``audit report``: the files, the filters, the format and a plot."""
     report = command(
         "report",
         "count decisions per policy version, check, outcome and primary reason, "
@@ -199,6 +127,9 @@ def add_audit_command(commands: Any) -> None:
         "(needs: pip install 'prunewarden[plot]')",
     )
 
+
+def _add_show_policy(command: Subcommand) -> None:
+    """``audit show-policy DECISION_ID``."""
     show = command(
         "show-policy", "print the full policy that authorized a decision, as logged with it"
     )
@@ -206,6 +137,9 @@ def add_audit_command(commands: Any) -> None:
     show.add_argument("files", nargs="*", metavar="FILE")
     show.add_argument("--format", choices=["yaml", "json"], default="yaml")
 
+
+def _add_sql(command: Subcommand) -> None:
+    """``audit sql SQL``."""
     sql = command(
         "sql",
         "run SQL (DuckDB) over views records, decisions and policies of the logs "
@@ -214,8 +148,6 @@ def add_audit_command(commands: Any) -> None:
     sql.add_argument("statement", metavar="SQL")
     sql.add_argument("files", nargs="*", metavar="FILE")
     sql.add_argument("--format", choices=["table", "json"], default="table")
-    add_export(command, ENV_KEY)
-    add_collect(command, ENV_KEY)
 
 
 def _add_filters(parser: argparse.ArgumentParser) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
@@ -53,6 +54,22 @@ def add_bundle_command(commands: Any) -> None:
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
 
+    _add_build(verb)
+    sign = verb("sign", "sign a bundle's manifest with an Ed25519 private key (PEM)")
+    sign.add_argument("bundle", metavar="BUNDLE", help="the bundle to sign")
+    sign.add_argument("--key", required=True, metavar="PEM", help="the private key")
+    sign.add_argument("--out", metavar="FILE", help="where to write it (default: in place)")
+    verify = verb("verify", "check a bundle's signature, every digest and every policy")
+    verify.add_argument("bundle", metavar="BUNDLE", help="the bundle to verify")
+    verify.add_argument("--key", required=True, metavar="PEM", help="the public key")
+    verify.add_argument("--format", choices=["text", "json"], default="text")
+    keygen = verb("keygen", "write a new Ed25519 key pair as PEM files")
+    keygen.add_argument("--private", required=True, metavar="FILE", help="private key (0600)")
+    keygen.add_argument("--public", required=True, metavar="FILE", help="public key")
+
+
+def _add_build(verb: Callable[[str, str], Any]) -> None:
+    """``bundle build``: its policies, revision, output, lock file, shadows and manifest fields."""
     build = verb("build", "pack policies, their bases and the lock file with a manifest")
     build.add_argument("policies", nargs="+", metavar="POLICY", help="policy YAML; first: default")
     build.add_argument("--revision", required=True, help="the bundle's revision (e.g. a commit)")
@@ -79,17 +96,6 @@ def add_bundle_command(commands: Any) -> None:
         help="the manifest's sequence, which orders bundles: a server refuses one lower than "
         "the one in force (default: built_at in milliseconds since 1970)",
     )
-    sign = verb("sign", "sign a bundle's manifest with an Ed25519 private key (PEM)")
-    sign.add_argument("bundle", metavar="BUNDLE", help="the bundle to sign")
-    sign.add_argument("--key", required=True, metavar="PEM", help="the private key")
-    sign.add_argument("--out", metavar="FILE", help="where to write it (default: in place)")
-    verify = verb("verify", "check a bundle's signature, every digest and every policy")
-    verify.add_argument("bundle", metavar="BUNDLE", help="the bundle to verify")
-    verify.add_argument("--key", required=True, metavar="PEM", help="the public key")
-    verify.add_argument("--format", choices=["text", "json"], default="text")
-    keygen = verb("keygen", "write a new Ed25519 key pair as PEM files")
-    keygen.add_argument("--private", required=True, metavar="FILE", help="private key (0600)")
-    keygen.add_argument("--public", required=True, metavar="FILE", help="public key")
 
 
 def run_bundle(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:

@@ -84,6 +84,22 @@ def add_command(commands: Any) -> None:
         epilog=CALIBRATE_EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    _add_traces(parser)
+    _add_fit_options(parser)
+    _add_power_options(parser)
+    _add_policy_files(parser)
+    add_executor_options(parser)
+    add_report_options(parser)
+    parser.add_argument(
+        "--plot",
+        metavar="FILE",
+        help="draw the healthy and collapsed traces' spreads, the fitted floor and the headroom "
+        "as a PNG (needs: pip install 'prunewarden[plot]')",
+    )
+
+
+def _add_traces(parser: argparse.ArgumentParser) -> None:
+    """What is fitted to: healthy traces or faithful pairs, and the known-collapsed traces."""
     parser.add_argument(
         "--healthy",
         nargs="+",
@@ -104,6 +120,10 @@ def add_command(commands: Any) -> None:
         metavar="TRACE",
         help="traces of sessions known to have collapsed: the fitted policy must halt on them",
     )
+
+
+def _add_fit_options(parser: argparse.ArgumentParser) -> None:
+    """How signal A is fitted, and whether a degenerate fit is written."""
     parser.add_argument(
         "--target-false-positive-rate",
         type=option.rate,
@@ -152,6 +172,10 @@ def add_command(commands: Any) -> None:
         help="write a fit that disables a signal (a floor at or above every healthy spread, "
         "a threshold below every healthy trace's peak sum) instead of refusing it",
     )
+
+
+def _add_power_options(parser: argparse.ArgumentParser) -> None:
+    """``--power``: detection power, and its plot."""
     parser.add_argument(
         "--power",
         action="store_true",
@@ -164,6 +188,10 @@ def add_command(commands: Any) -> None:
         help="with --power, draw recall versus squeeze with a 90%% guide line as a PNG "
         "(needs: pip install 'prunewarden[plot]')",
     )
+
+
+def _add_policy_files(parser: argparse.ArgumentParser) -> None:
+    """The base policy, where the fitted one goes, and the date it records."""
     parser.add_argument(
         "--base",
         required=True,
@@ -173,14 +201,6 @@ def add_command(commands: Any) -> None:
     parser.add_argument("--out", required=True, metavar="NEW_POLICY", help="where to write")
     parser.add_argument(
         "--date", type=option.date, metavar="YYYY-MM-DD", help="recorded date (default: today, UTC)"
-    )
-    add_executor_options(parser)
-    add_report_options(parser)
-    parser.add_argument(
-        "--plot",
-        metavar="FILE",
-        help="draw the healthy and collapsed traces' spreads, the fitted floor and the headroom "
-        "as a PNG (needs: pip install 'prunewarden[plot]')",
     )
 
 

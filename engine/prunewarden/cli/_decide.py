@@ -13,7 +13,7 @@ from typing import IO, Any, TypeVar
 from prunewarden import _resources as resources
 from prunewarden._files import open_regular
 from prunewarden._source import parse_json
-from prunewarden.cli import _audit, _policy
+from prunewarden.cli import _evaluate_audit, _policy
 from prunewarden.cli._common import (
     EXIT_CODES,
     STDIN_NAME,
@@ -213,7 +213,7 @@ def _add_input_options(parser: argparse.ArgumentParser, *, document: str, json_o
         default="json",
         help=f"json: {json_output} (default); text: a short summary",
     )
-    _audit.add_evaluate_options(parser)
+    _evaluate_audit.add_evaluate_options(parser)
     _policy.add_evaluate_options(parser)
 
 
@@ -231,9 +231,9 @@ def _on_input(
     parsed, problems = parse_json(text, filename)
     if problems:
         raise InputError(problems)
-    caller = _audit.caller_fields(args)
+    caller = _evaluate_audit.caller_fields(args)
     embedder = load_embedder(args)  # before the audit log opens: a missing extra logs nothing
-    with _audit.evaluation_audit(args, stdout, stderr) as (audit, out):
+    with _evaluate_audit.evaluation_audit(args, stdout, stderr) as (audit, out):
         engine = Engine(policy, audit=audit, shadow=shadow, embedder=embedder)
         return act(engine, parsed.data, filename=filename, text=text, **caller), out
 

@@ -11,8 +11,8 @@ import json
 import os
 from typing import IO, Any
 
-from prunewarden.cli._audit import ENV_KEY
 from prunewarden.cli._common import exit_codes_epilog
+from prunewarden.cli._evaluate_audit import ENV_KEY
 from prunewarden.errors import ExitCode
 from prunewarden.health import diagnose
 

@@ -19,8 +19,8 @@ from typing import IO, TYPE_CHECKING, Any
 
 from prunewarden.audit import DEFAULT_MASKS, FSYNC_MODES, AuditLog
 from prunewarden.cli import _policy
-from prunewarden.cli._audit import ENV_KEY, caller_fields
 from prunewarden.cli._common import UsageError, exit_codes_epilog, load_embedder
+from prunewarden.cli._evaluate_audit import ENV_KEY, caller_fields
 from prunewarden.engine import Engine
 from prunewarden.errors import AuditError, ExitCode, PrunewardenError
 from prunewarden.reload import ReloadingEngine
@@ -53,6 +53,25 @@ def add_mcp(commands: Any) -> None:
         epilog=MCP_EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    _add_transport(mcp)
+    mcp.add_argument(
+        "--policy",
+        metavar="FILE",
+        help="policy YAML, reloaded when it changes (default: the bundled default policy)",
+    )
+    mcp.add_argument(
+        "--reload-interval",
+        type=float,
+        default=1.0,
+        metavar="SECONDS",
+        help="how often --policy's files are checked for changes (0: never; default: 1)",
+    )
+    _add_audit_options(mcp)
+    _policy.add_evaluate_options(mcp)
+
+
+def _add_transport(mcp: argparse.ArgumentParser) -> None:
+    """``--transport`` and the address of its http transport."""
     mcp.add_argument(
         "--transport",
         choices=["stdio", "http"],
@@ -67,18 +86,10 @@ def add_mcp(commands: Any) -> None:
         help=f"address of the http transport, loopback only; port 0 picks one (default: "
         f"{DEFAULT_LISTEN})",
     )
-    mcp.add_argument(
-        "--policy",
-        metavar="FILE",
-        help="policy YAML, reloaded when it changes (default: the bundled default policy)",
-    )
-    mcp.add_argument(
-        "--reload-interval",
-        type=float,
-        default=1.0,
-        metavar="SECONDS",
-        help="how often --policy's files are checked for changes (0: never; default: 1)",
-    )
+
+
+def _add_audit_options(mcp: argparse.ArgumentParser) -> None:
+    """Where every decision is logged and how, and the caller fields recorded with it."""
     mcp.add_argument(
         "--audit-log",
         metavar="PATH",
@@ -113,7 +124,6 @@ def add_mcp(commands: Any) -> None:
         metavar="KEY=VALUE",
         help="label to record with every decision (repeatable)",
     )
-    _policy.add_evaluate_options(mcp)
 
 
 def run_mcp(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
@@ -124,22 +134,11 @@ def run_mcp(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
         )
     caller = caller_fields(args)
     embedder = load_embedder(args)  # before anything opens: a missing extra leaves nothing
-    sock = None
-    if args.transport == "http":
-        try:
-            sock = package.bind(*package.parse_listen(args.listen))
-        except package.ListenError as exc:
-            raise UsageError(f"prunewarden mcp: {exc}") from None
+    sock = _http_socket(args, package)
     # The library is silent; the command shows its diagnostics (warnings and worse), on standard
     # error, which stdio leaves free.
     logging.basicConfig(stream=stderr, level=logging.WARNING, format="prunewarden: %(message)s")
-    audit = AuditLog(
-        args.audit_log,
-        fsync=args.audit_fsync,
-        inputs=args.audit_mask or args.audit_inputs or None,
-        # Set but empty is a key that went missing, not a request for an unkeyed log.
-        hmac_key_env=ENV_KEY if ENV_KEY in os.environ else None,
-    )
+    audit = _audit_log(args)
     try:
         audit.open()
         engine = _engine(args, audit, embedder)
@@ -174,6 +173,27 @@ def run_mcp(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
         audit.close()
         _close(sock)
     return ExitCode.OK
+
+
+def _http_socket(args: argparse.Namespace, package: ModuleType) -> Any:
+    """The socket of the http transport on ``--listen`` (None over stdio)."""
+    if args.transport != "http":
+        return None
+    try:
+        return package.bind(*package.parse_listen(args.listen))
+    except package.ListenError as exc:
+        raise UsageError(f"prunewarden mcp: {exc}") from None
+
+
+def _audit_log(args: argparse.Namespace) -> AuditLog:
+    """The audit log every decision is written to (not opened yet)."""
+    return AuditLog(
+        args.audit_log,
+        fsync=args.audit_fsync,
+        inputs=args.audit_mask or args.audit_inputs or None,
+        # Set but empty is a key that went missing, not a request for an unkeyed log.
+        hmac_key_env=ENV_KEY if ENV_KEY in os.environ else None,
+    )
 
 
 def _engine(

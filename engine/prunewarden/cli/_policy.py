@@ -63,6 +63,14 @@ def add_policy_command(commands: Any) -> None:
     verbs = policy.add_subparsers(
         dest="policy_command", required=True, metavar="VERB", parser_class=type(policy)
     )
+    _add_show(verbs)
+    _add_diff(verbs)
+    add_check(verbs)
+    _add_lock(verbs)
+
+
+def _add_show(verbs: Any) -> None:
+    """``policy show [--resolved] [--format yaml|json] FILE``."""
     show = verbs.add_parser(
         "show",
         help="print a policy, each value annotated with the file and line that set it",
@@ -83,6 +91,10 @@ def add_policy_command(commands: Any) -> None:
         default="yaml",
         help="yaml: commented YAML (default); json: document, sources and provenance",
     )
+
+
+def _add_diff(verbs: Any) -> None:
+    """``policy diff [--format text|json] A B``."""
     diff = verbs.add_parser(
         "diff",
         help="compare two resolved policies by meaning; exit 1 when they differ",
@@ -97,7 +109,10 @@ def add_policy_command(commands: Any) -> None:
         default="text",
         help="text: one line per difference (default); json: every change with both origins",
     )
-    add_check(verbs)
+
+
+def _add_lock(verbs: Any) -> None:
+    """``policy lock FILE...``: record the digests of policies in a lock file."""
     lock = verbs.add_parser(
         "lock",
         help="record name@version -> digest of policies (and what they extend) in a lock file",

@@ -17,9 +17,9 @@ from types import ModuleType
 from typing import IO, Any
 
 from prunewarden._files import read_regular
-from prunewarden.cli._audit import ENV_KEY
 from prunewarden.cli._common import UsageError, load_embedder
-from prunewarden.cli._serve_bundle import add_bundle_rules, bundle_rules
+from prunewarden.cli._evaluate_audit import ENV_KEY
+from prunewarden.cli._serve_bundle import bundle_rules
 from prunewarden.cli._serve_config import (
     Effective,
     add_config_options,
@@ -27,19 +27,16 @@ from prunewarden.cli._serve_config import (
     resolve,
     unset_defaults,
 )
-from prunewarden.errors import AuditError, ExitCode
-from prunewarden.limits import (
-    BODY_SECONDS,
-    HEADER_SECONDS,
-    KEEP_ALIVE_SECONDS,
-    MAX_CONNECTIONS,
-    MAX_LIVE_SESSIONS,
-    MAX_POLICY_BYTES,
-    MAX_REQUEST_BYTES,
-    REQUEST_SECONDS,
-    SESSION_IDLE_SECONDS,
+from prunewarden.cli._serve_options import (
+    add_access_options,
+    add_connection_limits,
+    add_fleet_reporting,
+    add_policy_sources,
+    add_request_limits,
+    add_stores,
 )
-from prunewarden.shipping import DEFAULT_BUFFER_BYTES, DEFAULT_BUFFER_RECORDS
+from prunewarden.errors import AuditError, ExitCode
+from prunewarden.limits import MAX_POLICY_BYTES
 
 SERVE_EXIT_CODES = """\
 exit codes:
@@ -66,50 +63,8 @@ def add_serve(commands: Any) -> None:
         epilog=SERVE_EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    serve.add_argument("--policy", metavar="FILE", help="policy YAML (reloaded when it changes)")
-    serve.add_argument(
-        "--bundle",
-        metavar="PATH|URL",
-        help="a signed policy bundle instead of --policy, fetched again every reload interval "
-        "(docs/fleet.md)",
-    )
-    serve.add_argument(
-        "--bundle-key", metavar="PEM", help="the Ed25519 public key the bundle must be signed with"
-    )
-    serve.add_argument(
-        "--bundle-policy", metavar="NAME", help="the bundle's policy to run (default: its first)"
-    )
-    add_bundle_rules(serve)
-    serve.add_argument(
-        "--tenants",
-        metavar="FILE",
-        help="several policies, chosen per request by its labels (tenants.v1 YAML; with "
-        "--bundle, the tenants name policies of the bundle; docs/fleet.md)",
-    )
-    serve.add_argument(
-        "--trusted-labels-header",
-        metavar="NAME",
-        help="read a request's labels from this header alone, which a proxy in front sets; a "
-        "Prunewarden-Labels header or a document's labels is then refused (400)",
-    )
-    serve.add_argument(
-        "--audit-log",
-        metavar="PATH",
-        default="prunewarden-audit.jsonl",
-        help="chained decision log (default: prunewarden-audit.jsonl)",
-    )
-    serve.add_argument(
-        "--audit-fsync",
-        choices=["always", "batch", "never"],
-        default="batch",
-        help="when records reach the disk (default: batch)",
-    )
-    serve.add_argument(
-        "--sessions",
-        metavar="STORE",
-        help="sqlite:PATH, redis://HOST:PORT/DB or redis+cluster://HOST:PORT,HOST:PORT,... "
-        "(default: sessions.sqlite3 next to the audit log)",
-    )
+    add_policy_sources(serve)
+    add_stores(serve)
     serve.add_argument(
         "--listen",
         metavar="ADDRESS",
@@ -118,71 +73,9 @@ def add_serve(commands: Any) -> None:
     )
     serve.add_argument("--shadow", metavar="FILE", help="candidate policy decided beside it")
     serve.add_argument("--lock", metavar="FILE", help="lock file (default: policy.lock beside)")
-    serve.add_argument("--token-file", metavar="FILE", help="file holding the bearer token")
-    serve.add_argument(
-        "--socket-mode",
-        metavar="OCTAL",
-        default="660",
-        help="permissions of a unix socket (default: 660, owner and group)",
-    )
-    serve.add_argument(
-        "--max-request-bytes",
-        type=int,
-        default=MAX_REQUEST_BYTES,
-        metavar="N",
-        help=f"largest request body (default: {MAX_REQUEST_BYTES})",
-    )
-    serve.add_argument(
-        "--request-timeout",
-        type=float,
-        default=REQUEST_SECONDS,
-        metavar="SECONDS",
-        help=f"longest a request may take (default: {REQUEST_SECONDS:g})",
-    )
-    serve.add_argument(
-        "--session-ttl",
-        type=float,
-        default=SESSION_IDLE_SECONDS,
-        metavar="SECONDS",
-        help=f"forget sessions idle this long (default: {SESSION_IDLE_SECONDS:g})",
-    )
-    serve.add_argument(
-        "--max-live-sessions",
-        type=int,
-        default=MAX_LIVE_SESSIONS,
-        metavar="N",
-        help="sessions kept in memory; the least recently used go back to the store "
-        f"(default: {MAX_LIVE_SESSIONS})",
-    )
-    serve.add_argument(
-        "--max-connections",
-        type=int,
-        default=MAX_CONNECTIONS,
-        metavar="N",
-        help=f"connections open at once; more are answered 503 (default: {MAX_CONNECTIONS})",
-    )
-    serve.add_argument(
-        "--header-timeout",
-        type=float,
-        default=HEADER_SECONDS,
-        metavar="SECONDS",
-        help=f"longest a client may take to send a request's headers (default: {HEADER_SECONDS:g})",
-    )
-    serve.add_argument(
-        "--body-timeout",
-        type=float,
-        default=BODY_SECONDS,
-        metavar="SECONDS",
-        help="longest a client may take to send a body, or leave an answer unread "
-        f"(default: {BODY_SECONDS:g})",
-    )
-    serve.add_argument(
-        "--keep-alive-timeout",
-        type=float,
-        default=KEEP_ALIVE_SECONDS,
-        metavar="SECONDS",
-        help=f"close a keep-alive connection idle this long (default: {KEEP_ALIVE_SECONDS:g})",
-    )
+    add_access_options(serve)
+    add_request_limits(serve)
+    add_connection_limits(serve)
     serve.add_argument(
         "--metrics-listen",
         metavar="HOST:PORT",
@@ -196,50 +89,7 @@ def add_serve(commands: Any) -> None:
         metavar="SECONDS",
         help="how often the policy files are checked for changes (0: never; default: 1)",
     )
-    serve.add_argument(
-        "--status-url",
-        metavar="URL",
-        help="POST the /v1/status document to this http(s) URL (audit collect's "
-        "http://HOST:PORT/v1/status keeps it as the --ship-replica's, shown at /v1/fleet), "
-        "periodically and after each activation and new failure; a failed push never delays "
-        "a decision (docs/fleet.md)",
-    )
-    serve.add_argument(
-        "--status-interval",
-        type=float,
-        default=10.0,
-        metavar="SECONDS",
-        help="seconds between two status pushes (default: 10)",
-    )
-    serve.add_argument(
-        "--ship",
-        action="append",
-        default=[],
-        metavar="URL",
-        help="also ship the audit log to URL (repeatable): http(s)://HOST/v1/logs (prunewarden "
-        "audit collect), otlp+http(s)://HOST:4318/v1/logs (extra: ship) or "
-        "kafka://HOST:PORT/TOPIC (extra: kafka); see docs/fleet.md",
-    )
-    serve.add_argument(
-        "--ship-replica",
-        metavar="NAME",
-        help="the name this server ships (and pushes its status) as (default: the host name)",
-    )
-    serve.add_argument(
-        "--ship-buffer-records",
-        type=int,
-        default=DEFAULT_BUFFER_RECORDS,
-        metavar="N",
-        help="records read and not yet acknowledged, per destination, before records are "
-        f"dropped (default: {DEFAULT_BUFFER_RECORDS})",
-    )
-    serve.add_argument(
-        "--ship-buffer-bytes",
-        type=int,
-        default=DEFAULT_BUFFER_BYTES,
-        metavar="N",
-        help=f"the same in bytes (default: {DEFAULT_BUFFER_BYTES})",
-    )
+    add_fleet_reporting(serve)
     serve.add_argument(
         "--print-openapi",
         action="store_true",
@@ -276,21 +126,34 @@ def _explained(effective: Effective, message: str) -> str:
 
 
 def _serve(args: argparse.Namespace, server: ModuleType, stdout: IO[str], stderr: IO[str]) -> int:
-    if args.tenants is None and (args.policy is None) == (args.bundle is None):
-        raise UsageError("prunewarden serve: give --policy FILE or --bundle PATH|URL (one)")
-    bundle_key = _bundle_key(args.bundle_key) if args.bundle is not None else None
-    tenants = (
-        server.read_tenants(args.tenants, bundle=args.bundle is not None)
-        if args.tenants is not None
-        else None
+    config = _server_config(args, server)
+    # The library is silent; the command shows its diagnostics (warnings and worse).
+    logging.basicConfig(stream=stderr, level=logging.WARNING, format="prunewarden: %(message)s")
+    try:
+        built = server.build_app(config)
+    except (AuditError, server.ServerConfigError) as exc:
+        raise UsageError(f"prunewarden serve: {exc}") from None
+    sock, metrics_sock = _bind(server, config, built, stdout)
+    stdout.write(
+        f"prunewarden serve: listening on {server.bound_url(config.listen, sock)} "
+        f"({_held(built)})\n"
     )
+    stdout.flush()
+    server.run(built, sock, config.listen, metrics_sock)
+    stdout.write("prunewarden serve: stopped\n")
+    return ExitCode.OK
+
+
+def _server_config(args: argparse.Namespace, server: ModuleType) -> Any:
+    """The server's configuration as the options give it; a value it refuses is a usage error."""
+    bundle_key, tenants = _policy_sources(args, server)
     try:
         socket_mode = int(args.socket_mode, 8)
         listen = server.parse_listen(args.listen)
         metrics_listen = (
             server.parse_listen(args.metrics_listen) if args.metrics_listen is not None else None
         )
-        config = server.ServerConfig(
+        return server.ServerConfig(
             policy=args.policy,
             audit_log=args.audit_log,
             listen=listen,
@@ -300,15 +163,7 @@ def _serve(args: argparse.Namespace, server: ModuleType, stdout: IO[str], stderr
             token=server.read_token(args.token_file),
             audit_fsync=args.audit_fsync,
             reload_interval=args.reload_interval,
-            max_request_bytes=args.max_request_bytes,
-            request_seconds=args.request_timeout,
-            session_ttl=args.session_ttl,
             socket_mode=socket_mode,
-            max_live_sessions=args.max_live_sessions,
-            max_connections=args.max_connections,
-            header_seconds=args.header_timeout,
-            body_seconds=args.body_timeout,
-            keep_alive_seconds=args.keep_alive_timeout,
             metrics_listen=metrics_listen,
             # Set but empty is a key that went missing, not a request for an unkeyed log.
             audit_key_env=ENV_KEY if ENV_KEY in os.environ else None,
@@ -318,14 +173,10 @@ def _serve(args: argparse.Namespace, server: ModuleType, stdout: IO[str], stderr
             bundle_policy=args.bundle_policy,
             bundle_rules=bundle_rules(args),
             embedder=load_embedder(args),
-            status_url=args.status_url,
-            status_interval=args.status_interval,
-            ship=tuple(args.ship),
-            ship_replica=args.ship_replica,
-            ship_buffer_records=args.ship_buffer_records,
-            ship_buffer_bytes=args.ship_buffer_bytes,
             tenants=tenants,
             trusted_labels_header=args.trusted_labels_header,
+            **_limits(args),
+            **_fleet_reporting(args),
         )
     except ValueError:
         raise UsageError(
@@ -333,36 +184,68 @@ def _serve(args: argparse.Namespace, server: ModuleType, stdout: IO[str], stderr
         ) from None
     except server.ServerConfigError as exc:
         raise UsageError(f"prunewarden serve: {exc}") from None
-    # The library is silent; the command shows its diagnostics (warnings and worse).
-    logging.basicConfig(stream=stderr, level=logging.WARNING, format="prunewarden: %(message)s")
+
+
+def _policy_sources(args: argparse.Namespace, server: ModuleType) -> tuple[bytes | None, Any]:
+    """The bundle's key (with ``--bundle``) and the tenants (with ``--tenants``)."""
+    if args.tenants is None and (args.policy is None) == (args.bundle is None):
+        raise UsageError("prunewarden serve: give --policy FILE or --bundle PATH|URL (one)")
+    bundle_key = _bundle_key(args.bundle_key) if args.bundle is not None else None
+    tenants = (
+        server.read_tenants(args.tenants, bundle=args.bundle is not None)
+        if args.tenants is not None
+        else None
+    )
+    return bundle_key, tenants
+
+
+def _limits(args: argparse.Namespace) -> dict[str, Any]:
+    """The limits on requests, sessions and connections."""
+    return {
+        "max_request_bytes": args.max_request_bytes,
+        "request_seconds": args.request_timeout,
+        "session_ttl": args.session_ttl,
+        "max_live_sessions": args.max_live_sessions,
+        "max_connections": args.max_connections,
+        "header_seconds": args.header_timeout,
+        "body_seconds": args.body_timeout,
+        "keep_alive_seconds": args.keep_alive_timeout,
+    }
+
+
+def _fleet_reporting(args: argparse.Namespace) -> dict[str, Any]:
+    """Where the status is pushed and the audit log shipped."""
+    return {
+        "status_url": args.status_url,
+        "status_interval": args.status_interval,
+        "ship": tuple(args.ship),
+        "ship_replica": args.ship_replica,
+        "ship_buffer_records": args.ship_buffer_records,
+        "ship_buffer_bytes": args.ship_buffer_bytes,
+    }
+
+
+def _bind(server: ModuleType, config: Any, built: Any, stdout: IO[str]) -> tuple[Any, Any]:
+    """The sockets of ``--listen`` and ``--metrics-listen`` (or None); a socket that cannot be
+    bound closes what was opened before it and is a usage error."""
     try:
-        built = server.build_app(config)
-    except (AuditError, server.ServerConfigError) as exc:
-        raise UsageError(f"prunewarden serve: {exc}") from None
-    try:
-        sock = server.bind(listen, socket_mode)
+        sock = server.bind(config.listen, config.socket_mode)
     except server.ServerConfigError as exc:
         built.close()
         raise UsageError(f"prunewarden serve: {exc}") from None
-    metrics_sock = None
-    if metrics_listen is not None:
-        try:
-            metrics_sock = server.bind(metrics_listen, socket_mode)
-        except server.ServerConfigError as exc:
-            sock.close()
-            if listen.unix_path is not None:
-                Path(listen.unix_path).unlink(missing_ok=True)
-            built.close()
-            raise UsageError(f"prunewarden serve: --metrics-listen: {exc}") from None
-        metrics_url = server.bound_url(metrics_listen, metrics_sock)
-        stdout.write(f"prunewarden serve: metrics without a token on {metrics_url}/metrics\n")
-    stdout.write(
-        f"prunewarden serve: listening on {server.bound_url(listen, sock)} ({_held(built)})\n"
-    )
-    stdout.flush()
-    server.run(built, sock, listen, metrics_sock)
-    stdout.write("prunewarden serve: stopped\n")
-    return ExitCode.OK
+    if config.metrics_listen is None:
+        return sock, None
+    try:
+        metrics_sock = server.bind(config.metrics_listen, config.socket_mode)
+    except server.ServerConfigError as exc:
+        sock.close()
+        if config.listen.unix_path is not None:
+            Path(config.listen.unix_path).unlink(missing_ok=True)
+        built.close()
+        raise UsageError(f"prunewarden serve: --metrics-listen: {exc}") from None
+    metrics_url = server.bound_url(config.metrics_listen, metrics_sock)
+    stdout.write(f"prunewarden serve: metrics without a token on {metrics_url}/metrics\n")
+    return sock, metrics_sock
 
 
 def _held(built: Any) -> str:

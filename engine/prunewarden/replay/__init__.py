@@ -24,13 +24,12 @@ from prunewarden.replay._fit import (
     CalibrationError,
     Fit,
     TraceData,
-    base_outside,
-    extends_reference,
     fit,
     halts,
     read_trace,
 )
 from prunewarden.replay._fit_cusum import DEFAULT_CUSUM_MARGIN
+from prunewarden.replay._fit_extends import base_outside, extends_reference
 from prunewarden.replay._parquet import decision_rows, write_decisions_parquet
 from prunewarden.replay._power import canary_only_traces, power, read_cycles, render_power
 from prunewarden.replay._run import (

@@ -24,9 +24,8 @@ import hashlib
 import math
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal
 
 import yaml
@@ -37,6 +36,7 @@ from prunewarden.engine import Engine
 from prunewarden.errors import ExitCode, PrunewardenError
 from prunewarden.policy import Calibration, CusumSettings, Policy, parse_policy
 from prunewarden.replay._fit_cusum import DEFAULT_CUSUM_MARGIN, fit_cusum
+from prunewarden.replay._fit_extends import base_outside
 from prunewarden.replay._run import SilentLogger, replay_trace
 from prunewarden.replay._trace import TraceReader
 
@@ -172,15 +172,7 @@ def fit(  # noqa: PLR0913 - the fit's inputs, each a command-line option
     ``spread`` counts those on which signal A holds, whatever their canary, so that a canary
     that never inverts cannot lift the floor above every healthy spread."""
     scale = fit_scale(healthy)
-    if spread_test is None:
-        spread_test = "cusum" if base.spec.collapse.spread_floor_mode == "cusum" else "absolute"
-    if floor_from == "spread" and (
-        spread_test == "cusum" or base.spec.collapse.spread_floor_mode != "absolute"
-    ):
-        msg = "--floor-from spread fits an absolute floor, and the fit is not of one"
-        raise CalibrationError(msg)
-    if horizon is not None:
-        _check_horizon(horizon, healthy, spread_test)
+    spread_test = _spread_test(base, spread_test, floor_from, horizon, healthy)
     if spread_test == "cusum":
         cusum, record = fit_cusum(base, scale, [t.cycles for t in healthy], cusum_margin, horizon)
         provisional = _policy(base, out, _document(base, base_ref, scale, 0.0, {}, cusum=cusum))
@@ -202,39 +194,13 @@ def fit(  # noqa: PLR0913 - the fit's inputs, each a command-line option
         text = _text(document, base)
         floor = base.spec.collapse.spread_floor
         return Fit(scale, floor, floor, _parse(text, base, out), text, cusum)
-    spreads = {
-        math.floor(pstdev([scale.apply(v) for v in cycle]) * 10**_DIGITS) / 10**_DIGITS
-        for trace in healthy
-        for cycle in trace.cycles
-    }
-    candidates = sorted(spreads | {0.0, 1.0})
-    allowed = math.floor(rate * len(healthy) + 1e-9)
 
-    def quiet(floor: float) -> bool:
-        policy = _policy(base, out, _document(base, base_ref, scale, floor, {}))
-        return len(halts(policy, healthy)) <= allowed
+    def policy_at(floor: float) -> Policy:
+        return _policy(base, out, _document(base, base_ref, scale, floor, {}))
 
-    def quiet_spread(floor: float) -> bool:
-        policy = _policy(base, out, _document(base, base_ref, scale, floor, {}))
-        return len(spread_signal_traces(policy, healthy)) <= allowed
-
-    if not quiet(0.0):
-        message = (
-            "the healthy traces halt above the target rate even with a spread floor of 0 "
-            "(history or entry settings of the base halt them): nothing to fit"
-        )
-        raise CalibrationError(message)
-    holds = quiet_spread if floor_from == "spread" else quiet
-    lo, hi = 0, len(candidates) - 1  # holds(candidates[lo]) does; find the last that does
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if holds(candidates[mid]):
-            lo = mid
-        else:
-            hi = mid - 1
-    largest = candidates[lo]
+    largest = _largest_quiet_floor(policy_at, scale, healthy, rate=rate, floor_from=floor_from)
     floor = math.floor(largest * headroom * 10**_DIGITS) / 10**_DIGITS
-    provisional = _policy(base, out, _document(base, base_ref, scale, floor, {}))
+    provisional = policy_at(floor)
     results = {
         "base": _results(base, healthy, collapsed),
         "calibrated": _results(provisional, healthy, collapsed),
@@ -253,6 +219,69 @@ def fit(  # noqa: PLR0913 - the fit's inputs, each a command-line option
     document = _document(base, base_ref, scale, floor, metadata)
     text = _text(document, base)
     return Fit(scale, floor, largest, _parse(text, base, out), text)
+
+
+def _spread_test(
+    base: Policy,
+    spread_test: SpreadTest | None,
+    floor_from: FloorFrom,
+    horizon: int | None,
+    healthy: Sequence[TraceData],
+) -> SpreadTest:
+    """What signal A is fitted as (given, else the base's mode), checked against the options
+    that only one of the two takes."""
+    if spread_test is None:
+        spread_test = "cusum" if base.spec.collapse.spread_floor_mode == "cusum" else "absolute"
+    if floor_from == "spread" and (
+        spread_test == "cusum" or base.spec.collapse.spread_floor_mode != "absolute"
+    ):
+        msg = "--floor-from spread fits an absolute floor, and the fit is not of one"
+        raise CalibrationError(msg)
+    if horizon is not None:
+        _check_horizon(horizon, healthy, spread_test)
+    return spread_test
+
+
+def _largest_quiet_floor(
+    policy_at: Callable[[float], Policy],
+    scale: Calibration,
+    healthy: Sequence[TraceData],
+    *,
+    rate: float,
+    floor_from: FloorFrom,
+) -> float:
+    """The largest absolute floor (among the healthy spreads, 0 and 1) at which at most
+    ``rate`` of the healthy traces halt (``floor_from`` halts) or raise signal A (spread).
+    ``policy_at``: the fitted policy with a given floor."""
+    spreads = {
+        math.floor(pstdev([scale.apply(v) for v in cycle]) * 10**_DIGITS) / 10**_DIGITS
+        for trace in healthy
+        for cycle in trace.cycles
+    }
+    candidates = sorted(spreads | {0.0, 1.0})
+    allowed = math.floor(rate * len(healthy) + 1e-9)
+
+    def quiet(floor: float) -> bool:
+        return len(halts(policy_at(floor), healthy)) <= allowed
+
+    def quiet_spread(floor: float) -> bool:
+        return len(spread_signal_traces(policy_at(floor), healthy)) <= allowed
+
+    if not quiet(0.0):
+        message = (
+            "the healthy traces halt above the target rate even with a spread floor of 0 "
+            "(history or entry settings of the base halt them): nothing to fit"
+        )
+        raise CalibrationError(message)
+    holds = quiet_spread if floor_from == "spread" else quiet
+    lo, hi = 0, len(candidates) - 1  # holds(candidates[lo]) does; find the last that does
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if holds(candidates[mid]):
+            lo = mid
+        else:
+            hi = mid - 1
+    return candidates[lo]
 
 
 def _check_horizon(horizon: int, healthy: Sequence[TraceData], spread_test: SpreadTest) -> None:
@@ -406,23 +435,3 @@ def bump_minor(version: str) -> str:
     if match is None:  # pragma: no cover - the schema admits only semantic versions
         raise CalibrationError(f"base version {version!r} is not a semantic version")
     return f"{match[1]}.{int(match[2]) + 1}.0"
-
-
-def base_outside(base_ref: str) -> bool:
-    """Whether ``base_ref`` (from :func:`extends_reference`) leaves the fitted policy's folder:
-    then the fitted policy loads only where the base's folder is an allowed base folder
-    (``--base-dir``), as every ``extends`` outside a policy's folder does."""
-    return base_ref.startswith("../")
-
-
-def extends_reference(base: str, out: str) -> str:
-    """How the fitted policy names its base: ``builtin:<name>`` as given, else a path relative
-    to the fitted policy's folder."""
-    if base.startswith("builtin:"):
-        return base
-    folder = Path(out).resolve().parent
-    return Path(os.path.relpath(Path(base).resolve(), folder)).as_posix()
-
-
-# --------------------------------------------------------------------------------------------
-# The command line

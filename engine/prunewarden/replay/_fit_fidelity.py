@@ -32,7 +32,8 @@ from prunewarden._files import open_regular
 from prunewarden.errors import InputError, Problem, describe_value
 from prunewarden.fidelity import Embedder, sentence_similarities
 from prunewarden.policy import Policy
-from prunewarden.replay._fit import CalibrationError, _parse, base_outside, bump_minor
+from prunewarden.replay._fit import CalibrationError, _parse, bump_minor
+from prunewarden.replay._fit_extends import base_outside
 
 LABELS = ("faithful", "lossy")
 _STEP = 100  # the floor is rounded down to 1 / _STEP

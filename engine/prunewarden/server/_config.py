@@ -200,19 +200,7 @@ class ServerConfig:
         if self.status_interval <= 0:
             msg = f"--status-interval {self.status_interval:g}: must be positive"
             raise ServerConfigError(msg)
-        if not self.listen.is_loopback and self.token is None:
-            msg = (
-                f"refusing to listen on {self.listen.url()} without a token: set "
-                f"{TOKEN_ENV} or pass --token-file (or listen on loopback or a unix socket)"
-            )
-            raise ServerConfigError(msg)
-        metrics = self.metrics_listen
-        if metrics is not None and (metrics.is_unix or not metrics.is_loopback):
-            msg = (
-                f"--metrics-listen {metrics.url()}: metrics without a token are served on a "
-                "loopback TCP address only (127.0.0.1:PORT or [::1]:PORT)"
-            )
-            raise ServerConfigError(msg)
+        self._check_listening()
         limits = (
             self.max_request_bytes,
             self.request_seconds,
@@ -229,6 +217,22 @@ class ServerConfig:
             msg = (
                 "the request size, request time, session TTL, live sessions, connections, "
                 "header, body, keep-alive and shipping buffer limits must be positive"
+            )
+            raise ServerConfigError(msg)
+
+    def _check_listening(self) -> None:
+        """Beyond loopback only with a token; metrics without one on loopback TCP only."""
+        if not self.listen.is_loopback and self.token is None:
+            msg = (
+                f"refusing to listen on {self.listen.url()} without a token: set "
+                f"{TOKEN_ENV} or pass --token-file (or listen on loopback or a unix socket)"
+            )
+            raise ServerConfigError(msg)
+        metrics = self.metrics_listen
+        if metrics is not None and (metrics.is_unix or not metrics.is_loopback):
+            msg = (
+                f"--metrics-listen {metrics.url()}: metrics without a token are served on a "
+                "loopback TCP address only (127.0.0.1:PORT or [::1]:PORT)"
             )
             raise ServerConfigError(msg)
 

@@ -85,6 +85,25 @@ def tenants_detail(tenant: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+#: What every ``GET /v1/status`` document holds, in the order its schema lists it.
+_STATUS_REQUIRED = (
+    "healthy",
+    "started_at",
+    "engine_version",
+    "default_tenant",
+    "tenants",
+    "policy",
+    "shadow",
+    "bundle",
+    "activated_at",
+    "last_reload",
+    "last_error",
+    "decisions",
+    "log_shipping",
+    "status_push",
+)
+
+
 def status_schema(identity: dict[str, Any], tenant: dict[str, Any]) -> dict[str, Any]:
     """The schema of ``GET /v1/status``, ``identity`` being the schema of a policy identity
     and ``tenant`` that of a tenant."""
@@ -92,22 +111,7 @@ def status_schema(identity: dict[str, Any], tenant: dict[str, Any]) -> dict[str,
     problems = {"type": "array", "items": {"type": "string"}}
     return {
         "type": "object",
-        "required": [
-            "healthy",
-            "started_at",
-            "engine_version",
-            "default_tenant",
-            "tenants",
-            "policy",
-            "shadow",
-            "bundle",
-            "activated_at",
-            "last_reload",
-            "last_error",
-            "decisions",
-            "log_shipping",
-            "status_push",
-        ],
+        "required": list(_STATUS_REQUIRED),
         "properties": {
             "healthy": {
                 "type": "boolean",

@@ -136,6 +136,17 @@ def _session_post(
 
 def _paths() -> dict[str, Any]:
     return {
+        **_operation_paths(),
+        **_policy_paths(),
+        **_decision_paths(),
+        **_session_report_paths(),
+        **_session_state_paths(),
+    }
+
+
+def _operation_paths() -> dict[str, Any]:
+    """Health, readiness and the bundled schemas: no token needed."""
+    return {
         "/healthz": {
             "get": {
                 "operationId": "health",
@@ -174,6 +185,12 @@ def _paths() -> dict[str, Any]:
                 },
             }
         },
+    }
+
+
+def _policy_paths() -> dict[str, Any]:
+    """The policy in force, the tenants and the server's status."""
+    return {
         "/v1/policy": {
             "get": {
                 "operationId": "policy",
@@ -205,6 +222,12 @@ def _paths() -> dict[str, Any]:
                 "responses": {"200": _ok("Status", "The server's status"), **_problems(401, 403)},
             }
         },
+    }
+
+
+def _decision_paths() -> dict[str, Any]:
+    """The stateless decisions: one input document, one pruning pass."""
+    return {
         "/v1/evaluate": {
             "post": {
                 "operationId": "evaluate",
@@ -242,6 +265,12 @@ def _paths() -> dict[str, Any]:
                 },
             }
         },
+    }
+
+
+def _session_report_paths() -> dict[str, Any]:
+    """What a session reports, each decided (or recorded) on its history."""
+    return {
         "/v1/sessions/{session_id}/cycles": _session_post(
             "observe_cycle",
             "Report one rewrite cycle's scores; the collapse decision on the session's history",
@@ -284,6 +313,12 @@ def _paths() -> dict[str, Any]:
             "Decision",
             "A transition document without `session_id` and `labels`",
         ),
+    }
+
+
+def _session_state_paths() -> dict[str, Any]:
+    """What a session keeps: read it, or forget it."""
+    return {
         "/v1/sessions/{session_id}": {
             "get": {
                 "operationId": "state",

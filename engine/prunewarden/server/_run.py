@@ -75,7 +75,7 @@ class Built:
     status_push: StatusPush | None = None
 
 
-def build_app(config: ServerConfig) -> Built:  # noqa: C901, PLR0915 - each part closed if a later one fails
+def build_app(config: ServerConfig) -> Built:
     """The app for ``config``: the audit log opened (raises :class:`AuditError` when it cannot
     be written), the policy loaded (raises :class:`PolicyError`)."""
     exporting = _status_exporting(config)  # before anything is opened: the extra may be missing
@@ -114,14 +114,42 @@ def build_app(config: ServerConfig) -> Built:  # noqa: C901, PLR0915 - each part
     export = _status_export(exporting, config, fleet, tenants, sessions)
     server_metrics = ServerMetrics(registry)
     registry.register(StatusMetrics(lambda: fleet.document(tenants)))
-    limits = ConnectionLimits(
+    limits = _connection_limits(config, server_metrics)
+    syncer = _Syncer(audit) if config.audit_fsync == "batch" else None
+    close = _closer(audit, tenants, sessions, (push, export, syncer, shipper))
+    app = create_app(
+        config,
+        DecisionService(tenants, audit, fleet),
+        sessions,
+        on_shutdown=close,
+        decision_metrics=registry,
+        server_metrics=server_metrics,
+    )
+    return Built(app, engine, audit, sessions, close, limits, tenants, push)
+
+
+def _connection_limits(config: ServerConfig, metrics: ServerMetrics) -> ConnectionLimits:
+    """What each connection may hold, as ``config`` says, counted on ``metrics``."""
+    return ConnectionLimits(
         max_connections=config.max_connections,
         header_seconds=config.header_seconds,
         body_seconds=config.body_seconds,
         keep_alive_seconds=config.keep_alive_seconds,
-        metrics=server_metrics,
+        metrics=metrics,
     )
-    syncer = _Syncer(audit) if config.audit_fsync == "batch" else None
+
+
+def _closer(
+    audit: AuditLog,
+    tenants: Tenants,
+    sessions: SessionService,
+    optional: tuple[StatusPush | None, _Closing | None, _Syncer | None, LogShipper | None],
+) -> Callable[[], None]:
+    """What closes an app's parts, once: the status push, the last status export, the
+    tenants, the sessions, the batch syncer and the shipping, the audit log last (whatever
+    failed before it). ``optional``: the push, export, syncer and shipper (each None when not
+    configured)."""
+    push, export, syncer, shipper = optional
     closed: list[bool] = []
 
     def close() -> None:
@@ -142,15 +170,7 @@ def build_app(config: ServerConfig) -> Built:  # noqa: C901, PLR0915 - each part
         finally:
             audit.close()
 
-    app = create_app(
-        config,
-        DecisionService(tenants, audit, fleet),
-        sessions,
-        on_shutdown=close,
-        decision_metrics=registry,
-        server_metrics=server_metrics,
-    )
-    return Built(app, engine, audit, sessions, close, limits, tenants, push)
+    return close
 
 
 def _open_audit(config: ServerConfig) -> AuditLog:
