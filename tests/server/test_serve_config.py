@@ -14,7 +14,7 @@ import yaml
 from _support.server import policy_text, running_server
 from prunewarden._resources import schema
 from prunewarden.cli._main import COMMANDS, _parser, run
-from prunewarden.cli._serve_config import BY_KEY, NOT_SETTINGS, SETTINGS
+from prunewarden.cli._serve_config import BY_KEY, NOT_SETTINGS, SETTINGS, _redacted
 
 EVICTION: dict[str, Any] = {
     "check": "eviction",
@@ -206,6 +206,14 @@ class TestRedaction:
         assert code == 2
         assert "--sessions redis://:***@127.0.0.1:1/0: " in err
         assert "hunter2" not in err
+
+    def test_a_message_naming_a_url_pattern_is_read_as_text(self) -> None:
+        """A message holding something urllib cannot split (the pattern of a Kafka URL, a bad
+        bracket) is shown with any password still hidden, never an internal error."""
+        assert _redacted("kafka://HOST:PORT[,HOST:PORT]/TOPIC") == (
+            "kafka://HOST:PORT[,HOST:PORT]/TOPIC"
+        )
+        assert _redacted("redis://u:hunter2@[bad/0") == "redis://u:***@[bad/0"
 
 
 def test_a_server_runs_from_its_config_file(tmp_path: Path) -> None:

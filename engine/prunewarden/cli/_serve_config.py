@@ -300,6 +300,7 @@ def print_config(effective: Effective, stdout: IO[str]) -> None:
         stdout.write(f"  {name}: {shown}  # {effective.origins[setting.key]}\n")
 
 
+_USERINFO_PASSWORD = re.compile(r"(//[^/:@\s]*):[^@/\s]*@")
 _SECRET_QUERY = re.compile(r"(token|secret|password|passwd|key|signature|sig)", re.IGNORECASE)
 
 
@@ -308,9 +309,13 @@ def _redacted(value: str) -> str:
     that name a secret; any other string as it is."""
     if "://" not in value:
         return value
-    parts = urllib.parse.urlsplit(value)
+    try:
+        parts = urllib.parse.urlsplit(value)
+        password = parts.password
+    except ValueError:  # not a URL urllib reads (a pattern such as HOST:PORT[,HOST:PORT]):
+        return _USERINFO_PASSWORD.sub(r"\1:***@", value)  # still no password shown
     netloc = parts.netloc
-    if parts.password is not None:
+    if password is not None:
         user, _, host = netloc.rpartition("@")
         netloc = f"{user.partition(':')[0]}:***@{host}"
     query = parts.query
