@@ -201,6 +201,13 @@ class TestObserved:
         assert metrics(served)[("prunewarden_collect_replicas", ())] >= 1
         assert httpx.get(f"{served.url}/metrics").status_code == 401
 
+    def test_metrics_name_only_what_a_collector_has(self, served: CollectorServer) -> None:
+        """The limits a collector keeps are there; serve's session gauges are not (a collector
+        holds no session, and a gauge always at 0 would say it does and holds none)."""
+        names = {name for name, _ in metrics(served)}
+        assert "prunewarden_server_limit_reached_total" in names
+        assert not {n for n in names if "session" in n}
+
     def test_replica_labels_are_bounded(
         self, served: CollectorServer, lines: list[bytes], monkeypatch: pytest.MonkeyPatch
     ) -> None:

@@ -19,7 +19,7 @@ from prunewarden.server._collector import CollectorApp
 from prunewarden.server._config import Listen
 from prunewarden.server._connections import ConnectionLimits
 from prunewarden.server._listening import StoppingServer, bind, bound_url, uvicorn_config
-from prunewarden.server._metrics import ServerMetrics
+from prunewarden.server._metrics import LimitMetrics
 from prunewarden.shipping import Collector
 
 START_SECONDS = 30.0  # how long start() waits for uvicorn to listen
@@ -50,7 +50,7 @@ class CollectorServer:
             header_seconds=header_seconds,
             body_seconds=body_seconds,
             keep_alive_seconds=keep_alive_seconds,
-            metrics=ServerMetrics(self.registry),
+            metrics=LimitMetrics(self.registry),
         )
         self.app = CollectorApp(collector, self.registry).starlette()
         self._listen = Listen(host=host, port=port)

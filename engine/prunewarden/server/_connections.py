@@ -30,7 +30,7 @@ from typing import Any, ClassVar
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from prunewarden.server._metrics import ServerMetrics
+from prunewarden.server._metrics import LimitMetrics
 from prunewarden.server._problems import PROBLEM_MEDIA_TYPE, ProblemDocument
 
 _REASONS = {408: b"Request Timeout", 503: b"Service Unavailable"}
@@ -44,7 +44,7 @@ class ConnectionLimits:
     header_seconds: float
     body_seconds: float
     keep_alive_seconds: float  # uvicorn's own limit, kept here with the others
-    metrics: ServerMetrics
+    metrics: LimitMetrics
 
 
 def raw_problem(problem: ProblemDocument) -> bytes:

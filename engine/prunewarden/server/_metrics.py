@@ -40,9 +40,9 @@ LIMITS = (
 )
 
 
-class ServerMetrics:
-    """The server's own metrics, on ``registry``: each limit reached, calls waiting for their
-    session's turn, and sessions live in memory (read from ``live`` when scraped)."""
+class LimitMetrics:
+    """Each limit a server keeps, counted when reached, on ``registry``: what ``serve`` and
+    ``audit collect`` both report."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self.registry = registry
@@ -54,6 +54,18 @@ class ServerMetrics:
         )
         for limit in LIMITS:
             self._limits.labels(limit)  # every limit shows, at 0 until reached
+
+    def reached(self, limit: str) -> None:
+        """Count one time ``limit`` (one of :data:`LIMITS`) acted."""
+        self._limits.labels(limit).inc()
+
+
+class ServerMetrics(LimitMetrics):
+    """``serve``'s own metrics, on ``registry``: each limit reached, calls waiting for their
+    session's turn, and sessions live in memory (read from ``live`` when scraped)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        super().__init__(registry)
         self.waiting = Gauge(
             "prunewarden_server_session_calls_waiting",
             "Calls waiting on the event loop for another call of their session to finish",
@@ -64,10 +76,6 @@ class ServerMetrics:
             "Sessions held in memory between calls",
             registry=registry,
         )
-
-    def reached(self, limit: str) -> None:
-        """Count one time ``limit`` (one of :data:`LIMITS`) acted."""
-        self._limits.labels(limit).inc()
 
     def count_live(self, live: Callable[[], int]) -> None:
         """Report ``live()`` as the number of live sessions at each scrape."""
