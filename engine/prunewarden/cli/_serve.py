@@ -134,12 +134,13 @@ def _serve(args: argparse.Namespace, server: ModuleType, stdout: IO[str], stderr
     except (AuditError, server.ServerConfigError) as exc:
         raise UsageError(f"prunewarden serve: {exc}") from None
     sock, metrics_sock = _bind(server, config, built, stdout)
-    stdout.write(
-        f"prunewarden serve: listening on {server.bound_url(config.listen, sock)} "
-        f"({_held(built)})\n"
-    )
-    stdout.flush()
-    server.run(built, sock, config.listen, metrics_sock)
+
+    def announce() -> None:
+        where = server.bound_url(config.listen, sock)
+        stdout.write(f"prunewarden serve: listening on {where} ({_held(built)})\n")
+        stdout.flush()
+
+    server.run(built, sock, config.listen, metrics_sock, announce=announce)
     stdout.write("prunewarden serve: stopped\n")
     return ExitCode.OK
 

@@ -4,7 +4,6 @@ or in a thread of its own (a process that ships to itself, and the tests)."""
 
 from __future__ import annotations
 
-import signal
 import threading
 import time
 from collections.abc import Callable
@@ -67,14 +66,9 @@ class CollectorServer:
         server = self._server = StoppingServer(
             uvicorn_config(self.app, self.limits, lifespan="off")
         )
-        stopping = (signal.SIGINT, signal.SIGTERM)
-        previous = {sig: signal.signal(sig, server.handle_exit) for sig in stopping}
         try:
-            announce()
-            server.run(sockets=[self._socket])
+            server.run_announced([self._socket], announce)
         finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
             self._socket.close()
 
     def start(self) -> Self:

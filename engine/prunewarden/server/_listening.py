@@ -13,7 +13,7 @@ import os
 import signal
 import socket
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import uvicorn
@@ -99,6 +99,14 @@ class StoppingServer(uvicorn.Server):
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+
+    def run_announced(self, sockets: list[socket.socket], announce: Callable[[], None]) -> None:
+        """Serve ``sockets`` until SIGTERM or SIGINT (from the main thread), calling
+        ``announce`` (say where it listens) once either signal already stops the server
+        cleanly: a caller that signals as soon as it reads the line never kills it."""
+        with self.capture_signals():
+            announce()
+            self.run(sockets=sockets)
 
 
 def _remove_stale_socket(path: Path) -> None:

@@ -337,10 +337,11 @@ def run(
     sock: socket.socket,
     listen: Listen,
     metrics_sock: socket.socket | None = None,
+    announce: Callable[[], None] = lambda: None,
 ) -> None:
     """Serve until SIGTERM or SIGINT; then release everything (the socket file too). With
     ``metrics_sock`` (bound for ``--metrics-listen``), that socket serves ``GET /metrics`` alone,
-    without the token."""
+    without the token. ``announce`` is called once either signal stops the server cleanly."""
     app: ASGIApp = built.app
     if built.status_push is not None:
         built.status_push.start(bound_url(listen, sock))
@@ -350,7 +351,7 @@ def run(
         sockets.append(metrics_sock)
     config = uvicorn_config(app, built.limits)
     try:
-        StoppingServer(config).run(sockets=sockets)
+        StoppingServer(config).run_announced(sockets, announce)
     finally:
         built.close()
         sock.close()
