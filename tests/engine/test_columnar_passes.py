@@ -239,3 +239,20 @@ class TestInvalidPasses:
         assert problems[0] == problems[1]
         assert "$.evictions[3].segment.id: duplicate segment id" in problems[0][0]
         assert not path.exists() or "pass" not in {r["kind"] for r in records(path)}
+
+
+class TestTheGeneralPathsResult:
+    def test_a_pass_decided_one_by_one_keeps_its_id_and_time(self) -> None:
+        """A pass down the general path: its result carries the pass's id and time, those of
+        each of its decisions, as a pass decided over columns does."""
+        items, candidates = benchmark_pass(3)
+        typed = general(Engine.default()).authorize_pass(items, candidates)
+        columns = Engine.default().authorize_pass(items, candidates)
+        assert (typed.pass_id, typed.evaluated_at) == (PASS_ID, AT)
+        assert (columns.pass_id, columns.evaluated_at) == (PASS_ID, AT)
+        assert {(d.pass_id, d.evaluated_at) for d in typed} == {(PASS_ID, AT)}
+
+    def test_an_empty_pass_has_no_id_and_no_time(self) -> None:
+        """A pass of no segment decides nothing: its result is empty, with no id or time."""
+        typed = general(Engine.default()).authorize_pass([])
+        assert (len(typed), typed.pass_id, typed.evaluated_at, typed.evict_ids) == (0, "", "", ())
