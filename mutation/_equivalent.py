@@ -60,6 +60,7 @@ _SESSION = "prunewarden/session/_session.py"
 _VERIFY = "prunewarden/audit/_verify.py"
 _SESSIONS = "prunewarden/server/_sessions.py"
 _STALENESS = "prunewarden/guards/staleness.py"
+_PASSES = "prunewarden/engine/_passes.py"
 _STATE = "prunewarden/session/_state.py"
 _STORE = "prunewarden/session/_store.py"
 
@@ -344,5 +345,39 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         "), -1,",
         f"1 -> 2 {_PLUS_ONE}",
         "the stop of nearest: the extra path[:-1] looked up is one already looked up",
+    ),
+    # pipeline/_columns.py, engine/_passes.py, planner/_log.py (recorded this round)
+    Equivalent(
+        "prunewarden/pipeline/_columns.py",
+        "strict=True",
+        "True -> False (swap-bool)",
+        "strict= of a zip of a result's segment ids and allowed flags, which the engine always "
+        "builds one per segment",
+    ),
+    Equivalent(
+        "prunewarden/pipeline/_columns.py",
+        "range(1 << len(CODES))",
+        f"1 -> 2 {_PLUS_ONE}",
+        "the table of every bitmask's codes made twice as long: the masks of the guard's six "
+        "codes never read past its first 64 entries",
+    ),
+    Equivalent(
+        _PASSES,
+        "raise NotImplementedError",
+        "raise NotImplementedError -> pass (delete-raise)",
+        "the mixin's placeholder: Engine defines _decide, so it is never called",
+    ),
+    Equivalent(
+        _PASSES,
+        "stamps.pass_id, 0,",
+        f"0 -> 1 {_PLUS_ONE}",
+        "ColumnarEviction.decide reads the stamp's pass id and time only: each decision's index "
+        "is its place in the pass",
+    ),
+    Equivalent(
+        _PASSES,
+        "return False",
+        "return False -> return None (return-none)",
+        "_gated's one caller reads it as a condition: None is as false as False",
     ),
 )
