@@ -285,3 +285,19 @@ class TestRefusalsAreLogged:
         assert [[r["code"] for r in row["reasons"]] for row in decision_rows(record)] == [
             ["audit_unavailable"]
         ] * 3
+
+
+class TestWhatTheRecordSaysOfItsMaking:
+    def test_a_pass_over_columns_records_its_duration_and_trace(self) -> None:
+        """The version 3 record of a pass says how long deciding took and names the caller's
+        trace and span, as every record does."""
+        trace, span = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+        stream = io.StringIO()
+        engine = Engine.default(audit=AuditLog(stream), trace_context=lambda: (trace, span))
+        engine.authorize_pass(PASS)
+        records = [json.loads(line) for line in stream.getvalue().splitlines()]
+        (record,) = [r for r in records if r["kind"] == "pass"]
+        assert record["record_version"] == 3
+        assert isinstance(record["duration_ns"], int)
+        assert record["duration_ns"] > 0
+        assert (record["trace_id"], record["span_id"]) == (trace, span)
