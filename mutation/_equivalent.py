@@ -346,7 +346,7 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         f"1 -> 2 {_PLUS_ONE}",
         "the stop of nearest: the extra path[:-1] looked up is one already looked up",
     ),
-    # pipeline/_columns.py, engine/_passes.py, planner/_log.py (recorded this round)
+    # pipeline/_columns.py, engine/_passes.py, planner/_log.py
     Equivalent(
         "prunewarden/pipeline/_columns.py",
         "strict=True",
@@ -379,5 +379,12 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         "return False",
         "return False -> return None (return-none)",
         "_gated's one caller reads it as a condition: None is as false as False",
+    ),
+    Equivalent(
+        "prunewarden/planner/_log.py",
+        "strict=True",
+        "True -> False (swap-bool)",
+        "strict= of a zip of a pass log's decisions and requests, which add and add_deferred "
+        "append together",
     ),
 )
