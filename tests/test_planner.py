@@ -658,3 +658,21 @@ class TestGroups:
         with pytest.raises(InputError) as raised:
             engine.plan({"segments": [grouped("a", 0.5, "")], "keep_top_k": 0})
         assert [p.path for p in raised.value.problems] == ["$.segments[0].group"]
+
+
+class TestAShadowedPlansRecord:
+    def test_the_shadows_verdicts_match_the_plans_one_for_one(self) -> None:
+        """A plan beside a shadow policy is one version 2 record whose shadow verdicts stand
+        one for one beside its verdicts, in order: the candidate decided each decision once."""
+        stream = io.StringIO()
+        active = Engine.default().policy
+        engine = Engine(active, audit=AuditLog(stream), shadow=active)
+        plan = engine.plan({"segments": WINDOW, "free_tokens": 200})
+        records = [json.loads(line) for line in stream.getvalue().splitlines()]
+        (record,) = [r for r in records if r["kind"] == "pass"]
+        assert record["record_version"] == 2
+        assert len(record["verdicts"]) == len(plan.decisions) == len(record["shadow"]["verdicts"])
+        assert [v["codes"] for v in record["shadow"]["verdicts"]] == [
+            list(d.codes) for d in plan.decisions
+        ]
+        assert all(v["agrees"] for v in record["shadow"]["verdicts"])
