@@ -676,3 +676,33 @@ class TestAShadowedPlansRecord:
             list(d.codes) for d in plan.decisions
         ]
         assert all(v["agrees"] for v in record["shadow"]["verdicts"])
+
+
+class NoSpace(io.StringIO):
+    """A text stream that refuses every write (no space left)."""
+
+    def write(self, text: str) -> int:
+        raise OSError(28, "No space left on device", text[:0])
+
+
+class TestPassRecordsWrittenOrNot:
+    def test_an_empty_pass_writes_no_record(self) -> None:
+        """A pass of no segment decides nothing, and its log gets no pass record."""
+        stream = io.StringIO()
+        engine = Engine.default(audit=AuditLog(stream))
+        engine._columnar = None  # the general path, which writes the pass log's records
+        assert len(engine.authorize_pass([])) == 0
+        kinds = [json.loads(line)["kind"] for line in stream.getvalue().splitlines()]
+        assert "pass" not in kinds
+
+    def test_an_optional_log_that_fails_leaves_the_plan_and_is_reported(
+        self, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """A plan whose record an audit log that is not required cannot write stands as
+        planned, and the failure is reported with the pass's id."""
+        audit = AuditLog(NoSpace(), required=False)
+        plan = Engine.default(audit=audit).plan({"segments": WINDOW, "free_tokens": 200})
+        assert plan.evict
+        assert not plan.frozen
+        pass_id = plan.decisions[0].pass_id
+        assert f"audit_write_failed: sink {audit.name}, pass {pass_id}" in caplog.text
