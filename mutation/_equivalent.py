@@ -66,6 +66,10 @@ _STORE = "prunewarden/session/_store.py"
 
 _PLUS_ONE = "(number-plus-one)"
 _TIMING = "a CPU budget: only timing a validator shows it"
+_V2_WITH_COLUMNS = (
+    "a version 2 record holding evictions decided over columns is written only beside"
+    " a shadow policy, and the engine decides no eviction over columns beside one: unreachable"
+)
 _YAML_LAYOUT = "the layout of the written YAML (width, key order, escapes), not its content"
 
 EQUIVALENT: tuple[Equivalent, ...] = (
@@ -386,5 +390,17 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         "True -> False (swap-bool)",
         "strict= of a zip of a pass log's decisions and requests, which add and add_deferred "
         "append together",
+    ),
+    Equivalent(
+        "prunewarden/planner/_log.py",
+        "built.insert(0, self.decisions[0])",
+        "built.insert(0, self.decisions[0]) -> pass (delete-call)",
+        _V2_WITH_COLUMNS,
+    ),
+    Equivalent(
+        "prunewarden/planner/_log.py",
+        "built.insert(0, self.decisions[0])",
+        f"0 -> 1 {_PLUS_ONE}",
+        _V2_WITH_COLUMNS,
     ),
 )
