@@ -706,3 +706,40 @@ class TestPassRecordsWrittenOrNot:
         assert not plan.frozen
         pass_id = plan.decisions[0].pass_id
         assert f"audit_write_failed: sink {audit.name}, pass {pass_id}" in caplog.text
+
+
+class FirstWriteFails(io.StringIO):
+    """A text stream whose first write fails (no space left), and whose later writes land."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failed = False
+
+    def write(self, text: str) -> int:
+        if not self.failed:
+            self.failed = True
+            raise OSError(28, "No space left on device")
+        return super().write(text)
+
+
+class TestAPlanThatCannotBeLogged:
+    def test_it_frees_nothing_and_its_refusals_are_logged_and_handed_on(self) -> None:
+        """A plan whose record a required log cannot write evicts nothing and frees no token;
+        every decision is refused (audit_unavailable), the record of those refusals is written
+        once the log takes writes again, and the hooks get each refusal with it."""
+        stream = FirstWriteFails()
+        heard: list[tuple[Decision, dict[str, Any]]] = []
+        engine = Engine.default(
+            audit=AuditLog(stream), on_decision=lambda d, r: heard.append((d, dict(r)))
+        )
+        engine._columnar = None  # the general path: the pass log writes the record
+        plan = engine.plan({"segments": WINDOW, "free_tokens": 200})
+        assert (plan.evict, plan.tombstones, plan.frozen, plan.freed_tokens) == ((), (), True, 0)
+        assert {d.codes for d in plan.decisions} == {("audit_unavailable",)}
+        records = [json.loads(line) for line in stream.getvalue().splitlines()]
+        (record,) = [r for r in records if r["kind"] == "pass"]
+        assert [[r["code"] for r in row["reasons"]] for row in decision_rows(record)] == [
+            ["audit_unavailable"]
+        ] * len(plan.decisions)
+        assert [d for d, _ in heard] == list(plan.decisions)
+        assert {r["pass_id"] for _, r in heard} == {record["pass_id"]}
