@@ -15,7 +15,7 @@ import pytest
 import structlog
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from prunewarden import AuditLog, Decision, Engine, InputError, Policy
+from prunewarden import AuditLog, Decision, Engine, InputError, Policy, load_policy
 from prunewarden.audit import decision_rows, input_digest
 from prunewarden.cli._main import run
 from prunewarden.decision import Reason, Verdict
@@ -743,3 +743,34 @@ class TestAPlanThatCannotBeLogged:
         ] * len(plan.decisions)
         assert [d for d, _ in heard] == list(plan.decisions)
         assert {r["pass_id"] for _, r in heard} == {record["pass_id"]}
+
+
+PINS = Path(__file__).parents[1] / "examples" / "policies" / "content-pins.yaml"
+
+
+class TestAPlansRecordNamesTheRulesBackend:
+    def plan_record(self, engine_of: Callable[[io.StringIO], Engine]) -> dict[str, Any]:
+        stream = io.StringIO()
+        engine_of(stream).plan({"segments": WINDOW, "free_tokens": 200})
+        records = [json.loads(line) for line in stream.getvalue().splitlines()]
+        (record,) = [r for r in records if r["kind"] == "pass"]
+        return record
+
+    def test_under_a_policy_with_rules(self) -> None:
+        """A plan under a policy with rules names the CEL backend that evaluated them."""
+        pins = load_policy(PINS)
+        record = self.plan_record(lambda s: Engine(pins, audit=AuditLog(s), cel="python"))
+        assert record["cel"] == "python"
+
+    def test_beside_a_shadow_policy_with_rules(self) -> None:
+        """Rules of the shadow policy alone are evaluated too: the record names the backend."""
+        pins, active = load_policy(PINS), Engine.default().policy
+        record = self.plan_record(
+            lambda s: Engine(active, audit=AuditLog(s), shadow=pins, cel="python")
+        )
+        assert record["cel"] == "python"
+
+    def test_without_rules_no_backend_is_named(self) -> None:
+        """No rule, no backend named."""
+        record = self.plan_record(lambda s: Engine.default(audit=AuditLog(s), cel="python"))
+        assert "cel" not in record
