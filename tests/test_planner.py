@@ -774,3 +774,18 @@ class TestAPlansRecordNamesTheRulesBackend:
         """No rule, no backend named."""
         record = self.plan_record(lambda s: Engine.default(audit=AuditLog(s), cel="python"))
         assert "cel" not in record
+
+
+class TestAPlansRecordSaysItsMaking:
+    def test_it_records_its_duration_and_trace(self) -> None:
+        """A plan's record says how long deciding took and names the caller's trace and span."""
+        trace, span = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+        stream = io.StringIO()
+        engine = Engine.default(audit=AuditLog(stream), trace_context=lambda: (trace, span))
+        engine._columnar = None  # the general path: the pass log writes the record
+        engine.plan({"segments": WINDOW, "free_tokens": 200})
+        records = [json.loads(line) for line in stream.getvalue().splitlines()]
+        (record,) = [r for r in records if r["kind"] == "pass"]
+        assert isinstance(record["duration_ns"], int)
+        assert record["duration_ns"] > 0
+        assert (record["trace_id"], record["span_id"]) == (trace, span)
