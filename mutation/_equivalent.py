@@ -403,4 +403,12 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         f"0 -> 1 {_PLUS_ONE}",
         _V2_WITH_COLUMNS,
     ),
+    # audit/_columns.py, audit/_pass.py
+    Equivalent(
+        "prunewarden/audit/_columns.py",
+        "strict=True",
+        "True -> False (swap-bool)",
+        "strict= of a zip of a record's segments and column_indices, which gives one place per "
+        "segment",
+    ),
 )

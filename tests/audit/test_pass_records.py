@@ -460,3 +460,39 @@ class TestHooks:
 def _refuse_to_digest(_: Any) -> str:
     msg = "no record should be built"
     raise AssertionError(msg)
+
+
+class TestColumnsRecordsReadAsTheySay:
+    def pass_record(self, stream: io.StringIO) -> dict[str, Any]:
+        (record,) = [
+            r for r in map(json.loads, stream.getvalue().splitlines()) if r["kind"] == "pass"
+        ]
+        assert record["record_version"] == 3
+        return record
+
+    def test_a_pass_over_columns_logs_its_input_when_asked(self) -> None:
+        """AuditLog(inputs=True): the version 3 record of a pass holds the pass document."""
+        stream = io.StringIO()
+        items = [item("a"), item("b", None)]
+        Engine.default(audit=AuditLog(stream, inputs=True)).authorize_pass(items)
+        record = self.pass_record(stream)
+        assert record["input"] == {"evictions": items, "eviction_candidates": ["a", "b"]}
+        assert record["input_erased"] == []
+
+    def test_columns_cut_short_read_without_what_is_missing(self) -> None:
+        """A version 3 record whose reasons or code actions stop short of its segments and
+        codes (none the engine writes, one edited by hand): each segment is still read, one
+        without a mask with no reason, a code without an action with none."""
+        stream = io.StringIO()
+        Engine.default(audit=AuditLog(stream)).authorize_pass([item("a"), item("b", None)])
+        record = self.pass_record(stream)
+        assert record["reasons"] == [1, 8]  # authorized; perturbation_missing
+        rows = decision_rows({**record, "reasons": record["reasons"][:1]})
+        assert [[r["code"] for r in row["reasons"]] for row in rows] == [["authorized"], []]
+        assert [row["outcome"] for row in rows] == ["allow", "deny"]
+        rows = decision_rows({**record, "code_actions": record["code_actions"][:3]})
+        assert [row["actions"] for row in rows] == [[], []]
+        assert [[r["code"] for r in row["reasons"]] for row in rows] == [
+            ["authorized"],
+            ["perturbation_missing"],
+        ]
