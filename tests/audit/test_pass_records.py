@@ -15,10 +15,11 @@ from typing import Any
 
 import pytest
 from jsonschema import Draft202012Validator
-from prunewarden import AuditLog, Engine
+from prunewarden import AuditLog, Engine, parse_policy
 from prunewarden._json import encode_canonical
 from prunewarden._resources import schema
-from prunewarden.audit import decision_rows, seal
+from prunewarden._values import replace_value
+from prunewarden.audit import decision_rows, pass_record, seal
 from prunewarden.audit._chain import GENESIS, canonical_record
 from prunewarden.audit._record import policy_activated_record, policy_reload_failed_record
 from prunewarden.cli._main import run
@@ -495,4 +496,115 @@ class TestColumnsRecordsReadAsTheySay:
         assert [[r["code"] for r in row["reasons"]] for row in rows] == [
             ["authorized"],
             ["perturbation_missing"],
+        ]
+
+
+def shadowed_engine(stream: io.StringIO, **log: Any) -> Engine:
+    """The default policy, beside a candidate whose score range ends at 0.5."""
+    candidate = {
+        "apiVersion": "prunewarden/v1",
+        "kind": "Policy",
+        "metadata": {"name": "narrow", "version": "1.0.0"},
+        "spec": {"scores": {"min": 0, "max": 0.5}},
+    }
+    shadow = parse_policy(json.dumps(candidate), "<narrow>")
+    return Engine(Engine.default().policy, audit=AuditLog(stream, **log), shadow=shadow)
+
+
+def high(segment_id: str) -> dict[str, Any]:
+    """An item scored 0.9: outside the candidate's score range."""
+    return {**item(segment_id), "score": 0.9, "perturbed_score": 0.9}
+
+
+def pass_of(stream: io.StringIO) -> dict[str, Any]:
+    (record,) = [r for r in map(json.loads, stream.getvalue().splitlines()) if r["kind"] == "pass"]
+    return record
+
+
+class TestShadowedPassRecords:
+    def test_the_candidates_verdicts_stand_beside_the_pass(self) -> None:
+        """Beside each verdict, what the candidate decided (outcome, enforced, codes, whether
+        it agrees), or why it could not decide (its error)."""
+        stream = io.StringIO()
+        shadowed_engine(stream).authorize_pass([item("a"), item("b", None), high("c")])
+        record = pass_of(stream)
+        assert record["record_version"] == 2
+        assert record["shadow"]["policy"]["name"] == "narrow"
+        assert record["shadow"]["verdicts"] == [
+            {"outcome": "allow", "enforced": True, "codes": ["authorized"], "agrees": True},
+            {
+                "outcome": "deny",
+                "enforced": True,
+                "codes": ["perturbation_missing"],
+                "agrees": True,
+            },
+            {
+                "error": "the candidate refuses the input: <input>: $.perturbed_score: 0.9 is "
+                "outside the policy's score range [0.0, 0.5]",
+                "agrees": False,
+            },
+        ]
+
+    def test_a_decision_the_candidate_did_not_decide_is_named_so(self) -> None:
+        """pass_record of decisions of which one has no candidate's result: its shadow
+        verdict says so; without the candidate's policy such a record is not made."""
+        decisions = list(shadowed_engine(io.StringIO()).authorize_evictions([item("a"), item("b")]))
+        decisions[1] = replace_value(decisions[1], shadow=None)
+        fields: dict[str, Any] = {
+            "input_digest": "0" * 64,
+            "policy": Engine.default().policy,
+            "session_id": None,
+            "labels": {},
+        }
+        candidate = shadowed_engine(io.StringIO()).shadow
+        assert candidate is not None
+        record = pass_record(
+            "evictions", decisions, [None, None], **fields, shadow_policy=candidate.policy
+        )
+        assert record["shadow"]["verdicts"][1] == {
+            "error": "not decided by the candidate",
+            "agrees": False,
+        }
+        with pytest.raises(ValueError, match="logged with the shadow's policy"):
+            pass_record("evictions", decisions, [None, None], **fields)
+
+    def test_a_pass_decided_one_by_one_logs_its_input_when_asked(self) -> None:
+        """AuditLog(inputs=True): the version 2 record of a pass holds the pass document."""
+        stream = io.StringIO()
+        items = [item("a"), item("b", None)]
+        shadowed_engine(stream, inputs=True).authorize_pass(items)
+        record = pass_of(stream)
+        assert record["record_version"] == 2
+        assert record["input"] == {"evictions": items, "eviction_candidates": ["a", "b"]}
+
+
+def bound(segment_id: str, score: float) -> dict[str, Any]:
+    text = f"text of {segment_id}"
+    return {
+        "id": segment_id,
+        "kind": "turn",
+        "text": text,
+        "tokens": 50,
+        "score": score,
+        "perturbed_score": score,
+        "text_sha256": hashlib.sha256(text.encode()).hexdigest(),
+    }
+
+
+class TestPlanColumnsRead:
+    def test_a_plan_without_its_verdicts_places_reads_its_columns(self) -> None:
+        """A version 3 plan record missing verdict_indices (none the engine writes): its
+        columns are read, its verdicts, which have no place, are left out."""
+        stream = io.StringIO()
+        window = [bound(f"s{i}", 0.1 + i / 10) for i in range(4)]
+        Engine.default(audit=AuditLog(stream)).plan({"segments": window, "keep_top_k": 1})
+        record = pass_of(stream)
+        assert (record["record_version"], record["verdict_indices"]) == (3, [0])
+        whole = decision_rows(record)
+        assert [row["index"] for row in whole] == list(range(len(record["segments"]) + 1))
+        cut = {k: v for k, v in record.items() if k != "verdict_indices"}
+        rows = decision_rows(cut)
+        assert [row["check"] for row in rows] == ["eviction"] * len(record["segments"])
+        assert [row["subject"] for row in rows] == [
+            row["subject"] for row in whole if row["check"] == "eviction"
         ]
