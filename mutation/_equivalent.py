@@ -411,4 +411,11 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         "strict= of a zip of a record's segments and column_indices, which gives one place per "
         "segment",
     ),
+    Equivalent(
+        "prunewarden/audit/_pass.py",
+        "strict=True",
+        "True -> False (swap-bool)",
+        "strict= of a zip of a pass's decisions and requests, which every caller gives one for "
+        "one",
+    ),
 )

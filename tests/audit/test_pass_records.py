@@ -19,10 +19,12 @@ from prunewarden import AuditLog, Engine, parse_policy
 from prunewarden._json import encode_canonical
 from prunewarden._resources import schema
 from prunewarden._values import replace_value
-from prunewarden.audit import decision_rows, pass_record, seal
+from prunewarden.audit import decision_rows, pass_record, seal, verdict_entry
 from prunewarden.audit._chain import GENESIS, canonical_record
 from prunewarden.audit._record import policy_activated_record, policy_reload_failed_record
 from prunewarden.cli._main import run
+from prunewarden.inputs import CollapseRequest
+from prunewarden.inputs._model import Snapshot
 
 ROOT = Path(__file__).resolve().parents[2]
 VERIFIER = ROOT / "examples" / "verify" / "jcs_verify.mjs"
@@ -608,3 +610,15 @@ class TestPlanColumnsRead:
         assert [row["subject"] for row in rows] == [
             row["subject"] for row in whole if row["check"] == "eviction"
         ]
+
+
+class TestVerdictEntries:
+    def test_a_collapse_verdict_names_the_last_cycle_of_its_history(self) -> None:
+        """The compact entry of a collapse decision names the cycle it judged: the last of
+        the history it was given."""
+        decision = Engine.default().authorize_evictions([item("a")])[0]
+        history = tuple(Snapshot(cycle, {"task": 0.5}, ("task",)) for cycle in (3, 4, 7))
+        entry = verdict_entry(decision, CollapseRequest(history, None))
+        assert entry["cycle"] == 7
+        assert "segment" not in entry
+        assert "cycle" not in verdict_entry(decision, CollapseRequest((), None))
