@@ -622,3 +622,21 @@ class TestVerdictEntries:
         assert entry["cycle"] == 7
         assert "segment" not in entry
         assert "cycle" not in verdict_entry(decision, CollapseRequest((), None))
+
+
+class TestPlanVerdictsRead:
+    def test_verdicts_without_a_usable_place_are_left_out(self) -> None:
+        """A version 3 plan record (edited) with more verdicts than places, or a place that
+        is no number, or a verdict that is no object: its columns are read, and of its
+        verdicts those with a place and a body."""
+        stream = io.StringIO()
+        window = [bound(f"s{i}", 0.1 + i / 10) for i in range(4)]
+        Engine.default(audit=AuditLog(stream)).plan({"segments": window, "keep_top_k": 1})
+        record = pass_of(stream)
+        (verdict,) = record["verdicts"]
+        columns = len(record["segments"])
+        longer = decision_rows({**record, "verdicts": [verdict, verdict]})
+        assert [row["index"] for row in longer] == list(range(columns + 1))
+        for places, verdicts in (["x"], [verdict]), ([0], ["not an object"]):
+            rows = decision_rows({**record, "verdict_indices": places, "verdicts": verdicts})
+            assert [row["check"] for row in rows] == ["eviction"] * columns
