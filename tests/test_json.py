@@ -12,6 +12,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 import rfc8785
 from hypothesis import given, settings
@@ -23,7 +24,9 @@ from prunewarden._json import (
     canonical_json,
     encode_canonical,
     format_number,
+    written_alike,
 )
+from prunewarden.policy import _lock as lock
 
 ROOT = Path(__file__).resolve().parent.parent
 VERIFIER = ROOT / "examples" / "verify" / "jcs_verify.mjs"
@@ -287,3 +290,47 @@ def _chain(records: list[dict[str, Any]]) -> list[bytes]:
         previous = "sha256:" + hashlib.sha256(body).hexdigest()
         lines.append(body[:-1] + b',"hash":"' + previous.encode() + b'"}\n')
     return lines
+
+
+class TestIntegersAtTheEdgeOfDoubles:
+    def test_integers_past_two_to_the_53_are_rounded_as_javascript_reads_them(self) -> None:
+        """2**53 is the last integer every double holds; 2**53 + 1 and 2**53 + 3 are read by
+        JavaScript as the nearest doubles, 2**53 and 2**53 + 4."""
+        assert encode_canonical(2**53) == b"9007199254740992"
+        assert encode_canonical(2**53 + 1) == b"9007199254740992"
+        assert encode_canonical(-(2**53) - 1) == b"-9007199254740992"
+        assert encode_canonical([2**53 + 3]) == b"[9007199254740996]"
+
+
+class TestWrittenAlike:
+    @pytest.mark.parametrize(
+        ("floats", "alike"),
+        [
+            ([], True),
+            ([0.5, -2.5], True),
+            ([1e15 + 0.5], True),
+            ([1e16], False),
+            ([1e-5], True),
+            ([math.nextafter(1e-5, 0.0)], False),
+            ([2.0], False),
+        ],
+        ids=["none", "plain", "below-1e16", "at-1e16", "1e-5", "below-1e-5", "integral"],
+    )
+    def test_what_orjson_writes_as_rfc_8785_does(self, floats: list[float], alike: bool) -> None:
+        """written_alike says True only where orjson's bytes are RFC 8785's (a caller then
+        skips the scan of orjson's output): at the edges of the range it answers for, exactly."""
+        assert written_alike(floats) is alike
+        if alike:
+            assert orjson.dumps(floats) == encode_canonical(floats)
+        else:
+            assert orjson.dumps(floats) != encode_canonical(floats)
+
+
+class TestTheDigestVersion:
+    def test_a_lock_written_now_holds_version_2_digests(self, tmp_path: Path) -> None:
+        """The lock file `policy lock` writes says `digestVersion: 2` (docs/deployments.md):
+        its digests are over RFC 8785, and it is read back as such."""
+        path = tmp_path / "prunewarden.lock"
+        lock.write(path, {"default@1.0.0": "sha256:" + "0" * 64})
+        assert "\ndigestVersion: 2\n" in path.read_text(encoding="utf-8")
+        assert lock.read(path).digest_version == 2
