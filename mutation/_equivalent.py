@@ -61,6 +61,7 @@ _VERIFY = "prunewarden/audit/_verify.py"
 _SESSIONS = "prunewarden/server/_sessions.py"
 _STALENESS = "prunewarden/guards/staleness.py"
 _PASSES = "prunewarden/engine/_passes.py"
+_JSON = "prunewarden/_json.py"
 _STATE = "prunewarden/session/_state.py"
 _STORE = "prunewarden/session/_store.py"
 
@@ -415,7 +416,40 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         "prunewarden/audit/_pass.py",
         "strict=True",
         "True -> False (swap-bool)",
-        "strict= of a zip of a pass's decisions and requests, which every caller gives one for "
-        "one",
+        "strict= of a zip of a pass's decisions and requests, which every caller gives one for one",
+    ),
+    # _json.py: the fast path's tests only choose between orjson's bytes and the exact writer's,
+    # which are the same bytes wherever the fast path takes orjson's
+    Equivalent(
+        _JSON,
+        "_KEY_END = 3",
+        f"3 -> 4 {_PLUS_ONE}",
+        "a number three bytes in goes to the count of quotes instead: the same answer, slower",
+    ),
+    Equivalent(
+        _JSON,
+        "not encoded.isascii() and",
+        'not encoded.isascii() and re.search(rb"[\\xf0-\\xf4]", encoded) -> (not encoded.'
+        "isascii() or re.search(b'[\\\\xf0-\\\\xf4]', encoded)) (swap-and-or)",
+        "every text beyond ASCII goes to the exact writer: the same bytes, slower",
+    ),
+    Equivalent(
+        _JSON,
+        'b"+" in encoded and',
+        "b\"+\" in encoded and _POSITIVE_EXPONENT.search(encoded) -> (b'+' in encoded or "
+        "_POSITIVE_EXPONENT.search(encoded)) (swap-and-or)",
+        "every output with a + goes to the exact writer: the same bytes, slower",
+    ),
+    Equivalent(
+        _JSON,
+        "max(magnitudes) < 1e16",
+        "max(magnitudes) < 1e16 -> max(magnitudes) <= 1e+16 (boundary-compare)",
+        "every double from 2**52 up is integral, and is_integer answers for it first",
+    ),
+    Equivalent(
+        _JSON,
+        "< 1e16",
+        f"1e16 -> 1e+16 {_PLUS_ONE}",
+        "1e16 + 1 is 1e16 as a double: the same bound",
     ),
 )
