@@ -62,6 +62,10 @@ _SESSIONS = "prunewarden/server/_sessions.py"
 _STALENESS = "prunewarden/guards/staleness.py"
 _PASSES = "prunewarden/engine/_passes.py"
 _JSON = "prunewarden/_json.py"
+_MEMBER_OFFSET = (
+    'a member\'s value starts four bytes in at least ({"":): a bound of 3 or 4 lets the same '
+    "numbers through"
+)
 _STATE = "prunewarden/session/_state.py"
 _STORE = "prunewarden/session/_store.py"
 
@@ -424,7 +428,7 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         _JSON,
         "_KEY_END = 3",
         f"3 -> 4 {_PLUS_ONE}",
-        "a number three bytes in goes to the count of quotes instead: the same answer, slower",
+        _MEMBER_OFFSET,
     ),
     Equivalent(
         _JSON,
@@ -451,5 +455,25 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         "< 1e16",
         f"1e16 -> 1e+16 {_PLUS_ONE}",
         "1e16 + 1 is 1e16 as a double: the same bound",
+    ),
+    Equivalent(
+        _JSON,
+        "begin < _KEY_END",
+        "begin < _KEY_END -> begin <= _KEY_END (boundary-compare)",
+        _MEMBER_OFFSET,
+    ),
+    Equivalent(
+        _JSON,
+        "while begin > 0",
+        "begin > 0 -> begin >= 0 (boundary-compare)",
+        "the digits reach the start only for a number at the top or first in a list, which the "
+        "key's bound then leaves to the count of quotes either way",
+    ),
+    Equivalent(
+        _JSON,
+        "while begin > 0",
+        f"0 -> 1 {_PLUS_ONE}",
+        "a number starting at 1 is first in a list, which the key's bound leaves to the count "
+        "of quotes either way",
     ),
 )

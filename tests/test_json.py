@@ -20,6 +20,8 @@ from hypothesis import strategies as st
 from prunewarden import AuditLog, Engine, load_policy
 from prunewarden._json import (
     _encode_exact,
+    _member_value,
+    _outside_strings,
     canonical_digest,
     canonical_json,
     encode_canonical,
@@ -334,3 +336,37 @@ class TestTheDigestVersion:
         lock.write(path, {"default@1.0.0": "sha256:" + "0" * 64})
         assert "\ndigestVersion: 2\n" in path.read_text(encoding="utf-8")
         assert lock.read(path).digest_version == 2
+
+
+class TestTheMemberValueShortcut:
+    @pytest.mark.parametrize(
+        ("encoded", "answer"),
+        [
+            (b'{"k":1.0}', False),
+            (b'{"k":12.0}', False),
+            (b'{"k":-0.0}', True),
+            (b'{"k":-10.0}', False),
+            (b'{"a":"x","k":1.0}', False),
+            (b'{"":1.0}', False),
+            (b"[1.0]", None),
+            (b'{"k":[1.0]}', None),
+            (b"1.0", None),
+            (b"-0.0", None),
+            (b'{"k":"1.0"}', None),
+            (b'["a",1.0]', None),
+            (b'["a",":1.0"]', None),
+            (b'{"k":":1.0"}', None),
+            (b'[":1.0"]', None),
+        ],
+    )
+    def test_it_answers_for_plain_member_values_only(
+        self, encoded: bytes, answer: bool | None
+    ) -> None:
+        """Of the ``.0`` ending a number in orjson's compact output, the shortcut tells whether
+        the number is -0 when it is plainly an object member's value (its key's closing quote and
+        colon before it, and the key opened after ``{`` or ``,``); anything else it leaves to the
+        count of quotes (None). Either way the mended output is RFC 8785's."""
+        start = encoded.rindex(b".0")
+        assert _member_value(encoded, start) is answer
+        if answer is not None:
+            assert _outside_strings(encoded, [start]) == [answer]
