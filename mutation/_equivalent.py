@@ -62,6 +62,10 @@ _SESSIONS = "prunewarden/server/_sessions.py"
 _STALENESS = "prunewarden/guards/staleness.py"
 _PASSES = "prunewarden/engine/_passes.py"
 _JSON = "prunewarden/_json.py"
+_AFTER_ZERO = (
+    "outside strings, orjson writes -0 only at the start or after a colon, a comma or a "
+    "bracket: the test of what precedes it is true wherever it is asked"
+)
 _MEMBER_OFFSET = (
     'a member\'s value starts four bytes in at least ({"":): a bound of 3 or 4 lets the same '
     "numbers through"
@@ -475,5 +479,28 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         f"0 -> 1 {_PLUS_ONE}",
         "a number starting at 1 is first in a list, which the key's bound leaves to the count "
         "of quotes either way",
+    ),
+    Equivalent(
+        _JSON,
+        "start == 2 or encoded[start - 3 : start - 2]",
+        "start == 2 -> start != 2 (flip-compare)",
+        _AFTER_ZERO,
+    ),
+    Equivalent(
+        _JSON, "start == 2 or encoded[start - 3 : start - 2]", f"2 -> 3 {_PLUS_ONE}", _AFTER_ZERO
+    ),
+    Equivalent(
+        _JSON,
+        "start == 2 or encoded[start - 3 : start - 2]",
+        "start - 3 -> (start + 3) (swap-add-sub)",
+        _AFTER_ZERO,
+    ),
+    Equivalent(
+        _JSON,
+        "quoted.isascii() or not",
+        "quoted.isascii() or not _SURROGATE.search(quoted) -> (quoted.isascii() and (not "
+        "_SURROGATE.search(quoted))) (swap-and-or)",
+        "a string with no lone surrogate goes through the substitution, which finds none: the "
+        "same text, slower",
     ),
 )
