@@ -503,4 +503,16 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         "a string with no lone surrogate goes through the substitution, which finds none: the "
         "same text, slower",
     ),
+    Equivalent(
+        _JSON,
+        '"-" if number < 0',
+        "number < 0 -> number <= 0 (boundary-compare)",
+        "a zero was written 0 two lines above: no number here equals 0",
+    ),
+    Equivalent(
+        _JSON,
+        "-6 < point <= 0",
+        f"0 -> 1 {_PLUS_ONE}",
+        "a point of 1 was written by the branch above (0 < point <= 21)",
+    ),
 )

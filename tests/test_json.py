@@ -370,3 +370,25 @@ class TestTheMemberValueShortcut:
         assert _member_value(encoded, start) is answer
         if answer is not None:
             assert _outside_strings(encoded, [start]) == [answer]
+
+
+class TestNumbersAndTheLegacyForm:
+    def test_what_no_finite_double_holds_is_null(self) -> None:
+        """A NaN, an infinity, or an integer no double holds (JavaScript reads it as Infinity)
+        is written null by the exact writer too."""
+        assert [format_number(n) for n in (math.nan, math.inf, -math.inf)] == ["null"] * 3
+        assert format_number(10**400) == "null"
+        assert format_number(-(10**400)) == "null"
+
+    def test_two_digits_with_an_exponent_keep_their_point(self) -> None:
+        """A number ECMAScript writes with an exponent keeps every digit of its mantissa."""
+        assert format_number(1.5e-7) == "1.5e-7"
+        assert format_number(-2.5e21) == "-2.5e+21"
+        assert format_number(1e-7) == "1e-7"
+
+    def test_digest_version_1_writes_text_as_is_and_refuses_nan(self) -> None:
+        """Digest version 1's form (Python's json, sorted keys) writes non-ASCII text as it
+        is, and refuses a NaN rather than write one."""
+        assert canonical_json({"b": "é", "a": 1.0}) == '{"a":1.0,"b":"é"}'
+        with pytest.raises(ValueError, match="Out of range float values"):
+            canonical_json([math.nan])
