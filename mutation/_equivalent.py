@@ -60,11 +60,25 @@ _SESSION = "prunewarden/session/_session.py"
 _VERIFY = "prunewarden/audit/_verify.py"
 _SESSIONS = "prunewarden/server/_sessions.py"
 _STALENESS = "prunewarden/guards/staleness.py"
+_PASSES = "prunewarden/engine/_passes.py"
+_JSON = "prunewarden/_json.py"
+_AFTER_ZERO = (
+    "outside strings, orjson writes -0 only at the start or after a colon, a comma or a "
+    "bracket: the test of what precedes it is true wherever it is asked"
+)
+_MEMBER_OFFSET = (
+    'a member\'s value starts four bytes in at least ({"":): a bound of 3 or 4 lets the same '
+    "numbers through"
+)
 _STATE = "prunewarden/session/_state.py"
 _STORE = "prunewarden/session/_store.py"
 
 _PLUS_ONE = "(number-plus-one)"
 _TIMING = "a CPU budget: only timing a validator shows it"
+_V2_WITH_COLUMNS = (
+    "a version 2 record holding evictions decided over columns is written only beside"
+    " a shadow policy, and the engine decides no eviction over columns beside one: unreachable"
+)
 _YAML_LAYOUT = "the layout of the written YAML (width, key order, escapes), not its content"
 
 EQUIVALENT: tuple[Equivalent, ...] = (
@@ -344,5 +358,161 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         "), -1,",
         f"1 -> 2 {_PLUS_ONE}",
         "the stop of nearest: the extra path[:-1] looked up is one already looked up",
+    ),
+    # pipeline/_columns.py, engine/_passes.py, planner/_log.py
+    Equivalent(
+        "prunewarden/pipeline/_columns.py",
+        "strict=True",
+        "True -> False (swap-bool)",
+        "strict= of a zip of a result's segment ids and allowed flags, which the engine always "
+        "builds one per segment",
+    ),
+    Equivalent(
+        "prunewarden/pipeline/_columns.py",
+        "range(1 << len(CODES))",
+        f"1 -> 2 {_PLUS_ONE}",
+        "the table of every bitmask's codes made twice as long: the masks of the guard's six "
+        "codes never read past its first 64 entries",
+    ),
+    Equivalent(
+        _PASSES,
+        "raise NotImplementedError",
+        "raise NotImplementedError -> pass (delete-raise)",
+        "the mixin's placeholder: Engine defines _decide, so it is never called",
+    ),
+    Equivalent(
+        _PASSES,
+        "stamps.pass_id, 0,",
+        f"0 -> 1 {_PLUS_ONE}",
+        "ColumnarEviction.decide reads the stamp's pass id and time only: each decision's index "
+        "is its place in the pass",
+    ),
+    Equivalent(
+        _PASSES,
+        "return False",
+        "return False -> return None (return-none)",
+        "_gated's one caller reads it as a condition: None is as false as False",
+    ),
+    Equivalent(
+        "prunewarden/planner/_log.py",
+        "strict=True",
+        "True -> False (swap-bool)",
+        "strict= of a zip of a pass log's decisions and requests, which add and add_deferred "
+        "append together",
+    ),
+    Equivalent(
+        "prunewarden/planner/_log.py",
+        "built.insert(0, self.decisions[0])",
+        "built.insert(0, self.decisions[0]) -> pass (delete-call)",
+        _V2_WITH_COLUMNS,
+    ),
+    Equivalent(
+        "prunewarden/planner/_log.py",
+        "built.insert(0, self.decisions[0])",
+        f"0 -> 1 {_PLUS_ONE}",
+        _V2_WITH_COLUMNS,
+    ),
+    # audit/_columns.py, audit/_pass.py
+    Equivalent(
+        "prunewarden/audit/_columns.py",
+        "strict=True",
+        "True -> False (swap-bool)",
+        "strict= of a zip of a record's segments and column_indices, which gives one place per "
+        "segment",
+    ),
+    Equivalent(
+        "prunewarden/audit/_pass.py",
+        "strict=True",
+        "True -> False (swap-bool)",
+        "strict= of a zip of a pass's decisions and requests, which every caller gives one for one",
+    ),
+    # _json.py: the fast path's tests only choose between orjson's bytes and the exact writer's,
+    # which are the same bytes wherever the fast path takes orjson's
+    Equivalent(
+        _JSON,
+        "_KEY_END = 3",
+        f"3 -> 4 {_PLUS_ONE}",
+        _MEMBER_OFFSET,
+    ),
+    Equivalent(
+        _JSON,
+        "not encoded.isascii() and",
+        'not encoded.isascii() and re.search(rb"[\\xf0-\\xf4]", encoded) -> (not encoded.'
+        "isascii() or re.search(b'[\\\\xf0-\\\\xf4]', encoded)) (swap-and-or)",
+        "every text beyond ASCII goes to the exact writer: the same bytes, slower",
+    ),
+    Equivalent(
+        _JSON,
+        'b"+" in encoded and',
+        "b\"+\" in encoded and _POSITIVE_EXPONENT.search(encoded) -> (b'+' in encoded or "
+        "_POSITIVE_EXPONENT.search(encoded)) (swap-and-or)",
+        "every output with a + goes to the exact writer: the same bytes, slower",
+    ),
+    Equivalent(
+        _JSON,
+        "max(magnitudes) < 1e16",
+        "max(magnitudes) < 1e16 -> max(magnitudes) <= 1e+16 (boundary-compare)",
+        "every double from 2**52 up is integral, and is_integer answers for it first",
+    ),
+    Equivalent(
+        _JSON,
+        "< 1e16",
+        f"1e16 -> 1e+16 {_PLUS_ONE}",
+        "1e16 + 1 is 1e16 as a double: the same bound",
+    ),
+    Equivalent(
+        _JSON,
+        "begin < _KEY_END",
+        "begin < _KEY_END -> begin <= _KEY_END (boundary-compare)",
+        _MEMBER_OFFSET,
+    ),
+    Equivalent(
+        _JSON,
+        "while begin > 0",
+        "begin > 0 -> begin >= 0 (boundary-compare)",
+        "the digits reach the start only for a number at the top or first in a list, which the "
+        "key's bound then leaves to the count of quotes either way",
+    ),
+    Equivalent(
+        _JSON,
+        "while begin > 0",
+        f"0 -> 1 {_PLUS_ONE}",
+        "a number starting at 1 is first in a list, which the key's bound leaves to the count "
+        "of quotes either way",
+    ),
+    Equivalent(
+        _JSON,
+        "start == 2 or encoded[start - 3 : start - 2]",
+        "start == 2 -> start != 2 (flip-compare)",
+        _AFTER_ZERO,
+    ),
+    Equivalent(
+        _JSON, "start == 2 or encoded[start - 3 : start - 2]", f"2 -> 3 {_PLUS_ONE}", _AFTER_ZERO
+    ),
+    Equivalent(
+        _JSON,
+        "start == 2 or encoded[start - 3 : start - 2]",
+        "start - 3 -> (start + 3) (swap-add-sub)",
+        _AFTER_ZERO,
+    ),
+    Equivalent(
+        _JSON,
+        "quoted.isascii() or not",
+        "quoted.isascii() or not _SURROGATE.search(quoted) -> (quoted.isascii() and (not "
+        "_SURROGATE.search(quoted))) (swap-and-or)",
+        "a string with no lone surrogate goes through the substitution, which finds none: the "
+        "same text, slower",
+    ),
+    Equivalent(
+        _JSON,
+        '"-" if number < 0',
+        "number < 0 -> number <= 0 (boundary-compare)",
+        "a zero was written 0 two lines above: no number here equals 0",
+    ),
+    Equivalent(
+        _JSON,
+        "-6 < point <= 0",
+        f"0 -> 1 {_PLUS_ONE}",
+        "a point of 1 was written by the branch above (0 < point <= 21)",
     ),
 )

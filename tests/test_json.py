@@ -12,6 +12,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 import rfc8785
 from hypothesis import given, settings
@@ -19,10 +20,14 @@ from hypothesis import strategies as st
 from prunewarden import AuditLog, Engine, load_policy
 from prunewarden._json import (
     _encode_exact,
+    _member_value,
+    _outside_strings,
     canonical_digest,
     encode_canonical,
     format_number,
+    written_alike,
 )
+from prunewarden.policy import _lock as lock
 
 ROOT = Path(__file__).resolve().parent.parent
 VERIFIER = ROOT / "examples" / "verify" / "jcs_verify.mjs"
@@ -285,3 +290,103 @@ def _chain(records: list[dict[str, Any]]) -> list[bytes]:
         previous = "sha256:" + hashlib.sha256(body).hexdigest()
         lines.append(body[:-1] + b',"hash":"' + previous.encode() + b'"}\n')
     return lines
+
+
+class TestIntegersAtTheEdgeOfDoubles:
+    def test_integers_past_two_to_the_53_are_rounded_as_javascript_reads_them(self) -> None:
+        """2**53 is the last integer every double holds; 2**53 + 1 and 2**53 + 3 are read by
+        JavaScript as the nearest doubles, 2**53 and 2**53 + 4."""
+        assert encode_canonical(2**53) == b"9007199254740992"
+        assert encode_canonical(2**53 + 1) == b"9007199254740992"
+        assert encode_canonical(-(2**53) - 1) == b"-9007199254740992"
+        assert encode_canonical([2**53 + 3]) == b"[9007199254740996]"
+
+
+class TestWrittenAlike:
+    @pytest.mark.parametrize(
+        ("floats", "alike"),
+        [
+            ([], True),
+            ([0.5, -2.5], True),
+            ([1e15 + 0.5], True),
+            ([1e16], False),
+            ([1e-5], True),
+            ([math.nextafter(1e-5, 0.0)], False),
+            ([2.0], False),
+        ],
+        ids=["none", "plain", "below-1e16", "at-1e16", "1e-5", "below-1e-5", "integral"],
+    )
+    def test_what_orjson_writes_as_rfc_8785_does(self, floats: list[float], alike: bool) -> None:
+        """written_alike says True only where orjson's bytes are RFC 8785's (a caller then
+        skips the scan of orjson's output): at the edges of the range it answers for, exactly."""
+        assert written_alike(floats) is alike
+        if alike:
+            assert orjson.dumps(floats) == encode_canonical(floats)
+        else:
+            assert orjson.dumps(floats) != encode_canonical(floats)
+
+
+class TestTheDigestVersion:
+    def test_a_lock_written_now_holds_version_2_digests(self, tmp_path: Path) -> None:
+        """The lock file `policy lock` writes says `digestVersion: 2` (docs/deployments.md):
+        its digests are over RFC 8785, and it is read back as such."""
+        path = tmp_path / "prunewarden.lock"
+        lock.write(path, {"default@1.0.0": "sha256:" + "0" * 64})
+        assert "\ndigestVersion: 2\n" in path.read_text(encoding="utf-8")
+        assert lock.read(path).digest_version == 2
+
+
+class TestTheMemberValueShortcut:
+    @pytest.mark.parametrize(
+        ("encoded", "answer"),
+        [
+            (b'{"k":1.0}', False),
+            (b'{"k":12.0}', False),
+            (b'{"k":-0.0}', True),
+            (b'{"k":-10.0}', False),
+            (b'{"a":"x","k":1.0}', False),
+            (b'{"":1.0}', False),
+            (b"[1.0]", None),
+            (b'{"k":[1.0]}', None),
+            (b"1.0", None),
+            (b"-0.0", None),
+            (b'{"k":"1.0"}', None),
+            (b'["a",1.0]', None),
+            (b'["a",":1.0"]', None),
+            (b'{"k":":1.0"}', None),
+            (b'[":1.0"]', None),
+        ],
+    )
+    def test_it_answers_for_plain_member_values_only(
+        self, encoded: bytes, answer: bool | None
+    ) -> None:
+        """Of the ``.0`` ending a number in orjson's compact output, the shortcut tells whether
+        the number is -0 when it is plainly an object member's value (its key's closing quote and
+        colon before it, and the key opened after ``{`` or ``,``); anything else it leaves to the
+        count of quotes (None). Either way the mended output is RFC 8785's."""
+        start = encoded.rindex(b".0")
+        assert _member_value(encoded, start) is answer
+        if answer is not None:
+            assert _outside_strings(encoded, [start]) == [answer]
+
+
+class TestNumbersAndTheLegacyForm:
+    def test_what_no_finite_double_holds_is_null(self) -> None:
+        """A NaN, an infinity, or an integer no double holds (JavaScript reads it as Infinity)
+        is written null by the exact writer too."""
+        assert [format_number(n) for n in (math.nan, math.inf, -math.inf)] == ["null"] * 3
+        assert format_number(10**400) == "null"
+        assert format_number(-(10**400)) == "null"
+
+    def test_two_digits_with_an_exponent_keep_their_point(self) -> None:
+        """A number ECMAScript writes with an exponent keeps every digit of its mantissa."""
+        assert format_number(1.5e-7) == "1.5e-7"
+        assert format_number(-2.5e21) == "-2.5e+21"
+        assert format_number(1e-7) == "1e-7"
+
+    def test_digest_version_1_writes_text_as_is_and_refuses_nan(self) -> None:
+        """Digest version 1's form (Python's json, sorted keys) writes non-ASCII text as it
+        is, and refuses a NaN rather than write one."""
+        assert canonical_json({"b": "é", "a": 1.0}) == '{"a":1.0,"b":"é"}'
+        with pytest.raises(ValueError, match="Out of range float values"):
+            canonical_json([math.nan])

@@ -15,7 +15,7 @@ import pytest
 import structlog
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from prunewarden import AuditLog, Decision, Engine, InputError, Policy
+from prunewarden import AuditLog, Decision, Engine, InputError, Policy, load_policy
 from prunewarden.audit import decision_rows, input_digest
 from prunewarden.cli._main import run
 from prunewarden.decision import Reason, Verdict
@@ -659,3 +659,134 @@ class TestGroups:
         with pytest.raises(InputError) as raised:
             engine.plan({"segments": [grouped("a", 0.5, "")], "keep_top_k": 0})
         assert [p.path for p in raised.value.problems] == ["$.segments[0].group"]
+
+
+class TestAShadowedPlansRecord:
+    def test_the_shadows_verdicts_match_the_plans_one_for_one(self) -> None:
+        """A plan beside a shadow policy is one version 2 record whose shadow verdicts stand
+        one for one beside its verdicts, in order: the candidate decided each decision once."""
+        stream = io.StringIO()
+        active = Engine.default().policy
+        engine = Engine(active, audit=AuditLog(stream), shadow=active)
+        plan = engine.plan({"segments": WINDOW, "free_tokens": 200})
+        records = [json.loads(line) for line in stream.getvalue().splitlines()]
+        (record,) = [r for r in records if r["kind"] == "pass"]
+        assert record["record_version"] == 2
+        assert len(record["verdicts"]) == len(plan.decisions) == len(record["shadow"]["verdicts"])
+        assert [v["codes"] for v in record["shadow"]["verdicts"]] == [
+            list(d.codes) for d in plan.decisions
+        ]
+        assert all(v["agrees"] for v in record["shadow"]["verdicts"])
+
+
+class NoSpace(io.StringIO):
+    """A text stream that refuses every write (no space left)."""
+
+    def write(self, text: str) -> int:
+        raise OSError(28, "No space left on device", text[:0])
+
+
+class TestPassRecordsWrittenOrNot:
+    def test_an_empty_pass_writes_no_record(self) -> None:
+        """A pass of no segment decides nothing, and its log gets no pass record."""
+        stream = io.StringIO()
+        engine = Engine.default(audit=AuditLog(stream))
+        engine._columnar = None  # the general path, which writes the pass log's records
+        assert len(engine.authorize_pass([])) == 0
+        kinds = [json.loads(line)["kind"] for line in stream.getvalue().splitlines()]
+        assert "pass" not in kinds
+
+    def test_an_optional_log_that_fails_leaves_the_plan_and_is_reported(
+        self, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """A plan whose record an audit log that is not required cannot write stands as
+        planned, and the failure is reported with the pass's id."""
+        audit = AuditLog(NoSpace(), required=False)
+        plan = Engine.default(audit=audit).plan({"segments": WINDOW, "free_tokens": 200})
+        assert plan.evict
+        assert not plan.frozen
+        pass_id = plan.decisions[0].pass_id
+        assert f"audit_write_failed: sink {audit.name}, pass {pass_id}" in caplog.text
+
+
+class FirstWriteFails(io.StringIO):
+    """A text stream whose first write fails (no space left), and whose later writes land."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failed = False
+
+    def write(self, text: str) -> int:
+        if not self.failed:
+            self.failed = True
+            raise OSError(28, "No space left on device")
+        return super().write(text)
+
+
+class TestAPlanThatCannotBeLogged:
+    def test_it_frees_nothing_and_its_refusals_are_logged_and_handed_on(self) -> None:
+        """A plan whose record a required log cannot write evicts nothing and frees no token;
+        every decision is refused (audit_unavailable), the record of those refusals is written
+        once the log takes writes again, and the hooks get each refusal with it."""
+        stream = FirstWriteFails()
+        heard: list[tuple[Decision, dict[str, Any]]] = []
+        engine = Engine.default(
+            audit=AuditLog(stream), on_decision=lambda d, r: heard.append((d, dict(r)))
+        )
+        engine._columnar = None  # the general path: the pass log writes the record
+        plan = engine.plan({"segments": WINDOW, "free_tokens": 200})
+        assert (plan.evict, plan.tombstones, plan.frozen, plan.freed_tokens) == ((), (), True, 0)
+        assert {d.codes for d in plan.decisions} == {("audit_unavailable",)}
+        records = [json.loads(line) for line in stream.getvalue().splitlines()]
+        (record,) = [r for r in records if r["kind"] == "pass"]
+        assert [[r["code"] for r in row["reasons"]] for row in decision_rows(record)] == [
+            ["audit_unavailable"]
+        ] * len(plan.decisions)
+        assert [d for d, _ in heard] == list(plan.decisions)
+        assert {r["pass_id"] for _, r in heard} == {record["pass_id"]}
+
+
+PINS = Path(__file__).parents[1] / "examples" / "policies" / "content-pins.yaml"
+
+
+class TestAPlansRecordNamesTheRulesBackend:
+    def plan_record(self, engine_of: Callable[[io.StringIO], Engine]) -> dict[str, Any]:
+        stream = io.StringIO()
+        engine_of(stream).plan({"segments": WINDOW, "free_tokens": 200})
+        records = [json.loads(line) for line in stream.getvalue().splitlines()]
+        (record,) = [r for r in records if r["kind"] == "pass"]
+        return record
+
+    def test_under_a_policy_with_rules(self) -> None:
+        """A plan under a policy with rules names the CEL backend that evaluated them."""
+        pins = load_policy(PINS)
+        record = self.plan_record(lambda s: Engine(pins, audit=AuditLog(s), cel="python"))
+        assert record["cel"] == "python"
+
+    def test_beside_a_shadow_policy_with_rules(self) -> None:
+        """Rules of the shadow policy alone are evaluated too: the record names the backend."""
+        pins, active = load_policy(PINS), Engine.default().policy
+        record = self.plan_record(
+            lambda s: Engine(active, audit=AuditLog(s), shadow=pins, cel="python")
+        )
+        assert record["cel"] == "python"
+
+    def test_without_rules_no_backend_is_named(self) -> None:
+        """No rule, no backend named."""
+        record = self.plan_record(lambda s: Engine.default(audit=AuditLog(s), cel="python"))
+        assert "cel" not in record
+
+
+class TestAPlansRecordSaysItsMaking:
+    def test_it_records_its_duration_and_trace(self) -> None:
+        """A plan's record says how long deciding took and names the caller's trace and span."""
+        trace, span = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+        stream = io.StringIO()
+        engine = Engine.default(audit=AuditLog(stream), trace_context=lambda: (trace, span))
+        engine._columnar = None  # the general path: the pass log writes the record
+        engine.plan({"segments": WINDOW, "free_tokens": 200})
+        records = [json.loads(line) for line in stream.getvalue().splitlines()]
+        (record,) = [r for r in records if r["kind"] == "pass"]
+        assert isinstance(record["duration_ns"], int)
+        assert record["duration_ns"] > 0
+        assert (record["trace_id"], record["span_id"]) == (trace, span)

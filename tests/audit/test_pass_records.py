@@ -15,13 +15,16 @@ from typing import Any
 
 import pytest
 from jsonschema import Draft202012Validator
-from prunewarden import AuditLog, Engine
+from prunewarden import AuditLog, Engine, parse_policy
 from prunewarden._json import encode_canonical
 from prunewarden._resources import schema
-from prunewarden.audit import decision_rows, seal
+from prunewarden._values import replace_value
+from prunewarden.audit import decision_rows, pass_record, seal, verdict_entry
 from prunewarden.audit._chain import GENESIS, canonical_record
 from prunewarden.audit._record import policy_activated_record, policy_reload_failed_record
 from prunewarden.cli._main import run
+from prunewarden.inputs import CollapseRequest
+from prunewarden.inputs._model import Snapshot
 
 ROOT = Path(__file__).resolve().parents[2]
 VERIFIER = ROOT / "examples" / "verify" / "jcs_verify.mjs"
@@ -484,3 +487,180 @@ class TestHooks:
 def _refuse_to_digest(_: Any) -> str:
     msg = "no record should be built"
     raise AssertionError(msg)
+
+
+class TestColumnsRecordsReadAsTheySay:
+    def pass_record(self, stream: io.StringIO) -> dict[str, Any]:
+        (record,) = [
+            r for r in map(json.loads, stream.getvalue().splitlines()) if r["kind"] == "pass"
+        ]
+        assert record["record_version"] == 3
+        return record
+
+    def test_a_pass_over_columns_logs_its_input_when_asked(self) -> None:
+        """AuditLog(inputs=True): the version 3 record of a pass holds the pass document."""
+        stream = io.StringIO()
+        items = [item("a"), item("b", None)]
+        Engine.default(audit=AuditLog(stream, inputs=True)).authorize_pass(items)
+        record = self.pass_record(stream)
+        assert record["input"] == {"evictions": items, "eviction_candidates": ["a", "b"]}
+        assert record["input_erased"] == []
+
+    def test_columns_cut_short_read_without_what_is_missing(self) -> None:
+        """A version 3 record whose reasons or code actions stop short of its segments and
+        codes (none the engine writes, one edited by hand): each segment is still read, one
+        without a mask with no reason, a code without an action with none."""
+        stream = io.StringIO()
+        Engine.default(audit=AuditLog(stream)).authorize_pass([item("a"), item("b", None)])
+        record = self.pass_record(stream)
+        assert record["reasons"] == [1, 8]  # authorized; perturbation_missing
+        rows = decision_rows({**record, "reasons": record["reasons"][:1]})
+        assert [[r["code"] for r in row["reasons"]] for row in rows] == [["authorized"], []]
+        assert [row["outcome"] for row in rows] == ["allow", "deny"]
+        rows = decision_rows({**record, "code_actions": record["code_actions"][:3]})
+        assert [row["actions"] for row in rows] == [[], []]
+        assert [[r["code"] for r in row["reasons"]] for row in rows] == [
+            ["authorized"],
+            ["perturbation_missing"],
+        ]
+
+
+def shadowed_engine(stream: io.StringIO, **log: Any) -> Engine:
+    """The default policy, beside a candidate whose score range ends at 0.5."""
+    candidate = {
+        "apiVersion": "prunewarden/v1",
+        "kind": "Policy",
+        "metadata": {"name": "narrow", "version": "1.0.0"},
+        "spec": {"scores": {"min": 0, "max": 0.5}},
+    }
+    shadow = parse_policy(json.dumps(candidate), "<narrow>")
+    return Engine(Engine.default().policy, audit=AuditLog(stream, **log), shadow=shadow)
+
+
+def high(segment_id: str) -> dict[str, Any]:
+    """An item scored 0.9: outside the candidate's score range."""
+    return {**item(segment_id), "score": 0.9, "perturbed_score": 0.9}
+
+
+def pass_of(stream: io.StringIO) -> dict[str, Any]:
+    (record,) = [r for r in map(json.loads, stream.getvalue().splitlines()) if r["kind"] == "pass"]
+    return record
+
+
+class TestShadowedPassRecords:
+    def test_the_candidates_verdicts_stand_beside_the_pass(self) -> None:
+        """Beside each verdict, what the candidate decided (outcome, enforced, codes, whether
+        it agrees), or why it could not decide (its error)."""
+        stream = io.StringIO()
+        shadowed_engine(stream).authorize_pass([item("a"), item("b", None), high("c")])
+        record = pass_of(stream)
+        assert record["record_version"] == 2
+        assert record["shadow"]["policy"]["name"] == "narrow"
+        assert record["shadow"]["verdicts"] == [
+            {"outcome": "allow", "enforced": True, "codes": ["authorized"], "agrees": True},
+            {
+                "outcome": "deny",
+                "enforced": True,
+                "codes": ["perturbation_missing"],
+                "agrees": True,
+            },
+            {
+                "error": "the candidate refuses the input: <input>: $.perturbed_score: 0.9 is "
+                "outside the policy's score range [0.0, 0.5]",
+                "agrees": False,
+            },
+        ]
+
+    def test_a_decision_the_candidate_did_not_decide_is_named_so(self) -> None:
+        """pass_record of decisions of which one has no candidate's result: its shadow
+        verdict says so; without the candidate's policy such a record is not made."""
+        decisions = list(shadowed_engine(io.StringIO()).authorize_evictions([item("a"), item("b")]))
+        decisions[1] = replace_value(decisions[1], shadow=None)
+        fields: dict[str, Any] = {
+            "input_digest": "0" * 64,
+            "policy": Engine.default().policy,
+            "session_id": None,
+            "labels": {},
+        }
+        candidate = shadowed_engine(io.StringIO()).shadow
+        assert candidate is not None
+        record = pass_record(
+            "evictions", decisions, [None, None], **fields, shadow_policy=candidate.policy
+        )
+        assert record["shadow"]["verdicts"][1] == {
+            "error": "not decided by the candidate",
+            "agrees": False,
+        }
+        with pytest.raises(ValueError, match="logged with the shadow's policy"):
+            pass_record("evictions", decisions, [None, None], **fields)
+
+    def test_a_pass_decided_one_by_one_logs_its_input_when_asked(self) -> None:
+        """AuditLog(inputs=True): the version 2 record of a pass holds the pass document."""
+        stream = io.StringIO()
+        items = [item("a"), item("b", None)]
+        shadowed_engine(stream, inputs=True).authorize_pass(items)
+        record = pass_of(stream)
+        assert record["record_version"] == 2
+        assert record["input"] == {"evictions": items, "eviction_candidates": ["a", "b"]}
+
+
+def bound(segment_id: str, score: float) -> dict[str, Any]:
+    text = f"text of {segment_id}"
+    return {
+        "id": segment_id,
+        "kind": "turn",
+        "text": text,
+        "tokens": 50,
+        "score": score,
+        "perturbed_score": score,
+        "text_sha256": hashlib.sha256(text.encode()).hexdigest(),
+    }
+
+
+class TestPlanColumnsRead:
+    def test_a_plan_without_its_verdicts_places_reads_its_columns(self) -> None:
+        """A version 3 plan record missing verdict_indices (none the engine writes): its
+        columns are read, its verdicts, which have no place, are left out."""
+        stream = io.StringIO()
+        window = [bound(f"s{i}", 0.1 + i / 10) for i in range(4)]
+        Engine.default(audit=AuditLog(stream)).plan({"segments": window, "keep_top_k": 1})
+        record = pass_of(stream)
+        assert (record["record_version"], record["verdict_indices"]) == (3, [0])
+        whole = decision_rows(record)
+        assert [row["index"] for row in whole] == list(range(len(record["segments"]) + 1))
+        cut = {k: v for k, v in record.items() if k != "verdict_indices"}
+        rows = decision_rows(cut)
+        assert [row["check"] for row in rows] == ["eviction"] * len(record["segments"])
+        assert [row["subject"] for row in rows] == [
+            row["subject"] for row in whole if row["check"] == "eviction"
+        ]
+
+
+class TestVerdictEntries:
+    def test_a_collapse_verdict_names_the_last_cycle_of_its_history(self) -> None:
+        """The compact entry of a collapse decision names the cycle it judged: the last of
+        the history it was given."""
+        decision = Engine.default().authorize_evictions([item("a")])[0]
+        history = tuple(Snapshot(cycle, {"task": 0.5}, ("task",)) for cycle in (3, 4, 7))
+        entry = verdict_entry(decision, CollapseRequest(history, None))
+        assert entry["cycle"] == 7
+        assert "segment" not in entry
+        assert "cycle" not in verdict_entry(decision, CollapseRequest((), None))
+
+
+class TestPlanVerdictsRead:
+    def test_verdicts_without_a_usable_place_are_left_out(self) -> None:
+        """A version 3 plan record (edited) with more verdicts than places, or a place that
+        is no number, or a verdict that is no object: its columns are read, and of its
+        verdicts those with a place and a body."""
+        stream = io.StringIO()
+        window = [bound(f"s{i}", 0.1 + i / 10) for i in range(4)]
+        Engine.default(audit=AuditLog(stream)).plan({"segments": window, "keep_top_k": 1})
+        record = pass_of(stream)
+        (verdict,) = record["verdicts"]
+        columns = len(record["segments"])
+        longer = decision_rows({**record, "verdicts": [verdict, verdict]})
+        assert [row["index"] for row in longer] == list(range(columns + 1))
+        for places, verdicts in (["x"], [verdict]), ([0], ["not an object"]):
+            rows = decision_rows({**record, "verdict_indices": places, "verdicts": verdicts})
+            assert [row["check"] for row in rows] == ["eviction"] * columns

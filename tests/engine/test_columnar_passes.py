@@ -239,3 +239,79 @@ class TestInvalidPasses:
         assert problems[0] == problems[1]
         assert "$.evictions[3].segment.id: duplicate segment id" in problems[0][0]
         assert not path.exists() or "pass" not in {r["kind"] for r in records(path)}
+
+
+class TestTheGeneralPathsResult:
+    def test_a_pass_decided_one_by_one_keeps_its_id_and_time(self) -> None:
+        """A pass down the general path: its result carries the pass's id and time, those of
+        each of its decisions, as a pass decided over columns does."""
+        items, candidates = benchmark_pass(3)
+        typed = general(Engine.default()).authorize_pass(items, candidates)
+        columns = Engine.default().authorize_pass(items, candidates)
+        assert (typed.pass_id, typed.evaluated_at) == (PASS_ID, AT)
+        assert (columns.pass_id, columns.evaluated_at) == (PASS_ID, AT)
+        assert {(d.pass_id, d.evaluated_at) for d in typed} == {(PASS_ID, AT)}
+
+    def test_an_empty_pass_has_no_id_and_no_time(self) -> None:
+        """A pass of no segment decides nothing: its result is empty, with no id or time."""
+        typed = general(Engine.default()).authorize_pass([])
+        assert (len(typed), typed.pass_id, typed.evaluated_at, typed.evict_ids) == (0, "", "", ())
+
+
+def halt(engine: Engine, session_id: str) -> Engine:
+    """Halt ``session_id`` on the engine: its collapse guard sees the buffer narrow."""
+    session = engine.session(session_id)
+    flat = {"task": 0.5, "a": 0.5, "b": 0.52, "c": 0.54}
+    session.observe_cycle({"task": 0.9, "a": 0.1, "b": 0.5, "c": 0.95}, ["task"])
+    session.observe_cycle(flat, ["task"])
+    session.observe_cycle(flat, ["task"])
+    assert session.halted
+    return engine
+
+
+class TestPassesOfASession:
+    def test_a_pass_of_a_halted_session_is_refused_by_its_halt(self, tmp_path: Path) -> None:
+        """A pass naming a halted session evicts nothing: every segment is refused by the
+        halt, as the general path refuses it, and the pass is recorded decision by decision."""
+        items, candidates = benchmark_pass(6)
+        path = tmp_path / "audit.jsonl"
+        with AuditLog(path) as audit:
+            result = halt(Engine.default(audit=audit), "s").authorize_pass(
+                items, candidates, session_id="s"
+            )
+        assert result.evict_ids == ()
+        assert all("pruning_halted" in codes for codes in result.codes)
+        (record,) = [r for r in records(path) if r["kind"] == "pass"]
+        assert (record["record_version"], record["session_id"]) == (2, "s")
+
+    def test_a_pass_of_a_running_session_is_decided_over_columns(self, tmp_path: Path) -> None:
+        """A pass naming a session that is not halted is decided over columns (one version 3
+        record naming the session), with the general path's decisions."""
+        items, candidates = benchmark_pass(6)
+        path = tmp_path / "audit.jsonl"
+        with AuditLog(path) as audit:
+            engine = Engine.default(audit=audit)
+            engine.session("s")
+            columns = engine.authorize_pass(items, candidates, session_id="s")
+        typed = general(Engine.default()).authorize_pass(items, candidates, session_id="s")
+        assert_same(columns, typed)
+        assert columns.evict_ids
+        (record,) = [r for r in records(path) if r["kind"] == "pass"]
+        assert (record["record_version"], record["session_id"]) == (3, "s")
+
+    @pytest.mark.parametrize(
+        ("fields", "where"),
+        [({"session_id": 7}, "$.session_id"), ({"labels": {"team": 1}}, "$.labels.team")],
+        ids=["session-id", "label-value"],
+    )
+    def test_a_callers_fields_are_checked_first(
+        self, fields: dict[str, Any], where: str, tmp_path: Path
+    ) -> None:
+        """A session id that is no string, or a label value that is none, raises a located
+        InputError before anything is decided or logged."""
+        items, candidates = benchmark_pass(3)
+        path = tmp_path / "audit.jsonl"
+        with AuditLog(path) as audit, pytest.raises(InputError) as raised:
+            Engine.default(audit=audit).authorize_pass(items, candidates, **fields)
+        assert [p.path for p in raised.value.problems] == [where]
+        assert not path.exists() or "pass" not in {r["kind"] for r in records(path)}

@@ -33,7 +33,7 @@ from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 from prunewarden import AuditLog, Decision, Engine, Plan, Policy, parse_policy
 from prunewarden._resources import schema
-from prunewarden.audit import decision_rows
+from prunewarden.audit import decision_rows, verdict_entry
 from prunewarden.cli._main import run
 from prunewarden.planner import PlanDecisions
 from prunewarden.planner._decisions import DeferredDecision
@@ -463,3 +463,28 @@ class FailingStream(io.StringIO):
         if self.failing:
             raise OSError(28, "No space left on device")
         return super().write(text)
+
+
+class TestDeferredVerdicts:
+    def test_an_eviction_over_columns_says_what_its_built_decision_says(self) -> None:
+        """Each eviction a plan decided over columns gives the version 2 verdict entry of the
+        decision it builds (outcome, codes, each action once, the segment), whatever its
+        reason: authorized, a missing perturbed score, an unstable score."""
+        window = [
+            segment("base", 0.125),
+            segment("unperturbed", 0.3, perturbed_score=None),
+            segment("shaky", 0.35, perturbed_score=0.9),
+            segment("x", 0.5),
+        ]
+        plan = Engine(POLICIES["default"]).plan({"segments": clean(window), "keep_top_k": 0})
+        deferred = [e for e in plan.decisions.entries if isinstance(e, DeferredDecision)]
+        assert {e.codes for e in deferred} == {
+            ("authorized",),
+            ("perturbation_missing",),
+            ("unstable_score",),
+        }
+        for entry in deferred:
+            assert entry.verdict == verdict_entry(entry.get(), entry.request())
+        assert [e.verdict["actions"] for e in deferred if e.segment.id == "shaky"] == [
+            [{"action": "rescore", "ids": ["shaky"]}]
+        ]

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import structlog
 from prunewarden import AuditLog, Decision, Engine, PassResult
+from prunewarden.audit import decision_rows
 from prunewarden.pipeline import Pipeline
 
 
@@ -254,3 +255,49 @@ class TestUnwritten:
         record = json.loads(path.read_text(encoding="utf-8").splitlines()[-1])
         assert (record["record_version"], record["allowed"]) == (3, "100")
         assert record["dependencies"] == {"2": ["b"]}
+
+
+class FailsOnce(io.StringIO):
+    """A text stream whose first write fails (no space left), and whose later writes land."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failed = False
+
+    def write(self, text: str) -> int:
+        if not self.failed:
+            self.failed = True
+            raise OSError(28, "No space left on device")
+        return super().write(text)
+
+
+class TestRefusalsAreLogged:
+    def test_the_refusals_of_a_pass_that_could_not_be_logged_are_logged(self) -> None:
+        """A pass whose record could not be written is refused whole, and the record of those
+        refusals is written to the audit log when it takes writes again: its readers find
+        audit_unavailable for each decision."""
+        stream = FailsOnce()
+        result = Engine.default(audit=AuditLog(stream)).authorize_pass(PASS)
+        assert result.codes == (("audit_unavailable",),) * 3
+        records = [json.loads(line) for line in stream.getvalue().splitlines()]
+        (record,) = [r for r in records if r["kind"] == "pass"]
+        assert (record["record_version"], record["pass_id"]) == (3, result.pass_id)
+        assert [[r["code"] for r in row["reasons"]] for row in decision_rows(record)] == [
+            ["audit_unavailable"]
+        ] * 3
+
+
+class TestWhatTheRecordSaysOfItsMaking:
+    def test_a_pass_over_columns_records_its_duration_and_trace(self) -> None:
+        """The version 3 record of a pass says how long deciding took and names the caller's
+        trace and span, as every record does."""
+        trace, span = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+        stream = io.StringIO()
+        engine = Engine.default(audit=AuditLog(stream), trace_context=lambda: (trace, span))
+        engine.authorize_pass(PASS)
+        records = [json.loads(line) for line in stream.getvalue().splitlines()]
+        (record,) = [r for r in records if r["kind"] == "pass"]
+        assert record["record_version"] == 3
+        assert isinstance(record["duration_ns"], int)
+        assert record["duration_ns"] > 0
+        assert (record["trace_id"], record["span_id"]) == (trace, span)

@@ -424,3 +424,20 @@ class TestStalenessInflationExplained:
         assert reason.detail["would_allow_text"] == (
             "relevance rose more than 0% while tokens fell for 1 turn(s): allowed at no value"
         )
+
+
+class TestStalenessInflationBelowZero:
+    def test_a_rise_between_negative_means_is_relative_to_the_first(self) -> None:
+        """On a score range below zero, a mean rising from -0.5 to -0.2 rose by 0.3, 60% of
+        the first mean's magnitude: the tolerance offered is 0.6, to the float."""
+        turns = shrinking(-0.5, -0.2)
+        reason = stale([span("a")], turns=turns, drift_consecutive_turns=1).reasons[0]
+        assert reason.code == "relevance_inflation"
+        tolerance, window = reason.detail["would_allow"]
+        assert (tolerance["field"], tolerance["op"]) == ("spec.staleness.drift_tolerance", ">=")
+        assert tolerance["value"] == pytest.approx(0.6)
+        assert window == {"field": "spec.staleness.drift_consecutive_turns", "op": ">=", "value": 2}
+        assert reason.detail["would_allow_text"] == (
+            "relevance rose more than 5% while tokens fell for 1 turn(s): allowed at "
+            "drift_tolerance \u2265 0.6 or drift_consecutive_turns \u2265 2"
+        )
