@@ -376,12 +376,6 @@ EQUIVALENT: tuple[Equivalent, ...] = (
     ),
     Equivalent(
         _PASSES,
-        "raise NotImplementedError",
-        "raise NotImplementedError -> pass (delete-raise)",
-        "the mixin's placeholder: Engine defines _decide, so it is never called",
-    ),
-    Equivalent(
-        _PASSES,
         "stamps.pass_id, 0,",
         f"0 -> 1 {_PLUS_ONE}",
         "ColumnarEviction.decide reads the stamp's pass id and time only: each decision's index "
