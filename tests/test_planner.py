@@ -691,7 +691,7 @@ class TestPassRecordsWrittenOrNot:
         """A pass of no segment decides nothing, and its log gets no pass record."""
         stream = io.StringIO()
         engine = Engine.default(audit=AuditLog(stream))
-        engine._columnar = None  # the general path, which writes the pass log's records
+        engine.passes.columnar = None  # the general path, which writes the pass log's records
         assert len(engine.authorize_pass([])) == 0
         kinds = [json.loads(line)["kind"] for line in stream.getvalue().splitlines()]
         assert "pass" not in kinds
@@ -733,7 +733,7 @@ class TestAPlanThatCannotBeLogged:
         engine = Engine.default(
             audit=AuditLog(stream), on_decision=lambda d, r: heard.append((d, dict(r)))
         )
-        engine._columnar = None  # the general path: the pass log writes the record
+        engine.passes.columnar = None  # the general path: the pass log writes the record
         plan = engine.plan({"segments": WINDOW, "free_tokens": 200})
         assert (plan.evict, plan.tombstones, plan.frozen, plan.freed_tokens) == ((), (), True, 0)
         assert {d.codes for d in plan.decisions} == {("audit_unavailable",)}
@@ -755,7 +755,7 @@ class TestAPlansRecordNamesTheRulesBackend:
         engine_of(stream).plan({"segments": WINDOW, "free_tokens": 200})
         records = [json.loads(line) for line in stream.getvalue().splitlines()]
         (record,) = [r for r in records if r["kind"] == "pass"]
-        return record
+        return dict(record)
 
     def test_under_a_policy_with_rules(self) -> None:
         """A plan under a policy with rules names the CEL backend that evaluated them."""
@@ -783,7 +783,7 @@ class TestAPlansRecordSaysItsMaking:
         trace, span = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
         stream = io.StringIO()
         engine = Engine.default(audit=AuditLog(stream), trace_context=lambda: (trace, span))
-        engine._columnar = None  # the general path: the pass log writes the record
+        engine.passes.columnar = None  # the general path: the pass log writes the record
         engine.plan({"segments": WINDOW, "free_tokens": 200})
         records = [json.loads(line) for line in stream.getvalue().splitlines()]
         (record,) = [r for r in records if r["kind"] == "pass"]

@@ -495,7 +495,7 @@ class TestColumnsRecordsReadAsTheySay:
             r for r in map(json.loads, stream.getvalue().splitlines()) if r["kind"] == "pass"
         ]
         assert record["record_version"] == 3
-        return record
+        return dict(record)
 
     def test_a_pass_over_columns_logs_its_input_when_asked(self) -> None:
         """AuditLog(inputs=True): the version 3 record of a pass holds the pass document."""
@@ -544,7 +544,7 @@ def high(segment_id: str) -> dict[str, Any]:
 
 def pass_of(stream: io.StringIO) -> dict[str, Any]:
     (record,) = [r for r in map(json.loads, stream.getvalue().splitlines()) if r["kind"] == "pass"]
-    return record
+    return dict(record)
 
 
 class TestShadowedPassRecords:

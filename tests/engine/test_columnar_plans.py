@@ -477,6 +477,7 @@ class TestDeferredVerdicts:
             segment("x", 0.5),
         ]
         plan = Engine(POLICIES["default"]).plan({"segments": clean(window), "keep_top_k": 0})
+        assert isinstance(plan.decisions, PlanDecisions)
         deferred = [e for e in plan.decisions.entries if isinstance(e, DeferredDecision)]
         assert {e.codes for e in deferred} == {
             ("authorized",),
