@@ -3,33 +3,19 @@ absent section does not change, and guardrails and ``policy diff`` on the effect
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from _support.policy_sections import DEFAULT_DIGEST
+from _support.policy_sections import policy_text as _policy
+from _support.policy_sections import write_file as _write
 from prunewarden import PolicyError, load_builtin_policy, load_policy, parse_policy
 from prunewarden.policy import resolve_file
 from prunewarden.policy._diff import diff
 
 ROOT = Path(__file__).resolve().parents[2]
-# The bundled default's digest before the transition section existed (docs/guards.md shows it).
-DEFAULT_DIGEST = "sha256:7134b8e2d3c988856d3bb44e66cd65bd208cecc51761692f41f586b6b72776f7"
-
-
-def _policy(body: str = "", *, name: str = "p", extends: str | None = None) -> str:
-    head = "apiVersion: prunewarden/v1\nkind: Policy\n"
-    if extends is not None:
-        head += f"extends: {extends}\n"
-    head += f"metadata:\n  name: {name}\n  version: 1.0.0\n"
-    return head + textwrap.dedent(body).lstrip("\n")
-
-
-def _write(folder: Path, name: str, text: str) -> Path:
-    path = folder / name
-    path.write_text(text, encoding="utf-8")
-    return path
 
 
 class TestSettings:
